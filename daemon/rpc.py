@@ -1,0 +1,168 @@
+"""JSON-RPC 2.0 over the daemon's Unix socket: framing and the client.
+
+One JSON object per line (UTF-8, ``\\n``-terminated), DESIGN §7/§10.  The
+CLI and the tray both use :class:`RpcClient`; the server side lives in
+``daemon/socket_server.py``.  Error codes: -32601 unknown method, -32602 bad
+params, -32000 "cannot do that now".
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "PROTOCOL",
+    "METHOD_NOT_FOUND",
+    "INVALID_PARAMS",
+    "CANNOT_NOW",
+    "DaemonNotRunning",
+    "RpcError",
+    "RpcClient",
+    "default_socket_path",
+    "encode",
+    "decode",
+]
+
+PROTOCOL = 1
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+PARSE_ERROR = -32700
+CANNOT_NOW = -32000
+
+_MAX_LINE = 16 * 1024 * 1024  # bytes; a status object is far smaller
+
+
+class DaemonNotRunning(Exception):
+    """No daemon answers on the socket (missing file, refused, stale)."""
+
+
+class RpcError(Exception):
+    """The daemon answered a request with a JSON-RPC error.
+
+    :ivar code: the JSON-RPC error code.
+    """
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def default_socket_path() -> Path:
+    """Where the socket lives when neither config nor ``OHSYNC_SOCKET`` say.
+
+    ``$XDG_RUNTIME_DIR/ohsync/ohsync.sock`` where the runtime dir exists,
+    else ``<tempdir>/ohsync-<uid>/ohsync.sock`` (root without a session).
+    """
+    env = os.environ.get("OHSYNC_SOCKET")
+    if env:
+        return Path(env).expanduser()
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return Path(runtime) / "ohsync" / "ohsync.sock"
+    return Path(tempfile.gettempdir()) / f"ohsync-{os.getuid()}" / "ohsync.sock"
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    """One protocol line: compact JSON, UTF-8, newline-terminated."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    """Parse one protocol line.
+
+    :raises ValueError: not a JSON object.
+    """
+    obj = json.loads(line.decode("utf-8"))
+    if not isinstance(obj, dict):
+        raise ValueError("a JSON-RPC message must be an object")
+    return obj
+
+
+class RpcClient:
+    """A blocking client of the daemon's socket.
+
+    :param path: socket path (default :func:`default_socket_path`).
+    :param timeout: seconds to wait for an answer (``None`` = forever).
+    :raises DaemonNotRunning: from :meth:`call` when nobody listens.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float | None = 10.0) -> None:
+        self.path = Path(path) if path is not None else default_socket_path()
+        self.timeout = timeout
+        self._ids = itertools.count(1)
+
+    def _connect(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(str(self.path))
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
+            sock.close()
+            raise DaemonNotRunning(f"ohsync is not running (no daemon at {self.path})") from exc
+        except OSError as exc:
+            sock.close()
+            raise DaemonNotRunning(f"cannot reach the ohsync daemon at {self.path}: {exc.strerror}") from exc
+        return sock
+
+    def call(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
+        """Send one request and return its ``result``.
+
+        :param timeout: seconds for this call, overriding the client's.
+        :raises DaemonNotRunning: nobody listens on the socket.
+        :raises RpcError: the daemon answered with an error.
+        :raises ConnectionError: the daemon closed the connection early.
+        """
+        req_id = next(self._ids)
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        with self._connect() as sock:
+            if timeout is not None:
+                sock.settimeout(timeout)
+            sock.sendall(encode(msg))
+            reader = sock.makefile("rb")
+            for line in reader:
+                reply = decode(line)
+                if reply.get("id") != req_id:
+                    continue  # a notification; not ours
+                if "error" in reply:
+                    err = reply["error"] or {}
+                    raise RpcError(int(err.get("code", INTERNAL_ERROR)), str(err.get("message", "error")))
+                return reply.get("result")
+        raise ConnectionError("the daemon closed the connection without answering")
+
+    def subscribe(self) -> Iterator[dict[str, Any]]:
+        """Yield the ``params`` of every ``event`` notification, forever.
+
+        The first item is the answer to ``subscribe`` itself (``{"type":
+        "subscribed"}``) so callers know the stream is live.  The iterator
+        ends when the daemon goes away.
+
+        :raises DaemonNotRunning: nobody listens on the socket.
+        """
+        sock = self._connect()
+        sock.settimeout(None)
+        try:
+            sock.sendall(encode({"jsonrpc": "2.0", "id": 0, "method": "subscribe"}))
+            for line in sock.makefile("rb"):
+                try:
+                    msg = decode(line)
+                except ValueError:
+                    continue
+                if msg.get("id") == 0:
+                    yield {"type": "subscribed"}
+                elif msg.get("method") == "event":
+                    yield msg.get("params") or {}
+        except OSError:
+            return
+        finally:
+            sock.close()

@@ -1,0 +1,5 @@
+"""ohsync.devserver — see DESIGN §2."""
+from __future__ import annotations
+
+if __name__ != "ohsync.devserver":  # pragma: no cover - guards against bare-folder imports
+    raise ImportError("import ohsync.devserver (pip install -e .), not the bare folder 'devserver'")

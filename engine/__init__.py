@@ -1,0 +1,5 @@
+"""ohsync.engine — see DESIGN §2."""
+from __future__ import annotations
+
+if __name__ != "ohsync.engine":  # pragma: no cover - guards against bare-folder imports
+    raise ImportError("import ohsync.engine (pip install -e .), not the bare folder 'engine'")

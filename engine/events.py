@@ -1,0 +1,92 @@
+"""Typed results and events the sync engine hands to its caller.
+
+The engine never prints, notifies or logs for a person: it returns a
+:class:`SyncReport` per pass and calls an ``on_event`` callback with
+:class:`SyncEvent` values; the daemon turns them into status, activity and
+notifications.  Paths are library-relative POSIX paths without a leading
+slash (``journal/2026-11.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["SyncEvent", "ConflictRecord", "SyncReport"]
+
+
+@dataclass(frozen=True)
+class SyncEvent:
+    """Something the engine is doing or did.
+
+    :ivar kind: ``"transfer"`` (progress; ``done``/``total`` in bytes),
+        ``"synced"`` (a path finished; ``action`` says what), ``"conflict"``,
+        ``"error"`` (a per-path failure, ``message`` says why), ``"skipped"``.
+    :ivar path: library-relative path.
+    :ivar direction: ``"up"``, ``"down"`` or ``""``.
+    :ivar action: for ``synced``: ``upload``, ``download``, ``merge``,
+        ``adopt``, ``restore``, ``conflict``.
+    """
+
+    kind: str
+    path: str
+    direction: str = ""
+    action: str = ""
+    done: int = 0
+    total: int = 0
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ConflictRecord:
+    """A version that could not be merged and was archived.
+
+    :ivar path: the path whose local version won.
+    :ivar archived: library-relative path of the conflict copy
+        (``.conflict/<dir>/<stem>__<origin>__<UTC>.<ext>``).
+    :ivar time: ISO 8601 time of the conflict.
+    :ivar reason: a sentence.
+    :ivar fields: what could not merge (frontmatter fields or line ranges).
+    """
+
+    path: str
+    archived: str
+    time: str
+    reason: str
+    fields: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        """The socket's ``conflicts`` item: path, archived, time, reason, fields."""
+        return {"path": self.path, "archived": self.archived, "time": self.time,
+                "reason": self.reason, "fields": list(self.fields)}
+
+
+@dataclass
+class SyncReport:
+    """What one :meth:`SyncEngine.sync` pass did.
+
+    :ivar remote_changed: the head commit differed from the last pass.
+    :ivar uploaded/downloaded/merged: paths per action.
+    :ivar conflicts: conflicts recorded in this pass.
+    :ivar errors: ``(path, message)`` per path that failed and will be retried.
+    :ivar skipped: ``(path, reason)`` names that cannot exist on the other side.
+    :ivar damaged: ``(path, reason)`` memory files that do not parse.
+    :ivar restored: paths missing on one side that were restored from the other
+        (deletes are not propagated in this version of the engine).
+    :ivar requests: HTTP requests made during the pass.
+    """
+
+    remote_changed: bool = False
+    uploaded: list[str] = field(default_factory=list)
+    downloaded: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    conflicts: list[ConflictRecord] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    damaged: list[tuple[str, str]] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    requests: int = 0
+
+    @property
+    def transferred(self) -> int:
+        """Number of paths uploaded or downloaded."""
+        return len(self.uploaded) + len(self.downloaded)

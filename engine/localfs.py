@@ -1,0 +1,197 @@
+"""The local side: scanning the mirror, atomic writes, backups.
+
+A scan compares each file's stat fingerprint ``(size, mtime_ns, inode)``
+with its base; only files whose fingerprint moved are hashed.  Writes go to
+a temp file in the same folder (a name the watcher and the scan ignore),
+are fsynced and renamed over the target, so a crash never leaves a half
+file under a real name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .errors import LocalError, MirrorMissingError
+from .ids import file_hashes
+from .ignore import TEMP_PREFIX, IgnoreRules
+from .paths import name_problem, normalize_rel, to_local
+
+__all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
+           "atomic_write", "backup_file", "check_root", "is_regular", "local_errors"]
+
+Fingerprint = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """A file or folder found by a scan.
+
+    :ivar path: rel path. ``fingerprint``: ``(size, mtime_ns, inode)``.
+    """
+
+    path: str
+    is_dir: bool
+    fingerprint: Fingerprint = (0, 0, 0)
+
+
+def stat_fingerprint(st: os.stat_result) -> Fingerprint:
+    """``(size_bytes, mtime_ns, inode)`` of a stat result."""
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def check_root(local_root: Path, marker_expected: bool) -> None:
+    """Refuse to sync a mirror root that is missing or not ours.
+
+    Once a mirror has been synced its root must still exist and be a
+    folder: an unmounted disk shows up as a missing mount point, and
+    propagating that as "everything deleted" would empty the library.  A
+    mirror never synced before gets its root created.
+
+    :param marker_expected: the mirror was synced before (state has bases).
+    :raises MirrorMissingError: the root is missing or not a folder.
+    """
+    if not local_root.is_dir():
+        if marker_expected:
+            raise MirrorMissingError(
+                f"The mirror folder {local_root} is missing. Syncing is stopped so nothing is "
+                "deleted on the server; reconnect the drive or restore the folder, then run "
+                "`ohsync refresh`.")
+        try:
+            local_root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MirrorMissingError(f"Cannot create the mirror folder {local_root}: {exc.strerror}") from exc
+
+
+def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFile], list[tuple[str, str]]]:
+    """Walk the mirror without following symlinks.
+
+    :returns: ``(entries by rel path, skipped (rel path, reason))``; ignored
+        paths appear in neither.
+    """
+    found: dict[str, LocalFile] = {}
+    skipped: list[tuple[str, str]] = []
+    stack = [("", local_root)]
+    while stack:
+        rel_dir, abs_dir = stack.pop()
+        try:
+            it = list(os.scandir(abs_dir))
+        except OSError as exc:
+            skipped.append((rel_dir or ".", f"cannot read folder: {exc.strerror}"))
+            continue
+        for entry in it:
+            rel = normalize_rel(f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
+            try:
+                is_link = entry.is_symlink()
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if ignore.match(rel, is_dir):
+                continue
+            if is_link:
+                skipped.append((rel, "symbolic link (not followed)"))
+                continue
+            problem = name_problem(rel)
+            if problem:
+                skipped.append((rel, problem))
+                continue
+            if is_dir:
+                found[rel] = LocalFile(rel, True)
+                stack.append((rel, Path(entry.path)))
+            elif entry.is_file(follow_symlinks=False):
+                try:
+                    found[rel] = LocalFile(rel, False, stat_fingerprint(entry.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
+    return found, skipped
+
+
+def hash_file(path: Path) -> tuple[str, str, int, Fingerprint]:
+    """``(sha1, seafile_file_id, size, fingerprint)`` of a local file.
+
+    The fingerprint is taken before and after hashing; if they differ the
+    file is being written and :class:`LocalError` is raised so the caller
+    retries later.
+    """
+    with open(path, "rb") as fh:
+        before = stat_fingerprint(os.fstat(fh.fileno()))
+        sha1, fid, size = file_hashes(fh)
+        after = stat_fingerprint(os.fstat(fh.fileno()))
+    if before != after:
+        raise LocalError(f"{path.name} changed while it was read; will retry", title="File busy")
+    return sha1, fid, size, after
+
+
+def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Fingerprint:
+    """Write ``data`` to ``target`` atomically; returns the new fingerprint.
+
+    Temp file in the same folder (ignored by the watcher), fsync, optional
+    mtime (seconds), ``os.replace``, fsync of the folder.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mtime is not None and mtime > 0:
+            os.utime(tmp, (mtime, mtime))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)
+    return stat_fingerprint(os.stat(target))
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str) -> Path | None:
+    """Copy a local file to ``backup_root/<YYYY-MM-DD>/<library>/<rel path>``.
+
+    Called before the daemon overwrites or deletes a local file.  An
+    existing backup of the same day gets a time suffix, never overwritten.
+
+    :returns: the backup path, or None when the file does not exist.
+    """
+    src = to_local(local_root, rel_path)
+    if not src.is_file():
+        return None
+    now = datetime.now(timezone.utc)
+    dest = to_local(backup_root / now.strftime("%Y-%m-%d") / library, rel_path)
+    if dest.exists():
+        dest = dest.with_name(f"{dest.stem}__{now.strftime('%H%M%S%f')}{dest.suffix}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dest)
+    return dest
+
+
+def is_regular(path: Path) -> bool:
+    """True for an existing regular file (symlinks are not followed)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def local_errors(exc: OSError, rel_path: str) -> LocalError:
+    """Turn an OSError on a mirror file into a :class:`LocalError` sentence."""
+    reason = exc.strerror or str(exc)
+    return LocalError(f"{rel_path}: {reason}", path=rel_path)

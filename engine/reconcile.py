@@ -1,0 +1,58 @@
+"""The reconciliation table of DESIGN §4, as a pure function.
+
+Each side of a path is classified against its base, then one ordered rule
+picks the action.  Deletes are not propagated in this version: a file
+missing on one side is restored from the other, so nothing can be lost.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["Side", "Action", "decide"]
+
+
+class Side(Enum):
+    """One side of a path compared with its base."""
+
+    ABSENT = "absent"      # not there (and no base: never was)
+    SAME = "same"          # equals base
+    CHANGED = "changed"    # differs from base, or new without a base
+    GONE = "gone"          # there was a base, the side no longer has it
+
+
+class Action(Enum):
+    """What to do with one path."""
+
+    NOTHING = "nothing"
+    PULL = "pull"                    # remote → local
+    PUSH = "push"                    # local → remote (read-merge-write)
+    MERGE = "merge"                  # both changed: read-merge-write
+    RESTORE_REMOTE = "restore_remote"  # remote gone, local kept: upload it again
+    RESTORE_LOCAL = "restore_local"    # local gone, remote kept: download it again
+    FORGET = "forget"                # gone on both sides: drop the base
+
+
+def decide(local: Side, remote: Side) -> Action:
+    """The action for a file whose sides are classified as given.
+
+    Rules, in order: unchanged sides do nothing; a one-sided change flows
+    to the other side; both changed merge; modification beats deletion;
+    a one-sided deletion restores (deletes are not propagated yet); gone on
+    both sides forgets the base.
+    """
+    table = {
+        (Side.SAME, Side.SAME): Action.NOTHING,
+        (Side.SAME, Side.CHANGED): Action.PULL,
+        (Side.SAME, Side.GONE): Action.RESTORE_REMOTE,
+        (Side.CHANGED, Side.SAME): Action.PUSH,
+        (Side.CHANGED, Side.CHANGED): Action.MERGE,
+        (Side.CHANGED, Side.GONE): Action.PUSH,
+        (Side.CHANGED, Side.ABSENT): Action.PUSH,
+        (Side.GONE, Side.SAME): Action.RESTORE_LOCAL,
+        (Side.GONE, Side.CHANGED): Action.PULL,
+        (Side.GONE, Side.GONE): Action.FORGET,
+        (Side.ABSENT, Side.CHANGED): Action.PULL,
+        (Side.ABSENT, Side.ABSENT): Action.NOTHING,
+    }
+    return table.get((local, remote), Action.NOTHING)

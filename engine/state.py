@@ -1,0 +1,232 @@
+"""The state store: base versions, the remote snapshot, conflicts.
+
+One SQLite database (WAL) per mirror plus a content-addressed blob folder
+for base contents of text files.  Everything here but the base contents and
+the conflict list can be rebuilt by a full rescan; losing the database means
+a careful resync (both sides present and different ⇒ merge or conflict
+copy), never data loss.
+
+Tables: ``meta`` (key/value: head commit id, schema version), ``base``
+(per rel path: sha1, remote file id, local fingerprint, blob present),
+``remote`` (the last listing: per rel path: is_dir, id, size, mtime),
+``conflicts``, ``issues`` (damaged and skipped paths with reasons).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .events import ConflictRecord
+from .models import RemoteEntry
+
+__all__ = ["Base", "StateStore", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS base (
+    path TEXT PRIMARY KEY, is_dir INTEGER NOT NULL, sha1 TEXT, remote_id TEXT,
+    size INTEGER, mtime_ns INTEGER, inode INTEGER, has_blob INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS remote (
+    path TEXT PRIMARY KEY, is_dir INTEGER NOT NULL, id TEXT NOT NULL,
+    size INTEGER NOT NULL, mtime INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS conflicts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL, archived TEXT NOT NULL,
+    time TEXT NOT NULL, reason TEXT NOT NULL, fields TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS issues (
+    kind TEXT NOT NULL, path TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (kind, path));
+"""
+
+
+@dataclass(frozen=True)
+class Base:
+    """What both sides last agreed on for one path.
+
+    :ivar sha1: hex sha1 of the content (None for folders).
+    :ivar remote_id: the remote file id at that time.
+    :ivar size: bytes; ``mtime_ns``/``inode``: the local stat fingerprint.
+    :ivar has_blob: the base content is kept (text files up to a limit).
+    """
+
+    path: str
+    is_dir: bool
+    sha1: str | None
+    remote_id: str | None
+    size: int = 0
+    mtime_ns: int = 0
+    inode: int = 0
+    has_blob: bool = False
+
+    def fingerprint(self) -> tuple[int, int, int]:
+        """``(size, mtime_ns, inode)`` as last seen locally."""
+        return (self.size, self.mtime_ns, self.inode)
+
+
+class StateStore:
+    """SQLite state of one mirror.
+
+    :param db_path: the database file (created with its folder).
+    :param blob_dir: folder for base contents, named by sha1.
+    :raises sqlite3.DatabaseError: the file is not a database.
+    """
+
+    def __init__(self, db_path: Path, blob_dir: Path) -> None:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        blob_dir.mkdir(parents=True, exist_ok=True)
+        self.blob_dir = blob_dir
+        # check_same_thread off: the daemon's worker owns the store, but it
+        # is created on the main thread.
+        self._db = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        if self.get_meta("schema") is None:
+            self.set_meta("schema", str(SCHEMA_VERSION))
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    # -- meta -------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        """A value from the key/value table, or None."""
+        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (or with None, delete) a key/value entry."""
+        if value is None:
+            self._db.execute("DELETE FROM meta WHERE key=?", (key,))
+        else:
+            self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # -- base -------------------------------------------------------------
+    def get_base(self, path: str) -> Base | None:
+        """The base of ``path`` or None when the path was never synced."""
+        row = self._db.execute(
+            "SELECT path,is_dir,sha1,remote_id,size,mtime_ns,inode,has_blob FROM base WHERE path=?",
+            (path,)).fetchone()
+        return _base(row) if row else None
+
+    def all_bases(self) -> dict[str, Base]:
+        """Every base, keyed by rel path."""
+        rows = self._db.execute(
+            "SELECT path,is_dir,sha1,remote_id,size,mtime_ns,inode,has_blob FROM base")
+        return {r[0]: _base(r) for r in rows}
+
+    def set_base(self, base: Base, content: bytes | None = None) -> None:
+        """Record ``base``; keep ``content`` as its base blob when given.
+
+        The blob is written (temp + rename) before the row, so a row that
+        says ``has_blob`` always has its blob.
+        """
+        has_blob = False
+        if content is not None and base.sha1:
+            self._put_blob(base.sha1, content)
+            has_blob = True
+        self._db.execute(
+            "INSERT OR REPLACE INTO base(path,is_dir,sha1,remote_id,size,mtime_ns,inode,has_blob)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (base.path, int(base.is_dir), base.sha1, base.remote_id, base.size,
+             base.mtime_ns, base.inode, int(has_blob)))
+
+    def delete_base(self, path: str) -> None:
+        """Forget the base of ``path`` (its blob is pruned by :meth:`prune_blobs`)."""
+        self._db.execute("DELETE FROM base WHERE path=?", (path,))
+
+    def base_content(self, base: Base) -> bytes | None:
+        """The kept base content of ``base`` or None when none was kept."""
+        if not base.has_blob or not base.sha1:
+            return None
+        try:
+            return (self.blob_dir / base.sha1).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def _put_blob(self, sha1: str, content: bytes) -> None:
+        target = self.blob_dir / sha1
+        if target.exists():
+            return
+        fd, tmp = tempfile.mkstemp(dir=self.blob_dir, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+
+    def prune_blobs(self) -> int:
+        """Delete blobs no base refers to; returns how many were removed."""
+        used = {r[0] for r in self._db.execute("SELECT sha1 FROM base WHERE has_blob=1")}
+        removed = 0
+        for entry in self.blob_dir.iterdir():
+            if entry.name not in used:
+                entry.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+    # -- remote snapshot --------------------------------------------------
+    def remote_snapshot(self) -> dict[str, RemoteEntry]:
+        """The last listing, keyed by rel path (entries carry rel paths too)."""
+        rows = self._db.execute("SELECT path,is_dir,id,size,mtime FROM remote")
+        return {r[0]: RemoteEntry(r[0], bool(r[1]), r[2], r[3], r[4]) for r in rows}
+
+    def replace_remote_snapshot(self, entries: Iterable[RemoteEntry]) -> None:
+        """Store a new listing snapshot in one transaction."""
+        with self.transaction():
+            self._db.execute("DELETE FROM remote")
+            self._db.executemany(
+                "INSERT INTO remote(path,is_dir,id,size,mtime) VALUES (?,?,?,?,?)",
+                [(e.path, int(e.is_dir), e.id, e.size, e.mtime) for e in entries])
+
+    # -- conflicts and issues ---------------------------------------------
+    def add_conflict(self, rec: ConflictRecord) -> None:
+        """Record a conflict."""
+        self._db.execute(
+            "INSERT INTO conflicts(path,archived,time,reason,fields) VALUES (?,?,?,?,?)",
+            (rec.path, rec.archived, rec.time, rec.reason, "\n".join(rec.fields)))
+
+    def conflicts(self) -> list[ConflictRecord]:
+        """Every recorded conflict, oldest first."""
+        rows = self._db.execute("SELECT path,archived,time,reason,fields FROM conflicts ORDER BY id")
+        return [ConflictRecord(r[0], r[1], r[2], r[3], tuple(f for f in r[4].split("\n") if f))
+                for r in rows]
+
+    def set_issue(self, kind: str, path: str, reason: str | None) -> None:
+        """Record (or with None, clear) a ``damaged``/``skipped`` path."""
+        if reason is None:
+            self._db.execute("DELETE FROM issues WHERE kind=? AND path=?", (kind, path))
+        else:
+            self._db.execute("INSERT OR REPLACE INTO issues(kind,path,reason) VALUES (?,?,?)",
+                             (kind, path, reason))
+
+    def issues(self, kind: str) -> list[tuple[str, str]]:
+        """``(path, reason)`` of every issue of ``kind``, sorted by path."""
+        rows = self._db.execute("SELECT path,reason FROM issues WHERE kind=? ORDER BY path", (kind,))
+        return [(r[0], r[1]) for r in rows]
+
+    # -- transactions -----------------------------------------------------
+    def transaction(self) -> "_Tx":
+        """``with store.transaction():`` groups writes atomically."""
+        return _Tx(self._db)
+
+
+class _Tx:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _base(row: tuple) -> Base:  # type: ignore[type-arg]
+    return Base(row[0], bool(row[1]), row[2], row[3], row[4] or 0, row[5] or 0, row[6] or 0, bool(row[7]))
+

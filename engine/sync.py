@@ -1,0 +1,286 @@
+"""The sync engine of one mirror: detect, reconcile, transfer, record.
+
+:class:`SyncEngine` owns no threads.  The daemon's sync worker calls
+:meth:`SyncEngine.sync` with the paths its watcher saw change (or None for
+a full scan); each pass checks the server (one request when nothing
+changed), classifies every candidate path against its base, and runs the
+action of the reconciliation table (``reconcile``) through ``transfer``.
+Per-path failures are reported and retried next pass; failures of the
+server or the network abort the pass with a typed error.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from .context import EngineOptions, MirrorContext
+from .errors import LibraryNotFound, LocalError, NotFoundError, QuotaError, RemoteOperationError
+from .events import ConflictRecord, SyncEvent, SyncReport
+from .ignore import IgnoreRules
+from .localfs import LocalFile, check_root, hash_file, scan_tree, stat_fingerprint
+from .models import RemoteEntry, RepoInfo
+from .paths import name_problem, normalize_rel
+from .reconcile import Action, Side, decide
+from .remote_scan import scan_remote
+from .state import Base, StateStore
+from .transfer import LocalChanged, adopt, ensure_remote_dir, pull, push
+
+__all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
+
+_PER_PATH_ERRORS = (LocalError, NotFoundError, RemoteOperationError, QuotaError)
+
+
+def resolve_library(client: Any, *, name: str | None = None, library_id: str | None = None,
+                    create: bool = False) -> RepoInfo:
+    """Find the configured library (``GET /api2/repos/``), optionally creating it.
+
+    :raises LibraryNotFound: no library with that id/name (and ``create`` is
+        False), or the name is ambiguous.
+    :raises RemoteError: from the client.
+    """
+    repos = client.list_repos()
+    if library_id:
+        for repo in repos:
+            if repo.id == library_id:
+                return repo
+        raise LibraryNotFound(f"No library with id {library_id} is visible to this account. "
+                              "Check `library_id` in the config.")
+    matches = [r for r in repos if r.name == name]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        ids = ", ".join(r.id for r in matches)
+        raise LibraryNotFound(f"Several libraries are named '{name}' ({ids}). "
+                              "Set `library_id` in the [[mirror]] section to pick one.")
+    if create and name:
+        return client.create_repo(name)
+    raise LibraryNotFound(f"The library '{name}' does not exist on the server. Create it in the "
+                          "Seafile web interface, or set `create_library = true` in the config.")
+
+
+class SyncEngine:
+    """Keeps one local folder and one library subtree identical.
+
+    :param client: a :class:`~ohsync.engine.client.SeafileClient`.
+    :param repo_id: the library id.
+    :param local_root: the mirror folder.
+    :param state: this mirror's state store.
+    :param remote_root: the library subtree mirrored (``/`` = all of it).
+    :param options: tunables (backups, ignore patterns, read-back limit).
+    :param on_event: called with :class:`SyncEvent` values (progress,
+        synced paths, conflicts, per-path errors).
+    """
+
+    def __init__(self, client: Any, repo_id: str, local_root: Path, state: StateStore, *,
+                 remote_root: str = "/", options: EngineOptions | None = None,
+                 on_event: Callable[[SyncEvent], None] | None = None) -> None:
+        self.options = options or EngineOptions()
+        self.local_root = Path(local_root).expanduser()
+        self.ignore = IgnoreRules(self.options.ignore, self.local_root)
+        self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
+                                 self.options, on_event, state.remote_snapshot())
+        self.state = state
+        self._skipped_local: list[tuple[str, str]] = []
+        self._skipped_remote: list[tuple[str, str]] = []
+
+    # -- queries for the daemon ----------------------------------------
+    def conflicts(self) -> list[ConflictRecord]:
+        """Every conflict recorded for this mirror, oldest first."""
+        return self.state.conflicts()
+
+    def damaged(self) -> list[tuple[str, str]]:
+        """``(path, reason)`` of memory files that do not parse."""
+        return self.state.issues("damaged")
+
+    def skipped(self) -> list[tuple[str, str]]:
+        """``(path, reason)`` of names that cannot exist on the other side."""
+        return sorted(set(self._skipped_local) | set(self._skipped_remote))
+
+    def is_ignored(self, rel_path: str) -> bool:
+        """True when ``rel_path`` is never synced (ignore rules, temp files)."""
+        return self.ignore.match(rel_path)
+
+    def rel_path(self, local_path: str | os.PathLike[str]) -> str | None:
+        """The rel path of a local path, or None when outside the mirror or ignored."""
+        try:
+            rel = Path(local_path).relative_to(self.local_root)
+        except ValueError:
+            return None
+        rel_s = normalize_rel(rel.as_posix())
+        if not rel_s or self.is_ignored(rel_s):
+            return None
+        return rel_s
+
+    # -- one pass ---------------------------------------------------------
+    def sync(self, local_paths: Iterable[str] | None = None, *, check_remote: bool = True) -> SyncReport:
+        """Run one pass.
+
+        :param local_paths: rel paths the watcher saw change; None = scan
+            the whole mirror (stat only; changed files are hashed).
+        :param check_remote: look for remote changes (head commit first).
+        :returns: what the pass did.
+        :raises MirrorMissingError: the mirror root is gone (nothing done).
+        :raises AuthError, NetworkError, ServerError, ThrottledError,
+            ProtocolError: the server or network failed; the pass stopped,
+            what was done is recorded, the rest is retried next pass.
+        """
+        report = SyncReport()
+        bases = self.state.all_bases()
+        check_root(self.local_root, marker_expected=bool(bases))
+        self.ignore.reload()
+        if self.state.get_meta("head") is None:
+            check_remote = True  # never listed: the snapshot means nothing yet
+        if check_remote:
+            self._check_remote(report)
+        try:
+            if local_paths is None:
+                local, self._skipped_local = scan_tree(self.local_root, self.ignore)
+                candidates = set(local) | set(bases) | set(self.ctx.snapshot)
+            else:
+                dirty = {normalize_rel(p) for p in local_paths}
+                local = self._stat_paths(dirty)
+                candidates = dirty | self._remote_differences(bases)
+            candidates = {p for p in candidates if p and not self.ignore.match(p)}
+            self._sync_dirs(candidates, local, bases, report)
+            for rel in sorted(candidates):
+                entry = local.get(rel)
+                remote = self.ctx.snapshot.get(rel)
+                if (entry is not None and entry.is_dir) or (remote is not None and remote.is_dir):
+                    continue
+                self._sync_file(rel, entry, remote, bases.get(rel), report)
+        finally:
+            self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+        return report
+
+    def _check_remote(self, report: SyncReport) -> None:
+        scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root,
+                           prev_head=self.state.get_meta("head"),
+                           prev_root_oid=self.state.get_meta("root_oid"),
+                           prev_snapshot=self.ctx.snapshot)
+        report.remote_changed = scan.changed
+        if scan.changed:
+            self.ctx.snapshot = dict(scan.snapshot)
+            self._skipped_remote = scan.skipped
+            self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+        with self.state.transaction():
+            self.state.set_meta("head", scan.head)
+            self.state.set_meta("root_oid", scan.root_oid)
+
+    def _remote_differences(self, bases: dict[str, Base]) -> set[str]:
+        """Rel paths whose remote entry differs from its base."""
+        out = {p for p, e in self.ctx.snapshot.items()
+               if not e.is_dir and (p not in bases or bases[p].remote_id != e.id)}
+        out |= {p for p, b in bases.items() if not b.is_dir and p not in self.ctx.snapshot}
+        return out
+
+    def _stat_paths(self, paths: set[str]) -> dict[str, LocalFile]:
+        found: dict[str, LocalFile] = {}
+        for rel in paths:
+            if not rel or name_problem(rel):
+                continue
+            try:
+                st = os.lstat(self.ctx.local_path(rel))
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                found[rel] = LocalFile(rel, True)
+            elif stat.S_ISREG(st.st_mode):
+                found[rel] = LocalFile(rel, False, stat_fingerprint(st))
+        return found
+
+    def _sync_dirs(self, candidates: set[str], local: dict[str, LocalFile],
+                   bases: dict[str, Base], report: SyncReport) -> None:
+        """Mirror folders both ways (folder deletes are not propagated yet)."""
+        for rel in sorted(candidates, key=lambda p: p.count("/")):
+            entry, remote = local.get(rel), self.ctx.snapshot.get(rel)
+            local_dir = entry is not None and entry.is_dir
+            remote_dir = remote is not None and remote.is_dir
+            if not (local_dir or remote_dir):
+                continue
+            if (local_dir and remote is not None and not remote_dir) or (remote_dir and entry is not None and not local_dir):
+                report.skipped.append((rel, "a folder on one side and a file on the other"))
+                continue
+            try:
+                if local_dir and not remote_dir:
+                    ensure_remote_dir(self.ctx, rel)
+                elif remote_dir and not local_dir:
+                    self.ctx.local_path(rel).mkdir(parents=True, exist_ok=True)
+                if rel not in bases:
+                    self.state.set_base(Base(rel, True, None, None))
+            except _PER_PATH_ERRORS as exc:
+                report.errors.append((rel, str(exc)))
+            except OSError as exc:
+                report.errors.append((rel, exc.strerror or str(exc)))
+
+    def _classify_local(self, rel: str, entry: LocalFile | None, base: Base | None) -> tuple[Side, tuple[int, int, int] | None]:
+        if entry is None:
+            return (Side.GONE if base is not None else Side.ABSENT), None
+        if base is None:
+            return Side.CHANGED, entry.fingerprint
+        if entry.fingerprint == base.fingerprint():
+            return Side.SAME, entry.fingerprint
+        sha1, _, _, fp = hash_file(self.ctx.local_path(rel))
+        if sha1 == base.sha1:
+            # Touched, not changed: remember the new fingerprint.
+            self.state.set_base(Base(rel, False, base.sha1, base.remote_id, *fp),
+                                self.state.base_content(base))
+            return Side.SAME, fp
+        return Side.CHANGED, fp
+
+    @staticmethod
+    def _classify_remote(remote: RemoteEntry | None, base: Base | None) -> Side:
+        if remote is None:
+            return Side.GONE if base is not None and base.remote_id else Side.ABSENT
+        if base is not None and base.remote_id == remote.id:
+            return Side.SAME
+        return Side.CHANGED
+
+    def _sync_file(self, rel: str, entry: LocalFile | None, remote: RemoteEntry | None,
+                   base: Base | None, report: SyncReport) -> None:
+        ctx = self.ctx
+        try:
+            local_side, fp = self._classify_local(rel, entry, base)
+            remote_side = self._classify_remote(remote, base)
+            action = decide(local_side, remote_side)
+            if action in (Action.PULL, Action.RESTORE_LOCAL, Action.MERGE) and entry is not None and remote is not None:
+                # Same bytes on both sides (e.g. a crash after an upload): adopt.
+                _, fid, _, _ = hash_file(ctx.local_path(rel))
+                if fid == remote.id:
+                    adopt(ctx, rel, remote.id)
+                    ctx.emit(SyncEvent("synced", rel, action="adopt"))
+                    return
+            if action is Action.NOTHING:
+                return
+            if action is Action.FORGET:
+                self.state.delete_base(rel)
+                return
+            if action in (Action.PULL, Action.RESTORE_LOCAL):
+                assert remote is not None
+                pull(ctx, rel, remote, fp if entry is not None else None)
+                report.downloaded.append(rel)
+                if action is Action.RESTORE_LOCAL:
+                    report.restored.append(rel)
+                ctx.emit(SyncEvent("synced", rel, "down", action="restore" if action is Action.RESTORE_LOCAL else "download"))
+                return
+            outcome = push(ctx, rel, base)
+            report.uploaded.append(rel)
+            if action is Action.RESTORE_REMOTE:
+                report.restored.append(rel)
+            if outcome.action == "merge":
+                report.merged.append(rel)
+            if outcome.conflict is not None:
+                report.conflicts.append(outcome.conflict)
+            ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
+        except LocalChanged as exc:
+            report.errors.append((rel, str(exc)))
+        except _PER_PATH_ERRORS as exc:
+            report.errors.append((rel, str(exc)))
+            ctx.emit(SyncEvent("error", rel, message=str(exc)))
+        except OSError as exc:
+            message = f"{rel}: {exc.strerror or exc}"
+            report.errors.append((rel, message))
+            ctx.emit(SyncEvent("error", rel, message=message))

@@ -1,0 +1,272 @@
+"""Moving one file: pull, and push by read-merge-write with read-back.
+
+``pull`` downloads into a temp file beside the target, re-checks that the
+local file did not change since the plan was made, backs the old version
+up and renames.  ``push`` follows DESIGN §5: read the current remote entry;
+unchanged since base ⇒ upload; else fetch theirs, merge base/ours/theirs,
+write the merge locally first, upload; then read back (the id must be the
+one the upload returned, and small files are downloaded again and compared
+by sha1).  A mismatch means another writer slipped in: go round again.
+Whatever does not merge is archived as a conflict copy on both sides.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from .conflict_names import conflict_copy_path, origin_of
+from .context import MirrorContext
+from .errors import LocalError, NotFoundError
+from .events import ConflictRecord, SyncEvent
+from .ids import file_hashes, seafile_file_id, sha1_bytes
+from .ignore import TEMP_PREFIX
+from .localfs import atomic_write, backup_file, stat_fingerprint
+from .merge import is_text, merge_versions
+from .models import RemoteEntry
+from .paths import parent_rel
+from .state import Base
+
+__all__ = ["PushOutcome", "LocalChanged", "pull", "push", "adopt", "ensure_remote_dir"]
+
+
+class LocalChanged(LocalError):
+    """The local file changed after the plan was made: re-plan the path."""
+
+    title = "File changed meanwhile"
+
+
+@dataclass
+class PushOutcome:
+    """What :func:`push` did.
+
+    :ivar action: ``upload``, ``merge`` or ``conflict``.
+    :ivar conflict: the conflict record when a version was archived.
+    """
+
+    action: str
+    conflict: ConflictRecord | None = None
+
+
+def _read_local(ctx: MirrorContext, rel_path: str) -> tuple[bytes, tuple[int, int, int]]:
+    path = ctx.local_path(rel_path)
+    try:
+        with open(path, "rb") as fh:
+            before = stat_fingerprint(os.fstat(fh.fileno()))
+            data = fh.read()
+            after = stat_fingerprint(os.fstat(fh.fileno()))
+    except FileNotFoundError as exc:
+        raise LocalChanged(f"{rel_path} disappeared while syncing", path=rel_path) from exc
+    if before != after:
+        raise LocalChanged(f"{rel_path} is being written; will retry", path=rel_path)
+    return data, after
+
+
+def _record_base(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: str,
+                 fingerprint: tuple[int, int, int]) -> None:
+    base = Base(rel_path, False, sha1_bytes(data), remote_id, *fingerprint)
+    ctx.state.set_base(base, data if is_text(data) else None)
+
+
+def _local_unchanged(ctx: MirrorContext, rel_path: str, expected: tuple[int, int, int] | None) -> bool:
+    """Re-stat: is the local file still what the plan saw (None = absent)?"""
+    try:
+        fp = stat_fingerprint(os.stat(ctx.local_path(rel_path)))
+    except FileNotFoundError:
+        return expected is None
+    return fp == expected
+
+
+def _replace_local(ctx: MirrorContext, rel_path: str, data: bytes, expected: tuple[int, int, int] | None,
+                   mtime: float | None = None) -> tuple[int, int, int]:
+    """Back up and atomically replace a local file, unless it changed meanwhile."""
+    if not _local_unchanged(ctx, rel_path, expected):
+        raise LocalChanged(f"{rel_path} changed while syncing; re-planning", path=rel_path)
+    if expected is not None and ctx.options.backup_dir is not None:
+        backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
+    return atomic_write(ctx.local_path(rel_path), data, mtime)
+
+
+def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
+         expected: tuple[int, int, int] | None) -> None:
+    """Download ``rel_path`` over the local file.
+
+    :param expected: the local fingerprint the plan saw (None: absent).
+    :raises LocalChanged: the local file changed meanwhile (re-plan).
+    :raises RemoteError: from the client.
+    """
+    target = ctx.local_path(rel_path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
+    try:
+        with os.fdopen(fd, "w+b") as fh:
+            def progress(done: int, total: int) -> None:
+                ctx.emit(SyncEvent("transfer", rel_path, "down", done=done, total=total))
+            file_id = ctx.client.download(ctx.repo_id, ctx.remote_path(rel_path), fh, progress=progress)
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.seek(0)
+            sha1, _, size = file_hashes(fh)
+            fh.seek(0)
+            text = fh.read() if size <= ctx.options.readback_full_limit * 4 else None
+        if remote.mtime > 0:
+            os.utime(tmp, (remote.mtime, remote.mtime))
+        if not _local_unchanged(ctx, rel_path, expected):
+            raise LocalChanged(f"{rel_path} changed while downloading; re-planning", path=rel_path)
+        if expected is not None and ctx.options.backup_dir is not None:
+            backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fp = stat_fingerprint(os.stat(target))
+    base = Base(rel_path, False, sha1, file_id or remote.id, *fp)
+    ctx.state.set_base(base, text if text is not None and is_text(text) else None)
+    ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, file_id or remote.id, size, remote.mtime)
+
+
+def adopt(ctx: MirrorContext, rel_path: str, remote_id: str) -> None:
+    """Both sides hold the same bytes: record them as the base, move nothing."""
+    data, fp = _read_local(ctx, rel_path)
+    _record_base(ctx, rel_path, data, remote_id, fp)
+
+
+def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
+    """Create a remote folder (and its parents) unless the snapshot has it."""
+    if not rel_dir:
+        return
+    known = ctx.snapshot.get(rel_dir)
+    if known is not None and known.is_dir:
+        return
+    ctx.client.mkdir(ctx.repo_id, ctx.remote_path(rel_dir), parents=True)
+    parts = rel_dir.split("/")
+    for i in range(1, len(parts) + 1):
+        sub = "/".join(parts[:i])
+        if sub not in ctx.snapshot:
+            ctx.snapshot[sub] = RemoteEntry(sub, True, "")
+
+
+def _current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
+    try:
+        detail = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(rel_path))
+    except NotFoundError:
+        return None
+    return RemoteEntry(rel_path, False, detail.id, detail.size, detail.mtime)
+
+
+def _upload(ctx: MirrorContext, rel_path: str, data: bytes, exists: bool) -> str:
+    """Upload ``data`` to ``rel_path``; returns the new file id."""
+    remote_path = ctx.remote_path(rel_path)
+    ctx.emit(SyncEvent("transfer", rel_path, "up", done=0, total=len(data)))
+    if exists:
+        result = ctx.client.update(ctx.repo_id, remote_path, data)
+    else:
+        ensure_remote_dir(ctx, parent_rel(rel_path))
+        result = ctx.client.upload(ctx.repo_id, remote_path, data, replace=False)
+        if result.path != remote_path:
+            # Someone created the path since we looked: the server stored
+            # ours under an auto-renamed name.  Remove that stray copy (its
+            # bytes are still local) and go round again to merge.
+            ctx.client.delete(ctx.repo_id, result.path)
+            raise _Raced()
+    ctx.emit(SyncEvent("transfer", rel_path, "up", done=len(data), total=len(data)))
+    return result.id
+
+
+class _Raced(Exception):
+    """The remote changed between our read and our write."""
+
+
+def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str) -> bool:
+    """DESIGN §5 step 3: is what the server holds now exactly what we wrote?"""
+    current = _current_remote(ctx, rel_path)
+    if current is None or current.id != uploaded_id:
+        return False
+    if len(data) <= ctx.options.readback_full_limit:
+        content, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
+        if sha1_bytes(content) != sha1_bytes(data):
+            return False
+    ctx.snapshot[rel_path] = current
+    return True
+
+
+def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str]) -> ConflictRecord:
+    """Store the remote version as a conflict copy on both sides."""
+    def taken(candidate: str) -> bool:
+        return candidate in ctx.snapshot or ctx.local_path(candidate).exists()
+
+    now = datetime.now(timezone.utc)
+    copy_rel = conflict_copy_path(rel_path, origin_of(theirs), taken, now)
+    ensure_remote_dir(ctx, parent_rel(copy_rel))
+    result = ctx.client.upload(ctx.repo_id, ctx.remote_path(copy_rel), theirs, replace=False)
+    stored_rel = copy_rel
+    if result.path != ctx.remote_path(copy_rel):
+        stored_rel = result.path[len(ctx.remote_path("")):].lstrip("/") or copy_rel
+    fp = atomic_write(ctx.local_path(stored_rel), theirs)
+    _record_base(ctx, stored_rel, theirs, result.id, fp)
+    ctx.snapshot[stored_rel] = RemoteEntry(stored_rel, False, result.id, len(theirs))
+    fields = tuple(reasons) if reasons else ("content",)
+    record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"),
+                            "both sides changed it in ways that do not merge", fields)
+    ctx.state.add_conflict(record)
+    ctx.emit(SyncEvent("conflict", rel_path, message=f"remote version archived as {stored_rel}"))
+    return record
+
+
+def push(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
+    """Read-merge-write of one local file (DESIGN §5).
+
+    :param base: the path's base (None for a new file).
+    :returns: what was done.
+    :raises LocalChanged: the local file changed meanwhile (re-plan later).
+    :raises RemoteError: from the client; base does not advance.
+    :raises LocalError: attempts exhausted (another writer keeps racing).
+    """
+    action = "upload"
+    conflict: ConflictRecord | None = None
+    base_content = ctx.state.base_content(base) if base is not None else None
+    for attempt in range(ctx.options.max_attempts):
+        if attempt:
+            time.sleep(random.uniform(0.05, 0.3) * attempt)  # jitter against a racing writer
+        ours, fp = _read_local(ctx, rel_path)
+        remote = _current_remote(ctx, rel_path)
+        ours_id = seafile_file_id(ours)
+        if remote is not None and remote.id == ours_id:
+            _record_base(ctx, rel_path, ours, remote.id, fp)  # already there
+            ctx.snapshot[rel_path] = remote
+            return PushOutcome(action, conflict)
+        content = ours
+        if remote is not None and (base is None or remote.id != base.remote_id):
+            theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
+            result = merge_versions(rel_path, base_content, ours, theirs)
+            if result.damaged:
+                ctx.state.set_issue("damaged", rel_path, result.damaged)
+            if result.content is not None and not result.conflicts:
+                content = result.content
+                action = "merge"
+                if content != ours:
+                    fp = _replace_local(ctx, rel_path, content, fp)
+            else:
+                conflict = _archive(ctx, rel_path, theirs, list(result.conflicts))
+                action = "conflict"
+            base_content = theirs  # theirs is now accounted for
+            base = Base(rel_path, False, sha1_bytes(theirs), theirs_id)
+        try:
+            new_id = _upload(ctx, rel_path, content, exists=remote is not None)
+        except _Raced:
+            continue
+        if _read_back(ctx, rel_path, content, new_id):
+            _record_base(ctx, rel_path, content, new_id, fp)
+            return PushOutcome(action, conflict)
+        # Another writer slipped in between upload and read-back.  The base
+        # stays the last agreed version: their write may not contain ours,
+        # and merging against it again keeps both.
+    raise LocalError(f"{rel_path}: another writer kept changing it; will try again later",
+                     title="Busy file", path=rel_path)

@@ -1,0 +1,74 @@
+"""Helpers for engine tests: a mirror wired to a devserver library."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ohsync.engine.client import SeafileClient
+from ohsync.engine.context import EngineOptions
+from ohsync.engine.state import StateStore
+from ohsync.engine.sync import SyncEngine
+
+USER = "user@example.edu.cn"
+
+
+def shared_dir() -> Path:
+    """The read-only ``shared/`` folder beside the repo (``OHSYNC_SHARED`` overrides)."""
+    env = os.environ.get("OHSYNC_SHARED")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared"
+
+
+def sample_library(dest: Path) -> Path:
+    """Copy the sample OH-Memory library, with ``Files/`` inside it, to ``dest``."""
+    samples = shared_dir() / "samples"
+    shutil.copytree(samples / "OH-Memory", dest)
+    shutil.copytree(samples / "Files", dest / "Files")
+    for path in dest.rglob("*"):
+        if path.is_file():
+            path.chmod(0o644)
+        else:
+            path.chmod(0o755)
+    return dest
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Every file below ``root`` as ``"/rel/path" -> bytes``."""
+    return {"/" + p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@dataclass
+class Mirror:
+    """A local folder, its state and an engine, synced with one library."""
+
+    server: object
+    repo_id: str
+    root: Path
+    state: StateStore
+    client: SeafileClient
+    engine: SyncEngine
+
+    def sync(self, paths: list[str] | None = None):  # noqa: ANN201 - SyncReport
+        return self.engine.sync(paths)
+
+    def write(self, rel: str, data: bytes) -> None:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def read(self, rel: str) -> bytes:
+        return (self.root / rel).read_bytes()
+
+
+def make_mirror(server, repo_id: str, base: Path, name: str = "m") -> Mirror:  # noqa: ANN001
+    """A mirror of ``repo_id`` in ``base/name`` with its own state."""
+    root = base / name
+    state = StateStore(base / f"{name}-state" / "state.db", base / f"{name}-state" / "blobs")
+    client = SeafileClient(server.url, server.token_for(USER), retries=1)
+    engine = SyncEngine(client, repo_id, root, state,
+                        options=EngineOptions(backup_dir=base / f"{name}-state" / "backups",
+                                              library_name="OH-Memory"))
+    return Mirror(server, repo_id, root, state, client, engine)

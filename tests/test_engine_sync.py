@@ -1,0 +1,176 @@
+"""The engine against devserver: cold starts, edits both ways, merges,
+conflicts, read-back verification and the cost of an idle pass."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from engine_helpers import USER, make_mirror, read_tree, sample_library
+
+JOURNAL = "journal/2026-11.md"
+
+
+@pytest.fixture
+def library(devserver, tmp_path):
+    """A devserver library seeded with the sample OH-Memory tree (Files/ inside)."""
+    tree = sample_library(tmp_path / "seed")
+    repo_id = devserver.create_library(USER, "OH-Memory", from_tree=tree)
+    return repo_id, tree
+
+
+@pytest.fixture
+def synced(devserver, library, tmp_path):
+    """A mirror that finished its first pass over the sample library."""
+    repo_id, _ = library
+    mirror = make_mirror(devserver, repo_id, tmp_path)
+    mirror.sync()
+    return mirror
+
+
+def test_cold_start_makes_mirror_byte_identical(devserver, library, tmp_path):
+    repo_id, tree = library
+    mirror = make_mirror(devserver, repo_id, tmp_path)
+    report = mirror.sync()
+    assert read_tree(mirror.root) == devserver.tree(repo_id) == read_tree(tree)
+    assert report.errors == []
+    # the awkward ones really are there, byte for byte
+    local = read_tree(mirror.root)
+    assert local["/tasks/待办速记.md"] == b""
+    assert local["/knowledge/校园服务入口速查.md"].startswith(b"\xef\xbb\xbf")
+    assert b"\r\n" in local["/preferences/作息与提醒偏好.md"]
+    assert local["/Files/learn/2026-2027-1/数据结构/作业1.docx"][:4] == b"PK\x03\x04"
+    assert "/Files/_inbox/.gitkeep" in local
+
+
+def test_local_tree_pushed_into_empty_library(devserver, tmp_path):
+    repo_id = devserver.create_library(USER, "OH-Memory")
+    mirror = make_mirror(devserver, repo_id, tmp_path)
+    sample_library(mirror.root)
+    report = mirror.sync()
+    assert report.errors == []
+    assert devserver.tree(repo_id) == read_tree(mirror.root)
+    assert "/Files/learn/2026-2027-1" in {d.rstrip("/") for d in devserver.dirs(repo_id)}
+
+
+def test_second_pass_over_unchanged_mirror_costs_one_request(devserver, synced):
+    devserver.reset_counters()
+    report = synced.sync()
+    assert devserver.request_count() == 1
+    assert report.transferred == 0 and not report.remote_changed
+
+
+def test_local_edit_is_on_server_after_one_pass(devserver, synced):
+    line = "- [study] 2026-11-30 21:10 复习了开放寻址 #数据结构\n"
+    synced.write(JOURNAL, synced.read(JOURNAL) + line.encode())
+    report = synced.sync([JOURNAL])
+    assert report.uploaded == [JOURNAL]
+    assert devserver.read_file(synced.repo_id, "/" + JOURNAL) == synced.read(JOURNAL)
+    base = synced.state.get_base(JOURNAL)
+    assert base is not None and base.remote_id == synced.client.file_detail(synced.repo_id, "/" + JOURNAL).id
+
+
+def test_write_slipping_in_before_read_back_is_detected_and_merged(devserver, synced):
+    repo = synced.repo_id
+    original = synced.read(JOURNAL)
+    ours = original + "- [study] 2026-11-30 22:00 ours #a\n".encode()
+    theirs_line = "- [phone] 2026-11-30 22:01 theirs #b\n".encode()
+
+    def second_writer(srv):  # another device rewrites the file from the old version
+        srv.put_file(repo, "/" + JOURNAL, original + theirs_line)
+
+    devserver.after_request("POST", r"/update-api/", second_writer, count=1)
+    synced.write(JOURNAL, ours)
+    report = synced.sync([JOURNAL])
+    final = devserver.read_file(repo, "/" + JOURNAL)
+    assert b"ours #a" in final and b"theirs #b" in final
+    assert synced.read(JOURNAL) == final
+    assert report.conflicts == []
+
+
+def test_remote_edit_by_another_client_is_local_after_one_pass(devserver, synced):
+    repo = synced.repo_id
+    token = devserver.token_for(USER)
+    new = synced.read(JOURNAL) + "- [bot] 2026-11-30 23:00 from the cloud bot #bot\n".encode()
+    with httpx.Client(base_url=devserver.url, headers={"Authorization": f"Token {token}"}) as http:
+        link = http.get(f"/api2/repos/{repo}/update-link/", params={"p": "/journal"}).json()
+        r = http.post(link, files={"file": ("2026-11.md", new)},
+                      data={"target_file": "/" + JOURNAL})
+        assert r.status_code == 200
+    report = synced.sync()
+    assert report.downloaded == [JOURNAL]
+    assert synced.read(JOURNAL) == new
+    # echo suppression: the watcher's event for our own write changes nothing
+    devserver.reset_counters()
+    again = synced.sync([JOURNAL])
+    assert again.transferred == 0
+    assert devserver.request_count("POST") == 0
+
+
+def test_edits_in_different_places_merge_without_conflict_copy(devserver, synced):
+    repo, path = synced.repo_id, "courses/数据结构（2026 秋）.md"
+    lines = synced.read(path).split(b"\n")
+    theirs = b"\n".join([lines[0], lines[1].replace(b"title:", b"title:"), *lines[2:]])
+    theirs = theirs.replace(b"\n## Relations", "\n- [exam] 期末考试 1 月 10 日 #考试\n\n## Relations".encode(), 1)
+    devserver.put_file(repo, "/" + path, theirs)
+    ours = synced.read(path).replace("# 数据结构（2026 秋）".encode(), "# 数据结构（2026 秋）\n\n课程主页已收藏。".encode(), 1)
+    assert ours != synced.read(path)
+    synced.write(path, ours)
+    report = synced.sync()
+    merged = synced.read(path)
+    assert "期末考试 1 月 10 日".encode() in merged and "课程主页已收藏".encode() in merged
+    assert devserver.read_file(repo, "/" + path) == merged
+    assert report.conflicts == []
+    assert not any(p.startswith("/.conflict/") for p in devserver.tree(repo))
+
+
+def test_same_line_changed_on_both_sides_archives_remote_version(devserver, synced):
+    repo, path = synced.repo_id, "Files/im/2026-11/群聊记录_数据结构互助小组_2026-11-18.txt"
+    original = synced.read(path)
+    first = original.split(b"\n", 1)[0]
+    ours = original.replace(first, first + " (ours)".encode(), 1)
+    theirs = original.replace(first, first + " (theirs)".encode(), 1)
+    devserver.put_file(repo, "/" + path, theirs)
+    synced.write(path, ours)
+    report = synced.sync()
+    assert len(report.conflicts) == 1
+    record = report.conflicts[0]
+    assert record.archived.startswith(".conflict/Files/im/2026-11/群聊记录_数据结构互助小组_2026-11-18__remote__")
+    assert record.archived.endswith(".txt")
+    assert synced.read(path) == ours == devserver.read_file(repo, "/" + path)
+    assert synced.read(record.archived) == theirs == devserver.read_file(repo, "/" + record.archived)
+    assert [c.path for c in synced.engine.conflicts()] == [path]
+    # the archive is an ordinary synced file: the next pass moves nothing
+    assert synced.sync().transferred == 0
+
+
+def test_new_file_on_both_sides_with_same_bytes_is_adopted(devserver, synced):
+    repo, path = synced.repo_id, "knowledge/新笔记.md"
+    body = "---\ntitle: 新笔记\ntype: note\n---\n\n## Observations\n- [x] y\n".encode()
+    devserver.put_file(repo, "/" + path, body)
+    synced.write(path, body)
+    devserver.reset_counters()
+    report = synced.sync()
+    assert report.transferred == 0
+    assert devserver.request_count("POST") == 0
+    assert synced.state.get_base(path) is not None
+
+
+def test_deletes_are_not_propagated_but_restored(devserver, synced):
+    repo = synced.repo_id
+    (synced.root / "index.md").unlink()
+    devserver.delete_path(repo, "/tasks/申请 SRT 项目.md")
+    report = synced.sync()
+    assert sorted(report.restored) == ["index.md", "tasks/申请 SRT 项目.md"]
+    assert read_tree(synced.root) == devserver.tree(repo)
+
+
+def test_crash_after_upload_before_base_is_adopted_not_reuploaded(devserver, synced):
+    repo = synced.repo_id
+    new = synced.read(JOURNAL) + b"- [x] 2026-11-30 23:59 crash test\n"
+    synced.write(JOURNAL, new)
+    devserver.put_file(repo, "/" + JOURNAL, new)  # the upload landed, then the process died
+    devserver.reset_counters()
+    report = synced.sync()
+    assert report.transferred == 0 and report.conflicts == []
+    assert devserver.request_count("POST") == 0
