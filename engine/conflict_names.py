@@ -64,14 +64,14 @@ def conflict_copy_path(rel_path: str, origin: str, exists: Callable[[str], bool]
     folder, _, name = rel_path.rpartition("/")
     stem, ext = _split(name)
     if is_conflict_path(rel_path):
-        target_dir, base = folder, stem
+        target_dir, tag = folder, ""
     else:
         target_dir = f"{CONFLICT_DIR}/{folder}" if folder else CONFLICT_DIR
-        base = f"{stem}__{origin}__{when.strftime('%Y%m%dT%H%M%SZ')}"
+        tag = f"__{origin}__{when.strftime('%Y%m%dT%H%M%SZ')}"
     n = 1 if not is_conflict_path(rel_path) else 2
     while True:
-        tail = ext if n == 1 else f"-{n}{ext}"
-        candidate = f"{target_dir}/{_fit(base, tail)}"
+        tail = tag + (ext if n == 1 else f"-{n}{ext}")
+        candidate = f"{target_dir}/{_fit(stem, tail)}"
         if not exists(candidate):
             return candidate
         n += 1

@@ -49,7 +49,7 @@ class IgnoreRules:
         self._patterns = list(DEFAULT_IGNORES) + list(patterns)
         self._local_root = local_root
         self._file_mtime: int | None = None
-        self._spec = pathspec.PathSpec.from_lines("gitwildmatch", self._patterns)
+        self._spec = pathspec.GitIgnoreSpec.from_lines(self._patterns)
         self.reload()
 
     def reload(self) -> None:
@@ -70,7 +70,7 @@ class IgnoreRules:
                 lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
                 pass
-        self._spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
+        self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
 
     def match(self, rel_path: str, is_dir: bool = False) -> bool:
         """True when ``rel_path`` (or one of its folders) is ignored."""
