@@ -70,8 +70,9 @@ class SyncReport:
     :ivar errors: ``(path, message)`` per path that failed and will be retried.
     :ivar skipped: ``(path, reason)`` names that cannot exist on the other side.
     :ivar damaged: ``(path, reason)`` memory files that do not parse.
-    :ivar restored: paths missing on one side that were restored from the other
-        (deletes are not propagated in this version of the engine).
+    :ivar deleted_local: paths removed locally (a backup was made first).
+    :ivar deleted_remote: paths moved into the server's ``/.trash/``.
+    :ivar held_deletes: ``(path, side)`` deletes held by the safety valve.
     :ivar requests: HTTP requests made during the pass.
     """
 
@@ -83,7 +84,9 @@ class SyncReport:
     errors: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     damaged: list[tuple[str, str]] = field(default_factory=list)
-    restored: list[str] = field(default_factory=list)
+    deleted_local: list[str] = field(default_factory=list)
+    deleted_remote: list[str] = field(default_factory=list)
+    held_deletes: list[tuple[str, str]] = field(default_factory=list)
     requests: int = 0
 
     @property

@@ -45,5 +45,11 @@ def merge_versions(rel_path: str, base: bytes | None, ours: bytes, theirs: bytes
     if not (is_text(ours) and is_text(theirs) and (base is None or is_text(base))):
         return MergeResult(None, ["binary or non-UTF-8 content"])
     if is_memory_file(rel_path):
-        return merge_memory(base or b"", ours, theirs, rel_path=rel_path)
+        result = merge_memory(base or b"", ours, theirs, rel_path=rel_path)
+        if result.damaged is None:
+            return result
+        # A memory file that does not parse is never re-serialised; its
+        # bytes still merge line-wise, and appends on both sides are kept.
+        text = merge_text(base or b"", ours, theirs, keep_both_insertions=True)
+        return MergeResult(text.content, text.conflicts, damaged=result.damaged)
     return merge_text(base or b"", ours, theirs)

@@ -1,8 +1,10 @@
 """The reconciliation table of DESIGN §4, as a pure function.
 
 Each side of a path is classified against its base, then one ordered rule
-picks the action.  Deletes are not propagated in this version: a file
-missing on one side is restored from the other, so nothing can be lost.
+picks the action.  A delete on one side is propagated only when the other
+side still holds exactly the base (modification always beats deletion);
+remote deletes are soft (moved into ``/.trash/``), local deletes are
+preceded by a backup.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ class Action(Enum):
     PULL = "pull"                    # remote → local
     PUSH = "push"                    # local → remote (read-merge-write)
     MERGE = "merge"                  # both changed: read-merge-write
-    RESTORE_REMOTE = "restore_remote"  # remote gone, local kept: upload it again
-    RESTORE_LOCAL = "restore_local"    # local gone, remote kept: download it again
+    DELETE_LOCAL = "delete_local"    # remote deleted, local unchanged: back up, remove
+    DELETE_REMOTE = "delete_remote"  # local deleted, remote unchanged: move into /.trash/
     FORGET = "forget"                # gone on both sides: drop the base
 
 
@@ -39,17 +41,18 @@ def decide(local: Side, remote: Side) -> Action:
     Rules, in order: unchanged sides do nothing; a one-sided change flows
     to the other side; both changed merge; modification beats deletion;
     a one-sided deletion restores (deletes are not propagated yet); gone on
-    both sides forgets the base.
+    both sides forgets the base.  A one-sided deletion of an unchanged
+    file is propagated (the caller's safety valve may hold it).
     """
     table = {
         (Side.SAME, Side.SAME): Action.NOTHING,
         (Side.SAME, Side.CHANGED): Action.PULL,
-        (Side.SAME, Side.GONE): Action.RESTORE_REMOTE,
+        (Side.SAME, Side.GONE): Action.DELETE_LOCAL,
         (Side.CHANGED, Side.SAME): Action.PUSH,
         (Side.CHANGED, Side.CHANGED): Action.MERGE,
         (Side.CHANGED, Side.GONE): Action.PUSH,
         (Side.CHANGED, Side.ABSENT): Action.PUSH,
-        (Side.GONE, Side.SAME): Action.RESTORE_LOCAL,
+        (Side.GONE, Side.SAME): Action.DELETE_REMOTE,
         (Side.GONE, Side.CHANGED): Action.PULL,
         (Side.GONE, Side.GONE): Action.FORGET,
         (Side.ABSENT, Side.CHANGED): Action.PULL,

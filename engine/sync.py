@@ -27,7 +27,11 @@ from .paths import name_problem, normalize_rel
 from .reconcile import Action, Side, decide
 from .remote_scan import scan_remote
 from .state import Base, StateStore
+from .deletes import delete_local, delete_remote
+from .memory_format import MemoryParseError, parse_memory
+from .memory_merge import is_memory_file
 from .transfer import LocalChanged, adopt, ensure_remote_dir, pull, push
+from .valve import DeleteValve, Plan
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
 
@@ -84,6 +88,7 @@ class SyncEngine:
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
                                  self.options, on_event, state.remote_snapshot())
         self.state = state
+        self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent)
         self._skipped_local: list[tuple[str, str]] = []
         self._skipped_remote: list[tuple[str, str]] = []
 
@@ -99,6 +104,14 @@ class SyncEngine:
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
         return sorted(set(self._skipped_local) | set(self._skipped_remote))
+
+    def held_deletes(self) -> list[tuple[str, str]]:
+        """``(path, side)`` of deletes held by the safety valve (side: local/remote)."""
+        return self.valve.held()
+
+    def confirm_deletes(self) -> int:
+        """Let the next pass carry out the held deletes; returns how many."""
+        return self.valve.confirm()
 
     def is_ignored(self, rel_path: str) -> bool:
         """True when ``rel_path`` is never synced (ignore rules, temp files)."""
@@ -142,16 +155,25 @@ class SyncEngine:
                 candidates = set(local) | set(bases) | set(self.ctx.snapshot)
             else:
                 dirty = {normalize_rel(p) for p in local_paths}
+                # a folder event stands for everything synced below it
+                dirty |= {p for p in bases for d in list(dirty) if d and p.startswith(d + "/")}
                 local = self._stat_paths(dirty)
                 candidates = dirty | self._remote_differences(bases)
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
-            self._sync_dirs(candidates, local, bases, report)
+            dir_deletes = self._sync_dirs(candidates, local, bases, report)
+            plans = []
             for rel in sorted(candidates):
                 entry = local.get(rel)
                 remote = self.ctx.snapshot.get(rel)
                 if (entry is not None and entry.is_dir) or (remote is not None and remote.is_dir):
                     continue
-                self._sync_file(rel, entry, remote, bases.get(rel), report)
+                plan = self._plan_file(rel, entry, remote, bases.get(rel), report)
+                if plan is not None:
+                    plans.append(plan)
+            plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report)
+            for plan in plans:
+                self._run(plan, report)
+            self._finish_dir_deletes(dir_deletes, report)
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
         return report
@@ -193,24 +215,61 @@ class SyncEngine:
         return found
 
     def _sync_dirs(self, candidates: set[str], local: dict[str, LocalFile],
-                   bases: dict[str, Base], report: SyncReport) -> None:
-        """Mirror folders both ways (folder deletes are not propagated yet)."""
+                   bases: dict[str, Base], report: SyncReport) -> list[str]:
+        """Create folders both ways; return folders deleted on one side.
+
+        Folder deletes are finished after the files inside them were
+        handled (:meth:`_finish_dir_deletes`).
+        """
+        deletes: list[str] = []
         for rel in sorted(candidates, key=lambda p: p.count("/")):
             entry, remote = local.get(rel), self.ctx.snapshot.get(rel)
             local_dir = entry is not None and entry.is_dir
             remote_dir = remote is not None and remote.is_dir
-            if not (local_dir or remote_dir):
+            base = bases.get(rel)
+            if not (local_dir or remote_dir or (base is not None and base.is_dir)):
                 continue
             if (local_dir and remote is not None and not remote_dir) or (remote_dir and entry is not None and not local_dir):
                 report.skipped.append((rel, "a folder on one side and a file on the other"))
+                continue
+            if base is not None and base.is_dir and not (local_dir and remote_dir):
+                deletes.append(rel)
                 continue
             try:
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
                 elif remote_dir and not local_dir:
                     self.ctx.local_path(rel).mkdir(parents=True, exist_ok=True)
-                if rel not in bases:
+                if base is None:
                     self.state.set_base(Base(rel, True, None, None))
+            except _PER_PATH_ERRORS as exc:
+                report.errors.append((rel, str(exc)))
+            except OSError as exc:
+                report.errors.append((rel, exc.strerror or str(exc)))
+        return deletes
+
+    def _finish_dir_deletes(self, folders: list[str], report: SyncReport) -> None:
+        """Propagate folder deletes, deepest first, only for emptied folders.
+
+        A folder that still holds something on the side that kept it (a new
+        file, a held delete) is re-created on the other side instead.
+        """
+        for rel in sorted(folders, key=lambda p: -p.count("/")):
+            local_path = self.ctx.local_path(rel)
+            remote = self.ctx.snapshot.get(rel)
+            try:
+                if remote is not None and remote.is_dir:  # deleted locally
+                    if any(p.startswith(rel + "/") for p in self.ctx.snapshot):
+                        local_path.mkdir(parents=True, exist_ok=True)
+                        continue
+                    self.ctx.client.delete(self.ctx.repo_id, self.ctx.remote_path(rel))
+                    self.ctx.snapshot.pop(rel, None)
+                elif local_path.is_dir():  # deleted on the server
+                    if any(local_path.iterdir()):
+                        ensure_remote_dir(self.ctx, rel)
+                        continue
+                    local_path.rmdir()
+                self.state.delete_base(rel)
             except _PER_PATH_ERRORS as exc:
                 report.errors.append((rel, str(exc)))
             except OSError as exc:
@@ -239,42 +298,60 @@ class SyncEngine:
             return Side.SAME
         return Side.CHANGED
 
-    def _sync_file(self, rel: str, entry: LocalFile | None, remote: RemoteEntry | None,
-                   base: Base | None, report: SyncReport) -> None:
-        ctx = self.ctx
+    def _plan_file(self, rel: str, entry: LocalFile | None, remote: RemoteEntry | None,
+                   base: Base | None, report: SyncReport) -> Plan | None:
+        """Classify both sides of one file and pick its action."""
         try:
             local_side, fp = self._classify_local(rel, entry, base)
-            remote_side = self._classify_remote(remote, base)
-            action = decide(local_side, remote_side)
-            if action in (Action.PULL, Action.RESTORE_LOCAL, Action.MERGE) and entry is not None and remote is not None:
+        except LocalError as exc:
+            report.errors.append((rel, str(exc)))
+            return None
+        except OSError as exc:
+            report.errors.append((rel, f"{rel}: {exc.strerror or exc}"))
+            return None
+        action = decide(local_side, self._classify_remote(remote, base))
+        if action is Action.NOTHING:
+            return None
+        return Plan(rel, action, entry, remote, base, fp)
+
+    def _run(self, plan: Plan, report: SyncReport) -> None:
+        """Carry out one plan; per-path failures are reported, not raised."""
+        ctx, rel, action = self.ctx, plan.rel, plan.action
+        entry, remote, base = plan.entry, plan.remote, plan.base
+        try:
+            if action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None:
                 # Same bytes on both sides (e.g. a crash after an upload): adopt.
                 _, fid, _, _ = hash_file(ctx.local_path(rel))
                 if fid == remote.id:
                     adopt(ctx, rel, remote.id)
                     ctx.emit(SyncEvent("synced", rel, action="adopt"))
                     return
-            if action is Action.NOTHING:
-                return
             if action is Action.FORGET:
                 self.state.delete_base(rel)
-                return
-            if action in (Action.PULL, Action.RESTORE_LOCAL):
+            elif action is Action.DELETE_LOCAL:
+                delete_local(ctx, rel, plan.fp)
+                report.deleted_local.append(rel)
+                ctx.emit(SyncEvent("synced", rel, "down", action="delete"))
+            elif action is Action.DELETE_REMOTE:
+                assert base is not None
+                delete_remote(ctx, rel, base)
+                report.deleted_remote.append(rel)
+                ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
+            elif action is Action.PULL:
                 assert remote is not None
-                pull(ctx, rel, remote, fp if entry is not None else None)
+                pull(ctx, rel, remote, plan.fp if entry is not None else None)
                 report.downloaded.append(rel)
-                if action is Action.RESTORE_LOCAL:
-                    report.restored.append(rel)
-                ctx.emit(SyncEvent("synced", rel, "down", action="restore" if action is Action.RESTORE_LOCAL else "download"))
-                return
-            outcome = push(ctx, rel, base)
-            report.uploaded.append(rel)
-            if action is Action.RESTORE_REMOTE:
-                report.restored.append(rel)
-            if outcome.action == "merge":
-                report.merged.append(rel)
-            if outcome.conflict is not None:
-                report.conflicts.append(outcome.conflict)
-            ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
+                ctx.emit(SyncEvent("synced", rel, "down", action="download"))
+                self._check_damaged(rel)
+            else:
+                outcome = push(ctx, rel, base)
+                report.uploaded.append(rel)
+                if outcome.action == "merge":
+                    report.merged.append(rel)
+                if outcome.conflict is not None:
+                    report.conflicts.append(outcome.conflict)
+                ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
+                self._check_damaged(rel)
         except LocalChanged as exc:
             report.errors.append((rel, str(exc)))
         except _PER_PATH_ERRORS as exc:
@@ -284,3 +361,19 @@ class SyncEngine:
             message = f"{rel}: {exc.strerror or exc}"
             report.errors.append((rel, message))
             ctx.emit(SyncEvent("error", rel, message=message))
+
+    def _check_damaged(self, rel: str) -> None:
+        """Keep the ``damaged`` list true for a memory file just transferred."""
+        if not is_memory_file(rel):
+            return
+        try:
+            data = self.ctx.local_path(rel).read_bytes()
+        except OSError:
+            return
+        reason = None
+        if data:
+            try:
+                parse_memory(data)
+            except MemoryParseError as exc:
+                reason = str(exc)
+        self.state.set_issue("damaged", rel, reason)

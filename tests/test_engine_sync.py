@@ -156,13 +156,62 @@ def test_new_file_on_both_sides_with_same_bytes_is_adopted(devserver, synced):
     assert synced.state.get_base(path) is not None
 
 
-def test_deletes_are_not_propagated_but_restored(devserver, synced):
+def test_deletes_propagate_both_ways_softly(devserver, synced, tmp_path):
     repo = synced.repo_id
+    index = synced.read("index.md")
+    srt = devserver.read_file(repo, "/tasks/申请 SRT 项目.md")
     (synced.root / "index.md").unlink()
     devserver.delete_path(repo, "/tasks/申请 SRT 项目.md")
     report = synced.sync()
-    assert sorted(report.restored) == ["index.md", "tasks/申请 SRT 项目.md"]
-    assert read_tree(synced.root) == devserver.tree(repo)
+    assert report.deleted_remote == ["index.md"] and report.deleted_local == ["tasks/申请 SRT 项目.md"]
+    tree = devserver.tree(repo)
+    assert "/index.md" not in tree and tree["/.trash/index.md"] == index   # soft delete on the server
+    assert not (synced.root / "tasks/申请 SRT 项目.md").exists()
+    backups = list((tmp_path / "m-state" / "backups").rglob("申请 SRT 项目.md"))
+    assert [b.read_bytes() for b in backups] == [srt]                      # backup before the local delete
+    synced.sync()
+    assert read_tree(synced.root) == devserver.tree(repo)                   # the trash syncs like any folder
+
+
+def test_modification_beats_deletion_on_either_side(devserver, synced):
+    repo = synced.repo_id
+    (synced.root / "index.md").unlink()
+    devserver.put_file(repo, "/index.md", b"edited on the phone\n")
+    devserver.delete_path(repo, "/" + JOURNAL)
+    synced.write(JOURNAL, synced.read(JOURNAL) + b"- [x] 2026-11-30 12:00 edited locally\n")
+    report = synced.sync()
+    assert synced.read("index.md") == b"edited on the phone\n"
+    assert devserver.read_file(repo, "/" + JOURNAL) == synced.read(JOURNAL)
+    assert report.deleted_local == [] and report.deleted_remote == []
+
+
+def test_mass_delete_is_held_until_confirmed(devserver, synced):
+    repo = synced.repo_id
+    before = devserver.tree(repo)
+    for path in list((synced.root / "journal").iterdir()) + list((synced.root / "courses").rglob("*.md")):
+        path.unlink()
+    synced.write("knowledge/new.md", b"still syncs\n")
+    report = synced.sync()
+    assert len(report.held_deletes) == 8 and report.deleted_remote == []
+    assert devserver.tree(repo).items() >= before.items()          # nothing deleted on the server
+    assert devserver.read_file(repo, "/knowledge/new.md") == b"still syncs\n"
+    assert len(synced.engine.held_deletes()) == 8
+    assert synced.engine.confirm_deletes() == 8
+    report = synced.sync()
+    assert len(report.deleted_remote) == 8 and report.held_deletes == []
+    assert "/.trash/journal/2026-11.md" in devserver.tree(repo)
+
+
+def test_emptied_local_folder_deletes_the_remote_folder(devserver, synced):
+    repo = synced.repo_id
+    for path in (synced.root / "journal").iterdir():
+        path.unlink()
+    (synced.root / "journal").rmdir()
+    synced.engine.valve.max_files = 100
+    synced.engine.valve.max_percent = 100
+    report = synced.sync()
+    assert sorted(report.deleted_remote) == ["journal/2026-09.md", "journal/2026-10.md", "journal/2026-11.md"]
+    assert "/journal" not in {d.rstrip("/") for d in devserver.dirs(repo)}
 
 
 def test_crash_after_upload_before_base_is_adopted_not_reuploaded(devserver, synced):

@@ -93,8 +93,8 @@ def test_remote_root_mapping():
     (Side.CHANGED, Side.CHANGED, Action.MERGE),
     (Side.CHANGED, Side.GONE, Action.PUSH),            # modification beats deletion
     (Side.GONE, Side.CHANGED, Action.PULL),            # modification beats deletion
-    (Side.SAME, Side.GONE, Action.RESTORE_REMOTE),     # deletes not propagated yet
-    (Side.GONE, Side.SAME, Action.RESTORE_LOCAL),
+    (Side.SAME, Side.GONE, Action.DELETE_LOCAL),
+    (Side.GONE, Side.SAME, Action.DELETE_REMOTE),
     (Side.GONE, Side.GONE, Action.FORGET),
     (Side.CHANGED, Side.ABSENT, Action.PUSH),          # new local file
     (Side.ABSENT, Side.CHANGED, Action.PULL),          # new remote file

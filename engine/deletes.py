@@ -1,0 +1,106 @@
+"""Propagating deletes, carefully.
+
+A remote delete is soft: the file moves into ``/.trash/<path>`` (keeping its
+folders; a taken name gets ``__<UTC time>`` before the extension), so a
+person can take it back from the web interface or the mirror's ``.trash/``.
+A local delete first copies the file to the dated backup folder.  Both
+re-check the other side right before acting: if it changed since the plan
+was made, the delete is dropped and the path re-planned (modification beats
+deletion).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+from .conflict_names import _fit, _split
+from .context import MirrorContext
+from .errors import NotFoundError
+from .localfs import backup_file, stat_fingerprint
+from .models import RemoteEntry
+from .paths import parent_rel
+from .state import Base
+from .transfer import LocalChanged, ensure_remote_dir
+
+__all__ = ["TRASH_DIR", "is_trash_path", "trash_path", "delete_local", "delete_remote"]
+
+TRASH_DIR = ".trash"
+
+
+def is_trash_path(rel_path: str) -> bool:
+    """True for paths inside ``.trash/``."""
+    return rel_path == TRASH_DIR or rel_path.startswith(TRASH_DIR + "/")
+
+
+def trash_path(rel_path: str, taken: bool, when: datetime | None = None) -> str:
+    """Where ``rel_path`` goes in the trash (``.trash/<path>``, time-suffixed if taken)."""
+    target = f"{TRASH_DIR}/{rel_path}"
+    if not taken:
+        return target
+    when = when or datetime.now(timezone.utc)
+    folder, _, name = target.rpartition("/")
+    stem, ext = _split(name)
+    return f"{folder}/{_fit(stem, '__' + when.strftime('%Y%m%dT%H%M%SZ') + ext)}"
+
+
+def delete_local(ctx: MirrorContext, rel_path: str, expected: tuple[int, int, int] | None) -> None:
+    """Remove a local file the server no longer has, after a backup.
+
+    :param expected: the fingerprint the plan saw.
+    :raises LocalChanged: the file changed since the plan (it will be uploaded).
+    """
+    path = ctx.local_path(rel_path)
+    try:
+        fp = stat_fingerprint(os.stat(path))
+    except FileNotFoundError:
+        ctx.state.delete_base(rel_path)
+        return
+    if fp != expected:
+        raise LocalChanged(f"{rel_path} changed locally; keeping it", path=rel_path)
+    if ctx.options.backup_dir is not None:
+        backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
+    path.unlink()
+    ctx.state.delete_base(rel_path)
+
+
+def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
+    """Soft-delete a remote file the person deleted locally.
+
+    :returns: the rel path in the trash, or None when the file was already
+        gone or lived in the trash itself (then it is deleted for good).
+    :raises LocalChanged: the remote file changed since base (it will be pulled).
+    """
+    remote_path = ctx.remote_path(rel_path)
+    try:
+        current = ctx.client.file_detail(ctx.repo_id, remote_path)
+    except NotFoundError:
+        ctx.snapshot.pop(rel_path, None)
+        ctx.state.delete_base(rel_path)
+        return None
+    if current.id != base.remote_id:
+        raise LocalChanged(f"{rel_path} changed on the server; downloading it instead", path=rel_path)
+    if is_trash_path(rel_path):
+        ctx.client.delete(ctx.repo_id, remote_path)
+        ctx.snapshot.pop(rel_path, None)
+        ctx.state.delete_base(rel_path)
+        return None
+    plain = trash_path(rel_path, False)
+    taken = plain in ctx.snapshot
+    if not taken:
+        try:
+            ctx.client.file_detail(ctx.repo_id, ctx.remote_path(plain))
+            taken = True
+        except NotFoundError:
+            pass
+    target = trash_path(rel_path, taken)
+    ensure_remote_dir(ctx, parent_rel(target))
+    source = remote_path
+    if taken:
+        source = ctx.client.rename(ctx.repo_id, remote_path, target.rsplit("/", 1)[1])
+    moved = ctx.client.move(ctx.repo_id, source, ctx.remote_path(parent_rel(target)))
+    moved_rel = moved[len(ctx.remote_path("")):].lstrip("/") if ctx.remote_root.strip("/") else moved.lstrip("/")
+    ctx.snapshot.pop(rel_path, None)
+    ctx.snapshot[moved_rel] = RemoteEntry(moved_rel, False, current.id, current.size, current.mtime)
+    ctx.state.delete_base(rel_path)
+    return moved_rel

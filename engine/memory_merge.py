@@ -1,0 +1,471 @@
+"""Memory-aware three-way merge for memory entity files (DESIGN §5, issue 6).
+
+This module owns how two concurrent edits of one memory file become one:
+
+* the identities ``merge(b, x, x) == x``, ``merge(b, b, x) == x`` and
+  ``merge(b, x, b) == x`` are applied first, on raw bytes, for any input;
+* a side that does not parse (:mod:`ohsync.engine.memory_format`) makes the
+  result *damaged*: nothing is written;
+* frontmatter merges field by field: a one-sided change wins, both sides
+  changing a field to different values is a conflict, except ``modified``
+  (the later timestamp wins) and ``tags`` (three-way set merge);
+* ``## Observations`` and ``## Relations`` sections merge as a union: an entry
+  added on either side is kept once, an entry removed on one side stays
+  removed; order is base order, then ours' additions, then theirs';
+* everything else in the body merges with diff3; in journal months
+  (``journal/YYYY-MM.md``, append-only) overlapping edits are unioned too,
+  so concurrent appends always merge.
+
+Untouched bytes stay identical: the output reuses ours' lines, BOM and line
+ending style; lines taken from theirs get ours' line ending.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+import yaml
+from ohsync.engine.memory_format import (
+    Frontmatter,
+    FrontmatterField,
+    MemoryDoc,
+    MemoryParseError,
+    code_block_ids,
+    load_yaml,
+    parse_memory,
+)
+from ohsync.engine.text_merge import (
+    BOM,
+    MergeResult,
+    describe_lines,
+    detect_eol,
+    diff3_lines,
+    join_lines,
+    line_content,
+    merge_final_newline,
+    merge_text,
+    trivial_merge,
+    with_eol,
+)
+
+__all__ = ["is_journal_file", "is_memory_file", "merge_memory", "union_merge_lines"]
+
+_JOURNAL_RE = re.compile(r"^journal/\d{4}-\d{2}\.md$")
+_FLOW_RE = re.compile(r"^(?P<prefix>[^:]+:[ \t]*)\[(?P<inner>.*)\](?P<comment>[ \t]*(?:#.*)?)$")
+_BLOCK_ITEM_RE = re.compile(r"^(?P<prefix>[ \t]*-[ \t]+)(?P<item>.*?)[ \t]*$")
+_MISSING = object()
+
+
+def is_memory_file(rel_path: str) -> bool:
+    """Tell whether a library path holds a memory entity file.
+
+    :param rel_path: POSIX path relative to the library root, no leading slash.
+    :returns: ``True`` for ``*.md`` outside the top-level ``Files/`` and ``.conflict/`` folders.
+    """
+    parts = rel_path.lstrip("/").split("/")
+    return parts[-1].lower().endswith(".md") and len(parts[-1]) > 3 \
+        and parts[0] not in ("Files", ".conflict")
+
+
+def is_journal_file(rel_path: str) -> bool:
+    """Tell whether *rel_path* is an append-only journal month (``journal/YYYY-MM.md``)."""
+    return bool(_JOURNAL_RE.match(rel_path.lstrip("/")))
+
+
+# --------------------------------------------------------------------------- union
+
+def _keys(lines: Sequence[str]) -> list[str]:
+    return [line_content(x) for x in lines]
+
+
+def _is_structured(lines: Sequence[str]) -> bool:
+    """``True`` when lines hold multi-line structure (indented continuation lines or code fences)."""
+    return any(text[:1] in (" ", "\t") and text.strip() for text in _keys(lines)) \
+        or any(code_block_ids(list(lines)))
+
+
+def _union(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], eol: str) -> list[str]:
+    """Per-line union: keep a line on all three sides or added on either; base, ours, theirs order.
+
+    Lines are keyed by their text without ending and their occurrence number,
+    so a repeated line (a second blank line) is a line of its own.
+    """
+    def keyed(lines: Sequence[str]) -> list[tuple[tuple[str, int], str]]:
+        seen: dict[str, int] = {}
+        out = []
+        for line in lines:
+            k = line_content(line)
+            seen[k] = seen.get(k, 0) + 1
+            out.append(((k, seen[k]), line))
+        return out
+
+    kb, ko, kt = keyed(base), keyed(ours), keyed(theirs)
+    bset, oset, tset = {k for k, _ in kb}, {k for k, _ in ko}, {k for k, _ in kt}
+    omap = dict(ko)
+    out = [omap[k] for k, _ in kb if k in oset and k in tset]
+    out += [x for k, x in ko if k not in bset]
+    out += [with_eol(x, eol) for k, x in kt if k not in bset and k not in oset]
+    return out
+
+
+def _split_blank_edges(lines: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """Split into (leading blank lines, middle, trailing blank lines); all-blank goes to trailing."""
+    end = len(lines)
+    while end > 0 and not lines[end - 1].strip():
+        end -= 1
+    start = 0
+    while start < end and not lines[start].strip():
+        start += 1
+    return list(lines[:start]), list(lines[start:end]), list(lines[end:])
+
+
+def _pick(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], eol: str) -> list[str]:
+    """Three-way pick of a whole run of lines: ours if it changed it, else theirs."""
+    if _keys(ours) == _keys(base) and _keys(theirs) != _keys(ours):
+        return [with_eol(x, eol) for x in theirs]
+    return list(ours)
+
+
+def union_merge_lines(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], *,
+                      eol: str = "\n", journal: bool = False) -> tuple[list[str], list[tuple[int, int]]]:
+    """Merge the content lines of an Observations/Relations section.
+
+    Normally a per-line union: a line is kept if it is on all three sides or
+    was added on either side, so a line removed on one side stays removed and
+    a line added on both sides is kept once; order is base order, then ours'
+    additions, then theirs'.  Leading and trailing blank lines are picked
+    three-way as a block.  When a side holds multi-line structure (indented
+    continuation lines or a code fence), reordering lines could tear it
+    apart, so such a section merges with diff3 instead (lines inserted at the
+    same place on both sides are kept, ours first; the same lines changed
+    differently conflict), except in journals, which are always unioned.
+
+    :param base: section lines of the base (endings included), ``[]`` if absent.
+    :param ours: section lines of ours.
+    :param theirs: section lines of theirs.
+    :param eol: line ending for lines taken from theirs.
+    :param journal: union even structured sections.
+    :returns: (merged lines, conflicting ranges in *ours*); the lines are only
+        meaningful when there is no conflict.  Ours' lines keep their exact text.
+    """
+    if not journal and any(_is_structured(x) for x in (base, ours, theirs)):
+        def insertions(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str] | None:
+            return None if b else [*o, *(with_eol(x, eol) for x in t)]
+
+        outcome = diff3_lines(base, ours, theirs, eol=eol, resolve=insertions)
+        return outcome.lines, outcome.conflicts
+    bl, bm, bt = _split_blank_edges(base)
+    ol, om, ot = _split_blank_edges(ours)
+    tl, tm, tt = _split_blank_edges(theirs)
+    return _pick(bl, ol, tl, eol) + _union(bm, om, tm, eol) + _pick(bt, ot, tt, eol), []
+
+
+# --------------------------------------------------------------------- frontmatter
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _as_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if isinstance(value, str):
+        try:
+            return _as_time(datetime.fromisoformat(value.strip()))
+        except ValueError:
+            return None
+    return None
+
+
+def _later_is_theirs(ours: Any, theirs: Any) -> bool:
+    """``True`` when theirs' ``modified`` is strictly later than ours' (ties keep ours)."""
+    to, tt = _as_time(ours), _as_time(theirs)
+    if to is not None and tt is not None:
+        return tt > to
+    return str(theirs) > str(ours)
+
+
+def _dump_scalar(value: Any) -> str:
+    return str(yaml.safe_dump([value], default_flow_style=True, allow_unicode=True,
+                              width=1 << 30)).strip()[1:-1]
+
+
+def _flow_tokens(field: FrontmatterField) -> tuple[re.Match[str], list[str]] | None:
+    """The raw item tokens of a one-line flow list field, if they re-read as its value."""
+    if len(field.lines) != 1 or not isinstance(field.value, list):
+        return None
+    m = _FLOW_RE.match(line_content(field.lines[0]))
+    if not m:
+        return None
+    tokens, buf, quote = [], "", ""
+    for ch in m.group("inner"):
+        if quote:
+            buf += ch
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            buf, quote = buf + ch, ch
+        elif ch == ",":
+            tokens.append(buf.strip())
+            buf = ""
+        else:
+            buf += ch
+    if buf.strip():
+        tokens.append(buf.strip())
+    try:
+        if [load_yaml(t) for t in tokens] != field.value:
+            return None
+    except yaml.YAMLError:
+        return None
+    return m, tokens
+
+
+def _block_tokens(field: FrontmatterField) -> tuple[str, list[str]] | None:
+    """(item prefix, raw item tokens) of a block-style list field, if it is one."""
+    first = line_content(field.lines[0])
+    if first.split(":", 1)[1].strip() or not isinstance(field.value, list):
+        return None
+    items = [m for x in field.lines[1:] if (m := _BLOCK_ITEM_RE.match(line_content(x)))]
+    if len(items) != len(field.value) or not items:
+        return None
+    return items[0].group("prefix"), [m.group("item") for m in items]
+
+
+def _raw_tokens(field: FrontmatterField | None) -> dict[str, str]:
+    if field is None:
+        return {}
+    flow = _flow_tokens(field)
+    tokens = flow[1] if flow else (b[1] if (b := _block_tokens(field)) else None)
+    if tokens is None:
+        return {}
+    return {str(v): t for v, t in zip(field.value, tokens)}
+
+
+def _as_tag_list(value: Any) -> list[Any] | None:
+    items = [] if value is None else value if isinstance(value, list) else [value]
+    if any(isinstance(x, (list, dict)) for x in items):
+        return None
+    return items
+
+
+def _merge_tags(base: FrontmatterField | None, ours: FrontmatterField, theirs: FrontmatterField,
+                eol: str) -> list[str] | None:
+    """Three-way set merge of a ``tags`` field, rendered in ours' style; ``None`` if not mergeable."""
+    bl = _as_tag_list(base.value if base else None)
+    ol, tl = _as_tag_list(ours.value), _as_tag_list(theirs.value)
+    if bl is None or ol is None or tl is None:
+        return None
+    bset, oset, tset = {str(x) for x in bl}, {str(x) for x in ol}, {str(x) for x in tl}
+    merged: dict[str, Any] = {}
+    for x in ol:
+        if str(x) in tset or str(x) not in bset:
+            merged.setdefault(str(x), x)
+    for x in tl:
+        if str(x) not in bset and str(x) not in oset:
+            merged.setdefault(str(x), x)
+    raw = {**_raw_tokens(base), **_raw_tokens(theirs), **_raw_tokens(ours)}
+    tokens = [raw.get(k) or _dump_scalar(v) for k, v in merged.items()]
+    block = _block_tokens(ours)
+    if block and tokens:
+        return [line_content(ours.lines[0]) + eol] + [block[0] + t + eol for t in tokens]
+    flow = _flow_tokens(ours)
+    prefix, comment = (flow[0].group("prefix"), flow[0].group("comment")) if flow \
+        else (ours.key + ": ", "")
+    extra = [x for x in ours.lines[1:] if not line_content(x).strip()
+             or line_content(x).lstrip().startswith("#")] if flow or not block else []
+    return [f"{prefix}[{', '.join(tokens)}]{comment}{eol}", *extra]
+
+
+def _whole_block(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], eol: str,
+                 what: str) -> tuple[list[str], list[str]]:
+    kb, ko, kt = _keys(base), _keys(ours), _keys(theirs)
+    if ko == kt or kt == kb:
+        return list(ours), []
+    if ko == kb:
+        return [with_eol(x, eol) for x in theirs], []
+    return [], [what]
+
+
+def _merge_frontmatter(base: Frontmatter | None, ours: Frontmatter | None,
+                       theirs: Frontmatter | None, eol: str) -> tuple[list[str], list[str]]:
+    """Merge frontmatter blocks field by field; returns (lines, conflicts)."""
+    if ours is None or theirs is None or (base is not None and not base.splittable) \
+            or not ours.splittable or not theirs.splittable:
+        return _whole_block(base.lines if base else [], ours.lines if ours else [],
+                            theirs.lines if theirs else [], eol, "frontmatter")
+    bf = {f.key: f for f in base.fields} if base else {}
+    of = {f.key: f for f in ours.fields}
+    tf = {f.key: f for f in theirs.fields}
+    chosen: dict[str, list[str]] = {}
+    conflicts: list[str] = []
+    for key in [*of, *(k for k in tf if k not in of), *(k for k in bf if k not in of and k not in tf)]:
+        bv = bf[key].value if key in bf else _MISSING
+        ov = of[key].value if key in of else _MISSING
+        tv = tf[key].value if key in tf else _MISSING
+        o_changed, t_changed = not _same(ov, bv), not _same(tv, bv)
+        if t_changed and not o_changed:
+            if key in tf:
+                chosen[key] = [with_eol(x, eol) for x in tf[key].lines]
+        elif not t_changed or _same(ov, tv):
+            if key in of:
+                chosen[key] = list(of[key].lines)
+        elif key == "modified" and key in of and key in tf:
+            chosen[key] = [with_eol(x, eol) for x in tf[key].lines] if _later_is_theirs(ov, tv) \
+                else list(of[key].lines)
+        elif key == "tags" and key in of and key in tf \
+                and (tags := _merge_tags(bf.get(key), of[key], tf[key], eol)) is not None:
+            chosen[key] = tags
+        else:
+            conflicts.append(f"frontmatter field '{key}'")
+    order = [k for k in of if k in chosen]
+    tkeys = list(tf)
+    for i, key in enumerate(tkeys):
+        if key in chosen and key not in order:
+            prev = next((k for k in reversed(tkeys[:i]) if k in order), None)
+            order.insert(order.index(prev) + 1 if prev else 0, key)
+    lines = [ours.open_line, *ours.preamble, *(x for k in order for x in chosen[k]), ours.close_line]
+    return lines, conflicts
+
+
+# ---------------------------------------------------------------------------- body
+
+def _skeleton(doc: MemoryDoc) -> tuple[list[str], dict[str, list[str]], list[int]]:
+    """Body lines with each union section's content replaced by one placeholder line.
+
+    :returns: (skeleton lines, placeholder -> section content lines, 1-based file line per skeleton line).
+    """
+    skel: list[str] = []
+    contents: dict[str, list[str]] = {}
+    numbers: list[int] = []
+    seen: dict[str, int] = {}
+    for s in doc.sections:
+        first = s.start + 1
+        if s.heading is not None:
+            skel.append(s.heading)
+            numbers.append(first)
+            first += 1
+        name = s.union_name
+        if name is None:
+            skel.extend(s.lines)
+            numbers.extend(range(first, first + len(s.lines)))
+            continue
+        n = seen.get(name, 0)
+        seen[name] = n + 1
+        key = f"\x00{name}:{n}\x00"
+        skel.append(key)
+        contents[key] = list(s.lines)
+        numbers.append(first)
+    return skel, contents, numbers
+
+
+def _merge_body(base: MemoryDoc, ours: MemoryDoc, theirs: MemoryDoc, eol: str,
+                journal: bool) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
+    """Merge the bodies: diff3 on the skeleton, union inside union sections.
+
+    :returns: (merged body lines, conflicts, merged skeleton, placeholder -> merged section lines).
+    """
+    bs, bc, _ = _skeleton(base)
+    os_, oc, onum = _skeleton(ours)
+    ts, tc, _ = _skeleton(theirs)
+
+    def resolve(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str]:
+        return _union(b, o, t, eol)
+
+    outcome = diff3_lines(bs, os_, ts, eol=eol, resolve=resolve if journal else None)
+    conflicts = []
+    for start, end in outcome.conflicts:
+        lo = onum[start] if start < len(onum) else (onum[-1] + 1 if onum else 1)
+        hi = onum[end - 1] if end > start else lo - 1
+        conflicts.append(describe_lines(lo - 1, hi))
+    if conflicts:
+        return [], conflicts, [], {}
+    placeholders = [x for x in outcome.lines if x in bc or x in oc or x in tc]
+    for key in {*bc, *oc, *tc}:
+        name = key.strip("\x00").split(":")[0]
+        count = placeholders.count(key)
+        if count > 1:
+            conflicts.append(f"section '{name}' added on both sides in different places")
+        elif count == 0 and any(_keys(c.get(key, [])) != _keys(bc.get(key, [])) for c in (oc, tc)):
+            conflicts.append(f"section '{name}' removed on one side and changed on the other")
+    lines: list[str] = []
+    merged: dict[str, list[str]] = {}
+    for x in outcome.lines:
+        if x not in placeholders:
+            lines.append(x)
+            continue
+        merged[x], ranges = union_merge_lines(bc.get(x, []), oc.get(x, []), tc.get(x, []),
+                                              eol=eol, journal=journal)
+        lines.extend(merged[x])
+        first = onum[os_.index(x)] - 1 if x in oc else 0
+        conflicts.extend(f"section '{x.strip(chr(0)).split(':')[0]}' {describe_lines(first + s, first + e)}"
+                         for s, e in ranges)
+    return lines, conflicts, outcome.lines, merged
+
+
+# --------------------------------------------------------------------------- entry
+
+def _parse_sides(base: bytes, ours: bytes, theirs: bytes) -> tuple[dict[str, MemoryDoc], dict[str, str]]:
+    docs: dict[str, MemoryDoc] = {}
+    errors: dict[str, str] = {}
+    for name, data in (("base", base), ("ours", ours), ("theirs", theirs)):
+        try:
+            docs[name] = parse_memory(data)
+        except MemoryParseError as exc:
+            errors[name] = exc.reason
+    return docs, errors
+
+
+def merge_memory(base: bytes, ours: bytes, theirs: bytes, *, rel_path: str = "") -> MergeResult:
+    """Three-way merge of a memory entity file.
+
+    :param base: the common ancestor's bytes (``b""`` when the file is new on both sides).
+    :param ours: the local bytes.
+    :param theirs: the remote bytes.
+    :param rel_path: library-relative POSIX path; ``journal/YYYY-MM.md`` turns on
+        append-only merging, so overlapping appends are unioned instead of conflicting.
+    :returns: a :class:`MergeResult`.  Clean: ``content`` holds the merged bytes
+        (ours' BOM and line endings).  A true conflict: ``content=None`` and
+        ``conflicts`` such as ``["frontmatter field 'sensitivity'", "lines 12-14"]``.
+        Ours or theirs unparsable (and the identities do not apply):
+        ``content=None``, ``conflicts=[]``, ``damaged`` = ``"<side>: <reason>"``.
+        Only the base unparsable: falls back to :func:`merge_text`.
+    """
+    trivial = trivial_merge(base, ours, theirs)
+    if trivial is not None:
+        return MergeResult(trivial, [])
+    docs, errors = _parse_sides(base, ours, theirs)
+    side_errors = [f"{n}: {r}" for n, r in errors.items() if n != "base"]
+    if side_errors:
+        return MergeResult(None, [], damaged="; ".join(side_errors))
+    if "base" in errors:
+        fallback = merge_text(base, ours, theirs)
+        if fallback.content is None:
+            return fallback
+        try:
+            parse_memory(fallback.content)
+        except MemoryParseError as exc:
+            return MergeResult(None, [f"merged text does not parse: {exc.reason}"])
+        return fallback
+    b, o, t = docs["base"], docs["ours"], docs["theirs"]
+    eol = detect_eol(o.lines) or detect_eol(t.lines) or detect_eol(b.lines) or "\n"
+    fm_lines, conflicts = _merge_frontmatter(b.frontmatter, o.frontmatter, t.frontmatter, eol)
+    body_lines, body_conflicts, skeleton, sections = _merge_body(b, o, t, eol, is_journal_file(rel_path))
+    conflicts += body_conflicts
+    if conflicts:
+        return MergeResult(None, conflicts)
+    text = join_lines(fm_lines + body_lines, eol, merge_final_newline(b.lines, o.lines, t.lines))
+    content = ((BOM if o.bom else "") + text).encode("utf-8")
+    # Safety valve: never write a file that is damaged or reads differently (for
+    # example body lines of theirs that would turn into frontmatter).
+    try:
+        reparsed = parse_memory(content)
+    except MemoryParseError as exc:
+        return MergeResult(None, [f"merged result does not parse: {exc.reason}"])
+    rs, rc, _ = _skeleton(reparsed)
+    if (reparsed.frontmatter is None) != (not fm_lines) or _keys(rs) != _keys(skeleton) \
+            or any(_keys(rc.get(k, [])) != _keys(v) for k, v in sections.items()):
+        return MergeResult(None, ["merged result would not read back with the merged structure"])
+    return MergeResult(content, [])

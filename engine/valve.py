@@ -1,0 +1,107 @@
+"""The mass-delete safety valve (DESIGN §4).
+
+If the deletes planned on one side exceed the smaller of ``max_delete_files``
+and ``max_delete_percent`` of the mirror — counted over a rolling window, so
+a watcher delivering a mass delete in small batches is caught too — those
+deletes are held: everything else keeps syncing, and the held deletes wait
+for :meth:`DeleteValve.confirm` (``ohsync confirm-deletes``).  An emptied
+mount point, a wiped library or a mistaken ``rm -r`` thus never propagates
+on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from .reconcile import Action
+
+__all__ = ["Plan", "DeleteValve", "WINDOW_SECONDS"]
+
+#: Deletes executed within this many seconds count together.
+WINDOW_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The action chosen for one file, with what the plan saw.
+
+    :ivar fp: the local fingerprint at planning time (None: absent).
+    """
+
+    rel: str
+    action: Action
+    entry: Any
+    remote: Any
+    base: Any
+    fp: tuple[int, int, int] | None
+
+
+_SIDES = {Action.DELETE_LOCAL: "local", Action.DELETE_REMOTE: "remote"}
+
+
+class DeleteValve:
+    """Holds mass deletes until confirmed.
+
+    :param max_files: deletes on one side beyond this are held.
+    :param max_percent: … or beyond this share of the tracked files.
+    :param clock: monotonic seconds (injectable for tests).
+    """
+
+    def __init__(self, max_files: int, max_percent: float, clock: Any = time.monotonic) -> None:
+        self.max_files = max_files
+        self.max_percent = max_percent
+        self._clock = clock
+        self._recent: dict[str, deque[float]] = {"local": deque(), "remote": deque()}
+        self._held: list[tuple[str, str]] = []
+        self._confirmed = False
+
+    def limit(self, tracked: int) -> float:
+        """Deletes allowed on one side of a mirror of ``tracked`` files."""
+        return min(self.max_files, tracked * self.max_percent / 100.0)
+
+    def held(self) -> list[tuple[str, str]]:
+        """``(rel path, side)`` of the deletes currently held."""
+        return list(self._held)
+
+    def confirm(self) -> int:
+        """Allow the held deletes on the next pass; returns how many are held."""
+        self._confirmed = True
+        return len(self._held)
+
+    def filter(self, plans: list[Plan], tracked: int, report: Any) -> list[Plan]:
+        """Drop held deletes from ``plans``; record them on ``report.held_deletes``.
+
+        :param tracked: files in the mirror's base (the 100 % of the limit).
+        """
+        now = self._clock()
+        keep: list[Plan] = []
+        held: list[tuple[str, str]] = []
+        for side in ("local", "remote"):
+            window = self._recent[side]
+            while window and now - window[0] > WINDOW_SECONDS:
+                window.popleft()
+        by_side: dict[str, list[Plan]] = {"local": [], "remote": []}
+        for plan in plans:
+            side = _SIDES.get(plan.action)
+            if side is None:
+                keep.append(plan)
+            else:
+                by_side[side].append(plan)
+        for side, batch in by_side.items():
+            if not batch:
+                continue
+            if self._confirmed or len(batch) + len(self._recent[side]) <= self.limit(tracked):
+                keep.extend(batch)
+                self._recent[side].extend([now] * len(batch))
+            else:
+                held.extend((p.rel, side) for p in batch)
+        if self._confirmed:
+            self._confirmed = False
+            for window in self._recent.values():
+                window.clear()
+        self._held = held
+        report.held_deletes = list(held)
+        return keep
