@@ -72,6 +72,7 @@ class SyncReport:
     :ivar damaged: ``(path, reason)`` memory files that do not parse.
     :ivar deleted_local: paths removed locally (a backup was made first).
     :ivar deleted_remote: paths moved into the server's ``/.trash/``.
+    :ivar moved: ``(old path, new path)`` moves carried to the other side.
     :ivar held_deletes: ``(path, side)`` deletes held by the safety valve.
     :ivar requests: HTTP requests made during the pass.
     """
@@ -87,6 +88,7 @@ class SyncReport:
     deleted_local: list[str] = field(default_factory=list)
     deleted_remote: list[str] = field(default_factory=list)
     held_deletes: list[tuple[str, str]] = field(default_factory=list)
+    moved: list[tuple[str, str]] = field(default_factory=list)
     requests: int = 0
 
     @property

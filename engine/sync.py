@@ -28,6 +28,7 @@ from .reconcile import Action, Side, decide
 from .remote_scan import scan_remote
 from .state import Base, StateStore
 from .deletes import delete_local, delete_remote
+from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
 from .transfer import LocalChanged, adopt, ensure_remote_dir, pull, push
@@ -170,6 +171,9 @@ class SyncEngine:
                 plan = self._plan_file(rel, entry, remote, bases.get(rel), report)
                 if plan is not None:
                     plans.append(plan)
+            plans, moves = pair_moves(self.ctx, plans)
+            for old, new in moves:
+                self._run_move(old, new, report)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report)
             for plan in plans:
                 self._run(plan, report)
@@ -361,6 +365,21 @@ class SyncEngine:
             message = f"{rel}: {exc.strerror or exc}"
             report.errors.append((rel, message))
             ctx.emit(SyncEvent("error", rel, message=message))
+
+    def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> None:
+        """Carry out one move; on failure the two halves run as delete + create."""
+        local_move = old.action is Action.DELETE_REMOTE
+        try:
+            if local_move:
+                move_remote(self.ctx, old, new)
+            else:
+                move_local(self.ctx, old, new)
+        except (LocalChanged, *_PER_PATH_ERRORS, OSError) as exc:
+            report.errors.append((old.rel, f"move to {new.rel} not done: {exc}"))
+            return
+        report.moved.append((old.rel, new.rel))
+        self.ctx.emit(SyncEvent("synced", new.rel, "up" if local_move else "down", action="move",
+                                message=f"moved from {old.rel}"))
 
     def _check_damaged(self, rel: str) -> None:
         """Keep the ``damaged`` list true for a memory file just transferred."""

@@ -3,6 +3,8 @@ conflicts, read-back verification and the cost of an idle pass."""
 
 from __future__ import annotations
 
+import os
+
 import httpx
 import pytest
 
@@ -223,3 +225,33 @@ def test_crash_after_upload_before_base_is_adopted_not_reuploaded(devserver, syn
     report = synced.sync()
     assert report.transferred == 0 and report.conflicts == []
     assert devserver.request_count("POST") == 0
+
+
+def test_local_rename_and_move_become_server_side_moves(devserver, synced):
+    repo = synced.repo_id
+    pdf = "Files/learn/2026-2027-1/数据结构/第07讲-散列表.pdf"
+    content = synced.read(pdf)
+    (synced.root / "Files/_inbox").mkdir(exist_ok=True)
+    os.rename(synced.root / pdf, synced.root / "Files/_inbox/散列表.pdf")
+    os.rename(synced.root / "index.md", synced.root / "首页.md")
+    devserver.reset_counters()
+    report = synced.sync()
+    assert sorted(report.moved) == sorted([(pdf, "Files/_inbox/散列表.pdf"), ("index.md", "首页.md")])
+    tree = devserver.tree(repo)
+    assert tree["/Files/_inbox/散列表.pdf"] == content and "/" + pdf not in tree
+    assert devserver.request_count("upload-api") == 0 and devserver.request_count("update-api") == 0
+    assert synced.sync().transferred == 0
+
+
+def test_remote_move_becomes_local_rename_without_download(devserver, synced):
+    repo = synced.repo_id
+    path = "knowledge/校园服务入口速查.md"
+    content = synced.read(path)
+    client = synced.client
+    client.move(repo, "/" + path, "/preferences")
+    devserver.reset_counters()
+    report = synced.sync()
+    assert report.moved == [(path, "preferences/校园服务入口速查.md")]
+    assert synced.read("preferences/校园服务入口速查.md") == content
+    assert not (synced.root / path).exists()
+    assert devserver.request_count("/files/") == 0  # nothing downloaded

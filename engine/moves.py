@@ -1,0 +1,115 @@
+"""Turning delete + create pairs into moves, both ways.
+
+A local move shows up as a file gone at its base path and a new file with
+the same sha1 elsewhere (whatever the watcher said, and also when an editor
+saved through a temp file and a rename); a remote move as a base path gone
+from the listing and a new path with the same file id.  Ids and sha1s are
+content hashes, not identities, so a pair is only trusted when the content
+is unique on both ends and not the empty file; otherwise the delete and the
+create stay what they are (which loses nothing, it only costs a transfer).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+from .context import MirrorContext
+from .localfs import hash_file, stat_fingerprint
+from .models import EMPTY_ID, RemoteEntry
+from .paths import parent_rel
+from .reconcile import Action
+from .state import Base
+from .transfer import LocalChanged, ensure_remote_dir
+from .valve import Plan
+
+__all__ = ["pair_moves", "move_remote", "move_local"]
+
+
+def pair_moves(ctx: MirrorContext, plans: list[Plan]) -> tuple[list[Plan], list[tuple[Plan, Plan]]]:
+    """Find moves among the plans.
+
+    :returns: ``(plans left, [(delete plan, create plan), …])``; a pair with
+        a ``DELETE_REMOTE`` delete is a local move, with ``DELETE_LOCAL`` a
+        remote move.
+    """
+    pairs: list[tuple[Plan, Plan]] = []
+    used: set[str] = set()
+    # Local moves: base gone locally, remote unchanged; a new local file has its sha1.
+    gone_local = {p.base.sha1: p for p in plans if p.action is Action.DELETE_REMOTE and p.base.sha1}
+    dup_local = Counter(p.base.sha1 for p in plans if p.action is Action.DELETE_REMOTE)
+    new_local = [p for p in plans if p.action is Action.PUSH and p.base is None and p.entry is not None]
+    if gone_local and new_local:
+        hashes: dict[str, list[Plan]] = {}
+        for plan in new_local:
+            try:
+                sha1, fid, size, _ = hash_file(ctx.local_path(plan.rel))
+            except OSError:
+                continue
+            if size:
+                hashes.setdefault(sha1, []).append(plan)
+        for sha1, creates in hashes.items():
+            delete = gone_local.get(sha1)
+            if delete is not None and len(creates) == 1 and dup_local[sha1] == 1:
+                pairs.append((delete, creates[0]))
+                used |= {delete.rel, creates[0].rel}
+    # Remote moves: base gone from the listing, local unchanged; a new remote path has its id.
+    ids_now = Counter(e.id for e in ctx.snapshot.values() if not e.is_dir)
+    gone_remote = {p.base.remote_id: p for p in plans
+                   if p.action is Action.DELETE_LOCAL and p.base.remote_id not in (None, EMPTY_ID)}
+    dup_gone = Counter(p.base.remote_id for p in plans if p.action is Action.DELETE_LOCAL)
+    for plan in plans:
+        if plan.action is not Action.PULL or plan.base is not None or plan.entry is not None:
+            continue
+        delete = gone_remote.get(plan.remote.id)
+        if delete is None or ids_now[plan.remote.id] != 1 or dup_gone[plan.remote.id] != 1:
+            continue
+        if delete.rel in used or plan.rel in used:
+            continue
+        pairs.append((delete, plan))
+        used |= {delete.rel, plan.rel}
+    return [p for p in plans if p.rel not in used], pairs
+
+
+def move_remote(ctx: MirrorContext, old: Plan, new: Plan) -> None:
+    """Carry a local move to the server (rename and/or move, no upload)."""
+    base: Base = old.base
+    current = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(old.rel))
+    if current.id != base.remote_id:
+        raise LocalChanged(f"{old.rel} changed on the server; not moving it", path=old.rel)
+    src = ctx.remote_path(old.rel)
+    old_dir, new_dir = parent_rel(old.rel), parent_rel(new.rel)
+    new_name = new.rel.rsplit("/", 1)[-1]
+    if old_dir != new_dir:
+        ensure_remote_dir(ctx, new_dir)
+        src = ctx.client.move(ctx.repo_id, src, ctx.remote_path(new_dir))
+    if src.rsplit("/", 1)[-1] != new_name:
+        src = ctx.client.rename(ctx.repo_id, src, new_name)
+    if src != ctx.remote_path(new.rel):
+        raise LocalChanged(f"the server stored {new.rel} as {src}; re-planning", path=new.rel)
+    ctx.snapshot.pop(old.rel, None)
+    ctx.snapshot[new.rel] = RemoteEntry(new.rel, False, current.id, current.size, current.mtime)
+    _move_base(ctx, base, new.rel, new.fp)
+
+
+def move_local(ctx: MirrorContext, old: Plan, new: Plan) -> None:
+    """Carry a remote move to the mirror (a local rename, no download)."""
+    src, dst = ctx.local_path(old.rel), ctx.local_path(new.rel)
+    try:
+        fp = stat_fingerprint(os.stat(src))
+    except FileNotFoundError as exc:
+        raise LocalChanged(f"{old.rel} is gone locally", path=old.rel) from exc
+    if fp != old.fp or dst.exists():
+        raise LocalChanged(f"{old.rel} changed locally; not moving it", path=old.rel)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(src, dst)
+    _move_base(ctx, old.base, new.rel, stat_fingerprint(os.stat(dst)), new.remote.id)
+
+
+def _move_base(ctx: MirrorContext, base: Base, new_rel: str, fp: tuple[int, int, int] | None,
+               remote_id: str | None = None) -> None:
+    size, mtime_ns, inode = fp or (base.size, base.mtime_ns, base.inode)
+    moved = Base(new_rel, False, base.sha1, remote_id or base.remote_id, size, mtime_ns, inode)
+    with ctx.state.transaction():
+        ctx.state.set_base(moved, ctx.state.base_content(base))
+        ctx.state.delete_base(base.path)
