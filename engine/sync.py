@@ -28,6 +28,7 @@ from .reconcile import Action, Side, decide
 from .remote_scan import scan_remote
 from .state import Base, StateStore
 from .deletes import delete_local, delete_remote
+from .bulk import bulk_pull
 from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
@@ -175,6 +176,7 @@ class SyncEngine:
             for old, new in moves:
                 self._run_move(old, new, report)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report)
+            plans = self._bulk_pull(plans, report)
             for plan in plans:
                 self._run(plan, report)
             self._finish_dir_deletes(dir_deletes, report)
@@ -365,6 +367,16 @@ class SyncEngine:
             message = f"{rel}: {exc.strerror or exc}"
             report.errors.append((rel, message))
             ctx.emit(SyncEvent("error", rel, message=message))
+
+    def _bulk_pull(self, plans: list[Plan], report: SyncReport) -> list[Plan]:
+        """Fetch many new remote files through one zip download (cold start)."""
+        fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None]
+        done = bulk_pull(self.ctx, [p.remote for p in fresh]) if fresh else set()
+        for rel in sorted(done):
+            report.downloaded.append(rel)
+            self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
+            self._check_damaged(rel)
+        return [p for p in plans if p.rel not in done]
 
     def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> None:
         """Carry out one move; on failure the two halves run as delete + create."""

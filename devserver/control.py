@@ -1,0 +1,137 @@
+"""Runtime control API under ``/_devserver/`` (a prefix real Seafile does not
+use), so a devserver running in another process can be steered.  JSON in,
+JSON out, no authentication (bind devserver to 127.0.0.1).
+
+| method and path | body / query | answer |
+|---|---|---|
+| ``GET /_devserver/`` | | ``{"ok": true, "url", "fileserver"}`` |
+| ``GET /_devserver/counters`` | | ``{"total": N, "endpoints": {"GET /api2/repos/": 3, ...}}`` |
+| ``GET /_devserver/count?pattern=RX`` | | ``{"count": N}`` |
+| ``POST /_devserver/reset`` | ``{"faults": true}`` optional | zero counters (and clear faults) |
+| ``GET /_devserver/faults`` | | the live fault rules |
+| ``POST /_devserver/faults`` | ``{"method", "path_regex", "status", "count", "retry_after", "latency", "drop", "after_processing"}`` | ``{"id": N}`` |
+| ``POST /_devserver/expire-links`` | | ``{"expired": N}``: every fileserver link expires |
+| ``DELETE /_devserver/faults`` | | clears faults and hooks |
+| ``GET /_devserver/token?email=E`` | | ``{"token"}`` |
+| ``POST /_devserver/revoke-token`` | ``{"token"}`` | ``{"ok": true}`` |
+| ``POST /_devserver/quota`` | ``{"email", "total"}`` | ``{"ok": true}`` |
+| ``POST /_devserver/libraries`` | ``{"email", "name"}`` | ``{"repo_id"}`` |
+| ``GET /_devserver/libraries`` | | ``[{"id", "name", "owner", "head"}]`` |
+| ``GET /_devserver/libraries/<id>/tree`` | | ``{"head", "files": {path: {"id", "size"}}, "dirs": [...]}`` |
+| ``GET /_devserver/libraries/<id>/file?path=P`` | | raw bytes (404 when missing) |
+| ``PUT /_devserver/libraries/<id>/file?path=P`` | raw bytes | ``{"id"}`` (write as another client) |
+| ``DELETE /_devserver/libraries/<id>/file?path=P`` | | ``{"ok": true}`` / 404 |
+| ``POST /_devserver/after-request`` | ``{"method", "path_regex", "count", "action": {"put_file": {"repo_id", "path", "text"}} or {"delete_path": {"repo_id", "path"}}}`` | ``{"ok": true}`` |
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from werkzeug.wrappers import Request, Response
+
+
+def _json(obj, status: int = 200) -> Response:
+    return Response(json.dumps(obj), status=status, content_type="application/json")
+
+
+class Control:
+    """Handler of ``/_devserver/...``; ``app`` is the ``DevServer``."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def handle(self, req: Request) -> Response:
+        """Dispatch one control request."""
+        app = self.app
+        path = req.path[len("/_devserver"):].rstrip("/") or "/"
+        body = req.get_json(silent=True) if req.mimetype == "application/json" else None
+        body = body if isinstance(body, dict) else {}
+        m = re.match(r"^/libraries/([-0-9a-f]{36})/(tree|file)$", path)
+        try:
+            if path == "/":
+                return _json({"ok": True, "url": app.url, "fileserver": app.fileserver_url})
+            if path == "/counters":
+                return _json({"total": app.request_count(), "endpoints": app.requests})
+            if path == "/count":
+                return _json({"count": app.request_count(req.args.get("pattern") or None)})
+            if path == "/reset" and req.method == "POST":
+                app.reset_counters()
+                if body.get("faults"):
+                    app.clear_faults()
+                return _json({"ok": True})
+            if path == "/faults":
+                if req.method == "GET":
+                    return _json(app.faults.list())
+                if req.method == "DELETE":
+                    app.clear_faults()
+                    return _json({"ok": True})
+                fid = app.inject_fault(body.get("method"), body.get("path_regex", ""),
+                                       status=body.get("status"), count=int(body.get("count", 1)),
+                                       retry_after=body.get("retry_after"),
+                                       latency=float(body.get("latency", 0.0)), drop=bool(body.get("drop")),
+                                       after_processing=bool(body.get("after_processing")))
+                return _json({"id": fid})
+            if path == "/expire-links" and req.method == "POST":
+                return _json({"expired": app.expire_links()})
+            if path == "/token":
+                return _json({"token": app.token_for(req.args["email"])})
+            if path == "/revoke-token":
+                app.revoke_token(body["token"])
+                return _json({"ok": True})
+            if path == "/quota":
+                app.set_quota(body["email"], int(body["total"]))
+                return _json({"ok": True})
+            if path == "/libraries":
+                if req.method == "POST":
+                    return _json({"repo_id": app.create_library(body["email"], body["name"])})
+                return _json([{"id": r.id, "name": r.name, "owner": r.owner, "head": r.head}
+                              for r in app.store.repos.values()])
+            if path == "/after-request":
+                return self._after_request(body)
+            if m:
+                return self._library(req, m.group(1), m.group(2))
+        except KeyError as exc:
+            return _json({"error": f"missing or unknown: {exc}"}, 400)
+        return _json({"error": "unknown control endpoint"}, 404)
+
+    def _library(self, req: Request, repo_id: str, what: str) -> Response:
+        app = self.app
+        if repo_id not in app.store.repos:
+            return _json({"error": "no such library"}, 404)
+        if what == "tree":
+            files, dirs = app.ops.walk(repo_id)
+            return _json({"head": app.head_commit(repo_id),
+                          "files": {p: {"id": e["id"], "size": e["size"]} for p, e in files.items()},
+                          "dirs": sorted(dirs)})
+        path = req.args.get("path", "")
+        if req.method == "GET":
+            try:
+                return Response(app.read_file(repo_id, path), content_type="application/octet-stream")
+            except FileNotFoundError:
+                return _json({"error": "not found"}, 404)
+        if req.method == "PUT":
+            return _json({"id": app.put_file(repo_id, path, req.get_data())})
+        if req.method == "DELETE":
+            try:
+                app.delete_path(repo_id, path)
+            except FileNotFoundError:
+                return _json({"error": "not found"}, 404)
+            return _json({"ok": True})
+        return _json({"error": "method not allowed"}, 405)
+
+    def _after_request(self, body: dict) -> Response:
+        action = body.get("action") or {}
+
+        def cb(srv) -> None:
+            if "put_file" in action:
+                a = action["put_file"]
+                srv.put_file(a["repo_id"], a["path"], a.get("text", "").encode("utf-8"))
+            if "delete_path" in action:
+                a = action["delete_path"]
+                try:
+                    srv.delete_path(a["repo_id"], a["path"])
+                except FileNotFoundError:
+                    pass
+        self.app.after_request(body.get("method"), body["path_regex"], cb, int(body.get("count", 1)))
+        return _json({"ok": True})

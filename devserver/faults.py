@@ -1,0 +1,163 @@
+"""Fault injection, request counters and after-request hooks.
+
+A *fault* matches requests by method (None = any) and a regex searched in
+the request path (and, failing that, in ``path?query``).  The next ``count``
+matching requests get the fault:
+
+* ``latency`` seconds of delay first (then the request proceeds, unless a
+  status or drop is also set);
+* ``status``: answered with that status instead of being processed (429 gets
+  DRF's throttle body and ``Retry-After``; fileserver paths get a Go-style
+  error body; other paths ``{"error_msg": "Injected fault"}``);
+* ``drop``: the connection is closed without any answer;
+* ``after_processing``: the request is handled first (an upload is committed)
+  and only its answer is replaced by the status / the dropped connection,
+  so the client cannot know whether it succeeded.
+
+Counters are kept per endpoint, keyed by the route template such as
+``"GET /api2/repos/{id}/dir/"``.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Fault:
+    """One fault rule (see the module docstring); ``remaining`` counts down."""
+
+    method: str | None
+    path_regex: str
+    status: int | None = None
+    remaining: int = 1
+    retry_after: int | None = None
+    latency: float = 0.0
+    drop: bool = False
+    after_processing: bool = False
+    id: int = 0
+    _rx: re.Pattern = field(default=None, repr=False)  # type: ignore[assignment]
+
+    def matches(self, method: str, path: str, full: str) -> bool:
+        """True when this rule applies to the request."""
+        if self.remaining <= 0:
+            return False
+        if self.method and self.method.upper() != method.upper():
+            return False
+        rx = self._rx or re.compile(self.path_regex)
+        return bool(rx.search(path) or rx.search(full))
+
+    def as_dict(self) -> dict:
+        """JSON view of the rule (for the control endpoint)."""
+        return {"id": self.id, "method": self.method, "path_regex": self.path_regex, "status": self.status,
+                "count": self.remaining, "retry_after": self.retry_after, "latency": self.latency,
+                "drop": self.drop, "after_processing": self.after_processing}
+
+
+@dataclass
+class Hook:
+    """An after-request callback ``callback(server)`` for the next ``remaining`` matches."""
+
+    method: str | None
+    path_regex: str
+    callback: Callable
+    remaining: int = 1
+
+    def matches(self, method: str, path: str, full: str) -> bool:
+        """True when this hook applies to the request."""
+        if self.remaining <= 0:
+            return False
+        if self.method and self.method.upper() != method.upper():
+            return False
+        return bool(re.search(self.path_regex, path) or re.search(self.path_regex, full))
+
+
+class FaultInjector:
+    """Thread-safe registry of faults, hooks and counters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self._hooks: list[Hook] = []
+        self._ids = itertools.count(1)
+        self.counters: Counter[str] = Counter()
+        self.lines: list[str] = []
+
+    # ------------------------------------------------------------ faults
+    def add(self, method: str | None, path_regex: str, *, status: int | None = None, count: int = 1,
+            retry_after: int | None = None, latency: float = 0.0, drop: bool = False,
+            after_processing: bool = False) -> int:
+        """Register a fault for the next ``count`` matching requests; returns its id."""
+        f = Fault(method or None, path_regex, status, int(count), retry_after, float(latency), bool(drop),
+                  bool(after_processing), next(self._ids), re.compile(path_regex))
+        with self._lock:
+            self._faults.append(f)
+        return f.id
+
+    def take(self, method: str, path: str, full: str) -> Fault | None:
+        """The first live fault matching this request (consuming one of its uses)."""
+        with self._lock:
+            for f in self._faults:
+                if f.matches(method, path, full):
+                    f.remaining -= 1
+                    if f.remaining <= 0:
+                        self._faults.remove(f)
+                    return f
+        return None
+
+    def list(self) -> list[dict]:
+        """The live fault rules."""
+        with self._lock:
+            return [f.as_dict() for f in self._faults]
+
+    def clear(self) -> None:
+        """Remove every fault and hook."""
+        with self._lock:
+            self._faults.clear()
+            self._hooks.clear()
+
+    # ------------------------------------------------------------ hooks
+    def add_hook(self, method: str | None, path_regex: str, callback: Callable, count: int = 1) -> None:
+        """Run ``callback`` after the next ``count`` matching requests were handled."""
+        with self._lock:
+            self._hooks.append(Hook(method, path_regex, callback, int(count)))
+
+    def take_hooks(self, method: str, path: str, full: str) -> list[Callable]:
+        """Callbacks due for this request (each use consumed)."""
+        out = []
+        with self._lock:
+            for h in list(self._hooks):
+                if h.matches(method, path, full):
+                    h.remaining -= 1
+                    out.append(h.callback)
+                    if h.remaining <= 0:
+                        self._hooks.remove(h)
+        return out
+
+    # ------------------------------------------------------------ counters
+    def count(self, key: str, line: str) -> None:
+        """Record one request under endpoint ``key`` (``line`` = ``"METHOD /path"``)."""
+        with self._lock:
+            self.counters[key] += 1
+            self.lines.append(line)
+
+    def request_count(self, pattern: str | None = None) -> int:
+        """Requests seen since the last reset; ``pattern`` is an endpoint key or a
+        regex searched in ``"METHOD /path?query"``."""
+        with self._lock:
+            if pattern is None:
+                return len(self.lines)
+            if pattern in self.counters:
+                return self.counters[pattern]
+            rx = re.compile(pattern)
+            return sum(1 for line in self.lines if rx.search(line))
+
+    def reset_counters(self) -> None:
+        """Zero every counter."""
+        with self._lock:
+            self.counters.clear()
+            self.lines.clear()

@@ -1,0 +1,84 @@
+"""The URL map of devserver: seahub (``/api2``, ``/api/v2.1``) and
+fileserver (``/seafhttp``) routes, as ``(methods, template, handler name,
+auth)`` rows.
+
+``template`` uses ``{id}`` (library UUID, lower case), ``{token}`` and
+``{name}``, ``{commit}`` placeholders; it is also the counter key of the endpoint (``"GET
+/api2/repos/{id}/dir/"``).  ``auth`` is ``"token"`` (API token required),
+``"none"`` or ``"optional"``.  The handler name is ``"<component>.<method>"``
+with component ``account``, ``history``, ``dirs``, ``files`` or ``fs``.
+"""
+from __future__ import annotations
+
+import re
+
+ROUTES: list[tuple[tuple[str, ...], str, str, str]] = [
+    (("POST",), "/api2/auth-token/", "account.auth_token", "none"),
+    (("GET",), "/api2/ping/", "account.ping", "none"),
+    (("GET",), "/api2/auth/ping/", "account.ping", "token"),
+    (("GET",), "/api2/account/info/", "account.account_info", "token"),
+    (("GET",), "/api2/server-info/", "account.server_info", "none"),
+    (("GET",), "/api2/repos/", "account.list_repos", "token"),
+    (("POST",), "/api2/repos/", "account.create_repo", "token"),
+    (("GET",), "/api2/repos/{id}/", "account.repo_info", "token"),
+    (("POST",), "/api2/repos/{id}/", "account.repo_post", "token"),
+    (("DELETE",), "/api2/repos/{id}/", "account.repo_delete", "token"),
+    (("GET",), "/api2/repos/{id}/download-info/", "account.download_info_view", "token"),
+    (("GET",), "/api2/repos/{id}/history/", "history.history", "token"),
+    (("GET",), "/api2/repos/{id}/dir/", "dirs.list_dir", "token"),
+    (("POST",), "/api2/repos/{id}/dir/", "dirs.dir_post", "token"),
+    (("DELETE",), "/api2/repos/{id}/dir/", "dirs.dir_delete", "token"),
+    (("GET",), "/api2/repos/{id}/dir/metadata/", "dirs.dir_metadata", "token"),
+    (("GET",), "/api2/repos/{id}/file/", "files.download_link", "token"),
+    (("POST",), "/api2/repos/{id}/file/", "files.file_post", "token"),
+    (("DELETE",), "/api2/repos/{id}/file/", "files.file_delete", "token"),
+    (("GET",), "/api2/repos/{id}/file/detail/", "files.file_detail", "token"),
+    (("GET",), "/api2/repos/{id}/file/metadata/", "files.file_metadata", "token"),
+    (("GET",), "/api2/repos/{id}/upload-link/", "files.upload_link", "token"),
+    (("GET",), "/api2/repos/{id}/update-link/", "files.update_link", "token"),
+    (("DELETE",), "/api/v2.1/repos/{id}/", "account.v21_repo_delete", "token"),
+    (("GET",), "/api/v2.1/repos/{id}/history/", "history.v21_history", "token"),
+    (("GET",), "/api/v2.1/repos/{id}/commits/{commit}/", "history.commit_diff", "token"),
+    (("GET",), "/api/v2.1/repos/{id}/dir/", "dirs.v21_list_dir", "token"),
+    (("POST",), "/api/v2.1/repos/{id}/dir/", "dirs.v21_dir_post", "token"),
+    (("DELETE",), "/api/v2.1/repos/{id}/dir/", "dirs.v21_dir_delete", "token"),
+    (("GET",), "/api/v2.1/repos/{id}/dir/detail/", "dirs.v21_dir_detail", "token"),
+    (("GET",), "/api/v2.1/repos/{id}/file/", "files.v21_file_get", "token"),
+    (("POST",), "/api/v2.1/repos/{id}/file/", "files.v21_file_post", "token"),
+    (("DELETE",), "/api/v2.1/repos/{id}/file/", "files.v21_file_delete", "token"),
+    (("GET",), "/api/v2.1/repos/{id}/file-uploaded-bytes/", "files.uploaded_bytes", "optional"),
+    (("GET", "POST"), "/api/v2.1/repos/{id}/zip-task/", "files.zip_task", "token"),
+    (("GET",), "/api/v2.1/query-zip-progress/", "files.zip_progress", "none"),
+    (("POST",), "/api/v2.1/repos/sync-batch-move-item/", "files.sync_batch_move", "token"),
+    (("POST",), "/api/v2.1/repos/sync-batch-copy-item/", "files.sync_batch_copy", "token"),
+    (("DELETE",), "/api/v2.1/repos/batch-delete-item/", "files.batch_delete", "token"),
+    (("GET", "POST", "PUT", "DELETE"), "/seafhttp/upload-api/{token}", "fs.upload", "none"),
+    (("GET", "POST", "PUT", "DELETE"), "/seafhttp/upload-aj/{token}", "fs.upload_aj", "none"),
+    (("GET", "POST", "PUT", "DELETE"), "/seafhttp/update-api/{token}", "fs.update", "none"),
+    (("GET", "POST", "PUT", "DELETE"), "/seafhttp/update-aj/{token}", "fs.update_aj", "none"),
+    (("GET", "HEAD"), "/seafhttp/files/{token}/{name}", "fs.download", "none"),
+    (("GET", "HEAD"), "/seafhttp/zip/{token}", "fs.zip", "none"),
+]
+
+_PLACEHOLDERS = {"{id}": r"(?P<repo_id>[-0-9a-f]{36})", "{token}": r"(?P<token>[^/]*)",
+                 "{name}": r"(?P<name>.*)", "{commit}": r"(?P<commit_id>[0-9a-f]{40})"}
+
+
+def _compile(template: str) -> re.Pattern:
+    rx = re.escape(template)
+    for ph, sub in _PLACEHOLDERS.items():
+        rx = rx.replace(re.escape(ph), sub)
+    return re.compile("^" + rx + "$")
+
+
+COMPILED = [(methods, template, _compile(template), handler, auth) for methods, template, handler, auth in ROUTES]
+
+
+def match(path: str) -> list[tuple[tuple[str, ...], str, str, str, dict]]:
+    """All routes whose template matches ``path``: ``(methods, template, handler, auth, params)``."""
+    out = []
+    for methods, template, rx, handler, auth in COMPILED:
+        m = rx.match(path)
+        if m:
+            out.append((methods, template, handler, auth, m.groupdict()))
+    return out

@@ -1,0 +1,230 @@
+"""HTTP plumbing under :class:`ohsync.engine.client.SeafileClient`.
+
+:class:`SeafileHTTP` owns the ``httpx.Client`` and knows how to send one
+Seahub request with the token, decode JSON, resolve a file-server link
+(absolute, or relative like ``/seafhttp/...``) against the server URL,
+stream a download into a file object, POST a multipart form to a link
+without the token, and retry an idempotent call with tenacity (backoff
+``retry_base * 2**n`` capped at ``retry_cap``; a 429 waits ``Retry-After``).
+Every failure becomes a typed error through :mod:`.client_errors`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, BinaryIO, Self
+
+import httpx
+import tenacity
+
+from .client_answers import as_int
+from .client_errors import check_id, error_for_response, parse_json, translate_errors
+from .errors import NetworkError, ProtocolError, ServerError, ThrottledError
+
+__all__ = ["USER_AGENT", "Payload", "SeafileHTTP", "check_server_url"]
+
+log = logging.getLogger("ohsync.client")
+
+USER_AGENT = "ohsync/0.1"
+_CHUNK = 1024 * 1024
+
+#: Upload content: bytes, or a binary file object (read from its start).
+Payload = bytes | BinaryIO
+
+
+class SeafileHTTP:
+    """Transport layer of the Seafile client (see the module docstring).
+
+    Constructor arguments are documented on :class:`SeafileClient`.
+    """
+
+    def __init__(
+        self,
+        server_url: str,
+        token: str | None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+        retries: int = 3,
+        on_request: Callable[[str, str], None] | None = None,
+        retry_base: float = 0.5,
+        retry_cap: float = 8.0,
+        max_retry_after: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.server_url = check_server_url(server_url)
+        self._token = token
+        self._timeout = timeout
+        self._retries = max(0, int(retries))
+        self._retry_base = retry_base
+        self._retry_cap = retry_cap
+        self._max_retry_after = max_retry_after
+        self._sleep = sleep
+        self._on_request = on_request
+        hooks = {"request": [self._count_request]} if on_request else {}
+        self._http = httpx.Client(
+            transport=transport,
+            timeout=httpx.Timeout(timeout),
+            follow_redirects=False,
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+            event_hooks=hooks,
+        )
+        self.last_rejected: list[tuple[str, str]] = []
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection pool. The client is unusable afterwards."""
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:  # never the token
+        return f"{type(self).__name__}({self.server_url!r}, token={'set' if self._token else None})"
+
+    # -- requests ----------------------------------------------------------
+
+    def _count_request(self, request: httpx.Request) -> None:
+        if self._on_request is not None:
+            self._on_request(request.method, str(request.url))
+
+    def _request(
+        self,
+        method: str,
+        api_path: str,
+        *,
+        what: str,
+        path: str | None = None,
+        params: dict[str, str] | None = None,
+        data: dict[str, str] | None = None,
+        json: Any = None,
+        expect: tuple[int, ...] = (200,),
+    ) -> httpx.Response:
+        """One Seahub request with the token; non-``expect`` statuses raise."""
+        headers = {"Authorization": f"Token {self._token}"} if self._token else {}
+        with translate_errors(what=what, path=path, secrets=(self._token,)):
+            resp = self._http.request(
+                method, self.server_url + api_path, params=params, data=data, json=json,
+                headers=headers,
+            )
+        if resp.status_code not in expect:
+            raise error_for_response(resp, what=what, path=path, secrets=(self._token,))
+        return resp
+
+    def _get_json(self, api_path: str, *, what: str, path: str | None = None,
+                  params: dict[str, str] | None = None) -> Any:
+        resp = self._retrying(
+            lambda: self._request("GET", api_path, params=params, what=what, path=path)
+        )
+        return parse_json(resp.content, what=what, path=path)
+
+    def _link(self, api_path: str, folder: str, *, what: str, path: str) -> httpx.URL:
+        resp = self._request("GET", api_path, params={"p": folder}, what=what, path=path)
+        return self._resolve_link(resp, what=what, path=path)
+
+    def _resolve_link(self, resp: httpx.Response, *, what: str, path: str) -> httpx.URL:
+        link = parse_json(resp.content, what=what, path=path)
+        if not isinstance(link, str) or not link:
+            raise ProtocolError(f"The server's answer to {what} is not a link.", path=path)
+        with translate_errors(what=what, path=path):
+            url = httpx.URL(self.server_url + "/").join(link)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ProtocolError(f"The server's answer to {what} is not an HTTP link.", path=path)
+        return url
+
+    def _download_link(self, repo: str, remote: str) -> tuple[httpx.URL, str]:
+        what = "getting a download link"
+        resp = self._request(
+            "GET", f"/api2/repos/{repo}/file/", params={"p": remote}, what=what, path=remote
+        )
+        file_id = check_id(resp.headers.get("oid"), what="the download link's oid header", path=remote)
+        return self._resolve_link(resp, what=what, path=remote), file_id
+
+    def _stream_into(self, url: httpx.URL, dest: BinaryIO, remote: str,
+                     progress: Callable[[int, int], None] | None, state: dict[str, int]) -> None:
+        what = "downloading a file"
+        with (
+            translate_errors(what=what, path=remote),
+            self._http.stream("GET", url, headers={"Accept": "*/*"}) as resp,
+        ):
+            if resp.status_code != 200:
+                resp.read()
+                raise error_for_response(resp, what=what, path=remote, fileserver=True,
+                                         secrets=(self._token,))
+            total = as_int(resp.headers.get("Content-Length", 0) or 0, "the download")
+            for chunk in resp.iter_bytes(_CHUNK):
+                dest.write(chunk)
+                state["written"] += len(chunk)
+                if progress is not None:
+                    progress(state["written"], total)
+            encoded = resp.headers.get("Content-Encoding", "identity") not in ("", "identity")
+            if total and not encoded and state["written"] != total:
+                raise NetworkError(
+                    f"The download of {remote} ended after {state['written']} of {total} bytes.",
+                    path=remote,
+                )
+
+    def _fs_post(self, url: httpx.URL, form: dict[str, str], name: str, data: Payload, *,
+                 what: str, path: str) -> httpx.Response:
+        """POST a multipart form to a file-server link (no token header)."""
+        files = {"file": (name, data, "application/octet-stream")}
+        timeout = httpx.Timeout(self._timeout, read=max(self._timeout * 10, 300.0))
+        with translate_errors(what=what, path=path):
+            resp = self._http.post(url, data=form, files=files, timeout=timeout)
+        if resp.status_code != 200:
+            raise error_for_response(resp, what=what, path=path, fileserver=True,
+                                     secrets=(self._token,))
+        return resp
+
+    # -- internals: retries ------------------------------------------------
+
+    def _retrying(self, fn: Callable[[], Any], *, can_retry: Callable[[], bool] = lambda: True) -> Any:
+        """Run an idempotent ``fn`` with tenacity: retry ServerError,
+        NetworkError and ThrottledError up to ``retries`` more times."""
+
+        def retryable(exc: BaseException) -> bool:
+            if not can_retry():
+                return False
+            if isinstance(exc, ThrottledError):
+                return exc.retry_after <= self._max_retry_after
+            return isinstance(exc, (ServerError, NetworkError))
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, ThrottledError):
+                return exc.retry_after
+            return min(self._retry_cap, self._retry_base * 2 ** (state.attempt_number - 1))
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            log.info("retrying after %s (attempt %d)", type(exc).__name__, state.attempt_number)
+
+        retryer = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(retryable),
+            stop=tenacity.stop_after_attempt(self._retries + 1),
+            wait=wait,
+            sleep=self._sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        return retryer(fn)
+
+
+# -- helpers -----------------------------------------------------------------
+
+
+def check_server_url(server_url: str) -> str:
+    """The server base URL without query, fragment or trailing slash.
+
+    :raises ValueError: not an http(s) URL with a host.
+    """
+    url = httpx.URL(server_url.strip())
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"server URL must start with https:// (got {server_url!r})")
+    return str(url.copy_with(query=None, fragment=None)).rstrip("/")

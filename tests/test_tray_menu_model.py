@@ -1,0 +1,235 @@
+"""The tray's menu model for every daemon state (no pystray, no display)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from ohsync.tray import menu_model as mm
+from ohsync.tray.menu_model import Action, MenuEntry, TrayView
+
+NOW = datetime(2026, 11, 30, 9, 14, 3, tzinfo=timezone(timedelta(hours=8)))
+LOCAL = "/home/u/OH-Memory"
+
+
+def status(state: str = "idle", **changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "protocol": 1, "state": state, "message": "Up to date", "last_sync": "2026-11-30T09:12:03+08:00",
+        "pending_up": 0, "pending_down": 0, "conflicts": 0, "damaged": 0, "skipped": 0,
+        "held_deletes": 0, "transfer": None,
+        "mirrors": [{"library": "OH-Memory", "local": LOCAL, "state": state, "message": "Up to date"}],
+    }
+    base.update(changes)
+    return base
+
+
+def texts(entries: tuple[MenuEntry, ...]) -> list[str]:
+    return [e.text for e in entries]
+
+
+def entry(entries: tuple[MenuEntry, ...], prefix: str) -> MenuEntry:
+    return next(e for e in entries if e.text.startswith(prefix))
+
+
+def menu(st: dict[str, Any] | None, **view: Any) -> tuple[MenuEntry, ...]:
+    return mm.build_menu(TrayView(status=st, now=NOW, **view))
+
+
+# --- every state: status line, icon, menu shape ---------------------------------------
+
+EXPECTED_LINES = {
+    "starting": "Starting…",
+    "idle": "Up to date · synced 2 min ago",
+    "syncing": "Syncing",
+    "paused": "Paused",
+    "offline": "Offline — retrying",
+    "auth_required": "Login needed — run ohsync login",
+    "stopped": "Stopped — Local folder /home/u/OH-Memory is missing",
+    "error": "Error — Local folder /home/u/OH-Memory is missing",
+}
+
+
+@pytest.mark.parametrize("state", sorted(EXPECTED_LINES))
+def test_every_daemon_state_has_a_line_an_icon_and_the_full_menu(state: str) -> None:
+    message = "Up to date" if state == "idle" else "Local folder /home/u/OH-Memory is missing"
+    st = status(state, message=message)
+    entries = menu(st)
+    assert entries[0] == MenuEntry(EXPECTED_LINES[state], enabled=False)
+    assert mm.icon_state(st) == (state, False)
+    assert [t for t in texts(entries) if t != "-"][1:] == [
+        "Refresh now", "Open folder", "Open drop folder", "Conflicts (0)",
+        "Resume syncing" if state == "paused" else "Pause syncing", "Quit"]
+    assert entry(entries, "Refresh now") == MenuEntry("Refresh now", Action("refresh"))
+    assert entry(entries, "Open folder").action == Action("open", (LOCAL,))
+    assert entry(entries, "Conflicts").enabled is False
+    assert entry(entries, "Quit").action == Action("quit")
+    assert entries[1].is_separator
+
+
+def test_the_state_list_covers_the_design_contract() -> None:
+    contract = {"starting", "idle", "syncing", "paused", "offline", "auth_required", "stopped", "error"}
+    assert contract | {mm.NOT_RUNNING} == set(mm.ICON_STATES)
+    assert contract == set(EXPECTED_LINES)
+
+
+def test_not_running_disables_daemon_actions_but_keeps_quit_and_drop_folder() -> None:
+    entries = menu(None)
+    assert entries[0].text == "ohsync is not running"
+    assert mm.icon_state(None) == (mm.NOT_RUNNING, False)
+    assert entry(entries, "Refresh now").enabled is False
+    assert entry(entries, "Pause syncing").enabled is False
+    assert entry(entries, "Open folder").enabled is False
+    assert entry(entries, "Conflicts (0)").enabled is False
+    assert entry(entries, "Open drop folder").enabled is True
+    assert entry(entries, "Quit").enabled is True
+    assert mm.tooltip(TrayView(None, now=NOW)) == "ohsync — ohsync is not running"
+
+
+def test_a_daemon_still_starting_in_process_says_starting() -> None:
+    view = TrayView(None, now=NOW, owns_daemon=True, starting=True)
+    assert mm.build_menu(view)[0].text == "Starting…"
+    assert mm.icon_state(None, starting=True) == ("starting", False)
+
+
+def test_unknown_state_from_a_newer_daemon_never_shows_a_tick() -> None:
+    st = status("frobnicating", message="Doing new things")
+    assert mm.icon_state(st) == ("error", False)
+    assert menu(st)[0].text == "Error — Doing new things"
+
+
+def test_paused_shows_resume_and_waiting_changes() -> None:
+    entries = menu(status("paused", pending_up=2, pending_down=1))
+    assert entries[0].text == "Paused · 3 changes waiting"
+    assert entry(entries, "Resume syncing").action == Action("resume")
+    assert mm.status_line(status("paused", pending_up=1), now=NOW) == "Paused · 1 change waiting"
+
+
+def test_stopped_without_top_message_uses_the_stopped_mirror() -> None:
+    st = status("stopped", message="", mirrors=[
+        {"library": "OH-Memory", "local": LOCAL, "state": "stopped", "message": "Folder missing"}])
+    assert mm.status_line(st, now=NOW) == "Stopped — Folder missing"
+
+
+# --- time and progress ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("delta", "text"), [
+    (timedelta(seconds=10), "just now"), (timedelta(seconds=70), "1 min ago"),
+    (timedelta(minutes=2), "2 min ago"), (timedelta(minutes=59), "59 min ago"),
+    (timedelta(hours=3, minutes=5), "3 h ago"), (timedelta(days=3), "on 27 Nov"),
+])
+def test_relative_time(delta: timedelta, text: str) -> None:
+    assert mm.relative_time((NOW - delta).isoformat(), NOW) == text
+
+
+def test_idle_without_last_sync_is_just_up_to_date() -> None:
+    assert menu(status(last_sync=None))[0].text == "Up to date"
+    assert menu(status(last_sync="garbage"))[0].text == "Up to date"
+    assert mm.relative_time("2026-11-30T01:14:03Z", NOW) == "just now"  # Z suffix, other zone
+
+
+def test_syncing_counts_up_through_a_batch_with_the_current_file() -> None:
+    progress = mm.SyncProgress()
+    transfer = {"path": "notes/notes.md", "direction": "up", "done": 0, "total": 10}
+    st = status("syncing", pending_up=12, transfer=transfer)
+    assert progress.update(st) == (1, 12)
+    st = status("syncing", pending_up=10, transfer=transfer)
+    p = progress.update(st)
+    assert p == (3, 12)
+    assert mm.status_line(st, now=NOW, progress=p) == "Syncing 3 of 12 · ↑ notes.md"
+    # more work arrives mid-batch: the total grows, the count keeps going up
+    assert progress.update(status("syncing", pending_up=10, pending_down=4)) == (3, 16)
+    assert progress.update(status("idle")) is None
+    assert progress.update(status("syncing", pending_down=2)) == (1, 2)
+
+
+def test_syncing_line_with_transfer_progress_and_daemon_counts() -> None:
+    transfer = {"path": "Files/big.pdf", "direction": "down", "done": 450, "total": 1000}
+    st = status("syncing", transfer=transfer, files_done=4, files_total=9)
+    p = mm.SyncProgress().update(st)
+    assert p == (5, 9)
+    assert mm.status_line(st, now=NOW, progress=p) == "Syncing 5 of 9 · ↓ big.pdf (45%)"
+    assert mm.status_line(status("syncing"), now=NOW, progress=(1, 1)) == "Syncing"
+
+
+def test_long_names_are_shortened_in_the_middle() -> None:
+    name = "a" * 100 + ".md"
+    line = mm.status_line(status("syncing", transfer={"path": name, "direction": "up"}), now=NOW)
+    assert len(line) <= mm.MAX_LINE and line.endswith("a.md") and "…" in line
+
+
+# --- detail lines, folders, conflicts ------------------------------------------------------
+
+def test_counts_that_need_attention_get_their_own_disabled_lines() -> None:
+    entries = menu(status(held_deletes=60, damaged=1, skipped=2))
+    assert texts(entries)[1:4] == ["60 deletions held — run ohsync confirm-deletes",
+                                   "1 damaged file — see ohsync status",
+                                   "2 names skipped — see ohsync status"]
+    assert not any(e.enabled for e in entries[:4])
+
+
+def test_several_mirrors_get_an_open_folder_submenu_and_a_line_each() -> None:
+    mirrors = [{"library": "OH-Memory", "local": LOCAL, "state": "idle", "message": "Up to date"},
+               {"library": "Work", "local": "/home/u/Work", "state": "offline", "message": "Offline"}]
+    entries = menu(status(mirrors=mirrors))
+    assert "OH-Memory: Up to date" in texts(entries) and "Work: Offline" in texts(entries)
+    folder = entry(entries, "Open folder")
+    assert folder.children is not None
+    assert [(c.text, c.action) for c in folder.children] == [
+        ("OH-Memory", Action("open", (LOCAL,))), ("Work", Action("open", ("/home/u/Work",)))]
+
+
+def test_drop_folder_comes_from_status_or_defaults_to_home() -> None:
+    drop = entry(menu(status(drop_dir="/data/drop")), "Open drop folder")
+    assert drop.action == Action("open", ("/data/drop",), fallback="/data/drop")
+    default = os.path.expanduser("~/OH-Drop")
+    assert entry(menu(status()), "Open drop folder").action == Action("open", (default,), fallback=default)
+
+
+CONFLICTS = (
+    {"path": "notes/a.md", "archived": ".conflict/notes/a__remote__20261130T011203Z.md",
+     "time": "2026-11-30T01:12:03Z", "reason": "both changed", "fields": []},
+    {"path": "b.txt", "archived": ".conflict/b__phone__20261130T011500Z.txt",
+     "time": "2026-11-30T01:15:00Z", "reason": "both changed", "fields": []},
+)
+
+
+def test_conflicts_submenu_opens_each_file_with_its_archived_copy() -> None:
+    st = status(conflicts=2)
+    entries = menu(st, conflicts=CONFLICTS)
+    assert mm.icon_state(st) == ("idle", True)
+    sub = entry(entries, "Conflicts (2)")
+    assert sub.enabled and sub.children is not None
+    assert texts(sub.children) == ["notes/a.md", "b.txt", "-", "Open conflicts folder"]
+    assert sub.children[0].action == Action("open", (
+        f"{LOCAL}/notes/a.md", f"{LOCAL}/.conflict/notes/a__remote__20261130T011203Z.md"))
+    assert sub.children[-1].action == Action("open", (f"{LOCAL}/.conflict",))
+
+
+def test_conflict_count_before_the_list_arrives_and_long_lists() -> None:
+    sub = entry(menu(status(conflicts=3)), "Conflicts (3)")
+    assert sub.children is not None and sub.children[0].text == "Run ohsync conflicts for the list"
+    many = tuple({"path": f"f{i}.md", "archived": f".conflict/f{i}.md"} for i in range(20))
+    sub = entry(menu(status(conflicts=20), conflicts=many), "Conflicts (20)")
+    assert sub.children is not None
+    assert sub.children[mm.MAX_CONFLICT_ITEMS].text == "… and 5 more — run ohsync conflicts"
+
+
+def test_conflict_paths_follow_the_named_library_and_accept_local_paths() -> None:
+    st = status(mirrors=[{"library": "A", "local": "/a"}, {"library": "B", "local": "/b"}])
+    assert mm.conflict_local_paths(st, {"path": "x.md", "archived": ".conflict/x.md", "library": "B"}) == (
+        "/b/x.md", "/b/.conflict/x.md")
+    assert mm.conflict_local_paths(st, {"path": "/a/y.md"}) == ("/a/y.md",)
+    assert mm.conflict_local_paths(status(mirrors=[]), {"path": "x.md"}) == ()
+
+
+def test_tray_modules_import_neither_pystray_nor_the_engine() -> None:
+    code = ("import sys, ohsync.tray.app, ohsync.tray.menu_model, ohsync.tray.icons, "
+            "ohsync.tray.notifier, ohsync.tray.desktop, ohsync.tray.__main__; "
+            "print(sorted(m for m in sys.modules if m.startswith(('ohsync.engine', 'pystray', 'gi'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,383 @@
+"""The tray application: a client of the daemon's socket with a pystray icon.
+
+:class:`TrayController` owns the connection (a ``subscribe`` stream in the
+thread ``ohsync-tray-subscribe`` that reconnects with backoff when the daemon
+restarts), the last status and conflict list, and the actions behind the
+menu; it knows nothing about pystray.  :class:`TrayApp` draws the controller's
+:class:`~ohsync.tray.menu_model.TrayView` into a pystray icon from the thread
+``ohsync-tray-ui`` (coalesced, and re-drawn every 30 s so "synced 2 min ago"
+ages).  :func:`run_tray` is the entry point for ``ohsync run`` (in-process,
+``owns_daemon=True``) and ``ohsync tray`` (``owns_daemon=False``).
+
+Nothing here imports ``ohsync.engine``: the socket protocol is the only
+contract (DESIGN §7, §10).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
+
+from . import desktop, icons, menu_model
+from .menu_model import Action, MenuEntry, TrayView
+from .notifier import Announcer, Notice, Notifier, default_sender
+
+__all__ = ["TrayController", "TrayApp", "run_tray", "to_pystray_menu"]
+
+log = logging.getLogger(__name__)
+
+ICON_SIZE = 64
+TICK_SECONDS = 30.0
+MIN_REDRAW_SECONDS = 0.3
+BACKOFF_START, BACKOFF_MAX = 0.5, 5.0
+
+
+class _SubscribeClient(RpcClient):
+    """An :class:`RpcClient` whose ``subscribe`` socket can be closed from another thread."""
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        super().__init__(path, timeout=10.0)
+        self._sock: socket.socket | None = None
+
+    def _connect(self) -> socket.socket:
+        sock = super()._connect()
+        self._sock = sock
+        return sock
+
+    def close(self) -> None:
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class TrayController:
+    """Connection, state and actions of the tray; no UI toolkit.
+
+    :param socket_path: the daemon's socket (``None``: the default path).
+    :param owns_daemon: the daemon runs in this process; when its stream ends
+        after having been live, ``on_daemon_gone`` is called.
+    :param on_change: called (from any thread) whenever the view changed.
+    :param notify: receives notices to show (already de-duplicated).
+    """
+
+    def __init__(self, socket_path: str | os.PathLike[str] | None = None, *, owns_daemon: bool = False,
+                 on_change: Callable[[], None] = lambda: None,
+                 notify: Callable[[list[Notice]], None] = lambda notices: None,
+                 on_daemon_gone: Callable[[], None] = lambda: None,
+                 on_quit: Callable[[], None] = lambda: None,
+                 opener: Callable[[str], None] = desktop.open_path,
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+        self.socket_path = Path(socket_path) if socket_path is not None else None
+        self.owns_daemon = owns_daemon
+        self._on_change, self._notify = on_change, notify
+        self._on_daemon_gone, self._on_quit = on_daemon_gone, on_quit
+        self._opener, self._clock = opener, clock
+        self._lock = threading.Lock()
+        self._status: dict[str, Any] | None = None
+        self._conflicts: tuple[dict[str, Any], ...] | None = None
+        self._progress = menu_model.SyncProgress()
+        self._progress_now: tuple[int, int] | None = None
+        self._ever_connected = False
+        self._announcer = Announcer()
+        self._stop = threading.Event()
+        self._client: _SubscribeClient | None = None
+        self._thread: threading.Thread | None = None
+        self.connected = threading.Event()  # set while the stream is live (tests wait on it)
+
+    # --- state ----------------------------------------------------------------
+
+    def view(self) -> TrayView:
+        """What the menu and icon show right now."""
+        with self._lock:
+            return TrayView(status=self._status, conflicts=self._conflicts, now=self._clock(),
+                            progress=self._progress_now, owns_daemon=self.owns_daemon,
+                            starting=self.owns_daemon and not self._ever_connected)
+
+    def _set_status(self, status: dict[str, Any] | None) -> list[Notice]:
+        with self._lock:
+            self._status = status
+            self._progress_now = self._progress.update(status)
+            if status is None:
+                self._conflicts = None
+        return self._announcer.on_status(status)
+
+    def _rpc(self) -> RpcClient:
+        return RpcClient(self.socket_path, timeout=10.0)
+
+    def _fetch_conflicts(self) -> list[Notice]:
+        try:
+            answer = self._rpc().call("conflicts")
+        except (DaemonNotRunning, RpcError, ConnectionError, OSError, ValueError) as exc:
+            log.info("could not list conflicts: %s", exc)
+            return []
+        conflicts = tuple(c for c in answer if isinstance(c, dict)) if isinstance(answer, list) else ()
+        with self._lock:
+            self._conflicts = conflicts
+        return self._announcer.on_conflicts(conflicts)
+
+    # --- the subscription -----------------------------------------------------
+
+    def start(self) -> None:
+        """Start following the daemon (returns at once)."""
+        self._thread = threading.Thread(target=self._follow, name="ohsync-tray-subscribe", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop following; joins the thread."""
+        self._stop.set()
+        client = self._client
+        if client is not None:
+            client.close()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    def _follow(self) -> None:
+        delay = BACKOFF_START
+        while not self._stop.is_set():
+            client = self._client = _SubscribeClient(self.socket_path)
+            live = False
+            try:
+                for event in client.subscribe():
+                    if self._stop.is_set():
+                        break
+                    if event.get("type") == "subscribed":
+                        live, delay = True, BACKOFF_START
+                        self._on_connected()
+                    else:
+                        self._on_event(event)
+            except DaemonNotRunning as exc:
+                log.debug("%s", exc)
+            except Exception:  # a bad line or a bug must not end the tray's connection loop
+                log.exception("subscription to the daemon failed")
+            finally:
+                client.close()
+                self._client = None
+            if self._stop.is_set():
+                break
+            if live:
+                log.info("the ohsync daemon went away")
+                self.connected.clear()
+                self._notify(self._set_status(None))
+                self._on_change()
+                if self.owns_daemon:
+                    self._on_daemon_gone()
+                    break
+            self._stop.wait(delay)
+            delay = min(delay * 2, BACKOFF_MAX)
+
+    def _on_connected(self) -> None:
+        try:
+            status = self._rpc().call("status")
+        except (DaemonNotRunning, RpcError, ConnectionError, OSError, ValueError) as exc:
+            log.info("could not read status: %s", exc)
+            return
+        with self._lock:
+            self._ever_connected = True
+        notices = self._set_status(status if isinstance(status, dict) else None)
+        notices += self._fetch_conflicts()
+        self.connected.set()
+        self._notify(notices)
+        self._on_change()
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        notices: list[Notice] = []
+        if kind == "status":
+            status = menu_model.status_from_event(event)
+            notices += self._set_status(status)
+            with self._lock:
+                known = len(self._conflicts) if self._conflicts is not None else None
+            if known != status.get("conflicts"):
+                notices += self._fetch_conflicts()
+        else:
+            notices += self._announcer.on_event(event)
+            if kind == "conflict":
+                notices += self._fetch_conflicts()
+        self._notify(notices)
+        self._on_change()
+
+    # --- actions --------------------------------------------------------------
+
+    def perform(self, action: Action) -> None:
+        """Run a menu action; socket calls go to a short-lived thread so the UI never waits."""
+        if action.kind == "quit":
+            self._on_quit()
+        elif action.kind == "open":
+            desktop.open_paths(action.paths, action.fallback, opener=self._opener)
+        elif action.kind in ("refresh", "pause", "resume"):
+            threading.Thread(target=self.call, args=(action.kind,), name=f"ohsync-tray-{action.kind}",
+                             daemon=True).start()
+        else:
+            log.warning("unknown tray action %r", action.kind)
+
+    def call(self, method: str) -> Any:
+        """One socket call; failures become a notice instead of an exception."""
+        try:
+            return self._rpc().call(method)
+        except (DaemonNotRunning, RpcError, ConnectionError, OSError, ValueError) as exc:
+            log.warning("%s failed: %s", method, exc)
+            self._notify([Notice("error", f"Could not {method}", str(exc))])
+            return None
+
+
+def to_pystray_menu(pystray: Any, entries: tuple[MenuEntry, ...], perform: Callable[[Action], None]) -> Any:
+    """Map model entries to a ``pystray.Menu``."""
+
+    def item(entry: MenuEntry) -> Any:
+        if entry.is_separator:
+            return pystray.Menu.SEPARATOR
+        if entry.children is not None:
+            return pystray.MenuItem(entry.text, pystray.Menu(*map(item, entry.children)),
+                                    enabled=entry.enabled)
+        callback = None
+        if entry.action is not None:
+            action = entry.action
+
+            def callback(icon: Any, menu_item: Any) -> None:
+                perform(action)
+
+        return pystray.MenuItem(entry.text, callback, enabled=entry.enabled and callback is not None,
+                                default=entry.default)
+
+    return pystray.Menu(*map(item, entries))
+
+
+class TrayApp:
+    """The pystray icon drawn from a :class:`TrayController`."""
+
+    def __init__(self, pystray: Any, socket_path: str | os.PathLike[str] | None, *, owns_daemon: bool,
+                 stop_event: threading.Event | None = None) -> None:
+        self.pystray = pystray
+        self.quit_requested = False
+        self._stop = stop_event or threading.Event()
+        self._dirty = threading.Event()
+        self._drawn: tuple[Any, ...] | None = None
+        self.controller = TrayController(socket_path, owns_daemon=owns_daemon, on_change=self._dirty.set,
+                                         notify=self._post, on_daemon_gone=self._stop.set,
+                                         on_quit=self.quit)
+        view = self.controller.view()
+        state, badge = menu_model.icon_state(view.status, starting=view.starting)
+        self.icon = pystray.Icon("ohsync", icons.icon_for(state, badge, ICON_SIZE), menu_model.tooltip(view),
+                                 to_pystray_menu(pystray, menu_model.build_menu(view), self.controller.perform))
+        self.notifier = Notifier(default_sender(self.icon))
+        self._ui = threading.Thread(target=self._ui_loop, name="ohsync-tray-ui", daemon=True)
+
+    def _post(self, notices: list[Notice]) -> None:
+        self.notifier.post_all(notices)
+
+    def quit(self) -> None:
+        """Menu "Quit": leave the loop; :func:`run_tray` stops the daemon if it owns it."""
+        self.quit_requested = True
+        self._stop.set()
+        self._dirty.set()
+
+    def render(self) -> None:
+        """Push the controller's view into the icon, if anything visible changed."""
+        view = self.controller.view()
+        entries = menu_model.build_menu(view)
+        state, badge = menu_model.icon_state(view.status, starting=view.starting)
+        title = menu_model.tooltip(view)
+        drawn = (entries, state, badge, title)
+        if drawn == self._drawn:
+            return
+        previous, self._drawn = self._drawn, drawn
+        if previous is None or previous[1:3] != (state, badge):
+            self.icon.icon = icons.icon_for(state, badge, ICON_SIZE)
+        self.icon.title = title
+        if previous is None or previous[0] != entries:
+            self.icon.menu = to_pystray_menu(self.pystray, entries, self.controller.perform)
+
+    def _ui_loop(self) -> None:
+        while not self._stop.is_set():
+            self._dirty.wait(TICK_SECONDS)
+            if self._stop.is_set():
+                break
+            self._dirty.clear()
+            try:
+                self.render()
+            except Exception:
+                log.exception("could not update the tray icon")
+            self._stop.wait(MIN_REDRAW_SECONDS)  # coalesce bursts of events
+        self.icon.stop()
+
+    def _setup(self, icon: Any) -> None:
+        icon.visible = True
+        self.controller.start()
+        self._ui.start()
+        self._dirty.set()
+        log.info("tray icon ready (pystray backend %s)", type(icon).__module__)
+
+    def run(self) -> None:
+        """Block in pystray's loop until Quit, ``stop_event`` or (owns_daemon) the daemon ends."""
+        _keep_sigint_handler()
+        try:
+            self.icon.run(setup=self._setup)
+        except Exception:
+            if not self._stop.is_set():
+                raise
+            # pystray's GTK backends close their last notification at exit and
+            # raise when no notification service is on the bus; harmless here.
+            log.debug("pystray raised while stopping", exc_info=True)
+        finally:
+            self._stop.set()
+            self.controller.stop()
+            self.notifier.close(flush=False)
+
+
+def _keep_sigint_handler() -> None:
+    """pystray's GTK backends reset SIGINT to SIG_DFL; keep a handler the daemon installed."""
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or previous is signal.default_int_handler:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        from gi.repository import GLib
+    except ImportError:
+        return
+
+    def restore() -> bool:
+        signal.signal(signal.SIGINT, previous)
+        return False
+
+    GLib.idle_add(restore)
+
+
+def run_tray(socket_path: str | os.PathLike[str] | None = None, *, owns_daemon: bool,
+             stop_daemon: Callable[[], None] | None = None, stop_event: threading.Event | None = None,
+             backend: str | None = None) -> None:
+    """Show the tray icon and block in its loop (call from the main thread).
+
+    :param socket_path: the daemon's socket (``None``: the default path).
+    :param owns_daemon: the tray was started by the daemon (in-process):
+        Quit stops the daemon (``stop_daemon()``, else the ``shutdown``
+        method), and the tray returns when the daemon's stream ends.
+        ``False`` (``ohsync tray``): Quit only closes the tray.
+    :param stop_event: set it from any thread to close the tray.
+    :param backend: force a pystray backend (default: chosen per platform).
+    :raises TrayUnavailable: no display, PyGObject missing, pystray failed
+        (the message says what to install).
+    """
+    pystray = desktop.load_pystray(backend)
+    app = TrayApp(pystray, socket_path, owns_daemon=owns_daemon, stop_event=stop_event)
+    app.run()
+    if app.quit_requested and owns_daemon:
+        if stop_daemon is not None:
+            stop_daemon()
+        else:
+            try:
+                RpcClient(socket_path, timeout=5.0).call("shutdown")
+            except (DaemonNotRunning, RpcError, ConnectionError, OSError) as exc:
+                log.info("shutdown: %s", exc)

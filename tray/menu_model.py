@@ -1,0 +1,376 @@
+"""The tray's menu as plain data: daemon status in, menu entries out.
+
+Nothing here imports pystray or touches a display, so every daemon state can
+be unit-tested.  :func:`build_menu` turns a :class:`TrayView` (the last status
+object of DESIGN §10, the ``conflicts`` list, the time) into a tuple of
+:class:`MenuEntry`; :func:`status_line` is the first, disabled line;
+:func:`icon_state` picks the picture; :class:`SyncProgress` turns the
+daemon's pending counts into "Syncing 3 of 12".  ``app.py`` maps entries to
+pystray items and :class:`Action` values to socket calls.
+
+Paths: ``remote_path`` values are library-relative POSIX paths as the daemon
+reports them (``notes/a.md``); ``local_path`` values are absolute paths on
+this machine.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+__all__ = [
+    "ICON_STATES",
+    "NOT_RUNNING",
+    "Action",
+    "MenuEntry",
+    "SEPARATOR",
+    "SyncProgress",
+    "TrayView",
+    "build_menu",
+    "conflict_local_paths",
+    "drop_dir",
+    "icon_state",
+    "relative_time",
+    "shorten",
+    "status_from_event",
+    "status_line",
+    "tooltip",
+]
+
+#: Pseudo-state for "no daemon answers on the socket".
+NOT_RUNNING = "not_running"
+
+#: Every picture ``icons.draw_icon`` knows: the daemon's states plus ours.
+ICON_STATES = ("starting", "idle", "syncing", "paused", "offline", "auth_required",
+               "stopped", "error", NOT_RUNNING)
+
+#: Most conflicts listed in the submenu; the rest are summarised.
+MAX_CONFLICT_ITEMS = 15
+#: Longest menu line before it is shortened in the middle.
+MAX_LINE = 64
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a click asks for.
+
+    :ivar kind: ``refresh``, ``pause``, ``resume``, ``open`` (open every path
+        in ``paths`` that exists, else ``fallback``), or ``quit``.
+    """
+
+    kind: str
+    paths: tuple[str, ...] = ()
+    fallback: str | None = None
+
+
+@dataclass(frozen=True)
+class MenuEntry:
+    """One menu line: a label, an action, or a submenu (``children``)."""
+
+    text: str
+    action: Action | None = None
+    enabled: bool = True
+    children: tuple[MenuEntry, ...] | None = None
+    default: bool = False
+
+    @property
+    def is_separator(self) -> bool:
+        return self is SEPARATOR or self.text == "-"
+
+
+SEPARATOR = MenuEntry("-", enabled=False)
+
+
+@dataclass(frozen=True)
+class TrayView:
+    """Everything the menu is drawn from.
+
+    :ivar status: the last status object, or ``None`` when the daemon is down.
+    :ivar conflicts: the last ``conflicts`` answer (``None``: not fetched).
+    :ivar progress: ``(current, total)`` from :class:`SyncProgress`.
+    :ivar owns_daemon: Quit stops the daemon too.
+    :ivar starting: no status yet from a daemon that is still starting
+        (in-process): show "Starting…" instead of "not running".
+    """
+
+    status: dict[str, Any] | None
+    conflicts: tuple[dict[str, Any], ...] | None = None
+    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    progress: tuple[int, int] | None = None
+    owns_daemon: bool = False
+    starting: bool = False
+
+
+# --- small text helpers -------------------------------------------------------
+
+def shorten(text: str, limit: int = MAX_LINE) -> str:
+    """Cut ``text`` in the middle with an ellipsis so it fits ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    tail = limit - 1 - head
+    return text[:head] + "…" + text[-tail:]
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def relative_time(iso_time: Any, now: datetime) -> str | None:
+    """``"just now"``, ``"2 min ago"``, ``"3 h ago"``, ``"on 30 Nov"``; ``None`` if unparseable."""
+    then = _parse_time(iso_time)
+    if then is None:
+        return None
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=timezone.utc)
+    seconds = (now - then).total_seconds()
+    if seconds < 45:
+        return "just now"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{max(minutes, 1)} min ago"
+    hours = int(seconds // 3600)
+    if hours < 24:
+        return f"{hours} h ago"
+    local = then.astimezone(now.tzinfo)
+    return f"on {local.day} {local.strftime('%b')}"
+
+
+def _count(status: dict[str, Any], key: str) -> int:
+    value = status.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _basename(remote_path: Any) -> str:
+    text = str(remote_path or "").rstrip("/")
+    return text.rsplit("/", 1)[-1] or text
+
+
+def status_from_event(event: dict[str, Any]) -> dict[str, Any]:
+    """The status object carried by a ``status`` event.
+
+    Accepts both shapes: nested (``{"type": "status", "status": {...}}``, what
+    ``daemon/app.py`` publishes) and flat (``{"type": "status", "state": ...}``).
+    """
+    nested = event.get("status")
+    if isinstance(nested, dict):
+        return nested
+    return {k: v for k, v in event.items() if k != "type"}
+
+
+# --- state --------------------------------------------------------------------
+
+def icon_state(status: dict[str, Any] | None, *, starting: bool = False) -> tuple[str, bool]:
+    """The picture for a status: ``(state, conflict_badge)``.
+
+    Unknown states draw as ``error`` so that a newer daemon never shows a
+    green tick by mistake.
+    """
+    if status is None:
+        return ("starting" if starting else NOT_RUNNING), False
+    state = status.get("state")
+    if state not in ICON_STATES or state == NOT_RUNNING:
+        state = "error"
+    return str(state), _count(status, "conflicts") > 0
+
+
+class SyncProgress:
+    """Turns successive status objects into ``(current, total)`` files.
+
+    The daemon reports what is still pending; a batch starts when ``state``
+    becomes ``syncing`` and its total grows whenever more work arrives, so
+    "Syncing 3 of 12" counts up instead of down.  Explicit ``files_done`` /
+    ``files_total`` fields in the status, if a daemon sends them, win.
+    """
+
+    def __init__(self) -> None:
+        self._total = 0
+        self._remaining = 0
+
+    def update(self, status: dict[str, Any] | None) -> tuple[int, int] | None:
+        """Feed the newest status; returns the progress to show, if any."""
+        if status is None or status.get("state") != "syncing":
+            self._total = self._remaining = 0
+            return None
+        done, total = status.get("files_done"), status.get("files_total")
+        if isinstance(done, int) and isinstance(total, int) and total > 0:
+            return min(done + 1, total), total
+        pending = _count(status, "pending_up") + _count(status, "pending_down")
+        if pending > self._remaining:
+            self._total += pending - self._remaining
+        self._remaining = pending
+        if self._total <= 0:
+            return None
+        return min(self._total - pending + 1, self._total), self._total
+
+
+def status_line(status: dict[str, Any] | None, *, now: datetime,
+                progress: tuple[int, int] | None = None, starting: bool = False) -> str:
+    """The first, disabled menu line: what the daemon is doing, in words."""
+    if status is None:
+        return "Starting…" if starting else "ohsync is not running"
+    state = status.get("state")
+    message = str(status.get("message") or "").strip()
+    if state == "idle":
+        ago = relative_time(status.get("last_sync"), now)
+        return f"Up to date · synced {ago}" if ago else "Up to date"
+    if state == "syncing":
+        return shorten(_syncing_line(status, progress))
+    if state == "paused":
+        pending = _count(status, "pending_up") + _count(status, "pending_down")
+        return f"Paused · {pending} change{'s' if pending != 1 else ''} waiting" if pending else "Paused"
+    if state == "offline":
+        return "Offline — retrying"
+    if state == "auth_required":
+        return "Login needed — run ohsync login"
+    if state == "starting":
+        return "Starting…"
+    if state == "stopped":
+        detail = message or next((str(m.get("message")) for m in _mirrors(status)
+                                  if m.get("state") == "stopped" and m.get("message")), "")
+        return shorten(f"Stopped — {detail}" if detail else "Stopped")
+    return shorten(f"Error — {message}" if message else "Error")
+
+
+def _syncing_line(status: dict[str, Any], progress: tuple[int, int] | None) -> str:
+    head = "Syncing"
+    if progress and progress[1] > 1:
+        head = f"Syncing {progress[0]} of {progress[1]}"
+    transfer = status.get("transfer")
+    if not isinstance(transfer, dict) or not transfer.get("path"):
+        return head
+    name = _basename(transfer.get("path"))
+    arrow = {"up": "↑ ", "down": "↓ "}.get(str(transfer.get("direction")), "")
+    done, total = transfer.get("done"), transfer.get("total")
+    percent = ""
+    if isinstance(done, int) and isinstance(total, int) and total > 0 and 0 < done < total:
+        percent = f" ({done * 100 // total}%)"
+    return f"{head} · {arrow}{shorten(name, 40)}{percent}"
+
+
+def tooltip(view: TrayView) -> str:
+    """The icon's hover title."""
+    return "ohsync — " + status_line(view.status, now=view.now, progress=view.progress,
+                                     starting=view.starting)
+
+
+# --- paths --------------------------------------------------------------------
+
+def _mirrors(status: dict[str, Any] | None) -> list[dict[str, Any]]:
+    mirrors = (status or {}).get("mirrors")
+    return [m for m in mirrors if isinstance(m, dict)] if isinstance(mirrors, list) else []
+
+
+def drop_dir(status: dict[str, Any] | None) -> str:
+    """The drop folder: the daemon's ``drop_dir`` if it says, else ``~/OH-Drop``."""
+    value = (status or {}).get("drop_dir")
+    return os.path.expanduser(str(value)) if value else os.path.expanduser("~/OH-Drop")
+
+
+def _mirror_for(status: dict[str, Any] | None, conflict: dict[str, Any]) -> str | None:
+    mirrors = _mirrors(status)
+    wanted = conflict.get("library") or conflict.get("mirror")
+    for mirror in mirrors:
+        if wanted and mirror.get("library") == wanted and mirror.get("local"):
+            return str(mirror["local"])
+    return str(mirrors[0]["local"]) if mirrors and mirrors[0].get("local") else None
+
+
+def _to_local(local_root: str, path: str) -> str:
+    if os.path.isabs(path) and (path == local_root or path.startswith(local_root.rstrip("/") + "/")):
+        return path  # already a local path
+    return os.path.join(local_root, path.lstrip("/"))
+
+
+def conflict_local_paths(status: dict[str, Any] | None, conflict: dict[str, Any]) -> tuple[str, ...]:
+    """Local paths of a conflict's winning file and its archived copy."""
+    root = _mirror_for(status, conflict)
+    if root is None:
+        return ()
+    return tuple(_to_local(root, str(conflict[key])) for key in ("path", "archived")
+                 if conflict.get(key))
+
+
+# --- the menu -----------------------------------------------------------------
+
+def _detail_lines(status: dict[str, Any]) -> list[MenuEntry]:
+    lines = []
+    held = _count(status, "held_deletes")
+    if held:
+        lines.append(f"{held} deletion{'s' if held != 1 else ''} held — run ohsync confirm-deletes")
+    damaged = _count(status, "damaged")
+    if damaged:
+        lines.append(f"{damaged} damaged file{'s' if damaged != 1 else ''} — see ohsync status")
+    skipped = _count(status, "skipped")
+    if skipped:
+        lines.append(f"{skipped} name{'s' if skipped != 1 else ''} skipped — see ohsync status")
+    mirrors = _mirrors(status)
+    if len(mirrors) > 1:
+        for mirror in mirrors:
+            lines.append(shorten(f"{mirror.get('library', '?')}: {mirror.get('message') or mirror.get('state', '')}"))
+    return [MenuEntry(text, enabled=False) for text in lines]
+
+
+def _open_folder_entry(status: dict[str, Any] | None) -> MenuEntry:
+    mirrors = [m for m in _mirrors(status) if m.get("local")]
+    if len(mirrors) <= 1:
+        local = str(mirrors[0]["local"]) if mirrors else None
+        return MenuEntry("Open folder", Action("open", (local,)) if local else None,
+                         enabled=local is not None, default=local is not None)
+    children = tuple(MenuEntry(shorten(str(m.get("library") or m["local"])),
+                               Action("open", (str(m["local"]),))) for m in mirrors)
+    return MenuEntry("Open folder", children=children)
+
+
+def _conflicts_entry(view: TrayView) -> MenuEntry:
+    status = view.status
+    listed = list(view.conflicts or ())
+    count = len(listed) if view.conflicts is not None else _count(status or {}, "conflicts")
+    if status is None or count == 0:
+        return MenuEntry(f"Conflicts ({count})", enabled=False)
+    children: list[MenuEntry] = []
+    for conflict in listed[:MAX_CONFLICT_ITEMS]:
+        paths = conflict_local_paths(status, conflict)
+        label = shorten(str(conflict.get("path") or conflict.get("archived") or "?"))
+        children.append(MenuEntry(label, Action("open", paths) if paths else None, enabled=bool(paths)))
+    if len(listed) > MAX_CONFLICT_ITEMS:
+        children.append(MenuEntry(f"… and {len(listed) - MAX_CONFLICT_ITEMS} more — run ohsync conflicts",
+                                  enabled=False))
+    if not listed:
+        children.append(MenuEntry("Run ohsync conflicts for the list", enabled=False))
+    mirrors = [m for m in _mirrors(status) if m.get("local")]
+    if mirrors:
+        folder = os.path.join(str(mirrors[0]["local"]), ".conflict")
+        children += [SEPARATOR, MenuEntry("Open conflicts folder", Action("open", (folder,)))]
+    return MenuEntry(f"Conflicts ({count})", children=tuple(children))
+
+
+def build_menu(view: TrayView) -> tuple[MenuEntry, ...]:
+    """The whole menu, top to bottom."""
+    status = view.status
+    running = status is not None
+    entries: list[MenuEntry] = [MenuEntry(status_line(status, now=view.now, progress=view.progress,
+                                                      starting=view.starting), enabled=False)]
+    if status is not None:
+        entries += _detail_lines(status)
+    paused = running and status.get("state") == "paused"  # type: ignore[union-attr]
+    entries += [
+        SEPARATOR,
+        MenuEntry("Refresh now", Action("refresh"), enabled=running),
+        _open_folder_entry(status),
+        MenuEntry("Open drop folder", Action("open", (drop_dir(status),), fallback=drop_dir(status))),
+        _conflicts_entry(view),
+        SEPARATOR,
+        MenuEntry("Resume syncing" if paused else "Pause syncing",
+                  Action("resume" if paused else "pause"), enabled=running),
+        MenuEntry("Quit", Action("quit")),
+    ]
+    return tuple(entries)
