@@ -1,0 +1,170 @@
+"""The engine under faults: 5xx, 429, dropped connections (before and after
+the server applied the request), a process killed mid-pass, and a second
+writer racing on the same file.  The invariant is always the same: every
+version that existed on either side ends up in the mirror, on the server or
+in /.conflict/ — never nowhere."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ohsync.engine.errors import NetworkError, ServerError, ThrottledError
+from engine_helpers import USER, make_mirror, read_tree, sample_library
+
+JOURNAL = "journal/2026-11.md"
+
+
+@pytest.fixture
+def synced(devserver, tmp_path):
+    repo_id = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
+    mirror = make_mirror(devserver, repo_id, tmp_path)
+    mirror.sync()
+    return mirror
+
+
+def everything_in(text: bytes, *lines: bytes) -> bool:
+    return all(text.count(line) == 1 for line in lines)
+
+
+def test_server_errors_abort_the_pass_and_the_next_pass_finishes(devserver, synced):
+    line = b"- [x] 2026-11-30 10:00 written while the server failed\n"
+    synced.write(JOURNAL, synced.read(JOURNAL) + line)
+    devserver.inject_fault("GET", r"/file/detail/", status=503, count=10)
+    with pytest.raises(ServerError):
+        synced.sync([JOURNAL])
+    assert line not in devserver.read_file(synced.repo_id, "/" + JOURNAL)
+    devserver.clear_faults()
+    synced.sync([JOURNAL])
+    assert everything_in(devserver.read_file(synced.repo_id, "/" + JOURNAL), line)
+
+
+def test_throttling_is_a_typed_error_with_retry_after(devserver, synced):
+    devserver.put_file(synced.repo_id, "/index.md", b"changed\n")
+    devserver.inject_fault("GET", r"/api2/repos/[^/]+/$", status=429, retry_after=120, count=5)
+    with pytest.raises(ThrottledError) as info:
+        synced.sync()
+    assert info.value.retry_after == 120
+    devserver.clear_faults()
+    synced.sync()
+    assert synced.read("index.md") == b"changed\n"
+
+
+@pytest.mark.parametrize("after_processing", [False, True], ids=["lost-request", "lost-answer"])
+def test_dropped_upload_connection_loses_nothing_and_duplicates_nothing(devserver, synced, after_processing):
+    line = b"- [x] 2026-11-30 11:00 upload whose connection dropped\n"
+    synced.write(JOURNAL, synced.read(JOURNAL) + line)
+    devserver.inject_fault("POST", r"/update-api/", drop=True, after_processing=after_processing)
+    with pytest.raises(NetworkError):
+        synced.sync([JOURNAL])
+    report = synced.sync()
+    remote = devserver.read_file(synced.repo_id, "/" + JOURNAL)
+    assert everything_in(remote, line) and remote == synced.read(JOURNAL)
+    assert report.conflicts == []
+    assert read_tree(synced.root) == devserver.tree(synced.repo_id)
+
+
+def test_dropped_download_leaves_the_old_file_intact(devserver, synced):
+    old = synced.read("index.md")
+    devserver.put_file(synced.repo_id, "/index.md", old + b"\nnew remote paragraph\n")
+    devserver.inject_fault("GET", r"/files/", drop=True, count=10)
+    with pytest.raises(NetworkError):
+        synced.sync()
+    assert synced.read("index.md") == old
+    assert not [p for p in synced.root.rglob(".ohsync-tmp-*")]  # no temp file left behind
+    devserver.clear_faults()
+    synced.sync()
+    assert synced.read("index.md") == old + b"\nnew remote paragraph\n"
+
+
+_KILLED_PASS = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    from pathlib import Path
+    from ohsync.engine.client import SeafileClient
+    from ohsync.engine.context import EngineOptions
+    from ohsync.engine.state import StateStore
+    from ohsync.engine.sync import SyncEngine
+    base = Path({base!r})
+    state = StateStore(base / "m-state" / "state.db", base / "m-state" / "blobs")
+    client = SeafileClient({url!r}, {token!r}, retries=0)
+    engine = SyncEngine(client, {repo!r}, base / "m", state,
+                        options=EngineOptions(backup_dir=base / "m-state" / "backups"))
+    print("start", flush=True)
+    engine.sync()
+""")
+
+
+def test_process_killed_mid_pass_then_restarted_converges_without_loss(devserver, synced, tmp_path):
+    """SIGKILL at a random moment while both sides have many changes."""
+    repo = synced.repo_id
+    rng = random.Random(7)
+    expected_local, expected_remote = {}, {}
+    for i in range(12):
+        rel = f"knowledge/local-{i}.md"
+        expected_local[rel] = f"---\ntitle: local {i}\n---\n\n## Observations\n- [x] local {i}\n".encode()
+        synced.write(rel, expected_local[rel])
+        rel = f"knowledge/remote-{i}.md"
+        expected_remote[rel] = f"---\ntitle: remote {i}\n---\n\n## Observations\n- [x] remote {i}\n".encode()
+        devserver.put_file(repo, "/" + rel, expected_remote[rel])
+    local_line = b"- [x] 2026-11-30 12:00 local journal line\n"
+    remote_line = b"- [x] 2026-11-30 12:01 remote journal line\n"
+    synced.write(JOURNAL, synced.read(JOURNAL) + local_line)
+    devserver.put_file(repo, "/" + JOURNAL, devserver.read_file(repo, "/" + JOURNAL) + remote_line)
+    synced.state.close()
+    devserver.inject_fault(None, r".", latency=0.05, count=10_000)  # slow every request down
+    script = _KILLED_PASS.format(tests=str(os.path.dirname(__file__)), base=str(tmp_path), url=devserver.url,
+                                 token=devserver.token_for(USER), repo=repo)
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+        assert proc.stdout.readline() == b"start\n"
+        time.sleep(rng.uniform(0.3, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    devserver.clear_faults()
+    finished = make_mirror(devserver, repo, tmp_path)
+    finished.sync()
+    report = finished.sync()
+    assert report.conflicts == [] and report.errors == []
+    tree = devserver.tree(repo)
+    assert read_tree(finished.root) == tree
+    for rel, data in {**expected_local, **expected_remote}.items():
+        assert tree["/" + rel] == data
+    assert everything_in(tree["/" + JOURNAL], local_line, remote_line)
+    assert not [p for p in finished.root.rglob(".ohsync-tmp-*")]
+
+
+def test_second_writer_racing_on_the_journal_never_loses_a_line(devserver, synced):
+    """Randomised: each round the phone appends on the server (sometimes in the
+    window between our upload and our read-back), we append locally, and we
+    sync; every line written anywhere ends up in the journal exactly once."""
+    repo = synced.repo_id
+    rng = random.Random(2026)
+    written: list[bytes] = []
+    for round_no in range(15):
+        when = f"2026-11-30 {13 + round_no // 60:02d}:{round_no % 60:02d}"
+        if rng.random() < 0.7:
+            line = f"- [phone] {when} phone line {round_no}\n".encode()
+            written.append(line)
+            if rng.random() < 0.5:
+                devserver.after_request(
+                    "POST", r"/update-api/",
+                    lambda srv, line=line: srv.put_file(repo, "/" + JOURNAL, srv.read_file(repo, "/" + JOURNAL) + line))
+            else:
+                devserver.put_file(repo, "/" + JOURNAL, devserver.read_file(repo, "/" + JOURNAL) + line)
+        line = f"- [desk] {when} desk line {round_no}\n".encode()
+        written.append(line)
+        synced.write(JOURNAL, synced.read(JOURNAL) + line)
+        report = synced.sync()
+        assert report.conflicts == []
+    synced.sync()
+    final = devserver.read_file(repo, "/" + JOURNAL)
+    assert synced.read(JOURNAL) == final
+    assert everything_in(final, *written)
