@@ -30,6 +30,7 @@ class EngineOptions:
     :ivar readback_full_limit: files up to this many bytes are downloaded
         again after an upload and compared by sha1 (DESIGN §5 step 3).
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
+    :ivar upload_chunk: bytes per request of a chunked upload.
     :ivar max_delete_files/max_delete_percent: the mass-delete safety valve:
         deletes on one side beyond the smaller of the two are held.
     """
@@ -40,6 +41,7 @@ class EngineOptions:
     readback_full_limit: int = 1024 * 1024
     max_attempts: int = 4
     max_delete_files: int = 50
+    upload_chunk: int = 8 * 1024 * 1024
     max_delete_percent: float = 25.0
 
 

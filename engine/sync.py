@@ -32,6 +32,7 @@ from .bulk import bulk_pull
 from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
+from .transfer_large import LARGE_FILE, push_large
 from .transfer import LocalChanged, adopt, ensure_remote_dir, pull, push
 from .valve import DeleteValve, Plan
 
@@ -350,7 +351,8 @@ class SyncEngine:
                 ctx.emit(SyncEvent("synced", rel, "down", action="download"))
                 self._check_damaged(rel)
             else:
-                outcome = push(ctx, rel, base)
+                large = entry is not None and entry.fingerprint[0] > LARGE_FILE
+                outcome = push_large(ctx, rel, base) if large else push(ctx, rel, base)
                 report.uploaded.append(rel)
                 if outcome.action == "merge":
                     report.merged.append(rel)

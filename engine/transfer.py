@@ -106,7 +106,8 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
         with os.fdopen(fd, "w+b") as fh:
             def progress(done: int, total: int) -> None:
                 ctx.emit(SyncEvent("transfer", rel_path, "down", done=done, total=total))
-            file_id = ctx.client.download(ctx.repo_id, ctx.remote_path(rel_path), fh, progress=progress)
+            file_id = ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(rel_path), fh,
+                                                    progress=progress)
             fh.flush()
             os.fsync(fh.fileno())
             fh.seek(0)

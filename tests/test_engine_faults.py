@@ -168,3 +168,23 @@ def test_second_writer_racing_on_the_journal_never_loses_a_line(devserver, synce
     final = devserver.read_file(repo, "/" + JOURNAL)
     assert synced.read(JOURNAL) == final
     assert everything_in(final, *written)
+
+
+def test_large_upload_resumes_after_a_dropped_chunk(devserver, synced):
+    big = os.urandom(7 * 1024 * 1024)
+    synced.engine.options.upload_chunk = 2 * 1024 * 1024
+    synced.write("Files/big.bin", big)
+    devserver.inject_fault("POST", r"/upload-api/", drop=True, count=1)  # the first chunk is lost
+
+    synced.sync()
+    assert devserver.read_file(synced.repo_id, "/Files/big.bin") == big
+    devserver.reset_counters()
+    assert synced.sync().transferred == 0
+
+
+def test_large_download_survives_a_dropped_connection(devserver, synced):
+    big = os.urandom(5 * 1024 * 1024)
+    devserver.put_file(synced.repo_id, "/Files/remote-big.bin", big)
+    devserver.inject_fault("GET", r"/files/", drop=True, count=1)
+    synced.sync()
+    assert synced.read("Files/remote-big.bin") == big

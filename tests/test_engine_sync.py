@@ -255,3 +255,24 @@ def test_remote_move_becomes_local_rename_without_download(devserver, synced):
     assert synced.read("preferences/校园服务入口速查.md") == content
     assert not (synced.root / path).exists()
     assert devserver.request_count("/files/") == 0  # nothing downloaded
+
+
+def test_large_file_streams_up_in_chunks_and_a_conflict_is_moved_aside(devserver, synced):
+    repo = synced.repo_id
+    big = os.urandom(6 * 1024 * 1024) + b"tail"
+    synced.write("Files/videos/lecture.mp4", big)
+    synced.engine.options.upload_chunk = 2 * 1024 * 1024
+    devserver.reset_counters()
+    synced.sync()
+    assert devserver.read_file(repo, "/Files/videos/lecture.mp4") == big
+    assert devserver.request_count(r"POST /seafhttp/upload-api/") == 4  # 2 MiB chunks
+    # both sides change it: the remote version is archived, ours keeps the path
+    theirs = big[:-4] + b"THEIRS"
+    devserver.put_file(repo, "/Files/videos/lecture.mp4", theirs)
+    ours = big[:-4] + b"OURS"
+    synced.write("Files/videos/lecture.mp4", ours)
+    report = synced.sync()
+    assert len(report.conflicts) == 1
+    archived = report.conflicts[0].archived
+    assert devserver.read_file(repo, "/Files/videos/lecture.mp4") == ours
+    assert devserver.read_file(repo, "/" + archived) == theirs == synced.read(archived)

@@ -1,0 +1,112 @@
+"""Pushing large files: streamed, chunked, resumable, never held in memory.
+
+Files above the merge limit cannot be three-way merged, so their
+read-merge-write is simpler: if the remote changed since base, the remote
+version is moved aside on the server into ``/.conflict/`` (a server-side
+rename + move, no transfer) and fetched into the mirror's ``.conflict/``;
+then the local file is uploaded in chunks.  Read-back compares the id the
+server reports with the id computed locally from the same bytes.  An upload
+interrupted by a crash resumes (``file-uploaded-bytes``) only when the
+state says the partial upload was of exactly this content.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime, timezone
+
+from .conflict_names import conflict_copy_path
+from .context import MirrorContext
+from .errors import LocalError
+from .events import ConflictRecord, SyncEvent
+from .ignore import TEMP_PREFIX
+from .localfs import hash_file, stat_fingerprint
+from .models import RemoteEntry
+from .paths import from_remote, parent_rel
+from .state import Base
+from .transfer import LocalChanged, PushOutcome, _current_remote, ensure_remote_dir
+
+__all__ = ["LARGE_FILE", "push_large"]
+
+#: Files above this many bytes take the streamed path.
+LARGE_FILE = 4 * 1024 * 1024
+
+
+def _archive_remote(ctx: MirrorContext, rel_path: str, remote: RemoteEntry) -> ConflictRecord:
+    """Move the remote version aside on the server and fetch it locally."""
+    now = datetime.now(timezone.utc)
+    copy_rel = conflict_copy_path(rel_path, "remote", lambda p: p in ctx.snapshot or ctx.local_path(p).exists(), now)
+    ensure_remote_dir(ctx, parent_rel(copy_rel))
+    renamed = ctx.client.rename(ctx.repo_id, ctx.remote_path(rel_path), copy_rel.rsplit("/", 1)[1])
+    moved = ctx.client.move(ctx.repo_id, renamed, ctx.remote_path(parent_rel(copy_rel)))
+    stored_rel = from_remote(ctx.remote_root, moved) or copy_rel
+    ctx.snapshot.pop(rel_path, None)
+    target = ctx.local_path(stored_rel)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            file_id = ctx.client.download_resumable(ctx.repo_id, moved, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    sha1, _, size, fp = hash_file(target)
+    ctx.state.set_base(Base(stored_rel, False, sha1, file_id, *fp))
+    ctx.snapshot[stored_rel] = RemoteEntry(stored_rel, False, file_id, size, remote.mtime)
+    record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"),
+                            "both sides changed a file too large or not text to merge", ("content",))
+    ctx.state.add_conflict(record)
+    ctx.emit(SyncEvent("conflict", rel_path, message=f"remote version archived as {stored_rel}"))
+    return record
+
+
+def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
+    """Read-merge-write of a large local file, streamed in chunks.
+
+    :raises LocalChanged: the file changed while it was uploaded.
+    :raises RemoteError: from the client; base does not advance.
+    """
+    path = ctx.local_path(rel_path)
+    conflict: ConflictRecord | None = None
+    for _ in range(ctx.options.max_attempts):
+        sha1, fid, size, fp = hash_file(path)
+        remote = _current_remote(ctx, rel_path)
+        if remote is not None and remote.id == fid:
+            ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
+            ctx.snapshot[rel_path] = remote
+            return PushOutcome("upload", conflict)
+        if remote is not None and (base is None or remote.id != base.remote_id):
+            conflict = _archive_remote(ctx, rel_path, remote)
+            remote = None
+        ensure_remote_dir(ctx, parent_rel(rel_path))
+        pending_key = f"upload:{rel_path}"
+        resume = ctx.state.get_meta(pending_key) == sha1
+        ctx.state.set_meta(pending_key, sha1)
+
+        def progress(done: int, total: int) -> None:
+            ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
+
+        with open(path, "rb") as fh:
+            result = ctx.client.upload_chunked(ctx.repo_id, ctx.remote_path(rel_path), fh, size=size,
+                                               exists=remote is not None, progress=progress, resume=resume,
+                                               chunk_size=ctx.options.upload_chunk)
+        ctx.state.set_meta(pending_key, None)
+        if stat_fingerprint(os.stat(path)) != fp:
+            raise LocalChanged(f"{rel_path} changed while it was uploaded; will upload again", path=rel_path)
+        if result.path != ctx.remote_path(rel_path):
+            ctx.client.delete(ctx.repo_id, result.path)  # raced with a new remote file: merge next round
+            continue
+        current = _current_remote(ctx, rel_path)
+        if current is not None and current.id == result.id == fid:
+            ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
+            ctx.snapshot[rel_path] = current
+            return PushOutcome("upload", conflict)
+    raise LocalError(f"{rel_path}: another writer kept changing it; will try again later",
+                     title="Busy file", path=rel_path)
