@@ -176,15 +176,23 @@ class Fileserver:
         name = nfc(unquote_plus(fname))
         if fs_name_invalid(name):
             return fs_error(400, f"invalid fileName: {name}.\n")
+        content = self._assemble(tok, files[0].data, norm_path(join_path(split_path(target) + [name])), m)
+        if isinstance(content, Response):
+            return content
+        return self._commit_upload(tok, target, [(name, content)], replace, mtime, ret_json)
+
+    def _assemble(self, tok, data: bytes, path: str, m) -> bytes | Response:
+        """Store one ``Content-Range`` chunk for ``path``; the whole content
+        once the last chunk arrived, else the interim ``{"success": true}``."""
         start, end, total = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        data = files[0].data[:end - start + 1]
-        key = (tok.repo_id, norm_path(join_path(split_path(target) + [name])))
+        data = data[:end - start + 1]
+        key = (tok.repo_id, path)
         with self._chunk_lock:
             st = self._chunks.get(key)
             if st is None or st["total"] != total:
-                path = self.tmp / f"chunk-{ids.sha1_hex(repr(key).encode())}"
-                st = self._chunks[key] = {"path": path, "total": total, "received": 0}
-                path.write_bytes(b"")
+                tmp = self.tmp / f"chunk-{ids.sha1_hex(repr(key).encode())}"
+                st = self._chunks[key] = {"path": tmp, "total": total, "received": 0}
+                tmp.write_bytes(b"")
             with open(st["path"], "r+b") as fh:
                 fh.seek(start)
                 fh.write(data)
@@ -197,11 +205,15 @@ class Fileserver:
                 os.unlink(st["path"])
             except OSError:
                 pass
-        return self._commit_upload(tok, target, [(name, content)], replace, mtime, ret_json)
+        return content
 
     # ------------------------------------------------------------ update
     def update(self, req: Request, token: str, kind: str = "update-api") -> Response:
         """``POST <FS>/update-api/<token>``: field ``target_file`` + one ``file`` part.
+
+        With ``Content-Range`` the part is one chunk of a resumable update
+        (as the Go fileserver's ``doUpdate``): interim chunks answer
+        ``{"success": true}``, the last one commits the assembled file.
 
         Answers the new file id as bare text (``update-aj``: a JSON array);
         identical content makes no commit.
@@ -225,6 +237,13 @@ class Fileserver:
         if e is None or is_dir(e):
             return fs_error(441, "File does not exist.\n")
         data = files[0].data
+        crange = req.headers.get("Content-Range")
+        m = _RANGE_RE.match(crange) if crange else None
+        if m and int(m.group(1)) <= int(m.group(2)) < int(m.group(3)):
+            assembled = self._assemble(tok, data, norm_path(target), m)
+            if isinstance(assembled, Response):
+                return assembled
+            data = assembled
         if not self._quota_ok(tok.user, len(data)):
             return fs_error(443, "Out of quota.\n")
         fid, size = self.store.write_blob(data)

@@ -276,3 +276,17 @@ def test_large_file_streams_up_in_chunks_and_a_conflict_is_moved_aside(devserver
     archived = report.conflicts[0].archived
     assert devserver.read_file(repo, "/Files/videos/lecture.mp4") == ours
     assert devserver.read_file(repo, "/" + archived) == theirs == synced.read(archived)
+
+
+def test_large_file_edit_updates_in_chunks(devserver, synced):
+    repo = synced.repo_id
+    synced.engine.options.upload_chunk = 2 * 1024 * 1024
+    synced.write("Files/data.bin", os.urandom(5 * 1024 * 1024))
+    synced.sync()
+    edited = os.urandom(5 * 1024 * 1024 + 7)
+    synced.write("Files/data.bin", edited)
+    devserver.reset_counters()
+    report = synced.sync()
+    assert report.uploaded == ["Files/data.bin"] and report.conflicts == []
+    assert devserver.read_file(repo, "/Files/data.bin") == edited
+    assert devserver.request_count(r"POST /seafhttp/update-api/") == 3

@@ -1,0 +1,404 @@
+"""The drop folder in the daemon: watch, wait until stable, file on the worker.
+
+:class:`FilingService` watches ``[filing] drop_dir`` (created on start) with
+watchdog, keeps every candidate file until its size and mtime have not
+changed for ``quiet_seconds`` and it is not a partial download or open for
+writing, then hands it to :meth:`Filer.file <ohsync.engine.filing.Filer.file>`
+**on the sync worker's thread** through the ``submit`` callable (the engine
+and its state belong to that thread).  Results go to ``on_result``.
+
+What happens after a result:
+
+* ``filed``: the file left the drop folder; done.
+* ``not_ready`` / ``failed`` with ``retryable``: watched again and retried
+  after a backoff (30 s doubling up to 10 min).
+* ``over_quota``: held; retried every 10 minutes and on :meth:`retry_held`
+  (call it on ``refresh``).
+* ``duplicate`` / ``failed`` without ``retryable``: left alone until the
+  file changes (a new size or mtime makes it a new candidate).
+
+``on_result`` is called once per change of a path's outcome (a file that
+stays over quota is announced once, not every ten minutes).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
+
+from ohsync.engine.filing import Filer, FilingResult
+from ohsync.engine.filing_rules import is_ignored_name, is_partial_name
+
+__all__ = ["FilingService", "FilingUnavailable"]
+
+log = logging.getLogger(__name__)
+
+#: ``submit(fn)``: run ``fn()`` soon on the sync worker's thread.
+Submit = Callable[[Callable[[], None]], None]
+
+_RETRY_FIRST = 30.0
+_RETRY_CAP = 600.0
+_QUOTA_RETRY = 600.0
+
+
+class FilingUnavailable(RuntimeError):
+    """Filing cannot run now (the engine is not open yet, or the service is stopped)."""
+
+
+@dataclass
+class _Watch:
+    fingerprint: tuple[int, int] | None  # (size, mtime_ns) last seen
+    since: float  # monotonic time the fingerprint was first seen
+    not_before: float = 0.0  # monotonic time before which it is not checked
+    attempts: int = 0
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, service: FilingService) -> None:
+        self._service = service
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        kind = event.event_type
+        if kind in ("deleted", "opened", "closed_no_write"):
+            return
+        path = os.fsdecode(event.dest_path if kind == "moved" and event.dest_path else event.src_path)
+        if event.is_directory:
+            if kind in ("created", "moved"):
+                self._service._note_tree(Path(path))
+            return
+        self._service._note(Path(path))
+
+
+class FilingService:
+    """Drop-folder filing for the daemon (see the module docstring).
+
+    :param drop_dir: the drop folder (``[filing] drop_dir``, already
+        expanded); created by :meth:`start`.
+    :param submit: ``submit(fn)`` runs ``fn()`` on the sync worker's thread
+        (the daemon's worker must offer this; see the wiring notes in the
+        report / :meth:`attach`).
+    :param on_result: called with each :class:`FilingResult` worth
+        announcing, from the worker thread; must not block.
+    :param quiet_seconds: how long size and mtime must stay unchanged.
+    :param observer_factory: makes the watchdog observer (tests may pass
+        ``PollingObserver``).
+    :param tick: seconds between stability checks (default ``quiet/4``,
+        at least 0.1).
+    """
+
+    def __init__(self, drop_dir: Path, submit: Submit, on_result: Callable[[FilingResult], None], *,
+                 quiet_seconds: float = 3.0, observer_factory: Callable[[], BaseObserver] = Observer,
+                 tick: float | None = None) -> None:
+        self.drop_dir = Path(drop_dir).expanduser().absolute()
+        self._submit = submit
+        self._on_result = on_result
+        self.quiet_seconds = float(quiet_seconds)
+        self._tick = tick if tick is not None else max(0.1, self.quiet_seconds / 4)
+        self._observer_factory = observer_factory
+        self._observer: BaseObserver | None = None
+        self._thread: threading.Thread | None = None
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._filer: Filer | None = None  # used on the worker thread only
+        self._pending: dict[str, _Watch] = {}
+        self._in_flight: set[str] = set()
+        self._settled: dict[str, tuple[int, int]] = {}  # path -> fingerprint with a final outcome
+        self._held: dict[str, FilingResult] = {}  # over quota, waiting
+        self._reported: dict[str, tuple[str, str]] = {}  # path -> (status, message) last announced
+        self._last: list[dict[str, Any]] = []
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Create the drop folder, start watching it, and queue every file
+        already in it (files dropped while the daemon was not running).
+
+        :raises OSError: the folder cannot be created or watched.
+        """
+        self.drop_dir.mkdir(parents=True, exist_ok=True)
+        observer = self._observer_factory()
+        observer.name = "ohsync-drop-observer"
+        observer.schedule(_Handler(self), str(self.drop_dir), recursive=True)
+        observer.start()
+        self._observer = observer
+        self._thread = threading.Thread(target=self._loop, name="ohsync-filing", daemon=True)
+        self._thread.start()
+        self._note_tree(self.drop_dir)
+        log.info("watching the drop folder %s", self.drop_dir)
+
+    def stop(self) -> None:
+        """Stop watching; files not yet filed are found again on the next start."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def is_alive(self) -> bool:
+        """True while the observer and the stability thread run."""
+        return bool(self._observer and self._observer.is_alive() and self._thread and self._thread.is_alive())
+
+    def attach(self, filer: Filer) -> None:
+        """Give the service its :class:`Filer` (call on the worker thread, from
+        the daemon's ``on_ready(session)``, each time a session opens), then
+        finish jobs an earlier run left unfinished.
+
+        A previously attached filer is closed.
+        """
+        old, self._filer = self._filer, filer
+        if old is not None and old is not filer:
+            try:
+                old.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing the previous filer failed")
+        for result in filer.resume():
+            self._handle_result(result)
+        with self._cond:
+            self._cond.notify_all()
+
+    def detach(self) -> None:
+        """Forget the filer (the session closed); paths wait for the next :meth:`attach`."""
+        filer, self._filer = self._filer, None
+        if filer is not None:
+            filer.close()
+
+    # ----------------------------------------------------------------- requests
+
+    def file_now(self, paths: Iterable[str | os.PathLike[str]], timeout: float = 600.0) -> list[FilingResult]:
+        """File these paths now, on the worker thread, and wait for the results
+        (the socket ``file`` method and ``ohsync file PATH…``).
+
+        A folder is filed file by file (hidden files and partial downloads
+        inside it are skipped).  Paths must be absolute: the CLI resolves
+        them against its own working directory before sending.
+
+        :returns: one result per file, in order.
+        :raises FilingUnavailable: the engine is not open (yet), or the
+            worker did not answer within ``timeout`` seconds.
+        """
+        files = self._expand(paths)
+        results: list[FilingResult] = []
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def job() -> None:
+            try:
+                filer = self._filer
+                if filer is None:
+                    raise FilingUnavailable("filing is not ready yet: ohsync is still connecting to the server")
+                for path in files:
+                    result = filer.file(path)
+                    results.append(result)
+                    self._handle_result(result)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                failure.append(exc)
+            finally:
+                done.set()
+
+        if self._stopping:
+            raise FilingUnavailable("ohsync is shutting down")
+        self._submit(job)
+        if not done.wait(timeout):
+            raise FilingUnavailable(f"filing did not finish within {timeout:g} s; it goes on in the background")
+        if failure:
+            exc = failure[0]
+            if isinstance(exc, FilingUnavailable):
+                raise exc
+            raise FilingUnavailable(f"filing failed: {exc!r}") from exc
+        return results
+
+    def retry_held(self) -> None:
+        """Re-check files held for quota or after failures now (call on ``refresh``)."""
+        now = time.monotonic()
+        with self._cond:
+            for path in list(self._held):
+                self._held.pop(path)
+                self._settled.pop(path, None)
+                self._pending[path] = _Watch(None, now)
+            for watch in self._pending.values():
+                watch.not_before = 0.0
+            self._cond.notify_all()
+
+    def status(self) -> dict[str, Any]:
+        """For the status object: ``{"drop_dir", "waiting", "filing", "held":
+        [{"path", "status", "message"}], "last": [result dicts]}``."""
+        with self._cond:
+            return {
+                "drop_dir": str(self.drop_dir),
+                "waiting": len(self._pending),
+                "filing": len(self._in_flight),
+                "held": [{"path": p, "status": r.status, "message": r.message} for p, r in self._held.items()],
+                "last": list(self._last),
+            }
+
+    # ----------------------------------------------------------------- watching
+
+    def _expand(self, paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+        out: list[Path] = []
+        for raw in paths:
+            path = Path(raw).expanduser()
+            if not path.is_absolute():
+                path = path.absolute()
+            if path.is_dir() and not path.is_symlink():
+                for root, dirs, names in os.walk(path):
+                    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                    out.extend(Path(root) / n for n in sorted(names) if not is_ignored_name(n))
+            else:
+                out.append(path)
+        return out
+
+    def _wanted(self, path: Path) -> bool:
+        try:
+            rel = path.relative_to(self.drop_dir)
+        except ValueError:
+            return False
+        parts = rel.parts
+        if not parts or any(p.startswith(".") for p in parts[:-1]):
+            return False
+        return not is_ignored_name(parts[-1])
+
+    def _note(self, path: Path) -> None:
+        """A file event: (re)start its quiet period."""
+        if not self._wanted(path):
+            if is_partial_name(path.name):
+                log.debug("waiting for %s to finish downloading", path.name)
+            return
+        key = str(path)
+        now = time.monotonic()
+        with self._cond:
+            watch = self._pending.get(key)
+            if watch is None:
+                self._pending[key] = _Watch(None, now)
+            else:
+                watch.since = now
+            self._cond.notify_all()
+
+    def _note_tree(self, folder: Path) -> None:
+        """A folder appeared (or the start scan): note every file below it."""
+        try:
+            for root, dirs, names in os.walk(folder):
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+                for name in names:
+                    self._note(Path(root) / name)
+        except OSError as exc:
+            log.warning("cannot list %s: %s", folder, exc)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                self._cond.wait(timeout=self._tick)
+                if self._stopping:
+                    return
+                if self._filer is None:
+                    continue  # nothing can be filed before the engine is open
+                due = self._due_paths()
+            for path in due:
+                self._submit(lambda p=path: self._file_on_worker(p))
+
+    def _due_paths(self) -> list[str]:
+        """Paths whose size and mtime held still long enough (call with the lock)."""
+        now = time.monotonic()
+        due: list[str] = []
+        for key, watch in list(self._pending.items()):
+            if now < watch.not_before or key in self._in_flight:
+                continue
+            path = Path(key)
+            try:
+                st = path.lstat()
+            except OSError:
+                del self._pending[key]
+                continue
+            fingerprint = (st.st_size, st.st_mtime_ns)
+            if fingerprint != watch.fingerprint:
+                watch.fingerprint, watch.since = fingerprint, now
+                continue
+            if self._settled.get(key) == fingerprint:
+                del self._pending[key]  # outcome known for exactly this version
+                continue
+            if now - watch.since < self.quiet_seconds:
+                continue
+            if not Filer.is_stable(path, 0.0):
+                watch.since = now  # a partial companion beside it, or open for writing: wait more
+                continue
+            del self._pending[key]
+            self._in_flight.add(key)
+            due.append(key)
+        return due
+
+    # ----------------------------------------------------------------- on the worker
+
+    def _file_on_worker(self, key: str) -> None:
+        """Runs on the worker thread: file one path and handle the result."""
+        try:
+            filer = self._filer
+            if filer is None:
+                with self._cond:
+                    self._pending.setdefault(key, _Watch(None, time.monotonic()))
+                return
+            if not os.path.lexists(key):
+                return  # filed meanwhile (resume, `ohsync file`) or removed
+            try:
+                result = filer.file(Path(key))
+            except Exception as exc:  # noqa: BLE001 - never let filing kill the worker
+                log.exception("filing %s failed", key)
+                result = FilingResult("failed", key, message=f"{Path(key).name} was not filed: internal error "
+                                      f"{exc!r}", retryable=True)
+            self._handle_result(result)
+        finally:
+            with self._cond:
+                self._in_flight.discard(key)
+
+    def _handle_result(self, result: FilingResult, *, announce: bool = True) -> None:
+        key = result.source
+        now = time.monotonic()
+        try:
+            st = os.lstat(key)
+            fingerprint: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            fingerprint = None
+        with self._cond:
+            self._last = (self._last + [result.as_dict()])[-20:]
+            if result.status == "filed" or fingerprint is None:
+                self._held.pop(key, None)
+                self._settled.pop(key, None)
+                self._pending.pop(key, None)
+                if fingerprint is not None and self._wanted(Path(key)):
+                    # a file still stands there (replaced while it was being filed): a new candidate
+                    self._pending[key] = _Watch(fingerprint, now)
+            elif result.status == "over_quota":
+                self._held[key] = result
+                self._pending[key] = _Watch(fingerprint, now, not_before=now + _QUOTA_RETRY)
+            elif result.retryable and self._wanted(Path(key)):
+                previous = self._pending.get(key)
+                attempts = (previous.attempts if previous else 0) + 1
+                delay = self.quiet_seconds if result.status == "not_ready" else \
+                    min(_RETRY_CAP, _RETRY_FIRST * 2 ** (attempts - 1))
+                self._pending[key] = _Watch(fingerprint, now, not_before=now + delay, attempts=attempts)
+            else:
+                self._settled[key] = fingerprint
+                self._held.pop(key, None)
+            outcome = (result.status, result.message)
+            repeat = self._reported.get(key) == outcome
+            self._reported[key] = outcome
+            if result.status == "filed":
+                self._reported.pop(key, None)
+        if announce and not repeat:
+            try:
+                self._on_result(result)
+            except Exception:  # noqa: BLE001
+                log.exception("the filing result consumer failed")

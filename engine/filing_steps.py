@@ -1,0 +1,212 @@
+"""Filing steps after the upload: sidecar, journal line, move into the mirror.
+
+Each function takes a job from one recorded step to the next and returns
+it updated in the :class:`~ohsync.engine.filing_jobs.JobStore`; each checks
+the server or the mirror first, so running it again after a crash does
+nothing twice (see :mod:`ohsync.engine.filing`).  Text files are pushed by
+read-merge-write (:func:`~ohsync.engine.transfer.push`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from .context import MirrorContext
+from .errors import LocalError, NotFoundError
+from .events import SyncEvent
+from .filing_jobs import FilingJob, JobStore
+from .filing_journal import BEIJING, append_line, has_line, journal_line, new_journal
+from .filing_summary import sidecar_text
+from .ids import file_hashes, seafile_file_id
+from .ignore import TEMP_PREFIX
+from .localfs import atomic_write, backup_file, stat_fingerprint
+from .merge import is_text
+from .models import RemoteEntry
+from .state import Base
+from .transfer import pull, push
+
+__all__ = ["add_journal_line", "move_into_mirror", "persist_snapshot", "record_base", "remote_entry",
+           "source_unchanged", "write_sidecar"]
+
+log = logging.getLogger("ohsync.filing")
+
+
+def remote_entry(ctx: MirrorContext, rel: str) -> RemoteEntry | None:
+    """The server's current entry of file ``rel`` (``file/detail``), or None."""
+    try:
+        detail = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(rel))
+    except NotFoundError:
+        return None
+    return RemoteEntry(rel, False, detail.id, detail.size, detail.mtime)
+
+
+def persist_snapshot(ctx: MirrorContext) -> None:
+    """Store the mirror's remote snapshot (kept current by the steps)."""
+    ctx.state.replace_remote_snapshot(ctx.snapshot.values())
+
+
+def source_unchanged(job: FilingJob) -> bool | None:
+    """True/False: the dropped file is/is not as planned; None: it is gone."""
+    try:
+        st = os.stat(job.source)
+    except FileNotFoundError:
+        return None
+    return st.st_size == job.size and st.st_mtime_ns == job.mtime_ns
+
+
+# -- step 2: sidecar ---------------------------------------------------------------
+
+def write_sidecar(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJob:
+    """Step 2: write ``<dest>.md`` into the mirror and push it.
+
+    A sidecar with other content already on the server or in the mirror is
+    kept (noted on the job).
+    """
+    rel = job.sidecar_rel
+    content = sidecar_text(name=job.name, sha1=job.sha1, size=job.size, filed=job.when,
+                           original_name=job.original_name, summary=job.summary)
+    local = ctx.local_path(rel)
+    remote = remote_entry(ctx, rel)
+    if remote is not None and remote.id != seafile_file_id(content):
+        # a sidecar written by someone else (e.g. a summariser) is already there: keep it
+        return jobs.update(job, step="sidecar", note=f"kept the existing sidecar {rel}")
+    if not local.exists():
+        atomic_write(local, content)  # new, or the same bytes the server already holds
+    elif local.read_bytes() != content:
+        # a sidecar written locally meanwhile (not ours): the sync pushes it
+        return jobs.update(job, step="sidecar", note=f"kept the existing sidecar {rel}")
+    outcome = push(ctx, rel, ctx.state.get_base(rel))
+    ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
+    persist_snapshot(ctx)
+    return jobs.update(job, step="sidecar")
+
+
+# -- step 3: journal line ----------------------------------------------------------
+
+def add_journal_line(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJob:
+    """Step 3: append the job's line to ``journal/<yyyy-mm>.md`` (pulled
+    first if only the server has it; created when new) unless it is there,
+    then push by read-merge-write.
+
+    :raises LocalError: the journal is being edited locally; retried later.
+    """
+    when = job.when.astimezone(BEIJING)
+    month = f"{when:%Y-%m}"
+    rel = f"journal/{month}.md"
+    line = journal_line(job.name, ctx.remote_path(job.dest_rel), when)
+    local = ctx.local_path(rel)
+    if not local.exists():
+        remote = remote_entry(ctx, rel)
+        if remote is not None:
+            pull(ctx, rel, remote, None)  # read first: never start a second month file
+    if not local.exists():
+        atomic_write(local, new_journal(month, when, line))
+    else:
+        with open(local, "rb") as fh:
+            fp = stat_fingerprint(os.fstat(fh.fileno()))
+            data = fh.read()
+        if not has_line(data, line):
+            new = append_line(data, line)
+            if stat_fingerprint(os.stat(local)) != fp:
+                raise LocalError(f"{rel} is being edited; the journal line is added later", path=rel)
+            if ctx.options.backup_dir is not None:
+                backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
+            atomic_write(local, new)
+    outcome = push(ctx, rel, ctx.state.get_base(rel))
+    ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
+    persist_snapshot(ctx)
+    if not has_line(local.read_bytes(), line):
+        # a merge dropped it: someone deleted this exact line on the server; respect that
+        log.warning("the journal line for %s was removed by a merge; not adding it again", job.dest_rel)
+    return jobs.update(job, step="journal")
+
+
+# -- step 4: move into the mirror --------------------------------------------------
+
+def move_into_mirror(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJob:
+    """Step 4: move the dropped file to its place in the mirror and record
+    its base; a changed or vanished source, or another file at the target,
+    is left alone and noted.
+    """
+    target = ctx.local_path(job.dest_rel)
+    source = Path(job.source)
+    note = ""
+    if target.exists():
+        same = local_sha1(target) == job.sha1
+        if same and source_unchanged(job):
+            source.unlink()  # the move happened (copy done, unlink not): finish it
+        elif not same:
+            note = f"a different local file stands at {job.dest_rel}; {job.original_name} stays in the drop folder"
+    else:
+        unchanged = source_unchanged(job)
+        if unchanged is None:
+            note = f"{job.original_name} was removed from the drop folder; the mirror downloads the filed copy"
+        elif not unchanged:
+            note = f"{job.original_name} changed after it was uploaded and stays in the drop folder"
+        else:
+            move_file(source, target)
+    if target.exists() and local_sha1(target) == job.sha1:
+        record_base(ctx, job, target)
+    return jobs.update(job, step="moved", note=note)
+
+
+def local_sha1(path: Path) -> str | None:
+    """Hex sha1 of a local file, None when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            return file_hashes(fh)[0]
+    except OSError:
+        return None
+
+
+def move_file(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``; across file systems copy to a temp
+    file beside the target (fsync), rename it, then remove the source."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(source, target)
+        return
+    except OSError as exc:
+        if exc.errno != 18:  # EXDEV
+            raise
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
+    try:
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+            while chunk := src.read(1024 * 1024):
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        st = os.stat(source)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    source.unlink()
+
+
+def record_base(ctx: MirrorContext, job: FilingJob, target: Path) -> None:
+    """The mirror's copy is the server's: record the base (no upload, no
+    download next pass) and the snapshot entry."""
+    remote = ctx.snapshot.get(job.dest_rel)
+    remote_id = job.upload_id or (remote.id if remote is not None else job.file_id)
+    fp = stat_fingerprint(os.stat(target))
+    content = None
+    if job.size <= ctx.options.readback_full_limit:
+        data = target.read_bytes()
+        content = data if is_text(data) else None
+    ctx.state.set_base(Base(job.dest_rel, False, job.sha1, remote_id, *fp), content)
+    if remote is None or remote.id != remote_id:
+        ctx.snapshot[job.dest_rel] = RemoteEntry(job.dest_rel, False, remote_id, job.size,
+                                                 int(fp[1] // 1_000_000_000))
+    parts = job.dest_rel.split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        sub = "/".join(parts[:i])
+        ctx.snapshot.setdefault(sub, RemoteEntry(sub, True, ""))
+    persist_snapshot(ctx)
