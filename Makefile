@@ -28,3 +28,8 @@ test: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) .pytest_cache artifacts
+
+# Benchmarks (bench/README.md): ohsync vs rclone vs plain httpx against devserver on 127.0.0.1.
+.PHONY: bench
+bench: $(VENV)/.installed
+	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -63,7 +63,9 @@ class SeafileHTTP:
         self._max_retry_after = max_retry_after
         self._sleep = sleep
         self._on_request = on_request
-        hooks = {"request": [self._count_request]} if on_request else {}
+        #: HTTP requests sent so far (the engine reports them per pass).
+        self.request_count = 0
+        hooks = {"request": [self._count_request]}
         self._http = httpx.Client(
             transport=transport,
             timeout=httpx.Timeout(timeout),
@@ -91,6 +93,7 @@ class SeafileHTTP:
     # -- requests ----------------------------------------------------------
 
     def _count_request(self, request: httpx.Request) -> None:
+        self.request_count += 1
         if self._on_request is not None:
             self._on_request(request.method, str(request.url))
 

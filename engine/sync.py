@@ -145,6 +145,7 @@ class SyncEngine:
             what was done is recorded, the rest is retried next pass.
         """
         report = SyncReport()
+        requests_before = getattr(self.ctx.client, "request_count", 0)
         bases = self.state.all_bases()
         check_root(self.local_root, marker_expected=bool(bases))
         self.ignore.reload()
@@ -183,6 +184,7 @@ class SyncEngine:
             self._finish_dir_deletes(dir_deletes, report)
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+            report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
         return report
 
     def _check_remote(self, report: SyncReport) -> None:

@@ -58,7 +58,7 @@ def test_local_tree_pushed_into_empty_library(devserver, tmp_path):
 def test_second_pass_over_unchanged_mirror_costs_one_request(devserver, synced):
     devserver.reset_counters()
     report = synced.sync()
-    assert devserver.request_count() == 1
+    assert devserver.request_count() == 1 == report.requests
     assert report.transferred == 0 and not report.remote_changed
 
 
