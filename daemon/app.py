@@ -1,0 +1,322 @@
+"""The daemon process: wires the threads of DESIGN §6 and runs until told to stop.
+
+Owns the lifecycle: the single-instance lock (``state_dir/ohsync.lock``,
+filelock; a second daemon is told who holds it), the socket server and its
+method table, the sync worker and its scheduler, the watcher (started once
+the engine is open), the tray on the main thread when there is a display,
+and a clean exit on SIGTERM/SIGINT or the ``shutdown`` method: the watcher
+stops, the worker finishes its current pass, the socket goes away, the lock
+is released.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from ohsync.daemon.config import Config
+from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketInUse, SocketServer
+from ohsync.daemon.status import StatusModel, iso_time
+from ohsync.daemon.watcher import Watcher
+from ohsync.daemon.worker import Session, SessionFactory, SyncWorker
+from ohsync.engine.errors import OhsyncError
+
+__all__ = ["AlreadyRunning", "Daemon", "display_available"]
+
+log = logging.getLogger(__name__)
+
+
+class AlreadyRunning(OhsyncError):
+    """Another daemon holds the state dir's lock."""
+
+    title = "ohsync is already running"
+
+
+def display_available() -> bool:
+    """True where a tray icon could be shown (macOS, or an X11/Wayland display)."""
+    return sys.platform == "darwin" or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _is_default_socket_dir(directory: Path) -> bool:
+    """True for the folders only ohsync uses (DESIGN §3), which may be tightened to 0700."""
+    candidates = {Path(tempfile.gettempdir()) / f"ohsync-{os.getuid()}"}
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        candidates.add(Path(runtime) / "ohsync")
+    return directory in candidates
+
+
+def _number(params: dict[str, Any], name: str, default: float, lo: float, hi: float) -> float:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise InvalidParams(f"`{name}` must be a number from {lo:g} to {hi:g}")
+    return float(value)
+
+
+class Daemon:
+    """One running daemon for one config.
+
+    :param cfg: the configuration.
+    :param tray: show the tray icon when a display is available.
+    :param session_factory: opens the engine (default
+        :func:`ohsync.daemon.session.open_session` with ``cfg``).
+    :param install_signals: handle SIGTERM/SIGINT (main thread only).
+    :param ready: set once the socket answers (tests, the demo).
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        tray: bool = False,
+        session_factory: SessionFactory | None = None,
+        install_signals: bool = True,
+        watcher_quiet: float = 0.7,
+        ready: threading.Event | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self._tray = tray
+        self._install_signals = install_signals
+        self._watcher_quiet = watcher_quiet
+        self.ready = ready or threading.Event()
+        self._stop = threading.Event()
+        self._fatal: BaseException | None = None
+        self._watcher: Watcher | None = None
+        self._engine: Any = None
+        self._root: Path | None = None
+        if session_factory is None:
+            from ohsync.daemon.session import open_session
+
+            def session_factory(on_event: Callable[..., None]) -> Session:
+                return open_session(cfg, on_event)
+
+        self.status = StatusModel(library=cfg.mirror.label, local=str(cfg.mirror.local),
+                                  poll_interval=cfg.poll_interval)
+        self.status.watcher_alive = lambda: self._watcher is not None and self._watcher.is_alive()
+        self.server = SocketServer(cfg.socket, self._handlers(), own_dir=_is_default_socket_dir(cfg.socket.parent))
+        self.worker = SyncWorker(session_factory, self.status, poll_interval=cfg.poll_interval,
+                                 publish=self.server.publish, on_ready=self._on_ready,
+                                 on_fatal=self._on_fatal, before_pass=self._check_watcher)
+        self.status.add_listener(lambda st: self.server.publish({"type": "status", "status": st}))
+
+    # ----------------------------------------------------------------- socket methods
+
+    def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
+        def not_yet(name: str) -> Callable[[dict[str, Any]], Any]:
+            def handler(params: dict[str, Any]) -> Any:
+                raise CannotNow(f"`{name}` is not available in this version of ohsync")
+            return handler
+
+        return {
+            "status": lambda p: self.status.status(),
+            "refresh": self._refresh,
+            "pause": self._pause,
+            "resume": self._resume,
+            "conflicts": lambda p: self.worker.conflicts(),
+            "damaged": lambda p: self.worker.damaged(),
+            "activity": lambda p: self.worker.activity(int(_number(p, "limit", 50, 1, 10_000))),
+            "wait": self._wait,
+            "shutdown": self._shutdown,
+            "ping": lambda p: {"pid": os.getpid(), "protocol": 1},
+            "file": not_yet("file"),
+            "confirm_deletes": not_yet("confirm_deletes"),
+            "resync": not_yet("resync"),
+        }
+
+    def _refresh(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.worker.refresh()
+        return {"queued": True}
+
+    def _pause(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.worker.pause()
+        return {"paused": True}
+
+    def _resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.worker.resume()
+        return {"paused": False}
+
+    def _wait(self, params: dict[str, Any]) -> dict[str, Any]:
+        timeout = _number(params, "timeout", 30, 0, 86_400)
+        synced, message = self.worker.wait(timeout)
+        result: dict[str, Any] = {"synced": synced}
+        if message:
+            result["message"] = message
+        return result
+
+    def _shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.request_stop()
+        return {"stopping": True}
+
+    # ----------------------------------------------------------------- worker hooks
+
+    def _on_ready(self, session: Session) -> None:
+        """The engine is open: remember it and watch its folder."""
+        self._engine = session.engine
+        self._root = Path(getattr(session, "local_root", self.cfg.mirror.local))
+        self._check_watcher()
+
+    def _check_watcher(self) -> None:
+        """Start the watcher, or restart one that died (its folder vanished and came back).
+
+        Called before and after every pass.  The mirror folder is never created
+        here: a missing folder is the engine's call (new mirror → create it;
+        synced before → a safety stop).
+        """
+        watcher, root = self._watcher, self._root
+        if root is None or self._engine is None or (watcher is not None and watcher.is_alive()):
+            return
+        if not root.is_dir():
+            return
+        if watcher is not None:
+            log.warning("the file watcher had stopped; restarting it and scanning the folder")
+            watcher.stop()
+        fresh = Watcher(root, lambda p: self._engine.rel_path(p), self.worker.post_dirty,
+                        quiet=self._watcher_quiet)
+        try:
+            fresh.start()
+        except OSError as exc:
+            log.error("cannot watch %s (%s); local edits are noticed only by the periodic scan",
+                      root, exc.strerror or exc)
+            fresh.stop()
+            return
+        self._watcher = fresh
+        log.info("watching %s", root)
+        if watcher is not None:
+            self.worker.post_dirty([], full_scan=True)
+
+    def _on_fatal(self, exc: BaseException) -> None:
+        self._fatal = exc
+        self.request_stop()
+
+    def request_stop(self) -> None:
+        """Ask the daemon to exit (any thread)."""
+        self._stop.set()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def _pid_file(self) -> Path:
+        return self.cfg.state_dir / "ohsync.pid"
+
+    def _holder(self) -> str:
+        try:
+            info = json.loads(self._pid_file().read_text(encoding="utf-8"))
+            return (f"pid {info.get('pid')} on {info.get('host')}, started {info.get('started')}, "
+                    f"socket {info.get('socket')}")
+        except (OSError, ValueError):
+            return "another process"
+
+    def run(self) -> int:
+        """Run until stopped.
+
+        :returns: 0 after a clean stop.
+        :raises AlreadyRunning: another daemon uses this state dir.
+        :raises OhsyncError: the daemon could not run (no login, no library…).
+        """
+        self.cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.cfg.lock_path), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise AlreadyRunning(
+                f"Another ohsync daemon uses {self.cfg.state_dir} ({self._holder()}). "
+                "Stop it with `ohsync stop` first, or use another state_dir.") from None
+        try:
+            self._pid_file().write_text(json.dumps({
+                "pid": os.getpid(), "host": socket.gethostname(), "started": iso_time(time.time()),
+                "socket": str(self.cfg.socket), "config": str(self.cfg.path)}), encoding="utf-8")
+            return self._run_locked()
+        finally:
+            try:
+                self._pid_file().unlink()
+            except OSError:
+                pass
+            lock.release()
+
+    def _run_locked(self) -> int:
+        for warning in self.cfg.warnings:
+            log.warning("%s", warning)
+        try:
+            self.server.start()
+        except SocketInUse as exc:
+            raise AlreadyRunning(f"{exc}. Stop it with `ohsync stop`, or set another `socket`.") from None
+        except OSError as exc:
+            raise OhsyncError(f"Cannot create the socket {self.cfg.socket}: {exc.strerror}.",
+                              title="Socket error") from exc
+        log.info("ohsync %s listening on %s (pid %d)", "daemon", self.cfg.socket, os.getpid())
+        old_handlers = self._signals()
+        try:
+            self.worker.start()
+            self.ready.set()
+            self._main_loop()
+        finally:
+            self._teardown()
+            self._restore_signals(old_handlers)
+        if self._fatal is not None:
+            if isinstance(self._fatal, OhsyncError):
+                raise self._fatal
+            raise OhsyncError(f"The sync worker failed: {self._fatal!r}. See the log.")
+        return 0
+
+    def _main_loop(self) -> None:
+        if self._tray and display_available():
+            self._run_tray()
+        while not self._stop.wait(0.5):
+            pass
+
+    def _run_tray(self) -> None:
+        """Run the tray on this (main) thread; any failure → headless with one log line."""
+        try:
+            from ohsync.tray.app import run_tray
+        except ImportError as exc:
+            log.info("no tray icon (%s); running headless", exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - pystray raises non-ImportErrors without a display
+            log.warning("cannot show the tray icon (%s: %s); running headless", type(exc).__name__, exc)
+            return
+        try:
+            run_tray(self.cfg.socket, owns_daemon=True, stop_daemon=self.request_stop, stop_event=self._stop)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("the tray icon failed (%s: %s); running headless", type(exc).__name__, exc)
+            return
+        self.request_stop()  # the tray's Quit ends the daemon it owns
+
+    def _signals(self) -> dict[int, Any]:
+        if not self._install_signals or threading.current_thread() is not threading.main_thread():
+            return {}
+        old = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            old[sig] = signal.signal(sig, lambda signum, frame: self._on_signal(signum))
+        return old
+
+    def _on_signal(self, signum: int) -> None:
+        if self._stop.is_set():
+            log.warning("second %s: exiting now", signal.Signals(signum).name)
+            os._exit(130)
+        log.info("%s: finishing the current file, then exiting", signal.Signals(signum).name)
+        self.request_stop()
+
+    @staticmethod
+    def _restore_signals(old: dict[int, Any]) -> None:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+    def _teardown(self) -> None:
+        self.status.update(phase="stopping")
+        if self._watcher is not None:
+            self._watcher.stop()
+        if not self.worker.shutdown(timeout=120):
+            log.warning("the sync worker did not finish within 120 s; exiting anyway")
+        self.server.stop()
+        log.info("ohsync stopped")

@@ -1,0 +1,346 @@
+"""The ``ohsync`` command: argument parsing and exit codes, nothing else.
+
+Every command is a thin function: daemon commands are clients of the socket
+(:class:`~ohsync.daemon.rpc.RpcClient`), ``login``/``logout`` talk to the
+server and the keyring, ``run`` and ``demo`` start the daemon.  Heavy imports
+happen inside the commands.  Exit codes (DESIGN §10): 0 ok, 1 failed (the
+message says why and what to do), 2 usage error, 3 daemon not running.
+Expected errors print ``title: message``, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
+from ohsync.engine.errors import OhsyncError
+
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """A usage mistake found after parsing (exit 2)."""
+
+
+def _err(text: str) -> None:
+    print(f"ohsync: {text}", file=sys.stderr)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from ohsync.daemon.config import config_path, load_config
+
+    cfg = load_config(config_path(args.config))
+    return cfg
+
+
+def _client(args: argparse.Namespace, timeout: float | None = 10.0) -> RpcClient:
+    return RpcClient(_config(args).socket, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- login / logout
+
+
+def _read_secret_line(what: str) -> str:
+    line = sys.stdin.readline()
+    value = line.rstrip("\r\n")
+    if not value:
+        raise OhsyncError(f"No {what} on standard input.", title="Login failed")
+    return value
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    from ohsync.daemon.config import config_path, normalize_server_url, update_config
+    from ohsync.daemon.credentials import load_token, save_token
+    from ohsync.engine.client import SeafileClient
+    from ohsync.engine.errors import AuthError, TwoFactorRequired
+
+    path = config_path(args.config)
+    cfg = _config(args)
+    server = normalize_server_url(args.server or cfg.server)
+    username = (args.username or cfg.username).strip()
+    if not server or not username:
+        raise UsageError("login needs --server URL and --username EMAIL (or both set in the config)")
+    if args.password_stdin and args.token_stdin:
+        raise UsageError("give only one of --password-stdin and --token-stdin")
+    load_token(server, username)  # fail early, before any prompt, when there is no usable keyring
+
+    if args.token_stdin:
+        token = _read_secret_line("token")
+        client = SeafileClient(server, token)
+        try:
+            client.account_info()
+        except AuthError as exc:
+            raise AuthError("The server did not accept this token. Copy it again from the web "
+                            "interface (Settings → Web API Auth Token).", status=exc.status) from exc
+        finally:
+            client.close()
+    else:
+        if args.password_stdin:
+            password = _read_secret_line("password")
+        else:
+            password = getpass.getpass(f"Password for {username} at {server}: ")
+            if not password:
+                raise OhsyncError("No password given.", title="Login failed")
+        try:
+            token = SeafileClient.obtain_token(server, username, password)
+        except TwoFactorRequired:
+            if args.password_stdin and not sys.stdin.isatty():
+                otp = sys.stdin.readline().strip()  # an optional second line: the code
+                if not otp:
+                    raise TwoFactorRequired(
+                        "This account uses two-factor authentication: give the current code from your "
+                        "authenticator app as a second line on standard input, after the password.") from None
+            else:
+                otp = input("Two-factor code: ").strip()
+            token = SeafileClient.obtain_token(server, username, password, otp=otp)
+        finally:
+            password = ""
+    save_token(server, username, token)
+    update_config(path, {"server": server, "username": username})
+    print(f"Logged in as {username} at {server}. The token is in the keyring; the config is {path}.")
+    return EXIT_OK
+
+
+def cmd_logout(args: argparse.Namespace) -> int:
+    from ohsync.daemon.config import normalize_server_url
+    from ohsync.daemon.credentials import delete_token
+
+    cfg = _config(args)
+    server = normalize_server_url(args.server or cfg.server)
+    username = (args.username or cfg.username).strip()
+    if not server or not username:
+        raise UsageError("logout needs --server and --username (or both set in the config)")
+    if delete_token(server, username):
+        print(f"Logged out: removed the token of {username} at {server} from the keyring.")
+    else:
+        print(f"No saved login for {username} at {server}.")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- run / tray / demo
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ohsync.daemon.app import Daemon
+    from ohsync.daemon.credentials import load_token
+    from ohsync.daemon.logs import setup_logging
+    from ohsync.daemon.session import no_login_message
+
+    cfg = _config(args)
+    if not cfg.server or not cfg.username or not load_token(cfg.server, cfg.username):
+        raise OhsyncError(no_login_message(cfg), title="Not logged in")
+    log_file = setup_logging(cfg.log_dir, verbose=args.verbose)
+    if log_file:
+        import logging
+
+        logging.getLogger(__name__).info("log file: %s", log_file)
+    return Daemon(cfg, tray=not args.no_tray).run()
+
+
+def cmd_tray(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    try:
+        from ohsync.tray.app import run_tray
+    except ImportError as exc:
+        raise OhsyncError(f"The tray is not available ({exc}). Install it with `pip install 'ohsync[tray]'`.",
+                          title="No tray") from exc
+    try:
+        run_tray(cfg.socket, owns_daemon=False)
+    except RuntimeError as exc:  # TrayUnavailable: no display, no PyGObject…; its message says what to do
+        raise OhsyncError(str(exc), title="No tray") from exc
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ohsync.daemon.demo import run_demo
+
+    return run_demo(seconds=args.seconds, directory=args.dir, tray=not args.no_tray,
+                    poll_interval=args.poll_interval, verbose=args.verbose)
+
+
+# --------------------------------------------------------------------------- socket clients
+
+
+def _print_status(st: dict[str, Any]) -> None:
+    print(f"{st['state']}: {st['message']}")
+    for m in st.get("mirrors", []):
+        print(f"  {m['library']} ↔ {m['local']}")
+    print(f"  last sync: {st.get('last_sync') or 'never'}")
+    counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
+              ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
+    if counts:
+        print("  " + ", ".join(counts))
+    if st.get("transfer"):
+        t = st["transfer"]
+        print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    st = _client(args).call("status")
+    if args.json:
+        print(json.dumps(st, ensure_ascii=False))
+    else:
+        _print_status(st)
+    return EXIT_OK
+
+
+def _simple(method: str, done: str) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        _client(args).call(method)
+        print(done)
+        return EXIT_OK
+    return command
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    result = _client(args, timeout=args.timeout + 30).call("wait", {"timeout": args.timeout})
+    if result.get("synced"):
+        print("Everything is synced.")
+        return EXIT_OK
+    _err(f"not synced yet: {result.get('message') or 'see `ohsync status`'}")
+    return EXIT_FAILED
+
+
+def cmd_conflicts(args: argparse.Namespace) -> int:
+    items = _client(args).call("conflicts")
+    if args.json:
+        print(json.dumps(items, ensure_ascii=False))
+    elif not items:
+        print("No conflicts.")
+    for c in items if not args.json else ():
+        print(f"{c['time']}  {c['path']}\n    other version kept as {c['archived']}\n    {c['reason']}")
+    return EXIT_OK
+
+
+def cmd_damaged(args: argparse.Namespace) -> int:
+    items = _client(args).call("damaged")
+    if args.json:
+        print(json.dumps(items, ensure_ascii=False))
+    elif not items:
+        print("No damaged files.")
+    for d in items if not args.json else ():
+        print(f"{d['path']}: {d['reason']}")
+    return EXIT_OK
+
+
+def cmd_activity(args: argparse.Namespace) -> int:
+    items = _client(args).call("activity", {"limit": args.limit})
+    if args.json:
+        print(json.dumps(items, ensure_ascii=False))
+    elif not items:
+        print("No activity yet.")
+    for a in items if not args.json else ():
+        extra = f"  ({a['message']})" if a.get("message") else ""
+        print(f"{a['time']}  {a['action']:<9} {a['result']:<8} {a['path']}{extra}")
+    return EXIT_OK
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    client = _client(args)
+    client.call("shutdown")
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        try:
+            client.call("ping", timeout=2)
+        except (DaemonNotRunning, ConnectionError, OSError):
+            print("ohsync stopped.")
+            return EXIT_OK
+        except RpcError:
+            pass
+        time.sleep(0.2)
+    _err(f"the daemon is still finishing after {args.timeout:g} s; it will exit when its current "
+         "transfer ends")
+    return EXIT_FAILED
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ohsync", description="Two-way sync of a Seafile library with a local folder.")
+    p.add_argument("--config", metavar="PATH", help="config file (default: $OHSYNC_CONFIG or the user config dir)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(func=fn)
+        return sp
+
+    sp = add("login", cmd_login, "sign in and store the token in the keyring")
+    sp.add_argument("--server", metavar="URL")
+    sp.add_argument("--username", metavar="EMAIL")
+    g = sp.add_mutually_exclusive_group()
+    g.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    g.add_argument("--token-stdin", action="store_true", help="read an API token from standard input")
+    sp = add("logout", cmd_logout, "remove the stored token")
+    sp.add_argument("--server", metavar="URL")
+    sp.add_argument("--username", metavar="EMAIL")
+    sp = add("run", cmd_run, "run the daemon in the foreground")
+    sp.add_argument("--no-tray", action="store_true", help="no tray icon, even with a display")
+    sp.add_argument("-v", "--verbose", action="store_true")
+    add("tray", cmd_tray, "show the tray icon for a running daemon")
+    sp = add("status", cmd_status, "show what the daemon is doing")
+    sp.add_argument("--json", action="store_true", help="print the status object")
+    add("refresh", _simple("refresh", "Checking the server and the local folder now."),
+        "check the server and the local folder now")
+    add("pause", _simple("pause", "Syncing paused."), "pause syncing")
+    add("resume", _simple("resume", "Syncing resumed."), "resume syncing")
+    sp = add("wait", cmd_wait, "wait until everything on disk now is synced")
+    sp.add_argument("--timeout", type=float, default=60.0, metavar="S")
+    sp = add("conflicts", cmd_conflicts, "list conflicts and where the other versions are")
+    sp.add_argument("--json", action="store_true")
+    sp = add("damaged", cmd_damaged, "list memory files that do not parse")
+    sp.add_argument("--json", action="store_true")
+    sp = add("activity", cmd_activity, "show recent sync activity")
+    sp.add_argument("--limit", type=int, default=50)
+    sp.add_argument("--json", action="store_true")
+    sp = add("stop", cmd_stop, "stop the daemon")
+    sp.add_argument("--timeout", type=float, default=130.0, metavar="S")
+    sp = add("demo", cmd_demo, "try ohsync against a local test server with a sample library")
+    sp.add_argument("--seconds", type=float, default=None, metavar="N", help="stop after N seconds")
+    sp.add_argument("--dir", metavar="DIR", help="put the demo here and keep it (default: a temp dir, removed)")
+    sp.add_argument("--poll-interval", type=float, default=2.0, metavar="S")
+    sp.add_argument("--no-tray", action="store_true")
+    sp.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script. Returns (and exits with) the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.func(args)
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        _err(str(exc))
+        code = EXIT_USAGE
+    except DaemonNotRunning as exc:
+        _err(f"{exc}. Start it with `ohsync run`.")
+        code = EXIT_NOT_RUNNING
+    except RpcError as exc:
+        _err(f"the daemon refused: {exc.message}")
+        code = EXIT_FAILED
+    except OhsyncError as exc:
+        _err(f"{exc.title}: {exc.message}")
+        code = EXIT_FAILED
+    except KeyboardInterrupt:
+        code = 130
+    except (ConnectionError, TimeoutError) as exc:
+        _err(f"lost the connection to the daemon ({exc}); check `ohsync status`")
+        code = EXIT_FAILED
+    if __name__ == "__main__" or argv is None:
+        sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,309 @@
+"""The person's configuration: one TOML file, read with defaults, written back intact.
+
+Owns where the config lives (``--config``, ``OHSYNC_CONFIG``, else
+``user_config_dir/config.toml``, DESIGN §3), the keys of DESIGN §10 with
+their defaults, and :func:`update_config`, which changes a few keys while
+keeping every other key of the file (known or not).  Unknown keys are kept
+and reported as warnings, never errors.  Writes go through a temp file and a
+rename, so a crash never leaves half a config behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import tomli_w
+
+from ohsync.daemon.rpc import default_socket_path
+from ohsync.engine.errors import OhsyncError
+
+__all__ = [
+    "APP_NAME",
+    "ConfigError",
+    "MirrorConfig",
+    "SafetyConfig",
+    "FilingConfig",
+    "Config",
+    "config_path",
+    "load_config",
+    "read_document",
+    "update_config",
+    "normalize_server_url",
+]
+
+APP_NAME = "ohsync"
+DEFAULT_LIBRARY = "OH-Memory"
+DEFAULT_POLL_INTERVAL = 30.0
+
+_TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
+             "mirror", "safety", "filing", "log_dir"}
+_MIRROR_KEYS = {"library", "library_id", "remote", "local", "ignore"}
+_SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "backup_days"}
+_FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
+
+
+class ConfigError(OhsyncError):
+    """The config file cannot be read or holds a value of the wrong type."""
+
+    title = "Configuration error"
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    """One ``[[mirror]]`` table: a library (or a subtree of it) and a local folder."""
+
+    library: str | None = DEFAULT_LIBRARY
+    library_id: str | None = None
+    remote: str = "/"
+    local: Path = field(default_factory=lambda: Path.home() / DEFAULT_LIBRARY)
+    ignore: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """What to call the library in messages: its name, else its id."""
+        return self.library or self.library_id or DEFAULT_LIBRARY
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    """``[safety]``: thresholds of the delete safety valve and backup retention."""
+
+    max_delete_percent: float = 25
+    max_delete_files: int = 50
+    backup_days: int = 30
+
+
+@dataclass(frozen=True)
+class FilingConfig:
+    """``[filing]``: the drop folder (DESIGN §8; not acted on by this version)."""
+
+    drop_dir: Path = field(default_factory=lambda: Path.home() / "OH-Drop")
+    mirror: int = 0
+    default: str = "/Files/_inbox/"
+    rules: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    """The effective configuration: file values over defaults over nothing.
+
+    :ivar path: the file it came from (it need not exist).
+    :ivar state_dir_explicit: True when ``state_dir`` was set in the file;
+        logs then go to ``state_dir`` instead of the person's log folder.
+    :ivar warnings: sentences about unknown keys or ignored tables.
+    """
+
+    path: Path
+    server: str = ""
+    username: str = ""
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    state_dir: Path = field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)))
+    state_dir_explicit: bool = False
+    socket: Path = field(default_factory=default_socket_path)
+    create_library: bool = False
+    mirrors: tuple[MirrorConfig, ...] = (MirrorConfig(),)
+    safety: SafetyConfig = SafetyConfig()
+    filing: FilingConfig = FilingConfig()
+    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def mirror(self) -> MirrorConfig:
+        """The mirror this version syncs: the first one."""
+        return self.mirrors[0]
+
+    @property
+    def lock_path(self) -> Path:
+        """The single-instance lock: one daemon per state dir."""
+        return self.state_dir / "ohsync.lock"
+
+    def mirror_state_dir(self, library_id: str) -> Path:
+        """Where the engine keeps the state DB and base blobs of the first mirror.
+
+        Keyed by library id and local folder, so pointing a mirror at another
+        folder starts a fresh, careful sync instead of reusing wrong bases.
+        """
+        local_key = hashlib.sha1(str(self.mirror.local).encode("utf-8")).hexdigest()[:8]
+        return self.state_dir / "mirrors" / f"{library_id}-{local_key}"
+
+
+def config_path(cli_value: str | os.PathLike[str] | None = None) -> Path:
+    """Which config file to use: ``--config``, else ``OHSYNC_CONFIG``, else the default."""
+    if cli_value:
+        return Path(cli_value).expanduser()
+    env = os.environ.get("OHSYNC_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """The raw TOML document (empty when the file does not exist).
+
+    :raises ConfigError: unreadable file or invalid TOML.
+    """
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML ({exc}). Fix the file or move it away.") from exc
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {path}: {exc.strerror}.") from exc
+
+
+def normalize_server_url(url: str) -> str:
+    """``cloud.example.org/`` → ``https://cloud.example.org``: the form used as keyring key."""
+    url = url.strip()
+    if url and "://" not in url:
+        url = "https://" + url
+    return url.rstrip("/")
+
+
+def _typed(value: Any, types: type | tuple[type, ...], key: str, path: Path) -> Any:
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise ConfigError(f"{path}: `{key}` has the wrong type ({value!r}).")
+    if not isinstance(value, types):
+        raise ConfigError(f"{path}: `{key}` has the wrong type ({value!r}).")
+    return value
+
+
+def _unknown(table: Mapping[str, Any], known: set[str], where: str, path: Path) -> list[str]:
+    return [f"{path}: unknown key `{where}{k}` (kept, but ignored)" for k in table if k not in known]
+
+
+def _path(value: str) -> Path:
+    return Path(os.path.expanduser(os.path.expandvars(value)))
+
+
+def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
+    library = raw.get("library")
+    library_id = raw.get("library_id")
+    if library is not None:
+        _typed(library, str, "mirror.library", path)
+    if library_id is not None:
+        _typed(library_id, str, "mirror.library_id", path)
+    if library is None and library_id is None:
+        library = DEFAULT_LIBRARY
+    ignore = raw.get("ignore", [])
+    _typed(ignore, list, "mirror.ignore", path)
+    return MirrorConfig(
+        library=library,
+        library_id=library_id.lower() if library_id else None,
+        remote=_typed(raw.get("remote", "/"), str, "mirror.remote", path) or "/",
+        local=_path(_typed(raw.get("local", f"~/{DEFAULT_LIBRARY}"), str, "mirror.local", path)),
+        ignore=tuple(str(p) for p in ignore),
+    )
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read the config file (missing file = all defaults).
+
+    :param path: the file; ``None`` = :func:`config_path`.
+    :raises ConfigError: invalid TOML or a value of the wrong type.
+    """
+    path = path if path is not None else config_path()
+    doc = read_document(path)
+    warnings = _unknown(doc, _TOP_KEYS, "", path)
+    kw: dict[str, Any] = {"path": path}
+    if "server" in doc:
+        kw["server"] = normalize_server_url(_typed(doc["server"], str, "server", path))
+    if "username" in doc:
+        kw["username"] = _typed(doc["username"], str, "username", path).strip()
+    if "poll_interval" in doc:
+        interval = float(_typed(doc["poll_interval"], (int, float), "poll_interval", path))
+        if interval <= 0:
+            raise ConfigError(f"{path}: `poll_interval` must be a positive number of seconds.")
+        kw["poll_interval"] = interval
+    if "state_dir" in doc:
+        kw["state_dir"] = _path(_typed(doc["state_dir"], str, "state_dir", path))
+        kw["state_dir_explicit"] = True
+        kw["log_dir"] = kw["state_dir"] / "logs"
+    if "log_dir" in doc:
+        kw["log_dir"] = _path(_typed(doc["log_dir"], str, "log_dir", path))
+    env_socket = os.environ.get("OHSYNC_SOCKET")
+    if env_socket:
+        kw["socket"] = Path(env_socket).expanduser()
+    elif "socket" in doc:
+        kw["socket"] = _path(_typed(doc["socket"], str, "socket", path))
+    if "create_library" in doc:
+        kw["create_library"] = _typed(doc["create_library"], bool, "create_library", path)
+
+    raw_mirrors = doc.get("mirror", [])
+    if isinstance(raw_mirrors, dict):  # a single [mirror] table instead of [[mirror]]
+        raw_mirrors = [raw_mirrors]
+    _typed(raw_mirrors, list, "mirror", path)
+    mirrors = []
+    for i, raw in enumerate(raw_mirrors):
+        _typed(raw, dict, f"mirror[{i}]", path)
+        warnings += _unknown(raw, _MIRROR_KEYS, "mirror.", path)
+        mirrors.append(_mirror(raw, path))
+    if len(mirrors) > 1:
+        warnings.append(f"{path}: {len(mirrors)} [[mirror]] tables; this version syncs only the first "
+                        f"({mirrors[0].label} → {mirrors[0].local})")
+    if mirrors:
+        kw["mirrors"] = tuple(mirrors)
+
+    safety = doc.get("safety", {})
+    _typed(safety, dict, "safety", path)
+    warnings += _unknown(safety, _SAFETY_KEYS, "safety.", path)
+    kw["safety"] = SafetyConfig(
+        max_delete_percent=float(_typed(safety.get("max_delete_percent", 25), (int, float),
+                                        "safety.max_delete_percent", path)),
+        max_delete_files=int(_typed(safety.get("max_delete_files", 50), int, "safety.max_delete_files", path)),
+        backup_days=int(_typed(safety.get("backup_days", 30), int, "safety.backup_days", path)),
+    )
+
+    filing = doc.get("filing", {})
+    _typed(filing, dict, "filing", path)
+    warnings += _unknown(filing, _FILING_KEYS, "filing.", path)
+    kw["filing"] = FilingConfig(
+        drop_dir=_path(_typed(filing.get("drop_dir", "~/OH-Drop"), str, "filing.drop_dir", path)),
+        mirror=int(_typed(filing.get("mirror", 0), int, "filing.mirror", path)),
+        default=_typed(filing.get("default", "/Files/_inbox/"), str, "filing.default", path),
+        rules=tuple(_typed(filing.get("rules", []), list, "filing.rules", path)),
+    )
+    kw["warnings"] = tuple(warnings)
+    return Config(**kw)
+
+
+def update_config(path: Path, values: Mapping[str, Any]) -> None:
+    """Set top-level keys in the config file, keeping every other key.
+
+    Comments are not preserved (TOML writers do not keep them); keys and
+    values are.  The file is replaced atomically and created ``0600`` with
+    its folder when missing.
+
+    :raises ConfigError: the existing file is invalid or cannot be written.
+    """
+    doc = read_document(path)
+    doc.update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = tomli_w.dumps(doc).encode("utf-8")
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o600
+    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ConfigError(f"Cannot write {path}: {exc.strerror}.") from exc

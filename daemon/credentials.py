@@ -1,0 +1,131 @@
+"""The login token in the OS keyring, and nowhere else.
+
+Service ``ohsync``, user ``"<server-url> <username>"`` (DESIGN §3).  The
+backend is keyring's choice, or ``PYTHON_KEYRING_BACKEND`` (re-read on every
+call, so tests can point it at :mod:`ohsync.daemon.file_keyring`).  Every
+keyring failure becomes a :class:`KeyringUnavailable` whose message says what
+is wrong and what to install or unlock.  The token is never logged and never
+part of an error message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import keyring
+import keyring.errors
+from keyring.backend import KeyringBackend
+
+from ohsync.engine.errors import OhsyncError
+
+__all__ = ["SERVICE", "KeyringUnavailable", "account_key", "load_token", "save_token", "delete_token"]
+
+SERVICE = "ohsync"
+
+T = TypeVar("T")
+
+_HOW_TO_FIX = (
+    "Install and unlock a Secret Service keyring (for example `sudo apt install gnome-keyring` "
+    "and log in to a desktop session, or KeePassXC with Secret Service enabled), or install the "
+    "`keyrings.alt` package for a file-based keyring. For throwaway setups only, "
+    "PYTHON_KEYRING_BACKEND=ohsync.daemon.file_keyring.FileKeyring with OHSYNC_KEYRING_FILE=<file> "
+    "stores the token in plain text."
+)
+
+
+class KeyringUnavailable(OhsyncError):
+    """No usable keyring backend, or the keyring is locked or broken."""
+
+    title = "Keyring unavailable"
+
+
+def account_key(server: str, username: str) -> str:
+    """The keyring user name of one login: ``"<server-url> <username>"``."""
+    return f"{server.rstrip('/')} {username}"
+
+
+def _secret_service_cause() -> str:
+    """Why the Secret Service backend is not viable (its ``priority`` says)."""
+    try:
+        from keyring.backends import SecretService
+
+        SecretService.Keyring.priority  # noqa: B018 - raises the reason
+    except Exception as exc:  # noqa: BLE001 - any failure is the reason we want to show
+        text = str(exc) or type(exc).__name__
+        if isinstance(exc, FileNotFoundError):
+            text = "the D-Bus session bus address points to a socket that does not exist"
+        return text
+    return "no backend was selected"
+
+
+def _backend() -> KeyringBackend:
+    name = os.environ.get("PYTHON_KEYRING_BACKEND")
+    if name:
+        return keyring.core.load_keyring(name)
+    return keyring.get_keyring()
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Turn keyring's errors into one :class:`KeyringUnavailable` with a useful sentence."""
+    try:
+        yield
+    except keyring.errors.NoKeyringError as exc:
+        raise KeyringUnavailable(
+            f"No usable keyring to store the ohsync login ({_secret_service_cause()}). {_HOW_TO_FIX}"
+        ) from exc
+    except keyring.errors.KeyringLocked as exc:
+        raise KeyringUnavailable(
+            "The keyring is locked. Unlock it in your desktop session (it usually unlocks at login), "
+            "then try again."
+        ) from exc
+    except keyring.errors.InitError as exc:
+        raise KeyringUnavailable(
+            f"The keyring could not be opened ({exc}). Unlock or create the default keyring in your "
+            f"desktop session. {_HOW_TO_FIX}"
+        ) from exc
+    except keyring.errors.KeyringError as exc:
+        raise KeyringUnavailable(f"The keyring failed ({type(exc).__name__}: {exc}). {_HOW_TO_FIX}") from exc
+    except (RuntimeError, ImportError, ValueError) as exc:
+        # a backend named in PYTHON_KEYRING_BACKEND that cannot load or is not viable
+        raise KeyringUnavailable(f"The keyring backend cannot be used ({exc}). {_HOW_TO_FIX}") from exc
+
+
+def _call(fn: Callable[[KeyringBackend], T]) -> T:
+    with _translated():
+        return fn(_backend())
+
+
+def load_token(server: str, username: str) -> str | None:
+    """The saved token of this login, or None when there is none.
+
+    :raises KeyringUnavailable: no usable backend, locked, broken.
+    """
+    return _call(lambda kr: kr.get_password(SERVICE, account_key(server, username)))
+
+
+def save_token(server: str, username: str, token: str) -> None:
+    """Store (or replace) the token of this login.
+
+    :raises KeyringUnavailable: no usable backend, locked, broken.
+    """
+    _call(lambda kr: kr.set_password(SERVICE, account_key(server, username), token))
+
+
+def delete_token(server: str, username: str) -> bool:
+    """Remove the token of this login.
+
+    :returns: False when there was none.
+    :raises KeyringUnavailable: no usable backend, locked, broken.
+    """
+    def delete(kr: KeyringBackend) -> bool:
+        try:
+            kr.delete_password(SERVICE, account_key(server, username))
+        except keyring.errors.PasswordDeleteError:
+            return False
+        return True
+
+    return _call(delete)

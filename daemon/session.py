@@ -1,0 +1,121 @@
+"""Open the sync engine for the configured mirror.
+
+One function's worth of wiring: read the token from the keyring, make the
+Seafile client, find (or create, when ``create_library = true``) the library,
+open the state store under the state dir and build the :class:`SyncEngine`.
+Runs in the sync worker's thread (the state store's SQLite connection belongs
+to the thread that opens it).  Missing login or library → :class:`FatalError`
+with a sentence saying what to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ohsync.daemon.config import Config
+from ohsync.daemon.credentials import load_token
+from ohsync.daemon.logs import redact
+from ohsync.daemon.worker import FatalError
+from ohsync.engine.errors import LibraryNotFound
+from ohsync.engine.events import SyncEvent
+
+__all__ = ["MirrorSession", "open_session", "no_login_message"]
+
+log = logging.getLogger(__name__)
+
+
+def no_login_message(cfg: Config) -> str:
+    """The sentence for "there is no saved login"."""
+    if not cfg.server or not cfg.username:
+        return (f"No server or username in {cfg.path}. Run "
+                "`ohsync login --server URL --username EMAIL` first.")
+    return (f"No saved login for {cfg.username} at {cfg.server}. Run "
+            f"`ohsync login --server {cfg.server} --username {cfg.username}` first.")
+
+
+@dataclass
+class MirrorSession:
+    """An opened mirror: the engine plus what must be closed with it."""
+
+    engine: Any
+    client: Any
+    state: Any
+    library_name: str
+    library_id: str
+    local_root: Path
+
+    def close(self) -> None:
+        try:
+            self.state.close()
+        finally:
+            self.client.close()
+
+
+def _engine_options(options_cls: type, **values: Any) -> Any:
+    """Build EngineOptions from the values it knows (the engine may add fields)."""
+    known = {f.name for f in dataclasses.fields(options_cls)}
+    return options_cls(**{k: v for k, v in values.items() if k in known})
+
+
+def open_session(
+    cfg: Config,
+    on_event: Callable[[SyncEvent], None],
+    *,
+    token: str | None = None,
+    client_factory: Callable[..., Any] | None = None,
+) -> MirrorSession:
+    """Open the engine of the first mirror.
+
+    :param token: use this token instead of the keyring's (tests, demo).
+    :param client_factory: makes the client (default ``SeafileClient``).
+    :raises FatalError: no login or no such library (the daemon cannot run).
+    :raises KeyringUnavailable: the keyring cannot be read.
+    :raises RemoteError: the server failed (the worker retries).
+    """
+    from ohsync.engine.client import SeafileClient
+    from ohsync.engine.state import StateStore
+    from ohsync.engine.sync import EngineOptions, SyncEngine, resolve_library
+
+    if not cfg.server or not cfg.username:
+        raise FatalError(no_login_message(cfg), title="Not logged in")
+    if token is None:
+        token = load_token(cfg.server, cfg.username)
+    if not token:
+        raise FatalError(no_login_message(cfg), title="Not logged in")
+    redact(token)
+    client = (client_factory or SeafileClient)(cfg.server, token)
+    try:
+        mirror = cfg.mirror
+        try:
+            repo = resolve_library(client, name=None if mirror.library_id else mirror.library,
+                                   library_id=mirror.library_id, create=cfg.create_library)
+        except LibraryNotFound as exc:
+            hint = "" if cfg.create_library else (
+                f" Create it in the web interface, fix `library` in {cfg.path}, "
+                "or set `create_library = true` to let ohsync create it.")
+            raise FatalError(exc.message + hint, title=exc.title) from exc
+        state_dir = cfg.mirror_state_dir(repo.id)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        state = StateStore(state_dir / "state.sqlite3", state_dir / "blobs")
+        try:
+            options = _engine_options(
+                EngineOptions, backup_dir=cfg.state_dir / "backups", library_name=repo.name,
+                ignore=tuple(mirror.ignore),
+                max_delete_percent=cfg.safety.max_delete_percent,
+                max_delete_files=cfg.safety.max_delete_files, backup_days=cfg.safety.backup_days)
+            engine = SyncEngine(client, repo.id, mirror.local, state, remote_root=mirror.remote,
+                                options=options, on_event=on_event)
+        except BaseException:
+            state.close()
+            raise
+    except BaseException:
+        client.close()
+        raise
+    log.info("mirroring library %s (%s) %s → %s", repo.name, repo.id, mirror.remote, mirror.local)
+    return MirrorSession(engine=engine, client=client, state=state, library_name=repo.name,
+                         library_id=repo.id, local_root=mirror.local)

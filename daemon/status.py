@@ -1,0 +1,196 @@
+"""The status object of DESIGN §10, derived from facts, never set by hand.
+
+The worker records *facts* in a :class:`StatusModel` (when the last poll and
+the last local scan finished, whether the watcher lives, the last error, the
+current transfer…); :func:`build_status` turns a :class:`Snapshot` of them into
+the status object.  ``idle`` is therefore honest by construction: it needs a
+poll and a full local scan that finished recently, a live watcher, a working
+token and nothing pending.  Every other case is a named degraded state with a
+sentence.  Listeners (the socket server's subscribers) are told whenever the
+derived object changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+__all__ = ["STATES", "Snapshot", "StatusModel", "build_status", "iso_time", "scan_interval"]
+
+PROTOCOL = 1
+STATES = ("starting", "idle", "syncing", "paused", "offline", "auth_required", "stopped", "error")
+
+
+def iso_time(ts: float | None) -> str | None:
+    """Unix time → ISO 8601 with the local offset (``2026-11-30T09:12:03+08:00``)."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
+def scan_interval(poll_interval: float) -> float:
+    """Seconds between the periodic stat-only full scans (10 polls, 1–10 minutes)."""
+    return min(600.0, max(60.0, 10 * poll_interval))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Facts about the daemon at one moment (wall-clock Unix times).
+
+    :ivar phase: ``starting`` until the first pass ran, then ``running``,
+        ``stopping`` on the way out (the state stays what it was: a tray must
+        not announce a safety stop when the person quits).
+    :ivar problem: a named problem that overrides the normal states:
+        ``auth_required``, ``offline``, ``stopped`` or ``error``; with
+        ``problem_message`` (a sentence) and ``retry_at`` (next attempt).
+    """
+
+    library: str = ""
+    local: str = ""
+    poll_interval: float = 30.0
+    phase: str = "starting"
+    paused: bool = False
+    syncing: bool = False
+    problem: str | None = None
+    problem_message: str = ""
+    retry_at: float | None = None
+    watcher_alive: bool = False
+    last_poll: float | None = None
+    last_scan: float | None = None
+    last_sync: float | None = None
+    pending_up: int = 0
+    pending_down: int = 0
+    conflicts: int = 0
+    damaged: int = 0
+    skipped: int = 0
+    held_deletes: int = 0
+    errors: int = 0
+    transfer: dict[str, Any] | None = None
+    current_path: str | None = None
+    requests: int = 0
+    polls: int = 0
+    now: float = field(default_factory=time.time)
+
+
+def _state(s: Snapshot) -> tuple[str, str]:
+    if s.problem == "auth_required":
+        return "auth_required", s.problem_message or (
+            "The server rejected the saved login. Run `ohsync login` and then restart ohsync.")
+    if s.problem == "stopped":
+        return "stopped", s.problem_message or "A safety valve stopped syncing."
+    if s.paused:
+        return "paused", "Syncing is paused; run `ohsync resume` to continue"
+    if s.problem == "offline":
+        when = ""
+        if s.retry_at is not None:
+            when = f"; retrying in {max(0, round(s.retry_at - s.now))} s"
+        return "offline", (s.problem_message or "Cannot reach the server") + when
+    if s.problem == "error":
+        return "error", s.problem_message or "Syncing failed"
+    if s.syncing:
+        if s.transfer:
+            arrow = "Uploading" if s.transfer.get("direction") == "up" else "Downloading"
+            return "syncing", f"{arrow} {s.transfer.get('path')}"
+        return "syncing", f"Syncing {s.current_path}" if s.current_path else "Syncing"
+    if s.phase == "starting" or s.last_poll is None or s.last_scan is None:
+        return "starting", "Starting: first check of the server and the local folder"
+    if not s.watcher_alive:
+        return "error", ("The file watcher stopped, so local edits are only noticed by the periodic scan; "
+                         "restart ohsync")
+    if s.pending_up or s.pending_down:
+        return "syncing", f"{s.pending_up + s.pending_down} change(s) waiting to sync"
+    if s.errors:
+        return "error", f"{s.errors} file(s) failed to sync and will be retried; see `ohsync activity`"
+    stale_poll = s.now - s.last_poll > 3 * s.poll_interval + 30
+    stale_scan = s.now - s.last_scan > 2 * scan_interval(s.poll_interval) + 30
+    if stale_poll:
+        return "error", f"No successful check of the server since {iso_time(s.last_poll)}"
+    if stale_scan:
+        return "error", f"No local scan since {iso_time(s.last_scan)}"
+    if s.held_deletes:
+        return "idle", f"Up to date; {s.held_deletes} deletion(s) held for confirmation"
+    return "idle", "Up to date"
+
+
+def build_status(s: Snapshot) -> dict[str, Any]:
+    """The status object of DESIGN §10 (exact keys first, extra fields after)."""
+    state, message = _state(s)
+    return {
+        "protocol": PROTOCOL,
+        "state": state,
+        "message": message,
+        "last_sync": iso_time(s.last_sync),
+        "pending_up": s.pending_up,
+        "pending_down": s.pending_down,
+        "conflicts": s.conflicts,
+        "damaged": s.damaged,
+        "skipped": s.skipped,
+        "held_deletes": s.held_deletes,
+        "transfer": copy.deepcopy(s.transfer),
+        "mirrors": [{"library": s.library, "local": s.local, "state": state, "message": message}],
+        # extra fields (DESIGN §10: add freely)
+        "last_poll": iso_time(s.last_poll),
+        "last_scan": iso_time(s.last_scan),
+        "watcher": s.watcher_alive,
+        "errors": s.errors,
+        "polls": s.polls,
+    }
+
+
+class StatusModel:
+    """Thread-safe holder of the facts; tells listeners when the status changes.
+
+    Writers call :meth:`update` with fact fields; readers call :meth:`status`.
+    ``listeners`` get the new status object (called outside the lock).
+    """
+
+    def __init__(self, **facts: Any) -> None:
+        self._lock = threading.Lock()
+        self._snap = Snapshot(**facts)
+        self._last_sent: dict[str, Any] | None = None
+        self._listeners: list[Callable[[dict[str, Any]], None]] = []
+        self.watcher_alive: Callable[[], bool] = lambda: False
+
+    def add_listener(self, fn: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``fn(status)`` whenever the status object changes."""
+        with self._lock:
+            self._listeners.append(fn)
+
+    def snapshot(self) -> Snapshot:
+        """The facts now (watcher liveness and clock read at this moment)."""
+        with self._lock:
+            snap = self._snap
+        return replace(snap, watcher_alive=self.watcher_alive(), now=time.time())
+
+    def status(self) -> dict[str, Any]:
+        """The status object now."""
+        return build_status(self.snapshot())
+
+    def get(self, name: str) -> Any:
+        """One fact."""
+        with self._lock:
+            return getattr(self._snap, name)
+
+    def update(self, **facts: Any) -> None:
+        """Change facts and notify listeners if the status object changed."""
+        with self._lock:
+            self._snap = replace(self._snap, **facts)
+        self.notify()
+
+    def notify(self) -> None:
+        """Tell listeners the current status if it differs from the last one told
+        (ignoring the always-moving fields)."""
+        status = self.status()
+        key = {k: v for k, v in status.items() if k not in ("last_poll", "last_scan", "polls")}
+        with self._lock:
+            if key == self._last_sent:
+                return
+            self._last_sent = key
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn(status)

@@ -1,0 +1,177 @@
+"""Local file events → debounced dirty paths.
+
+A watchdog observer reports raw events for the mirror folder; this module
+maps each to a library-relative path through the engine's ``rel_path``
+(which returns None for ignored names and our own ``.ohsync-tmp-*`` files),
+and hands a path on only after it has been quiet for ``quiet`` seconds, so an
+editor's burst of writes and temp-file renames becomes one dirty path.
+Directory creations, deletions and moves ask for a full local scan instead
+(the engine then sees every file below).  The watcher never touches state:
+it only calls ``on_dirty``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
+
+__all__ = ["Watcher", "DirtyCallback"]
+
+log = logging.getLogger(__name__)
+
+#: ``on_dirty(paths, full_scan)``: library-relative paths that changed, and
+#: whether a full local scan is needed (directory-level changes).
+DirtyCallback = Callable[[list[str], bool], None]
+
+_IGNORED_TYPES = {"opened", "closed_no_write"}
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, watcher: Watcher) -> None:
+        self._watcher = watcher
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in _IGNORED_TYPES:
+            return
+        if event.is_directory:
+            if event.event_type in ("created", "deleted", "moved"):
+                self._watcher._note_scan()
+            return  # a directory's "modified" only echoes its children's events
+        paths = [event.src_path]
+        if event.event_type == "moved" and event.dest_path:
+            paths.append(event.dest_path)
+        self._watcher._note(os.fsdecode(p) for p in paths)
+
+
+class Watcher:
+    """Watch one mirror folder and report dirty paths after a quiet period.
+
+    :param root: the local mirror folder.
+    :param rel_path: absolute local path → library-relative path, or None
+        when the path is outside the mirror or ignored (the engine's).
+    :param on_dirty: called from the watcher's debounce thread.
+    :param quiet: seconds without events before a path is reported.
+    :param observer_factory: makes the watchdog observer (tests may pass a
+        polling observer).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        rel_path: Callable[[str], str | None],
+        on_dirty: DirtyCallback,
+        *,
+        quiet: float = 0.7,
+        observer_factory: Callable[[], BaseObserver] = Observer,
+    ) -> None:
+        self.root = root
+        self._rel_path = rel_path
+        self._on_dirty = on_dirty
+        self._quiet = quiet
+        self._observer_factory = observer_factory
+        self._observer: BaseObserver | None = None
+        self._pending: dict[str, float] = {}
+        self._scan_at: float | None = None
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the observer and the debounce thread.
+
+        :raises OSError: the folder cannot be watched (missing, inotify limit).
+        """
+        observer = self._observer_factory()
+        observer.name = "ohsync-watch-observer"
+        observer.schedule(_Handler(self), str(self.root), recursive=True)
+        observer.start()
+        self._observer = observer
+        self._thread = threading.Thread(target=self._debounce_loop, name="ohsync-watcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop both threads; pending paths that are not yet quiet are dropped
+        (the next start's full scan finds them)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def is_alive(self) -> bool:
+        """True while both the observer and the debounce thread run."""
+        return bool(self._observer and self._observer.is_alive() and self._thread and self._thread.is_alive())
+
+    @property
+    def pending(self) -> int:
+        """Paths seen but not yet reported (still in their quiet period)."""
+        with self._cond:
+            return len(self._pending)
+
+    def _note(self, local_paths: Iterable[str]) -> None:
+        now = time.monotonic()
+        rels = []
+        for local_path in local_paths:
+            try:
+                rel = self._rel_path(local_path)
+            except Exception:  # noqa: BLE001 - a bad name must not kill the observer
+                log.exception("cannot map %s to a library path", local_path)
+                continue
+            if rel is not None:
+                rels.append(rel)
+        if not rels:
+            return
+        with self._cond:
+            for rel in rels:
+                self._pending[rel] = now
+            self._cond.notify_all()
+
+    def _note_scan(self) -> None:
+        with self._cond:
+            self._scan_at = time.monotonic()
+            self._cond.notify_all()
+
+    def _debounce_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                stamps = list(self._pending.values())
+                if self._scan_at is not None:
+                    stamps.append(self._scan_at)
+                if not stamps:
+                    self._cond.wait()
+                    continue
+                wake = min(stamps) + self._quiet
+                now = time.monotonic()
+                if wake > now:
+                    self._cond.wait(timeout=wake - now)
+                    continue
+                # a full scan waits for the whole tree to be quiet, then takes every path along
+                scan = self._scan_at is not None and max(stamps) + self._quiet <= now
+                if scan:
+                    ready = list(self._pending)
+                    self._pending.clear()
+                    self._scan_at = None
+                else:
+                    ready = [p for p, t in self._pending.items() if t + self._quiet <= now]
+                    for p in ready:
+                        del self._pending[p]
+                    if not ready:  # only the scan marker is due but the tree is still busy
+                        self._cond.wait(timeout=self._quiet / 4)
+                        continue
+            try:
+                self._on_dirty(sorted(ready), scan)
+            except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
+                log.exception("dirty-path consumer failed")

@@ -1,0 +1,551 @@
+"""The sync worker: the one thread that owns the engine and its state DB.
+
+Everything that changes sync state arrives as a message on the worker's
+queue (dirty paths from the watcher, "poll" from the :class:`Scheduler`,
+refresh, wait, pause, resume, shutdown from the socket); the worker coalesces
+what is queued into one :meth:`SyncEngine.sync` pass at a time, records the
+facts in the :class:`StatusModel`, and decides what happens after an error:
+offline / server trouble → retry with backoff (``Retry-After`` honoured);
+rejected token → ``auth_required``, no more polling until login + refresh or a
+restart; missing mirror → ``stopped``; a missing library or login at start →
+fatal (the daemon exits with the message).  The engine is opened inside this
+thread because its SQLite connection belongs to the thread that made it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ohsync.daemon.status import StatusModel, iso_time, scan_interval
+from ohsync.engine.errors import (
+    AuthError,
+    LibraryNotFound,
+    MirrorMissingError,
+    NetworkError,
+    OhsyncError,
+    ThrottledError,
+    TwoFactorRequired,
+)
+from ohsync.engine.events import SyncEvent, SyncReport
+
+__all__ = ["Session", "SessionFactory", "FatalError", "ShutdownRequested", "Scheduler", "SyncWorker", "backoff_delay"]
+
+log = logging.getLogger(__name__)
+
+
+class Session(Protocol):
+    """What the worker needs from an opened mirror (see ``daemon/session.py``)."""
+
+    engine: Any
+    library_name: str
+
+    def close(self) -> None: ...
+
+
+#: ``open_session(on_event)`` opens the engine for the mirror; called in the worker thread.
+SessionFactory = Callable[[Callable[[SyncEvent], None]], Session]
+
+
+class ShutdownRequested(BaseException):
+    """Raised from the engine's event callback after a file finished, once shutdown
+    was requested: the pass ends between two files (a BaseException, so the
+    engine's per-path error handling does not swallow it).  Stopping there is
+    no worse than a crash after that file, which the engine must survive anyway."""
+
+
+class FatalError(OhsyncError):
+    """The daemon cannot run at all with this configuration (no login, no library)."""
+
+
+def backoff_delay(attempt: int, *, base: float = 2.0, cap: float = 300.0) -> float:
+    """Seconds before retry number ``attempt`` (1, 2, …): exponential with ±20 % jitter."""
+    delay = min(cap, base ** max(1, attempt))
+    return delay * random.uniform(0.8, 1.2)
+
+
+class Scheduler:
+    """Posts "poll" to the worker when the next poll is due.
+
+    The worker decides *when* (:meth:`poll_in` after every pass: the poll
+    interval, or a backoff after an error; :meth:`halt` when polling must
+    stop); this thread only keeps the clock.
+
+    :param post_poll: called from the scheduler thread when a poll is due.
+    """
+
+    def __init__(self, post_poll: Callable[[], None]) -> None:
+        self._post = post_poll
+        self._cond = threading.Condition()
+        self._due: float | None = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="ohsync-scheduler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poll_in(self, seconds: float) -> None:
+        """Post the next poll ``seconds`` from now (replacing any earlier plan)."""
+        with self._cond:
+            self._due = time.monotonic() + max(0.0, seconds)
+            self._cond.notify_all()
+
+    def halt(self) -> None:
+        """No polls until the next :meth:`poll_in`."""
+        with self._cond:
+            self._due = None
+            self._cond.notify_all()
+
+    @property
+    def due_in(self) -> float | None:
+        """Seconds until the next poll, or None when halted."""
+        with self._cond:
+            return None if self._due is None else self._due - time.monotonic()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                if self._due is None:
+                    self._cond.wait()
+                    continue
+                wait = self._due - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(timeout=wait)
+                    continue
+                self._due = None
+            self._post()
+
+
+@dataclass
+class _Ticket:
+    """A ``wait``/``refresh`` caller waiting for the next pass to finish."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    synced: bool = False
+    message: str = ""
+
+
+@dataclass
+class _Work:
+    """What the next pass must cover (coalesced from many messages)."""
+
+    dirty: set[str] = field(default_factory=set)
+    full_scan: bool = False
+    check_remote: bool = False
+    tickets: list[_Ticket] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.dirty or self.full_scan or self.check_remote)
+
+
+class SyncWorker:
+    """The sync worker thread.
+
+    :param open_session: opens the engine (called in the worker thread).
+    :param status: where the facts go.
+    :param poll_interval: seconds between polls when all is well.
+    :param publish: sends an event to socket subscribers (``{"type": …}``).
+    :param on_ready: called with the session once it is open (the daemon
+        starts the watcher there); called in the worker thread.
+    :param on_fatal: called with the error when the daemon cannot run.
+    :param before_pass: called in the worker thread before and after every
+        pass (the daemon starts or restarts the watcher there).
+    """
+
+    def __init__(
+        self,
+        open_session: SessionFactory,
+        status: StatusModel,
+        *,
+        poll_interval: float,
+        publish: Callable[[dict[str, Any]], None] = lambda event: None,
+        on_ready: Callable[[Session], None] = lambda session: None,
+        on_fatal: Callable[[BaseException], None] = lambda exc: None,
+        before_pass: Callable[[], None] = lambda: None,
+        activity_size: int = 200,
+    ) -> None:
+        self._open_session = open_session
+        self._status = status
+        self._poll_interval = poll_interval
+        self._scan_interval = scan_interval(poll_interval)
+        self._publish = publish
+        self._on_ready = on_ready
+        self._on_fatal = on_fatal
+        self._before_pass = before_pass
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._session: Session | None = None
+        self._work = _Work(full_scan=True, check_remote=True)  # the initial sync
+        self._retry: set[str] = set()
+        self._calls: list[Callable[[], None]] = []
+        self._paused = False
+        self._shutdown = threading.Event()
+        self._attempt = 0
+        self._last_full_scan = 0.0
+        self._lock = threading.Lock()  # guards the caches below (read by socket threads)
+        self._activity: collections.deque[dict[str, Any]] = collections.deque(maxlen=activity_size)
+        self._conflicts: list[dict[str, Any]] = []
+        self._damaged: list[dict[str, str]] = []
+        self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
+        self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
+
+    # ----------------------------------------------------------------- API (any thread)
+
+    def start(self) -> None:
+        self.scheduler.start()
+        self._queue.put(("start", None))  # the initial sync: full scan + remote check
+        self._thread.start()
+
+    def post_dirty(self, paths: Iterable[str], full_scan: bool = False) -> None:
+        """Local paths changed (from the watcher)."""
+        self._queue.put(("dirty", (list(paths), full_scan)))
+
+    def refresh(self) -> None:
+        """Poll the server and scan the local folder now (also retries a failed login)."""
+        self._queue.put(("refresh", None))
+
+    def pause(self) -> None:
+        """Stop syncing after the current pass (status says so at once)."""
+        self._status.update(paused=True)
+        self._queue.put(("pause", None))
+
+    def resume(self) -> None:
+        """Sync again, starting with a full scan and a poll."""
+        self._status.update(paused=False)
+        self._queue.put(("resume", None))
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on the worker thread between passes (for helpers such as
+        drop-folder filing that need the engine's thread)."""
+        self._queue.put(("call", fn))
+
+    def wait(self, timeout: float) -> tuple[bool, str]:
+        """Block until everything on disk now is synced and verified.
+
+        Asks for a full local scan (stat-only: no requests when nothing
+        changed) and waits for that pass.
+
+        :returns: ``(synced, message)``.
+        """
+        ticket = _Ticket()
+        self._queue.put(("wait", ticket))
+        if not ticket.done.wait(timeout):
+            return False, "timed out"
+        return ticket.synced, ticket.message
+
+    def shutdown(self, timeout: float = 60.0) -> bool:
+        """Ask the worker to stop after the current pass and wait for it.
+
+        :returns: False when the worker was still busy after ``timeout``.
+        """
+        self._shutdown.set()
+        self._queue.put(("shutdown", None))
+        self.scheduler.stop()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def stopping(self) -> bool:
+        """True once shutdown was requested (the engine may check it between files)."""
+        return self._shutdown.is_set()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def activity(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The last ``limit`` sync events, oldest first."""
+        with self._lock:
+            items = list(self._activity)
+        return items[-limit:] if limit > 0 else []
+
+    def conflicts(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._conflicts)
+
+    def damaged(self) -> list[dict[str, str]]:
+        with self._lock:
+            return list(self._damaged)
+
+    # ----------------------------------------------------------------- the thread
+
+    def _run(self) -> None:
+        try:
+            while not self._shutdown.is_set():
+                msg = self._queue.get()
+                self._handle(msg)
+                while True:  # coalesce everything already queued into one pass
+                    try:
+                        self._handle(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                if self._shutdown.is_set():
+                    break
+                self._step()
+        except Exception as exc:  # noqa: BLE001 - last resort: say so and let the daemon exit
+            log.exception("the sync worker crashed")
+            self._status.update(problem="error", problem_message=f"Internal error in the sync worker: {exc!r}")
+            self._on_fatal(exc)
+        finally:
+            self._finish_tickets(False, "ohsync is shutting down")
+            self._close_session()
+
+    def _handle(self, msg: tuple[str, Any]) -> None:
+        kind, arg = msg
+        work = self._work
+        if kind == "dirty":
+            paths, full_scan = arg
+            work.dirty.update(paths)
+            work.full_scan = work.full_scan or full_scan
+        elif kind == "poll":
+            work.check_remote = True
+            work.dirty.update(self._retry)
+            self._retry.clear()
+            if time.monotonic() - self._last_full_scan >= self._scan_interval:
+                work.full_scan = True
+        elif kind in ("refresh", "wait"):
+            work.full_scan = True
+            if kind == "refresh":
+                work.check_remote = True
+            else:
+                work.tickets.append(arg)
+            if self._status.get("problem") in ("auth_required", "offline", "error", "stopped") and kind == "refresh":
+                self._status.update(problem=None, problem_message="", retry_at=None)
+                self._attempt = 0
+        elif kind == "pause":
+            self._paused = True
+            self._status.update(paused=True)
+        elif kind == "resume":
+            if self._paused:
+                self._paused = False
+                work.full_scan = work.check_remote = True
+                self._status.update(paused=False)
+        elif kind == "shutdown":
+            self._shutdown.set()
+        elif kind == "call":
+            self._calls.append(arg)
+        self._status.update(pending_up=len(work.dirty))
+
+    def _finish_tickets(self, synced: bool, message: str) -> None:
+        tickets, self._work.tickets = self._work.tickets, []
+        for t in tickets:
+            t.synced, t.message = synced, message
+            t.done.set()
+
+    def _blocked(self) -> str | None:
+        """Why no pass may run now, or None."""
+        if self._paused:
+            return "syncing is paused"
+        problem = self._status.get("problem")
+        if problem in ("auth_required", "stopped"):
+            return self._status.get("problem_message") or problem
+        retry_at = self._status.get("retry_at")
+        if problem in ("offline", "error") and retry_at is not None and time.time() < retry_at - 0.5:
+            return self._status.get("problem_message") or problem  # wait for the backoff to end
+        return None
+
+    def _step(self) -> None:
+        blocked = self._blocked()
+        if blocked:
+            self._finish_tickets(False, blocked)
+            return
+        if self._session is None and not self._open():
+            return
+        if self._work or self._work.tickets:
+            self._maintain()
+            self._pass()
+            self._maintain()
+        calls, self._calls = self._calls, []
+        for fn in calls:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a helper's failure must not stop syncing
+                log.exception("a job submitted to the sync worker failed")
+
+    def _maintain(self) -> None:
+        try:
+            self._before_pass()
+        except Exception:  # noqa: BLE001 - e.g. the watcher cannot restart yet
+            log.exception("keeping the daemon's helpers alive failed")
+
+    # ----------------------------------------------------------------- opening
+
+    def _open(self) -> bool:
+        self._status.update(syncing=True, current_path=None)
+        try:
+            session = self._open_session(self._on_event)
+        except (FatalError, LibraryNotFound, TwoFactorRequired) as exc:
+            log.error("%s: %s", exc.title, exc.message)
+            self._status.update(syncing=False, problem="error", problem_message=exc.message)
+            self._finish_tickets(False, exc.message)
+            self._on_fatal(exc)
+            self._shutdown.set()
+            return False
+        except BaseException as exc:  # noqa: BLE001 - classified below
+            self._status.update(syncing=False)
+            self._failed(exc)
+            return False
+        self._session = session
+        self._status.update(syncing=False, library=session.library_name)
+        self._refresh_caches()
+        try:
+            self._on_ready(session)
+        except Exception:  # noqa: BLE001
+            log.exception("starting the watcher failed; local edits are seen only by periodic scans")
+        return True
+
+    def _close_session(self) -> None:
+        if self._session is not None:
+            try:
+                self._session.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing the sync engine failed")
+            self._session = None
+
+    # ----------------------------------------------------------------- one pass
+
+    def _pass(self) -> None:
+        assert self._session is not None
+        work, self._work = self._work, _Work()
+        paths = None if work.full_scan else sorted(work.dirty)
+        self._status.update(syncing=True, pending_up=len(work.dirty))
+        started = time.time()
+        try:
+            report: SyncReport = self._session.engine.sync(paths, check_remote=work.check_remote)
+        except ShutdownRequested:
+            log.info("stopped between two files for shutdown; the rest syncs on the next start")
+            self._status.update(syncing=False, transfer=None, current_path=None)
+            self._finish_tickets(False, "ohsync is shutting down")
+            for t in work.tickets:
+                t.synced, t.message = False, "ohsync is shutting down"
+                t.done.set()
+            return
+        except BaseException as exc:  # noqa: BLE001 - classified in _failed
+            # keep the work for the retry, together with anything that arrived meanwhile
+            self._work.dirty |= work.dirty
+            self._work.full_scan |= work.full_scan
+            self._work.check_remote = True
+            self._work.tickets[:0] = work.tickets
+            self._status.update(syncing=False, transfer=None, current_path=None,
+                                pending_up=len(self._work.dirty))
+            self._failed(exc)
+            message = self._status.get("problem_message") or str(exc)
+            self._finish_tickets(False, message)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return
+        self._attempt = 0
+        self._retry |= {p for p, _ in report.errors}
+        now = time.time()
+        facts: dict[str, Any] = {
+            "syncing": False, "transfer": None, "current_path": None, "phase": "running",
+            "problem": None, "problem_message": "", "retry_at": None, "last_sync": now,
+            "errors": len(self._retry), "pending_up": len(self._work.dirty),
+            "requests": self._status.get("requests") + report.requests,
+        }
+        if work.check_remote:
+            facts["last_poll"] = now
+            facts["polls"] = self._status.get("polls") + 1
+        if work.full_scan:
+            facts["last_scan"] = now
+            self._last_full_scan = time.monotonic()
+        self._refresh_caches()
+        self._status.update(**facts)
+        busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
+        log.log(logging.INFO if busy else logging.DEBUG,
+                "sync pass in %.2f s: %d up, %d down, %d merged, %d conflicts, %d errors, %d requests",
+                now - started, len(report.uploaded), len(report.downloaded), len(report.merged),
+                 len(report.conflicts), len(report.errors), report.requests)
+        for t in work.tickets:
+            t.synced = not report.errors
+            t.message = "" if t.synced else f"{len(report.errors)} file(s) failed: {report.errors[0][1]}"
+            t.done.set()
+        if work.check_remote and not self._shutdown.is_set():
+            self.scheduler.poll_in(self._poll_interval)
+
+    def _failed(self, exc: BaseException) -> None:
+        """Record an error of opening or of a pass and plan what comes next."""
+        if isinstance(exc, AuthError):
+            log.error("the server rejected the token: %s", exc.message)
+            self._status.update(problem="auth_required", problem_message=(
+                "The server rejected the saved login. Run `ohsync login` to sign in again, "
+                "then `ohsync refresh` (or restart ohsync)."))
+            self.scheduler.halt()
+            self._close_session()
+            return
+        if isinstance(exc, MirrorMissingError):
+            log.error("%s", exc.message)
+            self._status.update(problem="stopped", problem_message=exc.message)
+            self.scheduler.halt()
+            return
+        self._attempt += 1
+        if isinstance(exc, ThrottledError):
+            delay = max(exc.retry_after, 1.0)
+        else:
+            delay = backoff_delay(self._attempt, cap=max(300.0, self._poll_interval))
+        if isinstance(exc, NetworkError):
+            problem, message = "offline", f"Cannot reach the server ({exc.message})"
+        elif isinstance(exc, OhsyncError):
+            problem, message = "error", f"{exc.title}: {exc.message}"
+        else:
+            problem, message = "error", f"Internal error: {exc!r}; see the log"
+            log.error("sync pass failed", exc_info=exc)
+        log.warning("%s; retry in %.0f s", message, delay)
+        self._status.update(problem=problem, problem_message=message, retry_at=time.time() + delay)
+        if not self._shutdown.is_set():
+            self.scheduler.poll_in(delay)
+
+    def _refresh_caches(self) -> None:
+        assert self._session is not None
+        engine = self._session.engine
+        try:
+            conflicts = [c.as_dict() for c in engine.conflicts()]
+            damaged = [{"path": p, "reason": r} for p, r in engine.damaged()]
+            skipped = list(engine.skipped())
+        except Exception:  # noqa: BLE001 - status must not die on a read
+            log.exception("reading conflicts/damaged from the engine failed")
+            return
+        with self._lock:
+            self._conflicts, self._damaged = conflicts, damaged
+        self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped))
+
+    # ----------------------------------------------------------------- engine events
+
+    def _on_event(self, event: SyncEvent) -> None:
+        """Called by the engine inside :meth:`sync` (worker thread)."""
+        if event.kind == "transfer":
+            self._status.update(current_path=event.path, transfer={
+                "path": event.path, "direction": event.direction, "done": event.done, "total": event.total})
+            return
+        item = {"time": iso_time(time.time()), "path": event.path,
+                "action": event.action or event.kind, "result": {"synced": "ok"}.get(event.kind, event.kind),
+                "direction": event.direction}
+        if event.message:
+            item["message"] = event.message
+        with self._lock:
+            self._activity.append(item)
+        self._status.update(transfer=None, current_path=event.path)
+        if event.kind == "conflict":
+            self._publish({"type": "conflict", "path": event.path, "message": event.message})
+        elif event.kind == "error":
+            self._publish({"type": "error", "path": event.path, "message": event.message})
+        elif event.kind == "synced":
+            self._publish({"type": "synced", "path": event.path, "action": event.action,
+                           "direction": event.direction})
+            if self._shutdown.is_set():
+                raise ShutdownRequested()

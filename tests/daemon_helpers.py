@@ -1,0 +1,245 @@
+"""Shared helpers for the daemon's tests: an isolated environment and fakes.
+
+``isolated_env`` points every place the daemon could touch (config, state,
+logs, runtime dir, keyring) into a temporary folder, selects the plaintext
+file keyring, and removes DISPLAY so no tray or keyring prompt can appear.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ohsync.engine.events import ConflictRecord, SyncEvent, SyncReport
+
+KEYRING_BACKEND = "ohsync.daemon.file_keyring.FileKeyring"
+
+
+@dataclass
+class Env:
+    root: Path
+    sock_dir: Path
+    keyring_file: Path
+    config: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.sock_dir / "ohsync" / "ohsync.sock"  # the default under XDG_RUNTIME_DIR
+
+    def vars(self) -> dict[str, str]:
+        """The environment for a subprocess (``ohsync run``…)."""
+        env = dict(os.environ)
+        for k in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "OHSYNC_SOCKET"):
+            env.pop(k, None)
+        env.update({
+            "PYTHON_KEYRING_BACKEND": KEYRING_BACKEND,
+            "OHSYNC_KEYRING_FILE": str(self.keyring_file),
+            "OHSYNC_CONFIG": str(self.config),
+            "XDG_CONFIG_HOME": str(self.root / "xdg-config"),
+            "XDG_STATE_HOME": str(self.root / "xdg-state"),
+            "XDG_DATA_HOME": str(self.root / "xdg-data"),
+            "XDG_CACHE_HOME": str(self.root / "xdg-cache"),
+            "XDG_RUNTIME_DIR": str(self.sock_dir),
+            "PYTHONUNBUFFERED": "1",
+        })
+        return env
+
+
+@pytest.fixture
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    """Everything the daemon may touch lives under tmp_path (socket: a short /tmp dir)."""
+    sock_dir = Path(tempfile.mkdtemp(prefix="ohs-", dir="/tmp"))
+    env = Env(root=tmp_path, sock_dir=sock_dir, keyring_file=tmp_path / "keyring.json",
+              config=tmp_path / "config.toml")
+    for k in ("DISPLAY", "WAYLAND_DISPLAY", "OHSYNC_SOCKET"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.vars().items():
+        if os.environ.get(k) != v:
+            monkeypatch.setenv(k, v)
+    try:
+        yield env
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "") -> Any:
+    """Poll ``pred`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = pred()
+        except Exception as exc:  # noqa: BLE001 - retried until the deadline
+            last_exc = exc
+            value = None
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what or pred}" +
+                         (f" (last error: {last_exc!r})" if last_exc else ""))
+
+
+@dataclass
+class FakeEngine:
+    """A stand-in for SyncEngine: records calls, can be told to fail."""
+
+    local_root: Path
+    calls: list[tuple[tuple[str, ...] | None, bool]] = field(default_factory=list)
+    fail_with: list[BaseException] = field(default_factory=list)
+    conflict_list: list[ConflictRecord] = field(default_factory=list)
+    on_event: Callable[[SyncEvent], None] | None = None
+    called: threading.Event = field(default_factory=threading.Event)
+    delay: float = 0.0
+    initial_files: list[str] = field(default_factory=list)
+    per_file_delay: float = 0.0
+    finished: list[str] = field(default_factory=list)
+
+    def sync(self, local_paths: Any = None, *, check_remote: bool = True) -> SyncReport:
+        paths = None if local_paths is None else tuple(local_paths)
+        self.calls.append((paths, check_remote))
+        self.called.set()
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail_with:
+            raise self.fail_with.pop(0)
+        report = SyncReport(requests=1 if check_remote else 0)
+        files = list(paths) if paths is not None else list(self.initial_files)
+        for p in files:
+            time.sleep(self.per_file_delay)
+            self.finished.append(p)
+            if self.on_event:
+                self.on_event(SyncEvent("synced", p, direction="up", action="upload"))
+            report.uploaded.append(p)
+        return report
+
+    def conflicts(self) -> list[ConflictRecord]:
+        return list(self.conflict_list)
+
+    def damaged(self) -> list[tuple[str, str]]:
+        return []
+
+    def skipped(self) -> list[tuple[str, str]]:
+        return []
+
+    def is_ignored(self, rel: str) -> bool:
+        return rel.startswith(".ohsync-tmp-") or "/.ohsync-tmp-" in rel
+
+    def rel_path(self, local_path: str) -> str | None:
+        try:
+            rel = Path(local_path).relative_to(self.local_root).as_posix()
+        except ValueError:
+            return None
+        return None if rel in ("", ".") or self.is_ignored(rel) else rel
+
+
+@dataclass
+class FakeSession:
+    engine: FakeEngine
+    library_name: str = "OH-Memory"
+    closed: bool = False
+
+    @property
+    def local_root(self) -> Path:
+        return self.engine.local_root
+
+    def close(self) -> None:
+        self.closed = True
+
+
+# --------------------------------------------------------------------------- a real daemon process
+
+import subprocess  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEMO_LIBRARY = REPO_ROOT / "devserver" / "demo_library"
+
+
+def ohsync_cmd() -> list[str]:
+    """How to run the console script of this checkout."""
+    import sys
+
+    return [sys.executable, "-m", "ohsync.daemon.cli"]
+
+
+def write_config(env: Env, server: str, username: str, mirror: Path, *, poll_interval: float = 1.0,
+                 **extra: Any) -> Path:
+    """A config for a daemon under ``env`` (state in env.root/state)."""
+    import tomli_w
+
+    doc: dict[str, Any] = {"server": server, "username": username, "poll_interval": poll_interval,
+                           "state_dir": str(env.root / "state")}
+    mirror_doc: dict[str, Any] = {"library": "OH-Memory", "local": str(mirror)}
+    for k in ("library", "library_id", "remote", "ignore"):
+        if k in extra:
+            mirror_doc[k] = extra.pop(k)
+    doc.update(extra)
+    doc["mirror"] = [mirror_doc]
+    env.config.write_text(tomli_w.dumps(doc), encoding="utf-8")
+    return env.config
+
+
+class DaemonProc:
+    """``ohsync run --no-tray`` as a subprocess, with helpers to talk to it."""
+
+    def __init__(self, env: Env, *, args: tuple[str, ...] = ()) -> None:
+        self.env = env
+        self.log = open(env.root / "daemon-output.log", "ab")
+        self.proc = subprocess.Popen([*ohsync_cmd(), "run", "--no-tray", *args], env=env.vars(),
+                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=env.root)
+
+    def client(self, timeout: float = 30.0) -> Any:
+        from ohsync.daemon.rpc import RpcClient
+
+        return RpcClient(self.env.socket, timeout=timeout)
+
+    def status(self) -> dict[str, Any]:
+        return self.client().call("status")
+
+    def wait_state(self, *states: str, timeout: float = 60.0) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the daemon exited with {self.proc.returncode}:\n{self.output()}")
+            st = self.status()
+            return st if st["state"] in states else None
+
+        try:
+            return wait_for(check, timeout=timeout, what=f"state in {states}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- daemon output ---\n{self.output()[-4000:]}") from None
+
+    def cli(self, *argv: str, timeout: float = 60.0, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*ohsync_cmd(), *argv], env=self.env.vars(), capture_output=True, text=True,
+                              timeout=timeout, input=input)
+
+    def output(self) -> str:
+        self.log.flush()
+        return (self.env.root / "daemon-output.log").read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.log.close()
+        return self.proc.returncode
+
+    def wait_exit(self, timeout: float = 60.0) -> int:
+        return self.proc.wait(timeout)
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` as ``{"/rel/path": bytes}`` (the devserver's tree format)."""
+    return {"/" + p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}

@@ -1,0 +1,140 @@
+"""Config: defaults, the keys of DESIGN §10, unknown keys kept and warned about."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import isolated_env  # noqa: E402,F401
+
+from ohsync.daemon.config import (  # noqa: E402
+    ConfigError,
+    config_path,
+    load_config,
+    normalize_server_url,
+    update_config,
+)
+
+
+def test_missing_file_gives_defaults(isolated_env, tmp_path: Path) -> None:
+    cfg = load_config(tmp_path / "nope.toml")
+    assert cfg.server == "" and cfg.username == ""
+    assert cfg.poll_interval == 30
+    assert cfg.create_library is False
+    assert cfg.mirror.library == "OH-Memory" and cfg.mirror.remote == "/"
+    assert cfg.mirror.local == Path.home() / "OH-Memory"
+    assert cfg.safety.max_delete_percent == 25 and cfg.safety.max_delete_files == 50
+    assert cfg.safety.backup_days == 30
+    assert cfg.socket == isolated_env.socket  # $XDG_RUNTIME_DIR/ohsync/ohsync.sock
+    assert cfg.warnings == ()
+
+
+def test_all_keys_read(isolated_env, tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'''
+server = "cloud.example.org/"
+username = "u@example.edu.cn"
+poll_interval = 5
+state_dir = "{tmp_path}/state"
+socket = "{tmp_path}/s.sock"
+create_library = true
+[[mirror]]
+library_id = "4F0C0000-0000-0000-0000-000000000000"
+remote = "/sub"
+local = "{tmp_path}/mirror"
+ignore = [".obsidian/workspace*.json"]
+[safety]
+max_delete_percent = 10
+max_delete_files = 3
+backup_days = 7
+[filing]
+drop_dir = "{tmp_path}/drop"
+default = "/Files/x/"
+rules = [{{ match = "*.pdf", dest = "/Files/pdf/" }}]
+''', encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.server == "https://cloud.example.org"
+    assert cfg.poll_interval == 5.0
+    assert cfg.state_dir == tmp_path / "state" and cfg.state_dir_explicit
+    assert cfg.log_dir == tmp_path / "state" / "logs"
+    assert cfg.socket == tmp_path / "s.sock"
+    assert cfg.create_library is True
+    assert cfg.mirror.library_id == "4f0c0000-0000-0000-0000-000000000000"
+    assert cfg.mirror.remote == "/sub" and cfg.mirror.local == tmp_path / "mirror"
+    assert cfg.mirror.ignore == (".obsidian/workspace*.json",)
+    assert cfg.safety.max_delete_files == 3 and cfg.safety.backup_days == 7
+    assert cfg.filing.default == "/Files/x/" and cfg.filing.rules[0]["dest"] == "/Files/pdf/"
+    assert cfg.warnings == ()
+
+
+def test_round_trip_keeps_unknown_keys(isolated_env, tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('''
+poll_interval = 12
+future_key = "keep me"
+[[mirror]]
+library = "Notes"
+colour = "blue"
+[plugin]
+x = [1, 2]
+''', encoding="utf-8")
+    cfg = load_config(path)
+    assert any("future_key" in w for w in cfg.warnings)
+    assert any("mirror.colour" in w for w in cfg.warnings)
+    assert any("plugin" in w for w in cfg.warnings)
+    update_config(path, {"server": "https://s.example", "username": "me@example.edu.cn"})
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    assert doc["server"] == "https://s.example" and doc["username"] == "me@example.edu.cn"
+    assert doc["future_key"] == "keep me"
+    assert doc["poll_interval"] == 12
+    assert doc["mirror"] == [{"library": "Notes", "colour": "blue"}]
+    assert doc["plugin"] == {"x": [1, 2]}
+    assert load_config(path).mirror.library == "Notes"
+
+
+def test_update_creates_private_file(isolated_env, tmp_path: Path) -> None:
+    path = tmp_path / "new" / "config.toml"
+    update_config(path, {"server": "https://s"})
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".config-")]
+
+
+def test_bad_values_are_clear_errors(isolated_env, tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('poll_interval = "often"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="poll_interval"):
+        load_config(path)
+    path.write_text('server = \n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(path)
+    path.write_text('create_library = 1\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="create_library"):
+        load_config(path)
+
+
+def test_several_mirrors_warn(isolated_env, tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[[mirror]]\nlibrary = "A"\n[[mirror]]\nlibrary = "B"\n', encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.mirror.library == "A"
+    assert any("only the first" in w for w in cfg.warnings)
+
+
+def test_env_overrides(isolated_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OHSYNC_CONFIG", str(tmp_path / "env.toml"))
+    assert config_path() == tmp_path / "env.toml"
+    assert config_path(str(tmp_path / "cli.toml")) == tmp_path / "cli.toml"
+    (tmp_path / "env.toml").write_text(f'socket = "{tmp_path}/cfg.sock"\n', encoding="utf-8")
+    assert load_config().socket == tmp_path / "cfg.sock"
+    monkeypatch.setenv("OHSYNC_SOCKET", str(tmp_path / "env.sock"))
+    assert load_config().socket == tmp_path / "env.sock"
+
+
+def test_normalize_server_url() -> None:
+    assert normalize_server_url("cloud.tsinghua.edu.cn/") == "https://cloud.tsinghua.edu.cn"
+    assert normalize_server_url("http://127.0.0.1:8000") == "http://127.0.0.1:8000"

@@ -1,0 +1,74 @@
+"""The status object: exact keys of DESIGN §10 and honest states."""
+
+from __future__ import annotations
+
+import time
+
+from ohsync.daemon.status import STATES, Snapshot, StatusModel, build_status
+
+KEYS = ["protocol", "state", "message", "last_sync", "pending_up", "pending_down", "conflicts",
+        "damaged", "skipped", "held_deletes", "transfer", "mirrors"]
+
+
+def _idle(**kw):
+    now = time.time()
+    base = dict(library="OH-Memory", local="/home/u/OH-Memory", poll_interval=30, phase="running",
+                watcher_alive=True, last_poll=now - 5, last_scan=now - 5, last_sync=now - 5, now=now)
+    base.update(kw)
+    return Snapshot(**base)
+
+
+def test_exact_shape_and_types() -> None:
+    st = build_status(_idle(conflicts=1))
+    assert list(st)[:len(KEYS)] == KEYS
+    assert st["protocol"] == 1
+    assert st["state"] == "idle" and st["message"] == "Up to date"
+    assert isinstance(st["last_sync"], str) and st["last_sync"][10] == "T"
+    for k in ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes"):
+        assert type(st[k]) is int
+    assert st["conflicts"] == 1
+    assert st["transfer"] is None
+    assert st["mirrors"] == [{"library": "OH-Memory", "local": "/home/u/OH-Memory",
+                              "state": "idle", "message": "Up to date"}]
+
+
+def test_transfer_shape() -> None:
+    st = build_status(_idle(syncing=True, transfer={"path": "a.md", "direction": "up", "done": 3, "total": 9}))
+    assert st["state"] == "syncing"
+    assert st["transfer"] == {"path": "a.md", "direction": "up", "done": 3, "total": 9}
+
+
+def test_idle_needs_poll_scan_and_watcher() -> None:
+    now = time.time()
+    assert build_status(_idle(last_poll=None))["state"] == "starting"
+    assert build_status(_idle(last_scan=None))["state"] == "starting"
+    assert build_status(_idle(phase="starting"))["state"] == "starting"
+    st = build_status(_idle(watcher_alive=False))
+    assert st["state"] == "error" and "watcher" in st["message"]
+    assert build_status(_idle(last_poll=now - 1000))["state"] == "error"
+    assert build_status(_idle(last_scan=now - 5000))["state"] == "error"
+    assert build_status(_idle(pending_up=2))["state"] == "syncing"
+    assert build_status(_idle(errors=1))["state"] == "error"
+
+
+def test_named_problems() -> None:
+    st = build_status(_idle(problem="auth_required"))
+    assert st["state"] == "auth_required" and "ohsync login" in st["message"]
+    st = build_status(_idle(problem="offline", problem_message="Cannot reach the server", retry_at=time.time() + 10))
+    assert st["state"] == "offline" and "retrying in" in st["message"]
+    assert build_status(_idle(problem="stopped", problem_message="gone"))["state"] == "stopped"
+    assert build_status(_idle(paused=True))["state"] == "paused"
+    assert build_status(_idle(problem="error", problem_message="boom"))["message"] == "boom"
+    for s in (_idle(), _idle(paused=True), _idle(problem="offline"), _idle(last_poll=None)):
+        assert build_status(s)["state"] in STATES
+
+
+def test_model_notifies_on_change_only() -> None:
+    model = StatusModel(library="L", local="/x", poll_interval=30)
+    seen = []
+    model.add_listener(seen.append)
+    model.update(paused=True)
+    model.update(paused=True)
+    assert [s["state"] for s in seen] == ["paused"]
+    model.update(paused=False)
+    assert seen[-1]["state"] == "starting"
