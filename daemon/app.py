@@ -27,11 +27,14 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from ohsync.daemon.config import Config
+from ohsync.daemon.filing_service import FilingService, FilingUnavailable
 from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketInUse, SocketServer
 from ohsync.daemon.status import StatusModel, iso_time
 from ohsync.daemon.watcher import Watcher
 from ohsync.daemon.worker import Session, SessionFactory, SyncWorker
 from ohsync.engine.errors import OhsyncError
+from ohsync.engine.filing import FilingResult
+from ohsync.engine.filing_rules import RuleError, parse_dest, parse_rules
 
 __all__ = ["AlreadyRunning", "Daemon", "display_available"]
 
@@ -110,15 +113,37 @@ class Daemon:
                                  publish=self.server.publish, on_ready=self._on_ready,
                                  on_fatal=self._on_fatal, before_pass=self._check_watcher)
         self.status.add_listener(lambda st: self.server.publish({"type": "status", "status": st}))
+        self.filing, self._filing_problem = self._make_filing_service()
+
+    def _make_filing_service(self) -> tuple[FilingService | None, str]:
+        """The drop-folder service, or None with the reason it is off."""
+        drop = self.cfg.filing.drop_dir
+        mirror = self.cfg.mirror.local
+        if drop == mirror or mirror in drop.parents or drop in mirror.parents:
+            reason = (f"filing is off: the drop folder {drop} overlaps the mirror {mirror}; "
+                      "set another [filing] drop_dir")
+            log.error("%s", reason)
+            return None, reason
+        try:
+            parse_rules(list(self.cfg.filing.rules))
+            parse_dest(self.cfg.filing.default)
+        except RuleError as exc:
+            reason = f"filing is off: {exc}"
+            log.error("%s", reason)
+            return None, reason
+        self.status.update(drop_dir=str(drop))
+        return FilingService(drop, self.worker.submit, self._on_filed), ""
+
+    def _on_filed(self, result: FilingResult) -> None:
+        """Announce a filing outcome (socket event, activity, status)."""
+        self.server.publish({"type": "filed", **result.as_dict()})
+        self.worker.note_activity(result.source, "file", result.status, result.message)
+        if self.filing is not None:
+            self.status.update(filing=self.filing.status())
 
     # ----------------------------------------------------------------- socket methods
 
     def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
-        def not_yet(name: str) -> Callable[[dict[str, Any]], Any]:
-            def handler(params: dict[str, Any]) -> Any:
-                raise CannotNow(f"`{name}` is not available in this version of ohsync")
-            return handler
-
         return {
             "status": lambda p: self.status.status(),
             "refresh": self._refresh,
@@ -130,14 +155,32 @@ class Daemon:
             "wait": self._wait,
             "shutdown": self._shutdown,
             "ping": lambda p: {"pid": os.getpid(), "protocol": 1},
-            "file": not_yet("file"),
-            "confirm_deletes": not_yet("confirm_deletes"),
-            "resync": not_yet("resync"),
+            "file": self._file,
+            "confirm_deletes": lambda p: {"confirmed": self.worker.confirm_deletes()},
+            "resync": self._resync,
         }
 
     def _refresh(self, params: dict[str, Any]) -> dict[str, Any]:
         self.worker.refresh()
+        if self.filing is not None:
+            self.filing.retry_held()
         return {"queued": True}
+
+    def _resync(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.worker.resync()
+        return {"queued": True}
+
+    def _file(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        paths = params.get("paths")
+        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and os.path.isabs(p) for p in paths):
+            raise InvalidParams("`paths` must be a non-empty list of absolute paths")
+        if self.filing is None:
+            raise CannotNow(self._filing_problem or "filing is not available")
+        try:
+            results = self.filing.file_now(paths)
+        except FilingUnavailable as exc:
+            raise CannotNow(str(exc)) from None
+        return [r.as_dict() for r in results]
 
     def _pause(self, params: dict[str, Any]) -> dict[str, Any]:
         self.worker.pause()
@@ -162,10 +205,23 @@ class Daemon:
     # ----------------------------------------------------------------- worker hooks
 
     def _on_ready(self, session: Session) -> None:
-        """The engine is open: remember it and watch its folder."""
+        """The engine is open: remember it, watch its folder, attach filing."""
         self._engine = session.engine
         self._root = Path(getattr(session, "local_root", self.cfg.mirror.local))
         self._check_watcher()
+        if self.filing is not None and hasattr(session, "library_id"):
+            from ohsync.engine.filing import Filer
+
+            self.filing.attach(Filer(session.engine, self.cfg.filing.drop_dir, list(self.cfg.filing.rules),
+                                     self.cfg.filing.default,
+                                     self.cfg.mirror_state_dir(session.library_id) / "filing.db"))
+            if not self.filing.is_alive():
+                try:
+                    self.filing.start()
+                except OSError as exc:
+                    log.error("cannot watch the drop folder %s (%s); `ohsync file` still works",
+                              self.cfg.filing.drop_dir, exc.strerror or exc)
+            self.status.update(filing=self.filing.status())
 
     def _check_watcher(self) -> None:
         """Start the watcher, or restart one that died (its folder vanished and came back).
@@ -316,6 +372,8 @@ class Daemon:
         self.status.update(phase="stopping")
         if self._watcher is not None:
             self._watcher.stop()
+        if self.filing is not None:
+            self.filing.stop()
         if not self.worker.shutdown(timeout=120):
             log.warning("the sync worker did not finish within 120 s; exiting anyway")
         self.server.stop()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -243,6 +244,26 @@ def cmd_activity(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_file(args: argparse.Namespace) -> int:
+    paths = [os.path.abspath(os.path.expanduser(p)) for p in args.paths]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise UsageError(f"no such file: {missing[0]}")
+    results = _client(args, timeout=args.timeout).call("file", {"paths": paths}, timeout=args.timeout)
+    ok = True
+    for r in results:
+        print(r.get("message") or f"{r.get('source')}: {r.get('status')}")
+        ok = ok and r.get("status") in ("filed", "duplicate")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def cmd_confirm_deletes(args: argparse.Namespace) -> int:
+    result = _client(args).call("confirm_deletes")
+    held = int(result.get("confirmed", 0))
+    print(f"Carrying out {held} held deletion(s) now." if held else "No deletions were held.")
+    return EXIT_OK
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
     client = _client(args)
     client.call("shutdown")
@@ -302,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("activity", cmd_activity, "show recent sync activity")
     sp.add_argument("--limit", type=int, default=50)
     sp.add_argument("--json", action="store_true")
+    sp = add("file", cmd_file, "file documents into /Files/ (as if dropped into the drop folder)")
+    sp.add_argument("paths", nargs="+", metavar="PATH")
+    sp.add_argument("--timeout", type=float, default=600.0, metavar="S")
+    add("confirm-deletes", cmd_confirm_deletes, "carry out deletions held by the safety valve")
+    add("resync", _simple("resync", "Resyncing: both sides are compared afresh; nothing is deleted."),
+        "forget the sync history and reconcile both sides again (deletes nothing)")
     sp = add("stop", cmd_stop, "stop the daemon")
     sp.add_argument("--timeout", type=float, default=130.0, metavar="S")
     sp = add("demo", cmd_demo, "try ohsync against a local test server with a sample library")

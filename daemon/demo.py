@@ -43,6 +43,14 @@ def _start_devserver(data_dir: Path) -> Any:
     return started if started is not None else srv
 
 
+def _command_name() -> str:
+    """How the person can call ohsync from another terminal."""
+    if shutil.which("ohsync"):
+        return "ohsync"
+    script = Path(sys.argv[0])
+    return shlex.quote(str(script.resolve())) if script.name == "ohsync" else f"{shlex.quote(sys.executable)} -m ohsync.daemon.cli"
+
+
 def run_demo(*, seconds: float | None = None, directory: str | None = None, tray: bool = True,
              poll_interval: float = 2.0, verbose: bool = False) -> int:
     """Run the demo; returns the exit code."""
@@ -55,6 +63,7 @@ def run_demo(*, seconds: float | None = None, directory: str | None = None, tray
     base = Path(directory).expanduser().resolve() if directory else Path(tempfile.mkdtemp(prefix="ohsync-demo-"))
     base.mkdir(parents=True, exist_ok=True)
     mirror = base / "OH-Memory"
+    drop = base / "OH-Drop"
     config_file = base / "config.toml"
     socket_path = base / "ohsync.sock"
     if len(os.fsencode(socket_path)) > 100:  # AF_UNIX paths are short
@@ -74,10 +83,12 @@ def run_demo(*, seconds: float | None = None, directory: str | None = None, tray
             "server": srv.url, "username": DEMO_USER, "poll_interval": poll_interval,
             "state_dir": str(base / "state"), "socket": str(socket_path),
             "mirror": [{"library": "OH-Memory", "remote": "/", "local": str(mirror)}],
+            "filing": {"drop_dir": str(drop), "default": "/Files/_inbox/",
+                       "rules": [{"match": "*.pdf", "dest": "/Files/downloads/{yyyy}-{mm}/"}]},
         }), encoding="utf-8")
         cfg = load_config(config_file)
         setup_logging(cfg.log_dir, verbose=verbose, stderr=verbose)
-        env = f"OHSYNC_SOCKET={shlex.quote(str(socket_path))}"
+        env = f"OHSYNC_SOCKET={shlex.quote(str(socket_path))} {_command_name()}"
         print(f"""ohsync demo
   server:  {srv.url}  (a local test server; user {DEMO_USER}, password {DEMO_PASSWORD})
   library: OH-Memory
@@ -87,9 +98,11 @@ def run_demo(*, seconds: float | None = None, directory: str | None = None, tray
 Try:
   • edit a file there, e.g.
       echo '- [demo] 2026-10-31 21:00 在本地加了一行 #演示' >> {shlex.quote(str(mirror / 'journal' / '2026-10.md'))}
-    and watch it reach the server: {env} ohsync activity
-  • {env} ohsync status
-  • {env} ohsync pause / resume / conflicts / stop
+    and watch it reach the server: {env} activity
+  • drop a document into {shlex.quote(str(drop))}: it is filed into /Files/ with a summary sidecar
+    and a journal line (PDFs go to /Files/downloads/<year>-<month>/)
+  • {env} status
+  • {env} pause / resume / conflicts / stop
 Press Ctrl-C to stop{'' if seconds is None else f' (stops by itself after {seconds:g} s)'}.
 """, flush=True)
         daemon = Daemon(cfg, tray=tray and display_available())

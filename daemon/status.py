@@ -74,6 +74,8 @@ class Snapshot:
     current_path: str | None = None
     requests: int = 0
     polls: int = 0
+    drop_dir: str | None = None
+    filing: dict[str, Any] | None = None
     now: float = field(default_factory=time.time)
 
 
@@ -139,6 +141,8 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "watcher": s.watcher_alive,
         "errors": s.errors,
         "polls": s.polls,
+        "drop_dir": s.drop_dir,
+        "filing": copy.deepcopy(s.filing),
     }
 
 

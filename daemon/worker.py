@@ -36,7 +36,7 @@ from ohsync.engine.errors import (
 )
 from ohsync.engine.events import SyncEvent, SyncReport
 
-__all__ = ["Session", "SessionFactory", "FatalError", "ShutdownRequested", "Scheduler", "SyncWorker", "backoff_delay"]
+__all__ = ["Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +52,6 @@ class Session(Protocol):
 
 #: ``open_session(on_event)`` opens the engine for the mirror; called in the worker thread.
 SessionFactory = Callable[[Callable[[SyncEvent], None]], Session]
-
-
-class ShutdownRequested(BaseException):
-    """Raised from the engine's event callback after a file finished, once shutdown
-    was requested: the pass ends between two files (a BaseException, so the
-    engine's per-path error handling does not swallow it).  Stopping there is
-    no worse than a crash after that file, which the engine must survive anyway."""
 
 
 class FatalError(OhsyncError):
@@ -234,6 +227,39 @@ class SyncWorker:
         drop-folder filing that need the engine's thread)."""
         self._queue.put(("call", fn))
 
+    def note_activity(self, path: str, action: str, result: str, message: str = "") -> None:
+        """Add an item to the activity list (e.g. a filing outcome)."""
+        item = {"time": iso_time(time.time()), "path": path, "action": action, "result": result}
+        if message:
+            item["message"] = message
+        with self._lock:
+            self._activity.append(item)
+
+    def confirm_deletes(self) -> int:
+        """Let the held deletes through on the next pass; returns how many are held now."""
+        held = int(self._status.get("held_deletes"))
+
+        def job() -> None:
+            if self._session is not None:
+                self._session.engine.confirm_deletes()
+                self.post_dirty([], full_scan=True)
+        self.submit(job)
+        self.refresh()
+        return held
+
+    def resync(self) -> None:
+        """Forget what both sides last agreed on and reconcile everything again.
+
+        Nothing is deleted by a resync: files on one side only are copied to
+        the other, different versions are merged or archived as conflicts.
+        """
+        def job() -> None:
+            if self._session is not None:
+                self._session.engine.reset_state()
+                self.post_dirty([], full_scan=True)
+        self.submit(job)
+        self.refresh()
+
     def wait(self, timeout: float) -> tuple[bool, str]:
         """Block until everything on disk now is synced and verified.
 
@@ -366,16 +392,26 @@ class SyncWorker:
             return
         if self._session is None and not self._open():
             return
-        if self._work or self._work.tickets:
-            self._maintain()
-            self._pass()
-            self._maintain()
+        # submitted jobs first: a confirm or a resync must shape the pass that follows
         calls, self._calls = self._calls, []
         for fn in calls:
             try:
                 fn()
             except Exception:  # noqa: BLE001 - a helper's failure must not stop syncing
                 log.exception("a job submitted to the sync worker failed")
+        self._drain()
+        if self._work or self._work.tickets:
+            self._maintain()
+            self._pass()
+            self._maintain()
+
+    def _drain(self) -> None:
+        """Take in messages the jobs just queued (e.g. a full scan after a resync)."""
+        while True:
+            try:
+                self._handle(self._queue.get_nowait())
+            except queue.Empty:
+                return
 
     def _maintain(self) -> None:
         try:
@@ -426,15 +462,8 @@ class SyncWorker:
         self._status.update(syncing=True, pending_up=len(work.dirty))
         started = time.time()
         try:
-            report: SyncReport = self._session.engine.sync(paths, check_remote=work.check_remote)
-        except ShutdownRequested:
-            log.info("stopped between two files for shutdown; the rest syncs on the next start")
-            self._status.update(syncing=False, transfer=None, current_path=None)
-            self._finish_tickets(False, "ohsync is shutting down")
-            for t in work.tickets:
-                t.synced, t.message = False, "ohsync is shutting down"
-                t.done.set()
-            return
+            report: SyncReport = self._session.engine.sync(paths, check_remote=work.check_remote,
+                                                           should_stop=self._shutdown.is_set)
         except BaseException as exc:  # noqa: BLE001 - classified in _failed
             # keep the work for the retry, together with anything that arrived meanwhile
             self._work.dirty |= work.dirty
@@ -448,6 +477,14 @@ class SyncWorker:
             self._finish_tickets(False, message)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
+            return
+        if report.interrupted:
+            log.info("stopped between two files for shutdown; the rest syncs on the next start")
+            self._status.update(syncing=False, transfer=None, current_path=None)
+            self._finish_tickets(False, "ohsync is shutting down")
+            for t in work.tickets:
+                t.synced, t.message = False, "ohsync is shutting down"
+                t.done.set()
             return
         self._attempt = 0
         self._retry |= {p for p, _ in report.errors}
@@ -517,12 +554,21 @@ class SyncWorker:
             conflicts = [c.as_dict() for c in engine.conflicts()]
             damaged = [{"path": p, "reason": r} for p, r in engine.damaged()]
             skipped = list(engine.skipped())
+            held = list(engine.held_deletes()) if hasattr(engine, "held_deletes") else []
         except Exception:  # noqa: BLE001 - status must not die on a read
             log.exception("reading conflicts/damaged from the engine failed")
             return
         with self._lock:
             self._conflicts, self._damaged = conflicts, damaged
-        self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped))
+        was_held = self._status.get("held_deletes")
+        self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
+                            held_deletes=len(held))
+        if held and not was_held:
+            sides = sorted({side for _, side in held})
+            message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "
+                       "the safety limit; run `ohsync confirm-deletes` to carry them out, or restore the files")
+            log.warning("%s", message)
+            self._publish({"type": "error", "kind": "held_deletes", "count": len(held), "message": message})
 
     # ----------------------------------------------------------------- engine events
 
@@ -547,5 +593,3 @@ class SyncWorker:
         elif event.kind == "synced":
             self._publish({"type": "synced", "path": event.path, "action": event.action,
                            "direction": event.direction})
-            if self._shutdown.is_set():
-                raise ShutdownRequested()

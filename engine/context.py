@@ -31,6 +31,7 @@ class EngineOptions:
         again after an upload and compared by sha1 (DESIGN §5 step 3).
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
+    :ivar backup_days: backups older than this many days are pruned.
     :ivar max_delete_files/max_delete_percent: the mass-delete safety valve:
         deletes on one side beyond the smaller of the two are held.
     """
@@ -42,6 +43,7 @@ class EngineOptions:
     max_attempts: int = 4
     max_delete_files: int = 50
     upload_chunk: int = 8 * 1024 * 1024
+    backup_days: int = 30
     max_delete_percent: float = 25.0
 
 

@@ -75,6 +75,7 @@ class SyncReport:
     :ivar moved: ``(old path, new path)`` moves carried to the other side.
     :ivar held_deletes: ``(path, side)`` deletes held by the safety valve.
     :ivar requests: HTTP requests made during the pass.
+    :ivar interrupted: the caller asked the pass to stop between two files.
     """
 
     remote_changed: bool = False
@@ -90,6 +91,7 @@ class SyncReport:
     held_deletes: list[tuple[str, str]] = field(default_factory=list)
     moved: list[tuple[str, str]] = field(default_factory=list)
     requests: int = 0
+    interrupted: bool = False
 
     @property
     def transferred(self) -> int:

@@ -23,7 +23,7 @@ from .ignore import TEMP_PREFIX, IgnoreRules
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "backup_file", "check_root", "is_regular", "local_errors"]
+           "atomic_write", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors"]
 
 Fingerprint = tuple[int, int, int]
 
@@ -181,6 +181,26 @@ def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src, dest)
     return dest
+
+
+def prune_backups(backup_root: Path, keep_days: int, today: datetime | None = None) -> int:
+    """Delete dated backup folders older than ``keep_days`` days.
+
+    :returns: how many day folders were removed.
+    """
+    if not backup_root.is_dir():
+        return 0
+    today = today or datetime.now(timezone.utc)
+    removed = 0
+    for day in backup_root.iterdir():
+        try:
+            stamp = datetime.strptime(day.name, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue  # not ours
+        if (today - stamp).days > keep_days:
+            shutil.rmtree(day, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def is_regular(path: Path) -> bool:

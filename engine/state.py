@@ -170,6 +170,16 @@ class StateStore:
                 removed += 1
         return removed
 
+    def forget_sync_history(self) -> None:
+        """Drop every base, the snapshot and the head (for a resync).
+
+        Conflicts and issues are kept; base blobs are pruned later.
+        """
+        with self.transaction():
+            self._db.execute("DELETE FROM base")
+            self._db.execute("DELETE FROM remote")
+            self._db.execute("DELETE FROM meta WHERE key IN ('head', 'root_oid')")
+
     # -- remote snapshot --------------------------------------------------
     def remote_snapshot(self) -> dict[str, RemoteEntry]:
         """The last listing, keyed by rel path (entries carry rel paths too)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from .context import EngineOptions, MirrorContext
 from .errors import LibraryNotFound, LocalError, NotFoundError, QuotaError, RemoteOperationError
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .ignore import IgnoreRules
-from .localfs import LocalFile, check_root, hash_file, scan_tree, stat_fingerprint
+from .localfs import LocalFile, check_root, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
 from .paths import name_problem, normalize_rel
 from .reconcile import Action, Side, decide
@@ -93,6 +94,7 @@ class SyncEngine:
         self.state = state
         self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent)
         self._skipped_local: list[tuple[str, str]] = []
+        self._pruned_on = ""
         self._skipped_remote: list[tuple[str, str]] = []
 
     # -- queries for the daemon ----------------------------------------
@@ -116,6 +118,14 @@ class SyncEngine:
         """Let the next pass carry out the held deletes; returns how many."""
         return self.valve.confirm()
 
+    def reset_state(self) -> None:
+        """Forget the sync history (``ohsync resync``): the next pass treats
+        every path as new on both sides, so nothing is deleted: equal files
+        are adopted, one-sided files copied, different ones merged against an
+        empty base or archived as conflict copies."""
+        self.state.forget_sync_history()
+        self.ctx.snapshot = {}
+
     def is_ignored(self, rel_path: str) -> bool:
         """True when ``rel_path`` is never synced (ignore rules, temp files)."""
         return self.ignore.match(rel_path)
@@ -132,12 +142,16 @@ class SyncEngine:
         return rel_s
 
     # -- one pass ---------------------------------------------------------
-    def sync(self, local_paths: Iterable[str] | None = None, *, check_remote: bool = True) -> SyncReport:
+    def sync(self, local_paths: Iterable[str] | None = None, *, check_remote: bool = True,
+             should_stop: Callable[[], bool] | None = None) -> SyncReport:
         """Run one pass.
 
         :param local_paths: rel paths the watcher saw change; None = scan
             the whole mirror (stat only; changed files are hashed).
         :param check_remote: look for remote changes (head commit first).
+        :param should_stop: asked between two files; when it answers True the
+            pass ends there (``report.interrupted``), the rest waits for the
+            next pass.  A file operation is never cut in the middle.
         :returns: what the pass did.
         :raises MirrorMissingError: the mirror root is gone (nothing done).
         :raises AuthError, NetworkError, ServerError, ThrottledError,
@@ -155,6 +169,7 @@ class SyncEngine:
             self._check_remote(report)
         try:
             if local_paths is None:
+                self._prune_backups()
                 local, self._skipped_local = scan_tree(self.local_root, self.ignore)
                 candidates = set(local) | set(bases) | set(self.ctx.snapshot)
             else:
@@ -177,15 +192,27 @@ class SyncEngine:
             plans, moves = pair_moves(self.ctx, plans)
             for old, new in moves:
                 self._run_move(old, new, report)
-            plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report)
+            plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
+                                      None if local_paths is None else candidates)
             plans = self._bulk_pull(plans, report)
             for plan in plans:
+                if should_stop is not None and should_stop():
+                    report.interrupted = True
+                    break
                 self._run(plan, report)
             self._finish_dir_deletes(dir_deletes, report)
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
         return report
+
+    def _prune_backups(self) -> None:
+        """Drop backups past their retention, at most once a day."""
+        today = time.strftime("%Y-%m-%d")
+        if self.options.backup_dir is None or self._pruned_on == today:
+            return
+        self._pruned_on = today
+        prune_backups(self.options.backup_dir, self.options.backup_days)
 
     def _check_remote(self, report: SyncReport) -> None:
         scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root,

@@ -71,10 +71,13 @@ class DeleteValve:
         self._confirmed = True
         return len(self._held)
 
-    def filter(self, plans: list[Plan], tracked: int, report: Any) -> list[Plan]:
+    def filter(self, plans: list[Plan], tracked: int, report: Any,
+               considered: set[str] | None = None) -> list[Plan]:
         """Drop held deletes from ``plans``; record them on ``report.held_deletes``.
 
         :param tracked: files in the mirror's base (the 100 % of the limit).
+        :param considered: the paths this pass looked at; deletes held
+            earlier for other paths stay held (None: all paths were looked at).
         """
         now = self._clock()
         keep: list[Plan] = []
@@ -102,6 +105,8 @@ class DeleteValve:
             self._confirmed = False
             for window in self._recent.values():
                 window.clear()
+        elif considered is not None:
+            held = [h for h in self._held if h[0] not in considered] + held
         self._held = held
         report.held_deletes = list(held)
         return keep

@@ -44,6 +44,7 @@ class Env:
             "PYTHON_KEYRING_BACKEND": KEYRING_BACKEND,
             "OHSYNC_KEYRING_FILE": str(self.keyring_file),
             "OHSYNC_CONFIG": str(self.config),
+            "HOME": str(self.root / "home"),
             "XDG_CONFIG_HOME": str(self.root / "xdg-config"),
             "XDG_STATE_HOME": str(self.root / "xdg-state"),
             "XDG_DATA_HOME": str(self.root / "xdg-data"),
@@ -103,7 +104,8 @@ class FakeEngine:
     per_file_delay: float = 0.0
     finished: list[str] = field(default_factory=list)
 
-    def sync(self, local_paths: Any = None, *, check_remote: bool = True) -> SyncReport:
+    def sync(self, local_paths: Any = None, *, check_remote: bool = True,
+             should_stop: Any = None) -> SyncReport:
         paths = None if local_paths is None else tuple(local_paths)
         self.calls.append((paths, check_remote))
         self.called.set()
@@ -114,6 +116,9 @@ class FakeEngine:
         report = SyncReport(requests=1 if check_remote else 0)
         files = list(paths) if paths is not None else list(self.initial_files)
         for p in files:
+            if should_stop is not None and should_stop():  # as the engine: between two files
+                report.interrupted = True
+                break
             time.sleep(self.per_file_delay)
             self.finished.append(p)
             if self.on_event:
