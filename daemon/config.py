@@ -109,9 +109,9 @@ class Config:
     state_dir_explicit: bool = False
     socket: Path = field(default_factory=default_socket_path)
     create_library: bool = False
-    mirrors: tuple[MirrorConfig, ...] = (MirrorConfig(),)
-    safety: SafetyConfig = SafetyConfig()
-    filing: FilingConfig = FilingConfig()
+    mirrors: tuple[MirrorConfig, ...] = field(default_factory=lambda: (MirrorConfig(),))
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    filing: FilingConfig = field(default_factory=FilingConfig)
     log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
     warnings: tuple[str, ...] = ()
 
