@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 from .context import MirrorContext
-from .errors import LocalError, NotFoundError
+from .errors import LocalError
 from .events import SyncEvent
 from .filing_jobs import FilingJob, JobStore
 from .filing_journal import BEIJING, append_line, has_line, journal_line, new_journal
 from .filing_summary import sidecar_text
 from .ids import file_hashes, seafile_file_id
-from .ignore import TEMP_PREFIX
-from .localfs import atomic_write, backup_file, stat_fingerprint
+from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
 from .merge import is_text
 from .models import RemoteEntry
 from .state import Base
-from .transfer import pull, push
+from .transfer import current_remote, pull, push
 
 __all__ = ["add_journal_line", "move_into_mirror", "persist_snapshot", "record_base", "remote_entry",
            "source_unchanged", "write_sidecar"]
@@ -34,13 +32,8 @@ __all__ = ["add_journal_line", "move_into_mirror", "persist_snapshot", "record_b
 log = logging.getLogger("ohsync.filing")
 
 
-def remote_entry(ctx: MirrorContext, rel: str) -> RemoteEntry | None:
-    """The server's current entry of file ``rel`` (``file/detail``), or None."""
-    try:
-        detail = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(rel))
-    except NotFoundError:
-        return None
-    return RemoteEntry(rel, False, detail.id, detail.size, detail.mtime)
+#: The server's entry of file ``rel`` now (``file/detail``), or None.
+remote_entry = current_remote
 
 
 def persist_snapshot(ctx: MirrorContext) -> None:
@@ -172,22 +165,15 @@ def move_file(source: Path, target: Path) -> None:
     except OSError as exc:
         if exc.errno != 18:  # EXDEV
             raise
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
-    try:
-        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-            while chunk := src.read(1024 * 1024):
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
+    with temp_beside(target) as (out, tmp), open(source, "rb") as src:
+        while chunk := src.read(1024 * 1024):
+            out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
         st = os.stat(source)
         os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        out.close()
         os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
     source.unlink()
 
 

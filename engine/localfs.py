@@ -13,9 +13,12 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import LocalError, MirrorMissingError
 from .ids import file_hashes
@@ -23,7 +26,7 @@ from .ignore import TEMP_PREFIX, IgnoreRules
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors"]
+           "atomic_write", "temp_beside", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors"]
 
 Fingerprint = tuple[int, int, int]
 
@@ -127,25 +130,42 @@ def hash_file(path: Path) -> tuple[str, str, int, Fingerprint]:
     return sha1, fid, size, after
 
 
+@contextmanager
+def temp_beside(target: Path) -> Iterator[tuple[BinaryIO, Path]]:
+    """A temp file in ``target``'s folder, named so the watcher ignores it.
+
+    Yields ``(open binary file, temp path)``.  The file is fsynced and
+    closed when the block ends; if the block raises, the temp file is
+    removed.  The caller renames it over ``target`` (``os.replace``) inside
+    the block or after it.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "w+b") as fh:
+            yield fh, tmp
+            if not fh.closed:
+                fh.flush()
+                os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Fingerprint:
     """Write ``data`` to ``target`` atomically; returns the new fingerprint.
 
     Temp file in the same folder (ignored by the watcher), fsync, optional
     mtime (seconds), ``os.replace``, fsync of the folder.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+    with temp_beside(target) as (fh, tmp):
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
         if mtime is not None and mtime > 0:
             os.utime(tmp, (mtime, mtime))
         os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     _fsync_dir(target.parent)
     return stat_fingerprint(os.stat(target))
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,14 +23,13 @@ from .context import MirrorContext
 from .errors import LocalError, NotFoundError
 from .events import ConflictRecord, SyncEvent
 from .ids import file_hashes, seafile_file_id, sha1_bytes
-from .ignore import TEMP_PREFIX
-from .localfs import atomic_write, backup_file, stat_fingerprint
+from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
 from .merge import is_text, merge_versions
 from .models import RemoteEntry
 from .paths import parent_rel
 from .state import Base
 
-__all__ = ["PushOutcome", "LocalChanged", "pull", "push", "adopt", "ensure_remote_dir"]
+__all__ = ["PushOutcome", "LocalChanged", "pull", "push", "adopt", "ensure_remote_dir", "current_remote"]
 
 
 class LocalChanged(LocalError):
@@ -100,20 +98,18 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     :raises RemoteError: from the client.
     """
     target = ctx.local_path(rel_path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
-    try:
-        with os.fdopen(fd, "w+b") as fh:
-            def progress(done: int, total: int) -> None:
-                ctx.emit(SyncEvent("transfer", rel_path, "down", done=done, total=total))
-            file_id = ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(rel_path), fh,
-                                                    progress=progress)
-            fh.flush()
-            os.fsync(fh.fileno())
-            fh.seek(0)
-            sha1, _, size = file_hashes(fh)
-            fh.seek(0)
-            text = fh.read() if size <= ctx.options.readback_full_limit * 4 else None
+    with temp_beside(target) as (fh, tmp):
+        def progress(done: int, total: int) -> None:
+            ctx.emit(SyncEvent("transfer", rel_path, "down", done=done, total=total))
+        file_id = ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(rel_path), fh,
+                                                progress=progress)
+        fh.flush()
+        os.fsync(fh.fileno())
+        fh.seek(0)
+        sha1, _, size = file_hashes(fh)
+        fh.seek(0)
+        text = fh.read() if size <= ctx.options.readback_full_limit * 4 else None
+        fh.close()
         if remote.mtime > 0:
             os.utime(tmp, (remote.mtime, remote.mtime))
         if not _local_unchanged(ctx, rel_path, expected):
@@ -121,12 +117,6 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
         if expected is not None and ctx.options.backup_dir is not None:
             backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
         os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
     fp = stat_fingerprint(os.stat(target))
     base = Base(rel_path, False, sha1, file_id or remote.id, *fp)
     ctx.state.set_base(base, text if text is not None and is_text(text) else None)
@@ -154,7 +144,8 @@ def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
             ctx.snapshot[sub] = RemoteEntry(sub, True, "")
 
 
-def _current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
+def current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
+    """The server's entry of file ``rel_path`` now (``GET …/file/detail/``), or None."""
     try:
         detail = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(rel_path))
     except NotFoundError:
@@ -187,7 +178,7 @@ class _Raced(Exception):
 
 def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str) -> bool:
     """DESIGN §5 step 3: is what the server holds now exactly what we wrote?"""
-    current = _current_remote(ctx, rel_path)
+    current = current_remote(ctx, rel_path)
     if current is None or current.id != uploaded_id:
         return False
     if len(data) <= ctx.options.readback_full_limit:
@@ -237,7 +228,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
         if attempt:
             time.sleep(random.uniform(0.05, 0.3) * attempt)  # jitter against a racing writer
         ours, fp = _read_local(ctx, rel_path)
-        remote = _current_remote(ctx, rel_path)
+        remote = current_remote(ctx, rel_path)
         ours_id = seafile_file_id(ours)
         if remote is not None and remote.id == ours_id:
             _record_base(ctx, rel_path, ours, remote.id, fp)  # already there

@@ -13,19 +13,17 @@ state says the partial upload was of exactly this content.
 from __future__ import annotations
 
 import os
-import tempfile
 from datetime import datetime, timezone
 
 from .conflict_names import conflict_copy_path
 from .context import MirrorContext
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
-from .ignore import TEMP_PREFIX
-from .localfs import hash_file, stat_fingerprint
+from .localfs import hash_file, stat_fingerprint, temp_beside
 from .models import RemoteEntry
 from .paths import from_remote, parent_rel
 from .state import Base
-from .transfer import LocalChanged, PushOutcome, _current_remote, ensure_remote_dir
+from .transfer import LocalChanged, PushOutcome, current_remote, ensure_remote_dir
 
 __all__ = ["LARGE_FILE", "push_large"]
 
@@ -43,20 +41,12 @@ def _archive_remote(ctx: MirrorContext, rel_path: str, remote: RemoteEntry) -> C
     stored_rel = from_remote(ctx.remote_root, moved) or copy_rel
     ctx.snapshot.pop(rel_path, None)
     target = ctx.local_path(stored_rel)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            file_id = ctx.client.download_resumable(ctx.repo_id, moved, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+    with temp_beside(target) as (fh, tmp):
+        file_id = ctx.client.download_resumable(ctx.repo_id, moved, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+        fh.close()
         os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
     sha1, _, size, fp = hash_file(target)
     ctx.state.set_base(Base(stored_rel, False, sha1, file_id, *fp))
     ctx.snapshot[stored_rel] = RemoteEntry(stored_rel, False, file_id, size, remote.mtime)
@@ -77,7 +67,7 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
     conflict: ConflictRecord | None = None
     for _ in range(ctx.options.max_attempts):
         sha1, fid, size, fp = hash_file(path)
-        remote = _current_remote(ctx, rel_path)
+        remote = current_remote(ctx, rel_path)
         if remote is not None and remote.id == fid:
             ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
             ctx.snapshot[rel_path] = remote
@@ -103,7 +93,7 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
         if result.path != ctx.remote_path(rel_path):
             ctx.client.delete(ctx.repo_id, result.path)  # raced with a new remote file: merge next round
             continue
-        current = _current_remote(ctx, rel_path)
+        current = current_remote(ctx, rel_path)
         if current is not None and current.id == result.id == fid:
             ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
             ctx.snapshot[rel_path] = current

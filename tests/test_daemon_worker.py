@@ -129,7 +129,7 @@ def test_fatal_open_error(tmp_path: Path) -> None:
 
 
 def _config(isolated_env, tmp_path: Path, **extra) -> Path:
-    lines = [f'server = "http://127.0.0.1:9"', 'username = "u@x"', "poll_interval = 0.5",
+    lines = ['server = "http://127.0.0.1:9"', 'username = "u@x"', "poll_interval = 0.5",
              f'state_dir = "{tmp_path}/state"', "[[mirror]]", f'local = "{tmp_path}/mirror"']
     isolated_env.config.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return isolated_env.config
