@@ -587,7 +587,8 @@ class SyncWorker:
             self._activity.append(item)
         self._status.update(transfer=None, current_path=event.path)
         if event.kind == "conflict":
-            self._publish({"type": "conflict", "path": event.path, "message": event.message})
+            self._publish({"type": "conflict", "path": event.path, "archived": event.action,
+                           "message": event.message})
         elif event.kind == "error":
             self._publish({"type": "error", "path": event.path, "message": event.message})
         elif event.kind == "synced":

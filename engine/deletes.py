@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 from .conflict_names import _fit, _split
 from .context import MirrorContext
+from .crashpoints import reach
 from .errors import NotFoundError
 from .localfs import backup_file, stat_fingerprint
 from .models import RemoteEntry
@@ -60,6 +61,7 @@ def delete_local(ctx: MirrorContext, rel_path: str, expected: tuple[int, int, in
         raise LocalChanged(f"{rel_path} changed locally; keeping it", path=rel_path)
     if ctx.options.backup_dir is not None:
         backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
+    reach("delete.local_backed_up")
     path.unlink()
     ctx.state.delete_base(rel_path)
 
@@ -102,5 +104,6 @@ def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
     moved_rel = moved[len(ctx.remote_path("")):].lstrip("/") if ctx.remote_root.strip("/") else moved.lstrip("/")
     ctx.snapshot.pop(rel_path, None)
     ctx.snapshot[moved_rel] = RemoteEntry(moved_rel, False, current.id, current.size, current.mtime)
+    reach("delete.remote_trashed")
     ctx.state.delete_base(rel_path)
     return moved_rel

@@ -15,6 +15,7 @@ import os
 from collections import Counter
 
 from .context import MirrorContext
+from .crashpoints import reach
 from .localfs import hash_file, stat_fingerprint
 from .models import EMPTY_ID, RemoteEntry
 from .paths import parent_rel
@@ -89,6 +90,7 @@ def move_remote(ctx: MirrorContext, old: Plan, new: Plan) -> None:
         raise LocalChanged(f"the server stored {new.rel} as {src}; re-planning", path=new.rel)
     ctx.snapshot.pop(old.rel, None)
     ctx.snapshot[new.rel] = RemoteEntry(new.rel, False, current.id, current.size, current.mtime)
+    reach("move.remote_done")
     _move_base(ctx, base, new.rel, new.fp)
 
 
@@ -103,6 +105,7 @@ def move_local(ctx: MirrorContext, old: Plan, new: Plan) -> None:
         raise LocalChanged(f"{old.rel} changed locally; not moving it", path=old.rel)
     dst.parent.mkdir(parents=True, exist_ok=True)
     os.rename(src, dst)
+    reach("move.local_done")
     _move_base(ctx, old.base, new.rel, stat_fingerprint(os.stat(dst)), new.remote.id)
 
 

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from .conflict_names import conflict_copy_path, origin_of
+from .conflict_names import CONFLICT_DIR, conflict_copy_path, origin_of
+from .crashpoints import reach
 from .context import MirrorContext
 from .errors import LocalError, NotFoundError
 from .events import ConflictRecord, SyncEvent
@@ -26,7 +27,7 @@ from .ids import file_hashes, seafile_file_id, sha1_bytes
 from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
 from .merge import is_text, merge_versions
 from .models import RemoteEntry
-from .paths import parent_rel
+from .paths import from_remote, parent_rel
 from .state import Base
 
 __all__ = ["PushOutcome", "LocalChanged", "pull", "push", "adopt", "ensure_remote_dir", "current_remote"]
@@ -112,11 +113,13 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
         fh.close()
         if remote.mtime > 0:
             os.utime(tmp, (remote.mtime, remote.mtime))
+        reach("pull.downloaded")
         if not _local_unchanged(ctx, rel_path, expected):
             raise LocalChanged(f"{rel_path} changed while downloading; re-planning", path=rel_path)
         if expected is not None and ctx.options.backup_dir is not None:
             backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
         os.replace(tmp, target)
+    reach("pull.replaced")
     fp = stat_fingerprint(os.stat(target))
     base = Base(rel_path, False, sha1, file_id or remote.id, *fp)
     ctx.state.set_base(base, text if text is not None and is_text(text) else None)
@@ -189,26 +192,42 @@ def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str)
     return True
 
 
+def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str) -> str | None:
+    """A conflict copy of ``rel_path`` already holding exactly theirs (a pass
+    that died after archiving), so it is not archived twice."""
+    folder, _, name = rel_path.rpartition("/")
+    stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    prefix = f"{CONFLICT_DIR}/{folder}/{stem}__" if folder else f"{CONFLICT_DIR}/{stem}__"
+    for path, entry in ctx.snapshot.items():
+        if path.startswith(prefix) and not entry.is_dir and entry.id == theirs_id:
+            return path
+    return None
+
+
 def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str]) -> ConflictRecord:
     """Store the remote version as a conflict copy on both sides."""
     def taken(candidate: str) -> bool:
         return candidate in ctx.snapshot or ctx.local_path(candidate).exists()
 
     now = datetime.now(timezone.utc)
-    copy_rel = conflict_copy_path(rel_path, origin_of(theirs), taken, now)
-    ensure_remote_dir(ctx, parent_rel(copy_rel))
-    result = ctx.client.upload(ctx.repo_id, ctx.remote_path(copy_rel), theirs, replace=False)
-    stored_rel = copy_rel
-    if result.path != ctx.remote_path(copy_rel):
-        stored_rel = result.path[len(ctx.remote_path("")):].lstrip("/") or copy_rel
+    theirs_id = seafile_file_id(theirs)
+    stored_rel = _existing_copy(ctx, rel_path, theirs_id)
+    if stored_rel is None:
+        copy_rel = conflict_copy_path(rel_path, origin_of(theirs), taken, now)
+        ensure_remote_dir(ctx, parent_rel(copy_rel))
+        result = ctx.client.upload(ctx.repo_id, ctx.remote_path(copy_rel), theirs, replace=False)
+        stored_rel = from_remote(ctx.remote_root, result.path) or copy_rel
+        theirs_id = result.id
+        ctx.snapshot[stored_rel] = RemoteEntry(stored_rel, False, theirs_id, len(theirs))
+        reach("conflict.archived_remote")
     fp = atomic_write(ctx.local_path(stored_rel), theirs)
-    _record_base(ctx, stored_rel, theirs, result.id, fp)
-    ctx.snapshot[stored_rel] = RemoteEntry(stored_rel, False, result.id, len(theirs))
+    _record_base(ctx, stored_rel, theirs, theirs_id, fp)
+    reach("conflict.archived")
     fields = tuple(reasons) if reasons else ("content",)
     record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"),
                             "both sides changed it in ways that do not merge", fields)
     ctx.state.add_conflict(record)
-    ctx.emit(SyncEvent("conflict", rel_path, message=f"remote version archived as {stored_rel}"))
+    ctx.emit(SyncEvent("conflict", rel_path, action=stored_rel, message=f"remote version archived as {stored_rel}"))
     return record
 
 
@@ -254,7 +273,9 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
             new_id = _upload(ctx, rel_path, content, exists=remote is not None)
         except _Raced:
             continue
+        reach("push.uploaded")
         if _read_back(ctx, rel_path, content, new_id):
+            reach("push.verified")
             _record_base(ctx, rel_path, content, new_id, fp)
             return PushOutcome(action, conflict)
         # Another writer slipped in between upload and read-back.  The base

@@ -1,0 +1,44 @@
+"""Named crash points, so tests can kill the process at an exact step.
+
+Set ``OHSYNC_CRASH_AT=<name>`` (or ``<name>:<n>`` for the n-th time the
+point is reached) in the environment of a daemon under test: when the
+engine reaches that point the process sends itself SIGKILL, as a power
+cut or an OOM kill would.  Without the variable a point costs one dict
+lookup.  The names are listed in :data:`POINTS`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["POINTS", "reach"]
+
+#: Every crash point, in the order a sync meets them.
+POINTS = (
+    "pull.downloaded",        # the new version is in a temp file beside the target
+    "pull.replaced",          # the target was replaced, base not yet recorded
+    "push.uploaded",          # the server has our version, not yet read back
+    "push.verified",          # read back, base not yet recorded
+    "conflict.archived_remote",  # the conflict copy is on the server, not yet local
+    "conflict.archived",      # the conflict copy is on both sides, ours not yet uploaded
+    "move.remote_done",       # a local move was carried out on the server, base not moved
+    "move.local_done",        # a remote move was carried out locally, base not moved
+    "delete.remote_trashed",  # the file is in the server's trash, base not forgotten
+    "delete.local_backed_up",  # the backup is written, the local file not yet removed
+)
+
+_counts: dict[str, int] = {}
+
+
+def reach(name: str) -> None:
+    """Mark that the engine reached crash point ``name``."""
+    spec = os.environ.get("OHSYNC_CRASH_AT")
+    if not spec:
+        return
+    target, _, nth = spec.partition(":")
+    if target != name:
+        return
+    _counts[name] = _counts.get(name, 0) + 1
+    if _counts[name] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
