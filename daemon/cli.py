@@ -218,6 +218,8 @@ def cmd_conflicts(args: argparse.Namespace) -> int:
         print("No conflicts.")
     for c in items if not args.json else ():
         print(f"{c['time']}  {c['path']}\n    other version kept as {c['archived']}\n    {c['reason']}")
+        if c.get("fields"):
+            print(f"    could not merge: {', '.join(c['fields'])}")
     return EXIT_OK
 
 
