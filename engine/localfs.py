@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -100,6 +101,9 @@ def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFil
                 skipped.append((rel, "symbolic link (not followed)"))
                 continue
             problem = name_problem(rel)
+            if problem is None and unicodedata.normalize("NFC", entry.name) != entry.name:
+                problem = ("the name is in decomposed Unicode (NFD, as macOS writes it); Seafile stores "
+                           "names composed, so rename it (e.g. retype the accented letters) to sync it")
             if problem:
                 skipped.append((rel, problem))
                 continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -40,6 +41,19 @@ from .valve import DeleteValve, Plan
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
 
 _PER_PATH_ERRORS = (LocalError, NotFoundError, RemoteOperationError, QuotaError)
+
+
+def _probe_case_insensitive(folder: Path) -> bool:
+    """True when ``folder``'s file system treats ``A`` and ``a`` as one name."""
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".ohsync-tmp-CaseProbe")
+    except OSError:
+        return False
+    os.close(fd)
+    try:
+        return os.path.exists(os.path.join(folder, os.path.basename(name).lower()))
+    finally:
+        os.unlink(name)
 
 
 def resolve_library(client: Any, *, name: str | None = None, library_id: str | None = None,
@@ -95,6 +109,7 @@ class SyncEngine:
         self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent)
         self._skipped_local: list[tuple[str, str]] = []
         self._pruned_on = ""
+        self._case_insensitive: bool | None = None
         self._skipped_remote: list[tuple[str, str]] = []
 
     # -- queries for the daemon ----------------------------------------
@@ -179,6 +194,7 @@ class SyncEngine:
                 local = self._stat_paths(dirty)
                 candidates = dirty | self._remote_differences(bases)
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
+            candidates -= self._case_clashes(bases, report)
             dir_deletes = self._sync_dirs(candidates, local, bases, report)
             plans = []
             for rel in sorted(candidates):
@@ -205,6 +221,34 @@ class SyncEngine:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
         return report
+
+    def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:
+        """Remote paths this disk cannot hold because they differ only by case.
+
+        On a case-insensitive file system (macOS, Windows defaults) ``A.md``
+        and ``a.md`` would overwrite each other: the one already synced (or
+        the first in sort order) is kept, the others are skipped and listed.
+        """
+        if self._case_insensitive is None:
+            self._case_insensitive = _probe_case_insensitive(self.local_root)
+        if not self._case_insensitive:
+            return set()
+        groups: dict[str, list[str]] = {}
+        for path in self.ctx.snapshot:
+            groups.setdefault(path.casefold(), []).append(path)
+        clashing: set[str] = set()
+        for paths in groups.values():
+            if len(paths) < 2:
+                continue
+            keep = next((p for p in sorted(paths) if p in bases), sorted(paths)[0])
+            for other in paths:
+                if other != keep:
+                    clashing.add(other)
+                    report.skipped.append((other, f"differs only by letter case from {keep}; "
+                                                  "this disk cannot hold both"))
+        self._skipped_remote = [s for s in self._skipped_remote if s[0] not in clashing] + \
+            [s for s in report.skipped if s[0] in clashing]
+        return clashing
 
     def _prune_backups(self) -> None:
         """Drop backups past their retention, at most once a day."""
@@ -266,7 +310,10 @@ class SyncEngine:
             if not (local_dir or remote_dir or (base is not None and base.is_dir)):
                 continue
             if (local_dir and remote is not None and not remote_dir) or (remote_dir and entry is not None and not local_dir):
-                report.skipped.append((rel, "a folder on one side and a file on the other"))
+                if base is not None and base.is_dir:
+                    deletes.append(rel)  # a synced folder replaced by a file: empty the folder first
+                else:
+                    report.skipped.append((rel, "a folder on one side and a file on the other"))
                 continue
             if base is not None and base.is_dir and not (local_dir and remote_dir):
                 deletes.append(rel)
@@ -290,26 +337,43 @@ class SyncEngine:
         A folder that still holds something on the side that kept it (a new
         file, a held delete) is re-created on the other side instead.
         """
+        replaced: list[str] = []
         for rel in sorted(folders, key=lambda p: -p.count("/")):
             local_path = self.ctx.local_path(rel)
             remote = self.ctx.snapshot.get(rel)
             try:
-                if remote is not None and remote.is_dir:  # deleted locally
+                if remote is not None and remote.is_dir:  # deleted (or replaced by a file) locally
                     if any(p.startswith(rel + "/") for p in self.ctx.snapshot):
-                        local_path.mkdir(parents=True, exist_ok=True)
+                        if local_path.exists() and not local_path.is_dir():
+                            report.skipped.append((rel, "replaced by a file here while the server's folder "
+                                                        "still holds files"))
+                        else:
+                            local_path.mkdir(parents=True, exist_ok=True)
                         continue
                     self.ctx.client.delete(self.ctx.repo_id, self.ctx.remote_path(rel))
                     self.ctx.snapshot.pop(rel, None)
-                elif local_path.is_dir():  # deleted on the server
+                elif local_path.is_dir():  # deleted (or replaced by a file) on the server
                     if any(local_path.iterdir()):
-                        ensure_remote_dir(self.ctx, rel)
+                        if remote is not None:
+                            report.skipped.append((rel, "replaced by a file on the server while the local "
+                                                        "folder still holds files"))
+                        else:
+                            ensure_remote_dir(self.ctx, rel)
                         continue
                     local_path.rmdir()
                 self.state.delete_base(rel)
+                if remote is not None and not remote.is_dir or local_path.is_file():
+                    replaced.append(rel)
             except _PER_PATH_ERRORS as exc:
                 report.errors.append((rel, str(exc)))
             except OSError as exc:
                 report.errors.append((rel, exc.strerror or str(exc)))
+        # The file that took a removed folder's place can move now.
+        for rel in replaced:
+            entry = self._stat_paths({rel}).get(rel)
+            plan = self._plan_file(rel, entry, self.ctx.snapshot.get(rel), None, report)
+            if plan is not None:
+                self._run(plan, report)
 
     def _classify_local(self, rel: str, entry: LocalFile | None, base: Base | None) -> tuple[Side, tuple[int, int, int] | None]:
         if entry is None:

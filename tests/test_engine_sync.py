@@ -290,3 +290,63 @@ def test_large_file_edit_updates_in_chunks(devserver, synced):
     assert report.uploaded == ["Files/data.bin"] and report.conflicts == []
     assert devserver.read_file(repo, "/Files/data.bin") == edited
     assert devserver.request_count(r"POST /seafhttp/update-api/") == 3
+
+
+def test_folder_replaced_by_a_file_locally(devserver, synced):
+    repo = synced.repo_id
+    folder = synced.root / "journal"
+    months = {p.name: p.read_bytes() for p in folder.iterdir()}
+    for p in folder.iterdir():
+        p.unlink()
+    folder.rmdir()
+    folder.write_bytes(b"journal is a file now\n")
+    synced.engine.valve.max_files = synced.engine.valve.max_percent = 100
+    synced.sync()
+    tree = devserver.tree(repo)
+    assert tree["/journal"] == b"journal is a file now\n"
+    assert all(tree[f"/.trash/journal/{name}"] == data for name, data in months.items())
+    synced.sync()
+    assert read_tree(synced.root) == devserver.tree(repo)
+
+
+def test_folder_replaced_by_a_file_on_the_server(devserver, synced, tmp_path):
+    repo = synced.repo_id
+    months = {p.name: p.read_bytes() for p in (synced.root / "journal").iterdir()}
+    devserver.delete_path(repo, "/journal")
+    devserver.put_file(repo, "/journal", b"journal is a file on the server\n")
+    synced.engine.valve.max_files = synced.engine.valve.max_percent = 100
+    synced.sync()
+    assert synced.read("journal") == b"journal is a file on the server\n"
+    backups = {p.name: p.read_bytes() for p in (tmp_path / "m-state" / "backups").rglob("*.md")}
+    assert all(backups[name] == data for name, data in months.items())
+    assert read_tree(synced.root) == devserver.tree(repo)
+
+
+def test_local_names_seafile_cannot_take_are_skipped_and_reported(devserver, synced):
+    import unicodedata
+    nfd = unicodedata.normalize("NFD", "Résumé.md")
+    synced.write(nfd, b"decomposed name\n")
+    synced.write("notes/back\\slash.md", b"a backslash\n")
+    os.symlink("/etc/hostname", synced.root / "outside-link")
+    report = synced.sync()
+    skipped = dict(synced.engine.skipped())
+    assert "NFD" in skipped[unicodedata.normalize("NFC", nfd)]
+    assert "notes/back\\slash.md" in skipped and "outside-link" in skipped
+    tree = devserver.tree(synced.repo_id)
+    assert not any("sum" in p or "slash" in p or "outside" in p for p in tree)
+    assert report.errors == []
+    assert (synced.root / nfd).read_bytes() == b"decomposed name\n"  # left alone
+
+
+def test_case_only_twins_on_a_case_insensitive_disk_are_skipped(devserver, synced):
+    repo = synced.repo_id
+    devserver.put_file(repo, "/knowledge/Hash.md", b"upper\n")
+    devserver.put_file(repo, "/knowledge/hash.md", b"lower\n")
+    synced.engine._case_insensitive = True  # as on macOS or Windows; this disk is case-sensitive
+    report = synced.sync()
+    skipped = dict(synced.engine.skipped())
+    assert "differs only by letter case" in skipped["knowledge/hash.md"]
+    assert synced.read("knowledge/Hash.md") == b"upper\n"
+    assert not (synced.root / "knowledge/hash.md").exists()
+    assert "knowledge/hash.md" not in report.downloaded
+    assert devserver.read_file(repo, "/knowledge/hash.md") == b"lower\n"  # nothing lost on the server
