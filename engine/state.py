@@ -207,6 +207,12 @@ class StateStore:
         return [ConflictRecord(r[0], r[1], r[2], r[3], tuple(f for f in r[4].split("\n") if f))
                 for r in rows]
 
+    def conflicts_since(self, path: str, since_iso: str) -> int:
+        """How many conflicts ``path`` had at or after ``since_iso`` (ISO 8601 UTC)."""
+        row = self._db.execute("SELECT COUNT(*) FROM conflicts WHERE path=? AND time>=?",
+                               (path, since_iso)).fetchone()
+        return int(row[0])
+
     def set_issue(self, kind: str, path: str, reason: str | None) -> None:
         """Record (or with None, clear) a ``damaged``/``skipped`` path."""
         if reason is None:

@@ -35,7 +35,7 @@ from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
 from .transfer_large import LARGE_FILE, push_large
-from .transfer import LocalChanged, adopt, ensure_remote_dir, pull, push
+from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push
 from .valve import DeleteValve, Plan
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
@@ -110,6 +110,8 @@ class SyncEngine:
         self._skipped_local: list[tuple[str, str]] = []
         self._pruned_on = ""
         self._case_insensitive: bool | None = None
+        self._skipped_pass: list[tuple[str, str]] = []
+        self._paused_paths: set[str] = set()  # fighting writers, announced once
         self._skipped_remote: list[tuple[str, str]] = []
 
     # -- queries for the daemon ----------------------------------------
@@ -123,7 +125,7 @@ class SyncEngine:
 
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
-        return sorted(set(self._skipped_local) | set(self._skipped_remote))
+        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass))
 
     def held_deletes(self) -> list[tuple[str, str]]:
         """``(path, side)`` of deletes held by the safety valve (side: local/remote)."""
@@ -220,6 +222,7 @@ class SyncEngine:
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
+            self._skipped_pass = list(report.skipped)
         return report
 
     def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:
@@ -452,9 +455,15 @@ class SyncEngine:
                 if outcome.conflict is not None:
                     report.conflicts.append(outcome.conflict)
                 ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
+                self._paused_paths.discard(rel)
                 self._check_damaged(rel)
         except LocalChanged as exc:
             report.errors.append((rel, str(exc)))
+        except WritersFighting as exc:
+            report.skipped.append((rel, str(exc)))
+            if rel not in self._paused_paths:
+                self._paused_paths.add(rel)
+                ctx.emit(SyncEvent("error", rel, message=str(exc)))
         except _PER_PATH_ERRORS as exc:
             report.errors.append((rel, str(exc)))
             ctx.emit(SyncEvent("error", rel, message=str(exc)))

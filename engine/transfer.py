@@ -16,7 +16,7 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from .conflict_names import CONFLICT_DIR, conflict_copy_path, origin_of
 from .crashpoints import reach
@@ -30,7 +30,18 @@ from .models import RemoteEntry
 from .paths import from_remote, parent_rel
 from .state import Base
 
-__all__ = ["PushOutcome", "LocalChanged", "pull", "push", "adopt", "ensure_remote_dir", "current_remote"]
+__all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote"]
+
+
+#: A path that conflicted this many times within FIGHT_WINDOW is paused.
+FIGHT_LIMIT = 3
+FIGHT_WINDOW = timedelta(minutes=10)
+
+
+class WritersFighting(LocalError):
+    """A path keeps conflicting (two writers fighting): it is left alone for a while."""
+
+    title = "Path paused"
 
 
 class LocalChanged(LocalError):
@@ -265,6 +276,12 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
                 if content != ours:
                     fp = _replace_local(ctx, rel_path, content, fp)
             else:
+                since = (datetime.now(timezone.utc) - FIGHT_WINDOW).isoformat(timespec="seconds")
+                if ctx.state.conflicts_since(rel_path, since) >= FIGHT_LIMIT:
+                    raise WritersFighting(
+                        f"{rel_path} conflicted {FIGHT_LIMIT} times within {FIGHT_WINDOW.seconds // 60} minutes "
+                        "(two writers keep changing it); it is left alone on both sides for now. Settle the "
+                        "file, then run `ohsync refresh`.", path=rel_path)
                 conflict = _archive(ctx, rel_path, theirs, list(result.conflicts))
                 action = "conflict"
             base_content = theirs  # theirs is now accounted for

@@ -350,3 +350,18 @@ def test_case_only_twins_on_a_case_insensitive_disk_are_skipped(devserver, synce
     assert not (synced.root / "knowledge/hash.md").exists()
     assert "knowledge/hash.md" not in report.downloaded
     assert devserver.read_file(repo, "/knowledge/hash.md") == b"lower\n"  # nothing lost on the server
+
+
+def test_writers_fighting_over_a_path_pause_it_after_a_few_conflicts(devserver, synced):
+    repo, path = synced.repo_id, "Files/im/2026-11/群聊记录_数据结构互助小组_2026-11-18.txt"
+    original = synced.read(path)
+    first = original.split(b"\n", 1)[0]
+    for round_no in range(5):
+        devserver.put_file(repo, "/" + path, original.replace(first, first + f" theirs {round_no}".encode(), 1))
+        synced.write(path, original.replace(first, first + f" ours {round_no}".encode(), 1))
+        report = synced.sync()
+    copies = [p for p in devserver.tree(repo) if p.startswith("/.conflict/")]
+    assert len(copies) == 3                                   # then the path was paused
+    assert any("two writers" in reason for _, reason in report.skipped)
+    assert b"theirs 4" in devserver.read_file(repo, "/" + path)  # nothing overwritten while paused
+    assert b"ours 4" in synced.read(path)
