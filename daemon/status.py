@@ -74,9 +74,14 @@ class Snapshot:
     current_path: str | None = None
     requests: int = 0
     polls: int = 0
+    clock_offset: float | None = None
     drop_dir: str | None = None
     filing: dict[str, Any] | None = None
     now: float = field(default_factory=time.time)
+
+
+#: Seconds of clock difference with the server worth mentioning.
+CLOCK_SKEW_WARN = 300
 
 
 def _state(s: Snapshot) -> tuple[str, str]:
@@ -114,9 +119,13 @@ def _state(s: Snapshot) -> tuple[str, str]:
         return "error", f"No successful check of the server since {iso_time(s.last_poll)}"
     if stale_scan:
         return "error", f"No local scan since {iso_time(s.last_scan)}"
+    note = ""
+    if s.clock_offset is not None and abs(s.clock_offset) > CLOCK_SKEW_WARN:
+        note = (f"; this computer's clock is {abs(s.clock_offset) / 60:.0f} min "
+                f"{'behind' if s.clock_offset > 0 else 'ahead of'} the server's (nothing depends on it)")
     if s.held_deletes:
-        return "idle", f"Up to date; {s.held_deletes} deletion(s) held for confirmation"
-    return "idle", "Up to date"
+        return "idle", f"Up to date; {s.held_deletes} deletion(s) held for confirmation{note}"
+    return "idle", "Up to date" + note
 
 
 def build_status(s: Snapshot) -> dict[str, Any]:
@@ -141,6 +150,7 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "watcher": s.watcher_alive,
         "errors": s.errors,
         "polls": s.polls,
+        "clock_offset": None if s.clock_offset is None else round(s.clock_offset),
         "drop_dir": s.drop_dir,
         "filing": copy.deepcopy(s.filing),
     }

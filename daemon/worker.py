@@ -555,6 +555,7 @@ class SyncWorker:
             damaged = [{"path": p, "reason": r} for p, r in engine.damaged()]
             skipped = list(engine.skipped())
             held = list(engine.held_deletes()) if hasattr(engine, "held_deletes") else []
+            clock = engine.clock_offset() if hasattr(engine, "clock_offset") else None
         except Exception:  # noqa: BLE001 - status must not die on a read
             log.exception("reading conflicts/damaged from the engine failed")
             return
@@ -562,7 +563,7 @@ class SyncWorker:
             self._conflicts, self._damaged = conflicts, damaged
         was_held = self._status.get("held_deletes")
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
-                            held_deletes=len(held))
+                            held_deletes=len(held), clock_offset=clock)
         if held and not was_held:
             sides = sorted({side for _, side in held})
             message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "

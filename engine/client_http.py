@@ -11,6 +11,7 @@ Every failure becomes a typed error through :mod:`.client_errors`.
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import time
 from collections.abc import Callable
@@ -65,7 +66,9 @@ class SeafileHTTP:
         self._on_request = on_request
         #: HTTP requests sent so far (the engine reports them per pass).
         self.request_count = 0
-        hooks = {"request": [self._count_request]}
+        #: server clock minus ours, seconds, from the last ``Date`` header (None: unknown)
+        self.clock_offset: float | None = None
+        hooks = {"request": [self._count_request], "response": [self._read_clock]}
         self._http = httpx.Client(
             transport=transport,
             timeout=httpx.Timeout(timeout),
@@ -91,6 +94,16 @@ class SeafileHTTP:
         return f"{type(self).__name__}({self.server_url!r}, token={'set' if self._token else None})"
 
     # -- requests ----------------------------------------------------------
+
+    def _read_clock(self, response: httpx.Response) -> None:
+        date = response.headers.get("Date")
+        if not date:
+            return
+        try:
+            server = email.utils.parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return
+        self.clock_offset = server - time.time()
 
     def _count_request(self, request: httpx.Request) -> None:
         self.request_count += 1

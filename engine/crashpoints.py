@@ -26,6 +26,17 @@ POINTS = (
     "move.local_done",        # a remote move was carried out locally, base not moved
     "delete.remote_trashed",  # the file is in the server's trash, base not forgotten
     "delete.local_backed_up",  # the backup is written, the local file not yet removed
+    # drop-folder filing (engine/filing.py, engine/filing_steps.py), in pipeline order:
+    "filing.planned",         # the job is recorded, nothing sent yet
+    "filing.chunk_sent",      # a non-final chunk of a chunked upload is on the server
+    "filing.uploaded",        # the server holds the whole file, the job does not know yet
+    "filing.verified",        # read back, step `uploaded` not recorded
+    "filing.sidecar_written",  # the sidecar is in the mirror, not pushed
+    "filing.sidecar_pushed",  # the sidecar is on the server, step not recorded
+    "filing.journal_written",  # the line is in the local journal, not pushed
+    "filing.journal_pushed",  # the journal with the line is on the server, step not recorded
+    "filing.moved",           # the dropped file is in the mirror, base and step not recorded
+    "filing.finishing",       # step `moved` recorded, the job not yet `done`
 )
 
 _counts: dict[str, int] = {}

@@ -27,6 +27,12 @@ or journal line:
   (so it is neither uploaded nor downloaded again).
 
 Nothing leaves the drop folder before the read-back verified the upload.
+Crash tests stop the pipeline at the named points ``filing.*`` of
+:data:`ohsync.engine.crashpoints.POINTS` (``OHSYNC_CRASH_AT``): after the
+job is planned, after a non-final chunk, after the upload, after the
+read-back, after the sidecar is written and pushed, after the journal line
+is written and pushed, after the move, and before the job is marked done.
+
 Before a job is created: partial downloads and busy files are refused
 (``not_ready``), content already under ``/Files/`` (same sha1 in state, or
 same content id in the remote snapshot, or a job in flight) is reported as
@@ -53,6 +59,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
+from .crashpoints import reach
 from .errors import LocalError, NotFoundError, OhsyncError, QuotaError, RemoteError, RemoteOperationError, ServerError
 from .events import SyncEvent
 from .filing_jobs import STEPS, Abandon, FilingJob, FilingResult, JobStore
@@ -316,7 +323,10 @@ class Filer:
 
     def _plan(self, source: Path) -> FilingResult:
         planned = self._planner.plan(source)
-        return planned if isinstance(planned, FilingResult) else self._run(planned)
+        if isinstance(planned, FilingResult):
+            return planned
+        reach("filing.planned")
+        return self._run(planned)
 
     def _check_quota(self, size: int, name: str) -> None:
         self._planner.check_quota(size, name)
@@ -425,6 +435,8 @@ class Filer:
 
         def progress(done: int, total: int) -> None:
             ctx.emit(SyncEvent("transfer", job.dest_rel, "up", done=done, total=total))
+            if done < total:
+                reach("filing.chunk_sent")
 
         with open(job.source, "rb") as fh:
             if stat_fingerprint(os.fstat(fh.fileno()))[:2] != (job.size, job.mtime_ns):
@@ -444,6 +456,7 @@ class Filer:
                                           chunk_size=self.chunk_size, resume=False,
                                           attempts=self.upload_attempts, progress=progress,
                                           on_start=started, before_chunk=checkpoint)
+        reach("filing.uploaded")
         stored_rel = from_remote(ctx.remote_root, result.path) or job.dest_rel
         if stored_rel != job.dest_rel:
             # the name was taken between planning and the upload: the server
@@ -483,6 +496,7 @@ class Filer:
                               path=job.dest_rel)
 
     def _uploaded(self, job: _Job, current: RemoteEntry) -> _Job:
+        reach("filing.verified")
         self.ctx.snapshot[job.dest_rel] = current
         self._persist_snapshot()
         return self._jobs.update(job, step="uploaded", upload_id=current.id, note="")
@@ -499,6 +513,7 @@ class Filer:
         return move_into_mirror(self.ctx, self._jobs, job)
 
     def _do_finish(self, job: _Job) -> _Job:
+        reach("filing.finishing")
         self.ctx.emit(SyncEvent("synced", job.dest_rel, "up", action="file",
                                 message=f"filed from {job.source}"))
         return self._jobs.update(job, step="done")

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from .context import MirrorContext
+from .crashpoints import reach
 from .errors import LocalError
 from .events import SyncEvent
 from .filing_jobs import FilingJob, JobStore
@@ -71,7 +72,9 @@ def write_sidecar(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJ
     elif local.read_bytes() != content:
         # a sidecar written locally meanwhile (not ours): the sync pushes it
         return jobs.update(job, step="sidecar", note=f"kept the existing sidecar {rel}")
+    reach("filing.sidecar_written")
     outcome = push(ctx, rel, ctx.state.get_base(rel))
+    reach("filing.sidecar_pushed")
     ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
     persist_snapshot(ctx)
     return jobs.update(job, step="sidecar")
@@ -108,7 +111,9 @@ def add_journal_line(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> Fili
             if ctx.options.backup_dir is not None:
                 backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
             atomic_write(local, new)
+    reach("filing.journal_written")
     outcome = push(ctx, rel, ctx.state.get_base(rel))
+    reach("filing.journal_pushed")
     ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
     persist_snapshot(ctx)
     if not has_line(local.read_bytes(), line):
@@ -141,6 +146,7 @@ def move_into_mirror(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> Fili
             note = f"{job.original_name} changed after it was uploaded and stays in the drop folder"
         else:
             move_file(source, target)
+            reach("filing.moved")
     if target.exists() and local_sha1(target) == job.sha1:
         record_base(ctx, job, target)
     return jobs.update(job, step="moved", note=note)

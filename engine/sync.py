@@ -127,6 +127,13 @@ class SyncEngine:
         """``(path, reason)`` of names that cannot exist on the other side."""
         return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass))
 
+    def clock_offset(self) -> float | None:
+        """Seconds the server's clock is ahead of ours (None: not known yet).
+
+        Only reported: versions are judged by content, never by clocks.
+        """
+        return getattr(self.ctx.client, "clock_offset", None)
+
     def held_deletes(self) -> list[tuple[str, str]]:
         """``(path, side)`` of deletes held by the safety valve (side: local/remote)."""
         return self.valve.held()

@@ -72,3 +72,16 @@ def test_model_notifies_on_change_only() -> None:
     assert [s["state"] for s in seen] == ["paused"]
     model.update(paused=False)
     assert seen[-1]["state"] == "starting"
+
+
+def test_a_far_off_clock_is_reported_and_changes_nothing_else() -> None:
+    import time as _time
+
+    from ohsync.daemon.status import Snapshot, build_status
+
+    now = _time.time()
+    base = dict(phase="running", watcher_alive=True, last_poll=now, last_scan=now, last_sync=now, now=now)
+    assert build_status(Snapshot(**base, clock_offset=12.0))["message"] == "Up to date"
+    st = build_status(Snapshot(**base, clock_offset=-3600.0))
+    assert st["state"] == "idle" and "clock is 60 min ahead of the server" in st["message"]
+    assert st["clock_offset"] == -3600
