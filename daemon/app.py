@@ -249,6 +249,7 @@ class Daemon:
             return
         self._watcher = fresh
         log.info("watching %s", root)
+        self.status.notify()  # subscribers learn that the watcher runs now
         if watcher is not None:
             self.worker.post_dirty([], full_scan=True)
 

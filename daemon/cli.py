@@ -149,12 +149,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_tray(args: argparse.Namespace) -> int:
     cfg = _config(args)
     try:
-        from ohsync.tray.app import run_tray
+        from ohsync.tray.app import default_start_command, run_tray
     except ImportError as exc:
         raise OhsyncError(f"The tray is not available ({exc}). Install it with `pip install 'ohsync[tray]'`.",
                           title="No tray") from exc
     try:
-        run_tray(cfg.socket, owns_daemon=False)
+        start = default_start_command(args.config) if args.config else None
+        run_tray(cfg.socket, owns_daemon=False, start_command=start)
     except RuntimeError as exc:  # TrayUnavailable: no display, no PyGObject…; its message says what to do
         raise OhsyncError(str(exc), title="No tray") from exc
     return EXIT_OK

@@ -156,6 +156,59 @@ def test_actions_call_the_daemon_or_open_files(sock: Path, tmp_path: Path) -> No
     assert h.notices[0].title == "Could not refresh" and "not running" in h.notices[0].body
 
 
+START_FAKE = """
+import importlib.util, os, sys, time
+spec = importlib.util.spec_from_file_location("fake", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+open(sys.argv[3], "w").write(str(os.getpid()))
+module.FakeDaemon(sys.argv[2]).start()
+time.sleep(30)
+"""
+
+
+def test_start_item_starts_the_daemon_and_shows_starting(sock: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+
+    pid_file = tmp_path / "started.pid"
+    command = [sys.executable, "-c", START_FAKE, str(Path(__file__).with_name("test_tray_fake_daemon.py")),
+               str(sock), str(pid_file)]
+    h = Harness(sock, start_command=command)
+    h.controller.start()
+    try:
+        time.sleep(0.2)
+        assert h.controller.view().status is None and not h.controller.view().starting
+        h.controller.perform(Action("start"))
+        wait_until(lambda: h.controller.view().starting, timeout=2)  # "Starting…", Start disabled
+        assert h.controller.connected.wait(15)  # well before the 5 s backoff would have retried
+        assert h.state() == "idle" and not h.controller.view().starting
+        assert h.controller.start_daemon() is True  # already running: nothing started twice
+        assert h.notices == []
+    finally:
+        h.controller.stop()
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+
+
+def test_start_item_reports_a_daemon_that_cannot_start(sock: Path) -> None:
+    h = Harness(sock, start_command=[sys.executable, "-c", "raise SystemExit(3)"])
+    h.controller.start()
+    try:
+        assert h.controller.start_daemon() is False
+        assert [n.title for n in h.notices] == ["Could not start ohsync"]
+        assert "exited with code 3" in h.notices[0].body
+        assert not h.controller.view().starting  # Start is offered again
+    finally:
+        h.controller.stop()
+
+
+def test_default_start_command_runs_this_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tray_app.shutil, "which", lambda name: None)  # no systemd here
+    assert tray_app.default_start_command() == [sys.executable, "-m", "ohsync.daemon.cli", "run", "--no-tray"]
+    assert tray_app.default_start_command("/etc/o.toml")[3:5] == ["--config", "/etc/o.toml"]
+
+
 # --- pystray (dummy backend) -------------------------------------------------------------
 
 @pytest.fixture

@@ -1,28 +1,39 @@
-"""The real tray on a real (virtual) desktop: Xvfb + a StatusNotifier host + D-Bus.
+"""The real tray on a real (virtual) desktop, driven by the real daemon on devserver.
 
 What runs (recipes: /work/shared/linux-desktop-testing.md, section 1):
 
 * ``Xvfb`` on a free display (``-displayfd``), a private ``dbus-daemon
-  --session``, ``dunst`` as the notification service (pystray needs one; we
-  read notifications back with ``busctl monitor``), and
-  ``gtk-sni-tray-standalone --watcher`` as the tray host;
-* a stand-in daemon (``test_tray_fake_daemon.FakeDaemon``: the daemon's JSON-RPC
-  framing on a Unix socket, recording every call) serving a status with one
-  conflict;
-* the tray itself, ``python -m ohsync.tray`` with pystray's appindicator backend.
+  --session``, ``dunst`` as the notification service (we read every
+  ``Notify`` call back with ``busctl monitor``), and ``gtk-sni-tray-standalone
+  --watcher`` as the StatusNotifier host;
+* devserver in the test process with the demo library plus four text files,
+  and the real ``ohsync run`` daemon as a subprocess with an isolated config,
+  state dir, socket and file keyring (``tests/daemon_helpers.py``);
+* the tray with pystray's appindicator backend: in-process in the daemon
+  (``ohsync run`` with DISPLAY set), or alone (``ohsync tray``).
 
-The test right-clicks the icon (xdotool), screenshots the open menu into
-``artifacts/tray-display/``, reads the menu back over D-Bus
-(``com.canonical.dbusmenu``), clicks **Refresh now** with the keyboard in the
-open menu and checks the daemon got ``refresh``, clicks **Pause syncing** over
-D-Bus and checks the menu turns to **Resume syncing**, checks a conflict event
-becomes a desktop notification, and quits.  Missing programs make the test
-FAIL with a pointer to ``.ci/desktop-deps.sh``: CI must not skip it silently.
+Tests:
+
+* menu + refresh: right-click the icon (xdotool), screenshot the open menu
+  into ``artifacts/tray-display/``, read the menu back over D-Bus
+  (``com.canonical.dbusmenu``), press **Refresh now** with the keyboard in the
+  open menu and see the daemon poll the server (``polls`` and devserver's
+  request counter rise; the poll interval is 5 minutes); Quit ends the daemon
+  that owns the tray;
+* conflict notices: with syncing paused from the menu, the same line of a text
+  file is edited locally and on the server; Resume → exactly one notice naming
+  the file; then three files at once → one summary notice;
+* ``ohsync tray`` against ``ohsync run --no-tray``: the menu follows the
+  daemon; ``ohsync stop`` → "ohsync is not running" with **Start ohsync**;
+  Start brings a daemon back and the tray reconnects; Quit leaves it running.
+
+Missing programs make the tests FAIL with a pointer to ``.ci/desktop-deps.sh``:
+CI must not skip them silently.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -35,7 +46,10 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.timeout(120),
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import DEMO_LIBRARY, Env, isolated_env, ohsync_cmd, write_config  # noqa: F401
+
+pytestmark = [pytest.mark.timeout(90),
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11/D-Bus desktop test")]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,17 +59,9 @@ SCREEN_W, SCREEN_H = 1024, 768
 ITEM_PATH = "/org/ayatana/NotificationItem/ohsync"  # Ayatana: the icon's name, "-" -> "_"
 
 
-def _load_fake_daemon() -> Any:
-    name = "ohsync_tests_tray_fake_daemon"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_tray_fake_daemon.py"))
-        assert spec and spec.loader
-        sys.modules[name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str,
+               seen: Callable[[], Any] | None = None) -> Any:
+    """Poll ``predicate``; on timeout fail naming ``what`` (and what ``seen()`` shows then)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -65,7 +71,13 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            detail = ""
+            if seen is not None:
+                try:
+                    detail = f"; seen: {seen()!r}"
+                except Exception as exc:  # noqa: BLE001
+                    detail = f"; seen: {exc!r}"
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}{detail}")
         time.sleep(0.05)
 
 
@@ -90,18 +102,20 @@ class Desktop:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.prefix = ""  # of artifact file names: one set per test
         runtime = tmp / "runtime"
         runtime.mkdir(mode=0o700)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DBUS_", "XDG_", "PYSTRAY"))}
         self.env.update(HOME=str(tmp / "home"), XDG_RUNTIME_DIR=str(runtime), XDG_CACHE_HOME=str(tmp / "cache"),
                         XDG_CONFIG_HOME=str(tmp / "config"), XDG_DATA_HOME=str(tmp / "data"),
                         NO_AT_BRIDGE="1", GDK_BACKEND="x11", PYTHONUNBUFFERED="1")
-        (tmp / "home").mkdir()
+        (tmp / "home").mkdir(exist_ok=True)
         self.env.pop("WAYLAND_DISPLAY", None)
 
-    def spawn(self, args: list[str], log: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    def spawn(self, args: list[str], log: str, env: dict[str, str] | None = None,
+              **kwargs: Any) -> subprocess.Popen[bytes]:
         out = open(self.tmp / log, "wb")
-        proc = subprocess.Popen(args, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(args, env=env or self.env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, **kwargs)
         out.close()
         self.procs.append(proc)
@@ -174,12 +188,30 @@ class Desktop:
         return subprocess.run(["busctl", "--user", "status", name], env=self.env,
                               capture_output=True).returncode == 0
 
+    def session_vars(self) -> dict[str, str]:
+        """What a program needs to show a tray icon and notifications on this desktop."""
+        return {"DISPLAY": self.env["DISPLAY"], "DBUS_SESSION_BUS_ADDRESS": self.env["DBUS_SESSION_BUS_ADDRESS"],
+                "GDK_BACKEND": "x11", "NO_AT_BRIDGE": "1"}
+
+    def notifications(self) -> list[tuple[str, str]]:
+        """Every ``Notify`` call seen on the bus so far: ``(summary, body)``."""
+        found = []
+        for line in (self.tmp / "notify.jsonl").read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                data = json.loads(line)["payload"]["data"]
+                found.append((data[3], data[4]))
+        return found
+
+    def right_click_icon(self) -> None:
+        self.run("xdotool", "mousemove", str(SCREEN_W - 16), "16", "click", "3")
+
     def run(self, *args: str) -> str:
         return subprocess.run(list(args), env=self.env, capture_output=True, text=True, check=True,
                               timeout=20).stdout
 
     def screenshot(self, name: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        name = f"{self.prefix}{name}"
         path = ARTIFACTS / name
         self.run("import", "-window", "root", str(path))
         return path
@@ -246,57 +278,140 @@ class DBusMenu:
 
 
 @pytest.fixture
-def desktop(tmp_path: Path) -> Iterator[Desktop]:
+def desktop(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Desktop]:
     check_prerequisites()
     d = Desktop(tmp_path)
+    d.prefix = request.node.name.removeprefix("test_") + "-"
     try:
         d.start()
         yield d
     finally:
         d.stop()
-        for log in ("host-1.log", "host-2.log", "host-3.log", "dunst.log", "tray.log", "notify.jsonl"):
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for log in ("host-1.log", "host-2.log", "host-3.log", "dunst.log", "notify.jsonl", "daemon.log",
+                    "tray.log", "daemon-output.log"):
             if (tmp_path / log).exists():
-                shutil.copy(tmp_path / log, ARTIFACTS / log) if ARTIFACTS.exists() else None
+                shutil.copy(tmp_path / log, ARTIFACTS / f"{d.prefix}{log}")
 
 
-def test_tray_menu_on_a_real_display(desktop: Desktop, tmp_path: Path) -> None:
+# --------------------------------------------------------------------------- the real daemon
+
+USER = "user@example.edu.cn"
+TEXT = "".join(f"line {i} of {{name}}\n" for i in range(1, 7))
+TEXT_FILES = ("notes/plan.txt", "notes/b.txt", "notes/c.txt", "notes/d.txt")
+
+
+class World:
+    """devserver with the demo library, a login and a config for a daemon under ``env``."""
+
+    def __init__(self, env: Env, devserver: Any, desktop: Desktop, tmp_path: Path) -> None:
+        self.env, self.srv, self.desktop = env, devserver, desktop
+        self.repo = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
+        for rel in TEXT_FILES:
+            devserver.put_file(self.repo, "/" + rel, TEXT.format(name=rel).encode())
+        from ohsync.daemon import credentials
+        credentials.save_token(devserver.url, USER, devserver.token_for(USER))
+        self.mirror = tmp_path / "OH-Memory"
+        # exists before the first start: the daemon then starts its watcher before the first pass.
+        # (Created by that pass instead, the watcher starts after it and no status event follows,
+        # so subscribers keep "Error — The file watcher stopped…" until the next change.)
+        self.mirror.mkdir()
+        # a 5-minute poll interval: the server is polled at start and on refresh only
+        write_config(env, devserver.url, USER, self.mirror, poll_interval=300.0)
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def vars(self, display: bool) -> dict[str, str]:
+        return {**self.env.vars(), **(self.desktop.session_vars() if display else {})}
+
+    def start_daemon(self, *args: str, display: bool) -> subprocess.Popen[bytes]:
+        proc = self.desktop.spawn([*ohsync_cmd(), "run", "-v", *args], "daemon.log", env=self.vars(display),
+                                  cwd=self.env.root)
+        self.procs.append(proc)
+        return proc
+
+    def client(self) -> Any:
+        from ohsync.daemon.rpc import RpcClient
+        return RpcClient(self.env.socket, timeout=30)
+
+    def status(self) -> dict[str, Any]:
+        return self.client().call("status")
+
+    def cli(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*ohsync_cmd(), *argv], env=self.vars(False), capture_output=True, text=True,
+                              timeout=60, check=False)
+
+    def log(self) -> str:
+        return (self.env.root / "daemon.log").read_text(errors="replace")[-3000:]
+
+    def stop_all(self) -> None:
+        """Stop every daemon of this test, also one the tray started (its pid file)."""
+        pid_file = self.env.root / "state" / "ohsync.pid"
+        if pid_file.exists():
+            try:
+                os.kill(json.loads(pid_file.read_text())["pid"], signal.SIGTERM)
+            except (OSError, ValueError, KeyError):
+                pass
+            wait_until(lambda: not pid_file.exists(), 30, "the daemon to exit")
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
+
+
+@pytest.fixture
+def world(isolated_env: Env, devserver: Any, desktop: Desktop, tmp_path: Path) -> Iterator[World]:  # noqa: F811
+    w = World(isolated_env, devserver, desktop, tmp_path)
+    try:
+        yield w
+    finally:
+        w.stop_all()
+
+
+def wait_icon(desktop: Desktop, menu: DBusMenu, proc: subprocess.Popen[bytes], log: Callable[[], str]) -> None:
+    wait_until(lambda: proc.poll() is not None or (desktop.host_alive() and menu.registered()), 30,
+               "the tray icon to register")
+    assert proc.poll() is None, log()
+    menu.connect()
+
+
+def up_to_date(menu: DBusMenu) -> bool:
+    labels = menu.labels()
+    return labels[0].startswith("Up to date") and "Refresh now" in labels
+
+
+def conflict_labels(menu: DBusMenu) -> list[str]:
+    entry = next(e for e in menu.layout() if e["label"].startswith("Conflicts ("))
+    return [c["label"] for c in entry["children"] if not c["separator"]]
+
+
+def edit_both_sides(world: World, rel: str) -> None:
+    """The same line changed differently here and on the server: a text conflict."""
+    local = world.mirror / rel
+    local.write_text(local.read_text().replace("line 3 of", "line 3 (laptop) of"))
+    remote = world.srv.read_file(world.repo, "/" + rel).decode().replace("line 3 of", "line 3 (phone) of")
+    world.srv.put_file(world.repo, "/" + rel, remote.encode())
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_menu_and_refresh_with_the_daemon_in_process(world: World, desktop: Desktop) -> None:
     started = time.monotonic()
-    fake_daemon = _load_fake_daemon()
-    mirror = tmp_path / "OH-Memory"
-    (mirror / ".conflict" / "notes").mkdir(parents=True)
-    (mirror / "notes").mkdir()
-    status = {**fake_daemon.STATUS_IDLE, "conflicts": 1, "drop_dir": str(tmp_path / "OH-Drop"),
-              "last_sync": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - 120)),
-              "mirrors": [{"library": "OH-Memory", "local": str(mirror), "state": "idle", "message": "Up to date"}]}
-    conflicts = [{"path": "notes/my_notes.md", "archived": ".conflict/notes/my_notes__phone__20261130T011203Z.md",
-                  "time": "2026-11-30T01:12:03Z", "reason": "both changed", "fields": ["body"]}]
-    fake = fake_daemon.FakeDaemon(tmp_path / "run" / "ohsync.sock", status=status, conflicts=conflicts).start()
-    tray = None
+    daemon = world.start_daemon(display=True)  # DISPLAY set, no --no-tray: the tray runs in the daemon
     menu = DBusMenu(desktop.env["DBUS_SESSION_BUS_ADDRESS"])
     try:
-        tray = desktop.spawn([sys.executable, "-m", "ohsync.tray", "--socket", str(fake.path),
-                              "--backend", "appindicator", "-v"], "tray.log")
-        wait_until(lambda: tray.poll() is not None or (desktop.host_alive() and menu.registered()), 20,
-                   "the tray icon to register")
-        assert tray.poll() is None, (tmp_path / "tray.log").read_text()
-        menu.connect()
-        expected = ["Up to date · synced 2 min ago", "Refresh now", "Open folder", "Open drop folder",
-                    "Conflicts (1)", "Pause syncing", "Quit"]
-        expected_conflicts = ["notes/my_notes.md", "Open conflicts folder"]
-
-        def conflict_labels() -> list[str]:
-            entry = next(e for e in menu.layout() if e["label"].startswith("Conflicts ("))
-            return [c["label"] for c in entry["children"] if not c["separator"]]
-
-        wait_until(lambda: menu.labels() == expected and conflict_labels() == expected_conflicts, 15,
-                   f"the menu to read {expected} with conflicts {expected_conflicts}")
+        wait_icon(desktop, menu, daemon, world.log)
+        expected = ["Refresh now", "Open folder", "Open drop folder", "Conflicts (0)", "Pause syncing", "Quit"]
+        wait_until(lambda: up_to_date(menu) and menu.labels()[1:] == expected, 30,
+                   f"the menu to read 'Up to date…' + {expected}", menu.labels)
         by_label = {e["label"]: e for e in menu.layout()}
-        assert not by_label[expected[0]]["enabled"] and by_label["Refresh now"]["enabled"]
+        assert not by_label[menu.labels()[0]]["enabled"] and by_label["Refresh now"]["enabled"]
+        assert (world.mirror / "notes" / "plan.txt").exists()  # the daemon really synced the library
         time.sleep(0.5)  # let the host draw the icon
 
         # open the menu for real: right click on the icon (top right of the host's bar)
         before = desktop.screenshot("tray.png")
-        desktop.run("xdotool", "mousemove", str(SCREEN_W - 16), "16", "click", "3")
+        desktop.right_click_icon()
         time.sleep(1.0)
         after = desktop.screenshot("menu.png")
         from PIL import Image, ImageChops
@@ -304,52 +419,124 @@ def test_tray_menu_on_a_real_display(desktop: Desktop, tmp_path: Path) -> None:
             diff = ImageChops.difference(a.convert("RGB"), b.convert("RGB"))
             changed = sum(1 for px in diff.convert("L").tobytes() if px)
             box = diff.getbbox()
-            b.crop((SCREEN_W - 420, 0, SCREEN_W, 300)).save(ARTIFACTS / "menu-crop.png")
+            b.crop((SCREEN_W - 420, 0, SCREEN_W, 300)).save(ARTIFACTS / f"{desktop.prefix}menu-crop.png")
         assert changed > 1000 and box is not None, f"the right click opened no menu ({changed} pixels changed)"
         assert box[2] > SCREEN_W - 300 and box[1] < 80, f"the menu opened away from the icon: {box}"
 
-        # click "Refresh now" in the open menu: the first item that can be selected
+        # click "Refresh now" in the open menu (the first item that can be selected): the daemon polls
+        polls = world.status()["polls"]
+        world.srv.reset_counters()
         desktop.run("xdotool", "key", "Down", "Return")
-        assert fake.wait_for_call("refresh", timeout=10), f"no refresh; calls: {fake.calls}"
+        wait_until(lambda: world.status()["polls"] > polls, 15,
+                   f"the daemon to poll after Refresh now (polls stayed {polls})")
+        assert world.srv.request_count() >= 1, "Refresh now reached the daemon but not the server"
+
+        # Quit: the tray owns this daemon, so the daemon stops too
+        menu.click("Quit")
+        assert daemon.wait(30) == 0, world.log()
+        assert not world.env.socket.exists()
+    finally:
+        menu.close()
+        print(f"display test took {time.monotonic() - started:.1f} s; screenshots in {ARTIFACTS}")
+
+
+def test_conflict_notices_on_the_session_bus(world: World, desktop: Desktop) -> None:
+    daemon = world.start_daemon(display=True)
+    menu = DBusMenu(desktop.env["DBUS_SESSION_BUS_ADDRESS"])
+    try:
+        wait_icon(desktop, menu, daemon, world.log)
+        wait_until(lambda: up_to_date(menu), 30, "Up to date")
+        assert desktop.notifications() == []
+
+        def conflict_round(files: tuple[str, ...]) -> None:
+            menu.click("Pause syncing")  # over D-Bus, as a click in the menu
+            wait_until(lambda: world.status()["state"] == "paused" and "Resume syncing" in menu.labels(), 15,
+                       "paused")
+            for rel in files:
+                edit_both_sides(world, rel)
+            time.sleep(0.3)  # the watcher sees the local edits (held while paused)
+            menu.click("Resume syncing")
+
+        # one conflict → one notice naming the file
+        conflict_round(("notes/plan.txt",))
+        wait_until(lambda: desktop.notifications(), 20, "a notification")
+        wait_until(lambda: "Conflicts (1)" in menu.labels(), 10, "Conflicts (1) in the menu")
+        time.sleep(2.0)  # longer than the notifier's quiet time: nothing else may follow
+        first = desktop.notifications()
+        assert len(first) == 1, first
+        assert first[0][0] == "Conflict in plan.txt", first
+        assert ".conflict/notes/plan" in first[0][1]
+        assert world.status()["conflicts"] == 1
+        assert "line 3 (laptop) of" in (world.mirror / "notes" / "plan.txt").read_text()  # ours stays
+        desktop.screenshot("notification.png")
+
+        # a burst of three conflicts → one summary notice
+        conflict_round(("notes/b.txt", "notes/c.txt", "notes/d.txt"))
+        wait_until(lambda: len(desktop.notifications()) > 1, 20, "the summary notification")
+        wait_until(lambda: "Conflicts (4)" in menu.labels(), 10, "Conflicts (4) in the menu")
+        time.sleep(2.0)
+        notices = desktop.notifications()
+        assert len(notices) == 2, notices
+        summary, body = notices[1]
+        assert summary == "3 conflicts", notices
+        assert sorted(body.splitlines()[:3]) == ["b.txt", "c.txt", "d.txt"], body
+        desktop.screenshot("summary-notification.png")
+        assert sorted(conflict_labels(menu)) == sorted([*TEXT_FILES, "Open conflicts folder"])
 
         # the Conflicts submenu, opened with the keyboard, for the screenshot
-        desktop.run("xdotool", "mousemove", str(SCREEN_W - 16), "16", "click", "3")
+        desktop.right_click_icon()
         time.sleep(0.7)
         desktop.run("xdotool", "key", "Down", "Down", "Down", "Down", "Right")
         time.sleep(0.7)
         submenu = desktop.screenshot("conflicts-submenu.png")
+        from PIL import Image
         with Image.open(submenu) as img:
-            img.crop((SCREEN_W - 700, 0, SCREEN_W, 300)).save(ARTIFACTS / "conflicts-submenu-crop.png")
+            img.crop((SCREEN_W - 700, 0, SCREEN_W, 300)).save(ARTIFACTS / f"{desktop.prefix}conflicts-submenu-crop.png")
         desktop.run("xdotool", "key", "Escape", "Escape")
         time.sleep(0.3)
 
-        # the menu follows the daemon: Pause (clicked over D-Bus) turns into Resume
-        menu.click("Pause syncing")
-        assert fake.wait_for_call("pause", timeout=10)
-        wait_until(lambda: "Resume syncing" in menu.labels(), 10, "Resume syncing in the menu")
-        assert menu.labels()[0] == "Paused"
-
-        # a new conflict becomes one desktop notification naming the file
-        fake.conflicts.append({"path": "b.txt", "archived": ".conflict/b__remote__x.txt"})
-        fake.push({"type": "conflict", "path": "b.txt", "archived": ".conflict/b__remote__x.txt"})
-        fake.set_status(conflicts=2)
-        notify_log = tmp_path / "notify.jsonl"
-        wait_until(lambda: "Conflict in b.txt" in notify_log.read_text(), 10, "the conflict notification")
-        wait_until(lambda: "Conflicts (2)" in menu.labels(), 10, "Conflicts (2)")
-        desktop.screenshot("notification.png")
-
-        # the daemon goes away and comes back: "not running", then live again
-        fake.stop()
-        wait_until(lambda: menu.labels()[0] == "ohsync is not running", 10, "ohsync is not running")
-        fake = fake_daemon.FakeDaemon(fake.path, status=status, conflicts=conflicts).start()
-        wait_until(lambda: menu.labels()[0].startswith("Up to date"), 15, "the tray to reconnect")
-
         menu.click("Quit")
-        assert tray.wait(10) == 0
-        assert "shutdown" not in fake.calls  # `ohsync tray` does not own the daemon
+        assert daemon.wait(30) == 0, world.log()
     finally:
         menu.close()
-        if tray is not None and tray.poll() is None:
+
+
+def test_ohsync_tray_follows_a_running_daemon_and_can_start_one(world: World, desktop: Desktop) -> None:
+    daemon = world.start_daemon("--no-tray", display=False)  # e.g. started by systemd
+    wait_until(lambda: world.status()["state"] == "idle", 60, "the daemon to sync")
+    tray = desktop.spawn([*ohsync_cmd(), "tray"], "tray.log", env=world.vars(True), cwd=world.env.root)
+    menu = DBusMenu(desktop.env["DBUS_SESSION_BUS_ADDRESS"])
+    try:
+        wait_icon(desktop, menu, tray, lambda: (world.env.root / "tray.log").read_text(errors="replace"))
+        wait_until(lambda: up_to_date(menu), 20, "Up to date")
+
+        # the daemon stops: "ohsync is not running" and a Start item
+        r = world.cli("stop")
+        assert r.returncode == 0, r.stderr
+        assert daemon.wait(30) == 0
+        wait_until(lambda: menu.labels()[:2] == ["ohsync is not running", "Start ohsync"], 15,
+                   "'ohsync is not running' + 'Start ohsync'")
+        assert "Refresh now" not in menu.labels()
+        time.sleep(0.3)
+        desktop.right_click_icon()
+        time.sleep(0.8)
+        desktop.screenshot("not-running-menu.png")
+        desktop.run("xdotool", "key", "Escape")
+        time.sleep(0.3)
+
+        # Start: the tray starts `ohsync run --no-tray` and reconnects to it
+        menu.click("Start ohsync")
+        wait_until(lambda: up_to_date(menu), 45, "the started daemon in the menu")
+        pid = json.loads((world.env.root / "state" / "ohsync.pid").read_text())["pid"]
+        assert pid != daemon.pid and pid != tray.pid
+
+        # Quit closes only the tray: `ohsync tray` does not own the daemon
+        menu.click("Quit")
+        assert tray.wait(15) == 0
+        assert world.status()["state"] == "idle"
+        r = world.cli("stop")
+        assert r.returncode == 0, r.stderr
+    finally:
+        menu.close()
+        if tray.poll() is None:
             tray.terminate()
-        fake.stop()
-        print(f"display test took {time.monotonic() - started:.1f} s; screenshots in {ARTIFACTS}")

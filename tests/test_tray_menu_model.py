@@ -81,13 +81,31 @@ def test_not_running_disables_daemon_actions_but_keeps_quit_and_drop_folder() ->
     entries = menu(None)
     assert entries[0].text == "ohsync is not running"
     assert mm.icon_state(None) == (mm.NOT_RUNNING, False)
-    assert entry(entries, "Refresh now").enabled is False
+    assert entry(entries, mm.START_LABEL).enabled is True  # `ohsync tray`: Start instead of Refresh now
+    assert entry(menu(None, owns_daemon=True), "Refresh now").enabled is False
     assert entry(entries, "Pause syncing").enabled is False
     assert entry(entries, "Open folder").enabled is False
     assert entry(entries, "Conflicts (0)").enabled is False
     assert entry(entries, "Open drop folder").enabled is True
     assert entry(entries, "Quit").enabled is True
     assert mm.tooltip(TrayView(None, now=NOW)) == "ohsync — ohsync is not running"
+
+
+def test_not_running_offers_start_unless_the_tray_owns_the_daemon() -> None:
+    entries = mm.build_menu(TrayView(None, now=NOW))
+    labels = [e.text for e in entries if not e.is_separator]
+    assert labels[:2] == ["ohsync is not running", mm.START_LABEL]
+    assert "Refresh now" not in labels
+    assert entry(entries, mm.START_LABEL).action == Action("start") and entry(entries, mm.START_LABEL).enabled
+    # after a click: "Starting…" and the item is disabled until the daemon answers
+    starting = mm.build_menu(TrayView(None, now=NOW, starting=True))
+    assert starting[0].text == "Starting…" and entry(starting, mm.START_LABEL).enabled is False
+    # the in-process tray never offers Start (its daemon is this process)
+    owned = [e.text for e in mm.build_menu(TrayView(None, now=NOW, owns_daemon=True))]
+    assert mm.START_LABEL not in owned and "Refresh now" in owned
+    # a running daemon: Refresh now, no Start
+    running = [e.text for e in menu(status("idle"))]
+    assert mm.START_LABEL not in running and "Refresh now" in running
 
 
 def test_a_daemon_still_starting_in_process_says_starting() -> None:

@@ -29,9 +29,25 @@ def test_filings_and_errors() -> None:
     assert ann.on_event({"type": "filed", "name": "scan.pdf", "dest": "/Files/downloads/2026-11/scan.pdf"}) == [
         Notice("filed", "Filed scan.pdf", "scan.pdf → /Files/downloads/2026-11/scan.pdf")]
     assert ann.on_event({"type": "filed", "path": "/home/u/OH-Drop/x.doc"})[0].title == "Filed x.doc"
+    # the daemon's events carry FilingResult.as_dict(): status, source, dest, dest_rel, message
+    filed = {"type": "filed", "status": "filed", "source": "/home/u/OH-Drop/a.pdf", "dest": "/Files/_inbox/a.pdf",
+             "dest_rel": "Files/_inbox/a.pdf", "message": "a.pdf filed to /Files/_inbox/a.pdf"}
+    assert ann.on_event(filed) == [Notice("filed", "Filed a.pdf", "a.pdf → /Files/_inbox/a.pdf")]
+    quota = {"type": "filed", "status": "over_quota", "source": "/home/u/OH-Drop/big.iso", "dest": None,
+             "message": "big.iso stays in the drop folder: the library is full"}
+    assert ann.on_event(quota) == [Notice("error", "Could not file big.iso",
+                                          "big.iso stays in the drop folder: the library is full")]
+    assert ann.on_event(quota) == []  # retried later: said once
+    assert ann.on_event({**quota, "status": "not_ready", "message": "still downloading"}) == []
+    dup = ann.on_event({**quota, "status": "duplicate", "message": "big.iso is already at /Files/x/big.iso"})
+    assert [n.title for n in dup] == ["big.iso is already filed"]
     err = {"type": "error", "path": "OH-Drop/big.iso", "message": "Quota exceeded"}
     assert ann.on_event(err) == [Notice("error", "Problem with big.iso", "Quota exceeded")]
     assert ann.on_event(err) == []  # the same message once
+    held = {"type": "error", "kind": "held_deletes", "count": 40,
+            "message": "40 deletions are held; run ohsync confirm-deletes"}
+    assert ann.on_event(held) == [Notice("stopped", "Deletions held", held["message"])]
+    assert ann.on_event(held) == []
     assert ann.on_event({"type": "mystery"}) == []
 
 

@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 
-from .app import run_tray
+from .app import default_start_command, run_tray
 from .desktop import TrayUnavailable
 
 __all__ = ["main"]
@@ -19,13 +19,16 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ohsync.tray", description=__doc__.splitlines()[0])
     parser.add_argument("--socket", help="the daemon's socket (default: OHSYNC_SOCKET or the runtime dir)")
+    parser.add_argument("--config", help="the config file the Start item passes to `ohsync run` "
+                                         "(default: the daemon's own lookup)")
     parser.add_argument("--backend", help="force a pystray backend: appindicator, gtk, …")
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(threadName)s %(name)s: %(message)s")
     try:
-        run_tray(args.socket, owns_daemon=False, backend=args.backend)
+        start = default_start_command(args.config) if args.config else None
+        run_tray(args.socket, owns_daemon=False, backend=args.backend, start_command=start)
     except TrayUnavailable as exc:
         print(f"ohsync tray: {exc}", file=sys.stderr)
         return 1

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +35,7 @@ from . import desktop, icons, menu_model
 from .menu_model import Action, MenuEntry, TrayView
 from .notifier import Announcer, Notice, Notifier, default_sender
 
-__all__ = ["TrayController", "TrayApp", "run_tray", "to_pystray_menu"]
+__all__ = ["TrayApp", "TrayController", "default_start_command", "run_tray", "to_pystray_menu"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,34 @@ ICON_SIZE = 64
 TICK_SECONDS = 30.0
 MIN_REDRAW_SECONDS = 0.3
 BACKOFF_START, BACKOFF_MAX = 0.5, 5.0
+#: How long "Starting…" is shown after the Start item before giving up.
+START_TIMEOUT = 30.0
+SYSTEMD_UNIT = "ohsync.service"
+
+
+def default_start_command(config: str | os.PathLike[str] | None = None) -> list[str]:
+    """How the Start item starts the daemon.
+
+    The systemd user unit when it is installed (``systemctl --user start
+    ohsync.service``: the daemon then outlives the session's tray and is
+    restarted by systemd), else ``ohsync run --no-tray`` with this
+    interpreter (the tray stays a separate process, as with ``ohsync tray``).
+
+    :param config: the config file to pass as ``--config`` (default: the
+        daemon's own lookup, ``$OHSYNC_CONFIG`` or the user config dir).
+    """
+    if config is None and shutil.which("systemctl"):
+        try:
+            found = subprocess.run(["systemctl", "--user", "cat", SYSTEMD_UNIT], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=5, check=False)
+            if found.returncode == 0:
+                return ["systemctl", "--user", "start", SYSTEMD_UNIT]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    command = [sys.executable, "-m", "ohsync.daemon.cli"]
+    if config is not None:
+        command += ["--config", os.fspath(config)]
+    return command + ["run", "--no-tray"]
 
 
 class _SubscribeClient(RpcClient):
@@ -70,6 +102,8 @@ class TrayController:
         after having been live, ``on_daemon_gone`` is called.
     :param on_change: called (from any thread) whenever the view changed.
     :param notify: receives notices to show (already de-duplicated).
+    :param start_command: the command behind the Start item (offered while
+        no daemon answers); ``None``: :func:`default_start_command`.
     """
 
     def __init__(self, socket_path: str | os.PathLike[str] | None = None, *, owns_daemon: bool = False,
@@ -78,12 +112,15 @@ class TrayController:
                  on_daemon_gone: Callable[[], None] = lambda: None,
                  on_quit: Callable[[], None] = lambda: None,
                  opener: Callable[[str], None] = desktop.open_path,
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                 start_command: list[str] | None = None) -> None:
         self.socket_path = Path(socket_path) if socket_path is not None else None
         self.owns_daemon = owns_daemon
         self._on_change, self._notify = on_change, notify
         self._on_daemon_gone, self._on_quit = on_daemon_gone, on_quit
         self._opener, self._clock = opener, clock
+        self._start_command = start_command
+        self._start_pending: float | None = None  # monotonic time of the last Start click
         self._lock = threading.Lock()
         self._status: dict[str, Any] | None = None
         self._conflicts: tuple[dict[str, Any], ...] | None = None
@@ -92,6 +129,7 @@ class TrayController:
         self._ever_connected = False
         self._announcer = Announcer()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # cut a reconnect backoff short (after Start)
         self._client: _SubscribeClient | None = None
         self._thread: threading.Thread | None = None
         self.connected = threading.Event()  # set while the stream is live (tests wait on it)
@@ -101,9 +139,11 @@ class TrayController:
     def view(self) -> TrayView:
         """What the menu and icon show right now."""
         with self._lock:
+            start_pending = (self._start_pending is not None
+                             and time.monotonic() - self._start_pending < START_TIMEOUT)
             return TrayView(status=self._status, conflicts=self._conflicts, now=self._clock(),
                             progress=self._progress_now, owns_daemon=self.owns_daemon,
-                            starting=self.owns_daemon and not self._ever_connected)
+                            starting=(self.owns_daemon and not self._ever_connected) or start_pending)
 
     def _set_status(self, status: dict[str, Any] | None) -> list[Notice]:
         with self._lock:
@@ -137,6 +177,7 @@ class TrayController:
     def stop(self) -> None:
         """Stop following; joins the thread."""
         self._stop.set()
+        self._wake.set()
         client = self._client
         if client is not None:
             client.close()
@@ -174,8 +215,11 @@ class TrayController:
                 if self.owns_daemon:
                     self._on_daemon_gone()
                     break
-            self._stop.wait(delay)
-            delay = min(delay * 2, BACKOFF_MAX)
+            if self._wake.wait(delay):
+                self._wake.clear()
+                delay = BACKOFF_START
+            else:
+                delay = min(delay * 2, BACKOFF_MAX)
 
     def _on_connected(self) -> None:
         try:
@@ -185,6 +229,7 @@ class TrayController:
             return
         with self._lock:
             self._ever_connected = True
+            self._start_pending = None
         notices = self._set_status(status if isinstance(status, dict) else None)
         notices += self._fetch_conflicts()
         self.connected.set()
@@ -216,11 +261,60 @@ class TrayController:
             self._on_quit()
         elif action.kind == "open":
             desktop.open_paths(action.paths, action.fallback, opener=self._opener)
+        elif action.kind == "start":
+            threading.Thread(target=self.start_daemon, name="ohsync-tray-start", daemon=True).start()
         elif action.kind in ("refresh", "pause", "resume"):
             threading.Thread(target=self.call, args=(action.kind,), name=f"ohsync-tray-{action.kind}",
                              daemon=True).start()
         else:
             log.warning("unknown tray action %r", action.kind)
+
+    def start_daemon(self) -> bool:
+        """The Start item: start the daemon, show "Starting…" until it answers.
+
+        Blocks until the daemon answers, its command fails, or
+        :data:`START_TIMEOUT` passes (call it from a thread).  A failure
+        becomes a notice.  :returns: True when the daemon answered.
+        """
+        with self._lock:
+            if self._status is not None or (self._start_pending is not None
+                                            and time.monotonic() - self._start_pending < START_TIMEOUT):
+                return self._status is not None  # running, or a start is already under way
+            self._start_pending = time.monotonic()
+        self._on_change()
+        command = self._start_command or default_start_command()
+        log.info("starting the daemon: %s", " ".join(command))
+        problem = ""
+        try:
+            # its own session: the daemon must outlive this tray; it logs to its own log file
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        except OSError as exc:
+            proc, problem = None, f"{command[0]}: {exc.strerror or exc}"
+        self._wake.set()  # reconnect now rather than after the backoff
+        deadline = time.monotonic() + START_TIMEOUT
+        while proc is not None and not self._stop.is_set() and time.monotonic() < deadline:
+            if self.connected.wait(0.2):
+                return True
+            code = proc.poll()
+            if code is not None and code != 0:
+                shown = " ".join(["ohsync", *command[3:]] if command[0] == sys.executable else command)
+                problem = f"`{shown}` exited with code {code}. Run `ohsync run` in a terminal to see why."
+                break
+            if code == 0 and command[0] == sys.executable:
+                problem = "The daemon exited at once. Run `ohsync run` in a terminal to see why."
+                break
+            self._wake.set()
+        if self.connected.is_set():
+            return True
+        with self._lock:
+            self._start_pending = None
+        if not self._stop.is_set():
+            log.warning("could not start the daemon: %s", problem or "no answer on its socket")
+            self._notify([Notice("error", "Could not start ohsync",
+                                 problem or f"No answer on its socket after {START_TIMEOUT:g} s.")])
+            self._on_change()
+        return False
 
     def call(self, method: str) -> Any:
         """One socket call; failures become a notice instead of an exception."""
@@ -258,7 +352,7 @@ class TrayApp:
     """The pystray icon drawn from a :class:`TrayController`."""
 
     def __init__(self, pystray: Any, socket_path: str | os.PathLike[str] | None, *, owns_daemon: bool,
-                 stop_event: threading.Event | None = None) -> None:
+                 stop_event: threading.Event | None = None, start_command: list[str] | None = None) -> None:
         self.pystray = pystray
         self.quit_requested = False
         self._stop = stop_event or threading.Event()
@@ -266,7 +360,7 @@ class TrayApp:
         self._drawn: tuple[Any, ...] | None = None
         self.controller = TrayController(socket_path, owns_daemon=owns_daemon, on_change=self._dirty.set,
                                          notify=self._post, on_daemon_gone=self._stop.set,
-                                         on_quit=self.quit)
+                                         on_quit=self.quit, start_command=start_command)
         view = self.controller.view()
         state, badge = menu_model.icon_state(view.status, starting=view.starting)
         self.icon = pystray.Icon("ohsync", icons.icon_for(state, badge, ICON_SIZE), menu_model.tooltip(view),
@@ -357,7 +451,7 @@ def _keep_sigint_handler() -> None:
 
 def run_tray(socket_path: str | os.PathLike[str] | None = None, *, owns_daemon: bool,
              stop_daemon: Callable[[], None] | None = None, stop_event: threading.Event | None = None,
-             backend: str | None = None) -> None:
+             backend: str | None = None, start_command: list[str] | None = None) -> None:
     """Show the tray icon and block in its loop (call from the main thread).
 
     :param socket_path: the daemon's socket (``None``: the default path).
@@ -367,11 +461,14 @@ def run_tray(socket_path: str | os.PathLike[str] | None = None, *, owns_daemon: 
         ``False`` (``ohsync tray``): Quit only closes the tray.
     :param stop_event: set it from any thread to close the tray.
     :param backend: force a pystray backend (default: chosen per platform).
+    :param start_command: what the Start item runs while no daemon answers
+        (``owns_daemon=False`` only; default: :func:`default_start_command`).
     :raises TrayUnavailable: no display, PyGObject missing, pystray failed
         (the message says what to install).
     """
     pystray = desktop.load_pystray(backend)
-    app = TrayApp(pystray, socket_path, owns_daemon=owns_daemon, stop_event=stop_event)
+    app = TrayApp(pystray, socket_path, owns_daemon=owns_daemon, stop_event=stop_event,
+                  start_command=start_command)
     app.run()
     if app.quit_requested and owns_daemon:
         if stop_daemon is not None:

@@ -26,6 +26,7 @@ __all__ = [
     "Action",
     "MenuEntry",
     "SEPARATOR",
+    "START_LABEL",
     "SyncProgress",
     "TrayView",
     "build_menu",
@@ -46,6 +47,9 @@ NOT_RUNNING = "not_running"
 ICON_STATES = ("starting", "idle", "syncing", "paused", "offline", "auth_required",
                "stopped", "error", NOT_RUNNING)
 
+#: The menu item offered while no daemon answers (``ohsync tray`` only).
+START_LABEL = "Start ohsync"
+
 #: Most conflicts listed in the submenu; the rest are summarised.
 MAX_CONFLICT_ITEMS = 15
 #: Longest menu line before it is shortened in the middle.
@@ -57,7 +61,8 @@ class Action:
     """What a click asks for.
 
     :ivar kind: ``refresh``, ``pause``, ``resume``, ``open`` (open every path
-        in ``paths`` that exists, else ``fallback``), or ``quit``.
+        in ``paths`` that exists, else ``fallback``), ``start`` (start the
+        daemon; offered while it is not running), or ``quit``.
     """
 
     kind: str
@@ -92,7 +97,8 @@ class TrayView:
     :ivar progress: ``(current, total)`` from :class:`SyncProgress`.
     :ivar owns_daemon: Quit stops the daemon too.
     :ivar starting: no status yet from a daemon that is still starting
-        (in-process): show "Starting…" instead of "not running".
+        (in-process, or after the Start item): show "Starting…" instead of
+        "not running".
     """
 
     status: dict[str, Any] | None
@@ -362,9 +368,13 @@ def build_menu(view: TrayView) -> tuple[MenuEntry, ...]:
     if status is not None:
         entries += _detail_lines(status)
     paused = running and status.get("state") == "paused"  # type: ignore[union-attr]
+    if running or view.owns_daemon:
+        first = MenuEntry("Refresh now", Action("refresh"), enabled=running)
+    else:  # `ohsync tray` with no daemon: offer to start one (disabled while it starts)
+        first = MenuEntry(START_LABEL, Action("start"), enabled=not view.starting)
     entries += [
         SEPARATOR,
-        MenuEntry("Refresh now", Action("refresh"), enabled=running),
+        first,
         _open_folder_entry(status),
         MenuEntry("Open drop folder", Action("open", (drop_dir(status),), fallback=drop_dir(status))),
         _conflicts_entry(view),

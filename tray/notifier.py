@@ -109,17 +109,40 @@ class Announcer:
             notice = self._conflict_notice(event)
             return [notice] if notice else []
         if kind == "filed":
-            name = event.get("name") or _name(event.get("source") or event.get("path"))
-            dest = event.get("dest") or event.get("remote_path") or event.get("destination") or ""
-            return [Notice("filed", f"Filed {name}", f"{name} → {dest}" if dest else str(name))]
+            return self._filed_notices(event)
         if kind == "error":
             message = str(event.get("message") or "").strip()
             if not message or message in self._errors:
                 return []
             self._errors.add(message)
+            if event.get("kind") == "held_deletes":  # the mass-delete safety valve held deletions
+                return [Notice("stopped", "Deletions held", message)]
             path = event.get("path")
             return [Notice("error", f"Problem with {_name(path)}" if path else "ohsync problem", message)]
         return []
+
+    def _filed_notices(self, event: dict[str, Any]) -> list[Notice]:
+        """A filing outcome (``FilingResult.as_dict()``): ``status`` says how it went.
+
+        ``filed`` → "Filed x"; ``duplicate`` → "Already filed"; ``failed`` /
+        ``over_quota`` → "Could not file x" (once per file and message: held
+        files are retried); ``not_ready`` (still downloading) → nothing.
+        """
+        status = str(event.get("status") or "filed")
+        name = event.get("name") or _name(event.get("source") or event.get("path"))
+        message = str(event.get("message") or "").strip()
+        if status == "filed":
+            dest = event.get("dest") or event.get("remote_path") or event.get("destination") or ""
+            return [Notice("filed", f"Filed {name}", f"{name} → {dest}" if dest else str(name))]
+        if status == "not_ready":
+            return []
+        key = f"filing:{event.get('source')}:{status}:{message}"
+        if key in self._errors:
+            return []
+        self._errors.add(key)
+        if status == "duplicate":
+            return [Notice("filed", f"{name} is already filed", message or "The same file is already in /Files/.")]
+        return [Notice("error", f"Could not file {name}", message or status.replace("_", " "))]
 
     def on_status(self, status: dict[str, Any] | None) -> list[Notice]:
         """A new status object (``None``: the daemon went away)."""
