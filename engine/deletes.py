@@ -22,7 +22,7 @@ from .localfs import backup_file, stat_fingerprint
 from .models import RemoteEntry
 from .paths import parent_rel
 from .state import Base
-from .transfer import LocalChanged, ensure_remote_dir
+from .transfer import LocalChanged, ensure_remote_dir, remote_written
 
 __all__ = ["TRASH_DIR", "is_trash_path", "trash_path", "delete_local", "delete_remote"]
 
@@ -84,6 +84,7 @@ def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
         raise LocalChanged(f"{rel_path} changed on the server; downloading it instead", path=rel_path)
     if is_trash_path(rel_path):
         ctx.client.delete(ctx.repo_id, remote_path)
+        remote_written(ctx, rel_path)
         ctx.snapshot.pop(rel_path, None)
         ctx.state.delete_base(rel_path)
         return None
@@ -102,6 +103,7 @@ def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
         source = ctx.client.rename(ctx.repo_id, remote_path, target.rsplit("/", 1)[1])
     moved = ctx.client.move(ctx.repo_id, source, ctx.remote_path(parent_rel(target)))
     moved_rel = moved[len(ctx.remote_path("")):].lstrip("/") if ctx.remote_root.strip("/") else moved.lstrip("/")
+    remote_written(ctx, rel_path, moved_rel)
     ctx.snapshot.pop(rel_path, None)
     ctx.snapshot[moved_rel] = RemoteEntry(moved_rel, False, current.id, current.size, current.mtime)
     reach("delete.remote_trashed")

@@ -88,7 +88,7 @@ from .ids import BLOCK_SIZE
 from .localfs import stat_fingerprint
 from .models import RemoteEntry, UploadResult
 from .paths import from_remote, parent_rel
-from .transfer import ensure_remote_dir
+from .transfer import ensure_remote_dir, remote_written
 
 __all__ = [
     "BEIJING",
@@ -498,6 +498,7 @@ class Filer:
     def _uploaded(self, job: _Job, current: RemoteEntry) -> _Job:
         reach("filing.verified")
         self.ctx.snapshot[job.dest_rel] = current
+        remote_written(self.ctx, job.dest_rel)
         self._persist_snapshot()
         return self._jobs.update(job, step="uploaded", upload_id=current.id, note="")
 

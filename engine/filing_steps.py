@@ -25,7 +25,7 @@ from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
 from .merge import is_text
 from .models import RemoteEntry
 from .state import Base
-from .transfer import current_remote, pull, push
+from .transfer import current_remote, pull, push, remote_written
 
 __all__ = ["add_journal_line", "move_into_mirror", "persist_snapshot", "record_base", "remote_entry",
            "source_unchanged", "write_sidecar"]
@@ -197,6 +197,7 @@ def record_base(ctx: MirrorContext, job: FilingJob, target: Path) -> None:
     if remote is None or remote.id != remote_id:
         ctx.snapshot[job.dest_rel] = RemoteEntry(job.dest_rel, False, remote_id, job.size,
                                                  int(fp[1] // 1_000_000_000))
+        remote_written(ctx, job.dest_rel)
     parts = job.dest_rel.split("/")[:-1]
     for i in range(1, len(parts) + 1):
         sub = "/".join(parts[:i])

@@ -27,7 +27,7 @@ from .ignore import TEMP_PREFIX, IgnoreRules
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "temp_beside", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors"]
+           "atomic_write", "temp_beside", "clean_temp_files", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors"]
 
 Fingerprint = tuple[int, int, int]
 
@@ -205,6 +205,32 @@ def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src, dest)
     return dest
+
+
+def clean_temp_files(local_root: Path, older_than: float) -> int:
+    """Remove our temp files that a killed process left in the mirror.
+
+    Only regular files named with the temp prefix and last modified before
+    ``older_than`` (Unix seconds: this run's start) are removed, so temp
+    files of the running process are never touched.  Their content is never
+    the only copy: a temp file becomes real only by a rename.
+
+    :returns: how many were removed.
+    """
+    removed = 0
+    for folder, dirs, files in os.walk(local_root):
+        for name in files:
+            if not name.startswith(TEMP_PREFIX):
+                continue
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+                if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
+                    os.unlink(path)
+                    removed += 1
+            except OSError:
+                continue
+    return removed
 
 
 def prune_backups(backup_root: Path, keep_days: int, today: datetime | None = None) -> int:

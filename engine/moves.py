@@ -21,7 +21,7 @@ from .models import EMPTY_ID, RemoteEntry
 from .paths import parent_rel
 from .reconcile import Action
 from .state import Base
-from .transfer import LocalChanged, ensure_remote_dir
+from .transfer import LocalChanged, ensure_remote_dir, remote_written
 from .valve import Plan
 
 __all__ = ["pair_moves", "move_remote", "move_local"]
@@ -86,6 +86,7 @@ def move_remote(ctx: MirrorContext, old: Plan, new: Plan) -> None:
         src = ctx.client.move(ctx.repo_id, src, ctx.remote_path(new_dir))
     if src.rsplit("/", 1)[-1] != new_name:
         src = ctx.client.rename(ctx.repo_id, src, new_name)
+    remote_written(ctx, old.rel, new.rel)
     if src != ctx.remote_path(new.rel):
         raise LocalChanged(f"the server stored {new.rel} as {src}; re-planning", path=new.rel)
     ctx.snapshot.pop(old.rel, None)

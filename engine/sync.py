@@ -23,7 +23,7 @@ from .context import EngineOptions, MirrorContext
 from .errors import LibraryNotFound, LocalError, NotFoundError, QuotaError, RemoteOperationError
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .ignore import IgnoreRules
-from .localfs import LocalFile, check_root, hash_file, prune_backups, scan_tree, stat_fingerprint
+from .localfs import LocalFile, check_root, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
 from .paths import name_problem, normalize_rel
 from .reconcile import Action, Side, decide
@@ -35,7 +35,7 @@ from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
 from .transfer_large import LARGE_FILE, push_large
-from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push
+from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
 from .valve import DeleteValve, Plan
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
@@ -111,6 +111,8 @@ class SyncEngine:
         self._pruned_on = ""
         self._case_insensitive: bool | None = None
         self._skipped_pass: list[tuple[str, str]] = []
+        self._started = time.time()
+        self._temps_cleaned = False
         self._paused_paths: set[str] = set()  # fighting writers, announced once
         self._skipped_remote: list[tuple[str, str]] = []
 
@@ -194,6 +196,9 @@ class SyncEngine:
         try:
             if local_paths is None:
                 self._prune_backups()
+                if not self._temps_cleaned:
+                    clean_temp_files(self.local_root, older_than=self._started)
+                    self._temps_cleaned = True
                 local, self._skipped_local = scan_tree(self.local_root, self.ignore)
                 candidates = set(local) | set(bases) | set(self.ctx.snapshot)
             else:
@@ -362,6 +367,7 @@ class SyncEngine:
                         continue
                     self.ctx.client.delete(self.ctx.repo_id, self.ctx.remote_path(rel))
                     self.ctx.snapshot.pop(rel, None)
+                    remote_written(self.ctx, rel)
                 elif local_path.is_dir():  # deleted (or replaced by a file) on the server
                     if any(local_path.iterdir()):
                         if remote is not None:

@@ -30,7 +30,8 @@ from .models import RemoteEntry
 from .paths import from_remote, parent_rel
 from .state import Base
 
-__all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote"]
+__all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
+           "remote_written"]
 
 
 #: A path that conflicted this many times within FIGHT_WINDOW is paused.
@@ -143,6 +144,27 @@ def adopt(ctx: MirrorContext, rel_path: str, remote_id: str) -> None:
     _record_base(ctx, rel_path, data, remote_id, fp)
 
 
+def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
+    """Our own write changed ``rel_paths`` on the server: forget the folder ids
+    the snapshot holds for their ancestors (and the root's), so the next
+    remote scan lists those folders again.
+
+    Without this, a folder that later returns to exactly the id it had when
+    it was last listed (a file moved away by us and moved back by another
+    client, a file we uploaded and someone deleted) is taken as unchanged and
+    its children are copied from our edited snapshot: the change is missed.
+    Costs nothing in the usual case (our write changed the ids anyway).
+    """
+    for rel in rel_paths:
+        parent = parent_rel(rel)
+        while parent:
+            known = ctx.snapshot.get(parent)
+            if known is not None and known.is_dir and known.id:
+                ctx.snapshot[parent] = RemoteEntry(parent, True, "", known.size, known.mtime)
+            parent = parent_rel(parent)
+    ctx.state.set_meta("root_oid", None)
+
+
 def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
     """Create a remote folder (and its parents) unless the snapshot has it."""
     if not rel_dir:
@@ -151,6 +173,7 @@ def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
     if known is not None and known.is_dir:
         return
     ctx.client.mkdir(ctx.repo_id, ctx.remote_path(rel_dir), parents=True)
+    remote_written(ctx, rel_dir)
     parts = rel_dir.split("/")
     for i in range(1, len(parts) + 1):
         sub = "/".join(parts[:i])
@@ -173,9 +196,11 @@ def _upload(ctx: MirrorContext, rel_path: str, data: bytes, exists: bool) -> str
     ctx.emit(SyncEvent("transfer", rel_path, "up", done=0, total=len(data)))
     if exists:
         result = ctx.client.update(ctx.repo_id, remote_path, data)
+        remote_written(ctx, rel_path)
     else:
         ensure_remote_dir(ctx, parent_rel(rel_path))
         result = ctx.client.upload(ctx.repo_id, remote_path, data, replace=False)
+        remote_written(ctx, rel_path)
         if result.path != remote_path:
             # Someone created the path since we looked: the server stored
             # ours under an auto-renamed name.  Remove that stray copy (its
@@ -228,6 +253,7 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
         ensure_remote_dir(ctx, parent_rel(copy_rel))
         result = ctx.client.upload(ctx.repo_id, ctx.remote_path(copy_rel), theirs, replace=False)
         stored_rel = from_remote(ctx.remote_root, result.path) or copy_rel
+        remote_written(ctx, stored_rel)
         theirs_id = result.id
         ctx.snapshot[stored_rel] = RemoteEntry(stored_rel, False, theirs_id, len(theirs))
         reach("conflict.archived_remote")

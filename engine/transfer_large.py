@@ -23,7 +23,7 @@ from .localfs import hash_file, stat_fingerprint, temp_beside
 from .models import RemoteEntry
 from .paths import from_remote, parent_rel
 from .state import Base
-from .transfer import LocalChanged, PushOutcome, current_remote, ensure_remote_dir
+from .transfer import LocalChanged, PushOutcome, current_remote, ensure_remote_dir, remote_written
 
 __all__ = ["LARGE_FILE", "push_large"]
 
@@ -39,6 +39,7 @@ def _archive_remote(ctx: MirrorContext, rel_path: str, remote: RemoteEntry) -> C
     renamed = ctx.client.rename(ctx.repo_id, ctx.remote_path(rel_path), copy_rel.rsplit("/", 1)[1])
     moved = ctx.client.move(ctx.repo_id, renamed, ctx.remote_path(parent_rel(copy_rel)))
     stored_rel = from_remote(ctx.remote_root, moved) or copy_rel
+    remote_written(ctx, rel_path, stored_rel)
     ctx.snapshot.pop(rel_path, None)
     target = ctx.local_path(stored_rel)
     with temp_beside(target) as (fh, tmp):
@@ -88,6 +89,7 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
                                                exists=remote is not None, progress=progress, resume=resume,
                                                chunk_size=ctx.options.upload_chunk)
         ctx.state.set_meta(pending_key, None)
+        remote_written(ctx, rel_path)
         if stat_fingerprint(os.stat(path)) != fp:
             raise LocalChanged(f"{rel_path} changed while it was uploaded; will upload again", path=rel_path)
         if result.path != ctx.remote_path(rel_path):
