@@ -16,6 +16,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[test]'
 	bash .ci/desktop-deps.sh $(VENV)
+	bash .ci/rclone-deps.sh
 	touch $@
 
 venv: $(VENV)/.installed

@@ -11,6 +11,7 @@ rename, so a crash never leaves half a config behind.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tempfile
 import tomllib
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
+
+from ohsync.engine.ignore import pattern_problem
 import tomli_w
 
 from ohsync.daemon.rpc import default_socket_path
@@ -185,6 +188,24 @@ def _path(value: str) -> Path:
     return Path(os.path.expanduser(os.path.expandvars(value)))
 
 
+def _folder(value: str, key: str, path: Path) -> Path:
+    """An absolute folder (``~`` and ``$VARS`` expanded); relative or empty is refused,
+    since it would depend on the daemon's working directory."""
+    folder = _path(value)
+    if not value.strip() or not folder.is_absolute():
+        raise ConfigError(f"{path}: `{key}` must be an absolute folder (such as \"~/OH-Memory\"), "
+                          f"not {value!r}.")
+    return folder
+
+
+def _number(value: Any, key: str, path: Path, lo: float, hi: float) -> float:
+    """A finite number in ``[lo, hi]``."""
+    number = float(_typed(value, (int, float), key, path))
+    if not math.isfinite(number) or not lo <= number <= hi:
+        raise ConfigError(f"{path}: `{key}` must be a number from {lo:g} to {hi:g}, not {value!r}.")
+    return number
+
+
 def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
     library = raw.get("library")
     library_id = raw.get("library_id")
@@ -196,11 +217,17 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
         library = DEFAULT_LIBRARY
     ignore = raw.get("ignore", [])
     _typed(ignore, list, "mirror.ignore", path)
+    for pattern in ignore:
+        problem = pattern_problem(str(pattern))
+        if problem is not None:
+            raise ConfigError(f"{path}: `mirror.ignore` pattern {pattern!r} is not valid gitignore syntax "
+                              f"({problem}).")
     return MirrorConfig(
         library=library,
         library_id=library_id.lower() if library_id else None,
         remote=_typed(raw.get("remote", "/"), str, "mirror.remote", path) or "/",
-        local=_path(_typed(raw.get("local", f"~/{DEFAULT_LIBRARY}"), str, "mirror.local", path)),
+        local=_folder(_typed(raw.get("local", f"~/{DEFAULT_LIBRARY}"), str, "mirror.local", path),
+                      "mirror.local", path),
         ignore=tuple(str(p) for p in ignore),
     )
 
@@ -220,12 +247,9 @@ def load_config(path: Path | None = None) -> Config:
     if "username" in doc:
         kw["username"] = _typed(doc["username"], str, "username", path).strip()
     if "poll_interval" in doc:
-        interval = float(_typed(doc["poll_interval"], (int, float), "poll_interval", path))
-        if interval <= 0:
-            raise ConfigError(f"{path}: `poll_interval` must be a positive number of seconds.")
-        kw["poll_interval"] = interval
+        kw["poll_interval"] = _number(doc["poll_interval"], "poll_interval", path, 0.1, 86_400)
     if "state_dir" in doc:
-        kw["state_dir"] = _path(_typed(doc["state_dir"], str, "state_dir", path))
+        kw["state_dir"] = _folder(_typed(doc["state_dir"], str, "state_dir", path), "state_dir", path)
         kw["state_dir_explicit"] = True
         kw["log_dir"] = kw["state_dir"] / "logs"
     if "log_dir" in doc:
@@ -257,17 +281,19 @@ def load_config(path: Path | None = None) -> Config:
     _typed(safety, dict, "safety", path)
     warnings += _unknown(safety, _SAFETY_KEYS, "safety.", path)
     kw["safety"] = SafetyConfig(
-        max_delete_percent=float(_typed(safety.get("max_delete_percent", 25), (int, float),
-                                        "safety.max_delete_percent", path)),
-        max_delete_files=int(_typed(safety.get("max_delete_files", 50), int, "safety.max_delete_files", path)),
-        backup_days=int(_typed(safety.get("backup_days", 30), int, "safety.backup_days", path)),
+        max_delete_percent=_number(safety.get("max_delete_percent", 25), "safety.max_delete_percent", path, 0, 100),
+        max_delete_files=int(_number(_typed(safety.get("max_delete_files", 50), int, "safety.max_delete_files", path),
+                                     "safety.max_delete_files", path, 0, 10**9)),
+        backup_days=int(_number(_typed(safety.get("backup_days", 30), int, "safety.backup_days", path),
+                                "safety.backup_days", path, 1, 36_500)),
     )
 
     filing = doc.get("filing", {})
     _typed(filing, dict, "filing", path)
     warnings += _unknown(filing, _FILING_KEYS, "filing.", path)
     kw["filing"] = FilingConfig(
-        drop_dir=_path(_typed(filing.get("drop_dir", "~/OH-Drop"), str, "filing.drop_dir", path)),
+        drop_dir=_folder(_typed(filing.get("drop_dir", "~/OH-Drop"), str, "filing.drop_dir", path),
+                         "filing.drop_dir", path),
         mirror=int(_typed(filing.get("mirror", 0), int, "filing.mirror", path)),
         default=_typed(filing.get("default", "/Files/_inbox/"), str, "filing.default", path),
         rules=tuple(_typed(filing.get("rules", []), list, "filing.rules", path)),

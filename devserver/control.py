@@ -9,7 +9,7 @@ JSON out, no authentication (bind devserver to 127.0.0.1).
 | ``GET /_devserver/count?pattern=RX`` | | ``{"count": N}`` |
 | ``POST /_devserver/reset`` | ``{"faults": true}`` optional | zero counters (and clear faults) |
 | ``GET /_devserver/faults`` | | the live fault rules |
-| ``POST /_devserver/faults`` | ``{"method", "path_regex", "status", "count", "retry_after", "latency", "drop", "after_processing"}`` | ``{"id": N}`` |
+| ``POST /_devserver/faults`` | ``{"method", "path_regex", "status", "count", "retry_after", "latency", "drop", "after_processing", "drop_after_bytes"}`` | ``{"id": N}`` |
 | ``POST /_devserver/expire-links`` | | ``{"expired": N}``: every fileserver link expires |
 | ``DELETE /_devserver/faults`` | | clears faults and hooks |
 | ``GET /_devserver/token?email=E`` | | ``{"token"}`` |
@@ -21,6 +21,7 @@ JSON out, no authentication (bind devserver to 127.0.0.1).
 | ``GET /_devserver/libraries/<id>/file?path=P`` | | raw bytes (404 when missing) |
 | ``PUT /_devserver/libraries/<id>/file?path=P`` | raw bytes | ``{"id"}`` (write as another client) |
 | ``DELETE /_devserver/libraries/<id>/file?path=P`` | | ``{"ok": true}`` / 404 |
+| ``POST /_devserver/libraries/<id>/plant`` | ``{"parent", "name", "text"}`` or ``{"parent", "name", "dir": true}`` | ``{"id"}``: an entry with exactly that (hostile) name |
 | ``POST /_devserver/after-request`` | ``{"method", "path_regex", "count", "action": {"put_file": {"repo_id", "path", "text"}} or {"delete_path": {"repo_id", "path"}}}`` | ``{"ok": true}`` |
 """
 from __future__ import annotations
@@ -47,7 +48,7 @@ class Control:
         path = req.path[len("/_devserver"):].rstrip("/") or "/"
         body = req.get_json(silent=True) if req.mimetype == "application/json" else None
         body = body if isinstance(body, dict) else {}
-        m = re.match(r"^/libraries/([-0-9a-f]{36})/(tree|file)$", path)
+        m = re.match(r"^/libraries/([-0-9a-f]{36})/(tree|file|plant)$", path)
         try:
             if path == "/":
                 return _json({"ok": True, "url": app.url, "fileserver": app.fileserver_url})
@@ -70,7 +71,8 @@ class Control:
                                        status=body.get("status"), count=int(body.get("count", 1)),
                                        retry_after=body.get("retry_after"),
                                        latency=float(body.get("latency", 0.0)), drop=bool(body.get("drop")),
-                                       after_processing=bool(body.get("after_processing")))
+                                       after_processing=bool(body.get("after_processing")),
+                                       drop_after_bytes=body.get("drop_after_bytes"))
                 return _json({"id": fid})
             if path == "/expire-links" and req.method == "POST":
                 return _json({"expired": app.expire_links()})
@@ -99,6 +101,13 @@ class Control:
         app = self.app
         if repo_id not in app.store.repos:
             return _json({"error": "no such library"}, 404)
+        if what == "plant":
+            if req.method != "POST":
+                return _json({"error": "method not allowed"}, 405)
+            body = req.get_json(silent=True)
+            body = body if isinstance(body, dict) else {}
+            data = None if body.get("dir") else str(body.get("text", "")).encode("utf-8")
+            return _json({"id": app.plant_entry(repo_id, body.get("parent", "/"), body["name"], data)})
         if what == "tree":
             files, dirs = app.ops.walk(repo_id)
             return _json({"head": app.head_commit(repo_id),

@@ -10,6 +10,12 @@ matching requests get the fault:
   DRF's throttle body and ``Retry-After``; fileserver paths get a Go-style
   error body; other paths ``{"error_msg": "Injected fault"}``);
 * ``drop``: the connection is closed without any answer;
+* ``drop_after_bytes``: the connection is closed *mid-body*: a request that
+  carries a body (an upload) has that many bytes of it read, then the
+  connection is closed without an answer (nothing is committed); any other
+  request is handled and its answer (status line, headers with the full
+  ``Content-Length``) is sent with only that many bytes of its body (a
+  download cut short);
 * ``after_processing``: the request is handled first (an upload is committed)
   and only its answer is replaced by the status / the dropped connection,
   so the client cannot know whether it succeeded.
@@ -21,10 +27,14 @@ from __future__ import annotations
 
 import itertools
 import re
+import socket
+import struct
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
+
+from werkzeug.wrappers import Request, Response
 
 
 @dataclass
@@ -40,6 +50,7 @@ class Fault:
     drop: bool = False
     after_processing: bool = False
     id: int = 0
+    drop_after_bytes: int | None = None
     _rx: re.Pattern = field(default=None, repr=False)  # type: ignore[assignment]
 
     def matches(self, method: str, path: str, full: str) -> bool:
@@ -55,7 +66,8 @@ class Fault:
         """JSON view of the rule (for the control endpoint)."""
         return {"id": self.id, "method": self.method, "path_regex": self.path_regex, "status": self.status,
                 "count": self.remaining, "retry_after": self.retry_after, "latency": self.latency,
-                "drop": self.drop, "after_processing": self.after_processing}
+                "drop": self.drop, "after_processing": self.after_processing,
+                "drop_after_bytes": self.drop_after_bytes}
 
 
 @dataclass
@@ -90,10 +102,12 @@ class FaultInjector:
     # ------------------------------------------------------------ faults
     def add(self, method: str | None, path_regex: str, *, status: int | None = None, count: int = 1,
             retry_after: int | None = None, latency: float = 0.0, drop: bool = False,
-            after_processing: bool = False) -> int:
+            after_processing: bool = False, drop_after_bytes: int | None = None) -> int:
         """Register a fault for the next ``count`` matching requests; returns its id."""
         f = Fault(method or None, path_regex, status, int(count), retry_after, float(latency), bool(drop),
-                  bool(after_processing), next(self._ids), re.compile(path_regex))
+                  bool(after_processing), next(self._ids),
+                  None if drop_after_bytes is None else max(0, int(drop_after_bytes)))
+        f._rx = re.compile(path_regex)
         with self._lock:
             self._faults.append(f)
         return f.id
@@ -161,3 +175,70 @@ class FaultInjector:
         with self._lock:
             self.counters.clear()
             self.lines.clear()
+
+
+# ---------------------------------------------------------------- connection-level faults
+def close_socket(environ, reset: bool = False) -> None:
+    """Shut down and close the client connection of a WSGI request; ``reset``
+    aborts it with a TCP RST (what a proxy does when it stops reading an
+    upload), so a client still sending the body fails at once."""
+    sock = environ.get("werkzeug.socket")
+    if sock is None:
+        return
+    if reset:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    for step in (lambda: sock.shutdown(socket.SHUT_RDWR), sock.close):
+        try:
+            step()
+        except OSError:
+            pass
+
+
+def has_body(req: Request) -> bool:
+    """True when the request carries a body (``Content-Length`` > 0 or chunked)."""
+    if "chunked" in req.headers.get("Transfer-Encoding", "").lower():
+        return True
+    return (req.content_length or 0) > 0
+
+
+def read_some(req: Request, n: int) -> None:
+    """Read up to ``n`` bytes of the request body (then the connection is dropped)."""
+    stream = req.environ["wsgi.input"]
+    left = n
+    while left > 0:
+        try:
+            chunk = stream.read(min(left, 65536))
+        except OSError:
+            return
+        if not chunk:
+            return
+        left -= len(chunk)
+
+
+class CutShort:
+    """A WSGI answer sent with only the first ``limit`` bytes of its body, after
+    which the connection is closed (headers keep the full ``Content-Length``)."""
+
+    def __init__(self, resp: Response, limit: int) -> None:
+        self.resp, self.limit = resp, limit
+
+    def __call__(self, environ, start_response):
+        body = self.resp(environ, start_response)
+        left = self.limit
+        try:
+            yield b""  # makes the server send the status line and headers first
+            for chunk in body:
+                if left <= 0:
+                    break
+                piece = chunk[:left]
+                left -= len(piece)
+                if piece:
+                    yield piece
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+            close_socket(environ)

@@ -7,6 +7,13 @@ auth)`` rows.
 /api2/repos/{id}/dir/"``).  ``auth`` is ``"token"`` (API token required),
 ``"none"`` or ``"optional"``.  The handler name is ``"<component>.<method>"``
 with component ``account``, ``history``, ``dirs``, ``files`` or ``fs``.
+
+``SOURCES`` names, for every endpoint, the upstream code whose behaviour it
+follows (seahub for ``/api2`` and ``/api/v2.1``, the Go fileserver of
+seafile-server for ``/seafhttp``; URL maps in ``seahub/api2/urls.py``,
+``seahub/urls.py`` and ``fileserver/fileserver.go``).  Where a transcript in
+``seafile-transcripts/`` shows the real server answering differently from
+that reading of the source, the transcript wins.
 """
 from __future__ import annotations
 
@@ -59,6 +66,48 @@ ROUTES: list[tuple[tuple[str, ...], str, str, str]] = [
     (("GET", "HEAD"), "/seafhttp/files/{token}/{name}", "fs.download", "none"),
     (("GET", "HEAD"), "/seafhttp/zip/{token}", "fs.zip", "none"),
 ]
+
+_API2 = "seahub/api2/views.py"
+_FILEOP = "seafile-server fileserver/fileop.go"
+
+#: endpoint template -> the upstream file (and view / handler) it follows
+SOURCES: dict[str, str] = {
+    "/api2/auth-token/": f"{_API2}: ObtainAuthToken (seahub/api2/serializers.py: AuthTokenSerializer)",
+    "/api2/ping/": f"{_API2}: Ping",
+    "/api2/auth/ping/": f"{_API2}: AuthPing",
+    "/api2/account/info/": f"{_API2}: AccountInfo",
+    "/api2/server-info/": "seahub/api2/views_misc.py: ServerInfoView",
+    "/api2/repos/": f"{_API2}: Repos",
+    "/api2/repos/{id}/": f"{_API2}: Repo",
+    "/api2/repos/{id}/download-info/": f"{_API2}: DownloadRepo",
+    "/api2/repos/{id}/history/": f"{_API2}: RepoHistory",
+    "/api2/repos/{id}/dir/": f"{_API2}: DirView",
+    "/api2/repos/{id}/dir/metadata/": f"{_API2}: DirMetaDataView",
+    "/api2/repos/{id}/file/": f"{_API2}: FileView",
+    "/api2/repos/{id}/file/detail/": f"{_API2}: FileDetailView",
+    "/api2/repos/{id}/file/metadata/": f"{_API2}: FileMetaDataView",
+    "/api2/repos/{id}/upload-link/": f"{_API2}: UploadLinkView",
+    "/api2/repos/{id}/update-link/": f"{_API2}: UpdateLinkView",
+    "/api/v2.1/repos/{id}/": "seahub/api2/endpoints/repos.py: RepoView",
+    "/api/v2.1/repos/{id}/history/": "seahub/api2/endpoints/repo_history.py: RepoHistory",
+    "/api/v2.1/repos/{id}/commits/{commit}/": "seahub/api2/endpoints/repo_commit.py: RepoCommitView",
+    "/api/v2.1/repos/{id}/dir/": "seahub/api2/endpoints/dir.py: DirView",
+    "/api/v2.1/repos/{id}/dir/detail/": "seahub/api2/endpoints/dir.py: DirDetailView",
+    "/api/v2.1/repos/{id}/file/": "seahub/api2/endpoints/file.py: FileView",
+    "/api/v2.1/repos/{id}/file-uploaded-bytes/":
+        "seahub/api2/endpoints/repo_file_uploaded_bytes.py: RepoFileUploadedBytesView",
+    "/api/v2.1/repos/{id}/zip-task/": "seahub/api2/endpoints/zip_task.py: ZipTaskView",
+    "/api/v2.1/query-zip-progress/": "seahub/api2/endpoints/query_zip_progress.py: QueryZipProgressView",
+    "/api/v2.1/repos/sync-batch-move-item/": "seahub/api2/endpoints/repos_batch.py: ReposSyncBatchMoveItemView",
+    "/api/v2.1/repos/sync-batch-copy-item/": "seahub/api2/endpoints/repos_batch.py: ReposSyncBatchCopyItemView",
+    "/api/v2.1/repos/batch-delete-item/": "seahub/api2/endpoints/repos_batch.py: ReposBatchDeleteItemView",
+    "/seafhttp/upload-api/{token}": f"{_FILEOP}: uploadAPICB (resumable: Content-Range)",
+    "/seafhttp/upload-aj/{token}": f"{_FILEOP}: uploadAjaxCB",
+    "/seafhttp/update-api/{token}": f"{_FILEOP}: updateAPICB",
+    "/seafhttp/update-aj/{token}": f"{_FILEOP}: updateAjaxCB",
+    "/seafhttp/files/{token}/{name}": f"{_FILEOP}: accessCB",
+    "/seafhttp/zip/{token}": f"{_FILEOP}: the /zip/ download handler",
+}
 
 _PLACEHOLDERS = {"{id}": r"(?P<repo_id>[-0-9a-f]{36})", "{token}": r"(?P<token>[^/]*)",
                  "{name}": r"(?P<name>.*)", "{commit}": r"(?P<commit_id>[0-9a-f]{40})"}

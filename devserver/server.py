@@ -17,7 +17,6 @@ libraries.
 """
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import ids, routes
 from .control import Control
-from .faults import FaultInjector
+from .faults import CutShort, FaultInjector, close_socket, has_body, read_some
 from .fileserver_api import Fileserver
 from .http_util import api_error, drf_detail, fs_error
 from .names import nfc, norm_path, parent_and_name
@@ -100,7 +99,10 @@ class DevServer:
         """Start serving in a background thread; returns self (``url`` is then valid)."""
         self._httpd = self._make_httpd()
         self.port = self._httpd.server_port
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="devserver", daemon=True)
+        httpd = self._httpd
+        # a short poll interval makes stop() (and every test teardown) quick
+        self._thread = threading.Thread(target=lambda: httpd.serve_forever(poll_interval=0.05),
+                                        name="devserver", daemon=True)
         self._thread.start()
         return self
 
@@ -167,6 +169,12 @@ class DevServer:
                 return self._drop(req) if fault.drop else self._fault_response(fault, path)
             if fault.drop:
                 return self._drop(req)
+            if fault.drop_after_bytes is not None:
+                if has_body(req):
+                    read_some(req, fault.drop_after_bytes)
+                    close_socket(req.environ, reset=True)
+                    return Response(b"", status=500)
+                return CutShort(self._route(req, path, full, candidates), fault.drop_after_bytes)
             if fault.status:
                 resp = self._fault_response(fault, path)
                 return self._after(req, path, full, resp)
@@ -235,16 +243,8 @@ class DevServer:
 
     @staticmethod
     def _drop(req: Request) -> Response:
-        sock = req.environ.get("werkzeug.socket")
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            try:
-                sock.close()
-            except OSError:
-                pass
+        """Close the client connection now (the returned answer is never delivered)."""
+        close_socket(req.environ)
         return Response(b"", status=500)
 
     # ------------------------------------------------------------ Python API
@@ -356,6 +356,30 @@ class DevServer:
         """Rename an entry in place (auto-renamed on a clash); returns the final name."""
         return self.ops.rename(repo_id, norm_path(path), newname, self.store.repos[repo_id].owner)
 
+    def plant_entry(self, repo_id: str, parent: str, raw_name: str, data: bytes | None = b"") -> str:
+        """Put an entry called exactly ``raw_name`` into folder ``parent``, bypassing
+        every name check (one commit), to test a client's defences against hostile
+        listings: ``".."``, ``"/etc/passwd"``, ``"a/b"``, a 300-byte name...
+
+        ``data`` is the file's content; ``None`` plants an empty folder.  The entry
+        shows up in folder listings as is; paths through it cannot be resolved.
+        Returns the entry's id.
+        """
+        owner = self.store.repos[repo_id].owner
+        with self.store.lock:
+            if data is None:
+                eid, entry = ids.EMPTY_ID, {"id": ids.EMPTY_ID, "mode": ids.DIR_MODE, "name": raw_name}
+            else:
+                eid, size = self.store.write_blob(data)
+                entry = {"id": eid, "mode": ids.FILE_MODE, "modifier": owner, "name": raw_name, "size": size}
+
+            def fn(entries):
+                entries[raw_name] = dict(entry, mtime=int(time.time()))
+                return None, True
+            new_root, _ = self.ops.rewrite(self.store.root_id(repo_id), norm_path(nfc(parent)), fn)
+            self.ops.commit(repo_id, new_root, desc_added([raw_name]), owner)
+        return eid
+
     def tree(self, repo_id: str) -> dict[str, bytes]:
         """Every file of the head tree: ``{"/a/b.md": content}``."""
         files, _ = self.ops.walk(repo_id)
@@ -395,18 +419,22 @@ class DevServer:
 
     def inject_fault(self, method: str | None, path_regex: str, *, status: int | None = None, count: int = 1,
                      retry_after: int | None = None, latency: float = 0.0, drop: bool = False,
-                     after_processing: bool = False) -> int:
+                     after_processing: bool = False, drop_after_bytes: int | None = None) -> int:
         """Make the next ``count`` requests matching ``method`` (None = any) and
         ``path_regex`` (searched in the path, else in ``path?query``) fail.
 
         ``status``: answer with it instead of processing (429 with ``retry_after``:
         DRF throttle body + ``Retry-After``); ``latency``: delay in seconds first;
         ``drop``: close the connection without an answer; ``after_processing``:
-        handle the request first, then replace its answer (status or drop).
+        handle the request first, then replace its answer (status or drop);
+        ``drop_after_bytes``: close the connection mid-body: an upload after that
+        many bytes of its request body were read (nothing committed), any other
+        request after that many bytes of its answer's body were sent.
         Returns the rule id.
         """
         return self.faults.add(method, path_regex, status=status, count=count, retry_after=retry_after,
-                               latency=latency, drop=drop, after_processing=after_processing)
+                               latency=latency, drop=drop, after_processing=after_processing,
+                               drop_after_bytes=drop_after_bytes)
 
     def expire_links(self) -> int:
         """Expire every fileserver link (upload/update/download/zip tokens) as if an hour

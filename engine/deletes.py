@@ -18,9 +18,9 @@ from .conflict_names import _fit, _split
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import NotFoundError
-from .localfs import backup_file, stat_fingerprint
+from .localfs import backup_file, stat_fingerprint, temp_beside
 from .models import RemoteEntry
-from .paths import parent_rel
+from .paths import parent_rel, to_local
 from .state import Base
 from .transfer import LocalChanged, ensure_remote_dir, remote_written
 
@@ -43,6 +43,20 @@ def trash_path(rel_path: str, taken: bool, when: datetime | None = None) -> str:
     folder, _, name = target.rpartition("/")
     stem, ext = _split(name)
     return f"{folder}/{_fit(stem, '__' + when.strftime('%Y%m%dT%H%M%SZ') + ext)}"
+
+
+def _backup_remote(ctx: MirrorContext, rel_path: str) -> None:
+    """Download the server's version of ``rel_path`` into the backup folder."""
+    if ctx.options.backup_dir is None:
+        return
+    day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    dest = to_local(ctx.options.backup_dir / day / ctx.options.library_name, rel_path)
+    if dest.exists():
+        dest = dest.with_name(f"{dest.stem}__{datetime.now(timezone.utc).strftime('%H%M%S%f')}{dest.suffix}")
+    with temp_beside(dest) as (fh, tmp):
+        ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(rel_path), fh)
+        fh.close()
+        os.replace(tmp, dest)
 
 
 def delete_local(ctx: MirrorContext, rel_path: str, expected: tuple[int, int, int] | None) -> None:
@@ -83,6 +97,8 @@ def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
     if current.id != base.remote_id:
         raise LocalChanged(f"{rel_path} changed on the server; downloading it instead", path=rel_path)
     if is_trash_path(rel_path):
+        # Emptying the trash is final on the server; keep a copy as a backup.
+        _backup_remote(ctx, rel_path)
         ctx.client.delete(ctx.repo_id, remote_path)
         remote_written(ctx, rel_path)
         ctx.snapshot.pop(rel_path, None)

@@ -60,7 +60,15 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from .crashpoints import reach
-from .errors import LocalError, NotFoundError, OhsyncError, QuotaError, RemoteError, RemoteOperationError, ServerError
+from .errors import (
+    LocalError,
+    NotFoundError,
+    OhsyncError,
+    QuotaError,
+    RemoteError,
+    RemoteOperationError,
+    ServerError,
+)
 from .events import SyncEvent
 from .filing_jobs import STEPS, Abandon, FilingJob, FilingResult, JobStore
 from .filing_journal import BEIJING, journal_line

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pathspec
 
-__all__ = ["TEMP_PREFIX", "DEFAULT_IGNORES", "IGNORE_FILE", "IgnoreRules"]
+__all__ = ["TEMP_PREFIX", "DEFAULT_IGNORES", "IGNORE_FILE", "IgnoreRules", "pattern_problem"]
 
 #: Prefix of the daemon's own temp files (atomic writes, partial downloads).
 TEMP_PREFIX = ".ohsync-tmp-"
@@ -38,18 +38,42 @@ DEFAULT_IGNORES: tuple[str, ...] = (
 )
 
 
+def pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is not a valid gitignore pattern, or None."""
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern])
+    except Exception as exc:  # noqa: BLE001 - pathspec raises several types for bad patterns
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def _compile(lines: list[str]) -> tuple[pathspec.GitIgnoreSpec, list[str]]:
+    """Compile the valid lines; return the spec and a sentence per invalid one."""
+    good, problems = [], []
+    for line in lines:
+        problem = pattern_problem(line)
+        if problem is None:
+            good.append(line)
+        else:
+            problems.append(f"ignore pattern {line!r} is invalid and was left out ({problem})")
+    return pathspec.GitIgnoreSpec.from_lines(good), problems
+
+
 class IgnoreRules:
     """Matches rel paths against the defaults, config patterns and the file.
 
     :param patterns: extra gitignore-style patterns (config ``ignore``).
     :param local_root: mirror root; its ``.ohsyncignore`` is read when present.
+
+    Invalid patterns (e.g. a lone ``!`` from another device's ignore file)
+    are left out and described in :attr:`problems`, never fatal.
     """
 
     def __init__(self, patterns: Iterable[str] = (), local_root: Path | None = None) -> None:
         self._patterns = list(DEFAULT_IGNORES) + list(patterns)
         self._local_root = local_root
         self._file_mtime: int | None = None
-        self._spec = pathspec.GitIgnoreSpec.from_lines(self._patterns)
+        self._spec, self.problems = _compile(self._patterns)
         self.reload()
 
     def reload(self) -> None:
@@ -70,7 +94,7 @@ class IgnoreRules:
                 lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
                 pass
-        self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        self._spec, self.problems = _compile(lines)
 
     def match(self, rel_path: str, is_dir: bool = False) -> bool:
         """True when ``rel_path`` (or one of its folders) is ignored."""

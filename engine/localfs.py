@@ -241,6 +241,7 @@ def prune_backups(backup_root: Path, keep_days: int, today: datetime | None = No
     if not backup_root.is_dir():
         return 0
     today = today or datetime.now(timezone.utc)
+    keep_days = max(1, keep_days)  # today's backups are never pruned
     removed = 0
     for day in backup_root.iterdir():
         try:

@@ -22,7 +22,7 @@ from typing import Any
 from .context import EngineOptions, MirrorContext
 from .errors import LibraryNotFound, LocalError, NotFoundError, QuotaError, RemoteOperationError
 from .events import ConflictRecord, SyncEvent, SyncReport
-from .ignore import IgnoreRules
+from .ignore import IGNORE_FILE, IgnoreRules
 from .localfs import LocalFile, check_root, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
 from .paths import name_problem, normalize_rel
@@ -127,7 +127,8 @@ class SyncEngine:
 
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
-        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass))
+        problems = {(IGNORE_FILE, p) for p in self.ignore.problems}
+        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems)
 
     def clock_offset(self) -> float | None:
         """Seconds the server's clock is ahead of ours (None: not known yet).
@@ -297,7 +298,7 @@ class SyncEngine:
     def _stat_paths(self, paths: set[str]) -> dict[str, LocalFile]:
         found: dict[str, LocalFile] = {}
         for rel in paths:
-            if not rel or name_problem(rel):
+            if not rel or name_problem(rel) or self._through_symlink(rel):
                 continue
             try:
                 st = os.lstat(self.ctx.local_path(rel))
@@ -323,6 +324,9 @@ class SyncEngine:
             remote_dir = remote is not None and remote.is_dir
             base = bases.get(rel)
             if not (local_dir or remote_dir or (base is not None and base.is_dir)):
+                continue
+            if self._through_symlink(rel):
+                report.skipped.append((rel, "inside a symbolic link to a folder (not followed)"))
                 continue
             if (local_dir and remote is not None and not remote_dir) or (remote_dir and entry is not None and not local_dir):
                 if base is not None and base.is_dir:
@@ -363,6 +367,13 @@ class SyncEngine:
                             report.skipped.append((rel, "replaced by a file here while the server's folder "
                                                         "still holds files"))
                         else:
+                            local_path.mkdir(parents=True, exist_ok=True)
+                        continue
+                    # Look again right before deleting: a file another client put there
+                    # during this pass must not go with the folder.
+                    if self.ctx.client.list_dir(self.ctx.repo_id, self.ctx.remote_path(rel)).entries:
+                        remote_written(self.ctx, rel + "/")
+                        if not local_path.exists():
                             local_path.mkdir(parents=True, exist_ok=True)
                         continue
                     self.ctx.client.delete(self.ctx.repo_id, self.ctx.remote_path(rel))
@@ -414,9 +425,26 @@ class SyncEngine:
             return Side.SAME
         return Side.CHANGED
 
+    def _through_symlink(self, rel: str) -> bool:
+        """True when a folder on the way to ``rel`` is a symbolic link here:
+        writing or deleting there would touch files outside the mirror."""
+        parts = rel.split("/")[:-1]
+        path = self.local_root
+        for part in parts:
+            path = path / part
+            try:
+                if stat.S_ISLNK(os.lstat(path).st_mode):
+                    return True
+            except OSError:
+                return False
+        return False
+
     def _plan_file(self, rel: str, entry: LocalFile | None, remote: RemoteEntry | None,
                    base: Base | None, report: SyncReport) -> Plan | None:
         """Classify both sides of one file and pick its action."""
+        if self._through_symlink(rel):
+            report.skipped.append((rel, "inside a symbolic link to a folder (not followed)"))
+            return None
         try:
             local_side, fp = self._classify_local(rel, entry, base)
         except LocalError as exc:

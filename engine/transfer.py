@@ -312,6 +312,11 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
                 action = "conflict"
             base_content = theirs  # theirs is now accounted for
             base = Base(rel_path, False, sha1_bytes(theirs), theirs_id)
+            # Merging and archiving took requests and time: if yet another
+            # version arrived meanwhile, merge that one too before writing.
+            latest = current_remote(ctx, rel_path)
+            if latest is None or latest.id != theirs_id:
+                continue
         try:
             new_id = _upload(ctx, rel_path, content, exists=remote is not None)
         except _Raced:

@@ -84,10 +84,17 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
         def progress(done: int, total: int) -> None:
             ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
 
+        def unchanged(first: int, end: int) -> None:
+            # Stop before a chunk of a file that changed under us: the server
+            # must never assemble bytes from two versions.
+            if stat_fingerprint(os.stat(path)) != fp:
+                raise LocalChanged(f"{rel_path} changed while it was uploaded; will upload again",
+                                   path=rel_path)
+
         with open(path, "rb") as fh:
             result = ctx.client.upload_chunked(ctx.repo_id, ctx.remote_path(rel_path), fh, size=size,
                                                exists=remote is not None, progress=progress, resume=resume,
-                                               chunk_size=ctx.options.upload_chunk)
+                                               chunk_size=ctx.options.upload_chunk, before_chunk=unchanged)
         ctx.state.set_meta(pending_key, None)
         remote_written(ctx, rel_path)
         if stat_fingerprint(os.stat(path)) != fp:

@@ -1,0 +1,97 @@
+"""Breaker: the real daemon with bad config values, and the mirror root removed while it runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+from engine_helpers import read_tree  # noqa: E402
+
+from ohsync.daemon import credentials  # noqa: E402
+
+USER = "user@example.edu.cn"
+
+
+@pytest.fixture
+def env(isolated_env, devserver, tmp_path):
+    repo_id = devserver.create_library(USER, "OH-Memory")
+    for i in range(12):
+        devserver.put_file(repo_id, f"/n/f{i}.md", f"file {i}\n".encode())
+    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
+    procs = []
+
+    class S:
+        pass
+
+    S.env, S.srv, S.repo_id, S.mirror, S.procs = isolated_env, devserver, repo_id, tmp_path / "mirror", procs
+    yield S
+    for p in procs:
+        p.stop()
+
+
+def _base_toml(s, extra_top: str = "", mirror_extra: str = "", tail: str = "") -> str:
+    return (f'server = "{s.srv.url}"\nusername = "{USER}"\npoll_interval = 1\n'
+            f'state_dir = "{s.env.root / "state"}"\n{extra_top}\n'
+            f'[[mirror]]\nlibrary = "OH-Memory"\nlocal = "{s.mirror}"\n{mirror_extra}\n{tail}\n')
+
+
+BAD = {
+    "negative_backup_days": dict(tail="[safety]\nbackup_days = -1\n"),
+    "nan_poll_interval": dict(extra_top="", tail=""),  # patched below
+    "empty_local": dict(),  # patched below
+    "rules_not_tables": dict(tail='[filing]\nrules = ["*.pdf"]\n'),
+    "bad_ignore_pattern": dict(mirror_extra='ignore = ["a/**/[", "!"]\n'),
+    "drop_dir_is_mirror": dict(),  # patched below
+    "negative_delete_percent": dict(tail="[safety]\nmax_delete_percent = -5\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_config_is_a_clear_error(env, case):
+    s = env
+    text = _base_toml(s, **BAD[case])
+    if case == "nan_poll_interval":
+        text = text.replace("poll_interval = 1", "poll_interval = nan")
+    if case == "empty_local":
+        text = text.replace(f'local = "{s.mirror}"', 'local = ""')
+    if case == "drop_dir_is_mirror":
+        text += f'[filing]\ndrop_dir = "{s.mirror}"\n'
+    s.env.config.write_text(text, encoding="utf-8")
+    p = DaemonProc(s.env)
+    s.procs.append(p)
+    deadline = time.monotonic() + 12
+    while time.monotonic() < deadline and p.proc.poll() is None:
+        time.sleep(0.2)
+    out = p.output()
+    assert "Traceback" not in out, out[-3000:]
+    if case in ("drop_dir_is_mirror", "rules_not_tables") and "filing is off:" in out:
+        return  # refused with a clear message, filing off: acceptable
+    assert p.proc.poll() is not None and p.proc.returncode != 0, \
+        f"daemon accepted the config ({case}); output:\n{out[-1500:]}"
+
+
+def test_mirror_root_removed_while_daemon_runs(env):
+    s = env
+    write_config(s.env, s.srv.url, USER, s.mirror, poll_interval=1.0)
+    p = DaemonProc(s.env)
+    s.procs.append(p)
+    p.wait_state("idle", timeout=60)
+    before = s.srv.tree(s.repo_id)
+    shutil.rmtree(s.mirror)
+    st = p.wait_state("stopped", "error", timeout=30)
+    time.sleep(3)
+    assert s.srv.tree(s.repo_id) == before
+    assert "Traceback" not in p.output()
+    # the folder comes back empty (mount point): still nothing deleted on the server
+    s.mirror.mkdir()
+    p.cli("refresh")
+    time.sleep(5)
+    after = s.srv.tree(s.repo_id)
+    assert {k: v for k, v in after.items() if not k.startswith("/.trash/")} == before, st
