@@ -58,6 +58,10 @@ class FatalError(OhsyncError):
     """The daemon cannot run at all with this configuration (no login, no library)."""
 
 
+#: Seconds between local deletes seen by the watcher and the full scan that carries them out.
+RESCAN_DELAY = 2.0
+
+
 def backoff_delay(attempt: int, *, base: float = 2.0, cap: float = 300.0) -> float:
     """Seconds before retry number ``attempt`` (1, 2, …): exponential with ±20 % jitter."""
     delay = min(cap, base ** max(1, attempt))
@@ -487,6 +491,10 @@ class SyncWorker:
                 t.done.set()
             return
         self._attempt = 0
+        if report.rescan:  # local deletes wait for a full scan that sees them all
+            timer = threading.Timer(RESCAN_DELAY, self.post_dirty, args=([],), kwargs={"full_scan": True})
+            timer.daemon = True
+            timer.start()
         self._retry |= {p for p, _ in report.errors}
         now = time.time()
         facts: dict[str, Any] = {

@@ -76,6 +76,8 @@ class SyncReport:
     :ivar held_deletes: ``(path, side)`` deletes held by the safety valve.
     :ivar requests: HTTP requests made during the pass.
     :ivar interrupted: the caller asked the pass to stop between two files.
+    :ivar rescan: local deletes were seen; they are carried out by the next
+        full scan (call ``sync(None)`` soon), where the valve sees them all.
     """
 
     remote_changed: bool = False
@@ -92,6 +94,7 @@ class SyncReport:
     moved: list[tuple[str, str]] = field(default_factory=list)
     requests: int = 0
     interrupted: bool = False
+    rescan: bool = False
 
     @property
     def transferred(self) -> int:

@@ -206,8 +206,8 @@ class SyncEngine:
                 dirty = {normalize_rel(p) for p in local_paths}
                 # a folder event stands for everything synced below it
                 dirty |= {p for p in bases for d in list(dirty) if d and p.startswith(d + "/")}
-                local = self._stat_paths(dirty)
                 candidates = dirty | self._remote_differences(bases)
+                local = self._stat_paths(candidates)
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
             candidates -= self._case_clashes(bases, report)
             dir_deletes = self._sync_dirs(candidates, local, bases, report)
@@ -221,6 +221,11 @@ class SyncEngine:
                 if plan is not None:
                     plans.append(plan)
             plans, moves = pair_moves(self.ctx, plans)
+            if local_paths is not None and any(p.action is Action.DELETE_REMOTE for p in plans):
+                # Local deletes are counted against the safety valve over the whole
+                # mirror: a watcher delivers an `rm -r` in several batches.
+                plans = [p for p in plans if p.action is not Action.DELETE_REMOTE]
+                report.rescan = True
             for old, new in moves:
                 self._run_move(old, new, report)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
@@ -289,10 +294,11 @@ class SyncEngine:
             self.state.set_meta("root_oid", scan.root_oid)
 
     def _remote_differences(self, bases: dict[str, Base]) -> set[str]:
-        """Rel paths whose remote entry differs from its base."""
-        out = {p for p, e in self.ctx.snapshot.items()
-               if not e.is_dir and (p not in bases or bases[p].remote_id != e.id)}
-        out |= {p for p, b in bases.items() if not b.is_dir and p not in self.ctx.snapshot}
+        """Rel paths (files and folders) whose remote entry differs from its base."""
+        snap = self.ctx.snapshot
+        out = {p for p, e in snap.items()
+               if p not in bases or bases[p].is_dir != e.is_dir or (not e.is_dir and bases[p].remote_id != e.id)}
+        out |= {p for p in bases if p not in snap}
         return out
 
     def _stat_paths(self, paths: set[str]) -> dict[str, LocalFile]:

@@ -365,3 +365,30 @@ def test_writers_fighting_over_a_path_pause_it_after_a_few_conflicts(devserver, 
     assert any("two writers" in reason for _, reason in report.skipped)
     assert b"theirs 4" in devserver.read_file(repo, "/" + path)  # nothing overwritten while paused
     assert b"ours 4" in synced.read(path)
+
+
+def test_a_poll_pass_applies_remote_edits_deletes_and_new_folders(devserver, synced):
+    """The daemon's polls pass no local paths: remote changes must still land."""
+    repo = synced.repo_id
+    devserver.put_file(repo, "/index.md", b"edited on the phone\n")
+    devserver.delete_path(repo, "/tasks/申请 SRT 项目.md")
+    devserver.mkdir(repo, "/projects/empty")
+    report = synced.sync([])
+    assert synced.read("index.md") == b"edited on the phone\n"
+    assert not (synced.root / "tasks/申请 SRT 项目.md").exists()
+    assert (synced.root / "projects/empty").is_dir()
+    assert report.deleted_local == ["tasks/申请 SRT 项目.md"] and report.errors == []
+    assert read_tree(synced.root) == devserver.tree(repo)
+    # and nothing comes back on the next full scan
+    again = synced.sync()
+    assert again.uploaded == [] and "/tasks/申请 SRT 项目.md" not in devserver.tree(repo)
+
+
+def test_local_deletes_seen_by_the_watcher_wait_for_a_full_scan(devserver, synced):
+    (synced.root / "index.md").unlink()
+    report = synced.sync(["index.md"])
+    assert report.rescan and report.deleted_remote == []
+    assert "/index.md" in devserver.tree(synced.repo_id)
+    report = synced.sync()
+    assert report.deleted_remote == ["index.md"]
+    assert "/.trash/index.md" in devserver.tree(synced.repo_id)
