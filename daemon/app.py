@@ -174,6 +174,9 @@ class Daemon:
         paths = params.get("paths")
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and os.path.isabs(p) for p in paths):
             raise InvalidParams("`paths` must be a non-empty list of absolute paths")
+        folders = [p for p in paths if not os.path.isfile(p)]
+        if folders:
+            raise InvalidParams(f"not a file: {folders[0]} (documents are filed one by one)")
         if self.filing is None:
             raise CannotNow(self._filing_problem or "filing is not available")
         try:

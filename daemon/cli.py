@@ -249,9 +249,12 @@ def cmd_activity(args: argparse.Namespace) -> int:
 
 def cmd_file(args: argparse.Namespace) -> int:
     paths = [os.path.abspath(os.path.expanduser(p)) for p in args.paths]
-    missing = [p for p in paths if not os.path.exists(p)]
-    if missing:
-        raise UsageError(f"no such file: {missing[0]}")
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"no such file: {p}")
+        if not os.path.isfile(p):
+            raise UsageError(f"{p} is not a file; `ohsync file` takes documents one by one "
+                             "(to file a whole folder, move its files into the drop folder)")
     results = _client(args, timeout=args.timeout).call("file", {"paths": paths}, timeout=args.timeout)
     ok = True
     for r in results:

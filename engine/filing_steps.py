@@ -127,14 +127,16 @@ def add_journal_line(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> Fili
 def move_into_mirror(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJob:
     """Step 4: move the dropped file to its place in the mirror and record
     its base; a changed or vanished source, or another file at the target,
-    is left alone and noted.
+    is left alone and noted.  A document filed from outside the drop folder
+    (``ohsync file PATH``) is copied, never moved: the person's original stays.
     """
     target = ctx.local_path(job.dest_rel)
     source = Path(job.source)
+    keep_source = job.drop_rel is None
     note = ""
     if target.exists():
         same = local_sha1(target) == job.sha1
-        if same and source_unchanged(job):
+        if same and source_unchanged(job) and not keep_source:
             source.unlink()  # the move happened (copy done, unlink not): finish it
         elif not same:
             note = f"a different local file stands at {job.dest_rel}; {job.original_name} stays in the drop folder"
@@ -145,7 +147,7 @@ def move_into_mirror(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> Fili
         elif not unchanged:
             note = f"{job.original_name} changed after it was uploaded and stays in the drop folder"
         else:
-            move_file(source, target)
+            move_file(source, target, keep_source=keep_source)
             reach("filing.moved")
     if target.exists() and local_sha1(target) == job.sha1:
         record_base(ctx, job, target)
@@ -161,16 +163,18 @@ def local_sha1(path: Path) -> str | None:
         return None
 
 
-def move_file(source: Path, target: Path) -> None:
-    """Rename ``source`` to ``target``; across file systems copy to a temp
-    file beside the target (fsync), rename it, then remove the source."""
+def move_file(source: Path, target: Path, *, keep_source: bool = False) -> None:
+    """Rename ``source`` to ``target``; across file systems (or with
+    ``keep_source``) copy to a temp file beside the target (fsync) and rename
+    it, then remove the source unless it is kept."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(source, target)
-        return
-    except OSError as exc:
-        if exc.errno != 18:  # EXDEV
-            raise
+    if not keep_source:
+        try:
+            os.rename(source, target)
+            return
+        except OSError as exc:
+            if exc.errno != 18:  # EXDEV
+                raise
     with temp_beside(target) as (out, tmp), open(source, "rb") as src:
         while chunk := src.read(1024 * 1024):
             out.write(chunk)
@@ -180,7 +184,8 @@ def move_file(source: Path, target: Path) -> None:
         os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
         out.close()
         os.replace(tmp, target)
-    source.unlink()
+    if not keep_source:
+        source.unlink()
 
 
 def record_base(ctx: MirrorContext, job: FilingJob, target: Path) -> None:
