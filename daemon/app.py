@@ -157,6 +157,7 @@ class Daemon:
             "ping": lambda p: {"pid": os.getpid(), "protocol": 1},
             "file": self._file,
             "confirm_deletes": lambda p: {"confirmed": self.worker.confirm_deletes()},
+            "held_deletes": lambda p: self.worker.held_deletes(),
             "resync": self._resync,
         }
 

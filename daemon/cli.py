@@ -77,7 +77,10 @@ def cmd_login(args: argparse.Namespace) -> int:
         token = _read_secret_line("token")
         client = SeafileClient(server, token)
         try:
-            client.account_info()
+            account = client.account_info()
+            if username.lower() not in {account.email.lower(), account.contact_email.lower()}:
+                print(f"Note: this token belongs to {account.contact_email or account.email}; it is saved "
+                      f"for {username} as you asked.", file=sys.stderr)
         except AuthError as exc:
             raise AuthError("The server did not accept this token. Copy it again from the web "
                             "interface (Settings → Web API Auth Token).", status=exc.status) from exc
@@ -87,7 +90,12 @@ def cmd_login(args: argparse.Namespace) -> int:
         if args.password_stdin:
             password = _read_secret_line("password")
         else:
-            password = getpass.getpass(f"Password for {username} at {server}: ")
+            try:
+                password = getpass.getpass(f"Password for {username} at {server}: ")
+            except EOFError:
+                print(file=sys.stderr)
+                raise OhsyncError("No password given (the input was closed). Type it at the prompt, or "
+                                  "pipe it in with --password-stdin.", title="Login failed") from None
             if not password:
                 raise OhsyncError("No password given.", title="Login failed")
         try:
@@ -180,6 +188,10 @@ def _print_status(st: dict[str, Any]) -> None:
               ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
     if counts:
         print("  " + ", ".join(counts))
+    if st.get("held_deletes"):
+        print("  deletions held by the safety valve: see `ohsync confirm-deletes --list`")
+    for item in (st.get("filing") or {}).get("held", []):
+        print(f"  not filed: {item['message']}")
     if st.get("transfer"):
         t = st["transfer"]
         print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
@@ -264,7 +276,16 @@ def cmd_file(args: argparse.Namespace) -> int:
 
 
 def cmd_confirm_deletes(args: argparse.Namespace) -> int:
-    result = _client(args).call("confirm_deletes")
+    client = _client(args)
+    if args.list:
+        held = client.call("held_deletes")
+        if not held:
+            print("No deletions are held.")
+        for item in held:
+            where = "on the server (into /.trash/)" if item["side"] == "remote" else "in this folder (backed up)"
+            print(f"{item['path']}  — would be deleted {where}")
+        return EXIT_OK
+    result = client.call("confirm_deletes")
     held = int(result.get("confirmed", 0))
     print(f"Carrying out {held} held deletion(s) now." if held else "No deletions were held.")
     return EXIT_OK
@@ -332,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("file", cmd_file, "file documents into /Files/ (as if dropped into the drop folder)")
     sp.add_argument("paths", nargs="+", metavar="PATH")
     sp.add_argument("--timeout", type=float, default=600.0, metavar="S")
-    add("confirm-deletes", cmd_confirm_deletes, "carry out deletions held by the safety valve")
+    sp = add("confirm-deletes", cmd_confirm_deletes, "carry out deletions held by the safety valve")
+    sp.add_argument("--list", action="store_true", help="only list the held deletions")
     add("resync", _simple("resync", "Resyncing: both sides are compared afresh; nothing is deleted."),
         "forget the sync history and reconcile both sides again (deletes nothing)")
     sp = add("stop", cmd_stop, "stop the daemon")
@@ -367,6 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = EXIT_FAILED
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:  # `ohsync status | head -1`: the reader went away, not the daemon
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = EXIT_OK
     except (ConnectionError, TimeoutError) as exc:
         _err(f"lost the connection to the daemon ({exc}); check `ohsync status`")
         code = EXIT_FAILED

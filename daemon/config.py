@@ -165,10 +165,17 @@ def read_document(path: Path) -> dict[str, Any]:
 
 
 def normalize_server_url(url: str) -> str:
-    """``cloud.example.org/`` → ``https://cloud.example.org``: the form used as keyring key."""
+    """``cloud.example.org/`` → ``https://cloud.example.org``: the form used as keyring key.
+
+    :raises ConfigError: not an http(s) address.
+    """
     url = url.strip()
     if url and "://" not in url:
         url = "https://" + url
+    scheme = url.split("://", 1)[0].lower()
+    if url and (scheme not in ("http", "https") or not url.split("://", 1)[1].strip("/")):
+        raise ConfigError(f"The server address {url!r} is not a web address: it must look like "
+                          "https://cloud.example.edu (http:// only for a server on this computer).")
     return url.rstrip("/")
 
 

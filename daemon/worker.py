@@ -198,6 +198,7 @@ class SyncWorker:
         self._activity: collections.deque[dict[str, Any]] = collections.deque(maxlen=activity_size)
         self._conflicts: list[dict[str, Any]] = []
         self._damaged: list[dict[str, str]] = []
+        self._held: list[dict[str, str]] = []
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
 
@@ -230,6 +231,11 @@ class SyncWorker:
         """Run ``fn()`` on the worker thread between passes (for helpers such as
         drop-folder filing that need the engine's thread)."""
         self._queue.put(("call", fn))
+
+    def held_deletes(self) -> list[dict[str, str]]:
+        """Deletes held by the safety valve: ``[{"path", "side"}]`` (side: local/remote)."""
+        with self._lock:
+            return list(self._held)
 
     def note_activity(self, path: str, action: str, result: str, message: str = "") -> None:
         """Add an item to the activity list (e.g. a filing outcome)."""
@@ -513,9 +519,13 @@ class SyncWorker:
         self._status.update(**facts)
         busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
         log.log(logging.INFO if busy else logging.DEBUG,
-                "sync pass in %.2f s: %d up, %d down, %d merged, %d conflicts, %d errors, %d requests",
+                "sync pass in %.2f s: %d up, %d down, %d merged, %d moved, %d deleted here, %d trashed on the "
+                "server, %d conflicts, %d errors, %d requests",
                 now - started, len(report.uploaded), len(report.downloaded), len(report.merged),
-                 len(report.conflicts), len(report.errors), report.requests)
+                len(report.moved), len(report.deleted_local), len(report.deleted_remote),
+                len(report.conflicts), len(report.errors), report.requests)
+        for path, message in report.errors:
+            log.warning("%s: %s", path, message)
         for t in work.tickets:
             t.synced = not report.errors
             t.message = "" if t.synced else f"{len(report.errors)} file(s) failed: {report.errors[0][1]}"
@@ -569,6 +579,7 @@ class SyncWorker:
             return
         with self._lock:
             self._conflicts, self._damaged = conflicts, damaged
+            self._held = [{"path": p, "side": side} for p, side in held]
         was_held = self._status.get("held_deletes")
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
                             held_deletes=len(held), clock_offset=clock)

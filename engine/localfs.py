@@ -134,6 +134,18 @@ def hash_file(path: Path) -> tuple[str, str, int, Fingerprint]:
     return sha1, fid, size, after
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where the OS allows."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
 @contextmanager
 def temp_beside(target: Path) -> Iterator[tuple[BinaryIO, Path]]:
     """A temp file in ``target``'s folder, named so the watcher ignores it.
@@ -147,6 +159,13 @@ def temp_beside(target: Path) -> Iterator[tuple[BinaryIO, Path]]:
     fd, name = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
     tmp = Path(name)
     try:
+        # mkstemp makes 0600; the file gets the mode the target has, or a new
+        # file's usual mode under the person's umask.
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w+b") as fh:
             yield fh, tmp
             if not fh.closed:

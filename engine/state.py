@@ -207,6 +207,11 @@ class StateStore:
         return [ConflictRecord(r[0], r[1], r[2], r[3], tuple(f for f in r[4].split("\n") if f))
                 for r in rows]
 
+    def forget_conflicts(self, archived: list[str]) -> None:
+        """Drop the conflicts whose archived copies are given (resolved)."""
+        with self.transaction():
+            self._db.executemany("DELETE FROM conflicts WHERE archived=?", [(a,) for a in archived])
+
     def conflicts_since(self, path: str, since_iso: str) -> int:
         """How many conflicts ``path`` had at or after ``since_iso`` (ISO 8601 UTC)."""
         row = self._db.execute("SELECT COUNT(*) FROM conflicts WHERE path=? AND time>=?",

@@ -237,6 +237,7 @@ class SyncEngine:
                     break
                 self._run(plan, report)
             self._finish_dir_deletes(dir_deletes, report)
+            self._forget_resolved_conflicts()
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
@@ -270,6 +271,14 @@ class SyncEngine:
         self._skipped_remote = [s for s in self._skipped_remote if s[0] not in clashing] + \
             [s for s in report.skipped if s[0] in clashing]
         return clashing
+
+    def _forget_resolved_conflicts(self) -> None:
+        """A conflict whose archived copy was deleted on both sides is settled:
+        the person looked at it and threw the other version away."""
+        gone = [c.archived for c in self.state.conflicts()
+                if c.archived not in self.ctx.snapshot and not self.ctx.local_path(c.archived).exists()]
+        if gone:
+            self.state.forget_conflicts(gone)
 
     def _prune_backups(self) -> None:
         """Drop backups past their retention, at most once a day."""

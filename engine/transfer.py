@@ -249,7 +249,14 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
     theirs_id = seafile_file_id(theirs)
     stored_rel = _existing_copy(ctx, rel_path, theirs_id)
     if stored_rel is None:
-        copy_rel = conflict_copy_path(rel_path, origin_of(theirs), taken, now)
+        # The loser's origin names who wrote it, unless both versions carry the
+        # same one (a field nobody updated): then it is just "remote".
+        origin = origin_of(theirs)
+        with open(ctx.local_path(rel_path), "rb") as fh:
+            same_origin = origin == origin_of(fh.read(4096))
+        if same_origin:
+            origin = "remote"
+        copy_rel = conflict_copy_path(rel_path, origin, taken, now)
         ensure_remote_dir(ctx, parent_rel(copy_rel))
         result = ctx.client.upload(ctx.repo_id, ctx.remote_path(copy_rel), theirs, replace=False)
         stored_rel = from_remote(ctx.remote_root, result.path) or copy_rel

@@ -78,6 +78,9 @@ def test_mass_delete_is_held_until_confirm_deletes(daemon) -> None:
     assert srv.tree(repo).items() >= before.items()
     r = daemon.cli("status", "--json")
     assert json.loads(r.stdout)["held_deletes"] == 5
+    r = daemon.cli("confirm-deletes", "--list")
+    assert r.returncode == 0
+    assert all(p.relative_to(daemon.mirror).as_posix() in r.stdout for p in victims)
     r = daemon.cli("confirm-deletes")
     assert r.returncode == 0 and "5" in r.stdout
     rel = [p.relative_to(daemon.mirror).as_posix() for p in victims]

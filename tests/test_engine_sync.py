@@ -392,3 +392,19 @@ def test_local_deletes_seen_by_the_watcher_wait_for_a_full_scan(devserver, synce
     report = synced.sync()
     assert report.deleted_remote == ["index.md"]
     assert "/.trash/index.md" in devserver.tree(synced.repo_id)
+
+
+def test_deleting_the_conflict_copy_settles_the_conflict(devserver, synced):
+    repo, path = synced.repo_id, "Files/im/2026-11/群聊记录_数据结构互助小组_2026-11-18.txt"
+    original = synced.read(path)
+    first = original.split(b"\n", 1)[0]
+    devserver.put_file(repo, "/" + path, original.replace(first, first + b" theirs", 1))
+    synced.write(path, original.replace(first, first + b" ours", 1))
+    archived = synced.sync().conflicts[0].archived
+    assert len(synced.engine.conflicts()) == 1
+    synced.engine.valve.max_files = synced.engine.valve.max_percent = 100
+    (synced.root / archived).unlink()
+    synced.sync()
+    assert "/" + archived not in devserver.tree(repo)
+    assert devserver.tree(repo)["/.trash/" + archived] == original.replace(first, first + b" theirs", 1)
+    assert synced.engine.conflicts() == []

@@ -155,3 +155,20 @@ def test_remote_scan_lists_only_folders_whose_id_changed():
     assert lister.listed == ["/", "/a"]
     assert scan.changed and scan.snapshot["a/x.md"].id == "X2"
     assert scan.snapshot["b/y.md"].id == "Y1"  # unchanged subtree carried over
+
+
+def test_files_written_by_ohsync_get_the_usual_mode(tmp_path):
+    import os
+    import stat as _stat
+
+    from ohsync.engine.localfs import atomic_write
+
+    old = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "new.md", b"x")
+        assert _stat.S_IMODE(os.stat(tmp_path / "new.md").st_mode) == 0o644
+        os.chmod(tmp_path / "new.md", 0o600)  # a private file stays private when rewritten
+        atomic_write(tmp_path / "new.md", b"y")
+        assert _stat.S_IMODE(os.stat(tmp_path / "new.md").st_mode) == 0o600
+    finally:
+        os.umask(old)
