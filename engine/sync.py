@@ -31,6 +31,7 @@ from .remote_scan import scan_remote
 from .state import Base, StateStore
 from .deletes import delete_local, delete_remote
 from .bulk import bulk_pull
+from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
@@ -210,6 +211,7 @@ class SyncEngine:
                 local = self._stat_paths(candidates)
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
             candidates -= self._case_clashes(bases, report)
+            candidates -= self._folder_moves(local, bases, report)
             dir_deletes = self._sync_dirs(candidates, local, bases, report)
             plans = []
             for rel in sorted(candidates):
@@ -537,6 +539,20 @@ class SyncEngine:
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
             self._check_damaged(rel)
         return [p for p in plans if p.rel not in done]
+
+    def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base], report: SyncReport) -> set[str]:
+        """Carry whole-folder moves first; returns the paths they accounted for."""
+        done: set[str] = set()
+        for move in find_folder_moves(self.ctx, local, bases):
+            try:
+                done |= set(apply_folder_move(self.ctx, move, bases))
+            except (*_PER_PATH_ERRORS, OSError) as exc:
+                report.errors.append((move.old, f"folder move to {move.new} not done: {exc}"))
+                continue
+            report.moved.append((move.old, move.new))
+            self.ctx.emit(SyncEvent("synced", move.new, "up" if move.local_side else "down", action="move",
+                                    message=f"folder moved from {move.old}"))
+        return done
 
     def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> None:
         """Carry out one move; on failure the two halves run as delete + create."""

@@ -239,7 +239,7 @@ def test_moving_a_folder_of_100_files_transfers_no_content(devserver, tmp_path):
     os.rename(m.root / "course", m.root / "archive" / "2026" / "course-done")
     report = m.sync()
     assert report.errors == [] and report.held_deletes == []
-    assert len(report.moved) == 100
+    assert report.moved == [("course", "archive/2026/course-done")]  # one folder move
     after = devserver.tree_ids(repo)
     for rel in files:
         new = "/archive/2026/course-done/" + rel.split("/", 1)[1]
@@ -254,15 +254,14 @@ def test_moving_a_folder_of_100_files_transfers_no_content(devserver, tmp_path):
     devserver.move_path(repo, "/archive/2026/course-done", "/")
     devserver.rename_path(repo, "/course-done", "course")
     report = m.sync()
-    assert report.errors == [] and report.held_deletes == [] and len(report.moved) == 100
+    assert report.errors == [] and report.held_deletes == []
+    assert report.moved == [("archive/2026/course-done", "course")]
     for rel, data in files.items():
         assert (m.root / rel).read_bytes() == data
     assert not (m.root / "archive" / "2026" / "course-done").exists()
     assert _content_requests(devserver) == []
 
 
-@pytest.mark.xfail(strict=True, reason="folder moves are still carried file by file (one server-side move per "
-                                       "file); DESIGN/issue 5: 'Folder moves move the folder, not each file'")
 def test_a_folder_move_is_one_server_side_move(devserver, tmp_path):
     repo = devserver.create_library(USER, "OH-Memory")
     m = make_mirror(devserver, repo, tmp_path)
@@ -273,3 +272,21 @@ def test_a_folder_move_is_one_server_side_move(devserver, tmp_path):
     os.rename(m.root / "course", m.root / "course-done")
     assert m.sync().errors == []
     assert devserver.request_count("POST") <= 5, devserver.request_count("POST")
+
+
+def test_a_remote_folder_move_is_one_local_rename(devserver, tmp_path):
+    repo = devserver.create_library(USER, "OH-Memory")
+    m = make_mirror(devserver, repo, tmp_path)
+    for i in range(30):
+        m.write(f"course/sub/note{i:03}.md", f"note {i}\n".encode())
+    assert m.sync().errors == []
+    inode = os.stat(m.root / "course/sub/note000.md").st_ino
+    devserver.mkdir(repo, "/archive")
+    devserver.move_path(repo, "/course", "/archive")
+    devserver.reset_counters()
+    report = m.sync()
+    assert report.moved == [("course", "archive/course")] and report.errors == []
+    assert os.stat(m.root / "archive/course/sub/note000.md").st_ino == inode  # renamed, not downloaded
+    assert devserver.request_count("/files/") == 0
+    assert not (m.root / "course").exists()
+    assert m.sync().transferred == 0
