@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# setuptools warns at length about the demo library's data folders; they are package data.
+export PYTHONWARNINGS := ignore
 
 .PHONY: demo test venv clean
 
