@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # setuptools warns at length about the demo library's data folders; they are package data.
-export PYTHONWARNINGS := ignore
+PIP    := PYTHONWARNINGS=ignore $(BIN)/pip
 
 .PHONY: demo test venv clean
 
@@ -12,11 +12,11 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e .
+	$(PIP) install -q -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q -e '.[test]'
+	$(PIP) install -q -e '.[test]'
 	bash .ci/desktop-deps.sh $(VENV)
 	bash .ci/rclone-deps.sh
 	touch $@
