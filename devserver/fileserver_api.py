@@ -89,15 +89,9 @@ class Fileserver:
             return go_json(results)
         return text("\t".join(r["id"] for r in results))
 
-    # ------------------------------------------------------------ upload
-    def upload(self, req: Request, token: str, kind: str = "upload-api") -> Response:
-        """``POST <FS>/upload-api/<token>`` (and ``upload-aj``): multipart upload.
-
-        Fields ``parent_dir`` (must equal the link's folder), ``relative_path``,
-        ``replace`` (query wins), ``last_modify``, ``ret-json``; one or more
-        ``file`` parts; optional ``Content-Range`` + ``Content-Disposition``
-        headers for a resumable chunk.
-        """
+    def _form(self, req: Request, token: str, kind: str) -> Response | tuple:
+        """Check the link token and parse the multipart body: ``(token, fields,
+        file parts)``, or the fileserver's error answer."""
         if len(token) != 36:
             return fs_error(400, "Invalid URL")
         if req.method != "POST":
@@ -108,6 +102,21 @@ class Fileserver:
         parts = parse_multipart(req.get_data(), req.headers.get("Content-Type", "")) or []
         fields = {p.name: p.text() for p in parts if p.filename is None}
         files = [p for p in parts if p.filename is not None and p.name == "file"]
+        return tok, fields, files
+
+    # ------------------------------------------------------------ upload
+    def upload(self, req: Request, token: str, kind: str = "upload-api") -> Response:
+        """``POST <FS>/upload-api/<token>`` (and ``upload-aj``): multipart upload.
+
+        Fields ``parent_dir`` (must equal the link's folder), ``relative_path``,
+        ``replace`` (query wins), ``last_modify``, ``ret-json``; one or more
+        ``file`` parts; optional ``Content-Range`` + ``Content-Disposition``
+        headers for a resumable chunk.
+        """
+        form = self._form(req, token, kind)
+        if isinstance(form, Response):
+            return form
+        tok, fields, files = form
         parent_dir = fields.get("parent_dir")
         if not parent_dir:
             return fs_error(400, "No parent_dir given.\n")
@@ -218,16 +227,10 @@ class Fileserver:
         Answers the new file id as bare text (``update-aj``: a JSON array);
         identical content makes no commit.
         """
-        if len(token) != 36:
-            return fs_error(400, "Invalid URL")
-        if req.method != "POST":
-            return text("\n", 400)
-        tok, err = self._token(token, (kind.replace("-api", ""),))
-        if err:
-            return err
-        parts = parse_multipart(req.get_data(), req.headers.get("Content-Type", "")) or []
-        fields = {p.name: p.text() for p in parts if p.filename is None}
-        files = [p for p in parts if p.filename is not None and p.name == "file"]
+        form = self._form(req, token, kind)
+        if isinstance(form, Response):
+            return form
+        tok, fields, files = form
         target = fields.get("target_file")
         if not target:
             return fs_error(400, "No target_file given.\n")
