@@ -530,7 +530,8 @@ def test_ohsync_tray_follows_a_running_daemon_and_can_start_one(world: World, de
         pid = json.loads((world.env.root / "state" / "ohsync.pid").read_text())["pid"]
         assert pid != daemon.pid and pid != tray.pid
 
-        # Quit closes only the tray: `ohsync tray` does not own the daemon
+        # Quit closes only the tray: `ohsync tray` does not own the daemon (stopping it is its own item)
+        assert menu.labels()[-2:] == ["Stop ohsync and quit", "Quit"]
         menu.click("Quit")
         assert tray.wait(15) == 0
         assert world.status()["state"] == "idle"

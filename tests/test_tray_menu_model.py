@@ -63,7 +63,7 @@ def test_every_daemon_state_has_a_line_an_icon_and_the_full_menu(state: str) -> 
     assert mm.icon_state(st) == (state, False)
     assert [t for t in texts(entries) if t != "-"][1:] == [
         "Refresh now", "Open folder", "Open drop folder", "Conflicts (0)",
-        "Resume syncing" if state == "paused" else "Pause syncing", "Quit"]
+        "Resume syncing" if state == "paused" else "Pause syncing", "Stop ohsync and quit", "Quit"]
     assert entry(entries, "Refresh now") == MenuEntry("Refresh now", Action("refresh"))
     assert entry(entries, "Open folder").action == Action("open", (LOCAL,))
     assert entry(entries, "Conflicts").enabled is False
@@ -251,3 +251,14 @@ def test_tray_modules_import_neither_pystray_nor_the_engine() -> None:
             "print(sorted(m for m in sys.modules if m.startswith(('ohsync.engine', 'pystray', 'gi'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_tray_that_did_not_start_the_daemon_offers_to_stop_it_separately():
+    from ohsync.tray.menu_model import TrayView, build_menu
+
+    status = {"protocol": 1, "state": "idle", "message": "Up to date", "conflicts": 0,
+              "mirrors": [{"library": "OH-Memory", "local": "/tmp/m", "state": "idle", "message": "Up to date"}]}
+    labels = [e.text for e in build_menu(TrayView(status=status, owns_daemon=False))]
+    assert labels[-2:] == ["Stop ohsync and quit", "Quit"]
+    owned = [e.text for e in build_menu(TrayView(status=status, owns_daemon=True))]
+    assert "Stop ohsync and quit" not in owned and owned[-1] == "Quit"

@@ -259,6 +259,9 @@ class TrayController:
         """Run a menu action; socket calls go to a short-lived thread so the UI never waits."""
         if action.kind == "quit":
             self._on_quit()
+        elif action.kind == "stop_and_quit":
+            self.call("shutdown")
+            self._on_quit()
         elif action.kind == "open":
             desktop.open_paths(action.paths, action.fallback, opener=self._opener)
         elif action.kind == "start":

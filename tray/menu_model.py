@@ -62,7 +62,8 @@ class Action:
 
     :ivar kind: ``refresh``, ``pause``, ``resume``, ``open`` (open every path
         in ``paths`` that exists, else ``fallback``), ``start`` (start the
-        daemon; offered while it is not running), or ``quit``.
+        daemon; offered while it is not running), ``stop_and_quit`` (stop a daemon this
+        tray did not start, then quit), or ``quit``.
     """
 
     kind: str
@@ -381,6 +382,9 @@ def build_menu(view: TrayView) -> tuple[MenuEntry, ...]:
         SEPARATOR,
         MenuEntry("Resume syncing" if paused else "Pause syncing",
                   Action("resume" if paused else "pause"), enabled=running),
-        MenuEntry("Quit", Action("quit")),
     ]
+    if running and not view.owns_daemon:
+        # This tray did not start the daemon: Quit leaves it running; stopping it is a separate choice.
+        entries.append(MenuEntry("Stop ohsync and quit", Action("stop_and_quit")))
+    entries.append(MenuEntry("Quit", Action("quit")))
     return tuple(entries)
