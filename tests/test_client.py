@@ -958,18 +958,13 @@ def test_live_rename_move_delete(live):
 def test_live_revoked_token_is_auth_error(dev, live):
     c, repo, _ = live
     c.ping()
-    revoke = getattr(dev, "revoke_token", None)
-    if revoke is None:
-        pytest.skip("devserver has no revoke_token")
-    revoke(dev.token_for(USER))
+    dev.revoke_token(dev.token_for(USER))
     with pytest.raises(AuthError, match="ohsync login"):
         c.list_dir(repo, "/")
 
 
 def test_live_fault_injection_retried(dev, live):
     c, repo, seen = live
-    if not hasattr(dev, "inject_fault"):
-        pytest.skip("devserver has no inject_fault")
     dev.inject_fault("GET", r"/api2/repos/[^/]+/dir/", status=503, count=2)
     assert c.list_dir(repo, "/").entries == ()
     assert sum(1 for m, u in seen if "/dir/" in u) == 3
@@ -1015,8 +1010,6 @@ def test_live_upload_not_retried(dev, live):
 
 def test_live_quota(dev, live):
     c, repo, _ = live
-    if not hasattr(dev, "set_quota"):
-        pytest.skip("devserver has no set_quota")
     dev.set_quota(USER, 10)
     assert c.account_info().total == 10
     with pytest.raises(QuotaError):

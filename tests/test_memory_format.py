@@ -1,11 +1,11 @@
 """Tests for ohsync.engine.memory_format: lossless parsing of memory entity files."""
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from engine_helpers import shared_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ohsync.engine.memory_format import (
@@ -19,11 +19,8 @@ FAST = settings(max_examples=200, deadline=None)
 
 
 def samples_dir() -> Path:
-    shared = os.environ.get("OHSYNC_SHARED")
-    root = Path(shared) if shared else Path(__file__).resolve().parents[2] / "shared"
-    path = root / "samples" / "OH-Memory"
-    if not path.is_dir():
-        pytest.skip(f"sample library not found at {path}")
+    path = shared_dir() / "samples" / "OH-Memory"
+    assert path.is_dir(), f"sample library not found at {path} (set OHSYNC_SHARED to the shared folder)"
     return path
 
 

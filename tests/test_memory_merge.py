@@ -1,13 +1,13 @@
 """Tests for ohsync.engine.memory_merge: the memory-aware three-way merge (issue 6)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
+from engine_helpers import shared_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ohsync.engine.memory_format import parse_memory
@@ -18,11 +18,8 @@ BOM = b"\xef\xbb\xbf"
 
 
 def samples_dir() -> Path:
-    shared = os.environ.get("OHSYNC_SHARED")
-    root = Path(shared) if shared else Path(__file__).resolve().parents[2] / "shared"
-    path = root / "samples" / "OH-Memory"
-    if not path.is_dir():
-        pytest.skip(f"sample library not found at {path}")
+    path = shared_dir() / "samples" / "OH-Memory"
+    assert path.is_dir(), f"sample library not found at {path} (set OHSYNC_SHARED to the shared folder)"
     return path
 
 
