@@ -223,40 +223,43 @@ def cmd_wait(args: argparse.Namespace) -> int:
     return EXIT_FAILED
 
 
-def cmd_conflicts(args: argparse.Namespace) -> int:
-    items = _client(args).call("conflicts")
+def _print_items(args: argparse.Namespace, items: list[dict[str, Any]], empty: str,
+                 show: Callable[[dict[str, Any]], str]) -> int:
+    """Print a socket list as JSON (``--json``) or one block per item."""
     if args.json:
         print(json.dumps(items, ensure_ascii=False))
     elif not items:
-        print("No conflicts.")
-    for c in items if not args.json else ():
-        print(f"{c['time']}  {c['path']}\n    other version kept as {c['archived']}\n    {c['reason']}")
-        if c.get("fields"):
-            print(f"    could not merge: {', '.join(c['fields'])}")
+        print(empty)
+    else:
+        for item in items:
+            print(show(item))
     return EXIT_OK
+
+
+def _conflict_text(c: dict[str, Any]) -> str:
+    text = f"{c['time']}  {c['path']}\n    other version kept as {c['archived']}\n    {c['reason']}"
+    if c.get("fields"):
+        text += f"\n    could not merge: {', '.join(c['fields'])}"
+    return text
+
+
+def cmd_conflicts(args: argparse.Namespace) -> int:
+    return _print_items(args, _client(args).call("conflicts"), "No conflicts.", _conflict_text)
 
 
 def cmd_damaged(args: argparse.Namespace) -> int:
-    items = _client(args).call("damaged")
-    if args.json:
-        print(json.dumps(items, ensure_ascii=False))
-    elif not items:
-        print("No damaged files.")
-    for d in items if not args.json else ():
-        print(f"{d['path']}: {d['reason']}")
-    return EXIT_OK
+    return _print_items(args, _client(args).call("damaged"), "No damaged files.",
+                        lambda d: f"{d['path']}: {d['reason']}")
+
+
+def _activity_text(a: dict[str, Any]) -> str:
+    extra = f"  ({a['message']})" if a.get("message") else ""
+    return f"{a['time']}  {a['action']:<9} {a['result']:<8} {a['path']}{extra}"
 
 
 def cmd_activity(args: argparse.Namespace) -> int:
-    items = _client(args).call("activity", {"limit": args.limit})
-    if args.json:
-        print(json.dumps(items, ensure_ascii=False))
-    elif not items:
-        print("No activity yet.")
-    for a in items if not args.json else ():
-        extra = f"  ({a['message']})" if a.get("message") else ""
-        print(f"{a['time']}  {a['action']:<9} {a['result']:<8} {a['path']}{extra}")
-    return EXIT_OK
+    return _print_items(args, _client(args).call("activity", {"limit": args.limit}), "No activity yet.",
+                        _activity_text)
 
 
 def cmd_file(args: argparse.Namespace) -> int:

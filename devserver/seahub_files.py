@@ -64,8 +64,8 @@ class SeahubFiles(SeahubBase):
         return self._link(req, user, repo_id, "update")
 
     # ------------------------------------------------------------ info
-    def file_detail(self, req: Request, user: str, repo_id: str) -> Response:
-        """``GET /api2/repos/{id}/file/detail/?p=``."""
+    def _file_entry(self, req: Request, user: str, repo_id: str) -> dict | Response:
+        """The file named by ``?p=``, or seahub's 404/400 answer."""
         if self.repo(repo_id, user) is None:
             return api_error(404, f"Library {repo_id} not found.")
         p = req.args.get("p")
@@ -74,6 +74,13 @@ class SeahubFiles(SeahubBase):
         e = self.ops.lookup(repo_id, p)
         if e is None or is_dir(e):
             return api_error(404, f"File {norm_path(p)} not found.")
+        return e
+
+    def file_detail(self, req: Request, user: str, repo_id: str) -> Response:
+        """``GET /api2/repos/{id}/file/detail/?p=``."""
+        e = self._file_entry(req, user, repo_id)
+        if isinstance(e, Response):
+            return e
         d = {"type": "file", "id": e["id"], "name": e["name"], "permission": "rw", "mtime": e["mtime"],
              "last_modified": iso_time(e["mtime"]), "last_modifier_email": e["modifier"],
              "last_modifier_name": user_name(e["modifier"]), "last_modifier_contact_email": "",
@@ -85,14 +92,9 @@ class SeahubFiles(SeahubBase):
 
     def file_metadata(self, req: Request, user: str, repo_id: str) -> Response:
         """``GET /api2/repos/{id}/file/metadata/?p=``: ``{"id": <file id>}``."""
-        if self.repo(repo_id, user) is None:
-            return api_error(404, f"Library {repo_id} not found.")
-        p = req.args.get("p")
-        if not p:
-            return api_error(400, "p invalid.")
-        e = self.ops.lookup(repo_id, p)
-        if e is None or is_dir(e):
-            return api_error(404, f"File {norm_path(p)} not found.")
+        e = self._file_entry(req, user, repo_id)
+        if isinstance(e, Response):
+            return e
         return drf({"id": e["id"]})
 
     def v21_file_obj(self, repo_id: str, path: str) -> dict:
@@ -105,15 +107,10 @@ class SeahubFiles(SeahubBase):
 
     def v21_file_get(self, req: Request, user: str, repo_id: str) -> Response:
         """``GET /api/v2.1/repos/{id}/file/?p=``: the v2.1 file object."""
-        if self.repo(repo_id, user) is None:
-            return api_error(404, f"Library {repo_id} not found.")
-        p = req.args.get("p")
-        if not p:
-            return api_error(400, "p invalid.")
-        e = self.ops.lookup(repo_id, p)
-        if e is None or is_dir(e):
-            return api_error(404, f"File {norm_path(p)} not found.")
-        return drf(self.v21_file_obj(repo_id, norm_path(p)))
+        e = self._file_entry(req, user, repo_id)
+        if isinstance(e, Response):
+            return e
+        return drf(self.v21_file_obj(repo_id, norm_path(req.args["p"])))
 
     # ------------------------------------------------------------ api2 file ops
     def file_post(self, req: Request, user: str, repo_id: str) -> Response:

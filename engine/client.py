@@ -37,7 +37,6 @@ from .client_answers import (
     parse_update_answer,
     payload_size,
     repo_from_json,
-    tell_or_none,
 )
 from .client_errors import (
     check_id,
@@ -393,19 +392,12 @@ class SeafileClient(BulkTransfers, SeafileHTTP):
         """
         repo = _check_repo_id(repo_id)
         remote = normalize_remote_path(path)
-        start = tell_or_none(dest)
-        state = {"written": 0}
-
-        def attempt() -> str:
-            if state["written"]:
-                dest.seek(start)  # type: ignore[arg-type]
-                dest.truncate()
-                state["written"] = 0
+        def fetch(state: dict[str, int]) -> str:
             link, file_id = self._download_link(repo, remote)
             self._stream_into(link, dest, remote, progress, state)
             return file_id
 
-        return self._retrying(attempt, can_retry=lambda: start is not None or not state["written"])
+        return self._download_retrying(dest, fetch)
 
     def download_bytes(self, repo_id: str, path: str) -> tuple[bytes, str]:
         """Download a small file into memory (see :meth:`download`).

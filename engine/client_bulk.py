@@ -116,20 +116,13 @@ class BulkTransfers(SeafileHTTP):
         for name in names:
             if name_problem(name):
                 raise ValueError(f"not a name in {parent}: {name!r}")
-        start = tell_or_none(dest)
-        state = {"written": 0}
-
-        def attempt() -> None:
-            if state["written"]:
-                dest.seek(start)  # type: ignore[arg-type]
-                dest.truncate()
-                state["written"] = 0
+        def fetch(state: dict[str, int]) -> None:
             token = self._zip_token(repo, parent, names)
             self._wait_for_zip(token, parent)
             url = httpx.URL(self._fileserver_root(repo, parent) + "/zip/" + token)
             self._stream_into(url, dest, parent, None, state)
 
-        self._retrying(attempt, can_retry=lambda: start is not None or not state["written"])
+        self._download_retrying(dest, fetch)
 
     def _zip_token(self, repo: str, parent: str, names: list[str]) -> str:
         query = urlencode([("parent_dir", parent)] + [("dirents", n) for n in names], quote_via=quote)

@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, Self
 import httpx
 import tenacity
 
-from .client_answers import as_int
+from .client_answers import as_int, tell_or_none
 from .client_errors import check_id, error_for_response, parse_json, translate_errors
 from .errors import NetworkError, ProtocolError, ServerError, ThrottledError
 
@@ -161,6 +161,23 @@ class SeafileHTTP:
         )
         file_id = check_id(resp.headers.get("oid"), what="the download link's oid header", path=remote)
         return self._resolve_link(resp, what=what, path=remote), file_id
+
+    def _download_retrying(self, dest: BinaryIO, fetch: Callable[[dict[str, int]], Any]) -> Any:
+        """Run ``fetch(state)`` (which streams into ``dest`` and counts bytes in
+        ``state["written"]``) with the client's retries; before a retry ``dest``
+        is rewound to where it started, or the retry is refused when ``dest``
+        cannot seek and already holds bytes."""
+        start = tell_or_none(dest)
+        state = {"written": 0}
+
+        def attempt() -> Any:
+            if state["written"]:
+                dest.seek(start)  # type: ignore[arg-type]
+                dest.truncate()
+                state["written"] = 0
+            return fetch(state)
+
+        return self._retrying(attempt, can_retry=lambda: start is not None or not state["written"])
 
     def _stream_into(self, url: httpx.URL, dest: BinaryIO, remote: str,
                      progress: Callable[[int, int], None] | None, state: dict[str, int]) -> None:
