@@ -5,7 +5,7 @@
 #
 # Idempotent and quiet: apt runs only when a package is missing, pip only
 # prints on failure. Exits non-zero (with the failing step named) on error.
-# Recipes and versions: /work/shared/linux-desktop-testing.md (Debian 12).
+# Recipes and versions: docs/desktop-testing.md (Debian 12).
 set -euo pipefail
 
 VENV=${1:?usage: $0 VENV_DIR}

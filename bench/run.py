@@ -43,8 +43,7 @@ from typing import Any, Callable
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("OHSYNC_SHARED", REPO.parent / "shared"))
-GENERATOR = SHARED / "samples" / "make_scale_library.py"
+GENERATOR = REPO / "tests" / "data" / "samples" / "make_scale_library.py"
 USER, PASSWORD = "user@example.edu.cn", "secret"
 LIB = "OH-Memory"
 BIG_LIB = "Bench-Big"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,15 +14,13 @@ from ohsync.engine.sync import SyncEngine
 USER = "user@example.edu.cn"
 
 
-def shared_dir() -> Path:
-    """The read-only ``shared/`` folder beside the repo (``OHSYNC_SHARED`` overrides)."""
-    env = os.environ.get("OHSYNC_SHARED")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared"
+DATA = Path(__file__).resolve().parent / "data"
+SAMPLES = DATA / "samples"
 
 
 def sample_library(dest: Path) -> Path:
     """Copy the sample OH-Memory library, with ``Files/`` inside it, to ``dest``."""
-    samples = shared_dir() / "samples"
+    samples = SAMPLES
     shutil.copytree(samples / "OH-Memory", dest)
     shutil.copytree(samples / "Files", dest / "Files")
     for path in dest.rglob("*"):

@@ -1,7 +1,7 @@
 """Tests of the Seafile client (``ohsync.engine.client``).
 
 Unit tests run the client against ``httpx.MockTransport`` handlers that
-answer like the real server (shapes from ``shared/seafile-transcripts``);
+answer like the real server (shapes from ``tests/data/seafile-transcripts``);
 integration tests at the end run it against devserver.
 """
 

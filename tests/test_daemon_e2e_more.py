@@ -12,13 +12,13 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, read_tree, wait_for, write_config  # noqa: E402,F401
-from engine_helpers import shared_dir  # noqa: E402
+from engine_helpers import SAMPLES  # noqa: E402
 
 from ohsync.daemon import credentials  # noqa: E402
 
 USER = "user@example.edu.cn"
 # The demo library already holds the sample PDF; a trailing comment makes another document.
-PDF_BYTES = (shared_dir() / "samples" / "Files" / "learn" / "2026-2027-1" / "数据结构" / "第07讲-散列表.pdf"
+PDF_BYTES = (SAMPLES / "Files" / "learn" / "2026-2027-1" / "数据结构" / "第07讲-散列表.pdf"
              ).read_bytes() + b"\n% lecture 07, second printing\n"
 
 

@@ -1,5 +1,5 @@
 """Contract tests of devserver endpoints beyond what the transcripts pin down
-(shapes per shared/seafile-web-api.md)."""
+(shapes per docs/seafile-api.md)."""
 from __future__ import annotations
 
 import io

@@ -40,9 +40,7 @@ RCLONE = shutil.which("rclone")
 TIMEOUT = 60
 
 
-def _shared() -> Path:
-    env = os.environ.get("OHSYNC_SHARED")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared"
+SAMPLES = Path(__file__).resolve().parent / "data" / "samples"
 
 
 def local_tree(root: Path) -> dict[str, bytes]:
@@ -130,10 +128,10 @@ def rclone(devserver, tmp_path) -> Rclone | None:
 
 @pytest.fixture
 def samples(tmp_path) -> Path:
-    """A writable copy of the shared sample trees: ``OH-Memory/`` and ``Files/``."""
-    shared = _shared() / "samples"
+    """A writable copy of the sample trees: ``OH-Memory/`` and ``Files/``."""
+    shared = SAMPLES
     if not (shared / "OH-Memory").is_dir():
-        pytest.fail(f"sample trees not found under {shared} (set OHSYNC_SHARED)", pytrace=False)
+        pytest.fail(f"sample trees not found under {shared}", pytrace=False)
     src = tmp_path / "src"
     for name in ("OH-Memory", "Files"):
         shutil.copytree(shared / name, src / name)

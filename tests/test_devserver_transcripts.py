@@ -1,6 +1,6 @@
 """Replay every recorded Seafile transcript against devserver.
 
-One test per scenario file in ``shared/seafile-transcripts`` (see
+One test per scenario file in ``tests/data/seafile-transcripts`` (see
 ``tests/transcript_replay.py`` for the substitution, capture and
 normalisation rules).  Only the README's ``version_dependent`` fields may
 differ.
@@ -30,7 +30,7 @@ FILES = replay.scenario_files()
 
 
 def test_transcripts_found():
-    """All twelve scenario files are there (a missing shared/ folder must not pass silently)."""
+    """All twelve scenario files are there (a missing data folder must not pass silently)."""
     assert len(FILES) >= 12, f"transcripts not found under {replay.TRANSCRIPTS}"
 
 

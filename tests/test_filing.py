@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine_helpers import USER, make_mirror, read_tree, sample_library, shared_dir
+from engine_helpers import USER, make_mirror, read_tree, sample_library, SAMPLES
 from ohsync.daemon.filing_service import FilingService
 from ohsync.engine.filing import Filer, FilingResult, _JobStore, journal_line
 from ohsync.engine.ids import seafile_file_id, sha1_bytes
@@ -27,8 +27,8 @@ from ohsync.engine.memory_format import parse_memory
 CST = timezone(timedelta(hours=8))
 NOW = datetime(2026, 11, 30, 9, 12, 34, tzinfo=CST)
 PDF_NAME = "第07讲-散列表.pdf"
-PDF = shared_dir() / "samples" / "Files" / "learn" / "2026-2027-1" / "数据结构" / PDF_NAME
-HW1 = shared_dir() / "samples" / "Files" / "learn" / "2026-2027-1" / "数据结构" / "作业1.docx"
+PDF = SAMPLES / "Files" / "learn" / "2026-2027-1" / "数据结构" / PDF_NAME
+HW1 = SAMPLES / "Files" / "learn" / "2026-2027-1" / "数据结构" / "作业1.docx"
 RULES = [
     {"match": "dir:数据结构", "dest": "/Files/learn/{term}/数据结构/"},
     {"match": "*.pdf", "dest": "/Files/downloads/{yyyy}-{mm}/"},

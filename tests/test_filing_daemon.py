@@ -39,7 +39,7 @@ from daemon_helpers import (
     wait_for,
     write_config,
 )
-from engine_helpers import shared_dir
+from engine_helpers import SAMPLES
 from ohsync.daemon import credentials
 from ohsync.engine.crashpoints import POINTS
 from ohsync.engine.filing import DEFAULT_CHUNK_SIZE
@@ -48,7 +48,7 @@ from ohsync.engine.filing_rules import tsinghua_term
 from ohsync.engine.ids import seafile_file_id
 
 USER = "user@example.edu.cn"
-SAMPLE_PDF = (shared_dir() / "samples" / "Files" / "learn" / "2026-2027-1" / "数据结构" / "第07讲-散列表.pdf")
+SAMPLE_PDF = (SAMPLES / "Files" / "learn" / "2026-2027-1" / "数据结构" / "第07讲-散列表.pdf")
 SAMPLE_REMOTE = "/Files/learn/2026-2027-1/数据结构/第07讲-散列表.pdf"  # in the demo library
 # The demo library already holds the sample PDF; a trailing comment makes another document.
 PDF_BYTES = SAMPLE_PDF.read_bytes() + b"\n% lecture 07, second printing\n"

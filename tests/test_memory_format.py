@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from engine_helpers import shared_dir
+from engine_helpers import SAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ohsync.engine.memory_format import (
@@ -19,8 +19,8 @@ FAST = settings(max_examples=200, deadline=None)
 
 
 def samples_dir() -> Path:
-    path = shared_dir() / "samples" / "OH-Memory"
-    assert path.is_dir(), f"sample library not found at {path} (set OHSYNC_SHARED to the shared folder)"
+    path = SAMPLES / "OH-Memory"
+    assert path.is_dir(), f"sample library not found at {path}"
     return path
 
 

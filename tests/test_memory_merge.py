@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-from engine_helpers import shared_dir
+from engine_helpers import SAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ohsync.engine.memory_format import parse_memory
@@ -18,8 +18,8 @@ BOM = b"\xef\xbb\xbf"
 
 
 def samples_dir() -> Path:
-    path = shared_dir() / "samples" / "OH-Memory"
-    assert path.is_dir(), f"sample library not found at {path} (set OHSYNC_SHARED to the shared folder)"
+    path = SAMPLES / "OH-Memory"
+    assert path.is_dir(), f"sample library not found at {path}"
     return path
 
 

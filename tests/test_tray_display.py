@@ -1,6 +1,6 @@
 """The real tray on a real (virtual) desktop, driven by the real daemon on devserver.
 
-What runs (recipes: /work/shared/linux-desktop-testing.md, section 1):
+What runs (recipes: docs/desktop-testing.md):
 
 * ``Xvfb`` on a free display (``-displayfd``), a private ``dbus-daemon
   --session``, ``dunst`` as the notification service (we read every

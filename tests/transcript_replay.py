@@ -1,4 +1,4 @@
-"""Replayer for the recorded Seafile transcripts in ``shared/seafile-transcripts``.
+"""Replayer for the recorded Seafile transcripts in ``tests/data/seafile-transcripts``.
 
 Implements the README of that folder: placeholder substitution, captures,
 byte-exact multipart bodies (raw UTF-8 file names, ``"`` as ``%22``), the
@@ -11,14 +11,13 @@ Use::
     result = replay_file(path, base_url, "user@example.edu.cn", "secret")
     assert result.mismatches == []
 
-``shared/`` is ``Path(__file__).resolve().parents[2] / "shared"`` unless the
-environment variable ``OHSYNC_SHARED`` names another folder.
+The transcripts were recorded on a real Seafile 13 server (see that folder's
+README); they are test data of this repository.
 """
 from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import re
 import time
@@ -28,8 +27,7 @@ from pathlib import Path
 
 import httpx
 
-SHARED = Path(os.environ.get("OHSYNC_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-TRANSCRIPTS = SHARED / "seafile-transcripts"
+TRANSCRIPTS = Path(__file__).resolve().parent / "data" / "seafile-transcripts"
 
 ZERO_ID = "0" * 40
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
