@@ -147,14 +147,21 @@ def union_merge_lines(base: Sequence[str], ours: Sequence[str], theirs: Sequence
     :param theirs: section lines of theirs.
     :param eol: line ending for lines taken from theirs.
     :param journal: union even structured sections.
-    :returns: (merged lines, conflicting ranges in *ours*); the lines are only
-        meaningful when there is no conflict.  Ours' lines keep their exact text.
+    :returns: (merged lines, conflicting ranges in *ours*).  With conflicts
+        the lines are a partial merge: each conflicting region holds ours'
+        lines followed by the lines theirs added there, so no addition is
+        lost.  Ours' lines keep their exact text.
     """
     if not journal and any(_is_structured(x) for x in (base, ours, theirs)):
         def insertions(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str] | None:
             return None if b else [*o, *(with_eol(x, eol) for x in t)]
 
-        outcome = diff3_lines(base, ours, theirs, eol=eol, resolve=insertions)
+        def keep_additions(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str]:
+            # Ours' version of the region, then every line theirs added to it.
+            known = set(_keys(b)) | set(_keys(o))
+            return [*o, *(with_eol(x, eol) for x in t if line_content(x) not in known)]
+
+        outcome = diff3_lines(base, ours, theirs, eol=eol, resolve=insertions, keep=keep_additions)
         return outcome.lines, outcome.conflicts
     bl, bm, bt = _split_blank_edges(base)
     ol, om, ot = _split_blank_edges(ours)
@@ -286,21 +293,39 @@ def _whole_block(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str]
         return list(ours), []
     if ko == kb:
         return [with_eol(x, eol) for x in theirs], []
-    return [], [what]
+    return (list(ours) if ours else [with_eol(x, eol) for x in theirs]), [what]
 
 
-def _merge_frontmatter(base: Frontmatter | None, ours: Frontmatter | None,
-                       theirs: Frontmatter | None, eol: str) -> tuple[list[str], list[str]]:
-    """Merge frontmatter blocks field by field; returns (lines, conflicts)."""
+def _show(value: Any) -> str:
+    """A frontmatter value as a person reads it in a sentence."""
+    if value is _MISSING:
+        return "no value (the field was removed)"
+    return repr(_dump_scalar(value)) if not isinstance(value, (list, dict)) else repr(value)
+
+
+def _merge_frontmatter(base: Frontmatter | None, ours: Frontmatter | None, theirs: Frontmatter | None,
+                       eol: str) -> tuple[list[str], list[str], list[str]]:
+    """Merge frontmatter blocks field by field.
+
+    A field both sides changed differently is a conflict; the lines still
+    hold a pick for it (ours' value; theirs' when ours removed the field, as
+    a modification beats a deletion), so they are a usable partial merge.
+
+    :returns: (lines, conflicts, details): one detail sentence per conflict.
+    """
     if ours is None or theirs is None or (base is not None and not base.splittable) \
             or not ours.splittable or not theirs.splittable:
-        return _whole_block(base.lines if base else [], ours.lines if ours else [],
-                            theirs.lines if theirs else [], eol, "frontmatter")
+        lines, conflicts = _whole_block(base.lines if base else [], ours.lines if ours else [],
+                                        theirs.lines if theirs else [], eol, "frontmatter")
+        details = ["the frontmatter block (it cannot be merged field by field): kept this side's "
+                   "block; the other side's is in the conflict copy"] if conflicts else []
+        return lines, conflicts, details
     bf = {f.key: f for f in base.fields} if base else {}
     of = {f.key: f for f in ours.fields}
     tf = {f.key: f for f in theirs.fields}
     chosen: dict[str, list[str]] = {}
     conflicts: list[str] = []
+    details: list[str] = []
     for key in [*of, *(k for k in tf if k not in of), *(k for k in bf if k not in of and k not in tf)]:
         bv = bf[key].value if key in bf else _MISSING
         ov = of[key].value if key in of else _MISSING
@@ -320,6 +345,14 @@ def _merge_frontmatter(base: Frontmatter | None, ours: Frontmatter | None,
             chosen[key] = tags
         else:
             conflicts.append(f"frontmatter field '{key}'")
+            if key in of:
+                chosen[key] = list(of[key].lines)
+                details.append(f"frontmatter field '{key}': kept {_show(ov)}; the other side's "
+                               f"{_show(tv)} is in the conflict copy")
+            else:
+                chosen[key] = [with_eol(x, eol) for x in tf[key].lines]
+                details.append(f"frontmatter field '{key}': removed on this side, changed to {_show(tv)} "
+                               "on the other; the change is kept (the conflict copy has it too)")
     order = [k for k in of if k in chosen]
     tkeys = list(tf)
     for i, key in enumerate(tkeys):
@@ -327,7 +360,7 @@ def _merge_frontmatter(base: Frontmatter | None, ours: Frontmatter | None,
             prev = next((k for k in reversed(tkeys[:i]) if k in order), None)
             order.insert(order.index(prev) + 1 if prev else 0, key)
     lines = [ours.open_line, *ours.preamble, *(x for k in order for x in chosen[k]), ours.close_line]
-    return lines, conflicts
+    return lines, conflicts, details
 
 
 # ---------------------------------------------------------------------------- body
@@ -365,35 +398,68 @@ def _merge_body(base: MemoryDoc, ours: MemoryDoc, theirs: MemoryDoc, eol: str,
                 journal: bool) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
     """Merge the bodies: diff3 on the skeleton, union inside union sections.
 
+    With conflicts the lines are still a partial merge that keeps every
+    addition: a conflicting hunk holds ours' lines (theirs' version goes to
+    the conflict copy); a union section that both sides moved appears once;
+    one removed on one side and changed on the other stays (at the end).
+
     :returns: (merged body lines, conflicts, merged skeleton, placeholder -> merged section lines).
     """
     bs, bc, _ = _skeleton(base)
     os_, oc, onum = _skeleton(ours)
     ts, tc, _ = _skeleton(theirs)
+    headings = {k: s[s.index(k) - 1] for s in (ts, bs, os_) for k in s
+                if k in {*bc, *oc, *tc} and s.index(k) > 0}
 
-    def resolve(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str]:
-        return _union(b, o, t, eol)
+    def only_sections(lines: Sequence[str]) -> bool:
+        return all(not x.strip() or x in oc or x in tc or (i + 1 < len(lines) and lines[i + 1] in {*oc, *tc})
+                   for i, x in enumerate(lines))
 
-    outcome = diff3_lines(bs, os_, ts, eol=eol, resolve=resolve if journal else None)
+    def resolve(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str] | None:
+        if journal:
+            return _union(b, o, t, eol)
+        if not b and only_sections(o) and only_sections(t):
+            # Both sides added union sections at one place (an empty note
+            # getting its first entries): the sections merge, nothing conflicts.
+            return keep(b, o, t)
+        return None
+
+    def keep(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str]:
+        # Ours' hunk, plus any union section theirs' hunk holds (with its
+        # heading), so the section's entries stay live.
+        out = list(o)
+        for x in t:
+            if (x in tc or x in bc) and x not in o and x in headings:
+                out += [with_eol(headings[x], eol), x]
+        return out
+
+    outcome = diff3_lines(bs, os_, ts, eol=eol, resolve=resolve, keep=keep)
     conflicts = []
     for start, end in outcome.conflicts:
         lo = onum[start] if start < len(onum) else (onum[-1] + 1 if onum else 1)
         hi = onum[end - 1] if end > start else lo - 1
         conflicts.append(describe_lines(lo - 1, hi))
-    if conflicts:
-        return [], conflicts, [], {}
+    skeleton: list[str] = []
+    for x in outcome.lines:
+        if x in bc or x in oc or x in tc:
+            if x in skeleton:
+                continue  # a section both sides placed differently: keep the first place
+        skeleton.append(x)
     placeholders = [x for x in outcome.lines if x in bc or x in oc or x in tc]
-    for key in {*bc, *oc, *tc}:
+    for key in sorted({*bc, *oc, *tc}):
         name = key.strip("\x00").split(":")[0]
         count = placeholders.count(key)
         if count > 1:
             conflicts.append(f"section '{name}' added on both sides in different places")
         elif count == 0 and any(_keys(c.get(key, [])) != _keys(bc.get(key, [])) for c in (oc, tc)):
             conflicts.append(f"section '{name}' removed on one side and changed on the other")
+            # A modification beats a deletion: the section comes back at the end.
+            if key in headings:
+                skeleton += [with_eol(headings[key], eol), key]  # join_lines ends the line before
     lines: list[str] = []
     merged: dict[str, list[str]] = {}
-    for x in outcome.lines:
-        if x not in placeholders:
+    for x in skeleton:
+        if x not in bc and x not in oc and x not in tc:
             lines.append(x)
             continue
         merged[x], ranges = union_merge_lines(bc.get(x, []), oc.get(x, []), tc.get(x, []),
@@ -402,7 +468,7 @@ def _merge_body(base: MemoryDoc, ours: MemoryDoc, theirs: MemoryDoc, eol: str,
         first = onum[os_.index(x)] - 1 if x in oc else 0
         conflicts.extend(f"section '{x.strip(chr(0)).split(':')[0]}' {describe_lines(first + s, first + e)}"
                          for s, e in ranges)
-    return lines, conflicts, outcome.lines, merged
+    return lines, conflicts, skeleton, merged
 
 
 # --------------------------------------------------------------------------- entry
@@ -427,8 +493,11 @@ def merge_memory(base: bytes, ours: bytes, theirs: bytes, *, rel_path: str = "")
     :param rel_path: library-relative POSIX path; ``journal/YYYY-MM.md`` turns on
         append-only merging, so overlapping appends are unioned instead of conflicting.
     :returns: a :class:`MergeResult`.  Clean: ``content`` holds the merged bytes
-        (ours' BOM and line endings).  A true conflict: ``content=None`` and
-        ``conflicts`` such as ``["frontmatter field 'sensitivity'", "lines 12-14"]``.
+        (ours' BOM and line endings).  A true conflict: ``content=None``,
+        ``conflicts`` such as ``["frontmatter field 'sensitivity'", "lines 12-14"]``,
+        ``details`` (a sentence per conflict) and ``partial``: the live file
+        with every part that merged and ours' version of each conflicting part
+        (every observation and relation of both sides included).
         Ours or theirs unparsable (and the identities do not apply):
         ``content=None``, ``conflicts=[]``, ``damaged`` = ``"<side>: <reason>"``.
         Only the base unparsable: falls back to :func:`merge_text`.
@@ -451,21 +520,48 @@ def merge_memory(base: bytes, ours: bytes, theirs: bytes, *, rel_path: str = "")
         return fallback
     b, o, t = docs["base"], docs["ours"], docs["theirs"]
     eol = detect_eol(o.lines) or detect_eol(t.lines) or detect_eol(b.lines) or "\n"
-    fm_lines, conflicts = _merge_frontmatter(b.frontmatter, o.frontmatter, t.frontmatter, eol)
+    fm_lines, conflicts, details = _merge_frontmatter(b.frontmatter, o.frontmatter, t.frontmatter, eol)
     body_lines, body_conflicts, skeleton, sections = _merge_body(b, o, t, eol, is_journal_file(rel_path))
     conflicts += body_conflicts
-    if conflicts:
-        return MergeResult(None, conflicts)
+    details += [_body_detail(c) for c in body_conflicts]
     text = join_lines(fm_lines + body_lines, eol, merge_final_newline(b.lines, o.lines, t.lines))
     content = ((BOM if o.bom else "") + text).encode("utf-8")
     # Safety valve: never write a file that is damaged or reads differently (for
     # example body lines of theirs that would turn into frontmatter).
+    problem = _read_back_problem(content, fm_lines, skeleton, sections)
+    if conflicts:
+        # Only the conflicting parts are left to the conflict copy: the live
+        # file gets everything that merged (when it reads back as merged).
+        return MergeResult(None, conflicts, partial=None if problem else content, details=details)
+    if problem:
+        return MergeResult(None, [problem])
+    return MergeResult(content, [])
+
+
+def _body_detail(conflict: str) -> str:
+    """The conflict-record sentence for one body conflict."""
+    if conflict.startswith("section "):
+        return f"{conflict}: every entry of both sides is kept; the other side's layout is in the conflict copy"
+    return f"{conflict}: both sides changed them differently; kept this side's text, the other side's is in " \
+           "the conflict copy"
+
+
+def _read_back_problem(content: bytes, fm_lines: list[str], skeleton: list[str],
+                       sections: dict[str, list[str]]) -> str | None:
+    """Why merged *content* would not read back with the merged structure (``None``: it does)."""
     try:
         reparsed = parse_memory(content)
     except MemoryParseError as exc:
-        return MergeResult(None, [f"merged result does not parse: {exc.reason}"])
+        return f"merged result does not parse: {exc.reason}"
+    def entries(lines: Sequence[str]) -> list[str]:
+        # A trailing blank line may go with the final newline; it holds no entry.
+        keys = _keys(lines)
+        while keys and not keys[-1].strip():
+            keys.pop()
+        return keys
+
     rs, rc, _ = _skeleton(reparsed)
     if (reparsed.frontmatter is None) != (not fm_lines) or _keys(rs) != _keys(skeleton) \
-            or any(_keys(rc.get(k, [])) != _keys(v) for k, v in sections.items()):
-        return MergeResult(None, ["merged result would not read back with the merged structure"])
-    return MergeResult(content, [])
+            or any(entries(rc.get(k, [])) != entries(v) for k, v in sections.items()):
+        return "merged result would not read back with the merged structure"
+    return None
