@@ -6,15 +6,22 @@ This module owns how two concurrent edits of one memory file become one:
   ``merge(b, x, b) == x`` are applied first, on raw bytes, for any input;
 * a side that does not parse (:mod:`ohsync.engine.memory_format`) makes the
   result *damaged*: nothing is written;
-* frontmatter merges field by field: a one-sided change wins, both sides
-  changing a field to different values is a conflict, except ``modified``
-  (the later timestamp wins) and ``tags`` (three-way set merge);
+* frontmatter merges field by field (:mod:`ohsync.engine.memory_frontmatter`):
+  a one-sided change wins, both sides changing a field to different values
+  is a conflict, except ``modified`` (the later timestamp wins) and ``tags``
+  (three-way set merge);
 * ``## Observations`` and ``## Relations`` sections merge as a union: an entry
   added on either side is kept once, an entry removed on one side stays
   removed; order is base order, then ours' additions, then theirs';
 * everything else in the body merges with diff3; in journal months
   (``journal/YYYY-MM.md``, append-only) overlapping edits are unioned too,
   so concurrent appends always merge.
+
+The merge goes section by section: when one part conflicts (a field, a
+body hunk), the result still carries a ``partial`` merge in which every other
+part merged, each conflicting part holds ours' version, and every
+observation and relation of both sides is present; the caller keeps it live
+and archives theirs as the conflict copy.
 
 Untouched bytes stay identical: the output reuses ours' lines, BOM and line
 ending style; lines taken from theirs get ours' line ending.
@@ -23,19 +30,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, date, datetime
-from typing import Any
 
-import yaml
-from ohsync.engine.memory_format import (
-    Frontmatter,
-    FrontmatterField,
-    MemoryDoc,
-    MemoryParseError,
-    code_block_ids,
-    load_yaml,
-    parse_memory,
-)
+from ohsync.engine.memory_format import MemoryDoc, MemoryParseError, code_block_ids, parse_memory
+from ohsync.engine.memory_frontmatter import merge_frontmatter
 from ohsync.engine.text_merge import (
     BOM,
     MergeResult,
@@ -53,9 +50,6 @@ from ohsync.engine.text_merge import (
 __all__ = ["is_journal_file", "is_memory_file", "merge_memory", "union_merge_lines"]
 
 _JOURNAL_RE = re.compile(r"^journal/\d{4}-\d{2}\.md$")
-_FLOW_RE = re.compile(r"^(?P<prefix>[^:]+:[ \t]*)\[(?P<inner>.*)\](?P<comment>[ \t]*(?:#.*)?)$")
-_BLOCK_ITEM_RE = re.compile(r"^(?P<prefix>[ \t]*-[ \t]+)(?P<item>.*?)[ \t]*$")
-_MISSING = object()
 
 
 def is_memory_file(rel_path: str) -> bool:
@@ -167,200 +161,6 @@ def union_merge_lines(base: Sequence[str], ours: Sequence[str], theirs: Sequence
     ol, om, ot = _split_blank_edges(ours)
     tl, tm, tt = _split_blank_edges(theirs)
     return _pick(bl, ol, tl, eol) + _union(bm, om, tm, eol) + _pick(bt, ot, tt, eol), []
-
-
-# --------------------------------------------------------------------- frontmatter
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def _as_time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
-    if isinstance(value, str):
-        try:
-            return _as_time(datetime.fromisoformat(value.strip()))
-        except ValueError:
-            return None
-    return None
-
-
-def _later_is_theirs(ours: Any, theirs: Any) -> bool:
-    """``True`` when theirs' ``modified`` is strictly later than ours' (ties keep ours)."""
-    to, tt = _as_time(ours), _as_time(theirs)
-    if to is not None and tt is not None:
-        return tt > to
-    return str(theirs) > str(ours)
-
-
-def _dump_scalar(value: Any) -> str:
-    return str(yaml.safe_dump([value], default_flow_style=True, allow_unicode=True,
-                              width=1 << 30)).strip()[1:-1]
-
-
-def _flow_tokens(field: FrontmatterField) -> tuple[re.Match[str], list[str]] | None:
-    """The raw item tokens of a one-line flow list field, if they re-read as its value."""
-    if len(field.lines) != 1 or not isinstance(field.value, list):
-        return None
-    m = _FLOW_RE.match(line_content(field.lines[0]))
-    if not m:
-        return None
-    tokens, buf, quote = [], "", ""
-    for ch in m.group("inner"):
-        if quote:
-            buf += ch
-            quote = "" if ch == quote else quote
-        elif ch in "\"'":
-            buf, quote = buf + ch, ch
-        elif ch == ",":
-            tokens.append(buf.strip())
-            buf = ""
-        else:
-            buf += ch
-    if buf.strip():
-        tokens.append(buf.strip())
-    try:
-        if [load_yaml(t) for t in tokens] != field.value:
-            return None
-    except yaml.YAMLError:
-        return None
-    return m, tokens
-
-
-def _block_tokens(field: FrontmatterField) -> tuple[str, list[str]] | None:
-    """(item prefix, raw item tokens) of a block-style list field, if it is one."""
-    first = line_content(field.lines[0])
-    if first.split(":", 1)[1].strip() or not isinstance(field.value, list):
-        return None
-    items = [m for x in field.lines[1:] if (m := _BLOCK_ITEM_RE.match(line_content(x)))]
-    if len(items) != len(field.value) or not items:
-        return None
-    return items[0].group("prefix"), [m.group("item") for m in items]
-
-
-def _raw_tokens(field: FrontmatterField | None) -> dict[str, str]:
-    if field is None:
-        return {}
-    flow = _flow_tokens(field)
-    tokens = flow[1] if flow else (b[1] if (b := _block_tokens(field)) else None)
-    if tokens is None:
-        return {}
-    return {str(v): t for v, t in zip(field.value, tokens)}
-
-
-def _as_tag_list(value: Any) -> list[Any] | None:
-    items = [] if value is None else value if isinstance(value, list) else [value]
-    if any(isinstance(x, (list, dict)) for x in items):
-        return None
-    return items
-
-
-def _merge_tags(base: FrontmatterField | None, ours: FrontmatterField, theirs: FrontmatterField,
-                eol: str) -> list[str] | None:
-    """Three-way set merge of a ``tags`` field, rendered in ours' style; ``None`` if not mergeable."""
-    bl = _as_tag_list(base.value if base else None)
-    ol, tl = _as_tag_list(ours.value), _as_tag_list(theirs.value)
-    if bl is None or ol is None or tl is None:
-        return None
-    bset, oset, tset = {str(x) for x in bl}, {str(x) for x in ol}, {str(x) for x in tl}
-    merged: dict[str, Any] = {}
-    for x in ol:
-        if str(x) in tset or str(x) not in bset:
-            merged.setdefault(str(x), x)
-    for x in tl:
-        if str(x) not in bset and str(x) not in oset:
-            merged.setdefault(str(x), x)
-    raw = {**_raw_tokens(base), **_raw_tokens(theirs), **_raw_tokens(ours)}
-    tokens = [raw.get(k) or _dump_scalar(v) for k, v in merged.items()]
-    block = _block_tokens(ours)
-    if block and tokens:
-        return [line_content(ours.lines[0]) + eol] + [block[0] + t + eol for t in tokens]
-    flow = _flow_tokens(ours)
-    prefix, comment = (flow[0].group("prefix"), flow[0].group("comment")) if flow \
-        else (ours.key + ": ", "")
-    extra = [x for x in ours.lines[1:] if not line_content(x).strip()
-             or line_content(x).lstrip().startswith("#")] if flow or not block else []
-    return [f"{prefix}[{', '.join(tokens)}]{comment}{eol}", *extra]
-
-
-def _whole_block(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], eol: str,
-                 what: str) -> tuple[list[str], list[str]]:
-    kb, ko, kt = _keys(base), _keys(ours), _keys(theirs)
-    if ko == kt or kt == kb:
-        return list(ours), []
-    if ko == kb:
-        return [with_eol(x, eol) for x in theirs], []
-    return (list(ours) if ours else [with_eol(x, eol) for x in theirs]), [what]
-
-
-def _show(value: Any) -> str:
-    """A frontmatter value as a person reads it in a sentence."""
-    if value is _MISSING:
-        return "no value (the field was removed)"
-    return repr(_dump_scalar(value)) if not isinstance(value, (list, dict)) else repr(value)
-
-
-def _merge_frontmatter(base: Frontmatter | None, ours: Frontmatter | None, theirs: Frontmatter | None,
-                       eol: str) -> tuple[list[str], list[str], list[str]]:
-    """Merge frontmatter blocks field by field.
-
-    A field both sides changed differently is a conflict; the lines still
-    hold a pick for it (ours' value; theirs' when ours removed the field, as
-    a modification beats a deletion), so they are a usable partial merge.
-
-    :returns: (lines, conflicts, details): one detail sentence per conflict.
-    """
-    if ours is None or theirs is None or (base is not None and not base.splittable) \
-            or not ours.splittable or not theirs.splittable:
-        lines, conflicts = _whole_block(base.lines if base else [], ours.lines if ours else [],
-                                        theirs.lines if theirs else [], eol, "frontmatter")
-        details = ["the frontmatter block (it cannot be merged field by field): kept this side's "
-                   "block; the other side's is in the conflict copy"] if conflicts else []
-        return lines, conflicts, details
-    bf = {f.key: f for f in base.fields} if base else {}
-    of = {f.key: f for f in ours.fields}
-    tf = {f.key: f for f in theirs.fields}
-    chosen: dict[str, list[str]] = {}
-    conflicts: list[str] = []
-    details: list[str] = []
-    for key in [*of, *(k for k in tf if k not in of), *(k for k in bf if k not in of and k not in tf)]:
-        bv = bf[key].value if key in bf else _MISSING
-        ov = of[key].value if key in of else _MISSING
-        tv = tf[key].value if key in tf else _MISSING
-        o_changed, t_changed = not _same(ov, bv), not _same(tv, bv)
-        if t_changed and not o_changed:
-            if key in tf:
-                chosen[key] = [with_eol(x, eol) for x in tf[key].lines]
-        elif not t_changed or _same(ov, tv):
-            if key in of:
-                chosen[key] = list(of[key].lines)
-        elif key == "modified" and key in of and key in tf:
-            chosen[key] = [with_eol(x, eol) for x in tf[key].lines] if _later_is_theirs(ov, tv) \
-                else list(of[key].lines)
-        elif key == "tags" and key in of and key in tf \
-                and (tags := _merge_tags(bf.get(key), of[key], tf[key], eol)) is not None:
-            chosen[key] = tags
-        else:
-            conflicts.append(f"frontmatter field '{key}'")
-            if key in of:
-                chosen[key] = list(of[key].lines)
-                details.append(f"frontmatter field '{key}': kept {_show(ov)}; the other side's "
-                               f"{_show(tv)} is in the conflict copy")
-            else:
-                chosen[key] = [with_eol(x, eol) for x in tf[key].lines]
-                details.append(f"frontmatter field '{key}': removed on this side, changed to {_show(tv)} "
-                               "on the other; the change is kept (the conflict copy has it too)")
-    order = [k for k in of if k in chosen]
-    tkeys = list(tf)
-    for i, key in enumerate(tkeys):
-        if key in chosen and key not in order:
-            prev = next((k for k in reversed(tkeys[:i]) if k in order), None)
-            order.insert(order.index(prev) + 1 if prev else 0, key)
-    lines = [ours.open_line, *ours.preamble, *(x for k in order for x in chosen[k]), ours.close_line]
-    return lines, conflicts, details
 
 
 # ---------------------------------------------------------------------------- body
@@ -520,7 +320,7 @@ def merge_memory(base: bytes, ours: bytes, theirs: bytes, *, rel_path: str = "")
         return fallback
     b, o, t = docs["base"], docs["ours"], docs["theirs"]
     eol = detect_eol(o.lines) or detect_eol(t.lines) or detect_eol(b.lines) or "\n"
-    fm_lines, conflicts, details = _merge_frontmatter(b.frontmatter, o.frontmatter, t.frontmatter, eol)
+    fm_lines, conflicts, details = merge_frontmatter(b.frontmatter, o.frontmatter, t.frontmatter, eol)
     body_lines, body_conflicts, skeleton, sections = _merge_body(b, o, t, eol, is_journal_file(rel_path))
     conflicts += body_conflicts
     details += [_body_detail(c) for c in body_conflicts]
