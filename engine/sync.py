@@ -169,6 +169,18 @@ class SyncEngine:
             return None
         return rel_s
 
+    def prepare_root(self) -> None:
+        """Create the folder of a mirror never synced, before the first pass.
+
+        The daemon calls this when the engine opens, so that its file
+        watcher runs from the first second: edits, moves and deletes made
+        while the first pass downloads are seen, not reverted.
+
+        :raises MirrorMissingError: the mirror was synced before and its
+            folder is missing (an unmounted disk), or it cannot be created.
+        """
+        check_root(self.local_root, marker_expected=self.state.has_bases())
+
     # -- one pass ---------------------------------------------------------
     def sync(self, local_paths: Iterable[str] | None = None, *, check_remote: bool = True,
              should_stop: Callable[[], bool] | None = None) -> SyncReport:
@@ -232,7 +244,7 @@ class SyncEngine:
                 self._run_move(old, new, report)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates)
-            plans = self._bulk_pull(plans, report)
+            plans = self._bulk_pull(plans, report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
                     report.interrupted = True
@@ -530,10 +542,11 @@ class SyncEngine:
             report.errors.append((rel, message))
             ctx.emit(SyncEvent("error", rel, message=message))
 
-    def _bulk_pull(self, plans: list[Plan], report: SyncReport) -> list[Plan]:
+    def _bulk_pull(self, plans: list[Plan], report: SyncReport,
+                   should_stop: Callable[[], bool] | None = None) -> list[Plan]:
         """Fetch many new remote files through one zip download (cold start)."""
         fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None]
-        done = bulk_pull(self.ctx, [p.remote for p in fresh]) if fresh else set()
+        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
