@@ -294,7 +294,7 @@ class _Setup:
                     if not self.p.confirm(
                             f"{folder} already holds files and is not a mirror of '{repo.name}'. Merge them "
                             "with the library? (Nothing is deleted: files only on one side are copied to "
-                            "the other; where both sides differ, one version becomes a conflict copy.)",
+                            "the other; where both differ, they are merged or one is kept as a conflict copy.)",
                             default=False, flag="--merge"):
                         raise _Refused(refusal + ".")
             return folder

@@ -112,7 +112,8 @@ def test_keyring_missing_or_without_login(setup_done, probes, monkeypatch) -> No
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "ohsync.daemon.file_keyring.FileKeyring")
     credentials.delete_token(load_config(setup_done.config).server, USER)
     findings = _run(setup_done, probes)
-    assert _check(findings, "keyring").level == ERROR and "ohsync login --server" in _check(findings, "keyring").fix
+    found = _check(findings, "keyring")
+    assert found.level == ERROR and "ohsync login --server" in found.fix
     assert _check(findings, "login").level == SKIPPED and exit_code(findings) == 1
 
 
@@ -229,7 +230,8 @@ def test_mirror_folder_problems(setup_done, probes, monkeypatch) -> None:
 
     monkeypatch.setattr(doctor_local.tempfile, "mkstemp", refuse)
     findings = _run(setup_done, probes)
-    assert _check(findings, "mirror_folder").level == ERROR and "chmod u+rwx" in _check(findings, "mirror_folder").fix
+    found = _check(findings, "mirror_folder")
+    assert found.level == ERROR and "chmod u+rwx" in found.fix
     assert exit_code(findings) == 1
     monkeypatch.setattr(doctor_local.tempfile, "mkstemp", real_mkstemp)
     # a file system with short names (eCryptfs)
@@ -289,7 +291,8 @@ def test_display_and_tray_host(setup_done, probes) -> None:
 
 def test_tray_host_search_finds_nothing_without_a_desktop() -> None:
     assert doctor_local.find_tray_host({}) is None
-    assert doctor_local.find_tray_host({"DISPLAY": ":9999", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}) is None
+    no_desktop = {"DISPLAY": ":9999", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}
+    assert doctor_local.find_tray_host(no_desktop) is None
 
 
 def test_running_instance(setup_done, probes) -> None:
