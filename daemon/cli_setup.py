@@ -21,11 +21,27 @@ __all__ = ["register", "cmd_setup", "autostart_enabler"]
 def autostart_enabler() -> Callable[[Path], str] | None:
     """The function that turns on autostart for a config file, or None where there is none.
 
-    It is called with the config path, returns a sentence saying what it
-    installed, and raises :class:`~ohsync.engine.errors.OhsyncError` when
-    it cannot.
+    It is called with the config path, returns what it installed (lines of
+    text), and raises :class:`~ohsync.engine.errors.OhsyncError` when it
+    cannot.  It does what ``ohsync autostart enable`` does
+    (:func:`ohsync.daemon.autostart.enable`).
     """
-    return None
+    try:
+        from ohsync.daemon import autostart
+    except ImportError:
+        return None
+
+    def enable(path: Path) -> str:
+        import platformdirs
+
+        from ohsync.daemon.config import APP_NAME, load_config
+
+        default = Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+        config = None if path.expanduser() == default else path.expanduser().resolve()
+        lines = autostart.enable(config=config, log_dir=load_config(path).log_dir)
+        return "\n".join(lines)
+
+    return enable
 
 
 def cmd_setup(args: argparse.Namespace) -> int:

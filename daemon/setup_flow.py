@@ -119,7 +119,9 @@ class _Setup:
         self.enable_autostart = enable_autostart
         self.client_factory = client_factory
         self.cfg: Config = load_config(config_path)
-        self.configured = bool(read_document(config_path))
+        doc = read_document(config_path)
+        self.configured = bool(doc)
+        self.has_mirror = bool(doc.get("mirror"))
 
     # -- helpers -------------------------------------------------------------
 
@@ -299,7 +301,7 @@ class _Setup:
                         raise _Refused(refusal + ".")
             return folder
 
-        default = str(self.cfg.mirror.local) if self.configured else str(Path.home() / repo.name)
+        default = str(self.cfg.mirror.local) if self.has_mirror else str(Path.home() / repo.name)
         return self._answer(self.a.local, lambda: self.p.ask("Local folder for the mirror", default=default,
                                                              flag="--local"), accept)
 
