@@ -362,7 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-tray", action="store_true")
     sp.add_argument("-v", "--verbose", action="store_true")
     from ohsync.daemon import cli_doctor, cli_setup
+    from ohsync.daemon.cli_memory import register as register_memory
 
+    register_memory(add)
     cli_setup.register(sub)
     cli_doctor.register(sub)
     return p

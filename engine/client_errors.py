@@ -9,7 +9,7 @@ contain the API token (every message built from server text is passed
 through :func:`redact`) nor a file-server link (whose path is a one-time
 credential).
 
-Status classes (see ``seafile-web-api.md`` §0.6, §8)::
+Status classes (see ``docs/seafile-api.md`` §1.5)::
 
     401                               AuthError (token rejected)
     403 "credentials were not provided"  AuthError (token not sent)
