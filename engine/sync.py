@@ -252,6 +252,10 @@ class SyncEngine:
                 self._run(plan, report)
             self._finish_dir_deletes(dir_deletes, report)
             self._forget_resolved_conflicts()
+            if report.interrupted:
+                # a folder moved mid-pass may have carried a temp file of ours away;
+                # nothing of this pass is in flight any more, so the next scan may remove it
+                self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
