@@ -34,6 +34,11 @@ class EngineOptions:
     :ivar backup_days: backups older than this many days are pruned.
     :ivar max_delete_files/max_delete_percent: the mass-delete safety valve:
         deletes on one side beyond the smaller of the two are held.
+    :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
+        person edited, before pushing them (:mod:`.memory_stamp`).
+    :ivar stamp_quiet: seconds such a file must stay unchanged first.
+    :ivar time_offset: offset of the stamped time (``±HH:MM``).
+    :ivar origin: the ``origin`` this computer writes.
     """
 
     backup_dir: Path | None = None
@@ -45,6 +50,10 @@ class EngineOptions:
     upload_chunk: int = 8 * 1024 * 1024
     backup_days: int = 30
     max_delete_percent: float = 25.0
+    stamp_edits: bool = False
+    stamp_quiet: float = 1.0
+    time_offset: str = "+08:00"
+    origin: str = "desktop"
 
 
 @dataclass

@@ -35,6 +35,7 @@ from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
+from .memory_stamp import stamp_edit
 from .transfer_large import LARGE_FILE, push_large
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
 from .valve import DeleteValve, Plan
@@ -506,6 +507,8 @@ class SyncEngine:
                 self._check_damaged(rel)
             else:
                 large = entry is not None and entry.fingerprint[0] > LARGE_FILE
+                if not large and entry is not None and self.options.stamp_edits:
+                    stamp_edit(ctx, rel, plan.fp, base, remote_changed=action is Action.MERGE)
                 outcome = push_large(ctx, rel, base) if large else push(ctx, rel, base)
                 report.uploaded.append(rel)
                 if outcome.action == "merge":
