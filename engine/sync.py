@@ -37,6 +37,8 @@ from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
 from .transfer_large import LARGE_FILE, push_large
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
+from .history_merge import blind_overwrite_base
+from .sfconflict import fold_foreign, original_of
 from .valve import DeleteValve, Plan
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
@@ -193,9 +195,12 @@ class SyncEngine:
         self.ignore.reload()
         if self.state.get_meta("head") is None:
             check_remote = True  # never listed: the snapshot means nothing yet
+        folded: set[str] = set()
         if check_remote:
             self._check_remote(report)
         try:
+            if check_remote:
+                folded = fold_foreign(self.ctx, report)
             if local_paths is None:
                 self._prune_backups()
                 if not self._temps_cleaned:
@@ -209,6 +214,8 @@ class SyncEngine:
                 dirty |= {p for p in bases for d in list(dirty) if d and p.startswith(d + "/")}
                 candidates = dirty | self._remote_differences(bases)
                 local = self._stat_paths(candidates)
+            candidates |= {original_of(p) or p for p in folded}
+            candidates -= folded
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
             candidates -= self._case_clashes(bases, report)
             candidates -= self._folder_moves(local, bases, report)
@@ -303,6 +310,8 @@ class SyncEngine:
         with self.state.transaction():
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
+        self.ctx.head = scan.head or None  # read before every listing: a safe base for updates
+        self.ctx.head_stale.clear()
 
     def _remote_differences(self, bases: dict[str, Base]) -> set[str]:
         """Rel paths (files and folders) whose remote entry differs from its base."""
@@ -498,6 +507,9 @@ class SyncEngine:
                 delete_remote(ctx, rel, base)
                 report.deleted_remote.append(rel)
                 ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
+            elif action is Action.PULL and entry is not None and remote is not None and \
+                    self._merge_back(plan, report):
+                pass
             elif action is Action.PULL:
                 assert remote is not None
                 pull(ctx, rel, remote, plan.fp if entry is not None else None)
@@ -529,6 +541,28 @@ class SyncEngine:
             message = f"{rel}: {exc.strerror or exc}"
             report.errors.append((rel, message))
             ctx.emit(SyncEvent("error", rel, message=message))
+
+    def _merge_back(self, plan: Plan, report: SyncReport) -> bool:
+        """A pulled revision that blindly overwrote our last push: merge it with
+        the revision before ours and push the result (``history_merge``).
+
+        :returns: True when done that way (else the caller pulls as usual).
+        """
+        assert plan.remote is not None
+        older = blind_overwrite_base(self.ctx, plan.rel, plan.remote, plan.base)
+        if older is None:
+            return False
+        base, content = older
+        outcome = push(self.ctx, plan.rel, base, base_content=content)
+        report.merged.append(plan.rel)
+        report.uploaded.append(plan.rel)
+        if outcome.conflict is not None:
+            report.conflicts.append(outcome.conflict)
+        self.ctx.emit(SyncEvent("synced", plan.rel, "up", action="merge",
+                                message="another client had written over our last upload from the version "
+                                        "before it; merged both edits"))
+        self._check_damaged(plan.rel)
+        return True
 
     def _bulk_pull(self, plans: list[Plan], report: SyncReport) -> list[Plan]:
         """Fetch many new remote files through one zip download (cold start)."""
