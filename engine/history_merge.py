@@ -75,7 +75,10 @@ def blind_overwrite_base(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     :raises RemoteError: from the client.
     """
     pushed = _pushed(ctx, rel_path)
-    if pushed is None or base is None or base.remote_id != pushed.get("ours") or remote.id == base.remote_id:
+    if pushed is None or base is None or remote.id == base.remote_id:
+        return None
+    if base.remote_id != pushed.get("ours"):
+        ctx.state.set_meta(_key(rel_path), None)  # agreed on a later revision since
         return None
     ours = ctx.state.base_content(base)
     if ours is None:

@@ -115,6 +115,8 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
     entry = ctx.snapshot[rel]
     local = ctx.local_path(original)
     base = ctx.state.get_base(original)
+    if not local.is_file() and base is None and original in ctx.snapshot:
+        return  # its file is not here yet (a first pass): fold it next pass
     if entry.size <= TEXT_LIMIT and local.is_file():
         theirs, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel))
         with open(local, "rb") as fh:

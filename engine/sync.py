@@ -507,7 +507,7 @@ class SyncEngine:
                 delete_remote(ctx, rel, base)
                 report.deleted_remote.append(rel)
                 ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
-            elif action is Action.PULL and entry is not None and remote is not None and \
+            elif action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None and \
                     self._merge_back(plan, report):
                 pass
             elif action is Action.PULL:
@@ -543,8 +543,9 @@ class SyncEngine:
             ctx.emit(SyncEvent("error", rel, message=message))
 
     def _merge_back(self, plan: Plan, report: SyncReport) -> bool:
-        """A pulled revision that blindly overwrote our last push: merge it with
-        the revision before ours and push the result (``history_merge``).
+        """A remote revision that blindly overwrote our last push: merge it (and
+        any local edit) with the revision before ours and push the result
+        (``history_merge``).
 
         :returns: True when done that way (else the caller pulls as usual).
         """

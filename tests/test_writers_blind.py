@@ -62,3 +62,20 @@ def test_edit_based_on_our_revision_is_pulled_as_usual(devserver, rid, tmp_path)
     report = mirror.sync()
     assert report.errors == [] and JOURNAL in report.downloaded and JOURNAL not in report.merged
     assert mirror.read(JOURNAL).decode() == edited
+
+
+def test_blind_overwrite_while_the_local_file_changed_again(devserver, rid, tmp_path):
+    devserver.put_file(rid, "/" + JOURNAL, HEADER.encode())
+    mirror = make_mirror(devserver, rid, tmp_path)
+    mirror.sync()
+    read_by_other = devserver.read_file(rid, "/" + JOURNAL).decode()
+    mirror.write(JOURNAL, (HEADER + "- [note] first local #desk\n").encode())
+    mirror.sync([JOURNAL])
+    devserver.put_file(rid, "/" + JOURNAL, (read_by_other + "- [note] remote #bot\n").encode())
+    mirror.write(JOURNAL, (HEADER + "- [note] first local #desk\n- [note] second local #desk\n").encode())
+    report = mirror.sync()  # both sides changed since the base: one merge, against the older revision
+    assert report.errors == []
+    live = devserver.read_file(rid, "/" + JOURNAL).decode()
+    for line in ("first local", "second local", "remote", "start"):
+        assert line in live, line
+    assert mirror.read(JOURNAL).decode() == live
