@@ -26,12 +26,13 @@ import json
 
 from .context import MirrorContext
 from .errors import NotFoundError
+from .events import SyncEvent, SyncReport
 from .ids import sha1_bytes
 from .merge import merge_versions
 from .models import RemoteEntry
 from .state import Base
 
-__all__ = ["record_push", "blind_overwrite_base", "overwritten_revision"]
+__all__ = ["record_push", "blind_overwrite_base", "merge_back", "overwritten_revision"]
 
 _HISTORY_DEPTH = 5
 
@@ -101,6 +102,31 @@ def blind_overwrite_base(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     if result.content is not None and not result.conflicts and result.content == theirs:
         return None  # the new revision holds our change: it was based on ours
     return Base(rel_path, False, sha1_bytes(older), pushed["replaced"]), older
+
+
+def merge_back(ctx: MirrorContext, rel_path: str, remote: RemoteEntry, base: Base | None,
+               report: SyncReport) -> bool:
+    """Before pulling (or merging) ``rel_path``: if the remote revision blindly
+    overwrote our last push, push a merge against the revision before ours
+    (local edits included) and say so in activity.
+
+    :returns: True when done that way; False: the caller goes on as planned.
+    :raises RemoteError, LocalError: as :func:`~ohsync.engine.transfer.push`.
+    """
+    from .transfer import push
+
+    older = blind_overwrite_base(ctx, rel_path, remote, base)
+    if older is None:
+        return False
+    outcome = push(ctx, rel_path, older[0], base_content=older[1])
+    report.merged.append(rel_path)
+    report.uploaded.append(rel_path)
+    if outcome.conflict is not None:
+        report.conflicts.append(outcome.conflict)
+    ctx.emit(SyncEvent("synced", rel_path, "up", action="merge",
+                       message="another client had written over our last upload from the version before it; "
+                               "merged both edits"))
+    return True
 
 
 def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str,

@@ -37,7 +37,7 @@ from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
 from .transfer_large import LARGE_FILE, push_large
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
-from .history_merge import blind_overwrite_base
+from .history_merge import merge_back
 from .sfconflict import fold_foreign, original_of
 from .valve import DeleteValve, Plan
 
@@ -508,8 +508,8 @@ class SyncEngine:
                 report.deleted_remote.append(rel)
                 ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
             elif action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None and \
-                    self._merge_back(plan, report):
-                pass
+                    merge_back(ctx, rel, remote, base, report):
+                self._check_damaged(rel)
             elif action is Action.PULL:
                 assert remote is not None
                 pull(ctx, rel, remote, plan.fp if entry is not None else None)
@@ -541,29 +541,6 @@ class SyncEngine:
             message = f"{rel}: {exc.strerror or exc}"
             report.errors.append((rel, message))
             ctx.emit(SyncEvent("error", rel, message=message))
-
-    def _merge_back(self, plan: Plan, report: SyncReport) -> bool:
-        """A remote revision that blindly overwrote our last push: merge it (and
-        any local edit) with the revision before ours and push the result
-        (``history_merge``).
-
-        :returns: True when done that way (else the caller pulls as usual).
-        """
-        assert plan.remote is not None
-        older = blind_overwrite_base(self.ctx, plan.rel, plan.remote, plan.base)
-        if older is None:
-            return False
-        base, content = older
-        outcome = push(self.ctx, plan.rel, base, base_content=content)
-        report.merged.append(plan.rel)
-        report.uploaded.append(plan.rel)
-        if outcome.conflict is not None:
-            report.conflicts.append(outcome.conflict)
-        self.ctx.emit(SyncEvent("synced", plan.rel, "up", action="merge",
-                                message="another client had written over our last upload from the version "
-                                        "before it; merged both edits"))
-        self._check_damaged(plan.rel)
-        return True
 
     def _bulk_pull(self, plans: list[Plan], report: SyncReport) -> list[Plan]:
         """Fetch many new remote files through one zip download (cold start)."""
