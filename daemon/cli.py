@@ -368,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--poll-interval", type=float, default=2.0, metavar="S")
     sp.add_argument("--no-tray", action="store_true")
     sp.add_argument("-v", "--verbose", action="store_true")
+    from ohsync.daemon.cli_memory import register as register_memory
+
+    register_memory(add)
     return p
 
 
