@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
+from tls_helpers import tls_server  # noqa: E402,F401
 
 from ohsync.daemon import cli_setup, credentials  # noqa: E402
 from ohsync.daemon.cli import main  # noqa: E402
@@ -135,6 +136,14 @@ def test_unreachable_server_and_wrong_password(isolated_env, devserver, monkeypa
     assert main(_scripted(isolated_env, devserver, "--create-library")) == 1
     err = capsys.readouterr().err
     assert "did not accept this username and password" in err and "wrong" not in err
+
+
+def test_untrusted_certificate_is_named(isolated_env, tls_server, monkeypatch, capsys) -> None:
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(["setup", "--yes", "--server", tls_server, "--username", USER, "--password-stdin",
+                 "--no-autostart"]) == 1
+    err = capsys.readouterr().err
+    assert "TLS certificate" in err and "SSL_CERT_FILE" in err and "Traceback" not in err
 
 
 def test_no_keyring_fails_before_any_question(isolated_env, devserver, monkeypatch, capsys) -> None:
