@@ -237,6 +237,29 @@ def test_interactive_two_factor_code_is_asked_when_the_server_wants_it(isolated_
     assert any("Two-factor code" in p for p in ask.prompts)
 
 
+def test_scripted_two_factor_code_is_the_second_stdin_line(isolated_env, devserver, monkeypatch,
+                                                           capsys) -> None:
+    from ohsync.engine.client import SeafileClient
+    from ohsync.engine.errors import TwoFactorRequired
+
+    calls: list = []
+
+    def obtain_token(server_url, username, password, *, otp=None, **kw):
+        calls.append((password, otp))
+        if otp != "654321":
+            raise TwoFactorRequired("This account uses two-factor authentication.")
+        return devserver.token_for(USER)
+
+    monkeypatch.setattr(SeafileClient, "obtain_token", staticmethod(obtain_token))
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 1
+    assert "second line on standard input" in capsys.readouterr().err
+    _stdin(monkeypatch, PASSWORD + "\n654321\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 0, capsys.readouterr().err
+    assert calls[-2:] == [(PASSWORD, None), (PASSWORD, "654321")]
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+
 def test_closed_input_names_the_flag(isolated_env, devserver) -> None:
     with pytest.raises(MissingAnswer, match="pass --server"):
         run_setup(SetupAnswers(), Prompter(ask=Script(), out=io.StringIO()), isolated_env.config)
