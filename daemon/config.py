@@ -34,6 +34,7 @@ __all__ = [
     "MirrorConfig",
     "SafetyConfig",
     "FilingConfig",
+    "MemoryConfig",
     "Config",
     "config_path",
     "load_config",
@@ -49,10 +50,12 @@ DEFAULT_TRANSFERS = 4
 DEFAULT_PUSH_SAFETY_POLL = 300.0
 
 _TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
-             "mirror", "safety", "filing", "log_dir", "transfers", "notifications", "push_safety_poll"}
+             "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
+             "push_safety_poll"}
 _MIRROR_KEYS = {"library", "library_id", "remote", "local", "ignore"}
 _SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "backup_days"}
 _FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
+_MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin"}
 
 
 class ConfigError(OhsyncError):
@@ -97,6 +100,25 @@ class FilingConfig:
 
 
 @dataclass(frozen=True)
+class MemoryConfig:
+    """``[memory]``: the memory tools (``ohsync mcp``, ``ohsync memory``).
+
+    :ivar time_offset: offset of the times written into memory files (``±HH:MM``).
+    :ivar write_timeout: seconds a write waits for the server by default.
+    :ivar stamp_edits: a person's saved edit of a memory entity gets
+        ``modified`` (and ``origin: desktop``) stamped before it is pushed.
+    :ivar stamp_quiet: seconds a file must stay unchanged before it is stamped.
+    :ivar origin: the ``origin`` written by this computer.
+    """
+
+    time_offset: str = "+08:00"
+    write_timeout: float = 30.0
+    stamp_edits: bool = True
+    stamp_quiet: float = 2.0
+    origin: str = "desktop"
+
+
+@dataclass(frozen=True)
 class Config:
     """The effective configuration: file values over defaults over nothing.
 
@@ -117,6 +139,7 @@ class Config:
     mirrors: tuple[MirrorConfig, ...] = field(default_factory=lambda: (MirrorConfig(),))
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     filing: FilingConfig = field(default_factory=FilingConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
     warnings: tuple[str, ...] = ()
     #: upload requests of new files in flight at once
@@ -319,8 +342,30 @@ def load_config(path: Path | None = None) -> Config:
         default=_typed(filing.get("default", "/Files/_inbox/"), str, "filing.default", path),
         rules=tuple(_typed(filing.get("rules", []), list, "filing.rules", path)),
     )
+    kw["memory"] = _memory(doc.get("memory", {}), path, warnings)
     kw["warnings"] = tuple(warnings)
     return Config(**kw)
+
+
+def _memory(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
+    """The ``[memory]`` table."""
+    from ohsync.engine.memory_index import parse_offset
+
+    _typed(raw, dict, "memory", path)
+    warnings += _unknown(raw, _MEMORY_KEYS, "memory.", path)
+    offset = _typed(raw.get("time_offset", "+08:00"), str, "memory.time_offset", path)
+    try:
+        parse_offset(offset)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: `memory.time_offset`: {exc}.") from None
+    origin = _typed(raw.get("origin", "desktop"), str, "memory.origin", path).strip() or "desktop"
+    return MemoryConfig(
+        time_offset=offset,
+        write_timeout=_number(raw.get("write_timeout", 30), "memory.write_timeout", path, 1, 3600),
+        stamp_edits=_typed(raw.get("stamp_edits", True), bool, "memory.stamp_edits", path),
+        stamp_quiet=_number(raw.get("stamp_quiet", 2), "memory.stamp_quiet", path, 0, 600),
+        origin=origin,
+    )
 
 
 def update_config(path: Path, values: Mapping[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """The Seafile Web API client: the only module that speaks HTTP to Seafile.
 
 :class:`SeafileClient` wraps the api2 endpoints ohsync needs (see
-``shared/seafile-web-api.md``) and converts every answer into the engine's
+``docs/seafile-api.md``) and converts every answer into the engine's
 value types (:mod:`ohsync.engine.models`); Seafile JSON never leaves this
 module.  Failures are typed (:mod:`ohsync.engine.errors`), mapped in one
 place (:mod:`ohsync.engine.client_errors`).

@@ -62,12 +62,12 @@ class BatchOutcome:
 
     :ivar rest: plans for the ordinary per-file push (not verified, raced,
         or refused for a reason the per-file path reports per path).
-    :ivar errors: ``(rel path, message)`` for files that failed for good
-        this pass (over quota).
+    :ivar errors: ``(plan, error)`` for files that failed this pass in a way
+        sending them one by one would not change (over quota, too large).
     """
 
     rest: list[Plan] = field(default_factory=list)
-    errors: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[Plan, QuotaError]] = field(default_factory=list)
 
 
 @dataclass
@@ -222,7 +222,7 @@ class _Runner:
             results = future.result()
         except QuotaError as exc:
             self._forget(segment, batch)
-            self.outcome.errors.extend((item.plan.rel, str(exc)) for item in batch)
+            self.outcome.errors.extend((item.plan, exc) for item in batch)
         except (NotFoundError, RemoteOperationError):
             self._forget(segment, batch)
             self.outcome.rest.extend(item.plan for item in batch)
