@@ -222,7 +222,10 @@ class _Runner:
             results = future.result()
         except QuotaError as exc:
             self._forget(segment, batch)
-            self.outcome.errors.extend((item.plan, exc) for item in batch)
+            if len(batch) == 1:
+                self.outcome.errors.append((batch[0].plan, exc))
+            else:  # the batch as a whole may not fit: one by one tells which file does not
+                self.outcome.rest.extend(item.plan for item in batch)
         except (NotFoundError, RemoteOperationError):
             self._forget(segment, batch)
             self.outcome.rest.extend(item.plan for item in batch)

@@ -211,3 +211,20 @@ def test_answers_are_paired_in_either_server_order():
     assert [(i.name, r.path) for i, r in _pair([x, y], same, Ctx())] == [("x.md", "/d/x.md"), ("y.md", "/d/y.md")]
     # ids that match neither order (another id formula): no pairing, nothing deleted
     assert _pair([a, b], [UploadResult("/d/a.md", "1" * 40, 2), UploadResult("/d/b.md", "2" * 40, 2)], Ctx()) == []
+
+
+def test_over_quota_names_each_file_that_does_not_fit(devserver, mirror):
+    mirror.write("notes/small.md", b"small\n")
+    mirror.sync()
+    used = 6
+    devserver.set_quota(USER, used + 2000)
+    small = {f"notes/s{i}.md": b"s" * 100 for i in range(5)}
+    for rel, data in small.items():
+        mirror.write(rel, data)
+    mirror.write("notes/big.md", b"b" * 5000)
+    report = mirror.sync()
+    failed = {rel for rel, _ in report.errors}
+    assert failed == {"notes/big.md"}, report.errors
+    for rel, data in small.items():
+        assert devserver.read_file(mirror.repo_id, "/" + rel) == data
+    assert mirror.state.get_base("notes/big.md") is None
