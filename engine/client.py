@@ -45,6 +45,7 @@ from .client_errors import (
     server_message,
     translate_errors,
 )
+from .client_batch import BatchUploads
 from .client_bulk import BulkTransfers
 from .client_history import HistoryCalls
 from .client_http import USER_AGENT, Payload, SeafileHTTP, check_server_url
@@ -71,7 +72,7 @@ __all__ = ["SeafileClient"]
 log = logging.getLogger("ohsync.client")
 
 
-class SeafileClient(HistoryCalls, BulkTransfers, SeafileHTTP):
+class SeafileClient(HistoryCalls, BatchUploads, BulkTransfers, SeafileHTTP):
     """A synchronous client of one Seafile server for one account.
 
     :param server_url: the Seafile base URL, e.g. ``https://cloud.tsinghua.edu.cn``.

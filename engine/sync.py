@@ -40,6 +40,7 @@ from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
 from .transfer_large import LARGE_FILE, push_large
+from .upload_batch import batchable, push_new_files
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
 from .history_merge import merge_back
 from .sfconflict import fold_foreign, original_of
@@ -102,12 +103,16 @@ class SyncEngine:
     :param options: tunables (backups, ignore patterns, read-back limit).
     :param on_event: called with :class:`SyncEvent` values (progress,
         synced paths, conflicts, per-path errors).
+    :param executor: runs upload requests of new files in parallel
+        (``concurrent.futures.Executor``; bounded by its workers); None =
+        one after the other.  The engine never starts threads itself.
     """
 
     def __init__(self, client: Any, repo_id: str, local_root: Path, state: StateStore, *,
                  remote_root: str = "/", options: EngineOptions | None = None,
-                 on_event: Callable[[SyncEvent], None] | None = None) -> None:
+                 on_event: Callable[[SyncEvent], None] | None = None, executor: Any = None) -> None:
         self.options = options or EngineOptions()
+        self.executor = executor
         self.local_root = Path(local_root).expanduser()
         self.ignore = IgnoreRules(self.options.ignore, self.local_root)
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
@@ -257,6 +262,7 @@ class SyncEngine:
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates)
             plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report)
+            plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
                     report.interrupted = True
@@ -593,6 +599,27 @@ class SyncEngine:
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
             self._check_damaged(rel)
         return [p for p in plans if p.rel not in done]
+
+    def _batch_push(self, plans: list[Plan], report: SyncReport,
+                    should_stop: Callable[[], bool] | None) -> list[Plan]:
+        """Upload new small files several per request; returns the plans left."""
+        new = [p for p in plans if batchable(self.ctx, p)]
+        if not new:
+            return plans
+
+        def done(rel: str) -> None:
+            report.uploaded.append(rel)
+            self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
+            self._paused_paths.discard(rel)
+            self.failure_book.succeeded(rel)
+            self._check_damaged(rel)
+
+        outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
+        for plan, exc in outcome.errors:
+            self._path_failed(plan, exc, report)
+        left = {p.rel for p in outcome.rest}
+        handled = {p.rel for p in new} - left
+        return [p for p in plans if p.rel not in handled]
 
     def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base], report: SyncReport) -> set[str]:
         """Carry whole-folder moves first; returns the paths they accounted for."""
