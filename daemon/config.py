@@ -46,9 +46,12 @@ __all__ = [
 APP_NAME = "ohsync"
 DEFAULT_LIBRARY = "OH-Memory"
 DEFAULT_POLL_INTERVAL = 30.0
+DEFAULT_TRANSFERS = 4
+DEFAULT_PUSH_SAFETY_POLL = 300.0
 
 _TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
-             "mirror", "safety", "filing", "log_dir", "memory"}
+             "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
+             "push_safety_poll"}
 _MIRROR_KEYS = {"library", "library_id", "remote", "local", "ignore"}
 _SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "backup_days"}
 _FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
@@ -141,6 +144,12 @@ class Config:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
     warnings: tuple[str, ...] = ()
+    #: upload requests of new files in flight at once
+    transfers: int = DEFAULT_TRANSFERS
+    #: use the server's notification service (push) when it has one
+    notifications: bool = True
+    #: seconds between polls while push notifications arrive
+    push_safety_poll: float = DEFAULT_PUSH_SAFETY_POLL
 
     @property
     def mirror(self) -> MirrorConfig:
@@ -292,6 +301,12 @@ def load_config(path: Path | None = None) -> Config:
         kw["socket"] = _path(_typed(doc["socket"], str, "socket", path))
     if "create_library" in doc:
         kw["create_library"] = _typed(doc["create_library"], bool, "create_library", path)
+    if "transfers" in doc:
+        kw["transfers"] = int(_number(_typed(doc["transfers"], int, "transfers", path), "transfers", path, 1, 16))
+    if "notifications" in doc:
+        kw["notifications"] = _typed(doc["notifications"], bool, "notifications", path)
+    if "push_safety_poll" in doc:
+        kw["push_safety_poll"] = _number(doc["push_safety_poll"], "push_safety_poll", path, 1, 86_400)
 
     raw_mirrors = doc.get("mirror", [])
     if isinstance(raw_mirrors, dict):  # a single [mirror] table instead of [[mirror]]
