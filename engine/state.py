@@ -14,6 +14,7 @@ Tables: ``meta`` (key/value: head commit id, schema version), ``base``
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import tempfile
@@ -152,6 +153,13 @@ class StateStore:
             return (self.blob_dir / base.sha1).read_bytes()
         except FileNotFoundError:
             return None
+
+    def keep_blob(self, content: bytes) -> str:
+        """Keep ``content`` in the blob folder (no base refers to it yet);
+        returns its sha1, under which :meth:`base_content` finds it."""
+        sha1 = hashlib.sha1(content).hexdigest()
+        self._put_blob(sha1, content)
+        return sha1
 
     def _put_blob(self, sha1: str, content: bytes) -> None:
         target = self.blob_dir / sha1
