@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ohsync.daemon.logs import log_action
 from ohsync.daemon.status import StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     AuthError,
@@ -244,6 +245,7 @@ class SyncWorker:
             item["message"] = message
         with self._lock:
             self._activity.append(item)
+        log_action(path, action, result, "up" if action == "file" else "", message)
 
     def confirm_deletes(self) -> int:
         """Let the held deletes through on the next pass; returns how many are held now."""
@@ -605,6 +607,8 @@ class SyncWorker:
             item["message"] = event.message
         with self._lock:
             self._activity.append(item)
+        log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
+                   event.direction, event.message)
         self._status.update(transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,
