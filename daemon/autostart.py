@@ -1,7 +1,7 @@
 """Start ohsync at login: install and remove the per-user autostart files.
 
 Three mechanisms, one per kind of desktop, each from a template in
-``packaging/`` (installed as :mod:`ohsync.packaging`):
+``packaging/`` (installed as ``ohsync/packaging/``):
 
 * ``systemd`` (Linux with a systemd user manager): the daemon as the user
   unit ``$XDG_CONFIG_HOME/systemd/user/ohsync.service`` (``Type=notify``,
@@ -29,7 +29,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from ohsync.engine.errors import OhsyncError
@@ -152,7 +151,10 @@ def _quote_desktop(arg: str) -> str:
 
 
 def _template(name: str) -> str:
-    return resources.files("ohsync.packaging").joinpath(name).read_text(encoding="utf-8")
+    """A file of ``packaging/``: beside ``daemon/`` in the source tree, and installed the same way
+    (``ohsync/packaging/``, package data of ``pyproject.toml``).  Not importable on purpose:
+    a ``packaging/__init__.py`` would shadow PyPA's ``packaging`` module when run from the source folder."""
+    return (Path(__file__).resolve().parent.parent / "packaging" / name).read_text(encoding="utf-8")
 
 
 def render_unit(argv: list[str]) -> str:
