@@ -6,12 +6,8 @@ auth)`` rows.
 ``{name}``, ``{commit}`` placeholders; it is also the counter key of the endpoint (``"GET
 /api2/repos/{id}/dir/"``).  ``auth`` is ``"token"`` (API token required),
 ``"none"`` or ``"optional"``.  The handler name is ``"<component>.<method>"``
-<<<<<<< HEAD
-with component ``account``, ``history``, ``dirs``, ``files``, ``fs`` or
-``notify`` (the notification server, ``devserver/notification_server.py``).
-=======
-with component ``account``, ``history``, ``file_history``, ``dirs``, ``files`` or ``fs``.
->>>>>>> main
+with component ``account``, ``history``, ``file_history``, ``dirs``, ``files``, ``fs``
+or ``notify`` (the notification server, ``devserver/notification_server.py``).
 
 ``SOURCES`` names, for every endpoint, the upstream code whose behaviour it
 follows (seahub for ``/api2`` and ``/api/v2.1``, the Go fileserver of

@@ -71,10 +71,8 @@ class DevServer:
         data_dir: where objects, commits and state are stored (created).
         users: ``{email: password}``; accounts are created (or their password reset).
         host, port: where to listen; port 0 picks a free port on ``start()``.
-<<<<<<< HEAD
         notifications: the notification service (push): ``absent`` (none, as on
             most servers), ``up`` or ``down``; see ``notifications.set_state``.
-=======
 
     Attributes that emulate other server versions (settable at any time):
         honour_head: the update's ``head`` parameter merges like seafile-server
@@ -83,7 +81,6 @@ class DevServer:
         seahub_version: 13 (default) or 12; seahub 12 answers a file rename
             with a ``Location`` whose path lacks the slash between the folder
             and the new name (``?p=/subagain.txt`` for ``/sub/again.txt``).
->>>>>>> main
     """
 
     def __init__(self, data_dir: Path, users: dict[str, str] | None = None, host: str = "127.0.0.1",
@@ -104,13 +101,8 @@ class DevServer:
         self.control = Control(self)
         self.notifications = NotificationServer(self, notifications)
         self._components = {"account": self.account, "history": SeahubHistory(self), "dirs": self.dirs_api,
-<<<<<<< HEAD
-                            "files": self.files,
-                            "fs": self.fileserver, "notify": self.notifications}
-=======
                             "files": self.files, "file_history": SeahubFileHistory(self),
-                            "fs": self.fileserver}
->>>>>>> main
+                            "fs": self.fileserver, "notify": self.notifications}
         self._httpd = None
         self._thread: threading.Thread | None = None
 
