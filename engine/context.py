@@ -63,6 +63,9 @@ class MirrorContext:
     options: EngineOptions
     on_event: Callable[[SyncEvent], None] | None = None
     snapshot: dict[str, RemoteEntry] = field(default_factory=dict)
+    #: ``rel path → sentence``: names in the way that need the person (e.g. a
+    #: file called ``.conflict``); listed with the skipped names.
+    notices: dict[str, str] = field(default_factory=dict)
 
     def remote_path(self, rel_path: str) -> str:
         """The remote path of a rel path."""

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
-from .errors import LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError, local_error
+from .errors import (LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError,
+                     local_error)
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
@@ -145,7 +146,9 @@ class SyncEngine:
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
         problems = {(IGNORE_FILE, p) for p in self.ignore.problems}
-        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems)
+        notices = set(self.ctx.notices.items())
+        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems
+                      | notices)
 
     def clock_offset(self) -> float | None:
         """Seconds the server's clock is ahead of ours (None: not known yet).

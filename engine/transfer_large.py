@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 
-from .conflict_names import conflict_copy_path
+from .conflict_names import CONFLICT_DIR, conflict_copy_path
+from .special_dirs import working_dir
 from .context import MirrorContext
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
@@ -34,7 +35,8 @@ LARGE_FILE = 4 * 1024 * 1024
 def _archive_remote(ctx: MirrorContext, rel_path: str, remote: RemoteEntry) -> ConflictRecord:
     """Move the remote version aside on the server and fetch it locally."""
     now = datetime.now(timezone.utc)
-    copy_rel = conflict_copy_path(rel_path, "remote", lambda p: p in ctx.snapshot or ctx.local_path(p).exists(), now)
+    copy_rel = conflict_copy_path(rel_path, "remote", lambda p: p in ctx.snapshot or ctx.local_path(p).exists(), now,
+                                  working_dir(ctx, CONFLICT_DIR))
     ensure_remote_dir(ctx, parent_rel(copy_rel))
     renamed = ctx.client.rename(ctx.repo_id, ctx.remote_path(rel_path), copy_rel.rsplit("/", 1)[1])
     moved = ctx.client.move(ctx.repo_id, renamed, ctx.remote_path(parent_rel(copy_rel)))
