@@ -28,7 +28,7 @@ from .errors import (LibraryNotFound, LocalError, NotFoundError, OhsyncError, Qu
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
-from .localfs import LocalFile, check_root, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
+from .localfs import LocalFile, check_root, find_decomposed, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
 from .paths import name_problem, normalize_rel
 from .reconcile import Action, Side, decide
@@ -341,6 +341,14 @@ class SyncEngine:
                 continue
             try:
                 st = os.lstat(self.ctx.local_path(rel))
+            except FileNotFoundError:
+                # the watcher names paths composed (NFC); the file may be written decomposed
+                if not find_decomposed(self.local_root, rel):
+                    continue
+                try:
+                    st = os.lstat(self.ctx.local_path(rel))
+                except OSError:
+                    continue
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
