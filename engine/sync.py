@@ -384,6 +384,8 @@ class SyncEngine:
             if base is not None and base.is_dir and not (local_dir and remote_dir):
                 deletes.append(rel)
                 continue
+            if local_dir and not remote_dir and base is None and self._only_ignored(rel):
+                continue  # nothing to sync in it (only ignored files): no folder on the server
             try:
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
@@ -396,6 +398,23 @@ class SyncEngine:
             except OSError as exc:
                 report.errors.append((rel, exc.strerror or str(exc)))
         return deletes
+
+    def _only_ignored(self, rel: str) -> bool:
+        """True when local folder ``rel`` holds something, all of it ignored
+        (junk such as ``.DS_Store``, at any depth)."""
+        root = self.ctx.local_path(rel)
+        seen = False
+        for folder, dirs, files in os.walk(root):
+            sub = Path(folder).relative_to(self.local_root).as_posix()
+            for name in files:
+                if not self.ignore.match(normalize_rel(f"{sub}/{name}"), False):
+                    return False
+                seen = True
+            for name in list(dirs):
+                if self.ignore.match(normalize_rel(f"{sub}/{name}"), True):
+                    dirs.remove(name)
+                    seen = True
+        return seen
 
     def _finish_dir_deletes(self, folders: list[str], report: SyncReport) -> None:
         """Propagate folder deletes, deepest first, only for emptied folders.
@@ -431,6 +450,10 @@ class SyncEngine:
                         if remote is not None:
                             report.skipped.append((rel, "replaced by a file on the server while the local "
                                                         "folder still holds files"))
+                        elif self._only_ignored(rel):
+                            # ignored leftovers (.DS_Store) stay here, local only: they never
+                            # bring the folder back on the server
+                            self.state.delete_base(rel)
                         else:
                             ensure_remote_dir(self.ctx, rel)
                         continue
