@@ -234,6 +234,12 @@ class Daemon:
         """The engine is open: remember it, watch its folder, attach filing."""
         self._engine = session.engine
         self._root = Path(getattr(session, "local_root", self.cfg.mirror.local))
+        prepare = getattr(session.engine, "prepare_root", None)
+        if prepare is not None:
+            try:
+                prepare()   # a new mirror's folder exists before the first pass: watched from the start
+            except OhsyncError as exc:
+                log.error("%s", exc.message)   # the first pass reports it (a safety stop)
         self.memory.attach(session.engine)
         self._check_watcher()
         if self.filing is not None and hasattr(session, "library_id"):
@@ -266,7 +272,7 @@ class Daemon:
             log.warning("the file watcher had stopped; restarting it and scanning the folder")
             watcher.stop()
         fresh = Watcher(root, lambda p: self._engine.rel_path(p), self._on_dirty,
-                        quiet=self._watcher_quiet)
+                        quiet=self._watcher_quiet, on_restructure=self.worker.note_restructure)
         try:
             fresh.start()
         except OSError as exc:

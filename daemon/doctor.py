@@ -32,7 +32,7 @@ from ohsync.daemon.status import CLOCK_SKEW_WARN
 from ohsync.engine.errors import AuthError, LibraryNotFound, NetworkError, RemoteError
 from ohsync.engine.models import RepoInfo
 
-__all__ = ["OK", "WARNING", "ERROR", "SKIPPED", "Finding", "Probes", "run_checks", "exit_code"]
+__all__ = ["OK", "WARNING", "ERROR", "SKIPPED", "Finding", "Probes", "run_checks", "exit_code", "tls_problem"]
 
 OK, WARNING, ERROR, SKIPPED = "ok", "warning", "error", "skipped"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -100,18 +100,22 @@ class Probes:
     clock_warn: float = CLOCK_SKEW_WARN
 
 
-def _is_tls_failure(exc: BaseException) -> str | None:
-    """The TLS reason inside a network error's cause chain, or None."""
-    seen: set[int] = set()
+def tls_problem(exc: BaseException) -> str | None:
+    """The TLS failure inside an error's cause chain (an untrusted or wrong certificate), or None.
+
+    :returns: the reason as OpenSSL words it ("certificate has expired"…).
+    """
+    chain: list[BaseException] = []
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ssl.SSLError):
-            return getattr(current, "verify_message", None) or current.reason or str(current)
-        text = str(current)
-        if "CERTIFICATE_VERIFY_FAILED" in text or "[SSL" in text:
-            return text
+    while current is not None and all(current is not c for c in chain):
+        chain.append(current)
         current = current.__cause__ or current.__context__
+    for err in chain:
+        if isinstance(err, ssl.SSLError):
+            return getattr(err, "verify_message", None) or err.reason or str(err)
+    for err in chain:
+        if "CERTIFICATE_VERIFY_FAILED" in str(err) or "[SSL" in str(err):
+            return str(err)
     return None
 
 
@@ -170,7 +174,7 @@ class _Remote:
         try:
             info = client.server_info()
         except NetworkError as exc:
-            reason = _is_tls_failure(exc)
+            reason = tls_problem(exc)
             if reason:
                 self.add("server", OK, f"{cfg.server} answers, but its certificate cannot be trusted.")
                 self.add("tls", ERROR, f"The TLS certificate of {host} is not valid: {reason}.",

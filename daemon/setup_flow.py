@@ -157,6 +157,13 @@ class _Setup:
             try:
                 client.server_info()
             except RemoteError as exc:
+                from ohsync.daemon.doctor import tls_problem
+
+                reason = tls_problem(exc)
+                if reason:
+                    raise _Refused(f"The TLS certificate of {server} is not valid ({reason}). Check the address "
+                                   "and this computer's date; a private CA must be installed in the system "
+                                   "store (or named with SSL_CERT_FILE).") from None
                 raise _Refused(f"{server} does not answer as a Seafile server: {exc.message}") from None
             finally:
                 client.close()

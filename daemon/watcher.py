@@ -49,6 +49,8 @@ class _Handler(FileSystemEventHandler):
         if event.is_directory:
             if event.event_type in ("created", "deleted", "moved"):
                 self._watcher._note_scan(rewatch=event.event_type == "created")
+            if event.event_type in ("deleted", "moved"):
+                self._watcher._restructured()
             return  # a directory's "modified" only echoes its children's events
         paths = [event.src_path]
         if event.event_type == "moved" and event.dest_path:
@@ -64,6 +66,9 @@ class Watcher:
         when the path is outside the mirror or ignored (the engine's).
     :param on_dirty: called from the watcher's debounce thread.
     :param quiet: seconds without events before a path is reported.
+    :param on_restructure: called at once (from the observer thread, not
+        debounced) when a folder is moved or deleted, so that a running pass
+        can stop before it writes into a folder that is no longer there.
     :param observer_factory: makes the watchdog observer (tests may pass a
         polling observer).
     """
@@ -76,12 +81,14 @@ class Watcher:
         *,
         quiet: float = 0.7,
         observer_factory: Callable[[], BaseObserver] = Observer,
+        on_restructure: Callable[[], None] = lambda: None,
     ) -> None:
         self.root = root
         self._rel_path = rel_path
         self._on_dirty = on_dirty
         self._quiet = quiet
         self._observer_factory = observer_factory
+        self._on_restructure = on_restructure
         self._observer: BaseObserver | None = None
         self._pending: dict[str, float] = {}
         self._scan_at: float | None = None
@@ -157,6 +164,12 @@ class Watcher:
             for rel in rels:
                 self._pending[rel] = now
             self._cond.notify_all()
+
+    def _restructured(self) -> None:
+        try:
+            self._on_restructure()
+        except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
+            log.exception("restructure consumer failed")
 
     def _note_scan(self, rewatch: bool = False) -> None:
         with self._cond:

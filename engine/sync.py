@@ -40,8 +40,12 @@ from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
+from .memory_stamp import stamp_edit
 from .transfer_large import LARGE_FILE, push_large
+from .upload_batch import batchable, push_new_files
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
+from .history_merge import merge_back
+from .sfconflict import fold_foreign, original_of
 from .valve import DeleteValve, Plan
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
@@ -101,12 +105,16 @@ class SyncEngine:
     :param options: tunables (backups, ignore patterns, read-back limit).
     :param on_event: called with :class:`SyncEvent` values (progress,
         synced paths, conflicts, per-path errors).
+    :param executor: runs upload requests of new files in parallel
+        (``concurrent.futures.Executor``; bounded by its workers); None =
+        one after the other.  The engine never starts threads itself.
     """
 
     def __init__(self, client: Any, repo_id: str, local_root: Path, state: StateStore, *,
                  remote_root: str = "/", options: EngineOptions | None = None,
-                 on_event: Callable[[SyncEvent], None] | None = None) -> None:
+                 on_event: Callable[[SyncEvent], None] | None = None, executor: Any = None) -> None:
         self.options = options or EngineOptions()
+        self.executor = executor
         self.local_root = Path(local_root).expanduser()
         self.ignore = IgnoreRules(self.options.ignore, self.local_root)
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
@@ -189,6 +197,18 @@ class SyncEngine:
             return None
         return rel_s
 
+    def prepare_root(self) -> None:
+        """Create the folder of a mirror never synced, before the first pass.
+
+        The daemon calls this when the engine opens, so that its file
+        watcher runs from the first second: edits, moves and deletes made
+        while the first pass downloads are seen, not reverted.
+
+        :raises MirrorMissingError: the mirror was synced before and its
+            folder is missing (an unmounted disk), or it cannot be created.
+        """
+        check_root(self.local_root, marker_expected=self.state.has_bases())
+
     # -- one pass ---------------------------------------------------------
     def sync(self, local_paths: Iterable[str] | None = None, *, check_remote: bool = True,
              should_stop: Callable[[], bool] | None = None) -> SyncReport:
@@ -213,9 +233,12 @@ class SyncEngine:
         self.ignore.reload()
         if self.state.get_meta("head") is None:
             check_remote = True  # never listed: the snapshot means nothing yet
+        folded: set[str] = set()
         if check_remote:
             self._check_remote(report)
         try:
+            if check_remote:
+                folded = fold_foreign(self.ctx, report)
             if local_paths is None:
                 self._prune_backups()
                 if not self._temps_cleaned:
@@ -229,6 +252,8 @@ class SyncEngine:
                 dirty |= {p for p in bases for d in list(dirty) if d and p.startswith(d + "/")}
                 candidates = dirty | self._remote_differences(bases)
                 local = self._stat_paths(candidates)
+            candidates |= {original_of(p) or p for p in folded}
+            candidates -= folded
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
             candidates -= self._case_clashes(bases, report)
             candidates -= self._folder_moves(local, bases, report)
@@ -252,7 +277,8 @@ class SyncEngine:
                 self._run_move(old, new, report)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates)
-            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report)
+            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report, should_stop)
+            plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
                     report.interrupted = True
@@ -262,6 +288,10 @@ class SyncEngine:
             self._forget_resolved_conflicts()
             if local_paths is None:
                 self.failure_book.forget(lambda p: p in local or p in self.ctx.snapshot)
+            if report.interrupted:
+                # a folder moved mid-pass may have carried a temp file of ours away;
+                # nothing of this pass is in flight any more, so the next scan may remove it
+                self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
@@ -325,6 +355,8 @@ class SyncEngine:
         with self.state.transaction():
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
+        self.ctx.head = scan.head or None  # read before every listing: a safe base for updates
+        self.ctx.head_stale.clear()
 
     def _remote_differences(self, bases: dict[str, Base]) -> set[str]:
         """Rel paths (files and folders) whose remote entry differs from its base."""
@@ -577,6 +609,9 @@ class SyncEngine:
                 delete_remote(ctx, rel, base)
                 report.deleted_remote.append(rel)
                 ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
+            elif action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None and \
+                    merge_back(ctx, rel, remote, base, report):
+                self._check_damaged(rel)
             elif action is Action.PULL:
                 assert remote is not None
                 pull(ctx, rel, remote, plan.fp if entry is not None else None)
@@ -585,6 +620,8 @@ class SyncEngine:
                 self._check_damaged(rel)
             else:
                 large = entry is not None and entry.fingerprint[0] > LARGE_FILE
+                if not large and entry is not None and self.options.stamp_edits:
+                    stamp_edit(ctx, rel, plan.fp, base, remote_changed=action is Action.MERGE)
                 outcome = push_large(ctx, rel, base) if large else push(ctx, rel, base)
                 report.uploaded.append(rel)
                 if outcome.action == "merge":
@@ -606,15 +643,37 @@ class SyncEngine:
         except OSError as exc:
             self._path_failed(plan, local_error(exc, rel), report)
 
-    def _bulk_pull(self, plans: list[Plan], report: SyncReport) -> list[Plan]:
+    def _bulk_pull(self, plans: list[Plan], report: SyncReport,
+                   should_stop: Callable[[], bool] | None = None) -> list[Plan]:
         """Fetch many new remote files through one zip download (cold start)."""
         fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None]
-        done = bulk_pull(self.ctx, [p.remote for p in fresh]) if fresh else set()
+        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
             self._check_damaged(rel)
         return [p for p in plans if p.rel not in done]
+
+    def _batch_push(self, plans: list[Plan], report: SyncReport,
+                    should_stop: Callable[[], bool] | None) -> list[Plan]:
+        """Upload new small files several per request; returns the plans left."""
+        new = [p for p in plans if batchable(self.ctx, p)]
+        if not new:
+            return plans
+
+        def done(rel: str) -> None:
+            report.uploaded.append(rel)
+            self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
+            self._paused_paths.discard(rel)
+            self.failure_book.succeeded(rel)
+            self._check_damaged(rel)
+
+        outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
+        for plan, exc in outcome.errors:
+            self._path_failed(plan, exc, report)
+        left = {p.rel for p in outcome.rest}
+        handled = {p.rel for p in new} - left
+        return [p for p in plans if p.rel not in handled]
 
     def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base], report: SyncReport) -> set[str]:
         """Carry whole-folder moves first; returns the paths they accounted for."""

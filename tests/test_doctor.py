@@ -12,17 +12,15 @@ import json
 import os
 import socket
 import sqlite3
-import ssl
 import sys
-import threading
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
+from tls_helpers import tls_server  # noqa: E402,F401
 
 from ohsync.daemon import credentials, doctor_local  # noqa: E402
 from ohsync.daemon.cli import main  # noqa: E402
@@ -142,36 +140,6 @@ def test_plain_http_to_another_host_is_a_warning(setup_done, probes) -> None:
     remote.probes = replace(probes, client_factory=lambda s, t: Answers())
     remote.server()
     assert _check(out, "tls").level == WARNING and "https://" in _check(out, "tls").fix
-
-
-@pytest.fixture
-def tls_server(tmp_path):
-    """An https server on 127.0.0.1 whose certificate comes from a CA nobody trusts."""
-    import trustme
-
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"{}")
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    cert.configure_cert(ctx)
-    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def test_untrusted_certificate(setup_done, probes, tls_server) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
+from tls_helpers import tls_server  # noqa: E402,F401
 
 from ohsync.daemon import cli_setup, credentials  # noqa: E402
 from ohsync.daemon.cli import main  # noqa: E402
@@ -137,6 +138,14 @@ def test_unreachable_server_and_wrong_password(isolated_env, devserver, monkeypa
     assert "did not accept this username and password" in err and "wrong" not in err
 
 
+def test_untrusted_certificate_is_named(isolated_env, tls_server, monkeypatch, capsys) -> None:
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(["setup", "--yes", "--server", tls_server, "--username", USER, "--password-stdin",
+                 "--no-autostart"]) == 1
+    err = capsys.readouterr().err
+    assert "TLS certificate" in err and "SSL_CERT_FILE" in err and "Traceback" not in err
+
+
 def test_no_keyring_fails_before_any_question(isolated_env, devserver, monkeypatch, capsys) -> None:
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     asked: list[str] = []
@@ -226,6 +235,29 @@ def test_interactive_two_factor_code_is_asked_when_the_server_wants_it(isolated_
               isolated_env.config)
     assert calls == [None, "123456"]
     assert any("Two-factor code" in p for p in ask.prompts)
+
+
+def test_scripted_two_factor_code_is_the_second_stdin_line(isolated_env, devserver, monkeypatch,
+                                                           capsys) -> None:
+    from ohsync.engine.client import SeafileClient
+    from ohsync.engine.errors import TwoFactorRequired
+
+    calls: list = []
+
+    def obtain_token(server_url, username, password, *, otp=None, **kw):
+        calls.append((password, otp))
+        if otp != "654321":
+            raise TwoFactorRequired("This account uses two-factor authentication.")
+        return devserver.token_for(USER)
+
+    monkeypatch.setattr(SeafileClient, "obtain_token", staticmethod(obtain_token))
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 1
+    assert "second line on standard input" in capsys.readouterr().err
+    _stdin(monkeypatch, PASSWORD + "\n654321\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 0, capsys.readouterr().err
+    assert calls[-2:] == [(PASSWORD, None), (PASSWORD, "654321")]
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
 
 
 def test_closed_input_names_the_flag(isolated_env, devserver) -> None:
