@@ -26,6 +26,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
 from ohsync.daemon.filing_service import FilingService, FilingUnavailable
 from ohsync.daemon.memory_service import MemoryService
@@ -365,6 +366,7 @@ class Daemon:
         try:
             self.worker.start()
             self.ready.set()
+            sd_notify.ready(f"{self.cfg.mirror.label} ↔ {self.cfg.mirror.local}")
             self._main_loop()
         finally:
             self._teardown()
@@ -419,6 +421,7 @@ class Daemon:
             signal.signal(sig, handler)
 
     def _teardown(self) -> None:
+        sd_notify.stopping()
         self.status.update(phase="stopping")
         if self._watcher is not None:
             self._watcher.stop()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ohsync.daemon.logs import log_action
 from ohsync.daemon.status import StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     LibraryNotFound,
@@ -266,6 +267,7 @@ class SyncWorker:
             item["message"] = message
         with self._lock:
             self._activity.append(item)
+        log_action(path, action, result, "up" if action == "file" else "", message)
 
     def confirm_deletes(self) -> int:
         """Let the held deletes through on the next pass; returns how many are held now."""
@@ -685,10 +687,14 @@ class SyncWorker:
         if event.message:
             item["message"] = event.message
         with self._lock:
-            if not self._coalesce(event, now):
+            fresh = not self._coalesce(event, now)
+            if fresh:
                 self._activity.append(item)
                 if event.kind == "error":
                     self._repeats[(event.path, event.message)] = (item, 1, now)
+        if fresh:  # a repeated error is counted in the activity list, not logged again
+            log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
+                       event.direction, event.message)
         self._status.update(transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,

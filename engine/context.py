@@ -81,6 +81,9 @@ class MirrorContext:
     options: EngineOptions
     on_event: Callable[[SyncEvent], None] | None = None
     snapshot: dict[str, RemoteEntry] = field(default_factory=dict)
+    #: ``rel path → sentence``: names in the way that need the person (e.g. a
+    #: file called ``.conflict``); listed with the skipped names.
+    notices: dict[str, str] = field(default_factory=dict)
     head: str | None = None
     head_stale: set[str] = field(default_factory=set)
 
