@@ -193,3 +193,24 @@ def test_a_remote_path_too_long_for_this_disk_is_named_and_not_retried(devserver
     assert any(f["needs"] == "name" and f["permanent"] for f in failures.values()), failures
     for _ in range(3):
         assert m.sync().errors == []  # held: neither an error line nor an attempt per pass
+
+
+def test_over_quota_waits_for_the_person(devserver, tmp_path) -> None:
+    repo = devserver.create_library(USER, "OH-Memory")
+    devserver.put_file(repo, "/seed.md", b"seed\n")
+    m = make_mirror(devserver, repo, tmp_path)
+    m.sync()
+    devserver.set_quota(USER, 10)  # bytes: already over
+    m.write("notes/new.md", b"a new note that does not fit\n")
+    first = m.sync()
+    assert [p for p, _ in first.errors] == ["notes/new.md"] and "quota" in first.errors[0][1].lower()
+    devserver.reset_counters()
+    for _ in range(3):
+        assert m.sync().errors == []
+        m.sync(["notes/new.md"])
+    assert devserver.request_count(r"upload") == 0
+    assert m.engine.failures()[0]["needs"] == "quota"
+    devserver.set_quota(USER, 0)  # more quota, and the person says so
+    m.engine.release_failures()
+    assert m.sync().errors == []
+    assert devserver.tree(repo)["/notes/new.md"] == b"a new note that does not fit\n"
