@@ -26,6 +26,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
 from ohsync.daemon.filing_service import FilingService, FilingUnavailable
 from ohsync.daemon.memory_service import MemoryService
@@ -234,6 +235,12 @@ class Daemon:
         """The engine is open: remember it, watch its folder, attach filing."""
         self._engine = session.engine
         self._root = Path(getattr(session, "local_root", self.cfg.mirror.local))
+        prepare = getattr(session.engine, "prepare_root", None)
+        if prepare is not None:
+            try:
+                prepare()   # a new mirror's folder exists before the first pass: watched from the start
+            except OhsyncError as exc:
+                log.error("%s", exc.message)   # the first pass reports it (a safety stop)
         self.memory.attach(session.engine)
         self._check_watcher()
         if self.filing is not None and hasattr(session, "library_id"):
@@ -266,7 +273,7 @@ class Daemon:
             log.warning("the file watcher had stopped; restarting it and scanning the folder")
             watcher.stop()
         fresh = Watcher(root, lambda p: self._engine.rel_path(p), self._on_dirty,
-                        quiet=self._watcher_quiet)
+                        quiet=self._watcher_quiet, on_restructure=self.worker.note_restructure)
         try:
             fresh.start()
         except OSError as exc:
@@ -343,6 +350,7 @@ class Daemon:
         try:
             self.worker.start()
             self.ready.set()
+            sd_notify.ready(f"{self.cfg.mirror.label} ↔ {self.cfg.mirror.local}")
             self._main_loop()
         finally:
             self._teardown()
@@ -397,6 +405,7 @@ class Daemon:
             signal.signal(sig, handler)
 
     def _teardown(self) -> None:
+        sd_notify.stopping()
         self.status.update(phase="stopping")
         if self._watcher is not None:
             self._watcher.stop()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ohsync.daemon.logs import log_action
 from ohsync.daemon.status import StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     LibraryNotFound,
@@ -190,6 +191,7 @@ class SyncWorker:
         self._calls: list[Callable[[], None]] = []
         self._paused = False
         self._shutdown = threading.Event()
+        self._restructured = threading.Event()
         self._attempt = 0
         self._last_full_scan = 0.0
         self._lock = threading.Lock()  # guards the caches below (read by socket threads)
@@ -211,6 +213,12 @@ class SyncWorker:
     def post_dirty(self, paths: Iterable[str], full_scan: bool = False) -> None:
         """Local paths changed (from the watcher)."""
         self._queue.put(("dirty", (list(paths), full_scan)))
+
+    def note_restructure(self) -> None:
+        """A local folder was moved or deleted (from the watcher, at once): a
+        running pass stops between two files; the full scan that follows
+        carries the change instead of writing into the old folder."""
+        self._restructured.set()
 
     def refresh(self) -> None:
         """Poll the server and scan the local folder now (also retries a failed login)."""
@@ -243,6 +251,7 @@ class SyncWorker:
             item["message"] = message
         with self._lock:
             self._activity.append(item)
+        log_action(path, action, result, "up" if action == "file" else "", message)
 
     def confirm_deletes(self) -> int:
         """Let the held deletes through on the next pass; returns how many are held now."""
@@ -473,8 +482,10 @@ class SyncWorker:
         self._status.update(syncing=True, pending_up=len(work.dirty))
         started = time.time()
         try:
-            report: SyncReport = self._session.engine.sync(paths, check_remote=work.check_remote,
-                                                           should_stop=self._shutdown.is_set)
+            self._restructured.clear()
+            report: SyncReport = self._session.engine.sync(
+                paths, check_remote=work.check_remote,
+                should_stop=lambda: self._shutdown.is_set() or self._restructured.is_set())
         except BaseException as exc:  # noqa: BLE001 - classified in _failed
             # keep the work for the retry, together with anything that arrived meanwhile
             self._work.dirty |= work.dirty
@@ -488,6 +499,14 @@ class SyncWorker:
             self._finish_tickets(False, message)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
+            return
+        if report.interrupted and not self._shutdown.is_set():
+            # a local folder moved or vanished mid-pass: rescan before writing anything more
+            log.info("a local folder was moved or deleted during the pass; scanning again")
+            self._status.update(syncing=False, transfer=None, current_path=None)
+            self._work.full_scan = self._work.check_remote = True
+            self._work.dirty |= work.dirty
+            self._work.tickets[:0] = work.tickets
             return
         if report.interrupted:
             log.info("stopped between two files for shutdown; the rest syncs on the next start")
@@ -628,10 +647,14 @@ class SyncWorker:
         if event.message:
             item["message"] = event.message
         with self._lock:
-            if not self._coalesce(event, now):
+            fresh = not self._coalesce(event, now)
+            if fresh:
                 self._activity.append(item)
                 if event.kind == "error":
                     self._repeats[(event.path, event.message)] = (item, 1, now)
+        if fresh:  # a repeated error is counted in the activity list, not logged again
+            log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
+                       event.direction, event.message)
         self._status.update(transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,

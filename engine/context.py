@@ -40,6 +40,11 @@ class EngineOptions:
         ``head`` (it stored one of ours as an SFConflict file).
     :ivar max_delete_files/max_delete_percent: the mass-delete safety valve:
         deletes on one side beyond the smaller of the two are held.
+    :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
+        person edited, before pushing them (:mod:`.memory_stamp`).
+    :ivar stamp_quiet: seconds such a file must stay unchanged first.
+    :ivar time_offset: offset of the stamped time (``±HH:MM``).
+    :ivar origin: the ``origin`` this computer writes.
     """
 
     backup_dir: Path | None = None
@@ -52,6 +57,10 @@ class EngineOptions:
     backup_days: int = 30
     max_delete_percent: float = 25.0
     history_check: bool | None = None
+    stamp_edits: bool = False
+    stamp_quiet: float = 1.0
+    time_offset: str = "+08:00"
+    origin: str = "desktop"
 
 
 @dataclass
@@ -74,6 +83,9 @@ class MirrorContext:
     options: EngineOptions
     on_event: Callable[[SyncEvent], None] | None = None
     snapshot: dict[str, RemoteEntry] = field(default_factory=dict)
+    #: ``rel path → sentence``: names in the way that need the person (e.g. a
+    #: file called ``.conflict``); listed with the skipped names.
+    notices: dict[str, str] = field(default_factory=dict)
     head: str | None = None
     head_stale: set[str] = field(default_factory=set)
 

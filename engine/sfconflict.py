@@ -1,7 +1,7 @@
 """Seafile's own conflict files: ``<stem> (SFConflict <user> <time>).<ext>``.
 
 The server makes one when an update sent with ``head`` finds that the file
-changed since that commit (``shared/seafile-web-api.md`` §4.6): the other
+changed since that commit (``docs/seafile-api.md`` §5.4): the other
 edit stays live and the upload is stored beside it under that name.  Other
 Seafile clients (the desktop client, the web editor) make them too.  None of
 them stays on either side:

@@ -302,6 +302,8 @@ def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
         child.sendline(str(home / "Mirror"))
         child.expect_exact("Drop folder")
         child.sendline("")
+        child.expect_exact("Start ohsync automatically when you log in? [Y/n]: ")
+        child.sendline("n")  # yes would install autostart files (tests/test_autostart.py covers that)
         child.expect_exact("ohsync is set up")
         child.expect(pexpect.EOF)
     finally:
