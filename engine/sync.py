@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
-from .errors import LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError, local_error
+from .errors import (LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError,
+                     local_error)
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
-from .localfs import LocalFile, check_root, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
+from .localfs import LocalFile, check_root, find_decomposed, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
 from .paths import name_problem, normalize_rel
 from .reconcile import Action, Side, decide
@@ -153,7 +154,9 @@ class SyncEngine:
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
         problems = {(IGNORE_FILE, p) for p in self.ignore.problems}
-        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems)
+        notices = set(self.ctx.notices.items())
+        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems
+                      | notices)
 
     def clock_offset(self) -> float | None:
         """Seconds the server's clock is ahead of ours (None: not known yet).
@@ -370,6 +373,14 @@ class SyncEngine:
                 continue
             try:
                 st = os.lstat(self.ctx.local_path(rel))
+            except FileNotFoundError:
+                # the watcher names paths composed (NFC); the file may be written decomposed
+                if not find_decomposed(self.local_root, rel):
+                    continue
+                try:
+                    st = os.lstat(self.ctx.local_path(rel))
+                except OSError:
+                    continue
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
@@ -405,6 +416,11 @@ class SyncEngine:
             if base is not None and base.is_dir and not (local_dir and remote_dir):
                 deletes.append(rel)
                 continue
+            if local_dir and not remote_dir and base is None and self._only_ignored(rel):
+                continue  # nothing to sync in it (only ignored files): no folder on the server
+            version = ("dir", local_dir, remote.id if remote is not None else None)
+            if self.failure_book.held(rel, version) is not None:
+                continue  # failed on these very versions: waits (backoff) or needs the person
             try:
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
@@ -413,10 +429,38 @@ class SyncEngine:
                 if base is None:
                     self.state.set_base(Base(rel, True, None, None))
             except _PER_PATH_ERRORS as exc:
-                report.errors.append((rel, str(exc)))
+                self._dir_failed(rel, exc, version, report)
             except OSError as exc:
-                report.errors.append((rel, exc.strerror or str(exc)))
+                self._dir_failed(rel, local_error(exc, rel, what="creating the folder"), version, report)
+            else:
+                self.failure_book.succeeded(rel)
         return deletes
+
+    def _dir_failed(self, rel: str, exc: OhsyncError, version: tuple[Any, ...], report: SyncReport) -> None:
+        """Report and remember a folder that could not be created."""
+        item = self.failure_book.record(rel, exc, version)
+        message = str(exc)
+        if item.failure.permanent:
+            message += " (not retried until it changes or you run `ohsync refresh`)"
+        report.errors.append((rel, message))
+        self.ctx.emit(SyncEvent("error", rel, message=message))
+
+    def _only_ignored(self, rel: str) -> bool:
+        """True when local folder ``rel`` holds something, all of it ignored
+        (junk such as ``.DS_Store``, at any depth)."""
+        root = self.ctx.local_path(rel)
+        seen = False
+        for folder, dirs, files in os.walk(root):
+            sub = Path(folder).relative_to(self.local_root).as_posix()
+            for name in files:
+                if not self.ignore.match(normalize_rel(f"{sub}/{name}"), False):
+                    return False
+                seen = True
+            for name in list(dirs):
+                if self.ignore.match(normalize_rel(f"{sub}/{name}"), True):
+                    dirs.remove(name)
+                    seen = True
+        return seen
 
     def _finish_dir_deletes(self, folders: list[str], report: SyncReport) -> None:
         """Propagate folder deletes, deepest first, only for emptied folders.
@@ -452,6 +496,10 @@ class SyncEngine:
                         if remote is not None:
                             report.skipped.append((rel, "replaced by a file on the server while the local "
                                                         "folder still holds files"))
+                        elif self._only_ignored(rel):
+                            # ignored leftovers (.DS_Store) stay here, local only: they never
+                            # bring the folder back on the server
+                            self.state.delete_base(rel)
                         else:
                             ensure_remote_dir(self.ctx, rel)
                         continue
