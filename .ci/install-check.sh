@@ -13,7 +13,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ohsync-install.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+DEVSERVER_PID=""
+# stop a devserver a check started (also when a check fails), then remove everything
+cleanup() {
+  if [ -n "$DEVSERVER_PID" ]; then kill "$DEVSERVER_PID" 2>/dev/null || true; wait "$DEVSERVER_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
 OUT="$WORK/out"
 VENV="$WORK/venv"
 
@@ -85,7 +91,57 @@ check_log() {
   if grep -q Traceback "$OUT"; then fail "ohsync log printed a traceback"; fi
 }
 
-CHECKS=(on_path version help autostart log)
+# start_devserver: a devserver of the installed package on a free port of 127.0.0.1, data in
+# $WORK; sets DEVSERVER_URL (the EXIT trap stops it if the check does not)
+start_devserver() {
+  local log="$WORK/devserver.log" i
+  mkdir -p "$WORK/devserver"
+  "$VENV/bin/python" -m ohsync.devserver --host 127.0.0.1 --port 0 --data "$WORK/devserver" \
+      --user "ci@example.org:install-check-pw" >"$log" 2>&1 &
+  DEVSERVER_PID=$!
+  DEVSERVER_URL=""
+  for i in $(seq 150); do
+    DEVSERVER_URL=$(sed -n 's/^devserver ready at //p' "$log")
+    [ -n "$DEVSERVER_URL" ] && return
+    kill -0 "$DEVSERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  cp "$log" "$OUT"
+  fail "the devserver did not start"
+}
+
+stop_devserver() {
+  kill "$DEVSERVER_PID" 2>/dev/null || true
+  wait "$DEVSERVER_PID" 2>/dev/null || true
+  DEVSERVER_PID=""
+}
+
+check_setup_doctor() {
+  # the README's first run, scripted, against a devserver; the token goes to a file keyring,
+  # the socket into a private runtime folder (as a desktop session has one)
+  local config="$XDG_CONFIG_HOME/ohsync/config.toml" check
+  start_devserver
+  mkdir -p -m 700 "$WORK/run" "$WORK/keyring"
+  export XDG_RUNTIME_DIR="$WORK/run" OHSYNC_KEYRING_FILE="$WORK/keyring/keyring.json"
+  export PYTHON_KEYRING_BACKEND=ohsync.daemon.file_keyring.FileKeyring
+  ohs setup --yes --server "$DEVSERVER_URL" --username ci@example.org --password-stdin \
+      --library OH-Memory --create-library --local "$HOME/OH-Memory" --drop "$HOME/OH-Drop" \
+      --no-autostart <<<"install-check-pw"
+  expect "ohsync is set up"
+  [ -f "$config" ] || fail "setup wrote no $config"
+  grep -qF "$DEVSERVER_URL" "$config" || fail "$config does not name the server"
+  [ -s "$OHSYNC_KEYRING_FILE" ] || fail "setup stored no token in the keyring"
+  # exit 0: warnings (file keyring, no display, no daemon running) only limit comfort
+  ohs doctor
+  if grep -q '^ERROR' "$OUT"; then fail "ohsync doctor reported an error"; fi
+  for check in config server login library "mirror folder" "drop folder"; do
+    grep -qE "^ok +$check:" "$OUT" || fail "ohsync doctor: the $check check is not ok"
+  done
+  stop_devserver
+  unset XDG_RUNTIME_DIR OHSYNC_KEYRING_FILE PYTHON_KEYRING_BACKEND
+}
+
+CHECKS=(on_path version help autostart log setup_doctor)
 for name in "${CHECKS[@]}"; do
   "check_$name"
 done
