@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ohsync benchmarks (DESIGN §9): ohsync vs rclone vs plain httpx, against devserver on 127.0.0.1.
+"""ohsync benchmarks (docs/architecture.md §9): ohsync vs rclone vs plain httpx, against devserver on 127.0.0.1.
 
     .venv/bin/python bench/run.py [--files 3000] [--only cold,idle,...] [--out bench/out/]
 

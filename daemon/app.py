@@ -1,4 +1,4 @@
-"""The daemon process: wires the threads of DESIGN §6 and runs until told to stop.
+"""The daemon process: wires the threads of docs/architecture.md §6 and runs until told to stop.
 
 Owns the lifecycle: the single-instance lock (``state_dir/ohsync.lock``,
 filelock; a second daemon is told who holds it), the socket server and its
@@ -56,7 +56,7 @@ def display_available() -> bool:
 
 
 def _is_default_socket_dir(directory: Path) -> bool:
-    """True for the folders only ohsync uses (DESIGN §3), which may be tightened to 0700."""
+    """True for the folders only ohsync uses (docs/architecture.md §3), which may be tightened to 0700."""
     candidates = {Path(tempfile.gettempdir()) / f"ohsync-{os.getuid()}"}
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:

@@ -3,7 +3,7 @@
 Every command is a thin function: daemon commands are clients of the socket
 (:class:`~ohsync.daemon.rpc.RpcClient`), ``login``/``logout`` talk to the
 server and the keyring, ``run`` and ``demo`` start the daemon.  Heavy imports
-happen inside the commands.  Exit codes (DESIGN §10): 0 ok, 1 failed (the
+happen inside the commands.  Exit codes (docs/architecture.md §10): 0 ok, 1 failed (the
 message says why and what to do), 2 usage error, 3 daemon not running.
 Expected errors print ``title: message``, never a traceback.
 """

@@ -1,4 +1,4 @@
-"""What the file history says about writes that crossed ours (DESIGN §5 step 5).
+"""What the file history says about writes that crossed ours (docs/architecture.md §5, step 5).
 
 The Web API has no compare-and-swap for other clients: one that read a file,
 then uploaded its edit without ``head`` after we wrote ours, replaces our

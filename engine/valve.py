@@ -1,4 +1,4 @@
-"""The mass-delete safety valve (DESIGN §4).
+"""The mass-delete safety valve (docs/architecture.md §4).
 
 If the deletes planned on one side exceed the smaller of ``max_delete_files``
 and ``max_delete_percent`` of the mirror — counted over a rolling window, so
