@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SKIP_DIRS = {".git", ".venv", "artifacts", ".pytest_cache", "__pycache__", "build", "dist"}
+SKIP_DIRS = {".git", ".venv", "artifacts", ".pytest_cache", ".hypothesis", "__pycache__", "build", "dist"}
 SUFFIXES = {".py", ".sh", ".md", ".toml", ".service", ".desktop", ".plist", ""}
 # built from pieces so that this file does not match itself
 OUTSIDE = re.compile("|".join([
