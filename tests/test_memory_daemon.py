@@ -78,6 +78,14 @@ def test_socket_append_and_a_concurrent_web_api_append_both_survive(devserver, r
 def test_write_read_after_rename_edit_and_delete_into_trash(devserver, running) -> None:
     repo, mirror, daemon = running
     client = daemon.client(60)
+    # written on another device: memory.refresh pulls it and the index knows it at once
+    phone = ("---\ntitle: 手机上记的\ntype: note\npermalink: phone-note-1234\ntags: []\n"
+             "modified: 2026-12-01T08:00:00+08:00\n---\n\n## Observations\n- [idea] 周末去颐和园\n")
+    devserver.put_file(repo, "/knowledge/手机上记的.md", phone.encode())
+    assert client.call("memory.search", {"query": "颐和园"})["results"] == []
+    refreshed = client.call("memory.refresh", {"timeout": 30})
+    assert refreshed["refreshed"] is True
+    assert client.call("memory.search", {"query": "颐和园"})["results"][0]["permalink"] == "phone-note-1234"
     made = client.call("memory.write", {
         "title": "图书馆开放时间", "type": "fact",
         "observations": [{"category": "hours", "text": "北馆 8:00 开门", "tags": ["图书馆"]}],
