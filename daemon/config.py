@@ -125,8 +125,9 @@ class Config:
     """The effective configuration: file values over defaults over nothing.
 
     :ivar path: the file it came from (it need not exist).
-    :ivar state_dir_explicit: True when ``state_dir`` was set in the file;
-        logs then go to ``state_dir`` instead of the person's log folder.
+    :ivar state_dir_explicit: True when ``state_dir`` was set in the file.
+    :ivar log_dir: the folder of ``ohsync.log``: ``state_dir/logs`` unless the
+        file sets ``log_dir``.
     :ivar warnings: sentences about unknown keys or ignored tables.
     """
 
@@ -142,7 +143,7 @@ class Config:
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     filing: FilingConfig = field(default_factory=FilingConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
-    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
+    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)) / "logs")
     warnings: tuple[str, ...] = ()
     #: upload requests of new files in flight at once
     transfers: int = DEFAULT_TRANSFERS

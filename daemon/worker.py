@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ohsync.daemon.logs import log_action
 from ohsync.daemon.status import StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     LibraryNotFound,
@@ -161,6 +162,8 @@ class SyncWorker:
     :param on_fatal: called with the error when the daemon cannot run.
     :param before_pass: called in the worker thread before and after every
         pass (the daemon starts or restarts the watcher there).
+    :param push_poll_interval: seconds between the safety polls while push
+        notifications arrive (:meth:`set_push`).
     """
 
     def __init__(
@@ -174,10 +177,14 @@ class SyncWorker:
         on_fatal: Callable[[BaseException], None] = lambda exc: None,
         before_pass: Callable[[], None] = lambda: None,
         activity_size: int = 200,
+        push_poll_interval: float = 300.0,
     ) -> None:
         self._open_session = open_session
         self._status = status
         self._poll_interval = poll_interval
+        self._push_poll_interval = push_poll_interval
+        self._push = False
+        self._known_head: str | None = None
         self._scan_interval = scan_interval(poll_interval)
         self._publish = publish
         self._on_ready = on_ready
@@ -190,6 +197,7 @@ class SyncWorker:
         self._calls: list[Callable[[], None]] = []
         self._paused = False
         self._shutdown = threading.Event()
+        self._restructured = threading.Event()
         self._attempt = 0
         self._last_full_scan = 0.0
         self._lock = threading.Lock()  # guards the caches below (read by socket threads)
@@ -212,6 +220,12 @@ class SyncWorker:
         """Local paths changed (from the watcher)."""
         self._queue.put(("dirty", (list(paths), full_scan)))
 
+    def note_restructure(self) -> None:
+        """A local folder was moved or deleted (from the watcher, at once): a
+        running pass stops between two files; the full scan that follows
+        carries the change instead of writing into the old folder."""
+        self._restructured.set()
+
     def refresh(self) -> None:
         """Poll the server and scan the local folder now (also retries a failed login)."""
         self._queue.put(("refresh", None))
@@ -225,6 +239,16 @@ class SyncWorker:
         """Sync again, starting with a full scan and a poll."""
         self._status.update(paused=False)
         self._queue.put(("resume", None))
+
+    def set_push(self, active: bool) -> None:
+        """The push channel came up (True: compare the head once now, then poll
+        only every ``push_poll_interval``) or went down (False: normal polling)."""
+        self._queue.put(("push_mode", bool(active)))
+
+    def push_update(self, commit_id: str = "") -> None:
+        """The server announced a new head: poll now (coalesced with anything
+        queued; dropped when ``commit_id`` is the head the last pass saw)."""
+        self._queue.put(("push", commit_id))
 
     def submit(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on the worker thread between passes (for helpers such as
@@ -243,6 +267,7 @@ class SyncWorker:
             item["message"] = message
         with self._lock:
             self._activity.append(item)
+        log_action(path, action, result, "up" if action == "file" else "", message)
 
     def confirm_deletes(self) -> int:
         """Let the held deletes through on the next pass; returns how many are held now."""
@@ -353,6 +378,19 @@ class SyncWorker:
             self._retry.clear()
             if time.monotonic() - self._last_full_scan >= self._scan_interval:
                 work.full_scan = True
+        elif kind == "push":
+            if not arg or arg != self._known_head:
+                work.check_remote = True
+                work.dirty.update(self._retry)
+                self._retry.clear()
+        elif kind == "push_mode":
+            self._push = arg
+            self._status.update(notifications="push" if arg else "polling")
+            if arg:
+                work.check_remote = True  # events sent while we were away are lost: look once
+            else:
+                due = self.scheduler.due_in
+                self.scheduler.poll_in(self._poll_interval if due is None else min(due, self._poll_interval))
         elif kind in ("refresh", "wait"):
             work.full_scan = True
             if kind == "refresh":
@@ -473,8 +511,10 @@ class SyncWorker:
         self._status.update(syncing=True, pending_up=len(work.dirty))
         started = time.time()
         try:
-            report: SyncReport = self._session.engine.sync(paths, check_remote=work.check_remote,
-                                                           should_stop=self._shutdown.is_set)
+            self._restructured.clear()
+            report: SyncReport = self._session.engine.sync(
+                paths, check_remote=work.check_remote,
+                should_stop=lambda: self._shutdown.is_set() or self._restructured.is_set())
         except BaseException as exc:  # noqa: BLE001 - classified in _failed
             # keep the work for the retry, together with anything that arrived meanwhile
             self._work.dirty |= work.dirty
@@ -488,6 +528,14 @@ class SyncWorker:
             self._finish_tickets(False, message)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
+            return
+        if report.interrupted and not self._shutdown.is_set():
+            # a local folder moved or vanished mid-pass: rescan before writing anything more
+            log.info("a local folder was moved or deleted during the pass; scanning again")
+            self._status.update(syncing=False, transfer=None, current_path=None)
+            self._work.full_scan = self._work.check_remote = True
+            self._work.dirty |= work.dirty
+            self._work.tickets[:0] = work.tickets
             return
         if report.interrupted:
             log.info("stopped between two files for shutdown; the rest syncs on the next start")
@@ -531,8 +579,19 @@ class SyncWorker:
             t.synced = not report.errors
             t.message = "" if t.synced else f"{len(report.errors)} file(s) failed: {report.errors[0][1]}"
             t.done.set()
+        if work.check_remote:
+            self._known_head = self._engine_head()
         if work.check_remote and not self._shutdown.is_set():
-            self.scheduler.poll_in(self._poll_interval)
+            self.scheduler.poll_in(self._push_poll_interval if self._push else self._poll_interval)
+
+    def _engine_head(self) -> str | None:
+        """The head commit the engine saw last (None when it cannot say)."""
+        state = getattr(getattr(self._session, "engine", None), "state", None)
+        try:
+            head = state.get_meta("head") if state is not None else None
+        except Exception:  # noqa: BLE001 - only an optimisation
+            return None
+        return head if isinstance(head, str) else None
 
     def _failed(self, exc: BaseException) -> None:
         """Record an error of opening or of a pass and plan what comes next,
@@ -628,10 +687,14 @@ class SyncWorker:
         if event.message:
             item["message"] = event.message
         with self._lock:
-            if not self._coalesce(event, now):
+            fresh = not self._coalesce(event, now)
+            if fresh:
                 self._activity.append(item)
                 if event.kind == "error":
                     self._repeats[(event.path, event.message)] = (item, 1, now)
+        if fresh:  # a repeated error is counted in the activity list, not logged again
+            log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
+                       event.direction, event.message)
         self._status.update(transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,

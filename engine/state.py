@@ -115,6 +115,10 @@ class StateStore:
             (path,)).fetchone()
         return _base(row) if row else None
 
+    def has_bases(self) -> bool:
+        """True when at least one path was ever synced (one indexed lookup)."""
+        return self._db.execute("SELECT 1 FROM base LIMIT 1").fetchone() is not None
+
     def all_bases(self) -> dict[str, Base]:
         """Every base, keyed by rel path."""
         rows = self._db.execute(

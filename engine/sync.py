@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
-from .errors import LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError, local_error
+from .errors import (LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError,
+                     local_error)
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
-from .localfs import LocalFile, check_root, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
+from .localfs import LocalFile, check_root, find_decomposed, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
 from .paths import name_problem, normalize_rel
 from .reconcile import Action, Side, decide
@@ -153,7 +154,9 @@ class SyncEngine:
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
         problems = {(IGNORE_FILE, p) for p in self.ignore.problems}
-        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems)
+        notices = set(self.ctx.notices.items())
+        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems
+                      | notices)
 
     def clock_offset(self) -> float | None:
         """Seconds the server's clock is ahead of ours (None: not known yet).
@@ -193,6 +196,18 @@ class SyncEngine:
         if not rel_s or self.is_ignored(rel_s):
             return None
         return rel_s
+
+    def prepare_root(self) -> None:
+        """Create the folder of a mirror never synced, before the first pass.
+
+        The daemon calls this when the engine opens, so that its file
+        watcher runs from the first second: edits, moves and deletes made
+        while the first pass downloads are seen, not reverted.
+
+        :raises MirrorMissingError: the mirror was synced before and its
+            folder is missing (an unmounted disk), or it cannot be created.
+        """
+        check_root(self.local_root, marker_expected=self.state.has_bases())
 
     # -- one pass ---------------------------------------------------------
     def sync(self, local_paths: Iterable[str] | None = None, *, check_remote: bool = True,
@@ -262,7 +277,7 @@ class SyncEngine:
                 self._run_move(old, new, report)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates)
-            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report)
+            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report, should_stop)
             plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
@@ -273,6 +288,10 @@ class SyncEngine:
             self._forget_resolved_conflicts()
             if local_paths is None:
                 self.failure_book.forget(lambda p: p in local or p in self.ctx.snapshot)
+            if report.interrupted:
+                # a folder moved mid-pass may have carried a temp file of ours away;
+                # nothing of this pass is in flight any more, so the next scan may remove it
+                self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
@@ -354,6 +373,14 @@ class SyncEngine:
                 continue
             try:
                 st = os.lstat(self.ctx.local_path(rel))
+            except FileNotFoundError:
+                # the watcher names paths composed (NFC); the file may be written decomposed
+                if not find_decomposed(self.local_root, rel):
+                    continue
+                try:
+                    st = os.lstat(self.ctx.local_path(rel))
+                except OSError:
+                    continue
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
@@ -389,6 +416,11 @@ class SyncEngine:
             if base is not None and base.is_dir and not (local_dir and remote_dir):
                 deletes.append(rel)
                 continue
+            if local_dir and not remote_dir and base is None and self._only_ignored(rel):
+                continue  # nothing to sync in it (only ignored files): no folder on the server
+            version = ("dir", local_dir, remote.id if remote is not None else None)
+            if self.failure_book.held(rel, version) is not None:
+                continue  # failed on these very versions: waits (backoff) or needs the person
             try:
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
@@ -397,10 +429,38 @@ class SyncEngine:
                 if base is None:
                     self.state.set_base(Base(rel, True, None, None))
             except _PER_PATH_ERRORS as exc:
-                report.errors.append((rel, str(exc)))
+                self._dir_failed(rel, exc, version, report)
             except OSError as exc:
-                report.errors.append((rel, exc.strerror or str(exc)))
+                self._dir_failed(rel, local_error(exc, rel, what="creating the folder"), version, report)
+            else:
+                self.failure_book.succeeded(rel)
         return deletes
+
+    def _dir_failed(self, rel: str, exc: OhsyncError, version: tuple[Any, ...], report: SyncReport) -> None:
+        """Report and remember a folder that could not be created."""
+        item = self.failure_book.record(rel, exc, version)
+        message = str(exc)
+        if item.failure.permanent:
+            message += " (not retried until it changes or you run `ohsync refresh`)"
+        report.errors.append((rel, message))
+        self.ctx.emit(SyncEvent("error", rel, message=message))
+
+    def _only_ignored(self, rel: str) -> bool:
+        """True when local folder ``rel`` holds something, all of it ignored
+        (junk such as ``.DS_Store``, at any depth)."""
+        root = self.ctx.local_path(rel)
+        seen = False
+        for folder, dirs, files in os.walk(root):
+            sub = Path(folder).relative_to(self.local_root).as_posix()
+            for name in files:
+                if not self.ignore.match(normalize_rel(f"{sub}/{name}"), False):
+                    return False
+                seen = True
+            for name in list(dirs):
+                if self.ignore.match(normalize_rel(f"{sub}/{name}"), True):
+                    dirs.remove(name)
+                    seen = True
+        return seen
 
     def _finish_dir_deletes(self, folders: list[str], report: SyncReport) -> None:
         """Propagate folder deletes, deepest first, only for emptied folders.
@@ -436,6 +496,10 @@ class SyncEngine:
                         if remote is not None:
                             report.skipped.append((rel, "replaced by a file on the server while the local "
                                                         "folder still holds files"))
+                        elif self._only_ignored(rel):
+                            # ignored leftovers (.DS_Store) stay here, local only: they never
+                            # bring the folder back on the server
+                            self.state.delete_base(rel)
                         else:
                             ensure_remote_dir(self.ctx, rel)
                         continue
@@ -593,10 +657,11 @@ class SyncEngine:
         except OSError as exc:
             self._path_failed(plan, local_error(exc, rel), report)
 
-    def _bulk_pull(self, plans: list[Plan], report: SyncReport) -> list[Plan]:
+    def _bulk_pull(self, plans: list[Plan], report: SyncReport,
+                   should_stop: Callable[[], bool] | None = None) -> list[Plan]:
         """Fetch many new remote files through one zip download (cold start)."""
         fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None]
-        done = bulk_pull(self.ctx, [p.remote for p in fresh]) if fresh else set()
+        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
