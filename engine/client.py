@@ -46,6 +46,7 @@ from .client_errors import (
     translate_errors,
 )
 from .client_bulk import BulkTransfers
+from .client_history import HistoryReads
 from .client_http import USER_AGENT, Payload, SeafileHTTP, check_server_url
 from .client_listing import parse_listing
 from .client_paths import (
@@ -70,7 +71,7 @@ __all__ = ["SeafileClient"]
 log = logging.getLogger("ohsync.client")
 
 
-class SeafileClient(BulkTransfers, SeafileHTTP):
+class SeafileClient(HistoryReads, BulkTransfers, SeafileHTTP):
     """A synchronous client of one Seafile server for one account.
 
     :param server_url: the Seafile base URL, e.g. ``https://cloud.tsinghua.edu.cn``.

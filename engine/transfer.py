@@ -31,7 +31,7 @@ from .paths import from_remote, parent_rel
 from .state import Base
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
-           "remote_written"]
+           "remote_written", "archive_version"]
 
 
 #: A path that conflicted this many times within FIGHT_WINDOW is paused.
@@ -163,6 +163,7 @@ def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
                 ctx.snapshot[parent] = RemoteEntry(parent, True, "", known.size, known.mtime)
             parent = parent_rel(parent)
     ctx.state.set_meta("root_oid", None)
+    ctx.state.set_meta("wrote_since_head", "1")  # regression.after_pass reads the new head
 
 
 def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
@@ -240,8 +241,19 @@ def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str) -> str | N
     return None
 
 
+def archive_version(ctx: MirrorContext, rel_path: str, theirs: bytes, reason: str,
+                    fields: tuple[str, ...]) -> ConflictRecord:
+    """Archive a server version of ``rel_path`` as a conflict copy on both sides
+    (the local file stays live) and record the conflict with ``reason``.
+
+    :returns: the conflict record (``archived`` names the copy).
+    :raises RemoteError: from the client.
+    """
+    return _archive(ctx, rel_path, theirs, list(fields), reason=reason)
+
+
 def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str],
-             details: list[str] | None = None) -> ConflictRecord:
+             details: list[str] | None = None, *, reason: str | None = None) -> ConflictRecord:
     """Store the remote version as a conflict copy on both sides.
 
     :param reasons: what could not merge (``fields`` of the record).
@@ -274,9 +286,10 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
     _record_base(ctx, stored_rel, theirs, theirs_id, fp)
     reach("conflict.archived")
     fields = tuple(reasons) if reasons else ("content",)
-    reason = "both sides changed it in ways that do not merge"
-    if details:
-        reason = "everything else merged into the live file; not merged: " + "; ".join(details)
+    if reason is None:
+        reason = "both sides changed it in ways that do not merge"
+        if details:
+            reason = "everything else merged into the live file; not merged: " + "; ".join(details)
     record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"), reason, fields)
     ctx.state.add_conflict(record)
     ctx.emit(SyncEvent("conflict", rel_path, action=stored_rel, message=f"remote version archived as {stored_rel}"))
