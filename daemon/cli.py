@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ohsync.daemon import cli_autostart, cli_log
+from ohsync.daemon.about import version
 from ohsync.daemon.cli_resync import add_resync
 from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
 from ohsync.engine.errors import OhsyncError
@@ -26,6 +28,11 @@ from ohsync.engine.errors import OhsyncError
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+
+
+# ohsync is installed from its source folder (it is on no package index), so name commands that work there
+TRAY_EXTRA_HINT = ("Install the [tray] extra from the ohsync source folder: `pipx install --force '.[tray]'` "
+                   "(or `pip install --user '.[tray]'`); it needs PyGObject's system packages, see the README.")
 
 
 class UsageError(Exception):
@@ -61,8 +68,8 @@ def _read_secret_line(what: str) -> str:
 def cmd_login(args: argparse.Namespace) -> int:
     from ohsync.daemon.config import config_path, normalize_server_url, update_config
     from ohsync.daemon.credentials import load_token, save_token
-    from ohsync.engine.client import SeafileClient
-    from ohsync.engine.errors import AuthError, TwoFactorRequired
+    from ohsync.daemon.login import check_token, token_from_password, token_owner_note
+    from ohsync.engine.errors import TwoFactorRequired
 
     path = config_path(args.config)
     cfg = _config(args)
@@ -76,17 +83,9 @@ def cmd_login(args: argparse.Namespace) -> int:
 
     if args.token_stdin:
         token = _read_secret_line("token")
-        client = SeafileClient(server, token)
-        try:
-            account = client.account_info()
-            if username.lower() not in {account.email.lower(), account.contact_email.lower()}:
-                print(f"Note: this token belongs to {account.contact_email or account.email}; it is saved "
-                      f"for {username} as you asked.", file=sys.stderr)
-        except AuthError as exc:
-            raise AuthError("The server did not accept this token. Copy it again from the web "
-                            "interface (Settings → Web API Auth Token).", status=exc.status) from exc
-        finally:
-            client.close()
+        note = token_owner_note(username, check_token(server, token))
+        if note:
+            print(note, file=sys.stderr)
     else:
         if args.password_stdin:
             password = _read_secret_line("password")
@@ -99,18 +98,19 @@ def cmd_login(args: argparse.Namespace) -> int:
                                   "pipe it in with --password-stdin.", title="Login failed") from None
             if not password:
                 raise OhsyncError("No password given.", title="Login failed")
-        try:
-            token = SeafileClient.obtain_token(server, username, password)
-        except TwoFactorRequired:
+
+        def ask_code() -> str:
             if args.password_stdin and not sys.stdin.isatty():
                 otp = sys.stdin.readline().strip()  # an optional second line: the code
                 if not otp:
                     raise TwoFactorRequired(
                         "This account uses two-factor authentication: give the current code from your "
-                        "authenticator app as a second line on standard input, after the password.") from None
-            else:
-                otp = input("Two-factor code: ").strip()
-            token = SeafileClient.obtain_token(server, username, password, otp=otp)
+                        "authenticator app as a second line on standard input, after the password.")
+                return otp
+            return input("Two-factor code: ").strip()
+
+        try:
+            token = token_from_password(server, username, password, ask_code)
         finally:
             password = ""
     save_token(server, username, token)
@@ -160,8 +160,7 @@ def cmd_tray(args: argparse.Namespace) -> int:
     try:
         from ohsync.tray.app import default_start_command, run_tray
     except ImportError as exc:
-        raise OhsyncError(f"The tray is not available ({exc}). Install it with `pip install 'ohsync[tray]'`.",
-                          title="No tray") from exc
+        raise OhsyncError(f"The tray is not available ({exc}). {TRAY_EXTRA_HINT}", title="No tray") from exc
     try:
         start = default_start_command(args.config) if args.config else None
         run_tray(cfg.socket, owns_daemon=False, start_command=start)
@@ -319,6 +318,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ohsync", description="Two-way sync of a Seafile library with a local folder.")
     p.add_argument("--config", metavar="PATH", help="config file (default: $OHSYNC_CONFIG or the user config dir)")
+    p.add_argument("--version", action="version", version=f"ohsync {version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--username", metavar="EMAIL")
     sp = add("run", cmd_run, "run the daemon in the foreground")
     sp.add_argument("--no-tray", action="store_true", help="no tray icon, even with a display")
-    sp.add_argument("-v", "--verbose", action="store_true")
+    sp.add_argument("-v", "--verbose", action="store_true", help="also log debug lines (idle polls, timings)")
     add("tray", cmd_tray, "show the tray icon for a running daemon")
     sp = add("status", cmd_status, "show what the daemon is doing")
     sp.add_argument("--json", action="store_true", help="print the status object")
@@ -368,6 +368,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--poll-interval", type=float, default=2.0, metavar="S")
     sp.add_argument("--no-tray", action="store_true")
     sp.add_argument("-v", "--verbose", action="store_true")
+    from ohsync.daemon import cli_doctor, cli_setup
+    from ohsync.daemon.cli_memory import register as register_memory
+
+    register_memory(add)
+    cli_setup.register(sub)
+    cli_doctor.register(sub)
+    cli_autostart.register(add)
+    cli_log.register(add)
     return p
 
 

@@ -189,6 +189,10 @@ class SocketServer:
             except OSError:
                 pass
 
+    def add_handlers(self, handlers: Mapping[str, Handler]) -> None:
+        """Answer more methods (services register theirs; call before :meth:`start`)."""
+        self._handlers.update(handlers)
+
     def publish(self, params: dict[str, Any]) -> None:
         """Push ``params`` as an ``event`` notification to every subscriber (any thread)."""
         if self.subscriber_count:

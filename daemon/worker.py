@@ -24,15 +24,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ohsync.daemon.logs import log_action
 from ohsync.daemon.status import StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
-    AuthError,
     LibraryNotFound,
-    MirrorMissingError,
     NetworkError,
     OhsyncError,
-    ThrottledError,
     TwoFactorRequired,
+    classify,
 )
 from ohsync.engine.events import SyncEvent, SyncReport
 
@@ -192,6 +191,7 @@ class SyncWorker:
         self._calls: list[Callable[[], None]] = []
         self._paused = False
         self._shutdown = threading.Event()
+        self._restructured = threading.Event()
         self._attempt = 0
         self._last_full_scan = 0.0
         self._lock = threading.Lock()  # guards the caches below (read by socket threads)
@@ -199,6 +199,7 @@ class SyncWorker:
         self._conflicts: list[dict[str, Any]] = []
         self._damaged: list[dict[str, str]] = []
         self._held: list[dict[str, str]] = []
+        self._repeats: dict[tuple[str, str], tuple[dict[str, Any], int, float]] = {}
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
 
@@ -212,6 +213,12 @@ class SyncWorker:
     def post_dirty(self, paths: Iterable[str], full_scan: bool = False) -> None:
         """Local paths changed (from the watcher)."""
         self._queue.put(("dirty", (list(paths), full_scan)))
+
+    def note_restructure(self) -> None:
+        """A local folder was moved or deleted (from the watcher, at once): a
+        running pass stops between two files; the full scan that follows
+        carries the change instead of writing into the old folder."""
+        self._restructured.set()
 
     def refresh(self) -> None:
         """Poll the server and scan the local folder now (also retries a failed login)."""
@@ -244,6 +251,7 @@ class SyncWorker:
             item["message"] = message
         with self._lock:
             self._activity.append(item)
+        log_action(path, action, result, "up" if action == "file" else "", message)
 
     def confirm_deletes(self) -> int:
         """Let the held deletes through on the next pass; returns how many are held now."""
@@ -369,6 +377,8 @@ class SyncWorker:
                 work.check_remote = True
             else:
                 work.tickets.append(arg)
+            if kind == "refresh" and self._session is not None and hasattr(self._session.engine, "release_failures"):
+                self._session.engine.release_failures()  # the person acted: try held paths once more
             if self._status.get("problem") in ("auth_required", "offline", "error", "stopped") and kind == "refresh":
                 self._status.update(problem=None, problem_message="", retry_at=None)
                 self._attempt = 0
@@ -481,8 +491,10 @@ class SyncWorker:
         self._status.update(syncing=True, pending_up=len(work.dirty))
         started = time.time()
         try:
-            report: SyncReport = self._session.engine.sync(paths, check_remote=work.check_remote,
-                                                           should_stop=self._shutdown.is_set)
+            self._restructured.clear()
+            report: SyncReport = self._session.engine.sync(
+                paths, check_remote=work.check_remote,
+                should_stop=lambda: self._shutdown.is_set() or self._restructured.is_set())
         except BaseException as exc:  # noqa: BLE001 - classified in _failed
             # keep the work for the retry, together with anything that arrived meanwhile
             self._work.dirty |= work.dirty
@@ -496,6 +508,14 @@ class SyncWorker:
             self._finish_tickets(False, message)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
+            return
+        if report.interrupted and not self._shutdown.is_set():
+            # a local folder moved or vanished mid-pass: rescan before writing anything more
+            log.info("a local folder was moved or deleted during the pass; scanning again")
+            self._status.update(syncing=False, transfer=None, current_path=None)
+            self._work.full_scan = self._work.check_remote = True
+            self._work.dirty |= work.dirty
+            self._work.tickets[:0] = work.tickets
             return
         if report.interrupted:
             log.info("stopped between two files for shutdown; the rest syncs on the next start")
@@ -543,23 +563,25 @@ class SyncWorker:
             self.scheduler.poll_in(self._poll_interval)
 
     def _failed(self, exc: BaseException) -> None:
-        """Record an error of opening or of a pass and plan what comes next."""
-        if isinstance(exc, AuthError):
-            log.error("the server rejected the token: %s", exc.message)
+        """Record an error of opening or of a pass and plan what comes next,
+        from its one classification (``engine.errors.classify``)."""
+        failure = classify(exc)
+        if failure.needs == "login":
+            log.error("the server rejected the token: %s", failure.message)
             self._status.update(problem="auth_required", problem_message=(
                 "The server rejected the saved login. Run `ohsync login` to sign in again, "
                 "then `ohsync refresh` (or restart ohsync)."))
             self.scheduler.halt()
             self._close_session()
             return
-        if isinstance(exc, MirrorMissingError):
-            log.error("%s", exc.message)
-            self._status.update(problem="stopped", problem_message=exc.message)
+        if failure.scope == "mirror" and failure.permanent:  # e.g. the mirror folder is gone
+            log.error("%s", failure.message)
+            self._status.update(problem="stopped", problem_message=failure.message)
             self.scheduler.halt()
             return
         self._attempt += 1
-        if isinstance(exc, ThrottledError):
-            delay = max(exc.retry_after, 1.0)
+        if failure.retry_after is not None:
+            delay = max(failure.retry_after, 1.0)
         else:
             delay = backoff_delay(self._attempt, cap=max(300.0, self._poll_interval))
         if isinstance(exc, NetworkError):
@@ -582,6 +604,7 @@ class SyncWorker:
             damaged = [{"path": p, "reason": r} for p, r in engine.damaged()]
             skipped = list(engine.skipped())
             held = list(engine.held_deletes()) if hasattr(engine, "held_deletes") else []
+            failures = list(engine.failures()) if hasattr(engine, "failures") else []
             clock = engine.clock_offset() if hasattr(engine, "clock_offset") else None
             regression = engine.regression() if hasattr(engine, "regression") else None
         except Exception:  # noqa: BLE001 - status must not die on a read
@@ -593,7 +616,8 @@ class SyncWorker:
         was_held = self._status.get("held_deletes")
         was_regressed = self._status.get("regression")
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
-                            held_deletes=len(held), clock_offset=clock, regression=regression)
+                            held_deletes=len(held), clock_offset=clock, failures=tuple(failures),
+                            regression=regression)
         if regression and not was_regressed:
             log.warning("%s", regression)
             self._publish({"type": "error", "kind": "regression", "message": regression})
@@ -606,19 +630,46 @@ class SyncWorker:
 
     # ----------------------------------------------------------------- engine events
 
+    def _coalesce(self, event: SyncEvent, now: float) -> bool:
+        """Fold a repeated failure into its first activity line ("failed 22
+        times since 10:02"); a success of the path ends the run.  Caller holds the lock."""
+        if event.kind != "error":
+            for key in [k for k in self._repeats if k[0] == event.path]:
+                del self._repeats[key]
+            return False
+        key = (event.path, event.message)
+        seen = self._repeats.get(key)
+        if seen is None or not any(it is seen[0] for it in self._activity):
+            return False
+        item, count, first = seen
+        count += 1
+        self._repeats[key] = (item, count, first)
+        item["count"] = count
+        item["last"] = iso_time(now)
+        item["message"] = f"{event.message} (failed {count} times since {time.strftime('%H:%M', time.localtime(first))})"
+        return True
+
     def _on_event(self, event: SyncEvent) -> None:
         """Called by the engine inside :meth:`sync` (worker thread)."""
         if event.kind == "transfer":
             self._status.update(current_path=event.path, transfer={
                 "path": event.path, "direction": event.direction, "done": event.done, "total": event.total})
             return
-        item = {"time": iso_time(time.time()), "path": event.path,
+        now = time.time()
+        item = {"time": iso_time(now), "path": event.path,
                 "action": event.action or event.kind, "result": {"synced": "ok"}.get(event.kind, event.kind),
                 "direction": event.direction}
         if event.message:
             item["message"] = event.message
         with self._lock:
-            self._activity.append(item)
+            fresh = not self._coalesce(event, now)
+            if fresh:
+                self._activity.append(item)
+                if event.kind == "error":
+                    self._repeats[(event.path, event.message)] = (item, 1, now)
+        if fresh:  # a repeated error is counted in the activity list, not logged again
+            log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
+                       event.direction, event.message)
         self._status.update(transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,

@@ -34,6 +34,7 @@ from .names import nfc, norm_path, parent_and_name
 from .repo_ops import RepoOps, is_dir, desc_added
 from .seahub_api import SeahubAccount, SeahubDirs
 from .seahub_files import SeahubFiles
+from .seahub_file_history import SeahubFileHistory
 from .seahub_history import SeahubHistory
 from .store import Store
 
@@ -69,6 +70,14 @@ class DevServer:
         data_dir: where objects, commits and state are stored (created).
         users: ``{email: password}``; accounts are created (or their password reset).
         host, port: where to listen; port 0 picks a free port on ``start()``.
+
+    Attributes that emulate other server versions (settable at any time):
+        honour_head: the update's ``head`` parameter merges like seafile-server
+            12/13 (an edit that landed since ``head`` stays live, the upload
+            becomes an SFConflict file); False ignores ``head``.
+        seahub_version: 13 (default) or 12; seahub 12 answers a file rename
+            with a ``Location`` whose path lacks the slash between the folder
+            and the new name (``?p=/subagain.txt`` for ``/sub/again.txt``).
     """
 
     def __init__(self, data_dir: Path, users: dict[str, str] | None = None, host: str = "127.0.0.1",
@@ -77,6 +86,8 @@ class DevServer:
         self.host, self.port = host, port
         self.store = Store(self.data_dir)
         self.ops = RepoOps(self.store)
+        self.honour_head = True
+        self.seahub_version = 13
         for email, pw in (DEFAULT_USERS if users is None else users).items():
             self.store.ensure_user(email, pw)
         self.faults = FaultInjector()
@@ -86,7 +97,7 @@ class DevServer:
         self.fileserver = Fileserver(self)
         self.control = Control(self)
         self._components = {"account": self.account, "history": SeahubHistory(self), "dirs": self.dirs_api,
-                            "files": self.files,
+                            "files": self.files, "file_history": SeahubFileHistory(self),
                             "fs": self.fileserver}
         self._httpd = None
         self._thread: threading.Thread | None = None

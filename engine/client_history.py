@@ -1,88 +1,95 @@
-"""Reading a library's commit history (``GET /api2/repos/{id}/history/``).
+"""Per-file history of the Seafile client (a mixin of
+:class:`~ohsync.engine.client.SeafileClient`): the revisions of one file and
+the content of one of them (``docs/seafile-api.md`` §5.8).
 
-The api2 history view answers ``{"commits": [...], "page_next": bool}``,
-newest first, each commit a serialized RPC object with ``id``,
-``parent_id``, ``second_parent_id``, ``root_id``, ``ctime`` (Unix seconds)
-and ``desc`` (seafile-web-api.md §2.6).  The history starts at the current
-head and follows parents, so it tells whether an older head is an ancestor
-of the current one; it may be trimmed by the library's history limit.
+The write path uses them to tell which revision another client's upload was
+based on (a blind overwrite) and to fetch that revision as a merge base.
 """
 
 from __future__ import annotations
 
-import re
+import io
 from dataclasses import dataclass
-from typing import Any
 
+from .client_answers import REPO_ID, as_int, as_str
 from .client_errors import check_id
 from .client_http import SeafileHTTP
+from .client_paths import normalize_remote_path
 from .errors import NotFoundError, ProtocolError
 
-__all__ = ["CommitInfo", "HistoryReads"]
+__all__ = ["FileRevision", "HistoryCalls"]
 
 
 @dataclass(frozen=True)
-class CommitInfo:
-    """One commit of a library.
+class FileRevision:
+    """One revision of a file.
 
-    :ivar id: 40-hex commit id.
-    :ivar parent_id: the first parent's id, None for the library's first commit.
-    :ivar second_parent_id: a merge commit's other parent, else None.
-    :ivar root_id: the commit's root directory id.
-    :ivar ctime: commit time, Unix seconds (server clock).
-    :ivar desc: the commit description (``Added "a.md".``).
+    :ivar commit_id: the commit that introduced it (40 hex).
+    :ivar file_id: the file's id in that commit.
+    :ivar size: bytes.
+    :ivar creator: the account e-mail that made the commit.
     """
 
-    id: str
-    parent_id: str | None
-    second_parent_id: str | None
-    root_id: str
-    ctime: int
-    desc: str
+    commit_id: str
+    file_id: str
+    size: int
+    creator: str
 
 
-_REPO_ID = re.compile(r"^[-0-9a-f]{36}$")
+class HistoryCalls(SeafileHTTP):
+    """File history calls; uses the transport of :class:`SeafileHTTP`."""
 
+    def file_history(self, repo_id: str, path: str, *, limit: int = 10) -> list[FileRevision]:
+        """``GET /api/v2.1/repos/{id}/file/history/?path=&limit=``: the newest
+        ``limit`` revisions of a file, newest first (the first is the live one).
 
-def _optional_id(value: Any) -> str | None:
-    if value in (None, ""):
-        return None
-    return check_id(value, what="the library history")
-
-
-class HistoryReads(SeafileHTTP):
-    """Commit-history reads of :class:`~ohsync.engine.client.SeafileClient`."""
-
-    def commit_history(self, repo_id: str, *, page: int = 1, per_page: int = 100) -> tuple[list[CommitInfo], bool]:
-        """``GET /api2/repos/{id}/history/?page=&per_page=``: one page of commits, newest first.
-
-        :param page: 1-based page number.
-        :param per_page: commits per page.
-        :returns: ``(commits, more)``; ``more`` is True when a next page exists.
-        :raises NotFoundError: no such library.
-        :raises ProtocolError: the answer has the wrong shape.
+        :raises NotFoundError: no such file (or library).
+        :raises ProtocolError: the answer has an unexpected shape.
         """
-        repo = repo_id.strip().lower() if isinstance(repo_id, str) else ""
-        if not _REPO_ID.match(repo):
-            raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
-        body = self._get_json(f"/api2/repos/{repo}/history/", params={"page": str(page), "per_page": str(per_page)},
-                              what="reading the library history")
-        if not isinstance(body, dict) or not isinstance(body.get("commits"), list):
-            raise ProtocolError("The library history is not an object with a commits list.")
-        commits = []
-        for item in body["commits"]:
+        repo = _repo(repo_id)
+        remote = normalize_remote_path(path)
+        body = self._get_json(f"/api/v2.1/repos/{repo}/file/history/",
+                              params={"path": remote, "limit": str(max(1, limit))},
+                              what="reading a file's history", path=remote)
+        items = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError("The file history has an unexpected shape.", path=remote)
+        out = []
+        for item in items[:limit]:
             if not isinstance(item, dict):
-                raise ProtocolError("A commit in the library history is not an object.")
-            try:
-                ctime = int(item.get("ctime") or 0)
-            except (TypeError, ValueError) as exc:
-                raise ProtocolError("A commit in the library history has a non-number ctime.") from exc
-            commits.append(CommitInfo(
-                id=check_id(item.get("id"), what="the library history"),
-                parent_id=_optional_id(item.get("parent_id")),
-                second_parent_id=_optional_id(item.get("second_parent_id")),
-                root_id=str(item.get("root_id") or ""),
-                ctime=ctime,
-                desc=str(item.get("desc") or ""),
+                raise ProtocolError("An entry of the file history is not an object.", path=remote)
+            out.append(FileRevision(
+                commit_id=check_id(item.get("commit_id"), what="the file history", path=remote),
+                file_id=check_id(item.get("rev_file_id"), what="the file history", path=remote),
+                size=as_int(item.get("size", 0), "the file history"),
+                creator=as_str(item.get("creator_email")),
             ))
-        return commits, bool(body.get("page_next"))
+        return out
+
+    def download_revision(self, repo_id: str, path: str, commit_id: str) -> bytes:
+        """The content of ``path`` as of ``commit_id``:
+        ``GET /api2/repos/{id}/file/revision/?p=&commit_id=`` gives a one-time
+        link, which is then fetched (small files only: held in memory).
+
+        :raises NotFoundError: no such file in that commit, or no such commit.
+        """
+        repo = _repo(repo_id)
+        remote = normalize_remote_path(path)
+        what = "downloading an older version"
+
+        def fetch(state: dict[str, int]) -> None:
+            resp = self._request("GET", f"/api2/repos/{repo}/file/revision/",
+                                 params={"p": remote, "commit_id": commit_id}, what=what, path=remote)
+            link = self._resolve_link(resp, what=what, path=remote)
+            self._stream_into(link, buffer, remote, None, state)
+
+        buffer = io.BytesIO()
+        self._download_retrying(buffer, fetch)
+        return buffer.getvalue()
+
+
+def _repo(repo_id: str) -> str:
+    repo = repo_id.strip().lower() if isinstance(repo_id, str) else ""
+    if not REPO_ID.match(repo):
+        raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
+    return repo

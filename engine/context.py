@@ -32,8 +32,17 @@ class EngineOptions:
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
     :ivar backup_days: backups older than this many days are pruned.
+    :ivar history_check: after each verified update, read the file's history
+        to make sure the revision ours replaced is the one we merged with
+        (for servers that ignore the update's ``head``; seafile-server 12
+        and 13 honour it, so it is off by default).
     :ivar max_delete_files/max_delete_percent: the mass-delete safety valve:
         deletes on one side beyond the smaller of the two are held.
+    :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
+        person edited, before pushing them (:mod:`.memory_stamp`).
+    :ivar stamp_quiet: seconds such a file must stay unchanged first.
+    :ivar time_offset: offset of the stamped time (``±HH:MM``).
+    :ivar origin: the ``origin`` this computer writes.
     """
 
     backup_dir: Path | None = None
@@ -45,6 +54,11 @@ class EngineOptions:
     upload_chunk: int = 8 * 1024 * 1024
     backup_days: int = 30
     max_delete_percent: float = 25.0
+    history_check: bool = False
+    stamp_edits: bool = False
+    stamp_quiet: float = 1.0
+    time_offset: str = "+08:00"
+    origin: str = "desktop"
 
 
 @dataclass
@@ -53,6 +67,10 @@ class MirrorContext:
 
     :ivar snapshot: the current remote listing by rel path, kept up to date
         by the stages as they write.
+    :ivar head: a library head commit id read before anything the pass
+        read since (the ``head`` an update is based on), None when unknown.
+    :ivar head_stale: rel paths we wrote after ``head`` was read: an update
+        of one of them needs a fresh head.
     """
 
     client: Any
@@ -63,6 +81,11 @@ class MirrorContext:
     options: EngineOptions
     on_event: Callable[[SyncEvent], None] | None = None
     snapshot: dict[str, RemoteEntry] = field(default_factory=dict)
+    #: ``rel path → sentence``: names in the way that need the person (e.g. a
+    #: file called ``.conflict``); listed with the skipped names.
+    notices: dict[str, str] = field(default_factory=dict)
+    head: str | None = None
+    head_stale: set[str] = field(default_factory=set)
 
     def remote_path(self, rel_path: str) -> str:
         """The remote path of a rel path."""

@@ -5,8 +5,11 @@
 a full scan); each pass checks the server (one request when nothing
 changed), classifies every candidate path against its base, and runs the
 action of the reconciliation table (``reconcile``) through ``transfer``.
-Per-path failures are reported and retried next pass; failures of the
-server or the network abort the pass with a typed error.
+Per-path failures are reported and kept in a :class:`FailureBook`: the
+path is retried with exponential backoff, or not at all while it needs the
+person (413, quota, a name the other side cannot hold, a full or read-only
+disk) until it changes or the person acts; failures of the server or the
+network abort the pass with a typed error.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
-from .errors import LibraryNotFound, LocalError, NotFoundError, QuotaError, RemoteOperationError
+from .errors import (LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError,
+                     local_error)
 from .events import ConflictRecord, SyncEvent, SyncReport
+from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
-from .localfs import LocalFile, check_root, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
+from .localfs import LocalFile, check_root, find_decomposed, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
 from .paths import name_problem, normalize_rel
 from .reconcile import Action, Side, decide
@@ -37,8 +42,12 @@ from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
 from .memory_merge import is_memory_file
+from .memory_stamp import stamp_edit
 from .transfer_large import LARGE_FILE, push_large
+from .upload_batch import batchable, push_new_files
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
+from .history_merge import merge_back
+from .sfconflict import fold_foreign, original_of
 from .valve import DeleteValve, Plan
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
@@ -98,12 +107,16 @@ class SyncEngine:
     :param options: tunables (backups, ignore patterns, read-back limit).
     :param on_event: called with :class:`SyncEvent` values (progress,
         synced paths, conflicts, per-path errors).
+    :param executor: runs upload requests of new files in parallel
+        (``concurrent.futures.Executor``; bounded by its workers); None =
+        one after the other.  The engine never starts threads itself.
     """
 
     def __init__(self, client: Any, repo_id: str, local_root: Path, state: StateStore, *,
                  remote_root: str = "/", options: EngineOptions | None = None,
-                 on_event: Callable[[SyncEvent], None] | None = None) -> None:
+                 on_event: Callable[[SyncEvent], None] | None = None, executor: Any = None) -> None:
         self.options = options or EngineOptions()
+        self.executor = executor
         self.local_root = Path(local_root).expanduser()
         self.ignore = IgnoreRules(self.options.ignore, self.local_root)
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
@@ -118,8 +131,20 @@ class SyncEngine:
         self._temps_cleaned = False
         self._paused_paths: set[str] = set()  # fighting writers, announced once
         self._skipped_remote: list[tuple[str, str]] = []
+        self.failure_book = FailureBook(self.local_root)
 
     # -- queries for the daemon ----------------------------------------
+    def failures(self) -> list[dict[str, Any]]:
+        """Paths that failed and wait (backoff) or need the person: ``[{"path",
+        "reason", "title", "needs", "permanent", "count", "since", "retry_at"}]``
+        (times are Unix seconds; ``retry_at`` None: not until the path changes
+        or the person acts)."""
+        return [item.as_dict() for item in self.failure_book.items()]
+
+    def release_failures(self) -> int:
+        """The person acted (``refresh``): try every failed path once more."""
+        return self.failure_book.release()
+
     def conflicts(self) -> list[ConflictRecord]:
         """Every conflict recorded for this mirror, oldest first."""
         return self.state.conflicts()
@@ -131,7 +156,9 @@ class SyncEngine:
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
         problems = {(IGNORE_FILE, p) for p in self.ignore.problems}
-        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems)
+        notices = set(self.ctx.notices.items())
+        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems
+                      | notices)
 
     def clock_offset(self) -> float | None:
         """Seconds the server's clock is ahead of ours (None: not known yet).
@@ -168,6 +195,7 @@ class SyncEngine:
         empty base or archived as conflict copies."""
         self.state.forget_sync_history()
         self.ctx.snapshot = {}
+        self.failure_book.release()
 
     def is_ignored(self, rel_path: str) -> bool:
         """True when ``rel_path`` is never synced (ignore rules, temp files)."""
@@ -183,6 +211,18 @@ class SyncEngine:
         if not rel_s or self.is_ignored(rel_s):
             return None
         return rel_s
+
+    def prepare_root(self) -> None:
+        """Create the folder of a mirror never synced, before the first pass.
+
+        The daemon calls this when the engine opens, so that its file
+        watcher runs from the first second: edits, moves and deletes made
+        while the first pass downloads are seen, not reverted.
+
+        :raises MirrorMissingError: the mirror was synced before and its
+            folder is missing (an unmounted disk), or it cannot be created.
+        """
+        check_root(self.local_root, marker_expected=self.state.has_bases())
 
     # -- one pass ---------------------------------------------------------
     def sync(self, local_paths: Iterable[str] | None = None, *, check_remote: bool = True,
@@ -208,9 +248,12 @@ class SyncEngine:
         self.ignore.reload()
         if self.state.get_meta("head") is None:
             check_remote = True  # never listed: the snapshot means nothing yet
+        folded: set[str] = set()
         if check_remote:
             self._check_remote(report)
         try:
+            if check_remote:
+                folded = fold_foreign(self.ctx, report)
             if local_paths is None:
                 self._prune_backups()
                 if not self._temps_cleaned:
@@ -224,6 +267,8 @@ class SyncEngine:
                 dirty |= {p for p in bases for d in list(dirty) if d and p.startswith(d + "/")}
                 candidates = dirty | self._remote_differences(bases)
                 local = self._stat_paths(candidates)
+            candidates |= {original_of(p) or p for p in folded}
+            candidates -= folded
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
             candidates -= self._case_clashes(bases, report)
             candidates -= self._folder_moves(local, bases, report)
@@ -252,7 +297,8 @@ class SyncEngine:
                 self._run_move(old, new, report)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates)
-            plans = self._bulk_pull(plans, report)
+            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report, should_stop)
+            plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
                     report.interrupted = True
@@ -261,6 +307,12 @@ class SyncEngine:
             self._finish_dir_deletes(dir_deletes, report)
             self._forget_resolved_conflicts()
             regression.after_pass(self.ctx)
+            if local_paths is None:
+                self.failure_book.forget(lambda p: p in local or p in self.ctx.snapshot)
+            if report.interrupted:
+                # a folder moved mid-pass may have carried a temp file of ours away;
+                # nothing of this pass is in flight any more, so the next scan may remove it
+                self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
@@ -338,6 +390,8 @@ class SyncEngine:
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
             regression.seen(self.state, scan.head, scan.head_mtime)
+        self.ctx.head = scan.head or None  # read before every listing: a safe base for updates
+        self.ctx.head_stale.clear()
 
     def _remote_differences(self, bases: dict[str, Base]) -> set[str]:
         """Rel paths (files and folders) whose remote entry differs from its base."""
@@ -354,6 +408,14 @@ class SyncEngine:
                 continue
             try:
                 st = os.lstat(self.ctx.local_path(rel))
+            except FileNotFoundError:
+                # the watcher names paths composed (NFC); the file may be written decomposed
+                if not find_decomposed(self.local_root, rel):
+                    continue
+                try:
+                    st = os.lstat(self.ctx.local_path(rel))
+                except OSError:
+                    continue
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
@@ -389,6 +451,8 @@ class SyncEngine:
             if base is not None and base.is_dir and not (local_dir and remote_dir):
                 deletes.append(rel)
                 continue
+            if local_dir and not remote_dir and base is None and self._only_ignored(rel):
+                continue  # nothing to sync in it (only ignored files): no folder on the server
             try:
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
@@ -401,6 +465,23 @@ class SyncEngine:
             except OSError as exc:
                 report.errors.append((rel, exc.strerror or str(exc)))
         return deletes
+
+    def _only_ignored(self, rel: str) -> bool:
+        """True when local folder ``rel`` holds something, all of it ignored
+        (junk such as ``.DS_Store``, at any depth)."""
+        root = self.ctx.local_path(rel)
+        seen = False
+        for folder, dirs, files in os.walk(root):
+            sub = Path(folder).relative_to(self.local_root).as_posix()
+            for name in files:
+                if not self.ignore.match(normalize_rel(f"{sub}/{name}"), False):
+                    return False
+                seen = True
+            for name in list(dirs):
+                if self.ignore.match(normalize_rel(f"{sub}/{name}"), True):
+                    dirs.remove(name)
+                    seen = True
+        return seen
 
     def _finish_dir_deletes(self, folders: list[str], report: SyncReport) -> None:
         """Propagate folder deletes, deepest first, only for emptied folders.
@@ -436,6 +517,10 @@ class SyncEngine:
                         if remote is not None:
                             report.skipped.append((rel, "replaced by a file on the server while the local "
                                                         "folder still holds files"))
+                        elif self._only_ignored(rel):
+                            # ignored leftovers (.DS_Store) stay here, local only: they never
+                            # bring the folder back on the server
+                            self.state.delete_base(rel)
                         else:
                             ensure_remote_dir(self.ctx, rel)
                         continue
@@ -510,8 +595,34 @@ class SyncEngine:
             return None
         return Plan(rel, action, entry, remote, base, fp)
 
+    @staticmethod
+    def _version(plan: Plan) -> tuple[Any, Any]:
+        """What a failure of ``plan`` is remembered against: both sides' versions."""
+        fp = plan.fp if plan.fp is not None else (plan.entry.fingerprint if plan.entry is not None else None)
+        return (tuple(fp) if fp is not None else None, plan.remote.id if plan.remote is not None else None)
+
+    def _held_back(self, plan: Plan) -> bool:
+        """True when ``plan``'s path failed on these very versions and waits."""
+        return self.failure_book.held(plan.rel, self._version(plan)) is not None
+
+    def _path_failed(self, plan: Plan, exc: OhsyncError, report: SyncReport) -> None:
+        """Report one per-path failure and remember it (backoff, or held until a change)."""
+        need = plan.remote.size if plan.remote is not None and plan.action is Action.PULL else 0
+        item = self.failure_book.record(plan.rel, exc, self._version(plan), need_bytes=need)
+        message = str(exc)
+        if item.failure.permanent:
+            message += " (not retried until the file changes or you run `ohsync refresh`)"
+        report.errors.append((plan.rel, message))
+        self.ctx.emit(SyncEvent("error", plan.rel, message=message))
+
     def _run(self, plan: Plan, report: SyncReport) -> None:
         """Carry out one plan; per-path failures are reported, not raised."""
+        failed = len(report.errors)
+        self._run_plan(plan, report)
+        if len(report.errors) == failed:
+            self.failure_book.succeeded(plan.rel)
+
+    def _run_plan(self, plan: Plan, report: SyncReport) -> None:
         ctx, rel, action = self.ctx, plan.rel, plan.action
         entry, remote, base = plan.entry, plan.remote, plan.base
         try:
@@ -533,6 +644,9 @@ class SyncEngine:
                 delete_remote(ctx, rel, base)
                 report.deleted_remote.append(rel)
                 ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
+            elif action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None and \
+                    merge_back(ctx, rel, remote, base, report):
+                self._check_damaged(rel)
             elif action is Action.PULL:
                 assert remote is not None
                 pull(ctx, rel, remote, plan.fp if entry is not None else None)
@@ -541,6 +655,8 @@ class SyncEngine:
                 self._check_damaged(rel)
             else:
                 large = entry is not None and entry.fingerprint[0] > LARGE_FILE
+                if not large and entry is not None and self.options.stamp_edits:
+                    stamp_edit(ctx, rel, plan.fp, base, remote_changed=action is Action.MERGE)
                 outcome = push_large(ctx, rel, base) if large else push(ctx, rel, base)
                 report.uploaded.append(rel)
                 if outcome.action == "merge":
@@ -558,22 +674,41 @@ class SyncEngine:
                 self._paused_paths.add(rel)
                 ctx.emit(SyncEvent("error", rel, message=str(exc)))
         except _PER_PATH_ERRORS as exc:
-            report.errors.append((rel, str(exc)))
-            ctx.emit(SyncEvent("error", rel, message=str(exc)))
+            self._path_failed(plan, exc, report)
         except OSError as exc:
-            message = f"{rel}: {exc.strerror or exc}"
-            report.errors.append((rel, message))
-            ctx.emit(SyncEvent("error", rel, message=message))
+            self._path_failed(plan, local_error(exc, rel), report)
 
-    def _bulk_pull(self, plans: list[Plan], report: SyncReport) -> list[Plan]:
+    def _bulk_pull(self, plans: list[Plan], report: SyncReport,
+                   should_stop: Callable[[], bool] | None = None) -> list[Plan]:
         """Fetch many new remote files through one zip download (cold start)."""
         fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None]
-        done = bulk_pull(self.ctx, [p.remote for p in fresh]) if fresh else set()
+        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
             self._check_damaged(rel)
         return [p for p in plans if p.rel not in done]
+
+    def _batch_push(self, plans: list[Plan], report: SyncReport,
+                    should_stop: Callable[[], bool] | None) -> list[Plan]:
+        """Upload new small files several per request; returns the plans left."""
+        new = [p for p in plans if batchable(self.ctx, p)]
+        if not new:
+            return plans
+
+        def done(rel: str) -> None:
+            report.uploaded.append(rel)
+            self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
+            self._paused_paths.discard(rel)
+            self.failure_book.succeeded(rel)
+            self._check_damaged(rel)
+
+        outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
+        for plan, exc in outcome.errors:
+            self._path_failed(plan, exc, report)
+        left = {p.rel for p in outcome.rest}
+        handled = {p.rel for p in new} - left
+        return [p for p in plans if p.rel not in handled]
 
     def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base], report: SyncReport) -> set[str]:
         """Carry whole-folder moves first; returns the paths they accounted for."""
