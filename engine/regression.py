@@ -31,7 +31,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .context import MirrorContext
-from .errors import RemoteError
 from .events import SyncEvent, SyncReport
 from .ids import seafile_file_id, sha1_bytes
 from .localfs import hash_file
@@ -41,11 +40,13 @@ from .state import Base, StateStore
 from .transfer import archive_version
 from .valve import Plan
 
-__all__ = ["Regression", "after_pass", "detect", "head_descends", "hold", "keep_newer", "load", "save", "seen"]
+__all__ = ["Regression", "check_own_writes", "detect", "head_descends", "hold", "keep_newer", "load", "save", "seen"]
 
 META_KEY = "regression"
 LAST_HEAD, LAST_HEAD_MTIME = "last_head", "last_head_mtime"
-#: Set by :func:`~ohsync.engine.transfer.remote_written`: this pass wrote to the server.
+#: Set by :func:`~ohsync.engine.transfer.remote_written` (we wrote to the
+#: server), cleared when a scan sees a new head: a head that stays put after
+#: our writes means the server may have lost them (:func:`check_own_writes`).
 WROTE = "wrote_since_head"
 
 #: History pages read at most when looking for the last head (newest first).
@@ -114,20 +115,27 @@ def seen(state: StateStore, head: str, mtime: int) -> None:
     state.set_meta(WROTE, None)
 
 
-def after_pass(ctx: MirrorContext) -> None:
-    """After a pass that wrote to the server, read the head that holds those
-    writes (``GET /api2/repos/{id}/``; one request, only then), so that a
-    rollback to the head before them is seen as one."""
-    if not ctx.state.get_meta(WROTE):
-        return
-    try:
-        info = ctx.client.repo_info(ctx.repo_id)
-    except RemoteError:
-        return  # asked again after the next pass
-    if ctx.state.get_meta(LAST_HEAD) != info.head_commit_id:
-        ctx.state.set_meta(LAST_HEAD, info.head_commit_id)
-        ctx.state.set_meta(LAST_HEAD_MTIME, str(info.mtime))
+def check_own_writes(ctx: MirrorContext, head: str, walked: dict[str, Any]) -> bool:
+    """After a pass that wrote, the head did not move: record a regression
+    when the server no longer holds what was last agreed (a file whose base
+    is gone or has another id), i.e. it went back to the head before our writes.
+
+    :param walked: a fresh snapshot of the server (rel path → entry).
+    :returns: True when a regression was recorded now.
+    """
     ctx.state.set_meta(WROTE, None)
+    if load(ctx.state) is not None:
+        return False
+    for rel, base in ctx.state.all_bases().items():
+        if base.is_dir or not base.remote_id:
+            continue
+        entry = walked.get(rel)
+        if entry is None or entry.is_dir or entry.id != base.remote_id:
+            found = found_now("(our last writes)", head)
+            save(ctx.state, found)
+            ctx.emit(SyncEvent("error", "", message=found.sentence()))
+            return True
+    return False
 
 
 def detect(ctx: MirrorContext, head: str) -> bool:

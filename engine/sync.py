@@ -306,7 +306,6 @@ class SyncEngine:
                 self._run(plan, report)
             self._finish_dir_deletes(dir_deletes, report)
             self._forget_resolved_conflicts()
-            regression.after_pass(self.ctx)
             if local_paths is None:
                 self.failure_book.forget(lambda p: p in local or p in self.ctx.snapshot)
             if report.interrupted:
@@ -377,12 +376,14 @@ class SyncEngine:
             report.errors.append((folder or "/", problem))
         if scan.rejected:
             return  # keep the last head and root id: the next pass lists those folders again
-        if regression.detect(self.ctx, scan.head) and not scan.changed:
-            # Back at the head of our last scan: the server lost our own writes
-            # since, so the tree must be walked again to see what it has.
+        regression.detect(self.ctx, scan.head)
+        if not scan.changed and self.state.get_meta(regression.WROTE):
+            # We wrote since this head, yet it did not move: walk the tree to
+            # see whether the server lost our writes (rolled back to it).
             scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root, prev_head=None,
                                prev_root_oid=None, prev_snapshot=self.ctx.snapshot)
             report.remote_changed = True
+            regression.check_own_writes(self.ctx, scan.head, scan.snapshot)
             self.ctx.snapshot = dict(scan.snapshot)
             self._skipped_remote = scan.skipped
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())

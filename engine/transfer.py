@@ -165,7 +165,7 @@ def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
                 ctx.snapshot[parent] = RemoteEntry(parent, True, "", known.size, known.mtime)
             parent = parent_rel(parent)
     ctx.state.set_meta("root_oid", None)
-    ctx.state.set_meta("wrote_since_head", "1")  # regression.after_pass reads the new head
+    ctx.state.set_meta("wrote_since_head", "1")  # see regression.check_own_writes
 
 
 def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
