@@ -362,6 +362,7 @@ class Daemon:
             raise OhsyncError(f"Cannot create the socket {self.cfg.socket}: {exc.strerror}.",
                               title="Socket error") from exc
         log.info("ohsync %s listening on %s (pid %d)", "daemon", self.cfg.socket, os.getpid())
+        self.memory.start()
         old_handlers = self._signals()
         try:
             self.worker.start()
