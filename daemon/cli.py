@@ -184,6 +184,8 @@ def _print_status(st: dict[str, Any]) -> None:
     for m in st.get("mirrors", []):
         print(f"  {m['library']} ↔ {m['local']}")
     print(f"  last sync: {st.get('last_sync') or 'never'}")
+    if st.get("notifications"):
+        print(f"  notifications: {st['notifications']}")
     counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
               ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
     if counts:

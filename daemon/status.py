@@ -83,6 +83,10 @@ class Snapshot:
     drop_dir: str | None = None
     filing: dict[str, Any] | None = None
     regression: str | None = None
+    #: ``push`` while the server's notification service reaches us, else ``polling``
+    notifications: str = "polling"
+    #: seconds between the safety polls while notifications are ``push``
+    push_poll_interval: float = 300.0
     now: float = field(default_factory=time.time)
 
 
@@ -126,7 +130,8 @@ def _state(s: Snapshot) -> tuple[str, str]:
                          "; see `ohsync status --json`")
     if s.errors:
         return "error", f"{s.errors} file(s) failed to sync and will be retried; see `ohsync activity`"
-    stale_poll = s.now - s.last_poll > 3 * s.poll_interval + 30
+    interval = s.push_poll_interval if s.notifications == "push" else s.poll_interval
+    stale_poll = s.now - s.last_poll > 3 * interval + 30
     stale_scan = s.now - s.last_scan > 2 * scan_interval(s.poll_interval) + 30
     if stale_poll:
         return "error", f"No successful check of the server since {iso_time(s.last_poll)}"
@@ -164,6 +169,7 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "regression": s.regression,
         "errors": s.errors,
         "polls": s.polls,
+        "notifications": s.notifications,
         "clock_offset": None if s.clock_offset is None else round(s.clock_offset),
         "drop_dir": s.drop_dir,
         "filing": copy.deepcopy(s.filing),

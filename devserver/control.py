@@ -23,6 +23,8 @@ JSON out, no authentication (bind devserver to 127.0.0.1).
 | ``DELETE /_devserver/libraries/<id>/file?path=P`` | | ``{"ok": true}`` / 404 |
 | ``POST /_devserver/libraries/<id>/plant`` | ``{"parent", "name", "text"}`` or ``{"parent", "name", "dir": true}`` | ``{"id"}``: an entry with exactly that (hostile) name |
 | ``POST /_devserver/libraries/<id>/restore`` | ``{"commit_id"}`` | ``{"head"}``: the head moves back to that commit (a snapshot rollback; 404 for an unknown commit) |
+| ``GET /_devserver/notifications`` | | ``{"state", "publishing", "connections", "subscriptions"}`` |
+| ``POST /_devserver/notifications`` | ``{"state": "up"/"down"/"absent", "publishing": bool}`` (both optional) | the same |
 | ``POST /_devserver/after-request`` | ``{"method", "path_regex", "count", "action": {"put_file": {"repo_id", "path", "text"}} or {"delete_path": {"repo_id", "path"}}}`` | ``{"ok": true}`` |
 """
 from __future__ import annotations
@@ -91,6 +93,17 @@ class Control:
                     return _json({"repo_id": app.create_library(body["email"], body["name"])})
                 return _json([{"id": r.id, "name": r.name, "owner": r.owner, "head": r.head}
                               for r in app.store.repos.values()])
+            if path == "/notifications":
+                service = app.notifications
+                if req.method == "POST":
+                    if "publishing" in body:
+                        service.publishing = bool(body["publishing"])
+                    if "state" in body:
+                        try:
+                            service.set_state(str(body["state"]))
+                        except ValueError as exc:
+                            return _json({"error": str(exc)}, 400)
+                return _json(service.info())
             if path == "/after-request":
                 return self._after_request(body)
             if m:

@@ -31,6 +31,7 @@ from .faults import CutShort, FaultInjector, close_socket, has_body, omit_entrie
 from .fileserver_api import Fileserver
 from .http_util import api_error, drf_detail, fs_error
 from .names import nfc, norm_path, parent_and_name
+from .notification_server import NotificationServer
 from .repo_ops import RepoOps, is_dir, desc_added
 from .seahub_api import SeahubAccount, SeahubDirs
 from .seahub_files import SeahubFiles
@@ -70,6 +71,8 @@ class DevServer:
         data_dir: where objects, commits and state are stored (created).
         users: ``{email: password}``; accounts are created (or their password reset).
         host, port: where to listen; port 0 picks a free port on ``start()``.
+        notifications: the notification service (push): ``absent`` (none, as on
+            most servers), ``up`` or ``down``; see ``notifications.set_state``.
 
     Attributes that emulate other server versions (settable at any time):
         honour_head: the update's ``head`` parameter merges like seafile-server
@@ -81,7 +84,7 @@ class DevServer:
     """
 
     def __init__(self, data_dir: Path, users: dict[str, str] | None = None, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 port: int = 0, notifications: str = "absent") -> None:
         self.data_dir = Path(data_dir)
         self.host, self.port = host, port
         self.store = Store(self.data_dir)
@@ -96,9 +99,10 @@ class DevServer:
         self.files = SeahubFiles(self)
         self.fileserver = Fileserver(self)
         self.control = Control(self)
+        self.notifications = NotificationServer(self, notifications)
         self._components = {"account": self.account, "history": SeahubHistory(self), "dirs": self.dirs_api,
                             "files": self.files, "file_history": SeahubFileHistory(self),
-                            "fs": self.fileserver}
+                            "fs": self.fileserver, "notify": self.notifications}
         self._httpd = None
         self._thread: threading.Thread | None = None
 

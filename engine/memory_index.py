@@ -290,7 +290,7 @@ class Columns:
     joined into one string, so that a keyword is found in all entities with
     a few C-speed ``str.find`` calls instead of a Python loop per entity.
 
-    :ivar entities: the entities, in corpus order.
+    :ivar entities: the entities, newest ``modified`` first (the corpus order).
     """
 
     FIELDS = ("title", "permalink", "tags", "body")
@@ -440,7 +440,7 @@ class MemoryIndex:
     def columns(self) -> Columns:
         """The search corpora of the current entities (built on first use after a change)."""
         if self._columns is None:
-            self._columns = Columns(list(self._by_path.values()))
+            self._columns = Columns(sorted(self._by_path.values(), key=lambda e: (-e.modified_ts, e.path)))
         return self._columns
 
     def get(self, rel_path: str) -> Entity | None:

@@ -155,11 +155,14 @@ class MemoryTools:
                 for field, weight in enumerate(_WEIGHTS):
                     for k in cols.hits(field, w):
                         scores[k] = scores.get(k, 0) + weight
-            candidates = [(score, cols.entities[k]) for k, score in scores.items()]
+            candidates = iter([(score, cols.entities[k]) for k, score in scores.items()])
         else:
-            candidates = [(0, e) for e in cols.entities]
+            candidates = ((0, e) for e in cols.entities)
         scored: list[tuple[int, float, str, Entity]] = []
+        enough = None if words else limit + 8  # without keywords the corpus order is the ranking
         for score, e in candidates:
+            if enough is not None and len(scored) >= enough:
+                break
             if e.status == "trashed" or (e.sensitivity == "sensitive" and not include_sensitive):
                 continue
             if want_type is not None and e.type != want_type:

@@ -28,6 +28,7 @@ from .events import ConflictRecord, SyncEvent, SyncReport
 from .localfs import atomic_write, backup_file, stat_fingerprint
 from .merge import merge_versions
 from .paths import from_remote, parent_rel
+from .special_dirs import is_under
 
 __all__ = ["SFCONFLICT", "original_of", "find_own", "remove_remote", "fold_foreign"]
 
@@ -97,7 +98,7 @@ def fold_foreign(ctx: MirrorContext, report: SyncReport) -> set[str]:
     :returns: the rel paths handled (the caller leaves them out of planning).
     """
     found = sorted(rel for rel, entry in ctx.snapshot.items()
-                   if not entry.is_dir and not rel.startswith(CONFLICT_DIR + "/") and original_of(rel))
+                   if not entry.is_dir and not is_under(rel, CONFLICT_DIR) and original_of(rel))
     for rel in found:
         try:
             _fold_one(ctx, rel, original_of(rel) or "", report)

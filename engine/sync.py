@@ -454,6 +454,9 @@ class SyncEngine:
                 continue
             if local_dir and not remote_dir and base is None and self._only_ignored(rel):
                 continue  # nothing to sync in it (only ignored files): no folder on the server
+            version = ("dir", local_dir, remote.id if remote is not None else None)
+            if self.failure_book.held(rel, version) is not None:
+                continue  # failed on these very versions: waits (backoff) or needs the person
             try:
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
@@ -462,10 +465,21 @@ class SyncEngine:
                 if base is None:
                     self.state.set_base(Base(rel, True, None, None))
             except _PER_PATH_ERRORS as exc:
-                report.errors.append((rel, str(exc)))
+                self._dir_failed(rel, exc, version, report)
             except OSError as exc:
-                report.errors.append((rel, exc.strerror or str(exc)))
+                self._dir_failed(rel, local_error(exc, rel, what="creating the folder"), version, report)
+            else:
+                self.failure_book.succeeded(rel)
         return deletes
+
+    def _dir_failed(self, rel: str, exc: OhsyncError, version: tuple[Any, ...], report: SyncReport) -> None:
+        """Report and remember a folder that could not be created."""
+        item = self.failure_book.record(rel, exc, version)
+        message = str(exc)
+        if item.failure.permanent:
+            message += " (not retried until it changes or you run `ohsync refresh`)"
+        report.errors.append((rel, message))
+        self.ctx.emit(SyncEvent("error", rel, message=message))
 
     def _only_ignored(self, rel: str) -> bool:
         """True when local folder ``rel`` holds something, all of it ignored

@@ -327,6 +327,18 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
     return record
 
 
+#: State meta key: the server was seen keeping a concurrent edit for an update with ``head``.
+HEAD_HONOURED = "head_honoured"
+
+
+def _check_history(ctx: MirrorContext, action: str) -> bool:
+    """Whether to read the file's history after a verified update (see
+    :attr:`EngineOptions.history_check`)."""
+    if ctx.options.history_check is not None:
+        return ctx.options.history_check
+    return action != "upload" and ctx.state.get_meta(HEAD_HONOURED) != "1"
+
+
 def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
          base_content: bytes | None = None) -> PushOutcome:
     """Read-merge-write of one local file (DESIGN §5).
@@ -411,7 +423,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         reach("push.uploaded")
         if _read_back(ctx, rel_path, content, new_id):
             reach("push.verified")
-            if ctx.options.history_check and remote is not None:
+            if remote is not None and _check_history(ctx, action):
                 crossed = overwritten_revision(ctx, rel_path, new_id, remote.id)
                 if crossed is not None:
                     # The server ignored head and ours replaced a version we
@@ -440,6 +452,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             # still local, so its SFConflict copy goes and the next round
             # merges the live version in.
             remove_remote(ctx, own)
+            ctx.state.set_meta(HEAD_HONOURED, "1")
             ctx.emit(SyncEvent("synced", rel_path, "up", action="merge",
                                message="another edit landed while uploading; merging it"))
         # Another writer slipped in between upload and read-back.  The base
