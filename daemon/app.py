@@ -194,8 +194,13 @@ class Daemon:
         return {"queued": True}
 
     def _resync(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.worker.resync()
-        return {"queued": True}
+        keep = params.get("keep") if isinstance(params, dict) else None
+        if keep not in (None, "newer", "afresh"):
+            raise InvalidParams("`keep` must be \"newer\" or \"afresh\"")
+        regression = self.status.get("regression")
+        self.worker.resync(keep)
+        return {"queued": True, "regression": regression,
+                "keep": keep or ("newer" if regression else "afresh")}
 
     def _file(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         paths = params.get("paths")
