@@ -1,7 +1,7 @@
 """Push notifications: Seafile's notification server tells us when the library changed.
 
 Where the server runs the optional notification service
-(``shared/seafile-web-api.md``, "Notification server"), :class:`PushChannel`
+(``docs/seafile-api.md`` §8), :class:`PushChannel`
 keeps one WebSocket subscribed to our library in its own thread and turns
 every ``repo-update`` for it into "poll now" (``on_update``; the worker
 coalesces a burst into one pass).  The channel is an optimisation on top of

@@ -2,8 +2,8 @@
 :class:`~ohsync.engine.client.SeafileClient`): discovery and tokens.
 
 The WebSocket itself is the daemon's (``daemon/notifications.py``); these
-two requests are Web API calls like any other (``shared/seafile-web-api.md``,
-"Notification server"):
+two requests are Web API calls like any other (``docs/seafile-api.md``
+§8):
 
 * discovery: ``GET {server}/notification/ping`` answers 200 ``{"ret":
   "pong"}`` only where the service runs; a 404 (no route), a 502 (service
