@@ -32,10 +32,12 @@ class EngineOptions:
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
     :ivar backup_days: backups older than this many days are pruned.
-    :ivar history_check: after each verified update, read the file's history
-        to make sure the revision ours replaced is the one we merged with
-        (for servers that ignore the update's ``head``; seafile-server 12
-        and 13 honour it, so it is off by default).
+    :ivar history_check: after a verified update, read the file's history to
+        make sure the revision ours replaced is the one we merged with (for
+        servers that ignore the update's ``head``).  True: after every
+        update; False: never; None (default): after updates that merged
+        another writer's version, until the server was seen honouring
+        ``head`` (it stored one of ours as an SFConflict file).
     :ivar max_delete_files/max_delete_percent: the mass-delete safety valve:
         deletes on one side beyond the smaller of the two are held.
     :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
@@ -54,7 +56,7 @@ class EngineOptions:
     upload_chunk: int = 8 * 1024 * 1024
     backup_days: int = 30
     max_delete_percent: float = 25.0
-    history_check: bool = False
+    history_check: bool | None = None
     stamp_edits: bool = False
     stamp_quiet: float = 1.0
     time_offset: str = "+08:00"
