@@ -13,8 +13,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ohsync-install.XXXXXX")
-DEVSERVER_PID=""
-# stop a devserver a check started (also when a check fails), then remove everything
+DEVSERVER_PID=
+# stop the devserver a check started (also when a check fails), then remove everything
 cleanup() {
   if [ -n "$DEVSERVER_PID" ]; then kill "$DEVSERVER_PID" 2>/dev/null || true; wait "$DEVSERVER_PID" 2>/dev/null || true; fi
   rm -rf "$WORK"
@@ -68,7 +68,7 @@ check_version() {
 
 check_help() {
   ohs --help
-  for command in login run status autostart log; do expect "$command"; done
+  for command in login run status autostart log setup doctor; do expect "$command"; done
 }
 
 check_autostart() {
@@ -91,57 +91,51 @@ check_log() {
   if grep -q Traceback "$OUT"; then fail "ohsync log printed a traceback"; fi
 }
 
-# start_devserver: a devserver of the installed package on a free port of 127.0.0.1, data in
-# $WORK; sets DEVSERVER_URL (the EXIT trap stops it if the check does not)
-start_devserver() {
-  local log="$WORK/devserver.log" i
-  mkdir -p "$WORK/devserver"
+check_setup() {
+  # a devserver from the installed package on a free port of 127.0.0.1, and the test keyring (a file)
   "$VENV/bin/python" -m ohsync.devserver --host 127.0.0.1 --port 0 --data "$WORK/devserver" \
-      --user "ci@example.org:install-check-pw" >"$log" 2>&1 &
+      --user you@example.org:pw >"$WORK/devserver.out" 2>&1 &
   DEVSERVER_PID=$!
-  DEVSERVER_URL=""
+  local url="" i
   for i in $(seq 150); do
-    DEVSERVER_URL=$(sed -n 's/^devserver ready at //p' "$log")
-    [ -n "$DEVSERVER_URL" ] && return
+    url=$(sed -n 's/^devserver ready at //p' "$WORK/devserver.out")
+    [ -n "$url" ] && break
     kill -0 "$DEVSERVER_PID" 2>/dev/null || break
     sleep 0.1
   done
-  cp "$log" "$OUT"
-  fail "the devserver did not start"
-}
-
-stop_devserver() {
-  kill "$DEVSERVER_PID" 2>/dev/null || true
-  wait "$DEVSERVER_PID" 2>/dev/null || true
-  DEVSERVER_PID=""
-}
-
-check_setup_doctor() {
-  # the README's first run, scripted, against a devserver; the token goes to a file keyring,
-  # the socket into a private runtime folder (as a desktop session has one)
-  local config="$XDG_CONFIG_HOME/ohsync/config.toml" check
-  start_devserver
-  mkdir -p -m 700 "$WORK/run" "$WORK/keyring"
-  export XDG_RUNTIME_DIR="$WORK/run" OHSYNC_KEYRING_FILE="$WORK/keyring/keyring.json"
-  export PYTHON_KEYRING_BACKEND=ohsync.daemon.file_keyring.FileKeyring
-  ohs setup --yes --server "$DEVSERVER_URL" --username ci@example.org --password-stdin \
-      --library OH-Memory --create-library --local "$HOME/OH-Memory" --drop "$HOME/OH-Drop" \
-      --no-autostart <<<"install-check-pw"
-  expect "ohsync is set up"
-  [ -f "$config" ] || fail "setup wrote no $config"
-  grep -qF "$DEVSERVER_URL" "$config" || fail "$config does not name the server"
+  [ -n "$url" ] || { cp "$WORK/devserver.out" "$OUT"; fail "devserver did not start"; }
+  # the socket in a private runtime folder, as a desktop session has one: doctor must not
+  # find a daemon that happens to run on this machine at the /tmp fallback
+  mkdir -p -m 700 "$WORK/run"
+  export XDG_RUNTIME_DIR="$WORK/run"
+  export PYTHON_KEYRING_BACKEND=ohsync.daemon.file_keyring.FileKeyring OHSYNC_KEYRING_FILE="$WORK/keyring.json"
+  ohs setup --yes --server "$url" --username you@example.org --password-stdin --create-library \
+      --no-autostart <<<"pw"
+  expect "ohsync is set up: 'OH-Memory' at $url"
+  [ -d "$HOME/OH-Memory" ] && [ -d "$HOME/OH-Drop" ] || fail "setup did not create ~/OH-Memory and ~/OH-Drop"
+  grep -qF "server = \"$url\"" "$XDG_CONFIG_HOME/ohsync/config.toml" || fail "setup wrote no config"
   [ -s "$OHSYNC_KEYRING_FILE" ] || fail "setup stored no token in the keyring"
-  # exit 0: warnings (file keyring, no display, no daemon running) only limit comfort
-  ohs doctor
+}
+
+check_doctor() {
+  local check
+  ohs doctor   # exit 0: warnings (no display, the file keyring, no daemon) only
   if grep -q '^ERROR' "$OUT"; then fail "ohsync doctor reported an error"; fi
   for check in config server login library "mirror folder" "drop folder"; do
     grep -qE "^ok +$check:" "$OUT" || fail "ohsync doctor: the $check check is not ok"
   done
-  stop_devserver
-  unset XDG_RUNTIME_DIR OHSYNC_KEYRING_FILE PYTHON_KEYRING_BACKEND
+  expect "ok       login: The server accepts the token of you@example.org."
+  expect "ok       library: 'OH-Memory'"
+  ohs doctor --json
+  "$PYTHON" -c 'import json, sys; r = json.load(open(sys.argv[1])); sys.exit(0 if r["ok"] else 1)' "$OUT" \
+      || fail "doctor --json did not report ok"
+  kill "$DEVSERVER_PID" && wait "$DEVSERVER_PID" 2>/dev/null || true
+  DEVSERVER_PID=
+  if "$VENV/bin/ohsync" doctor >"$OUT" 2>&1; then fail "doctor exited 0 with the server gone"; fi
+  expect "fix: Check the network connection"
 }
 
-CHECKS=(on_path version help autostart log setup_doctor)
+CHECKS=(on_path version help autostart log setup doctor)
 for name in "${CHECKS[@]}"; do
   "check_$name"
 done

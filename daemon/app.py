@@ -194,8 +194,13 @@ class Daemon:
         return {"queued": True}
 
     def _resync(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.worker.resync()
-        return {"queued": True}
+        keep = params.get("keep") if isinstance(params, dict) else None
+        if keep not in (None, "newer", "afresh"):
+            raise InvalidParams("`keep` must be \"newer\" or \"afresh\"")
+        regression = self.status.get("regression")
+        self.worker.resync(keep)
+        return {"queued": True, "regression": regression,
+                "keep": keep or ("newer" if regression else "afresh")}
 
     def _file(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         paths = params.get("paths")
@@ -362,6 +367,7 @@ class Daemon:
             raise OhsyncError(f"Cannot create the socket {self.cfg.socket}: {exc.strerror}.",
                               title="Socket error") from exc
         log.info("ohsync %s listening on %s (pid %d)", "daemon", self.cfg.socket, os.getpid())
+        self.memory.start()
         old_handlers = self._signals()
         try:
             self.worker.start()

@@ -281,15 +281,24 @@ class SyncWorker:
         self.refresh()
         return held
 
-    def resync(self) -> None:
-        """Forget what both sides last agreed on and reconcile everything again.
+    def resync(self, keep: str | None = None) -> None:
+        """Reconcile everything again.
 
+        While the library's history went backwards (``regression`` in the
+        status), or with ``keep="newer"``, this keeps the newer version from
+        either side on both (the held paths); otherwise (or with
+        ``keep="afresh"``) it forgets what both sides last agreed on.
         Nothing is deleted by a resync: files on one side only are copied to
         the other, different versions are merged or archived as conflicts.
         """
         def job() -> None:
             if self._session is not None:
-                self._session.engine.reset_state()
+                engine = self._session.engine
+                held = hasattr(engine, "regression") and engine.regression() is not None
+                if keep == "newer" or (held and keep != "afresh"):
+                    engine.keep_newer()
+                else:
+                    engine.reset_state()
                 self.post_dirty([], full_scan=True)
         self.submit(job)
         self.refresh()
@@ -637,6 +646,7 @@ class SyncWorker:
             held = list(engine.held_deletes()) if hasattr(engine, "held_deletes") else []
             failures = list(engine.failures()) if hasattr(engine, "failures") else []
             clock = engine.clock_offset() if hasattr(engine, "clock_offset") else None
+            regression = engine.regression() if hasattr(engine, "regression") else None
         except Exception:  # noqa: BLE001 - status must not die on a read
             log.exception("reading conflicts/damaged from the engine failed")
             return
@@ -644,8 +654,13 @@ class SyncWorker:
             self._conflicts, self._damaged = conflicts, damaged
             self._held = [{"path": p, "side": side} for p, side in held]
         was_held = self._status.get("held_deletes")
+        was_regressed = self._status.get("regression")
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
-                            held_deletes=len(held), clock_offset=clock, failures=tuple(failures))
+                            held_deletes=len(held), clock_offset=clock, failures=tuple(failures),
+                            regression=regression)
+        if regression and not was_regressed:
+            log.warning("%s", regression)
+            self._publish({"type": "error", "kind": "regression", "message": regression})
         if held and not was_held:
             sides = sorted({side for _, side in held})
             message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "
@@ -665,6 +680,8 @@ class SyncWorker:
         key = (event.path, event.message)
         seen = self._repeats.get(key)
         if seen is None or not any(it is seen[0] for it in self._activity):
+            if len(self._repeats) > 1000:  # runs whose line left the list long ago
+                self._repeats.clear()
             return False
         item, count, first = seen
         count += 1
