@@ -13,7 +13,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ohsync-install.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+DEVSERVER_PID=
+trap '[ -z "$DEVSERVER_PID" ] || kill "$DEVSERVER_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 OUT="$WORK/out"
 VENV="$WORK/venv"
 
@@ -62,7 +63,7 @@ check_version() {
 
 check_help() {
   ohs --help
-  for command in login run status autostart log; do expect "$command"; done
+  for command in login run status autostart log setup doctor; do expect "$command"; done
 }
 
 check_autostart() {
@@ -85,7 +86,40 @@ check_log() {
   if grep -q Traceback "$OUT"; then fail "ohsync log printed a traceback"; fi
 }
 
-CHECKS=(on_path version help autostart log)
+check_setup() {
+  # a devserver from the installed package on a free port, and the test keyring (a file)
+  "$VENV/bin/python" -m ohsync.devserver --port 0 --data "$WORK/devserver" --user you@example.org:pw \
+      >"$WORK/devserver.out" 2>&1 &
+  DEVSERVER_PID=$!
+  local url="" i
+  for i in $(seq 100); do
+    url=$(sed -n 's/^devserver ready at //p' "$WORK/devserver.out")
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cp "$WORK/devserver.out" "$OUT"; fail "devserver did not start"; }
+  export PYTHON_KEYRING_BACKEND=ohsync.daemon.file_keyring.FileKeyring OHSYNC_KEYRING_FILE="$WORK/keyring.json"
+  echo pw | ohs setup --yes --server "$url" --username you@example.org --password-stdin --create-library \
+      --no-autostart
+  expect "ohsync is set up: 'OH-Memory' at $url"
+  [ -d "$HOME/OH-Memory" ] && [ -d "$HOME/OH-Drop" ] || fail "setup did not create ~/OH-Memory and ~/OH-Drop"
+  grep -qF "server = \"$url\"" "$XDG_CONFIG_HOME/ohsync/config.toml" || fail "setup wrote no config"
+}
+
+check_doctor() {
+  ohs doctor   # exit 0: warnings (no display, the file keyring, no daemon) only
+  expect "ok       login: The server accepts the token of you@example.org."
+  expect "ok       library: 'OH-Memory'"
+  ohs doctor --json
+  "$PYTHON" -c 'import json, sys; r = json.load(open(sys.argv[1])); sys.exit(0 if r["ok"] else 1)' "$OUT" \
+      || fail "doctor --json did not report ok"
+  kill "$DEVSERVER_PID" && wait "$DEVSERVER_PID" 2>/dev/null || true
+  DEVSERVER_PID=
+  if "$VENV/bin/ohsync" doctor >"$OUT" 2>&1; then fail "doctor exited 0 with the server gone"; fi
+  expect "fix: Check the network connection"
+}
+
+CHECKS=(on_path version help autostart log setup doctor)
 for name in "${CHECKS[@]}"; do
   "check_$name"
 done

@@ -21,6 +21,7 @@ from typing import Any
 
 from ohsync.daemon import cli_autostart, cli_log
 from ohsync.daemon.about import version
+from ohsync.daemon.cli_resync import add_resync
 from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
 from ohsync.engine.errors import OhsyncError
 
@@ -183,6 +184,8 @@ def _print_status(st: dict[str, Any]) -> None:
     for m in st.get("mirrors", []):
         print(f"  {m['library']} ↔ {m['local']}")
     print(f"  last sync: {st.get('last_sync') or 'never'}")
+    if st.get("notifications"):
+        print(f"  notifications: {st['notifications']}")
     counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
               ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
     if counts:
@@ -358,8 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--timeout", type=float, default=600.0, metavar="S")
     sp = add("confirm-deletes", cmd_confirm_deletes, "carry out deletions held by the safety valve")
     sp.add_argument("--list", action="store_true", help="only list the held deletions")
-    add("resync", _simple("resync", "Resyncing: both sides are compared afresh; nothing is deleted."),
-        "forget the sync history and reconcile both sides again (deletes nothing)")
+    add_resync(sub)
     sp = add("stop", cmd_stop, "stop the daemon")
     sp.add_argument("--timeout", type=float, default=130.0, metavar="S")
     sp = add("demo", cmd_demo, "try ohsync against a local test server with a sample library")

@@ -162,6 +162,8 @@ class SyncWorker:
     :param on_fatal: called with the error when the daemon cannot run.
     :param before_pass: called in the worker thread before and after every
         pass (the daemon starts or restarts the watcher there).
+    :param push_poll_interval: seconds between the safety polls while push
+        notifications arrive (:meth:`set_push`).
     """
 
     def __init__(
@@ -175,10 +177,14 @@ class SyncWorker:
         on_fatal: Callable[[BaseException], None] = lambda exc: None,
         before_pass: Callable[[], None] = lambda: None,
         activity_size: int = 200,
+        push_poll_interval: float = 300.0,
     ) -> None:
         self._open_session = open_session
         self._status = status
         self._poll_interval = poll_interval
+        self._push_poll_interval = push_poll_interval
+        self._push = False
+        self._known_head: str | None = None
         self._scan_interval = scan_interval(poll_interval)
         self._publish = publish
         self._on_ready = on_ready
@@ -234,6 +240,16 @@ class SyncWorker:
         self._status.update(paused=False)
         self._queue.put(("resume", None))
 
+    def set_push(self, active: bool) -> None:
+        """The push channel came up (True: compare the head once now, then poll
+        only every ``push_poll_interval``) or went down (False: normal polling)."""
+        self._queue.put(("push_mode", bool(active)))
+
+    def push_update(self, commit_id: str = "") -> None:
+        """The server announced a new head: poll now (coalesced with anything
+        queued; dropped when ``commit_id`` is the head the last pass saw)."""
+        self._queue.put(("push", commit_id))
+
     def submit(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on the worker thread between passes (for helpers such as
         drop-folder filing that need the engine's thread)."""
@@ -265,15 +281,24 @@ class SyncWorker:
         self.refresh()
         return held
 
-    def resync(self) -> None:
-        """Forget what both sides last agreed on and reconcile everything again.
+    def resync(self, keep: str | None = None) -> None:
+        """Reconcile everything again.
 
+        While the library's history went backwards (``regression`` in the
+        status), or with ``keep="newer"``, this keeps the newer version from
+        either side on both (the held paths); otherwise (or with
+        ``keep="afresh"``) it forgets what both sides last agreed on.
         Nothing is deleted by a resync: files on one side only are copied to
         the other, different versions are merged or archived as conflicts.
         """
         def job() -> None:
             if self._session is not None:
-                self._session.engine.reset_state()
+                engine = self._session.engine
+                held = hasattr(engine, "regression") and engine.regression() is not None
+                if keep == "newer" or (held and keep != "afresh"):
+                    engine.keep_newer()
+                else:
+                    engine.reset_state()
                 self.post_dirty([], full_scan=True)
         self.submit(job)
         self.refresh()
@@ -362,6 +387,19 @@ class SyncWorker:
             self._retry.clear()
             if time.monotonic() - self._last_full_scan >= self._scan_interval:
                 work.full_scan = True
+        elif kind == "push":
+            if not arg or arg != self._known_head:
+                work.check_remote = True
+                work.dirty.update(self._retry)
+                self._retry.clear()
+        elif kind == "push_mode":
+            self._push = arg
+            self._status.update(notifications="push" if arg else "polling")
+            if arg:
+                work.check_remote = True  # events sent while we were away are lost: look once
+            else:
+                due = self.scheduler.due_in
+                self.scheduler.poll_in(self._poll_interval if due is None else min(due, self._poll_interval))
         elif kind in ("refresh", "wait"):
             work.full_scan = True
             if kind == "refresh":
@@ -550,8 +588,19 @@ class SyncWorker:
             t.synced = not report.errors
             t.message = "" if t.synced else f"{len(report.errors)} file(s) failed: {report.errors[0][1]}"
             t.done.set()
+        if work.check_remote:
+            self._known_head = self._engine_head()
         if work.check_remote and not self._shutdown.is_set():
-            self.scheduler.poll_in(self._poll_interval)
+            self.scheduler.poll_in(self._push_poll_interval if self._push else self._poll_interval)
+
+    def _engine_head(self) -> str | None:
+        """The head commit the engine saw last (None when it cannot say)."""
+        state = getattr(getattr(self._session, "engine", None), "state", None)
+        try:
+            head = state.get_meta("head") if state is not None else None
+        except Exception:  # noqa: BLE001 - only an optimisation
+            return None
+        return head if isinstance(head, str) else None
 
     def _failed(self, exc: BaseException) -> None:
         """Record an error of opening or of a pass and plan what comes next,
@@ -597,6 +646,7 @@ class SyncWorker:
             held = list(engine.held_deletes()) if hasattr(engine, "held_deletes") else []
             failures = list(engine.failures()) if hasattr(engine, "failures") else []
             clock = engine.clock_offset() if hasattr(engine, "clock_offset") else None
+            regression = engine.regression() if hasattr(engine, "regression") else None
         except Exception:  # noqa: BLE001 - status must not die on a read
             log.exception("reading conflicts/damaged from the engine failed")
             return
@@ -604,8 +654,13 @@ class SyncWorker:
             self._conflicts, self._damaged = conflicts, damaged
             self._held = [{"path": p, "side": side} for p, side in held]
         was_held = self._status.get("held_deletes")
+        was_regressed = self._status.get("regression")
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
-                            held_deletes=len(held), clock_offset=clock, failures=tuple(failures))
+                            held_deletes=len(held), clock_offset=clock, failures=tuple(failures),
+                            regression=regression)
+        if regression and not was_regressed:
+            log.warning("%s", regression)
+            self._publish({"type": "error", "kind": "regression", "message": regression})
         if held and not was_held:
             sides = sorted({side for _, side in held})
             message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "
@@ -625,6 +680,8 @@ class SyncWorker:
         key = (event.path, event.message)
         seen = self._repeats.get(key)
         if seen is None or not any(it is seen[0] for it in self._activity):
+            if len(self._repeats) > 1000:  # runs whose line left the list long ago
+                self._repeats.clear()
             return False
         item, count, first = seen
         count += 1

@@ -47,7 +47,9 @@ from .client_errors import (
 )
 from .client_batch import BatchUploads
 from .client_bulk import BulkTransfers
+from .client_commits import CommitReads
 from .client_history import HistoryCalls
+from .client_notify import NotificationAPI
 from .client_http import USER_AGENT, Payload, SeafileHTTP, check_server_url
 from .client_listing import parse_listing
 from .client_paths import (
@@ -72,7 +74,7 @@ __all__ = ["SeafileClient"]
 log = logging.getLogger("ohsync.client")
 
 
-class SeafileClient(HistoryCalls, BatchUploads, BulkTransfers, SeafileHTTP):
+class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, BulkTransfers, SeafileHTTP):
     """A synchronous client of one Seafile server for one account.
 
     :param server_url: the Seafile base URL, e.g. ``https://cloud.tsinghua.edu.cn``.

@@ -141,6 +141,12 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
                                message=f"merged the Seafile conflict file {rel.rpartition('/')[2]}"))
             return
         reasons = list(result.conflicts) or ["content"]
+        if result.partial is not None and result.partial != ours and stat_fingerprint(os.stat(local)) == fp:
+            # What merged stays live (pushed by the next pass); the whole
+            # conflict file is archived below.
+            if ctx.options.backup_dir is not None:
+                backup_file(ctx.local_root, original, ctx.options.backup_dir, ctx.options.library_name)
+            atomic_write(local, result.partial)
     else:
         reasons = ["content"]
     m = SFCONFLICT.match(rel.rpartition("/")[2])

@@ -36,6 +36,8 @@ from .remote_scan import scan_remote
 from .state import Base, StateStore
 from .deletes import delete_local, delete_remote
 from .bulk import bulk_pull
+from .confirm import confirm_plans
+from . import regression
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote, pair_moves
 from .memory_format import MemoryParseError, parse_memory
@@ -173,6 +175,19 @@ class SyncEngine:
         """Let the next pass carry out the held deletes; returns how many."""
         return self.valve.confirm()
 
+    def regression(self) -> str | None:
+        """The sentence for a library whose history went backwards (held
+        deletes and overwrites, see :mod:`~ohsync.engine.regression`), or None."""
+        found = regression.load(self.state)
+        return found.sentence() if found is not None else None
+
+    def keep_newer(self) -> int:
+        """Settle a history regression by keeping the newer version from
+        either side on both (``ohsync resync``); the next pass does the
+        uploads and merges.  Returns how many held paths it settled (0: none)."""
+        found = regression.load(self.state)
+        return regression.keep_newer(self.ctx, found) if found is not None else 0
+
     def reset_state(self) -> None:
         """Forget the sync history (``ohsync resync``): the next pass treats
         every path as new on both sides, so nothing is deleted: equal files
@@ -267,6 +282,11 @@ class SyncEngine:
                 plan = self._plan_file(rel, entry, remote, bases.get(rel), report)
                 if plan is not None:
                     plans.append(plan)
+            plans = confirm_plans(self.ctx, plans, lambda p, remote: self._plan_file(
+                p.rel, local.get(p.rel), remote, bases.get(p.rel), report))
+            held = regression.load(self.state)
+            if held is not None:
+                plans = regression.hold(self.ctx, plans, held, report)
             plans, moves = pair_moves(self.ctx, plans)
             if local_paths is not None and any(p.action is Action.DELETE_REMOTE for p in plans):
                 # Local deletes are counted against the safety valve over the whole
@@ -352,9 +372,25 @@ class SyncEngine:
             self.ctx.snapshot = dict(scan.snapshot)
             self._skipped_remote = scan.skipped
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+        for folder, problem in scan.rejected:
+            report.errors.append((folder or "/", problem))
+        if scan.rejected:
+            return  # keep the last head and root id: the next pass lists those folders again
+        regression.detect(self.ctx, scan.head)
+        if not scan.changed and self.state.get_meta(regression.WROTE):
+            # We wrote since this head, yet it did not move: walk the tree to
+            # see whether the server lost our writes (rolled back to it).
+            scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root, prev_head=None,
+                               prev_root_oid=None, prev_snapshot=self.ctx.snapshot)
+            report.remote_changed = True
+            regression.check_own_writes(self.ctx, scan.head, scan.snapshot)
+            self.ctx.snapshot = dict(scan.snapshot)
+            self._skipped_remote = scan.skipped
+            self.state.replace_remote_snapshot(self.ctx.snapshot.values())
         with self.state.transaction():
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
+            regression.seen(self.state, scan.head, scan.head_mtime)
         self.ctx.head = scan.head or None  # read before every listing: a safe base for updates
         self.ctx.head_stale.clear()
 

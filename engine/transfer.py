@@ -32,7 +32,7 @@ from .paths import from_remote, parent_rel
 from .state import Base
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
-           "remote_written", "head_for"]
+           "remote_written", "head_for", "archive_version"]
 
 
 #: A path that conflicted this many times within FIGHT_WINDOW is paused.
@@ -165,6 +165,7 @@ def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
                 ctx.snapshot[parent] = RemoteEntry(parent, True, "", known.size, known.mtime)
             parent = parent_rel(parent)
     ctx.state.set_meta("root_oid", None)
+    ctx.state.set_meta("wrote_since_head", "1")  # see regression.check_own_writes
 
 
 def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
@@ -270,8 +271,19 @@ def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str, top: str =
     return None
 
 
+def archive_version(ctx: MirrorContext, rel_path: str, theirs: bytes, reason: str,
+                    fields: tuple[str, ...]) -> ConflictRecord:
+    """Archive a server version of ``rel_path`` as a conflict copy on both sides
+    (the local file stays live) and record the conflict with ``reason``.
+
+    :returns: the conflict record (``archived`` names the copy).
+    :raises RemoteError: from the client.
+    """
+    return _archive(ctx, rel_path, theirs, list(fields), reason=reason)
+
+
 def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str],
-             details: list[str] | None = None) -> ConflictRecord:
+             details: list[str] | None = None, *, reason: str | None = None) -> ConflictRecord:
     """Store the remote version as a conflict copy on both sides.
 
     :param reasons: what could not merge (``fields`` of the record).
@@ -305,9 +317,10 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
     _record_base(ctx, stored_rel, theirs, theirs_id, fp)
     reach("conflict.archived")
     fields = tuple(reasons) if reasons else ("content",)
-    reason = "both sides changed it in ways that do not merge"
-    if details:
-        reason = "everything else merged into the live file; not merged: " + "; ".join(details)
+    if reason is None:
+        reason = "both sides changed it in ways that do not merge"
+        if details:
+            reason = "everything else merged into the live file; not merged: " + "; ".join(details)
     record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"), reason, fields)
     ctx.state.add_conflict(record)
     ctx.emit(SyncEvent("conflict", rel_path, action=stored_rel, message=f"remote version archived as {stored_rel}"))
@@ -422,8 +435,14 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                         base, base_content, action = Base(rel_path, False, sha1_bytes(content), new_id), content, "merge"
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue
-                    conflict = _archive(ctx, rel_path, unseen, list(result.conflicts))
+                    conflict = _archive(ctx, rel_path, unseen, list(result.conflicts), list(result.details))
                     action = "conflict"
+                    if result.partial is not None and result.partial != content:
+                        # What merged stays live; write that and upload it.
+                        fp = _replace_local(ctx, rel_path, result.partial, fp)
+                        base, base_content = Base(rel_path, False, sha1_bytes(content), new_id), content
+                        ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
+                        continue
             _record_base(ctx, rel_path, content, new_id, fp)
             record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content)
             return PushOutcome(action, conflict)

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import anyio
-import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
