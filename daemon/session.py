@@ -107,7 +107,8 @@ def open_session(
                 EngineOptions, backup_dir=cfg.state_dir / "backups", library_name=repo.name,
                 ignore=tuple(mirror.ignore),
                 max_delete_percent=cfg.safety.max_delete_percent,
-                max_delete_files=cfg.safety.max_delete_files, backup_days=cfg.safety.backup_days)
+                max_delete_files=cfg.safety.max_delete_files, percent_floor=cfg.safety.percent_floor,
+                backup_days=cfg.safety.backup_days)
             engine = SyncEngine(client, repo.id, mirror.local, state, remote_root=mirror.remote,
                                 options=options, on_event=on_event)
         except BaseException:

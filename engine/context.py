@@ -32,8 +32,10 @@ class EngineOptions:
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
     :ivar backup_days: backups older than this many days are pruned.
-    :ivar max_delete_files/max_delete_percent: the mass-delete safety valve:
-        deletes on one side beyond the smaller of the two are held.
+    :ivar max_delete_files/max_delete_percent/percent_floor: the mass-delete
+        safety valve: deletes on one side are held beyond ``max_delete_files``,
+        or from ``percent_floor`` on beyond ``max_delete_percent`` % of the
+        mirror (``valve.exceeds``).
     """
 
     backup_dir: Path | None = None
@@ -45,6 +47,7 @@ class EngineOptions:
     upload_chunk: int = 8 * 1024 * 1024
     backup_days: int = 30
     max_delete_percent: float = 25.0
+    percent_floor: int = 10
 
 
 @dataclass

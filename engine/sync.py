@@ -107,7 +107,8 @@ class SyncEngine:
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
                                  self.options, on_event, state.remote_snapshot())
         self.state = state
-        self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent)
+        self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent,
+                                 floor=self.options.percent_floor)
         self._skipped_local: list[tuple[str, str]] = []
         self._pruned_on = ""
         self._case_insensitive: bool | None = None
