@@ -179,6 +179,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- socket clients
 
 
+#: How ``ohsync status`` names each kind of attention item (daemon/attention.py).
+_ATTENTION_LABEL = {"held_delete": "deletion held", "damaged": "damaged", "skipped": "cannot sync"}
+
+
 def _print_status(st: dict[str, Any]) -> None:
     print(f"{st['state']}: {st['message']}")
     for m in st.get("mirrors", []):
@@ -188,8 +192,12 @@ def _print_status(st: dict[str, Any]) -> None:
               ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
     if counts:
         print("  " + ", ".join(counts))
-    if st.get("held_deletes"):
-        print("  deletions held by the safety valve: see `ohsync confirm-deletes --list`")
+    items = st.get("attention") or []
+    for item in items:
+        print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {item.get('path')!r} — {item.get('reason')}")
+    listed = sum(int(st.get(k) or 0) for k in ("held_deletes", "damaged", "skipped"))
+    if listed > len(items):
+        print(f"  … {listed - len(items)} more: see `ohsync confirm-deletes --list` and `ohsync damaged`")
     for item in (st.get("filing") or {}).get("held", []):
         print(f"  not filed: {item['message']}")
     if st.get("transfer"):
@@ -219,7 +227,9 @@ def cmd_wait(args: argparse.Namespace) -> int:
     if result.get("synced"):
         print("Everything is synced.")
         return EXIT_OK
-    _err(f"not synced yet: {result.get('message') or 'see `ohsync status`'}")
+    _err(f"not everything is synced: {result.get('message') or 'see `ohsync status`'}")
+    for item in result.get("reasons") or []:
+        print(f"  {item.get('kind')}: {item.get('path')!r} — {item.get('reason')}", file=sys.stderr)
     return EXIT_FAILED
 
 

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ohsync.daemon.status import StatusModel, iso_time, scan_interval
+from ohsync.daemon.attention import attention_items, wait_verdict
+from ohsync.daemon.status import CHECK_GRACE, StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     AuthError,
     LibraryNotFound,
@@ -136,6 +137,8 @@ class _Ticket:
     done: threading.Event = field(default_factory=threading.Event)
     synced: bool = False
     message: str = ""
+    reasons: tuple[dict[str, str], ...] = ()
+    conflicts_before: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass
@@ -199,6 +202,7 @@ class SyncWorker:
         self._conflicts: list[dict[str, Any]] = []
         self._damaged: list[dict[str, str]] = []
         self._held: list[dict[str, str]] = []
+        self._skipped: list[dict[str, str]] = []
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
 
@@ -274,15 +278,25 @@ class SyncWorker:
         """Block until everything on disk now is synced and verified.
 
         Asks for a full local scan (stat-only: no requests when nothing
-        changed) and waits for that pass.
+        changed) and waits for that pass.  Not synced: a path failed, a
+        deletion is held by the safety valve, a conflict appeared since the
+        wait began, or a path cannot sync (``daemon/attention.py``).
 
         :returns: ``(synced, message)``.
         """
-        ticket = _Ticket()
+        synced, message, _ = self.wait_detail(timeout)
+        return synced, message
+
+    def wait_detail(self, timeout: float) -> tuple[bool, str, list[dict[str, str]]]:
+        """:meth:`wait`, with the items behind a "not synced":
+        ``[{"kind", "path", "reason"}]``."""
+        with self._lock:
+            before = frozenset((str(c.get("path")), str(c.get("archived"))) for c in self._conflicts)
+        ticket = _Ticket(conflicts_before=before)
         self._queue.put(("wait", ticket))
         if not ticket.done.wait(timeout):
-            return False, "timed out"
-        return ticket.synced, ticket.message
+            return False, f"timed out after {timeout:g} s; see `ohsync status`", []
+        return ticket.synced, ticket.message, [dict(r) for r in ticket.reasons]
 
     def shutdown(self, timeout: float = 60.0) -> bool:
         """Ask the worker to stop after the current pass and wait for it.
@@ -317,6 +331,11 @@ class SyncWorker:
     def damaged(self) -> list[dict[str, str]]:
         with self._lock:
             return list(self._damaged)
+
+    def skipped(self) -> list[dict[str, str]]:
+        """Names that cannot sync: ``[{"path", "reason"}]``."""
+        with self._lock:
+            return list(self._skipped)
 
     # ----------------------------------------------------------------- the thread
 
@@ -403,13 +422,15 @@ class SyncWorker:
         if self._session is None and not self._open():
             return
         # submitted jobs first: a confirm or a resync must shape the pass that follows
-        calls, self._calls = self._calls, []
-        for fn in calls:
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 - a helper's failure must not stop syncing
-                log.exception("a job submitted to the sync worker failed")
         self._drain()
+        while self._calls:  # including jobs that arrived while the session opened
+            calls, self._calls = self._calls, []
+            for fn in calls:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - a helper's failure must not stop syncing
+                    log.exception("a job submitted to the sync worker failed")
+            self._drain()
         if self._work or self._work.tickets:
             self._maintain()
             self._pass()
@@ -432,22 +453,23 @@ class SyncWorker:
     # ----------------------------------------------------------------- opening
 
     def _open(self) -> bool:
-        self._status.update(syncing=True, current_path=None)
+        self._status.update(checking_since=time.time(), current_path=None)
+        self._notify_if_slow()
         try:
             session = self._open_session(self._on_event)
         except (FatalError, LibraryNotFound, TwoFactorRequired) as exc:
             log.error("%s: %s", exc.title, exc.message)
-            self._status.update(syncing=False, problem="error", problem_message=exc.message)
+            self._status.update(checking_since=None, problem="error", problem_message=exc.message)
             self._finish_tickets(False, exc.message)
             self._on_fatal(exc)
             self._shutdown.set()
             return False
         except BaseException as exc:  # noqa: BLE001 - classified below
-            self._status.update(syncing=False)
+            self._status.update(checking_since=None)
             self._failed(exc)
             return False
         self._session = session
-        self._status.update(syncing=False, library=session.library_name)
+        self._status.update(checking_since=None, library=session.library_name)
         self._refresh_caches()
         try:
             self._on_ready(session)
@@ -469,8 +491,11 @@ class SyncWorker:
         assert self._session is not None
         work, self._work = self._work, _Work()
         paths = None if work.full_scan else sorted(work.dirty)
-        self._status.update(syncing=True, pending_up=len(work.dirty))
         started = time.time()
+        # a pass that finds nothing must change no state (no syncing→idle flicker):
+        # "syncing" shows once there is work (_on_event) or the check takes long
+        self._status.update(checking_since=started, pending_up=len(work.dirty))
+        self._notify_if_slow()
         try:
             report: SyncReport = self._session.engine.sync(paths, check_remote=work.check_remote,
                                                            should_stop=self._shutdown.is_set)
@@ -480,7 +505,7 @@ class SyncWorker:
             self._work.full_scan |= work.full_scan
             self._work.check_remote = True
             self._work.tickets[:0] = work.tickets
-            self._status.update(syncing=False, transfer=None, current_path=None,
+            self._status.update(syncing=False, checking_since=None, transfer=None, current_path=None,
                                 pending_up=len(self._work.dirty))
             self._failed(exc)
             message = self._status.get("problem_message") or str(exc)
@@ -490,7 +515,7 @@ class SyncWorker:
             return
         if report.interrupted:
             log.info("stopped between two files for shutdown; the rest syncs on the next start")
-            self._status.update(syncing=False, transfer=None, current_path=None)
+            self._status.update(syncing=False, checking_since=None, transfer=None, current_path=None)
             self._finish_tickets(False, "ohsync is shutting down")
             for t in work.tickets:
                 t.synced, t.message = False, "ohsync is shutting down"
@@ -503,12 +528,15 @@ class SyncWorker:
             timer.start()
         self._retry |= {p for p, _ in report.errors}
         now = time.time()
+        busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
         facts: dict[str, Any] = {
-            "syncing": False, "transfer": None, "current_path": None, "phase": "running",
-            "problem": None, "problem_message": "", "retry_at": None, "last_sync": now,
+            "syncing": False, "checking_since": None, "transfer": None, "current_path": None,
+            "phase": "running", "problem": None, "problem_message": "", "retry_at": None,
             "errors": len(self._retry), "pending_up": len(self._work.dirty),
             "requests": self._status.get("requests") + report.requests,
         }
+        if busy or self._status.get("last_sync") is None:
+            facts["last_sync"] = now  # the last time something was carried across: idle polls move nothing
         if work.check_remote:
             facts["last_poll"] = now
             facts["polls"] = self._status.get("polls") + 1
@@ -517,7 +545,6 @@ class SyncWorker:
             self._last_full_scan = time.monotonic()
         self._refresh_caches()
         self._status.update(**facts)
-        busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
         log.log(logging.INFO if busy else logging.DEBUG,
                 "sync pass in %.2f s: %d up, %d down, %d merged, %d moved, %d deleted here, %d trashed on the "
                 "server, %d conflicts, %d errors, %d requests",
@@ -527,11 +554,26 @@ class SyncWorker:
         for path, message in report.errors:
             log.warning("%s: %s", path, message)
         for t in work.tickets:
-            t.synced = not report.errors
-            t.message = "" if t.synced else f"{len(report.errors)} file(s) failed: {report.errors[0][1]}"
-            t.done.set()
+            self._settle(t, report)
         if work.check_remote and not self._shutdown.is_set():
             self.scheduler.poll_in(self._poll_interval)
+
+    def _settle(self, ticket: _Ticket, report: SyncReport) -> None:
+        """Answer a ``wait``: synced only if nothing failed, is held, conflicted
+        since the wait began or cannot sync."""
+        with self._lock:
+            conflicts, held, skipped = list(self._conflicts), list(self._held), list(self._skipped)
+        new = [c for c in conflicts if (str(c.get("path")), str(c.get("archived"))) not in ticket.conflicts_before]
+        verdict = wait_verdict(errors=report.errors, held=[(h["path"], h["side"]) for h in held],
+                               new_conflicts=new, skipped=[(s["path"], s["reason"]) for s in skipped])
+        ticket.synced, ticket.message, ticket.reasons = verdict.synced, verdict.message, verdict.reasons
+        ticket.done.set()
+
+    def _notify_if_slow(self) -> None:
+        """Let subscribers see ``syncing`` once a check outlasts :data:`CHECK_GRACE`."""
+        timer = threading.Timer(CHECK_GRACE + 0.05, self._status.notify)
+        timer.daemon = True
+        timer.start()
 
     def _failed(self, exc: BaseException) -> None:
         """Record an error of opening or of a pass and plan what comes next."""
@@ -580,9 +622,11 @@ class SyncWorker:
         with self._lock:
             self._conflicts, self._damaged = conflicts, damaged
             self._held = [{"path": p, "side": side} for p, side in held]
+            self._skipped = [{"path": p, "reason": r} for p, r in skipped]
         was_held = self._status.get("held_deletes")
+        items = attention_items(held=held, damaged=[(d["path"], d["reason"]) for d in damaged], skipped=skipped)
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
-                            held_deletes=len(held), clock_offset=clock)
+                            held_deletes=len(held), clock_offset=clock, attention=tuple(items))
         if held and not was_held:
             sides = sorted({side for _, side in held})
             message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "
@@ -595,7 +639,7 @@ class SyncWorker:
     def _on_event(self, event: SyncEvent) -> None:
         """Called by the engine inside :meth:`sync` (worker thread)."""
         if event.kind == "transfer":
-            self._status.update(current_path=event.path, transfer={
+            self._status.update(syncing=True, current_path=event.path, transfer={
                 "path": event.path, "direction": event.direction, "done": event.done, "total": event.total})
             return
         item = {"time": iso_time(time.time()), "path": event.path,
@@ -605,7 +649,7 @@ class SyncWorker:
             item["message"] = event.message
         with self._lock:
             self._activity.append(item)
-        self._status.update(transfer=None, current_path=event.path)
+        self._status.update(syncing=True, transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,
                            "message": event.message})

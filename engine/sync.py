@@ -33,7 +33,7 @@ from .deletes import delete_local, delete_remote
 from .bulk import bulk_pull
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote, pair_moves
-from .memory_format import MemoryParseError, parse_memory
+from .memory_check import memory_problem
 from .memory_merge import is_memory_file
 from .transfer_large import LARGE_FILE, push_large
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
@@ -196,6 +196,7 @@ class SyncEngine:
             check_remote = True  # never listed: the snapshot means nothing yet
         if check_remote:
             self._check_remote(report)
+        considered: set[str] | None = None  # None: the whole mirror
         try:
             if local_paths is None:
                 self._prune_backups()
@@ -209,6 +210,7 @@ class SyncEngine:
                 # a folder event stands for everything synced below it
                 dirty |= {p for p in bases for d in list(dirty) if d and p.startswith(d + "/")}
                 candidates = dirty | self._remote_differences(bases)
+                considered = candidates
                 local = self._stat_paths(candidates)
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
             candidates -= self._case_clashes(bases, report)
@@ -244,7 +246,9 @@ class SyncEngine:
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
-            self._skipped_pass = list(report.skipped)
+            # a pass over some paths keeps what earlier passes skipped elsewhere
+            kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]
+            self._skipped_pass = sorted(set(kept) | set(report.skipped))
         return report
 
     def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:
@@ -487,6 +491,7 @@ class SyncEngine:
                 if fid == remote.id:
                     adopt(ctx, rel, remote.id)
                     ctx.emit(SyncEvent("synced", rel, action="adopt"))
+                    self._check_damaged(rel)
                     return
             if action is Action.FORGET:
                 self.state.delete_base(rel)
@@ -578,10 +583,4 @@ class SyncEngine:
             data = self.ctx.local_path(rel).read_bytes()
         except OSError:
             return
-        reason = None
-        if data:
-            try:
-                parse_memory(data)
-            except MemoryParseError as exc:
-                reason = str(exc)
-        self.state.set_issue("damaged", rel, reason)
+        self.state.set_issue("damaged", rel, memory_problem(data))
