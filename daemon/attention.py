@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["KINDS", "MAX_ITEMS", "WaitVerdict", "attention_items", "summary", "wait_verdict"]
+__all__ = ["KINDS", "MAX_ITEMS", "WaitVerdict", "attention_items", "conflict_since", "summary", "wait_verdict"]
 
 #: The kinds of attention item, in the order they are listed.
 KINDS = ("held_delete", "damaged", "skipped")
@@ -88,6 +89,19 @@ class WaitVerdict:
     synced: bool
     message: str
     reasons: tuple[dict[str, str], ...] = ()
+
+
+def conflict_since(conflict: dict[str, Any], since: float) -> bool:
+    """True when the conflict (``{"time": ISO 8601, …}``) was recorded at or after
+    ``since`` (Unix seconds; the record's time has whole seconds).  A record
+    without a readable time counts as new: better one "not synced" too many."""
+    try:
+        when = datetime.fromisoformat(str(conflict.get("time")).replace("Z", "+00:00"))
+    except ValueError:
+        return True
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp() >= int(since)
 
 
 def _names(paths: Sequence[str], limit: int = 3) -> str:

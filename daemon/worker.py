@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ohsync.daemon.attention import attention_items, wait_verdict
+from ohsync.daemon.attention import attention_items, conflict_since, wait_verdict
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     AuthError,
@@ -138,7 +138,9 @@ class _Ticket:
     synced: bool = False
     message: str = ""
     reasons: tuple[dict[str, str], ...] = ()
-    conflicts_before: frozenset[tuple[str, str]] = frozenset()
+    #: conflicts known when the wait began (None: not read from the engine yet)
+    conflicts_before: frozenset[tuple[str, str]] | None = None
+    started: float = 0.0
 
 
 @dataclass
@@ -203,6 +205,7 @@ class SyncWorker:
         self._damaged: list[dict[str, str]] = []
         self._held: list[dict[str, str]] = []
         self._skipped: list[dict[str, str]] = []
+        self._caches_loaded = False
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
 
@@ -291,8 +294,9 @@ class SyncWorker:
         """:meth:`wait`, with the items behind a "not synced":
         ``[{"kind", "path", "reason"}]``."""
         with self._lock:
-            before = frozenset((str(c.get("path")), str(c.get("archived"))) for c in self._conflicts)
-        ticket = _Ticket(conflicts_before=before)
+            before = (frozenset((str(c.get("path")), str(c.get("archived"))) for c in self._conflicts)
+                      if self._caches_loaded else None)
+        ticket = _Ticket(conflicts_before=before, started=time.time())
         self._queue.put(("wait", ticket))
         if not ticket.done.wait(timeout):
             return False, f"timed out after {timeout:g} s; see `ohsync status`", []
@@ -563,7 +567,11 @@ class SyncWorker:
         since the wait began or cannot sync."""
         with self._lock:
             conflicts, held, skipped = list(self._conflicts), list(self._held), list(self._skipped)
-        new = [c for c in conflicts if (str(c.get("path")), str(c.get("archived"))) not in ticket.conflicts_before]
+        before = ticket.conflicts_before
+        if before is None:  # the wait came before the engine's lists were read: go by time
+            new = [c for c in conflicts if conflict_since(c, ticket.started)]
+        else:
+            new = [c for c in conflicts if (str(c.get("path")), str(c.get("archived"))) not in before]
         verdict = wait_verdict(errors=report.errors, held=[(h["path"], h["side"]) for h in held],
                                new_conflicts=new, skipped=[(s["path"], s["reason"]) for s in skipped])
         ticket.synced, ticket.message, ticket.reasons = verdict.synced, verdict.message, verdict.reasons
@@ -623,6 +631,7 @@ class SyncWorker:
             self._conflicts, self._damaged = conflicts, damaged
             self._held = [{"path": p, "side": side} for p, side in held]
             self._skipped = [{"path": p, "reason": r} for p, r in skipped]
+            self._caches_loaded = True
         was_held = self._status.get("held_deletes")
         items = attention_items(held=held, damaged=[(d["path"], d["reason"]) for d in damaged], skipped=skipped)
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
