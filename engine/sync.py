@@ -226,15 +226,18 @@ class SyncEngine:
                 if plan is not None:
                     plans.append(plan)
             plans, moves = pair_moves(self.ctx, plans)
+            deferred: set[str] = set()
             if local_paths is not None and any(p.action is Action.DELETE_REMOTE for p in plans):
                 # Local deletes are counted against the safety valve over the whole
                 # mirror: a watcher delivers an `rm -r` in several batches.
+                deferred = {p.rel for p in plans if p.action is Action.DELETE_REMOTE}
                 plans = [p for p in plans if p.action is not Action.DELETE_REMOTE]
                 report.rescan = True
             for old, new in moves:
                 self._run_move(old, new, report)
+            # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
-                                      None if local_paths is None else candidates)
+                                      None if local_paths is None else candidates - deferred)
             plans = self._bulk_pull(plans, report)
             for plan in plans:
                 if should_stop is not None and should_stop():

@@ -103,3 +103,20 @@ def test_config_reads_the_floor(isolated_env, tmp_path: Path) -> None:
     default = tmp_path / "default.toml"
     default.write_text("", encoding="utf-8")
     assert load_config(default).safety.percent_floor == 10
+
+
+def test_held_deletes_stay_held_through_a_watcher_pass(devserver, tmp_path: Path) -> None:
+    """A watcher pass naming held paths leaves them to the rescan: the held list must not blink empty."""
+    from engine_helpers import sample_library
+
+    repo = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
+    mirror = make_mirror(devserver, repo, tmp_path)
+    mirror.sync()
+    victims = [p for d in ("journal", "courses", "tasks", "preferences") for p in (mirror.root / d).rglob("*.md")]
+    for path in victims:
+        path.unlink()
+    assert len(mirror.sync().held_deletes) == len(victims) >= 10
+    rels = [p.relative_to(mirror.root).as_posix() for p in victims]
+    report = mirror.sync(rels)  # late watcher events for the same deletes
+    assert report.rescan and report.deleted_remote == []
+    assert sorted(p for p, _ in mirror.engine.held_deletes()) == sorted(rels)
