@@ -28,6 +28,7 @@ from filelock import FileLock, Timeout
 
 from ohsync.daemon.config import Config
 from ohsync.daemon.filing_service import FilingService, FilingUnavailable
+from ohsync.daemon.memory_service import MemoryService
 from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketInUse, SocketServer
 from ohsync.daemon.status import StatusModel, iso_time
 from ohsync.daemon.watcher import Watcher
@@ -110,10 +111,31 @@ class Daemon:
         self.status.watcher_alive = lambda: self._watcher is not None and self._watcher.is_alive()
         self.server = SocketServer(cfg.socket, self._handlers(), own_dir=_is_default_socket_dir(cfg.socket.parent))
         self.worker = SyncWorker(session_factory, self.status, poll_interval=cfg.poll_interval,
-                                 publish=self.server.publish, on_ready=self._on_ready,
+                                 publish=self._publish, on_ready=self._on_ready,
                                  on_fatal=self._on_fatal, before_pass=self._check_watcher)
         self.status.add_listener(lambda st: self.server.publish({"type": "status", "status": st}))
         self.filing, self._filing_problem = self._make_filing_service()
+        self.memory = MemoryService(cfg.mirror.local, cfg.memory.time_offset, self.worker.submit, self.status.get,
+                                    self._memory_refresh, self.worker.post_dirty,
+                                    write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin)
+        self.server.add_handlers(self.memory.handlers())
+
+    def _publish(self, event: dict[str, Any]) -> None:
+        """Worker events: the memory index re-reads changed paths, then subscribers hear of them."""
+        memory = getattr(self, "memory", None)
+        if memory is not None:
+            memory.note_event(event)
+        self.server.publish(event)
+
+    def _memory_refresh(self, timeout: float) -> tuple[bool, str]:
+        """Poll the server now and wait for that pass (``memory.refresh``)."""
+        self.worker.refresh()
+        return self.worker.wait(timeout)
+
+    def _on_dirty(self, paths: list[str], full_scan: bool = False) -> None:
+        """Watcher paths: re-read memory entities at once, then sync them."""
+        self.memory.note_paths(paths)
+        self.worker.post_dirty(paths, full_scan)
 
     def _make_filing_service(self) -> tuple[FilingService | None, str]:
         """The drop-folder service, or None with the reason it is off."""
@@ -215,6 +237,7 @@ class Daemon:
         """The engine is open: remember it, watch its folder, attach filing."""
         self._engine = session.engine
         self._root = Path(getattr(session, "local_root", self.cfg.mirror.local))
+        self.memory.attach(session.engine)
         self._check_watcher()
         if self.filing is not None and hasattr(session, "library_id"):
             from ohsync.engine.filing import Filer
@@ -245,7 +268,7 @@ class Daemon:
         if watcher is not None:
             log.warning("the file watcher had stopped; restarting it and scanning the folder")
             watcher.stop()
-        fresh = Watcher(root, lambda p: self._engine.rel_path(p), self.worker.post_dirty,
+        fresh = Watcher(root, lambda p: self._engine.rel_path(p), self._on_dirty,
                         quiet=self._watcher_quiet)
         try:
             fresh.start()

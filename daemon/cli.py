@@ -60,8 +60,8 @@ def _read_secret_line(what: str) -> str:
 def cmd_login(args: argparse.Namespace) -> int:
     from ohsync.daemon.config import config_path, normalize_server_url, update_config
     from ohsync.daemon.credentials import load_token, save_token
-    from ohsync.engine.client import SeafileClient
-    from ohsync.engine.errors import AuthError, TwoFactorRequired
+    from ohsync.daemon.login import check_token, token_from_password, token_owner_note
+    from ohsync.engine.errors import TwoFactorRequired
 
     path = config_path(args.config)
     cfg = _config(args)
@@ -75,17 +75,9 @@ def cmd_login(args: argparse.Namespace) -> int:
 
     if args.token_stdin:
         token = _read_secret_line("token")
-        client = SeafileClient(server, token)
-        try:
-            account = client.account_info()
-            if username.lower() not in {account.email.lower(), account.contact_email.lower()}:
-                print(f"Note: this token belongs to {account.contact_email or account.email}; it is saved "
-                      f"for {username} as you asked.", file=sys.stderr)
-        except AuthError as exc:
-            raise AuthError("The server did not accept this token. Copy it again from the web "
-                            "interface (Settings → Web API Auth Token).", status=exc.status) from exc
-        finally:
-            client.close()
+        note = token_owner_note(username, check_token(server, token))
+        if note:
+            print(note, file=sys.stderr)
     else:
         if args.password_stdin:
             password = _read_secret_line("password")
@@ -98,18 +90,19 @@ def cmd_login(args: argparse.Namespace) -> int:
                                   "pipe it in with --password-stdin.", title="Login failed") from None
             if not password:
                 raise OhsyncError("No password given.", title="Login failed")
-        try:
-            token = SeafileClient.obtain_token(server, username, password)
-        except TwoFactorRequired:
+
+        def ask_code() -> str:
             if args.password_stdin and not sys.stdin.isatty():
                 otp = sys.stdin.readline().strip()  # an optional second line: the code
                 if not otp:
                     raise TwoFactorRequired(
                         "This account uses two-factor authentication: give the current code from your "
-                        "authenticator app as a second line on standard input, after the password.") from None
-            else:
-                otp = input("Two-factor code: ").strip()
-            token = SeafileClient.obtain_token(server, username, password, otp=otp)
+                        "authenticator app as a second line on standard input, after the password.")
+                return otp
+            return input("Two-factor code: ").strip()
+
+        try:
+            token = token_from_password(server, username, password, ask_code)
         finally:
             password = ""
     save_token(server, username, token)
@@ -378,6 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--poll-interval", type=float, default=2.0, metavar="S")
     sp.add_argument("--no-tray", action="store_true")
     sp.add_argument("-v", "--verbose", action="store_true")
+    from ohsync.daemon import cli_doctor, cli_setup
+    from ohsync.daemon.cli_memory import register as register_memory
+
+    register_memory(add)
+    cli_setup.register(sub)
+    cli_doctor.register(sub)
     return p
 
 

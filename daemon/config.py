@@ -34,6 +34,7 @@ __all__ = [
     "MirrorConfig",
     "SafetyConfig",
     "FilingConfig",
+    "MemoryConfig",
     "Config",
     "config_path",
     "load_config",
@@ -45,12 +46,16 @@ __all__ = [
 APP_NAME = "ohsync"
 DEFAULT_LIBRARY = "OH-Memory"
 DEFAULT_POLL_INTERVAL = 30.0
+DEFAULT_TRANSFERS = 4
+DEFAULT_PUSH_SAFETY_POLL = 300.0
 
 _TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
-             "mirror", "safety", "filing", "log_dir"}
+             "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
+             "push_safety_poll"}
 _MIRROR_KEYS = {"library", "library_id", "remote", "local", "ignore"}
 _SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 _FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
+_MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin"}
 
 
 class ConfigError(OhsyncError):
@@ -101,6 +106,25 @@ class FilingConfig:
 
 
 @dataclass(frozen=True)
+class MemoryConfig:
+    """``[memory]``: the memory tools (``ohsync mcp``, ``ohsync memory``).
+
+    :ivar time_offset: offset of the times written into memory files (``±HH:MM``).
+    :ivar write_timeout: seconds a write waits for the server by default.
+    :ivar stamp_edits: a person's saved edit of a memory entity gets
+        ``modified`` (and ``origin: desktop``) stamped before it is pushed.
+    :ivar stamp_quiet: seconds a file must stay unchanged before it is stamped.
+    :ivar origin: the ``origin`` written by this computer.
+    """
+
+    time_offset: str = "+08:00"
+    write_timeout: float = 30.0
+    stamp_edits: bool = True
+    stamp_quiet: float = 2.0
+    origin: str = "desktop"
+
+
+@dataclass(frozen=True)
 class Config:
     """The effective configuration: file values over defaults over nothing.
 
@@ -121,8 +145,15 @@ class Config:
     mirrors: tuple[MirrorConfig, ...] = field(default_factory=lambda: (MirrorConfig(),))
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     filing: FilingConfig = field(default_factory=FilingConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
     warnings: tuple[str, ...] = ()
+    #: upload requests of new files in flight at once
+    transfers: int = DEFAULT_TRANSFERS
+    #: use the server's notification service (push) when it has one
+    notifications: bool = True
+    #: seconds between polls while push notifications arrive
+    push_safety_poll: float = DEFAULT_PUSH_SAFETY_POLL
 
     @property
     def mirror(self) -> MirrorConfig:
@@ -274,6 +305,12 @@ def load_config(path: Path | None = None) -> Config:
         kw["socket"] = _path(_typed(doc["socket"], str, "socket", path))
     if "create_library" in doc:
         kw["create_library"] = _typed(doc["create_library"], bool, "create_library", path)
+    if "transfers" in doc:
+        kw["transfers"] = int(_number(_typed(doc["transfers"], int, "transfers", path), "transfers", path, 1, 16))
+    if "notifications" in doc:
+        kw["notifications"] = _typed(doc["notifications"], bool, "notifications", path)
+    if "push_safety_poll" in doc:
+        kw["push_safety_poll"] = _number(doc["push_safety_poll"], "push_safety_poll", path, 1, 86_400)
 
     raw_mirrors = doc.get("mirror", [])
     if isinstance(raw_mirrors, dict):  # a single [mirror] table instead of [[mirror]]
@@ -313,8 +350,30 @@ def load_config(path: Path | None = None) -> Config:
         default=_typed(filing.get("default", "/Files/_inbox/"), str, "filing.default", path),
         rules=tuple(_typed(filing.get("rules", []), list, "filing.rules", path)),
     )
+    kw["memory"] = _memory(doc.get("memory", {}), path, warnings)
     kw["warnings"] = tuple(warnings)
     return Config(**kw)
+
+
+def _memory(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
+    """The ``[memory]`` table."""
+    from ohsync.engine.memory_index import parse_offset
+
+    _typed(raw, dict, "memory", path)
+    warnings += _unknown(raw, _MEMORY_KEYS, "memory.", path)
+    offset = _typed(raw.get("time_offset", "+08:00"), str, "memory.time_offset", path)
+    try:
+        parse_offset(offset)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: `memory.time_offset`: {exc}.") from None
+    origin = _typed(raw.get("origin", "desktop"), str, "memory.origin", path).strip() or "desktop"
+    return MemoryConfig(
+        time_offset=offset,
+        write_timeout=_number(raw.get("write_timeout", 30), "memory.write_timeout", path, 1, 3600),
+        stamp_edits=_typed(raw.get("stamp_edits", True), bool, "memory.stamp_edits", path),
+        stamp_quiet=_number(raw.get("stamp_quiet", 2), "memory.stamp_quiet", path, 0, 600),
+        origin=origin,
+    )
 
 
 def update_config(path: Path, values: Mapping[str, Any]) -> None:

@@ -21,7 +21,8 @@ from keyring.backend import KeyringBackend
 
 from ohsync.engine.errors import OhsyncError
 
-__all__ = ["SERVICE", "KeyringUnavailable", "account_key", "load_token", "save_token", "delete_token"]
+__all__ = ["SERVICE", "KeyringUnavailable", "account_key", "load_token", "save_token", "delete_token",
+           "describe_backend"]
 
 SERVICE = "ohsync"
 
@@ -97,6 +98,27 @@ def _translated() -> Iterator[None]:
 def _call(fn: Callable[[KeyringBackend], T]) -> T:
     with _translated():
         return fn(_backend())
+
+
+#: Backends that keep the token in a readable file (fine for tests, weak for a person's login).
+_PLAINTEXT_BACKENDS = ("ohsync.daemon.file_keyring.FileKeyring", "keyrings.alt.file.PlaintextKeyring")
+
+
+def describe_backend() -> tuple[str, bool]:
+    """Which keyring backend is in use: ``(module.Class, keeps secrets in a plain file)``.
+
+    :raises KeyringUnavailable: no usable backend.
+    """
+    def describe(kr: KeyringBackend) -> tuple[str, bool]:
+        if type(kr).__module__.startswith("keyring.backends.fail"):
+            raise keyring.errors.NoKeyringError("no recommended backend")
+        chained = getattr(kr, "backends", None)  # ChainerBackend: the first one takes writes
+        if chained:
+            kr = chained[0]
+        name = f"{type(kr).__module__}.{type(kr).__name__}"
+        return name, name in _PLAINTEXT_BACKENDS
+
+    return _call(describe)
 
 
 def load_token(server: str, username: str) -> str | None:

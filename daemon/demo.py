@@ -65,7 +65,7 @@ def run_demo(*, seconds: float | None = None, directory: str | None = None, tray
     mirror = base / "OH-Memory"
     drop = base / "OH-Drop"
     config_file = base / "config.toml"
-    socket_path = base / "ohsync.sock"
+    socket_path = base / "run" / "ohsync.sock"  # a folder of its own: the socket folder must be 0700
     if len(os.fsencode(socket_path)) > 100:  # AF_UNIX paths are short
         socket_path = Path(tempfile.mkdtemp(prefix="ohsync-demo-sock-")) / "ohsync.sock"
 

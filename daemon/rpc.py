@@ -2,16 +2,21 @@
 
 One JSON object per line (UTF-8, ``\\n``-terminated), DESIGN §7/§10.  The
 CLI and the tray both use :class:`RpcClient`; the server side lives in
-``daemon/socket_server.py``.  Error codes: -32601 unknown method, -32602 bad
-params, -32000 "cannot do that now".
+``daemon/socket_server.py``.  Error codes: -32700 not JSON, -32600 a request
+too large (over :data:`MAX_REQUEST` bytes) or nested too deep (over
+:data:`MAX_DEPTH`), -32601 unknown method, -32602 bad params, -32000 "cannot
+do that now".  The client talks only to a daemon running as its own user
+(``SO_PEERCRED``), so a socket planted by someone else is never believed.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import os
 import socket
+import struct
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +27,16 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "INVALID_PARAMS",
     "CANNOT_NOW",
+    "INVALID_REQUEST",
+    "MAX_REQUEST",
+    "MAX_DEPTH",
     "DaemonNotRunning",
+    "TooDeep",
     "RpcError",
     "RpcClient",
     "default_socket_path",
+    "nesting_depth",
+    "peer_uid",
     "encode",
     "decode",
 ]
@@ -35,9 +46,17 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
 CANNOT_NOW = -32000
 
+#: Longest request line the daemon reads (bytes); every request is far smaller.
+MAX_REQUEST = 1024 * 1024
+#: Deepest nesting of arrays/objects accepted in one message.
+MAX_DEPTH = 64
+
 _MAX_LINE = 16 * 1024 * 1024  # bytes; a status object is far smaller
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 class DaemonNotRunning(Exception):
@@ -76,15 +95,57 @@ def encode(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
-def decode(line: bytes) -> dict[str, Any]:
+class TooDeep(ValueError):
+    """A message nests arrays/objects deeper than :data:`MAX_DEPTH`."""
+
+
+def nesting_depth(line: bytes) -> int:
+    """How deep arrays and objects nest in the JSON text ``line``.
+
+    Brackets inside strings do not count.  Linear in the length, without
+    recursion, so it is safe on hostile input.
+    """
+    if line.count(b"[") + line.count(b"{") <= 1:
+        return line.count(b"[") + line.count(b"{")
+    brackets = _STRING.sub(b"", line).translate(None, _NOT_BRACKETS)
+    depth = deepest = 0
+    for byte in brackets:
+        if byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def decode(line: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     """Parse one protocol line.
 
+    :param max_depth: deepest array/object nesting accepted.
+    :raises TooDeep: nested deeper than ``max_depth`` (checked before parsing,
+        so a hostile line never reaches the recursive parser).
     :raises ValueError: not a JSON object.
     """
-    obj = json.loads(line.decode("utf-8"))
+    if line.count(b"[") + line.count(b"{") > max_depth and nesting_depth(line) > max_depth:
+        raise TooDeep(f"the message nests deeper than {max_depth} levels")
+    try:
+        obj = json.loads(line.decode("utf-8"))
+    except RecursionError:
+        raise TooDeep("the message nests too deeply to parse") from None
     if not isinstance(obj, dict):
         raise ValueError("a JSON-RPC message must be an object")
     return obj
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid at the other end of a Unix socket, or None where the OS cannot say."""
+    if hasattr(socket, "SO_PEERCRED"):
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[1])
+    getpeereid = getattr(os, "getpeereid", None)
+    if getpeereid is not None:
+        return int(getpeereid(sock.fileno())[0])
+    return None
 
 
 class RpcClient:
@@ -111,6 +172,12 @@ class RpcClient:
         except OSError as exc:
             sock.close()
             raise DaemonNotRunning(f"cannot reach the ohsync daemon at {self.path}: {exc.strerror}") from exc
+        uid = peer_uid(sock)
+        if uid is not None and uid != os.getuid():
+            sock.close()  # someone else answers there: never believe what it says
+            raise DaemonNotRunning(
+                f"the socket {self.path} is served by another user (uid {uid}), not by your ohsync; "
+                f"remove {self.path.parent} and start ohsync again")
         return sock
 
     def call(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
@@ -130,7 +197,7 @@ class RpcClient:
                 sock.settimeout(timeout)
             sock.sendall(encode(msg))
             reader = sock.makefile("rb")
-            for line in reader:
+            while line := reader.readline(_MAX_LINE):
                 reply = decode(line)
                 if reply.get("id") != req_id:
                     continue  # a notification; not ours

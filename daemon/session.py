@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +49,12 @@ class MirrorSession:
     library_name: str
     library_id: str
     local_root: Path
+    transfers: Any = None
 
     def close(self) -> None:
         try:
+            if self.transfers is not None:
+                self.transfers.shutdown(wait=True)
             self.state.close()
         finally:
             self.client.close()
@@ -109,8 +113,10 @@ def open_session(
                 max_delete_percent=cfg.safety.max_delete_percent,
                 max_delete_files=cfg.safety.max_delete_files, percent_floor=cfg.safety.percent_floor,
                 backup_days=cfg.safety.backup_days)
+            # uploads of new files run in this bounded pool (the engine starts no threads)
+            transfers = ThreadPoolExecutor(max_workers=max(1, cfg.transfers), thread_name_prefix="ohsync-transfer")
             engine = SyncEngine(client, repo.id, mirror.local, state, remote_root=mirror.remote,
-                                options=options, on_event=on_event)
+                                options=options, on_event=on_event, executor=transfers)
         except BaseException:
             state.close()
             raise
@@ -119,4 +125,4 @@ def open_session(
         raise
     log.info("mirroring library %s (%s) %s → %s", repo.name, repo.id, mirror.remote, mirror.local)
     return MirrorSession(engine=engine, client=client, state=state, library_name=repo.name,
-                         library_id=repo.id, local_root=mirror.local)
+                         library_id=repo.id, local_root=mirror.local, transfers=transfers)

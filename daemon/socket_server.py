@@ -1,25 +1,36 @@
 """The server side of the daemon's JSON-RPC socket (DESIGN §7).
 
-Owns the Unix socket: a ``0700`` folder, a ``0600`` socket, a refusal for
-peers running as another user (``SO_PEERCRED``), one thread per connection,
-one JSON object per line each way.  It knows no method itself: the daemon
-passes a table ``name → handler(params) → result``.  Handlers raise
-:class:`InvalidParams` (-32602) or :class:`CannotNow` (-32000); unknown names
-get -32601.  ``subscribe`` is built in: the connection stays open and every
-:meth:`SocketServer.publish`\\ ed event is pushed as a notification
-``{"jsonrpc": "2.0", "method": "event", "params": {...}}``.
+Owns the Unix socket: a ``0700`` folder that must be ours alone
+(``daemon/socket_dir.py``), a ``0600`` socket, a refusal for peers running
+as another user (``SO_PEERCRED``), one JSON object per line each way.
+
+One selector thread reads and writes every connection, so idle connections
+and subscribers cost a file descriptor and a few bytes each, never a thread.
+Requests run on a small bounded pool of handler threads (a handler may
+block, e.g. ``wait``), one request at a time per connection, answers in
+order.  A request line over :data:`~ohsync.daemon.rpc.MAX_REQUEST` bytes or
+nested deeper than :data:`~ohsync.daemon.rpc.MAX_DEPTH` gets a -32600 answer
+and the connection is closed; the parser never sees it.
+
+It knows no method itself: the daemon passes a table ``name →
+handler(params) → result``.  Handlers raise :class:`InvalidParams` (-32602)
+or :class:`CannotNow` (-32000); unknown names get -32601.  ``subscribe`` is
+built in: the connection stays open and every :meth:`SocketServer.publish`\\
+ed event is pushed as a notification ``{"jsonrpc": "2.0", "method": "event",
+"params": {...}}``; a subscriber that does not read is dropped once
+:data:`MAX_BACKLOG` bytes wait for it.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import errno
 import json
 import logging
 import os
 import queue
-import select
+import selectors
 import socket
-import stat
-import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -30,19 +41,30 @@ from ohsync.daemon.rpc import (
     CANNOT_NOW,
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
+    MAX_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
+    TooDeep,
     decode,
     encode,
+    peer_uid,
 )
+from ohsync.daemon.socket_dir import UnsafeSocketDir, prepare_socket_dir
 
-__all__ = ["Handler", "InvalidParams", "CannotNow", "SocketInUse", "SocketServer", "peer_uid"]
+__all__ = ["Handler", "InvalidParams", "CannotNow", "SocketInUse", "SocketServer", "UnsafeSocketDir",
+           "peer_uid", "HANDLER_THREADS", "MAX_BACKLOG"]
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], Any]
 
-_MAX_LINE = 1024 * 1024
+#: Threads running request handlers (the selector thread is one more).
+HANDLER_THREADS = 8
+#: Bytes of unsent events after which a subscriber that does not read is dropped.
+MAX_BACKLOG = 4 * 1024 * 1024
+_READ_CHUNK = 65536
+_STOP_GRACE = 3.0  # seconds stop() lets answers in flight reach their clients
 
 
 class InvalidParams(Exception):
@@ -57,31 +79,19 @@ class SocketInUse(Exception):
     """Another live process already answers on the socket path."""
 
 
-def peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the process at the other end, or None where the OS cannot say."""
-    if hasattr(socket, "SO_PEERCRED"):
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
-        return uid
-    getpeereid = getattr(os, "getpeereid", None)  # not in the stdlib today; BSD/macOS builds may add it
-    if getpeereid is not None:
-        return int(getpeereid(sock.fileno())[0])
-    return None
+class _Conn:
+    """One client connection as the selector thread sees it."""
 
+    __slots__ = ("sock", "inbuf", "outbuf", "busy", "subscriber", "closing", "dead")
 
-def _prepare_dir(directory: Path, *, own_dir: bool) -> None:
-    """Create the socket's folder ``0700``; tighten it when it is ours."""
-    if not directory.exists():
-        old = os.umask(0o077)
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        finally:
-            os.umask(old)
-        os.chmod(directory, 0o700)
-        return
-    st = directory.stat()
-    if own_dir and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(directory, 0o700)
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.inbuf = bytearray()
+        self.outbuf = bytearray()
+        self.busy = False  # a request of this connection is in the handler pool
+        self.subscriber = False
+        self.closing = False  # close once the output is written
+        self.dead = False
 
 
 class SocketServer:
@@ -90,9 +100,10 @@ class SocketServer:
     :param path: the socket path.
     :param handlers: method name → handler; the handler gets the params
         object (``{}`` when absent) and returns a JSON-serialisable result.
-    :param own_dir: the socket's folder is ours alone (the default
-        location), so it may be chmod'ed ``0700`` even when it exists.
+    :param own_dir: kept for callers of the earlier interface; the folder
+        is checked the same way either way (ours, ``0700``).
     :param allowed_uid: peers must run as this uid (default: ours).
+    :param handler_threads: size of the handler pool.
     """
 
     def __init__(
@@ -102,27 +113,35 @@ class SocketServer:
         *,
         own_dir: bool = False,
         allowed_uid: int | None = None,
+        handler_threads: int = HANDLER_THREADS,
     ) -> None:
         self.path = path
         self._handlers = dict(handlers)
-        self._own_dir = own_dir
         self._uid = os.getuid() if allowed_uid is None else allowed_uid
+        self._handler_threads = handler_threads
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._selector: selectors.BaseSelector | None = None
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
         self._stopping = threading.Event()
+        self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()  # to the selector thread
+        self._conns: dict[int, _Conn] = {}  # fd → connection; selector thread only
         self._subs_lock = threading.Lock()
-        self._subscribers: list[queue.Queue[dict[str, Any] | None]] = []
-        self._conns: dict[socket.socket, threading.Thread] = {}
+        self._subscribers = 0
+        self._accept_paused_until = 0.0
 
     # ----------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
-        """Bind and start accepting.
+        """Bind and start serving.
 
+        :raises UnsafeSocketDir: the socket's folder is not ours alone.
         :raises SocketInUse: a live daemon already answers at ``path``.
         :raises OSError: the socket cannot be created.
         """
-        _prepare_dir(self.path.parent, own_dir=self._own_dir)
+        prepare_socket_dir(self.path.parent)
         if self.path.exists() or self.path.is_symlink():
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             probe.settimeout(2)
@@ -141,118 +160,326 @@ class SocketServer:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
-        sock.listen(16)
-        sock.settimeout(0.5)
+        sock.listen(128)
+        sock.setblocking(False)
         self._sock = sock
-        self._thread = threading.Thread(target=self._accept_loop, name="ohsync-socket", daemon=True)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(sock, selectors.EVENT_READ, "listen")
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._pool = concurrent.futures.ThreadPoolExecutor(self._handler_threads, thread_name_prefix="ohsync-rpc")
+        self._thread = threading.Thread(target=self._loop, name="ohsync-socket", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop accepting, end subscriptions, close connections, remove the socket file."""
+        """Stop accepting, let answers in flight out (up to 3 s), end
+        subscriptions, close every connection, remove the socket file."""
         self._stopping.set()
+        self._wake()
         if self._thread is not None:
-            self._thread.join(timeout=5)
-        with self._subs_lock:
-            for q in self._subscribers:
-                q.put(None)
-            conns = dict(self._conns)
-        # end reading only: idle connections see EOF, an answer being written
-        # (e.g. to `shutdown` itself) still reaches its client
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RD)
-            except OSError:
-                pass
-        deadline = time.monotonic() + 3.0
-        for thread in conns.values():
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        for conn, thread in conns.items():
-            if thread.is_alive():
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            self._thread.join(timeout=_STOP_GRACE + 2)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         if self._sock is not None:
-            self._sock.close()
             try:
                 if self.path.exists():
                     self.path.unlink()
             except OSError:
                 pass
 
+    def add_handlers(self, handlers: Mapping[str, Handler]) -> None:
+        """Answer more methods (services register theirs; call before :meth:`start`)."""
+        self._handlers.update(handlers)
+
     def publish(self, params: dict[str, Any]) -> None:
-        """Push ``params`` as an ``event`` notification to every subscriber."""
-        with self._subs_lock:
-            for q in self._subscribers:
-                q.put(params)
+        """Push ``params`` as an ``event`` notification to every subscriber (any thread)."""
+        if self.subscriber_count:
+            self._inbox.put(("event", encode({"jsonrpc": "2.0", "method": "event", "params": params})))
+            self._wake()
 
     @property
     def subscriber_count(self) -> int:
         with self._subs_lock:
-            return len(self._subscribers)
+            return self._subscribers
 
-    # ----------------------------------------------------------------- connections
+    @property
+    def connection_count(self) -> int:
+        """Open client connections (any thread; approximate while it changes)."""
+        return len(self._conns)
 
-    def _accept_loop(self) -> None:
-        assert self._sock is not None
-        while not self._stopping.is_set():
+    # ----------------------------------------------------------------- the selector thread
+
+    def _wake(self) -> None:
+        if self._wake_w is not None:
             try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                if self._stopping.is_set():
+                self._wake_w.send(b"\0")
+            except (BlockingIOError, OSError):
+                pass  # a wake-up is already pending, or we are closed
+
+    def _loop(self) -> None:
+        assert self._selector is not None and self._sock is not None
+        stop_deadline: float | None = None
+        try:
+            while True:
+                if self._stopping.is_set() and stop_deadline is None:
+                    stop_deadline = time.monotonic() + _STOP_GRACE
+                    self._stop_accepting()
+                if stop_deadline is not None and (time.monotonic() >= stop_deadline or self._drained()):
                     return
-                log.exception("socket accept failed")
-                continue
+                self._resume_accepting()
+                for key, events in self._selector.select(timeout=0.5):
+                    if key.data == "listen":
+                        self._accept()
+                    elif key.data == "wake":
+                        self._take_inbox()
+                    else:
+                        conn = key.data
+                        if events & selectors.EVENT_READ and not conn.dead:
+                            self._read(conn)
+                        if events & selectors.EVENT_WRITE and not conn.dead:
+                            self._write(conn)
+        except Exception:  # noqa: BLE001 - never die silently; clients then see no daemon
+            log.exception("the socket server failed")
+        finally:
+            self._close_all()
+
+    def _drained(self) -> bool:
+        """True once no answer is pending (stop may finish)."""
+        self._take_inbox()
+        return not any(c.busy or (c.outbuf and not c.subscriber) for c in self._conns.values())
+
+    def _stop_accepting(self) -> None:
+        assert self._selector is not None and self._sock is not None
+        try:
+            self._selector.unregister(self._sock)
+        except (KeyError, ValueError):
+            pass
+        self._sock.close()
+        for conn in list(self._conns.values()):
+            if conn.subscriber or not (conn.busy or conn.outbuf):
+                self._close(conn)  # idle ones and subscriptions end now
+            else:
+                conn.inbuf.clear()  # no further requests; the one in flight is answered
+
+    def _resume_accepting(self) -> None:
+        if self._accept_paused_until and time.monotonic() >= self._accept_paused_until and not self._stopping.is_set():
+            assert self._selector is not None and self._sock is not None
+            self._accept_paused_until = 0.0
+            self._selector.register(self._sock, selectors.EVENT_READ, "listen")
+
+    def _accept(self) -> None:
+        assert self._sock is not None and self._selector is not None
+        for _ in range(64):  # take a burst, then serve the others
             try:
-                uid = peer_uid(conn)
+                sock, _ = self._sock.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # out of descriptors: stop looking at the listener for a moment instead of spinning
+                    log.warning("socket connections refused for a moment: %s", exc.strerror)
+                    self._selector.unregister(self._sock)
+                    self._accept_paused_until = time.monotonic() + 0.5
+                    return
+                log.warning("socket accept failed: %s", exc)
+                return
+            try:
+                uid = peer_uid(sock)
             except OSError:
                 uid = None
             if uid is not None and uid != self._uid:
                 log.warning("refused a socket connection from uid %s", uid)
-                conn.close()
+                sock.close()
                 continue
-            threading.Thread(target=self._serve, args=(conn,), name="ohsync-socket-conn", daemon=True).start()
+            sock.setblocking(False)
+            conn = _Conn(sock)
+            self._conns[sock.fileno()] = conn
+            self._selector.register(sock, selectors.EVENT_READ, conn)
 
-    def _serve(self, conn: socket.socket) -> None:
-        with self._subs_lock:
-            self._conns[conn] = threading.current_thread()
-        conn.settimeout(None)
+    def _take_inbox(self) -> None:
+        assert self._wake_r is not None
         try:
-            reader = conn.makefile("rb")
-            while not self._stopping.is_set():
-                line = reader.readline(_MAX_LINE + 1)
-                if not line:
-                    return
-                if not line.strip():
-                    continue
-                try:
-                    msg = decode(line)
-                except ValueError as exc:
-                    conn.sendall(encode(_error(None, PARSE_ERROR, f"parse error: {exc}")))
-                    continue
-                if msg.get("method") == "subscribe":
-                    self._subscribe(conn, msg.get("id"))
-                    return
-                reply = self._dispatch(msg)
-                if reply is not None:
-                    conn.sendall(encode(reply))
-        except OSError:
-            return
-        finally:
-            with self._subs_lock:
-                self._conns.pop(conn, None)
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        while True:
             try:
-                conn.close()
+                kind, arg = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "reply":
+                conn, data = arg
+                conn.busy = False
+                if conn.dead:
+                    continue
+                if data:
+                    self._send(conn, data)
+                self._next_request(conn)
+            elif kind == "event":
+                for conn in list(self._conns.values()):
+                    if conn.subscriber and not conn.dead:
+                        if len(conn.outbuf) > MAX_BACKLOG:
+                            log.warning("dropped a socket subscriber that stopped reading")
+                            self._close(conn)
+                        else:
+                            self._send(conn, arg)
+
+    def _read(self, conn: _Conn) -> None:
+        try:
+            data = conn.sock.recv(_READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._close(conn)
+            return
+        if not data:
+            if conn.busy or conn.outbuf:
+                conn.closing = True  # answer what was asked, then close
+                conn.inbuf.clear()
+                self._watch(conn)
+            else:
+                self._close(conn)
+            return
+        if conn.subscriber or conn.closing:
+            return  # a subscriber only listens
+        conn.inbuf += data
+        if len(conn.inbuf) > MAX_REQUEST * 4 and conn.busy:
+            self._refuse(conn, f"request too large (more than {MAX_REQUEST} bytes)")
+            return
+        self._next_request(conn)
+
+    def _next_request(self, conn: _Conn) -> None:
+        """Start the next complete request line of ``conn``, if it is not busy."""
+        while not conn.busy and not conn.dead and not conn.closing:
+            end = conn.inbuf.find(b"\n")
+            if end < 0:
+                if len(conn.inbuf) > MAX_REQUEST:
+                    self._refuse(conn, f"request too large (more than {MAX_REQUEST} bytes)")
+                return
+            if end > MAX_REQUEST:
+                self._refuse(conn, f"request too large (more than {MAX_REQUEST} bytes)")
+                return
+            line = bytes(conn.inbuf[:end + 1])
+            del conn.inbuf[:end + 1]
+            if not line.strip():
+                continue
+            if self._stopping.is_set():
+                return
+            try:
+                msg = decode(line)
+            except TooDeep as exc:
+                self._refuse(conn, f"invalid request: {exc}")
+                return
+            except ValueError as exc:
+                self._send(conn, encode(_error(None, PARSE_ERROR, f"parse error: {exc}")))
+                continue
+            if msg.get("method") == "subscribe":
+                conn.subscriber = True
+                conn.inbuf.clear()
+                with self._subs_lock:
+                    self._subscribers += 1
+                self._send(conn, encode({"jsonrpc": "2.0", "id": msg.get("id"), "result": {"subscribed": True}}))
+                return
+            assert self._pool is not None
+            conn.busy = True
+            try:
+                self._pool.submit(self._run_request, conn, msg)
+            except RuntimeError:  # the pool is shut down: we are stopping
+                conn.busy = False
+                return
+
+    def _run_request(self, conn: _Conn, msg: dict[str, Any]) -> None:
+        """In a handler thread: dispatch, hand the answer to the selector thread."""
+        try:
+            reply = self._dispatch(msg)
+            data = encode(reply) if reply is not None else b""
+        except BaseException:  # noqa: BLE001 - the connection must never stay busy
+            log.exception("answering a socket request failed")
+            data = encode(_error(msg.get("id"), INTERNAL_ERROR, "internal error"))
+        self._inbox.put(("reply", (conn, data)))
+        self._wake()
+
+    def _refuse(self, conn: _Conn, message: str) -> None:
+        """Answer -32600 and close: the rest of the stream cannot be trusted."""
+        log.warning("socket request refused: %s", message)
+        conn.inbuf.clear()
+        conn.closing = True
+        self._send(conn, encode(_error(None, INVALID_REQUEST, message)))
+
+    def _send(self, conn: _Conn, data: bytes) -> None:
+        conn.outbuf += data
+        self._write(conn)
+
+    def _write(self, conn: _Conn) -> None:
+        if conn.outbuf:
+            try:
+                sent = conn.sock.send(conn.outbuf)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self._close(conn)
+                return
+            del conn.outbuf[:sent]
+        if not conn.outbuf and conn.closing and not conn.busy:
+            self._close(conn)
+            return
+        self._watch(conn)
+
+    def _watch(self, conn: _Conn) -> None:
+        assert self._selector is not None
+        if conn.dead:
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbuf else 0)
+        try:
+            if self._selector.get_key(conn.sock).events != events:
+                self._selector.modify(conn.sock, events, conn)
+        except (KeyError, ValueError):
+            pass
+
+    def _close(self, conn: _Conn) -> None:
+        if conn.dead:
+            return
+        conn.dead = True
+        assert self._selector is not None
+        try:
+            fd = conn.sock.fileno()
+            self._selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            fd = -1
+        self._conns.pop(fd, None)
+        if conn.subscriber:
+            with self._subs_lock:
+                self._subscribers -= 1
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+
+    def _close_all(self) -> None:
+        for conn in list(self._conns.values()):
+            self._close(conn)
+        if self._sock is not None:
+            try:
+                self._sock.close()
             except OSError:
                 pass
+        for s in (self._wake_r, self._wake_w):
+            if s is not None:
+                s.close()
+        self._wake_w = None
+        if self._selector is not None:
+            self._selector.close()
+
+    # ----------------------------------------------------------------- requests
 
     def _dispatch(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         req_id = msg.get("id")
         method = msg.get("method")
         if not isinstance(method, str):
-            return _error(req_id, -32600, "invalid request: no method")
+            return _error(req_id, INVALID_REQUEST, "invalid request: no method")
         params = msg.get("params", {})
         if params is None:
             params = {}
@@ -278,30 +505,6 @@ class SocketServer:
             log.error("socket method %s returned a non-JSON result", method)
             return _error(req_id, INTERNAL_ERROR, "internal error: result not serialisable")
         return {"jsonrpc": "2.0", "id": req_id, "result": result}
-
-    def _subscribe(self, conn: socket.socket, req_id: Any) -> None:
-        q: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        with self._subs_lock:
-            self._subscribers.append(q)
-        try:
-            conn.sendall(encode({"jsonrpc": "2.0", "id": req_id, "result": {"subscribed": True}}))
-            while not self._stopping.is_set():
-                try:
-                    event = q.get(timeout=1.0)
-                except queue.Empty:
-                    readable, _, _ = select.select([conn], [], [], 0)
-                    if readable and not conn.recv(4096, socket.MSG_PEEK):
-                        return  # the client hung up
-                    continue
-                if event is None:
-                    return
-                conn.sendall(encode({"jsonrpc": "2.0", "method": "event", "params": event}))
-        except OSError:
-            return
-        finally:
-            with self._subs_lock:
-                if q in self._subscribers:
-                    self._subscribers.remove(q)
 
 
 def _error(req_id: Any, code: int, message: str) -> dict[str, Any]:

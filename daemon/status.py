@@ -85,6 +85,9 @@ class Snapshot:
     skipped: int = 0
     held_deletes: int = 0
     attention: tuple[dict[str, str], ...] = ()
+    #: per-path failures waiting (backoff) or needing the person:
+    #: ``{"path", "reason", "title", "needs", "permanent", "count", "since", "retry_at"}``
+    failures: tuple[dict[str, Any], ...] = ()
     errors: int = 0
     transfer: dict[str, Any] | None = None
     current_path: str | None = None
@@ -128,6 +131,11 @@ def _state(s: Snapshot) -> tuple[str, str]:
                          "restart ohsync")
     if s.pending_up or s.pending_down:
         return "syncing", f"{s.pending_up + s.pending_down} change(s) waiting to sync"
+    if s.failures:
+        first = s.failures[0]
+        waiting = "" if first.get("permanent") else " (retried later)"
+        return "error", (f"{len(s.failures)} file(s) cannot sync now; {first['path']}: {first['reason']}{waiting}"
+                         "; see `ohsync status --json`")
     if s.errors:
         return "error", f"{s.errors} file(s) failed to sync and will be retried; see `ohsync activity`"
     stale_poll = s.now - s.last_poll > 3 * s.poll_interval + 30
@@ -172,6 +180,8 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "drop_dir": s.drop_dir,
         "filing": copy.deepcopy(s.filing),
         "attention": [dict(item) for item in s.attention[:MAX_ITEMS]],
+        "failures": [dict(f, since=iso_time(f.get("since")), retry_at=iso_time(f.get("retry_at")))
+                     for f in s.failures[:200]],
     }
 
 

@@ -27,13 +27,11 @@ from typing import Any, Protocol
 from ohsync.daemon.attention import attention_items, conflict_since, wait_verdict
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
-    AuthError,
     LibraryNotFound,
-    MirrorMissingError,
     NetworkError,
     OhsyncError,
-    ThrottledError,
     TwoFactorRequired,
+    classify,
 )
 from ohsync.engine.events import SyncEvent, SyncReport
 
@@ -205,7 +203,9 @@ class SyncWorker:
         self._damaged: list[dict[str, str]] = []
         self._held: list[dict[str, str]] = []
         self._skipped: list[dict[str, str]] = []
+        self._failures: list[dict[str, Any]] = []
         self._caches_loaded = False
+        self._repeats: dict[tuple[str, str], tuple[dict[str, Any], int, float]] = {}
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
 
@@ -383,6 +383,8 @@ class SyncWorker:
                 work.check_remote = True
             else:
                 work.tickets.append(arg)
+            if kind == "refresh" and self._session is not None and hasattr(self._session.engine, "release_failures"):
+                self._session.engine.release_failures()  # the person acted: try held paths once more
             if self._status.get("problem") in ("auth_required", "offline", "error", "stopped") and kind == "refresh":
                 self._status.update(problem=None, problem_message="", retry_at=None)
                 self._attempt = 0
@@ -567,12 +569,17 @@ class SyncWorker:
         since the wait began or cannot sync."""
         with self._lock:
             conflicts, held, skipped = list(self._conflicts), list(self._held), list(self._skipped)
+            failures = list(self._failures)
+        # paths failing in this pass, and those still waiting out a backoff or the person
+        errors = list(report.errors)
+        errors += [(str(f["path"]), str(f.get("reason") or "failed")) for f in failures
+                   if f.get("path") not in {p for p, _ in errors}]
         before = ticket.conflicts_before
         if before is None:  # the wait came before the engine's lists were read: go by time
             new = [c for c in conflicts if conflict_since(c, ticket.started)]
         else:
             new = [c for c in conflicts if (str(c.get("path")), str(c.get("archived"))) not in before]
-        verdict = wait_verdict(errors=report.errors, held=[(h["path"], h["side"]) for h in held],
+        verdict = wait_verdict(errors=errors, held=[(h["path"], h["side"]) for h in held],
                                new_conflicts=new, skipped=[(s["path"], s["reason"]) for s in skipped])
         ticket.synced, ticket.message, ticket.reasons = verdict.synced, verdict.message, verdict.reasons
         ticket.done.set()
@@ -584,23 +591,25 @@ class SyncWorker:
         timer.start()
 
     def _failed(self, exc: BaseException) -> None:
-        """Record an error of opening or of a pass and plan what comes next."""
-        if isinstance(exc, AuthError):
-            log.error("the server rejected the token: %s", exc.message)
+        """Record an error of opening or of a pass and plan what comes next,
+        from its one classification (``engine.errors.classify``)."""
+        failure = classify(exc)
+        if failure.needs == "login":
+            log.error("the server rejected the token: %s", failure.message)
             self._status.update(problem="auth_required", problem_message=(
                 "The server rejected the saved login. Run `ohsync login` to sign in again, "
                 "then `ohsync refresh` (or restart ohsync)."))
             self.scheduler.halt()
             self._close_session()
             return
-        if isinstance(exc, MirrorMissingError):
-            log.error("%s", exc.message)
-            self._status.update(problem="stopped", problem_message=exc.message)
+        if failure.scope == "mirror" and failure.permanent:  # e.g. the mirror folder is gone
+            log.error("%s", failure.message)
+            self._status.update(problem="stopped", problem_message=failure.message)
             self.scheduler.halt()
             return
         self._attempt += 1
-        if isinstance(exc, ThrottledError):
-            delay = max(exc.retry_after, 1.0)
+        if failure.retry_after is not None:
+            delay = max(failure.retry_after, 1.0)
         else:
             delay = backoff_delay(self._attempt, cap=max(300.0, self._poll_interval))
         if isinstance(exc, NetworkError):
@@ -623,6 +632,7 @@ class SyncWorker:
             damaged = [{"path": p, "reason": r} for p, r in engine.damaged()]
             skipped = list(engine.skipped())
             held = list(engine.held_deletes()) if hasattr(engine, "held_deletes") else []
+            failures = list(engine.failures()) if hasattr(engine, "failures") else []
             clock = engine.clock_offset() if hasattr(engine, "clock_offset") else None
         except Exception:  # noqa: BLE001 - status must not die on a read
             log.exception("reading conflicts/damaged from the engine failed")
@@ -631,11 +641,13 @@ class SyncWorker:
             self._conflicts, self._damaged = conflicts, damaged
             self._held = [{"path": p, "side": side} for p, side in held]
             self._skipped = [{"path": p, "reason": r} for p, r in skipped]
+            self._failures = failures
             self._caches_loaded = True
         was_held = self._status.get("held_deletes")
         items = attention_items(held=held, damaged=[(d["path"], d["reason"]) for d in damaged], skipped=skipped)
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
-                            held_deletes=len(held), clock_offset=clock, attention=tuple(items))
+                            held_deletes=len(held), clock_offset=clock, attention=tuple(items),
+                            failures=tuple(failures))
         if held and not was_held:
             sides = sorted({side for _, side in held})
             message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "
@@ -645,19 +657,42 @@ class SyncWorker:
 
     # ----------------------------------------------------------------- engine events
 
+    def _coalesce(self, event: SyncEvent, now: float) -> bool:
+        """Fold a repeated failure into its first activity line ("failed 22
+        times since 10:02"); a success of the path ends the run.  Caller holds the lock."""
+        if event.kind != "error":
+            for key in [k for k in self._repeats if k[0] == event.path]:
+                del self._repeats[key]
+            return False
+        key = (event.path, event.message)
+        seen = self._repeats.get(key)
+        if seen is None or not any(it is seen[0] for it in self._activity):
+            return False
+        item, count, first = seen
+        count += 1
+        self._repeats[key] = (item, count, first)
+        item["count"] = count
+        item["last"] = iso_time(now)
+        item["message"] = f"{event.message} (failed {count} times since {time.strftime('%H:%M', time.localtime(first))})"
+        return True
+
     def _on_event(self, event: SyncEvent) -> None:
         """Called by the engine inside :meth:`sync` (worker thread)."""
         if event.kind == "transfer":
             self._status.update(syncing=True, current_path=event.path, transfer={
                 "path": event.path, "direction": event.direction, "done": event.done, "total": event.total})
             return
-        item = {"time": iso_time(time.time()), "path": event.path,
+        now = time.time()
+        item = {"time": iso_time(now), "path": event.path,
                 "action": event.action or event.kind, "result": {"synced": "ok"}.get(event.kind, event.kind),
                 "direction": event.direction}
         if event.message:
             item["message"] = event.message
         with self._lock:
-            self._activity.append(item)
+            if not self._coalesce(event, now):
+                self._activity.append(item)
+                if event.kind == "error":
+                    self._repeats[(event.path, event.message)] = (item, 1, now)
         self._status.update(syncing=True, transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,

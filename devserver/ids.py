@@ -1,7 +1,7 @@
 """Seafile object ids: blocks, files, directories and commits.
 
 Every id is a 40-char lowercase hex sha1.  The formulas follow
-``shared/seafile-web-api.md`` §5.1, so a file uploaded to devserver gets the
+``docs/seafile-api.md`` §6.1, so a file uploaded to devserver gets the
 same id as on a real Seafile server (unencrypted library, repo version 1,
 fixed 8 MiB blocks):
 

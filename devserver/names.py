@@ -1,7 +1,7 @@
 """Path canonicalisation, name validation and auto-rename rules of Seafile.
 
 Look-ups are byte-exact (no Unicode normalisation); writes store NFC
-(``shared/seafile-web-api.md`` §5.3).  Two different auto-rename rules exist:
+(``docs/seafile-api.md`` §6.3).  Two different auto-rename rules exist:
 the fileserver splits at the *last* dot even when it is the first character
 (``.env`` -> `` (1).env``), seahub uses ``os.path.splitext`` (``.env (1)``).
 """

@@ -12,7 +12,7 @@ with component ``account``, ``history``, ``dirs``, ``files`` or ``fs``.
 follows (seahub for ``/api2`` and ``/api/v2.1``, the Go fileserver of
 seafile-server for ``/seafhttp``; URL maps in ``seahub/api2/urls.py``,
 ``seahub/urls.py`` and ``fileserver/fileserver.go``).  Where a transcript in
-``seafile-transcripts/`` shows the real server answering differently from
+``tests/data/seafile-transcripts/`` shows the real server answering differently from
 that reading of the source, the transcript wins.
 """
 from __future__ import annotations

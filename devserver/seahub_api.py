@@ -3,8 +3,8 @@ and accounts.  File-level seahub routes live in ``seahub_files.py``.
 
 Every handler is ``handler(req, user, **url_params) -> Response`` and names
 the Seafile view it mirrors.  Shapes, statuses and messages follow
-``shared/seafile-transcripts/`` (authoritative) and
-``shared/seafile-web-api.md``.
+``tests/data/seafile-transcripts/`` (authoritative) and
+``docs/seafile-api.md``.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The Seafile Web API client: the only module that speaks HTTP to Seafile.
 
 :class:`SeafileClient` wraps the api2 endpoints ohsync needs (see
-``shared/seafile-web-api.md``) and converts every answer into the engine's
+``docs/seafile-api.md``) and converts every answer into the engine's
 value types (:mod:`ohsync.engine.models`); Seafile JSON never leaves this
 module.  Failures are typed (:mod:`ohsync.engine.errors`), mapped in one
 place (:mod:`ohsync.engine.client_errors`).
@@ -45,6 +45,7 @@ from .client_errors import (
     server_message,
     translate_errors,
 )
+from .client_batch import BatchUploads
 from .client_bulk import BulkTransfers
 from .client_http import USER_AGENT, Payload, SeafileHTTP, check_server_url
 from .client_listing import parse_listing
@@ -70,7 +71,7 @@ __all__ = ["SeafileClient"]
 log = logging.getLogger("ohsync.client")
 
 
-class SeafileClient(BulkTransfers, SeafileHTTP):
+class SeafileClient(BatchUploads, BulkTransfers, SeafileHTTP):
     """A synchronous client of one Seafile server for one account.
 
     :param server_url: the Seafile base URL, e.g. ``https://cloud.tsinghua.edu.cn``.

@@ -2,8 +2,8 @@
 :class:`~ohsync.engine.client.SeafileClient`).
 
 Three transfers that the one-shot ``upload``/``download`` cannot do well
-(``shared/seafile-web-api.md`` §4.2, §4.7, §4.11 and "Verified on a real
-server"):
+(``docs/seafile-api.md`` §5.1, §5.5, §5.9 and §7, the facts verified on real
+servers):
 
 * :meth:`BulkTransfers.download_zip`: many small files as one zip stream
   (``zip-task`` → ``query-zip-progress`` → ``{FS}/zip/{token}``);

@@ -9,17 +9,20 @@ contain the API token (every message built from server text is passed
 through :func:`redact`) nor a file-server link (whose path is a one-time
 credential).
 
-Status classes (see ``seafile-web-api.md`` §0.6, §8)::
+Status classes (see ``docs/seafile-api.md`` §1.5)::
 
     401                               AuthError (token rejected)
     403 "credentials were not provided"  AuthError (token not sent)
     403 file server "Access token …"  ServerError (link expired/used: get a new one)
     403 other                         RemoteOperationError (permission)
+    400 "… name invalid", 440 (FS)     NameRejectedError (fix the name)
     404, 441                          NotFoundError
+    413 (a proxy's body limit)        TooLargeError (raise the limit)
     409 "GC Conflict"                 ServerError (retry)
     409 other, 400, 440, other 4xx    RemoteOperationError
     429                               ThrottledError(retry_after)
-    442, 443, 447                     QuotaError
+    442                               TooLargeError (a QuotaError)
+    443, 447; 5xx/520 saying "quota"  QuotaError
     5xx, 520                          ServerError
     3xx, 304 (unexpected)             ProtocolError
     connect/read failure, timeout     NetworkError
@@ -40,7 +43,7 @@ import httpx
 
 from .errors import (
     AuthError,
-    LocalError,
+    NameRejectedError,
     NetworkError,
     NotFoundError,
     OhsyncError,
@@ -50,6 +53,8 @@ from .errors import (
     RemoteOperationError,
     ServerError,
     ThrottledError,
+    TooLargeError,
+    local_error,
 )
 
 __all__ = [
@@ -212,7 +217,21 @@ def error_for_response(
             retry_after=retry_after,
             **kw,
         )
-    if status in (442, 443, 447):
+    if status == 413:
+        return TooLargeError(
+            f"The upload is larger than the server (or a proxy in front of it) accepts (HTTP 413) while "
+            f"{what}{where}. It is not retried until the file changes: make it smaller, or ask the server's "
+            f"admin to raise the upload body limit (e.g. nginx client_max_body_size).{said}",
+            **kw,
+        )
+    if status in (440, 400) and ("name invalid" in detail.lower() or "filename" in detail.lower()):
+        return NameRejectedError(
+            f"The server cannot hold this name ({what}{where}). Rename the file.{said}", **kw)
+    if status >= 500 and "quota" in detail.lower():
+        return QuotaError(f"The account is out of quota ({what}{where}).{said}", **kw)
+    if status == 442:
+        return TooLargeError(f"The file is larger than the server accepts ({what}{where}).{said}", **kw)
+    if status in (443, 447):
         reason = {
             442: "The file is larger than the server accepts",
             443: "The account is out of quota",
@@ -280,9 +299,7 @@ def translate_errors(
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"The server answered {what} with invalid JSON.", path=path) from exc
     except OSError as exc:
-        raise LocalError(
-            f"A local file error interrupted {what}: {exc.strerror or exc}.", path=path
-        ) from exc
+        raise local_error(exc, path, what=what) from exc
 
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")

@@ -20,6 +20,8 @@ POINTS = (
     "pull.replaced",          # the target was replaced, base not yet recorded
     "push.uploaded",          # the server has our version, not yet read back
     "push.verified",          # read back, base not yet recorded
+    "batch.uploaded",         # a batch of new files is on the server, not yet read back
+    "batch.verified",         # a folder of new files was read back, bases not yet recorded
     "conflict.archived_remote",  # the conflict copy is on the server, not yet local
     "conflict.archived",      # the conflict copy is on both sides, ours not yet uploaded
     "move.remote_done",       # a local move was carried out on the server, base not moved

@@ -18,11 +18,35 @@ tree, classified by behaviour (what the scheduler should do next)::
     ├── TwoFactorRequired            auth-token asks for an OTP code
     └── LocalError                   an OSError on the mirror side
         └── MirrorMissingError       the mirror root is gone or not ours
+
+Every error also says, once, what kind of failure it is (:func:`classify`
+returns a :class:`Failure`): its **scope** (``path``: only this file fails;
+``mirror``: this mirror cannot sync now; ``daemon``: nothing can run) and its
+**behaviour** (``retry_soon``: back off and try again; ``retry_after``: wait
+the time the server gave; ``needs_person``: retrying the same thing cannot
+help until the person acts, and ``needs`` says how: ``login``, ``space``,
+``name``, ``limit``, ``quota``, ``permission``).  The worker, the engine's
+failure book (``engine/failures.py``) and the CLI read that instead of
+their own isinstance chains.  Translators per boundary turn foreign failures
+into these classes: HTTP answers in ``client_errors.error_for_response``,
+local file-system errors in :func:`local_error`.
 """
 
 from __future__ import annotations
 
+import errno
+from dataclasses import dataclass
+
 __all__ = [
+    "Failure",
+    "classify",
+    "local_error",
+    "TooLargeError",
+    "NameRejectedError",
+    "DiskFullError",
+    "ReadOnlyError",
+    "LocalPermissionError",
+    "LocalNameError",
     "OhsyncError",
     "RemoteError",
     "AuthError",
@@ -51,6 +75,13 @@ class OhsyncError(Exception):
     title = "Sync error"
     #: True when repeating the same operation later may succeed.
     retryable = False
+    #: ``path``, ``mirror`` or ``daemon`` (see the module docstring).
+    scope = "mirror"
+    #: ``retry_soon``, ``retry_after`` or ``needs_person``.
+    behaviour = "retry_soon"
+    #: what the person must do for ``needs_person``: ``login``, ``space``,
+    #: ``name``, ``limit``, ``quota``, ``permission`` (else None).
+    needs: str | None = None
 
     def __init__(self, message: str, *, title: str | None = None, path: str | None = None) -> None:
         super().__init__(message)
@@ -80,18 +111,32 @@ class AuthError(RemoteError):
     """The token was rejected (401) or missing (403 without credentials)."""
 
     title = "Login needed"
+    scope = "daemon"
+    behaviour = "needs_person"
+    needs = "login"
 
 
 class NotFoundError(RemoteError):
     """A library, folder or file does not exist on the server (404)."""
 
     title = "Not found"
+    scope = "path"
 
 
 class QuotaError(RemoteError):
     """The account is out of quota (443) or the file is too large (442)."""
 
     title = "Out of quota"
+    scope = "path"
+    behaviour = "needs_person"
+    needs = "quota"
+
+
+class TooLargeError(QuotaError):
+    """The upload is larger than the server (442) or a proxy in front of it (413) accepts."""
+
+    title = "File too large"
+    needs = "limit"
 
 
 class ThrottledError(RemoteError):
@@ -102,6 +147,7 @@ class ThrottledError(RemoteError):
 
     title = "Server busy"
     retryable = True
+    behaviour = "retry_after"
 
     def __init__(self, message: str, *, retry_after: float = 1.0, **kw: object) -> None:
         super().__init__(message, **kw)  # type: ignore[arg-type]
@@ -131,26 +177,152 @@ class ProtocolError(RemoteError):
 class RemoteOperationError(RemoteError):
     """A request the server refused for a reason of its own (400/409/441…)."""
 
+    scope = "path"
+
+
+class NameRejectedError(RemoteOperationError):
+    """The server cannot hold this name (``\\`` in a name, too long, invalid)."""
+
+    title = "Name not allowed on the server"
+    behaviour = "needs_person"
+    needs = "name"
+
 
 class LibraryNotFound(OhsyncError):
     """The configured library does not exist (and creating it is not allowed)."""
 
     title = "Library not found"
+    scope = "daemon"
+    behaviour = "needs_person"
 
 
 class TwoFactorRequired(OhsyncError):
     """``/api2/auth-token/`` answered that a two-factor code is required."""
 
     title = "Two-factor code needed"
+    scope = "daemon"
+    behaviour = "needs_person"
+    needs = "login"
 
 
 class LocalError(OhsyncError):
     """A local file operation failed (permissions, disk full, bad name)."""
 
     title = "Local file error"
+    scope = "path"
+
+
+class DiskFullError(LocalError):
+    """The local disk (or the person's disk quota) is full (ENOSPC, EDQUOT)."""
+
+    title = "Disk full"
+    behaviour = "needs_person"
+    needs = "space"
+
+
+class ReadOnlyError(LocalError):
+    """The mirror is on a read-only file system (EROFS)."""
+
+    title = "Read-only folder"
+    behaviour = "needs_person"
+    needs = "permission"
+
+
+class LocalPermissionError(LocalError):
+    """The operating system refused access to a mirror file (EACCES, EPERM)."""
+
+    title = "Permission denied"
+    behaviour = "needs_person"
+    needs = "permission"
+
+
+class LocalNameError(LocalError):
+    """This file system cannot hold the name (ENAMETOOLONG, EILSEQ, EINVAL)."""
+
+    title = "Name not allowed here"
+    behaviour = "needs_person"
+    needs = "name"
 
 
 class MirrorMissingError(LocalError):
     """The mirror root is missing or is not the folder we synced (mount gone)."""
 
     title = "Mirror folder missing"
+    scope = "mirror"
+    behaviour = "needs_person"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How one failure should be handled (see the module docstring).
+
+    :ivar scope: ``path``, ``mirror`` or ``daemon``.
+    :ivar behaviour: ``retry_soon``, ``retry_after`` or ``needs_person``.
+    :ivar needs: for ``needs_person``: ``login``, ``space``, ``name``,
+        ``limit``, ``quota``, ``permission`` (None otherwise or unknown).
+    :ivar retry_after: seconds the server asked us to wait (``retry_after``).
+    :ivar title: a short heading.
+    :ivar message: a sentence saying what happened and what to do.
+    """
+
+    scope: str
+    behaviour: str
+    needs: str | None
+    retry_after: float | None
+    title: str
+    message: str
+
+    @property
+    def permanent(self) -> bool:
+        """True when retrying the same thing cannot help until someone acts."""
+        return self.behaviour == "needs_person"
+
+
+def classify(exc: BaseException) -> Failure:
+    """The one classification of a failure (an ohsync error, an OSError, anything).
+
+    OSErrors are first translated (:func:`local_error`); anything else that
+    is not an :class:`OhsyncError` is an internal error of the mirror, retried
+    with backoff.
+    """
+    if isinstance(exc, OSError) and not isinstance(exc, OhsyncError):
+        exc = local_error(exc)
+    if isinstance(exc, OhsyncError):
+        retry_after = getattr(exc, "retry_after", None) if exc.behaviour == "retry_after" else None
+        return Failure(exc.scope, exc.behaviour, exc.needs, retry_after, exc.title, exc.message)
+    return Failure("mirror", "retry_soon", None, None, "Internal error", f"Internal error: {exc!r}; see the log")
+
+
+_ERRNO_CLASSES: dict[int, tuple[type[LocalError], str]] = {
+    errno.ENOSPC: (DiskFullError, "the disk is full; free some space (ohsync retries when there is room)"),
+    errno.EDQUOT: (DiskFullError, "your disk quota is used up; free some space (ohsync retries when there "
+                                  "is room)"),
+    errno.EROFS: (ReadOnlyError, "the folder is on a read-only file system; make it writable, then run "
+                                 "`ohsync refresh`"),
+    errno.EACCES: (LocalPermissionError, "permission denied; fix the file's permissions, then run "
+                                         "`ohsync refresh`"),
+    errno.EPERM: (LocalPermissionError, "the operation is not permitted; fix the file's permissions, then run "
+                                        "`ohsync refresh`"),
+    errno.ENAMETOOLONG: (LocalNameError, "the name or path is too long for this file system; rename it on "
+                                         "the server (shorter name or fewer folders)"),
+    errno.EILSEQ: (LocalNameError, "this file system cannot hold the name; rename it on the server"),
+}
+
+
+def local_error(exc: OSError, rel_path: str | None = None, *, what: str = "") -> LocalError:
+    """Translate an OSError on the mirror side into the :class:`LocalError` class of its errno.
+
+    :param rel_path: the library-relative path concerned, named in the message.
+    :param what: the operation ("writing the file"), named in the message.
+    :returns: a :class:`DiskFullError`, :class:`ReadOnlyError`,
+        :class:`LocalPermissionError`, :class:`LocalNameError` or a plain
+        :class:`LocalError` (retried with backoff), with ``exc`` as ``__cause__``.
+    """
+    cls, advice = _ERRNO_CLASSES.get(exc.errno or 0, (LocalError, ""))
+    reason = exc.strerror or str(exc)
+    where = f"{rel_path}: " if rel_path else ""
+    during = f" while {what}" if what else ""
+    message = f"{where}{reason}{during}" + (f"; {advice}" if advice else "")
+    err = cls(message, path=rel_path)
+    err.__cause__ = exc
+    return err

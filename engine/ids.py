@@ -1,7 +1,7 @@
 """Content ids: local sha1 and the id Seafile would give the same bytes.
 
 Seafile's file id (repo version 1) is the sha1 of a small JSON naming the
-sha1 of each 8 MiB block (seafile-web-api.md §5.1).  Computing it locally
+sha1 of each 8 MiB block (``docs/seafile-api.md`` §6.1).  Computing it locally
 lets the engine tell "remote equals my local bytes" without a download.  A
 mismatch proves nothing (desktop clients cut blocks differently above
 6 MiB), so it is only ever used as a shortcut to equality.

@@ -6,15 +6,22 @@ This module owns how two concurrent edits of one memory file become one:
   ``merge(b, x, b) == x`` are applied first, on raw bytes, for any input;
 * a side that does not parse (:mod:`ohsync.engine.memory_format`) makes the
   result *damaged*: nothing is written;
-* frontmatter merges field by field: a one-sided change wins, both sides
-  changing a field to different values is a conflict, except ``modified``
-  (the later timestamp wins) and ``tags`` (three-way set merge);
+* frontmatter merges field by field (:mod:`ohsync.engine.memory_frontmatter`):
+  a one-sided change wins, both sides changing a field to different values
+  is a conflict, except ``modified`` (the later timestamp wins) and ``tags``
+  (three-way set merge);
 * ``## Observations`` and ``## Relations`` sections merge as a union: an entry
   added on either side is kept once, an entry removed on one side stays
   removed; order is base order, then ours' additions, then theirs';
 * everything else in the body merges with diff3; in journal months
   (``journal/YYYY-MM.md``, append-only) overlapping edits are unioned too,
   so concurrent appends always merge.
+
+The merge goes section by section: when one part conflicts (a field, a
+body hunk), the result still carries a ``partial`` merge in which every other
+part merged, each conflicting part holds ours' version, and every
+observation and relation of both sides is present; the caller keeps it live
+and archives theirs as the conflict copy.
 
 Untouched bytes stay identical: the output reuses ours' lines, BOM and line
 ending style; lines taken from theirs get ours' line ending.
@@ -23,19 +30,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, date, datetime
-from typing import Any
 
-import yaml
-from ohsync.engine.memory_format import (
-    Frontmatter,
-    FrontmatterField,
-    MemoryDoc,
-    MemoryParseError,
-    code_block_ids,
-    load_yaml,
-    parse_memory,
-)
+from ohsync.engine.memory_format import MemoryDoc, MemoryParseError, code_block_ids, parse_memory
+from ohsync.engine.memory_frontmatter import merge_frontmatter
 from ohsync.engine.text_merge import (
     BOM,
     MergeResult,
@@ -53,9 +50,6 @@ from ohsync.engine.text_merge import (
 __all__ = ["is_journal_file", "is_memory_file", "merge_memory", "union_merge_lines"]
 
 _JOURNAL_RE = re.compile(r"^journal/\d{4}-\d{2}\.md$")
-_FLOW_RE = re.compile(r"^(?P<prefix>[^:]+:[ \t]*)\[(?P<inner>.*)\](?P<comment>[ \t]*(?:#.*)?)$")
-_BLOCK_ITEM_RE = re.compile(r"^(?P<prefix>[ \t]*-[ \t]+)(?P<item>.*?)[ \t]*$")
-_MISSING = object()
 
 
 def is_memory_file(rel_path: str) -> bool:
@@ -147,187 +141,26 @@ def union_merge_lines(base: Sequence[str], ours: Sequence[str], theirs: Sequence
     :param theirs: section lines of theirs.
     :param eol: line ending for lines taken from theirs.
     :param journal: union even structured sections.
-    :returns: (merged lines, conflicting ranges in *ours*); the lines are only
-        meaningful when there is no conflict.  Ours' lines keep their exact text.
+    :returns: (merged lines, conflicting ranges in *ours*).  With conflicts
+        the lines are a partial merge: each conflicting region holds ours'
+        lines followed by the lines theirs added there, so no addition is
+        lost.  Ours' lines keep their exact text.
     """
     if not journal and any(_is_structured(x) for x in (base, ours, theirs)):
         def insertions(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str] | None:
             return None if b else [*o, *(with_eol(x, eol) for x in t)]
 
-        outcome = diff3_lines(base, ours, theirs, eol=eol, resolve=insertions)
+        def keep_additions(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str]:
+            # Ours' version of the region, then every line theirs added to it.
+            known = set(_keys(b)) | set(_keys(o))
+            return [*o, *(with_eol(x, eol) for x in t if line_content(x) not in known)]
+
+        outcome = diff3_lines(base, ours, theirs, eol=eol, resolve=insertions, keep=keep_additions)
         return outcome.lines, outcome.conflicts
     bl, bm, bt = _split_blank_edges(base)
     ol, om, ot = _split_blank_edges(ours)
     tl, tm, tt = _split_blank_edges(theirs)
     return _pick(bl, ol, tl, eol) + _union(bm, om, tm, eol) + _pick(bt, ot, tt, eol), []
-
-
-# --------------------------------------------------------------------- frontmatter
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def _as_time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
-    if isinstance(value, str):
-        try:
-            return _as_time(datetime.fromisoformat(value.strip()))
-        except ValueError:
-            return None
-    return None
-
-
-def _later_is_theirs(ours: Any, theirs: Any) -> bool:
-    """``True`` when theirs' ``modified`` is strictly later than ours' (ties keep ours)."""
-    to, tt = _as_time(ours), _as_time(theirs)
-    if to is not None and tt is not None:
-        return tt > to
-    return str(theirs) > str(ours)
-
-
-def _dump_scalar(value: Any) -> str:
-    return str(yaml.safe_dump([value], default_flow_style=True, allow_unicode=True,
-                              width=1 << 30)).strip()[1:-1]
-
-
-def _flow_tokens(field: FrontmatterField) -> tuple[re.Match[str], list[str]] | None:
-    """The raw item tokens of a one-line flow list field, if they re-read as its value."""
-    if len(field.lines) != 1 or not isinstance(field.value, list):
-        return None
-    m = _FLOW_RE.match(line_content(field.lines[0]))
-    if not m:
-        return None
-    tokens, buf, quote = [], "", ""
-    for ch in m.group("inner"):
-        if quote:
-            buf += ch
-            quote = "" if ch == quote else quote
-        elif ch in "\"'":
-            buf, quote = buf + ch, ch
-        elif ch == ",":
-            tokens.append(buf.strip())
-            buf = ""
-        else:
-            buf += ch
-    if buf.strip():
-        tokens.append(buf.strip())
-    try:
-        if [load_yaml(t) for t in tokens] != field.value:
-            return None
-    except yaml.YAMLError:
-        return None
-    return m, tokens
-
-
-def _block_tokens(field: FrontmatterField) -> tuple[str, list[str]] | None:
-    """(item prefix, raw item tokens) of a block-style list field, if it is one."""
-    first = line_content(field.lines[0])
-    if first.split(":", 1)[1].strip() or not isinstance(field.value, list):
-        return None
-    items = [m for x in field.lines[1:] if (m := _BLOCK_ITEM_RE.match(line_content(x)))]
-    if len(items) != len(field.value) or not items:
-        return None
-    return items[0].group("prefix"), [m.group("item") for m in items]
-
-
-def _raw_tokens(field: FrontmatterField | None) -> dict[str, str]:
-    if field is None:
-        return {}
-    flow = _flow_tokens(field)
-    tokens = flow[1] if flow else (b[1] if (b := _block_tokens(field)) else None)
-    if tokens is None:
-        return {}
-    return {str(v): t for v, t in zip(field.value, tokens)}
-
-
-def _as_tag_list(value: Any) -> list[Any] | None:
-    items = [] if value is None else value if isinstance(value, list) else [value]
-    if any(isinstance(x, (list, dict)) for x in items):
-        return None
-    return items
-
-
-def _merge_tags(base: FrontmatterField | None, ours: FrontmatterField, theirs: FrontmatterField,
-                eol: str) -> list[str] | None:
-    """Three-way set merge of a ``tags`` field, rendered in ours' style; ``None`` if not mergeable."""
-    bl = _as_tag_list(base.value if base else None)
-    ol, tl = _as_tag_list(ours.value), _as_tag_list(theirs.value)
-    if bl is None or ol is None or tl is None:
-        return None
-    bset, oset, tset = {str(x) for x in bl}, {str(x) for x in ol}, {str(x) for x in tl}
-    merged: dict[str, Any] = {}
-    for x in ol:
-        if str(x) in tset or str(x) not in bset:
-            merged.setdefault(str(x), x)
-    for x in tl:
-        if str(x) not in bset and str(x) not in oset:
-            merged.setdefault(str(x), x)
-    raw = {**_raw_tokens(base), **_raw_tokens(theirs), **_raw_tokens(ours)}
-    tokens = [raw.get(k) or _dump_scalar(v) for k, v in merged.items()]
-    block = _block_tokens(ours)
-    if block and tokens:
-        return [line_content(ours.lines[0]) + eol] + [block[0] + t + eol for t in tokens]
-    flow = _flow_tokens(ours)
-    prefix, comment = (flow[0].group("prefix"), flow[0].group("comment")) if flow \
-        else (ours.key + ": ", "")
-    extra = [x for x in ours.lines[1:] if not line_content(x).strip()
-             or line_content(x).lstrip().startswith("#")] if flow or not block else []
-    return [f"{prefix}[{', '.join(tokens)}]{comment}{eol}", *extra]
-
-
-def _whole_block(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], eol: str,
-                 what: str) -> tuple[list[str], list[str]]:
-    kb, ko, kt = _keys(base), _keys(ours), _keys(theirs)
-    if ko == kt or kt == kb:
-        return list(ours), []
-    if ko == kb:
-        return [with_eol(x, eol) for x in theirs], []
-    return [], [what]
-
-
-def _merge_frontmatter(base: Frontmatter | None, ours: Frontmatter | None,
-                       theirs: Frontmatter | None, eol: str) -> tuple[list[str], list[str]]:
-    """Merge frontmatter blocks field by field; returns (lines, conflicts)."""
-    if ours is None or theirs is None or (base is not None and not base.splittable) \
-            or not ours.splittable or not theirs.splittable:
-        return _whole_block(base.lines if base else [], ours.lines if ours else [],
-                            theirs.lines if theirs else [], eol, "frontmatter")
-    bf = {f.key: f for f in base.fields} if base else {}
-    of = {f.key: f for f in ours.fields}
-    tf = {f.key: f for f in theirs.fields}
-    chosen: dict[str, list[str]] = {}
-    conflicts: list[str] = []
-    for key in [*of, *(k for k in tf if k not in of), *(k for k in bf if k not in of and k not in tf)]:
-        bv = bf[key].value if key in bf else _MISSING
-        ov = of[key].value if key in of else _MISSING
-        tv = tf[key].value if key in tf else _MISSING
-        o_changed, t_changed = not _same(ov, bv), not _same(tv, bv)
-        if t_changed and not o_changed:
-            if key in tf:
-                chosen[key] = [with_eol(x, eol) for x in tf[key].lines]
-        elif not t_changed or _same(ov, tv):
-            if key in of:
-                chosen[key] = list(of[key].lines)
-        elif key == "modified" and key in of and key in tf:
-            chosen[key] = [with_eol(x, eol) for x in tf[key].lines] if _later_is_theirs(ov, tv) \
-                else list(of[key].lines)
-        elif key == "tags" and key in of and key in tf \
-                and (tags := _merge_tags(bf.get(key), of[key], tf[key], eol)) is not None:
-            chosen[key] = tags
-        else:
-            conflicts.append(f"frontmatter field '{key}'")
-    order = [k for k in of if k in chosen]
-    tkeys = list(tf)
-    for i, key in enumerate(tkeys):
-        if key in chosen and key not in order:
-            prev = next((k for k in reversed(tkeys[:i]) if k in order), None)
-            order.insert(order.index(prev) + 1 if prev else 0, key)
-    lines = [ours.open_line, *ours.preamble, *(x for k in order for x in chosen[k]), ours.close_line]
-    return lines, conflicts
 
 
 # ---------------------------------------------------------------------------- body
@@ -365,35 +198,68 @@ def _merge_body(base: MemoryDoc, ours: MemoryDoc, theirs: MemoryDoc, eol: str,
                 journal: bool) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
     """Merge the bodies: diff3 on the skeleton, union inside union sections.
 
+    With conflicts the lines are still a partial merge that keeps every
+    addition: a conflicting hunk holds ours' lines (theirs' version goes to
+    the conflict copy); a union section that both sides moved appears once;
+    one removed on one side and changed on the other stays (at the end).
+
     :returns: (merged body lines, conflicts, merged skeleton, placeholder -> merged section lines).
     """
     bs, bc, _ = _skeleton(base)
     os_, oc, onum = _skeleton(ours)
     ts, tc, _ = _skeleton(theirs)
+    headings = {k: s[s.index(k) - 1] for s in (ts, bs, os_) for k in s
+                if k in {*bc, *oc, *tc} and s.index(k) > 0}
 
-    def resolve(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str]:
-        return _union(b, o, t, eol)
+    def only_sections(lines: Sequence[str]) -> bool:
+        return all(not x.strip() or x in oc or x in tc or (i + 1 < len(lines) and lines[i + 1] in {*oc, *tc})
+                   for i, x in enumerate(lines))
 
-    outcome = diff3_lines(bs, os_, ts, eol=eol, resolve=resolve if journal else None)
+    def resolve(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str] | None:
+        if journal:
+            return _union(b, o, t, eol)
+        if not b and only_sections(o) and only_sections(t):
+            # Both sides added union sections at one place (an empty note
+            # getting its first entries): the sections merge, nothing conflicts.
+            return keep(b, o, t)
+        return None
+
+    def keep(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str]:
+        # Ours' hunk, plus any union section theirs' hunk holds (with its
+        # heading), so the section's entries stay live.
+        out = list(o)
+        for x in t:
+            if (x in tc or x in bc) and x not in o and x in headings:
+                out += [with_eol(headings[x], eol), x]
+        return out
+
+    outcome = diff3_lines(bs, os_, ts, eol=eol, resolve=resolve, keep=keep)
     conflicts = []
     for start, end in outcome.conflicts:
         lo = onum[start] if start < len(onum) else (onum[-1] + 1 if onum else 1)
         hi = onum[end - 1] if end > start else lo - 1
         conflicts.append(describe_lines(lo - 1, hi))
-    if conflicts:
-        return [], conflicts, [], {}
+    skeleton: list[str] = []
+    for x in outcome.lines:
+        if x in bc or x in oc or x in tc:
+            if x in skeleton:
+                continue  # a section both sides placed differently: keep the first place
+        skeleton.append(x)
     placeholders = [x for x in outcome.lines if x in bc or x in oc or x in tc]
-    for key in {*bc, *oc, *tc}:
+    for key in sorted({*bc, *oc, *tc}):
         name = key.strip("\x00").split(":")[0]
         count = placeholders.count(key)
         if count > 1:
             conflicts.append(f"section '{name}' added on both sides in different places")
         elif count == 0 and any(_keys(c.get(key, [])) != _keys(bc.get(key, [])) for c in (oc, tc)):
             conflicts.append(f"section '{name}' removed on one side and changed on the other")
+            # A modification beats a deletion: the section comes back at the end.
+            if key in headings:
+                skeleton += [with_eol(headings[key], eol), key]  # join_lines ends the line before
     lines: list[str] = []
     merged: dict[str, list[str]] = {}
-    for x in outcome.lines:
-        if x not in placeholders:
+    for x in skeleton:
+        if x not in bc and x not in oc and x not in tc:
             lines.append(x)
             continue
         merged[x], ranges = union_merge_lines(bc.get(x, []), oc.get(x, []), tc.get(x, []),
@@ -402,7 +268,7 @@ def _merge_body(base: MemoryDoc, ours: MemoryDoc, theirs: MemoryDoc, eol: str,
         first = onum[os_.index(x)] - 1 if x in oc else 0
         conflicts.extend(f"section '{x.strip(chr(0)).split(':')[0]}' {describe_lines(first + s, first + e)}"
                          for s, e in ranges)
-    return lines, conflicts, outcome.lines, merged
+    return lines, conflicts, skeleton, merged
 
 
 # --------------------------------------------------------------------------- entry
@@ -427,8 +293,11 @@ def merge_memory(base: bytes, ours: bytes, theirs: bytes, *, rel_path: str = "")
     :param rel_path: library-relative POSIX path; ``journal/YYYY-MM.md`` turns on
         append-only merging, so overlapping appends are unioned instead of conflicting.
     :returns: a :class:`MergeResult`.  Clean: ``content`` holds the merged bytes
-        (ours' BOM and line endings).  A true conflict: ``content=None`` and
-        ``conflicts`` such as ``["frontmatter field 'sensitivity'", "lines 12-14"]``.
+        (ours' BOM and line endings).  A true conflict: ``content=None``,
+        ``conflicts`` such as ``["frontmatter field 'sensitivity'", "lines 12-14"]``,
+        ``details`` (a sentence per conflict) and ``partial``: the live file
+        with every part that merged and ours' version of each conflicting part
+        (every observation and relation of both sides included).
         Ours or theirs unparsable (and the identities do not apply):
         ``content=None``, ``conflicts=[]``, ``damaged`` = ``"<side>: <reason>"``.
         Only the base unparsable: falls back to :func:`merge_text`.
@@ -451,21 +320,48 @@ def merge_memory(base: bytes, ours: bytes, theirs: bytes, *, rel_path: str = "")
         return fallback
     b, o, t = docs["base"], docs["ours"], docs["theirs"]
     eol = detect_eol(o.lines) or detect_eol(t.lines) or detect_eol(b.lines) or "\n"
-    fm_lines, conflicts = _merge_frontmatter(b.frontmatter, o.frontmatter, t.frontmatter, eol)
+    fm_lines, conflicts, details = merge_frontmatter(b.frontmatter, o.frontmatter, t.frontmatter, eol)
     body_lines, body_conflicts, skeleton, sections = _merge_body(b, o, t, eol, is_journal_file(rel_path))
     conflicts += body_conflicts
-    if conflicts:
-        return MergeResult(None, conflicts)
+    details += [_body_detail(c) for c in body_conflicts]
     text = join_lines(fm_lines + body_lines, eol, merge_final_newline(b.lines, o.lines, t.lines))
     content = ((BOM if o.bom else "") + text).encode("utf-8")
     # Safety valve: never write a file that is damaged or reads differently (for
     # example body lines of theirs that would turn into frontmatter).
+    problem = _read_back_problem(content, fm_lines, skeleton, sections)
+    if conflicts:
+        # Only the conflicting parts are left to the conflict copy: the live
+        # file gets everything that merged (when it reads back as merged).
+        return MergeResult(None, conflicts, partial=None if problem else content, details=details)
+    if problem:
+        return MergeResult(None, [problem])
+    return MergeResult(content, [])
+
+
+def _body_detail(conflict: str) -> str:
+    """The conflict-record sentence for one body conflict."""
+    if conflict.startswith("section "):
+        return f"{conflict}: every entry of both sides is kept; the other side's layout is in the conflict copy"
+    return f"{conflict}: both sides changed them differently; kept this side's text, the other side's is in " \
+           "the conflict copy"
+
+
+def _read_back_problem(content: bytes, fm_lines: list[str], skeleton: list[str],
+                       sections: dict[str, list[str]]) -> str | None:
+    """Why merged *content* would not read back with the merged structure (``None``: it does)."""
     try:
         reparsed = parse_memory(content)
     except MemoryParseError as exc:
-        return MergeResult(None, [f"merged result does not parse: {exc.reason}"])
+        return f"merged result does not parse: {exc.reason}"
+    def entries(lines: Sequence[str]) -> list[str]:
+        # A trailing blank line may go with the final newline; it holds no entry.
+        keys = _keys(lines)
+        while keys and not keys[-1].strip():
+            keys.pop()
+        return keys
+
     rs, rc, _ = _skeleton(reparsed)
     if (reparsed.frontmatter is None) != (not fm_lines) or _keys(rs) != _keys(skeleton) \
-            or any(_keys(rc.get(k, [])) != _keys(v) for k, v in sections.items()):
-        return MergeResult(None, ["merged result would not read back with the merged structure"])
-    return MergeResult(content, [])
+            or any(entries(rc.get(k, [])) != entries(v) for k, v in sections.items()):
+        return "merged result would not read back with the merged structure"
+    return None

@@ -5,8 +5,11 @@
 a full scan); each pass checks the server (one request when nothing
 changed), classifies every candidate path against its base, and runs the
 action of the reconciliation table (``reconcile``) through ``transfer``.
-Per-path failures are reported and retried next pass; failures of the
-server or the network abort the pass with a typed error.
+Per-path failures are reported and kept in a :class:`FailureBook`: the
+path is retried with exponential backoff, or not at all while it needs the
+person (413, quota, a name the other side cannot hold, a full or read-only
+disk) until it changes or the person acts; failures of the server or the
+network abort the pass with a typed error.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
-from .errors import LibraryNotFound, LocalError, NotFoundError, QuotaError, RemoteOperationError
+from .errors import LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError, local_error
 from .events import ConflictRecord, SyncEvent, SyncReport
+from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
 from .localfs import LocalFile, check_root, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
@@ -36,6 +40,7 @@ from .moves import move_local, move_remote, pair_moves
 from .memory_check import memory_problem
 from .memory_merge import is_memory_file
 from .transfer_large import LARGE_FILE, push_large
+from .upload_batch import batchable, push_new_files
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
 from .valve import DeleteValve, Plan
 
@@ -96,12 +101,16 @@ class SyncEngine:
     :param options: tunables (backups, ignore patterns, read-back limit).
     :param on_event: called with :class:`SyncEvent` values (progress,
         synced paths, conflicts, per-path errors).
+    :param executor: runs upload requests of new files in parallel
+        (``concurrent.futures.Executor``; bounded by its workers); None =
+        one after the other.  The engine never starts threads itself.
     """
 
     def __init__(self, client: Any, repo_id: str, local_root: Path, state: StateStore, *,
                  remote_root: str = "/", options: EngineOptions | None = None,
-                 on_event: Callable[[SyncEvent], None] | None = None) -> None:
+                 on_event: Callable[[SyncEvent], None] | None = None, executor: Any = None) -> None:
         self.options = options or EngineOptions()
+        self.executor = executor
         self.local_root = Path(local_root).expanduser()
         self.ignore = IgnoreRules(self.options.ignore, self.local_root)
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
@@ -117,8 +126,20 @@ class SyncEngine:
         self._temps_cleaned = False
         self._paused_paths: set[str] = set()  # fighting writers, announced once
         self._skipped_remote: list[tuple[str, str]] = []
+        self.failure_book = FailureBook(self.local_root)
 
     # -- queries for the daemon ----------------------------------------
+    def failures(self) -> list[dict[str, Any]]:
+        """Paths that failed and wait (backoff) or need the person: ``[{"path",
+        "reason", "title", "needs", "permanent", "count", "since", "retry_at"}]``
+        (times are Unix seconds; ``retry_at`` None: not until the path changes
+        or the person acts)."""
+        return [item.as_dict() for item in self.failure_book.items()]
+
+    def release_failures(self) -> int:
+        """The person acted (``refresh``): try every failed path once more."""
+        return self.failure_book.release()
+
     def conflicts(self) -> list[ConflictRecord]:
         """Every conflict recorded for this mirror, oldest first."""
         return self.state.conflicts()
@@ -154,6 +175,7 @@ class SyncEngine:
         empty base or archived as conflict copies."""
         self.state.forget_sync_history()
         self.ctx.snapshot = {}
+        self.failure_book.release()
 
     def is_ignored(self, rel_path: str) -> bool:
         """True when ``rel_path`` is never synced (ignore rules, temp files)."""
@@ -238,7 +260,8 @@ class SyncEngine:
             # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates - deferred)
-            plans = self._bulk_pull(plans, report)
+            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report)
+            plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
                     report.interrupted = True
@@ -246,6 +269,8 @@ class SyncEngine:
                 self._run(plan, report)
             self._finish_dir_deletes(dir_deletes, report)
             self._forget_resolved_conflicts()
+            if local_paths is None:
+                self.failure_book.forget(lambda p: p in local or p in self.ctx.snapshot)
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
@@ -483,8 +508,34 @@ class SyncEngine:
             return None
         return Plan(rel, action, entry, remote, base, fp)
 
+    @staticmethod
+    def _version(plan: Plan) -> tuple[Any, Any]:
+        """What a failure of ``plan`` is remembered against: both sides' versions."""
+        fp = plan.fp if plan.fp is not None else (plan.entry.fingerprint if plan.entry is not None else None)
+        return (tuple(fp) if fp is not None else None, plan.remote.id if plan.remote is not None else None)
+
+    def _held_back(self, plan: Plan) -> bool:
+        """True when ``plan``'s path failed on these very versions and waits."""
+        return self.failure_book.held(plan.rel, self._version(plan)) is not None
+
+    def _path_failed(self, plan: Plan, exc: OhsyncError, report: SyncReport) -> None:
+        """Report one per-path failure and remember it (backoff, or held until a change)."""
+        need = plan.remote.size if plan.remote is not None and plan.action is Action.PULL else 0
+        item = self.failure_book.record(plan.rel, exc, self._version(plan), need_bytes=need)
+        message = str(exc)
+        if item.failure.permanent:
+            message += " (not retried until the file changes or you run `ohsync refresh`)"
+        report.errors.append((plan.rel, message))
+        self.ctx.emit(SyncEvent("error", plan.rel, message=message))
+
     def _run(self, plan: Plan, report: SyncReport) -> None:
         """Carry out one plan; per-path failures are reported, not raised."""
+        failed = len(report.errors)
+        self._run_plan(plan, report)
+        if len(report.errors) == failed:
+            self.failure_book.succeeded(plan.rel)
+
+    def _run_plan(self, plan: Plan, report: SyncReport) -> None:
         ctx, rel, action = self.ctx, plan.rel, plan.action
         entry, remote, base = plan.entry, plan.remote, plan.base
         try:
@@ -532,12 +583,9 @@ class SyncEngine:
                 self._paused_paths.add(rel)
                 ctx.emit(SyncEvent("error", rel, message=str(exc)))
         except _PER_PATH_ERRORS as exc:
-            report.errors.append((rel, str(exc)))
-            ctx.emit(SyncEvent("error", rel, message=str(exc)))
+            self._path_failed(plan, exc, report)
         except OSError as exc:
-            message = f"{rel}: {exc.strerror or exc}"
-            report.errors.append((rel, message))
-            ctx.emit(SyncEvent("error", rel, message=message))
+            self._path_failed(plan, local_error(exc, rel), report)
 
     def _bulk_pull(self, plans: list[Plan], report: SyncReport) -> list[Plan]:
         """Fetch many new remote files through one zip download (cold start)."""
@@ -548,6 +596,27 @@ class SyncEngine:
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
             self._check_damaged(rel)
         return [p for p in plans if p.rel not in done]
+
+    def _batch_push(self, plans: list[Plan], report: SyncReport,
+                    should_stop: Callable[[], bool] | None) -> list[Plan]:
+        """Upload new small files several per request; returns the plans left."""
+        new = [p for p in plans if batchable(self.ctx, p)]
+        if not new:
+            return plans
+
+        def done(rel: str) -> None:
+            report.uploaded.append(rel)
+            self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
+            self._paused_paths.discard(rel)
+            self.failure_book.succeeded(rel)
+            self._check_damaged(rel)
+
+        outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
+        for plan, exc in outcome.errors:
+            self._path_failed(plan, exc, report)
+        left = {p.rel for p in outcome.rest}
+        handled = {p.rel for p in new} - left
+        return [p for p in plans if p.rel not in handled]
 
     def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base], report: SyncReport) -> set[str]:
         """Carry whole-folder moves first; returns the paths they accounted for."""

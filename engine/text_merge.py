@@ -52,11 +52,21 @@ class MergeResult:
         empty for a clean merge.
     :ivar damaged: for memory files only: why a side could not be parsed
         (``content`` is then ``None``); ``None`` otherwise.
+    :ivar partial: for memory files with conflicts only: the bytes the live
+        file should hold, i.e. every part that merged plus *ours'* version of
+        each conflicting part (theirs' version goes into the conflict copy);
+        ``None`` when there is no such file (clean, damaged, or the partial
+        result would not read back).
+    :ivar details: one sentence per conflicting part, saying what the live
+        file kept and what only the conflict copy holds (for the conflict
+        record); empty for a clean merge.
     """
 
     content: bytes | None
     conflicts: list[str] = field(default_factory=list)
     damaged: str | None = None
+    partial: bytes | None = None
+    details: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -174,20 +184,25 @@ def join_lines(lines: Sequence[str], eol: str, final_newline: bool) -> str:
 
 
 def diff3_lines(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], *,
-                eol: str = "\n", resolve: Resolver | None = None) -> Diff3Outcome:
+                eol: str = "\n", resolve: Resolver | None = None,
+                keep: Resolver | None = None) -> Diff3Outcome:
     """Merge three line lists with diff3 (``merge3``).
 
     Lines are compared without their endings.  Regions unchanged or changed
     only by ours keep ours' lines byte for byte; lines taken from theirs get
     *eol*.  A region both sides changed differently is passed to *resolve*
     (when given) as ``(base_lines, ours_lines, theirs_lines)``; it returns the
-    lines to use, or ``None`` to leave it a conflict.
+    lines to use, or ``None`` to leave it a conflict.  A region left a
+    conflict is still recorded in ``conflicts``; when *keep* is given, the
+    lines it returns for that region go into ``lines`` (so ``lines`` is a
+    usable partial merge), else the region contributes no lines.
 
     :param base: common ancestor lines (each with its ending, see :func:`split_lines`).
     :param ours: our lines.
     :param theirs: their lines.
     :param eol: line ending for lines taken from theirs.
     :param resolve: optional conflict resolver.
+    :param keep: optional filler for regions that stay conflicts.
     :returns: the merged lines and the conflicting regions as ranges into *ours*.
     """
     kb = [line_content(x) for x in base]
@@ -207,6 +222,8 @@ def diff3_lines(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str],
                 resolved = resolve(base[iz:zmatch], ours[ia:amatch], theirs[ib:bmatch]) if resolve else None
                 if resolved is None:
                     conflicts.append((ia, amatch))
+                    if keep is not None:
+                        out.extend(keep(base[iz:zmatch], ours[ia:amatch], theirs[ib:bmatch]) or [])
                 else:
                     out.extend(resolved)
         out.extend(ours[amatch:aend])

@@ -240,8 +240,14 @@ def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str) -> str | N
     return None
 
 
-def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str]) -> ConflictRecord:
-    """Store the remote version as a conflict copy on both sides."""
+def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str],
+             details: list[str] | None = None) -> ConflictRecord:
+    """Store the remote version as a conflict copy on both sides.
+
+    :param reasons: what could not merge (``fields`` of the record).
+    :param details: sentences naming what the live file kept for each
+        conflicting part (a partial merge); they make up the record's reason.
+    """
     def taken(candidate: str) -> bool:
         return candidate in ctx.snapshot or ctx.local_path(candidate).exists()
 
@@ -268,8 +274,10 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
     _record_base(ctx, stored_rel, theirs, theirs_id, fp)
     reach("conflict.archived")
     fields = tuple(reasons) if reasons else ("content",)
-    record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"),
-                            "both sides changed it in ways that do not merge", fields)
+    reason = "both sides changed it in ways that do not merge"
+    if details:
+        reason = "everything else merged into the live file; not merged: " + "; ".join(details)
+    record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"), reason, fields)
     ctx.state.add_conflict(record)
     ctx.emit(SyncEvent("conflict", rel_path, action=stored_rel, message=f"remote version archived as {stored_rel}"))
     return record
@@ -315,7 +323,13 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
                         f"{rel_path} conflicted {FIGHT_LIMIT} times within {FIGHT_WINDOW.seconds // 60} minutes "
                         "(two writers keep changing it); it is left alone on both sides for now. Settle the "
                         "file, then run `ohsync refresh`.", path=rel_path)
-                conflict = _archive(ctx, rel_path, theirs, list(result.conflicts))
+                if result.partial is not None:
+                    # Every part that merged stays live; only the conflicting
+                    # parts' other version is left to the conflict copy.
+                    content = result.partial
+                    if content != ours:
+                        fp = _replace_local(ctx, rel_path, content, fp)
+                conflict = _archive(ctx, rel_path, theirs, list(result.conflicts), list(result.details))
                 action = "conflict"
             base_content = theirs  # theirs is now accounted for
             base = Base(rel_path, False, sha1_bytes(theirs), theirs_id)

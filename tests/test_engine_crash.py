@@ -92,6 +92,20 @@ def _both_edit_binary(s: Setup) -> None:
     s.put("media/pic.bin", PIC_REMOTE)
 
 
+NEW_FILES = {f"fresh/new{i}.md": f"# New {i}\n\nwritten while the daemon was down\n".encode() for i in range(6)}
+
+
+def _local_new_files(s: Setup) -> None:
+    for rel, data in NEW_FILES.items():
+        s.write(rel, data)
+
+
+def _check_new_files(s: Setup) -> None:
+    tree = s.srv.tree(s.repo)
+    for rel, data in NEW_FILES.items():
+        assert tree["/" + rel] == data
+
+
 def _local_move(s: Setup) -> None:
     (s.mirror / "moved").mkdir()
     os.rename(s.mirror / "dir" / "move-me.txt", s.mirror / "moved" / "renamed.txt")
@@ -149,6 +163,8 @@ SCENARIOS = [
     Scenario("pull.replaced", _remote_edit, (DOC_REMOTE, DOC_BASE), _check_pulled),
     Scenario("push.uploaded", _local_edit, (DOC_LOCAL,), _check_pushed),
     Scenario("push.verified", _local_edit, (DOC_LOCAL,), _check_pushed),
+    Scenario("batch.uploaded", _local_new_files, tuple(NEW_FILES.values()), _check_new_files),
+    Scenario("batch.verified", _local_new_files, tuple(NEW_FILES.values()), _check_new_files),
     Scenario("conflict.archived_remote", _both_edit_binary, (PIC_LOCAL, PIC_REMOTE), _check_conflict, 1),
     Scenario("conflict.archived", _both_edit_binary, (PIC_LOCAL, PIC_REMOTE), _check_conflict, 1),
     Scenario("move.remote_done", _local_move, (MOVE_ME,), _check_moved),

@@ -1,0 +1,315 @@
+"""``ohsync doctor``: every check a working mirror depends on, each with its fix.
+
+:func:`run_checks` returns one :class:`Finding` per check, in this order:
+config, keyring, server (``GET /api2/server-info/``), TLS, login (``GET
+/api2/account/info/`` with the saved token), clock (the ``Date`` header the
+client reads), library (``GET /api2/repos/``), then the local checks of
+:mod:`ohsync.daemon.doctor_local` (mirror and drop folder, inotify limit,
+display and tray host, a running instance, the state database).
+
+Levels: ``ok``; ``warning`` (comfort only: syncing works); ``error``
+(syncing cannot work, or not fully); ``skipped`` (an earlier error makes the
+check meaningless).  :func:`exit_code` is 1 when any check is an error.
+Everything the checks look at outside the config comes through
+:class:`Probes`, so tests can fake it.  The doctor writes nothing to the
+server; locally it only creates and removes ``.ohsync-tmp-doctor*`` probe
+files, which the watcher ignores.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ohsync.daemon.config import Config
+from ohsync.daemon.credentials import KeyringUnavailable, describe_backend, load_token
+from ohsync.daemon.status import CLOCK_SKEW_WARN
+from ohsync.engine.errors import AuthError, LibraryNotFound, NetworkError, RemoteError
+from ohsync.engine.models import RepoInfo
+
+__all__ = ["OK", "WARNING", "ERROR", "SKIPPED", "Finding", "Probes", "run_checks", "exit_code", "tls_problem"]
+
+OK, WARNING, ERROR, SKIPPED = "ok", "warning", "error", "skipped"
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The outcome of one check.
+
+    :ivar check: short id (``keyring``, ``mirror_folder``…).
+    :ivar level: ``ok``, ``warning``, ``error`` or ``skipped``.
+    :ivar message: what was found, as a sentence.
+    :ivar fix: what to do about it (empty when nothing needs doing).
+    """
+
+    check: str
+    level: str
+    message: str
+    fix: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        """``{"check", "level", "message", "fix"}`` for ``--json``."""
+        return {"check": self.check, "level": self.level, "message": self.message, "fix": self.fix}
+
+
+def _default_client(server: str, token: str | None) -> Any:
+    from ohsync.engine.client import SeafileClient
+
+    return SeafileClient(server, token, timeout=10.0, retries=0)
+
+
+def _default_tray_host(environ: Mapping[str, str]) -> str | None:
+    from ohsync.daemon.doctor_local import find_tray_host
+
+    return find_tray_host(environ)
+
+
+def _default_tray_libraries() -> str | None:
+    from ohsync.daemon.doctor_local import tray_libraries_problem
+
+    return tray_libraries_problem()
+
+
+@dataclass
+class Probes:
+    """What the checks read besides the config (tests replace any of it).
+
+    :ivar inotify_limit_file: the file holding the inotify watch limit.
+    :ivar socket: the daemon's socket (default: the config's).
+    :ivar environ: environment variables (display, D-Bus session).
+    :ivar platform: ``sys.platform`` value.
+    :ivar find_tray_host: ``environ → description`` of the tray host, None when none.
+    :ivar tray_libraries: ``() → problem`` with the tray's Python packages, None when fine.
+    :ivar client_factory: ``(server, token) → SeafileClient``.
+    :ivar clock_warn: seconds of clock offset worth a warning.
+    """
+
+    inotify_limit_file: Path = Path("/proc/sys/fs/inotify/max_user_watches")
+    socket: Path | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    platform: str = field(default_factory=lambda: sys.platform)
+    find_tray_host: Callable[[Mapping[str, str]], str | None] = _default_tray_host
+    tray_libraries: Callable[[], str | None] = _default_tray_libraries
+    client_factory: Callable[[str, str | None], Any] = _default_client
+    clock_warn: float = CLOCK_SKEW_WARN
+
+
+def tls_problem(exc: BaseException) -> str | None:
+    """The TLS failure inside an error's cause chain (an untrusted or wrong certificate), or None.
+
+    :returns: the reason as OpenSSL words it ("certificate has expired"…).
+    """
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not c for c in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for err in chain:
+        if isinstance(err, ssl.SSLError):
+            return getattr(err, "verify_message", None) or err.reason or str(err)
+    for err in chain:
+        if "CERTIFICATE_VERIFY_FAILED" in str(err) or "[SSL" in str(err):
+            return str(err)
+    return None
+
+
+class _Remote:
+    """The config, keyring and server checks; keeps what later checks need."""
+
+    def __init__(self, cfg: Config, probes: Probes, out: list[Finding]) -> None:
+        self.cfg = cfg
+        self.probes = probes
+        self.out = out
+        self.token: str | None = None
+        self.repo: RepoInfo | None = None
+
+    def add(self, check: str, level: str, message: str, fix: str = "") -> None:
+        self.out.append(Finding(check, level, message, fix))
+
+    def config(self) -> bool:
+        cfg = self.cfg
+        if not cfg.server or not cfg.username:
+            self.add("config", ERROR, f"{cfg.path} names no server or username: ohsync is not set up.",
+                     "Run `ohsync setup`.")
+            return False
+        if cfg.warnings:
+            self.add("config", WARNING, "; ".join(cfg.warnings),
+                     f"Remove or fix the keys named in {cfg.path}.")
+        else:
+            self.add("config", OK, f"{cfg.path}: {cfg.mirror.label} at {cfg.server} as {cfg.username}.")
+        return True
+
+    def keyring(self) -> None:
+        cfg = self.cfg
+        try:
+            backend, plaintext = describe_backend()
+            self.token = load_token(cfg.server, cfg.username)
+        except KeyringUnavailable as exc:
+            self.add("keyring", ERROR, "The keyring cannot be used, so the daemon cannot read its login.",
+                     exc.message)
+            return
+        if not self.token:
+            self.add("keyring", ERROR, f"No saved login for {cfg.username} at {cfg.server} in the keyring "
+                     f"({backend}).", f"Run `ohsync login --server {cfg.server} --username {cfg.username}` "
+                     "(or `ohsync setup`).")
+        elif plaintext:
+            self.add("keyring", WARNING, f"The login is stored in a plain file by {backend}: anyone who can "
+                     "read your files can read the token.",
+                     "Install and unlock a Secret Service keyring (GNOME Keyring, KeePassXC) and run "
+                     "`ohsync login` again.")
+        else:
+            self.add("keyring", OK, f"The login of {cfg.username} is in the keyring ({backend}).")
+
+    def server(self) -> Any:
+        """Reachability and TLS; returns an unauthenticated client, or None."""
+        cfg = self.cfg
+        host = cfg.server.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[0].lower()
+        client = self.probes.client_factory(cfg.server, None)
+        try:
+            info = client.server_info()
+        except NetworkError as exc:
+            reason = tls_problem(exc)
+            if reason:
+                self.add("server", OK, f"{cfg.server} answers, but its certificate cannot be trusted.")
+                self.add("tls", ERROR, f"The TLS certificate of {host} is not valid: {reason}.",
+                         "Check the server address (a typo, a proxy or a captive portal can present another "
+                         "certificate) and this computer's date; a private CA must be installed in the system "
+                         "store (or named with SSL_CERT_FILE).")
+            else:
+                self.add("server", ERROR, f"{cfg.server} cannot be reached: {exc.message}",
+                         f"Check the network connection and the address (`server` in {cfg.path}).")
+                self.add("tls", SKIPPED, "Not checked: the server cannot be reached.")
+            client.close()
+            return None
+        except RemoteError as exc:
+            self.add("server", ERROR, f"{cfg.server} does not answer as a Seafile server: {exc.message}",
+                     f"Check `server` in {cfg.path}: it must be the Seafile base address, such as "
+                     "https://cloud.tsinghua.edu.cn.")
+            self.add("tls", SKIPPED, "Not checked: the server does not answer as Seafile.")
+            client.close()
+            return None
+        version = info.get("version", "?") if isinstance(info, dict) else "?"
+        self.add("server", OK, f"{cfg.server} answers (Seafile {version}).")
+        if cfg.server.startswith("https://"):
+            self.add("tls", OK, f"The TLS certificate of {host} is valid.")
+        elif host in _LOOPBACK:
+            self.add("tls", OK, "Plain http to a server on this computer.")
+        else:
+            self.add("tls", WARNING, f"{cfg.server} uses plain http: the token and your files travel "
+                     "unencrypted.", f"Use https:// in `server` ({cfg.path}) if the server offers it.")
+        return client
+
+    def login(self) -> Any:
+        """Whether the server accepts the saved token; returns an authenticated client, or None."""
+        if not self.token:
+            self.add("login", SKIPPED, "Not checked: there is no saved login.")
+            return None
+        client = self.probes.client_factory(self.cfg.server, self.token)
+        try:
+            account = client.account_info()
+        except AuthError:
+            client.close()
+            self.add("login", ERROR, f"The server rejects the saved token of {self.cfg.username}.",
+                     f"Sign in again: `ohsync login --server {self.cfg.server} --username {self.cfg.username}`.")
+            return None
+        except RemoteError as exc:
+            client.close()
+            self.add("login", ERROR, f"Checking the login failed: {exc.message}", "Try again later.")
+            return None
+        self.add("login", OK, f"The server accepts the token of {account.email}.")
+        return client
+
+    def clock(self, client: Any) -> None:
+        offset = getattr(client, "clock_offset", None)
+        if offset is None:
+            self.add("clock", SKIPPED, "The server sent no Date header to compare clocks with.")
+        elif abs(offset) > self.probes.clock_warn:
+            side = "behind" if offset > 0 else "ahead of"
+            self.add("clock", WARNING, f"This computer's clock is {abs(offset) / 60:.0f} min {side} the "
+                     "server's. Syncing does not depend on it, but conflict-copy and backup times will look "
+                     "wrong.", "Turn on automatic time: `timedatectl set-ntp true` (Linux), or System "
+                     "Settings → General → Date & Time (macOS).")
+        else:
+            self.add("clock", OK, f"This computer's clock is within {max(1, round(abs(offset)))} s of the "
+                     "server's.")
+
+    def library(self, client: Any) -> None:
+        from ohsync.engine.sync import resolve_library
+
+        mirror = self.cfg.mirror
+        try:
+            repo = resolve_library(client, name=None if mirror.library_id else mirror.library,
+                                   library_id=mirror.library_id, create=False)
+        except LibraryNotFound as exc:
+            if self.cfg.create_library and not mirror.library_id:
+                self.add("library", WARNING, f"The library '{mirror.label}' does not exist yet; ohsync "
+                         "creates it when it starts (create_library = true).")
+            else:
+                self.add("library", ERROR, exc.message,
+                         "Run `ohsync setup` to pick or create the library.")
+            return
+        except RemoteError as exc:
+            self.add("library", ERROR, f"Listing the libraries failed: {exc.message}", "Try again later.")
+            return
+        self.repo = repo
+        if repo.encrypted:
+            self.add("library", ERROR, f"'{repo.name}' is an encrypted library, which ohsync cannot sync.",
+                     "Run `ohsync setup` and pick or create an unencrypted library.")
+        elif repo.permission != "rw":
+            self.add("library", ERROR, f"'{repo.name}' is read-only for {self.cfg.username}: local edits "
+                     "cannot be uploaded.", "Ask the library's owner for write access, or run `ohsync setup` "
+                     "and pick another library.")
+        else:
+            self.add("library", OK, f"'{repo.name}' ({repo.id}) is there and writable.")
+
+    def run(self) -> None:
+        if not self.config():
+            for check in ("keyring", "server", "tls", "login", "clock", "library"):
+                self.add(check, SKIPPED, "Not checked: ohsync is not set up.")
+            return
+        self.keyring()
+        client = self.server()
+        if client is None:
+            for check in ("login", "clock", "library"):
+                self.add(check, SKIPPED, "Not checked: the server cannot be used.")
+            return
+        client.close()
+        client = self.login()
+        if client is None:
+            self.add("clock", SKIPPED, "Not checked: no accepted login.")
+            self.add("library", SKIPPED, "Not checked: no accepted login.")
+            return
+        try:
+            self.library(client)
+            self.clock(client)
+        finally:
+            client.close()
+
+
+def run_checks(cfg: Config, probes: Probes | None = None) -> list[Finding]:
+    """Run every check.
+
+    :param cfg: the loaded config (a config that cannot be loaded is the
+        caller's finding: see :mod:`ohsync.daemon.cli_doctor`).
+    :param probes: what to look at besides the config (default: this machine).
+    :returns: the findings, in check order; never raises for a failed check.
+    """
+    from ohsync.daemon.doctor_local import local_checks
+
+    probes = probes or Probes()
+    out: list[Finding] = []
+    remote = _Remote(cfg, probes, out)
+    remote.run()
+    out.extend(local_checks(cfg, probes, remote.repo))
+    return out
+
+
+def exit_code(findings: list[Finding]) -> int:
+    """1 when any finding is an error (syncing cannot fully work), else 0."""
+    return 1 if any(f.level == ERROR for f in findings) else 0

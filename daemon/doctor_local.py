@@ -1,0 +1,290 @@
+"""The local checks of ``ohsync doctor``: folders, watch limit, desktop, daemon, state.
+
+Each function returns :class:`~ohsync.daemon.doctor.Finding` values.  The
+folder probe creates a file named ``.ohsync-tmp-doctor…`` (a prefix the
+watcher and the scanner ignore), renames it to a 255-byte name and to a
+non-ASCII name, and removes it: what a download into the mirror does.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.util
+import os
+import sqlite3
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ohsync.daemon.config import Config
+from ohsync.engine.models import RepoInfo
+
+if TYPE_CHECKING:
+    from ohsync.daemon.doctor import Finding, Probes
+
+__all__ = ["local_checks", "state_db_path", "probe_folder", "count_folders", "find_tray_host",
+           "tray_libraries_problem"]
+
+_PROBE = ".ohsync-tmp-doctor"
+_NAME_MAX = 255
+#: Folder counts above this share of the limit leave little room for editors and IDEs.
+_WATCH_SHARE = 0.5
+
+
+def _finding(check: str, level: str, message: str, fix: str = "") -> Finding:
+    from ohsync.daemon.doctor import Finding
+
+    return Finding(check, level, message, fix)
+
+
+def state_db_path(cfg: Config, repo: RepoInfo | None) -> Path | None:
+    """The state database of the first mirror: exact when the library is known, else found by folder."""
+    if repo is not None:
+        return cfg.mirror_state_dir(repo.id) / "state.sqlite3"
+    local_key = cfg.mirror_state_dir("x").name.rsplit("-", 1)[1]
+    found = sorted((cfg.state_dir / "mirrors").glob(f"*-{local_key}/state.sqlite3"))
+    return found[0] if found else None
+
+
+def probe_folder(folder: Path) -> tuple[str, str, str] | None:
+    """Try what syncing does in ``folder``: create, write, rename (long and non-ASCII names), delete.
+
+    :returns: ``(level, message, fix)`` for the first thing that fails, None when all work.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_PROBE + "-", dir=folder)
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            return ("error", f"{folder} is on a read-only file system.",
+                    "Remount it read-write, or choose a folder on another disk with `ohsync setup`.")
+        return ("error", f"Cannot create files in {folder} ({exc.strerror}).",
+                f"Give yourself write access (`chmod u+rwx '{folder}'`), or choose another folder with "
+                "`ohsync setup`.")
+    current = tmp
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"ohsync doctor probe\n")
+            f.flush()
+            os.fsync(f.fileno())
+        long_name = os.path.join(folder, _PROBE + "-" + "n" * (_NAME_MAX - len(_PROBE) - 1))
+        try:
+            os.replace(current, long_name)
+            current = long_name
+        except OSError as exc:
+            if exc.errno != errno.ENAMETOOLONG:
+                return ("error", f"Cannot rename files in {folder} ({exc.strerror}).",
+                        "ohsync writes into temporary files and renames them; choose a folder on a local "
+                        "disk with `ohsync setup`.")
+            try:
+                limit = os.statvfs(folder).f_namemax
+            except OSError:
+                limit = 0
+            return ("warning", f"{folder} takes file names of at most {limit or 'fewer than 255'} bytes; "
+                    "files with longer names cannot be synced there and are reported as skipped.",
+                    "Put the mirror on a file system with 255-byte names (ext4, btrfs, APFS; an eCryptfs "
+                    "home folder allows only 143).")
+        unicode_name = os.path.join(folder, _PROBE + "-名前-é")
+        try:
+            os.replace(current, unicode_name)
+            current = unicode_name
+        except (OSError, UnicodeError) as exc:
+            return ("warning", f"{folder} cannot store non-ASCII file names ({exc}); such files are skipped.",
+                    "Use a UTF-8 locale and a file system that stores any name (ext4, btrfs, APFS).")
+    except OSError as exc:
+        return ("error", f"Cannot write files in {folder} ({exc.strerror}).",
+                "Free some space or choose another folder with `ohsync setup`.")
+    finally:
+        try:
+            os.unlink(current)
+        except OSError:
+            pass
+    return None
+
+
+def _folder_check(check: str, what: str, folder: Path, synced_before: bool) -> Finding:
+    if not folder.exists():
+        if synced_before:
+            return _finding(check, "error", f"The {what} {folder} is missing; syncing is stopped so that "
+                            "nothing is deleted on the server.", "Reconnect the drive or restore the folder, "
+                            "then run `ohsync refresh`; or choose another folder with `ohsync setup`.")
+        parent = folder.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return _finding(check, "error", f"The {what} {folder} does not exist and cannot be created "
+                            f"in {parent}.", "Create it yourself, or choose another folder with `ohsync setup`.")
+        return _finding(check, "ok", f"The {what} {folder} does not exist yet; ohsync creates it when it starts.")
+    if not folder.is_dir():
+        return _finding(check, "error", f"The {what} {folder} is a file, not a folder.",
+                        "Move the file away, or choose another folder with `ohsync setup`.")
+    problem = probe_folder(folder)
+    if problem:
+        return _finding(check, *problem)
+    return _finding(check, "ok", f"The {what} {folder} is writable (temporary files, renames, long and "
+                    "non-ASCII names work).")
+
+
+def count_folders(roots: list[Path], stop_after: int) -> int:
+    """Folders under ``roots`` (roots included), not following symlinks; stops counting past ``stop_after``."""
+    total = 0
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for _ in os.walk(root):  # symlinked folders are listed but not entered, like the watcher
+            total += 1
+            if total > stop_after:
+                return total
+    return total
+
+
+def _inotify_check(cfg: Config, limit_file: Path) -> Finding:
+    try:
+        limit = int(limit_file.read_text().strip())
+    except FileNotFoundError:
+        return _finding("inotify", "ok", "No inotify watch limit on this system; the file watcher uses the "
+                        "platform's own notifications.")
+    except (OSError, ValueError) as exc:
+        return _finding("inotify", "warning", f"Cannot read the inotify watch limit from {limit_file} ({exc}).",
+                        "Check it with `sysctl fs.inotify.max_user_watches`.")
+    needed = count_folders([cfg.mirror.local, cfg.filing.drop_dir], stop_after=max(limit, 1) * 4)
+    suggest = 524288
+    while suggest < needed * 4:
+        suggest *= 2
+    fix = (f"Raise it: `sudo sysctl fs.inotify.max_user_watches={suggest}`, and keep it after a reboot with "
+           f"`echo fs.inotify.max_user_watches={suggest} | sudo tee /etc/sysctl.d/90-ohsync.conf`.")
+    if needed > limit:
+        return _finding("inotify", "error", f"The inotify watch limit ({limit}) is below the {needed} folders "
+                        "to watch: local edits are noticed only by the periodic full scan.", fix)
+    if needed > limit * _WATCH_SHARE:
+        return _finding("inotify", "warning", f"The mirror and drop folder need {needed} of the {limit} inotify "
+                        "watches; editors and other sync tools share the same limit.", fix)
+    return _finding("inotify", "ok", f"{needed} folders to watch, inotify limit {limit}.")
+
+
+def find_tray_host(environ: Mapping[str, str]) -> str | None:
+    """Which tray host the desktop runs: a StatusNotifierWatcher on the session bus, or an
+    XEmbed system tray (``_NET_SYSTEM_TRAY_S0`` owner); None when neither is found."""
+    address = environ.get("DBUS_SESSION_BUS_ADDRESS")
+    if address:
+        try:
+            from jeepney import DBus, new_method_call  # noqa: F401 - optional
+            from jeepney.io.blocking import open_dbus_connection
+
+            with open_dbus_connection(bus=address) as conn:
+                reply = conn.send_and_get_reply(
+                    new_method_call(DBus(), "NameHasOwner", "s", ("org.kde.StatusNotifierWatcher",)), timeout=3)
+                if reply.body and reply.body[0]:
+                    return "StatusNotifierWatcher (AppIndicator)"
+        except Exception:  # noqa: BLE001 - no bus, no jeepney: fall through to X11
+            pass
+    display_name = environ.get("DISPLAY")
+    if display_name:
+        try:
+            from Xlib import X
+            from Xlib.display import Display
+
+            display = Display(display_name)
+            try:
+                atom = display.intern_atom(f"_NET_SYSTEM_TRAY_S{display.get_default_screen()}")
+                if display.get_selection_owner(atom) != X.NONE:
+                    return "XEmbed system tray"
+            finally:
+                display.close()
+        except Exception:  # noqa: BLE001 - no Xlib or no X server
+            pass
+    return None
+
+
+def tray_libraries_problem() -> str | None:
+    """Why the tray's Python packages cannot load, or None (checked without importing pystray,
+    which would pick a backend and open the display)."""
+    missing = [name for name in ("pystray", "PIL", "gi") if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"the tray's Python packages are missing ({', '.join(missing)})"
+    return None
+
+
+def _desktop_checks(probes: Probes) -> list[Finding]:
+    from ohsync.tray.desktop import INSTALL_HINT
+
+    env = probes.environ
+    if not probes.platform.startswith("linux"):
+        return [_finding("display", "ok", "Not Linux: the tray uses the system's menu bar.")]
+    if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+        no_tray = "No tray icon here; ohsync still syncs, and `ohsync status` reports."
+        return [_finding("display", "warning", f"No graphical display (DISPLAY and WAYLAND_DISPLAY are unset). "
+                         f"{no_tray}", "Start ohsync inside your desktop session to get the tray icon; on a "
+                         "server use `ohsync run --no-tray`."),
+                _finding("tray", "skipped", "Not checked: no display.")]
+    out = [_finding("display", "ok", f"Display {env.get('WAYLAND_DISPLAY') or env.get('DISPLAY')}.")]
+    problem = probes.tray_libraries()
+    if problem:
+        out.append(_finding("tray", "warning", f"No tray icon: {problem}.", INSTALL_HINT[0].upper() +
+                            INSTALL_HINT[1:] + "."))
+        return out
+    host = probes.find_tray_host(env)
+    if host is None:
+        out.append(_finding("tray", "warning", "The desktop shows no tray icons (no StatusNotifierWatcher on "
+                            "the session bus, no XEmbed system tray). ohsync still syncs; `ohsync status` "
+                            "reports.", "On GNOME install and enable the AppIndicator extension (Debian/Ubuntu: "
+                            "`sudo apt install gnome-shell-extension-appindicator`, then log in again)."))
+    else:
+        out.append(_finding("tray", "ok", f"Tray host: {host}."))
+    return out
+
+
+def _instance_check(socket: Path) -> Finding:
+    from ohsync.daemon.rpc import DaemonNotRunning, RpcClient
+
+    try:
+        st = RpcClient(socket, timeout=3).call("status", timeout=3)
+    except DaemonNotRunning:
+        return _finding("instance", "warning", "ohsync is not running, so nothing syncs right now.",
+                        "Start it with `ohsync run`, or at every login with `ohsync autostart enable`.")
+    except Exception as exc:  # noqa: BLE001 - a socket that takes calls but does not answer
+        return _finding("instance", "error", f"An ohsync daemon holds {socket} but does not answer ({exc}).",
+                        "Stop it (`ohsync stop`; if that hangs, end the `ohsync run` process) and start it again.")
+    state, message = st.get("state", "?"), st.get("message", "")
+    if state in ("error", "auth_required", "stopped"):
+        return _finding("instance", "error", f"ohsync is running but not syncing: {state}: {message}",
+                        "See `ohsync status`; its message says what to do.")
+    return _finding("instance", "ok", f"ohsync is running: {state}: {message}.")
+
+
+def _state_check(db: Path | None) -> Finding:
+    if db is None or not db.exists():
+        return _finding("state_db", "ok", "No state database yet: the first sync builds it.")
+    fix = (f"Stop ohsync (`ohsync stop`), move the database aside (`mv '{db}' '{db}.broken'`) and start ohsync "
+           "again: it rebuilds the state by comparing both sides. Nothing is deleted; files that differ are "
+           "merged or kept as conflict copies.")
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return _finding("state_db", "error", f"The state database {db} cannot be read: {exc}.", fix)
+    if rows != [("ok",)]:
+        detail = "; ".join(str(r[0]) for r in rows[:3])
+        return _finding("state_db", "error", f"The state database {db} is damaged: {detail}.", fix)
+    return _finding("state_db", "ok", f"The state database {db} passes SQLite's integrity check.")
+
+
+def local_checks(cfg: Config, probes: Probes, repo: RepoInfo | None) -> list[Finding]:
+    """Mirror folder, drop folder, inotify, display and tray, running instance, state database."""
+    db = state_db_path(cfg, repo)
+    out = [_folder_check("mirror_folder", "mirror folder", cfg.mirror.local, db is not None and db.exists())]
+    drop, local = cfg.filing.drop_dir, cfg.mirror.local
+    if drop == local or local in drop.parents or drop in local.parents:
+        out.append(_finding("drop_folder", "error", f"The drop folder {drop} overlaps the mirror {local}: "
+                            "filing is off.", f"Set another `drop_dir` under [filing] in {cfg.path}, or run "
+                            "`ohsync setup`."))
+    else:
+        out.append(_folder_check("drop_folder", "drop folder", drop, False))
+    out.append(_inotify_check(cfg, probes.inotify_limit_file))
+    out.extend(_desktop_checks(probes))
+    out.append(_instance_check(probes.socket or cfg.socket))
+    out.append(_state_check(db))
+    return out

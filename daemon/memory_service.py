@@ -1,0 +1,287 @@
+"""The memory tools inside the daemon: socket methods ``memory.search`` … ``memory.refresh``.
+
+Owns the mirror's :class:`~ohsync.engine.memory_index.MemoryIndex` (built
+when the daemon starts, then kept current from the paths the daemon reports:
+sync events, watcher events, its own writes) and the
+:class:`~ohsync.engine.memory_tools.MemoryTools` over it.  Reads answer on the
+socket thread under one lock.  Writes run as jobs on the sync worker, the
+thread that owns the engine, through
+:func:`ohsync.engine.memory_writes.apply_write` (read-merge-write with
+read-back verification), and the socket call returns once the server holds
+the new version, or with the reason it does not, within the caller's
+``timeout``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ohsync.daemon.socket_server import CannotNow, InvalidParams
+from ohsync.engine.errors import OhsyncError
+from ohsync.engine.memory_edit import MemoryToolError
+from ohsync.engine.memory_index import MemoryIndex, parse_offset
+from ohsync.engine.memory_tools import MemoryTools
+
+__all__ = ["MemoryService", "METHODS"]
+
+log = logging.getLogger(__name__)
+
+#: The socket methods this service answers.
+METHODS = ("memory.search", "memory.read", "memory.list", "memory.write", "memory.append",
+           "memory.edit", "memory.delete", "memory.refresh")
+
+_BLOCKING = {"paused", "auth_required", "stopped"}
+
+
+class _Job:
+    """One write waiting for, or running on, the sync worker."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.state = "queued"  # queued → running → finished | cancelled
+        self.wrote = False  # the new bytes reached the mirror
+        self.result: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+
+class MemoryService:
+    """The memory tools of one daemon.
+
+    :param root: the mirror folder.
+    :param time_offset: ``±HH:MM`` written into times (config ``[memory] time_offset``).
+    :param submit: runs a function on the sync worker (``SyncWorker.submit``).
+    :param status: ``status(name)`` reads a fact of the status model.
+    :param refresh: ``refresh(timeout) -> (synced, message)``: poll the server and wait.
+    :param post_dirty: tells the worker a path needs syncing (after a failed push).
+    :param write_timeout: default seconds a write waits for the server.
+    :param origin: the ``origin`` of entities written here.
+    """
+
+    def __init__(self, root: Path, time_offset: str, submit: Callable[[Callable[[], None]], None],
+                 status: Callable[[str], Any], refresh: Callable[[float], tuple[bool, str]],
+                 post_dirty: Callable[[list[str]], None], *, write_timeout: float = 30.0,
+                 origin: str = "desktop") -> None:
+        tz = parse_offset(time_offset)
+        self.index = MemoryIndex(root, tz)
+        self.tools = MemoryTools(self.index, tz, origin=origin)
+        self._lock = threading.RLock()
+        self._submit = submit
+        self._status = status
+        self._refresh = refresh
+        self._post_dirty = post_dirty
+        self._timeout = write_timeout
+        self._engine: Any = None
+        self.rebuild()
+
+    # ----------------------------------------------------------------- wiring
+
+    def rebuild(self) -> int:
+        """Read every memory file again (at start; a cache, never the truth)."""
+        with self._lock:
+            if not self.index.root.is_dir():
+                return 0
+            count = self.index.rebuild()
+        log.info("memory index: %d entities in %s", count, self.index.root)
+        return count
+
+    def attach(self, engine: Any) -> None:
+        """The engine is open (called on the worker thread from the daemon's ``on_ready``)."""
+        self._engine = engine
+        if not self.index.root.is_dir():
+            return
+        if not len(self.index):
+            self.rebuild()
+
+    def note_paths(self, rel_paths: Iterable[str]) -> None:
+        """These library paths changed (sync events, the watcher): re-read them."""
+        paths = [p for p in rel_paths if isinstance(p, str)]
+        if not paths:
+            return
+        with self._lock:
+            try:
+                self.index.update(paths)
+            except OSError as exc:  # the mirror folder went away: the next start rebuilds
+                log.warning("memory index: cannot re-read %s: %s", paths[0], exc)
+
+    def note_event(self, event: dict[str, Any]) -> None:
+        """A daemon event (``{"type": "synced"|"conflict", "path": …}``): re-read its path."""
+        if event.get("type") in ("synced", "conflict") and isinstance(event.get("path"), str):
+            self.note_paths([event["path"]])
+
+    def handlers(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
+        """The socket method table of this service."""
+        return {
+            "memory.search": lambda p: self._read("search", p, ("query", "tags", "type", "since",
+                                                                "include_sensitive", "limit")),
+            "memory.read": lambda p: self._read("read", p, ("permalink",)),
+            "memory.list": lambda p: self._read("list", p, ("folder", "tag", "include_sensitive", "limit")),
+            "memory.write": self.write,
+            "memory.append": self.append,
+            "memory.edit": self.edit,
+            "memory.delete": self.delete,
+            "memory.refresh": self.refresh,
+        }
+
+    # ----------------------------------------------------------------- reads
+
+    def _read(self, method: str, params: dict[str, Any], names: tuple[str, ...]) -> Any:
+        kwargs = _pick(params, names)
+        with self._lock:
+            try:
+                return getattr(self.tools, method)(**kwargs)
+            except MemoryToolError as exc:
+                raise InvalidParams(str(exc)) from None
+
+    # ----------------------------------------------------------------- writes
+
+    def write(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``memory.write``: create an entity; see :meth:`MemoryTools.plan_write`."""
+        kwargs = _pick(params, ("title", "observations", "relations", "tags", "type", "folder", "sensitivity"))
+        with self._lock:
+            try:
+                plan = self.tools.plan_write(**kwargs)
+            except MemoryToolError as exc:
+                raise InvalidParams(str(exc)) from None
+
+        def planner(data: bytes | None) -> Any:
+            with self._lock:
+                return self.tools.plan_write(**kwargs)
+        return self._run(plan.path, planner, params, create=True)
+
+    def append(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``memory.append``: one more observation; see :meth:`MemoryTools.plan_append`."""
+        kw = _pick(params, ("category", "text", "context"))
+        return self._change(params, lambda e, data: self.tools.plan_append(e, data, **kw))
+
+    def edit(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``memory.edit``: literal find/replace; see :meth:`MemoryTools.plan_edit`."""
+        kw = _pick(params, ("find", "replace"))
+        return self._change(params, lambda e, data: self.tools.plan_edit(e, data, **kw))
+
+    def delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``memory.delete``: soft delete into ``/.trash/`` (``status: trashed`` in place if the move fails)."""
+        kw = _pick(params, ("reason",))
+        return self._change(params, lambda e, data: self.tools.plan_trash(e, data, **kw), trash=True)
+
+    def refresh(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``memory.refresh``: check the server now and wait for that pass."""
+        timeout = self._timeout_of(params)
+        synced, message = self._refresh(timeout)
+        with self._lock:
+            count = len(self.index)
+        result: dict[str, Any] = {"refreshed": synced, "entities": count}
+        if message:
+            result["message"] = message
+        return result
+
+    def _change(self, params: dict[str, Any], plan_fn: Callable[[Any, bytes], Any], *,
+                trash: bool = False) -> dict[str, Any]:
+        with self._lock:
+            try:
+                entity = self.tools.entity(params.get("permalink"))
+            except MemoryToolError as exc:
+                raise InvalidParams(str(exc)) from None
+        rel = entity.path
+
+        def planner(data: bytes | None) -> Any:
+            with self._lock:
+                self.index.update([rel])
+                current = self.index.get(rel) or entity
+                return plan_fn(current, data or b"")
+        # check the request before queueing it (bad params fail at once)
+        try:
+            with open(self.index.root / rel, "rb") as fh:
+                current = fh.read()
+        except OSError:
+            current = b""
+        with self._lock:
+            try:
+                plan_fn(entity, current)
+            except MemoryToolError as exc:
+                raise InvalidParams(str(exc)) from None
+        return self._run(rel, planner, params, trash=trash)
+
+    def _timeout_of(self, params: dict[str, Any]) -> float:
+        value = params.get("timeout", self._timeout)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
+            raise InvalidParams("`timeout` must be a number of seconds from 0 to 3600")
+        return float(value)
+
+    def _run(self, rel: str, planner: Callable[[bytes | None], Any], params: dict[str, Any], *,
+             create: bool = False, trash: bool = False) -> dict[str, Any]:
+        """Run one write on the worker and wait for the server's answer."""
+        from ohsync.engine.memory_writes import apply_write, trash_entity
+
+        timeout = self._timeout_of(params)
+        if self._status("paused"):
+            raise CannotNow("syncing is paused, so nothing was written; run `ohsync resume` first")
+        problem = self._status("problem")
+        if problem in _BLOCKING or problem == "offline":
+            message = self._status("problem_message") or problem
+            raise CannotNow(f"nothing was written: {message}")
+        job = _Job()
+
+        def written() -> None:
+            job.wrote = True
+
+        def run() -> None:
+            with job.lock:
+                if job.state == "cancelled":
+                    return
+                job.state = "running"
+            try:
+                engine = self._engine
+                if engine is None:
+                    raise CannotNow("ohsync is still connecting to the server; nothing was written")
+                if trash:
+                    job.result = trash_entity(engine, rel, planner, on_written=written)
+                else:
+                    job.result = apply_write(engine, rel, planner, create=create, on_written=written)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                job.error = exc
+                if job.wrote:
+                    self._post_dirty([rel])  # in the mirror, not on the server: the next pass pushes it
+            finally:
+                self.note_paths([rel])
+                with job.lock:
+                    job.state = "finished"
+                job.done.set()
+
+        self._submit(run)
+        if not job.done.wait(timeout):
+            with job.lock:
+                state = job.state
+                if state == "queued":
+                    job.state = "cancelled"
+            if state == "queued" or not job.wrote:
+                raise CannotNow(f"nothing was written yet: ohsync was busy syncing for {timeout:g} s; "
+                                "try again" + ("" if state == "queued" else " (the write still runs)"))
+            raise CannotNow(f"saved in the mirror ({rel}), but the server did not confirm it within {timeout:g} s; "
+                            "it is pushed in the background (see `ohsync status`)")
+        if job.error is not None:
+            exc = job.error
+            if isinstance(exc, MemoryToolError):
+                raise InvalidParams(str(exc))
+            if isinstance(exc, CannotNow):
+                raise exc
+            if isinstance(exc, OhsyncError):
+                if job.wrote:
+                    raise CannotNow(f"saved in the mirror, but not on the server yet: {exc}; it is pushed on "
+                                    "the next sync pass")
+                raise CannotNow(f"nothing was written: {exc}")
+            log.error("memory write of %s failed", rel, exc_info=exc)
+            raise CannotNow(f"the write of {rel} failed: internal error {exc!r}; see the log")
+        assert job.result is not None
+        return job.result
+
+
+def _pick(params: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The known parameters present in ``params`` (unknown ones are refused)."""
+    unknown = sorted(set(params) - set(names) - {"timeout", "permalink"})
+    if unknown:
+        raise InvalidParams(f"unknown parameter(s): {', '.join(unknown)}; expected {', '.join(names)}")
+    return {k: params[k] for k in names if k in params}

@@ -1,0 +1,147 @@
+"""Several new files in one upload request, with one upload link per folder
+(a mixin of :class:`~ohsync.engine.client.SeafileClient`).
+
+Seafile's upload endpoint takes any number of ``file`` parts in one
+multipart POST and makes one commit of them (``shared/seafile-web-api.md``
+§4.5, verified: the Go file server answers in request order, the C one in
+reverse order).  An upload link is multi-use until it expires (1 h by
+default) and bound to its folder, so one link per folder serves every batch
+sent there: links are kept for :data:`LINK_TTL` seconds and fetched again
+when the file server answers 403 "Access token not found" (the request was
+refused before anything was stored, so sending it again is safe).
+
+Safe to call from several threads at once (the link cache has a lock; the
+httpx client may be shared between threads).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import httpx
+
+from .client_answers import REPO_ID, as_int
+from .client_errors import check_id, error_for_response, parse_json, translate_errors
+from .client_http import SeafileHTTP
+from .client_paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
+from .errors import NotFoundError, ProtocolError, RemoteOperationError, ServerError
+from .models import UploadResult
+
+__all__ = ["BatchUploads", "LINK_TTL"]
+
+#: Seconds an upload link is reused (the server's default lifetime is 3600).
+LINK_TTL = 1800.0
+
+
+class BatchUploads(SeafileHTTP):
+    """Multi-file upload and the upload-link cache (see the module docstring)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._links: dict[tuple[str, str], tuple[httpx.URL, float]] = {}
+        self._links_lock = threading.Lock()
+        self._count_lock = threading.Lock()
+
+    def _count_request(self, request: httpx.Request) -> None:
+        with self._count_lock:  # batches may be sent from several threads
+            super()._count_request(request)
+
+    def upload_link(self, repo_id: str, folder: str, *, fresh: bool = False) -> httpx.URL:
+        """An upload link for ``folder``: ``GET /api2/repos/{id}/upload-link/?p=<folder>``,
+        or the one fetched less than :data:`LINK_TTL` seconds ago.
+
+        :param fresh: drop the cached link and fetch a new one.
+        :returns: the absolute link (without ``replace`` in its query).
+        :raises NotFoundError: the folder or the library does not exist.
+        :raises QuotaError: out of quota (checked by the server here already).
+        """
+        repo = _repo(repo_id)
+        parent = normalize_remote_path(folder)
+        key = (repo, parent)
+        with self._links_lock:
+            known = self._links.get(key)
+            if known is not None and not fresh and time.monotonic() - known[1] < LINK_TTL:
+                return known[0]
+            link: httpx.URL = self._retrying(lambda: self._link(
+                f"/api2/repos/{repo}/upload-link/", parent, what="getting an upload link", path=parent))
+            self._links[key] = (link, time.monotonic())
+            return link
+
+    def upload_files(self, repo_id: str, folder: str, files: Sequence[tuple[str, bytes]]) -> list[UploadResult]:
+        """Upload new files into one folder with one request:
+        ``POST <upload link>?ret-json=1`` multipart ``parent_dir=<folder>``,
+        ``replace=0`` and one ``file`` part per file.
+
+        Names already taken are stored auto-renamed (``name (1).ext``), never
+        overwritten.  The POST itself is not retried, except once with a new
+        link when the cached one was refused (403 "Access token not found").
+
+        :param folder: the remote folder (must exist).
+        :param files: ``(name, content)`` pairs; names unique, without ``/``.
+        :returns: one :class:`UploadResult` per stored file, **in the order the
+            server answered** (request order on the Go file server, reverse on
+            the C one); ``path`` is where it was stored.
+        :raises ValueError: ``files`` is empty.
+        :raises RemoteOperationError: a name the form cannot carry faithfully
+            (refused before any request), or a 4xx refusal.
+        :raises NotFoundError: the folder does not exist.
+        :raises QuotaError: out of quota (443) or a file too large (442).
+        :raises ServerError, NetworkError, ThrottledError: the request failed;
+            some or all files may have been stored (read the folder to know).
+        :raises ProtocolError: the answer has an unexpected shape.
+        """
+        if not files:
+            raise ValueError("upload_files needs at least one file")
+        repo = _repo(repo_id)
+        parent = normalize_remote_path(folder)
+        for name, _ in files:
+            problem = upload_name_problem(name)
+            if problem or "/" in name:
+                raise RemoteOperationError(f"Cannot upload {join_remote(parent, name)!r}: "
+                                           f"{problem or 'a name with /'}.", path=join_remote(parent, name),
+                                           title="Name not allowed")
+        link = self.upload_link(repo, parent)
+        try:
+            resp = self._post_files(link, parent, files)
+        except ServerError as exc:
+            if exc.status != 403:
+                raise
+            resp = self._post_files(self.upload_link(repo, parent, fresh=True), parent, files)
+        return _results(resp, parent, len(files))
+
+    def _post_files(self, link: httpx.URL, parent: str, files: Sequence[tuple[str, bytes]]) -> httpx.Response:
+        what = f"uploading {len(files)} files"
+        parts = [("file", (name, data, "application/octet-stream")) for name, data in files]
+        timeout = httpx.Timeout(self._timeout, read=max(self._timeout * 10, 300.0))
+        url = link.copy_merge_params({"ret-json": "1"})
+        with translate_errors(what=what, path=parent):
+            resp = self._http.post(url, data={"parent_dir": parent, "replace": "0"}, files=parts,
+                                   timeout=timeout)
+        if resp.status_code != 200:
+            raise error_for_response(resp, what=what, path=parent, fileserver=True, secrets=(self._token,))
+        return resp
+
+
+def _results(resp: httpx.Response, parent: str, sent: int) -> list[UploadResult]:
+    body = parse_json(resp.content, what="the upload", path=parent)
+    if not isinstance(body, list) or len(body) != sent or not all(isinstance(i, dict) for i in body):
+        raise ProtocolError(f"The answer to an upload of {sent} files has an unexpected shape.", path=parent)
+    out = []
+    for item in body:
+        stored = item.get("name")
+        problem = name_problem(stored)
+        if problem:
+            raise ProtocolError(f"The server stored an upload under an unsafe name: {problem}.", path=parent)
+        out.append(UploadResult(path=join_remote(parent, stored),
+                                id=check_id(item.get("id"), what="the upload answer", path=parent),
+                                size=as_int(item.get("size", 0), "the upload answer")))
+    return out
+
+
+def _repo(repo_id: str) -> str:
+    repo = repo_id.strip().lower() if isinstance(repo_id, str) else ""
+    if not REPO_ID.match(repo):
+        raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
+    return repo

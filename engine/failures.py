@@ -1,0 +1,161 @@
+"""Per-path failures: exponential backoff, and no retry for what needs the person.
+
+A path whose sync failed is remembered with the versions it failed on (the
+local stat fingerprint and the remote file id).  Until that path changes on
+either side, the engine skips it:
+
+* ``retry_soon``/``retry_after`` failures (a 5xx on one file, a file busy
+  here) wait ``base * 2**(n-1)`` seconds after the n-th failure, capped;
+* ``needs_person`` failures (413, over quota, a name the other side cannot
+  hold, a path too long, a read-only or full disk) are not retried at all
+  until the path changes, the person acts (:meth:`FailureBook.release`:
+  ``refresh``, ``resync``) or, for a full disk, a slow check sees enough
+  room again (:meth:`FailureBook.due`).
+
+So a permanent failure costs one attempt per change instead of one per
+pass.  No threads; times are wall-clock seconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import Failure, classify
+
+__all__ = ["PathFailure", "FailureBook", "BACKOFF_BASE", "BACKOFF_CAP", "SPACE_CHECK"]
+
+#: Seconds before the first retry of a path; doubled per further failure.
+BACKOFF_BASE = 30.0
+#: Longest wait between two retries of a failing path.
+BACKOFF_CAP = 3600.0
+#: Seconds between two looks at the free space for paths held by a full disk.
+SPACE_CHECK = 60.0
+
+Version = tuple[Any, Any]  # (local fingerprint or None, remote file id or None)
+
+
+@dataclass(frozen=True)
+class PathFailure:
+    """What is known about one failing path.
+
+    :ivar path: library-relative path.
+    :ivar failure: the classification of the last failure.
+    :ivar version: ``(local fingerprint, remote id)`` it failed on.
+    :ivar count: failures since the path last changed or synced.
+    :ivar since: when the first of them happened (Unix time).
+    :ivar last: when the last happened.
+    :ivar retry_at: next attempt (Unix time); None = not until the path
+        changes or the person acts.
+    :ivar need_bytes: for a full disk: free bytes wanted before a retry.
+    """
+
+    path: str
+    failure: Failure
+    version: Version
+    count: int
+    since: float
+    last: float
+    retry_at: float | None
+    need_bytes: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The status view: path, reason, title, needs, permanent, count, since, retry_at."""
+        return {"path": self.path, "reason": self.failure.message, "title": self.failure.title,
+                "needs": self.failure.needs, "permanent": self.failure.permanent,
+                "count": self.count, "since": self.since, "retry_at": self.retry_at}
+
+
+class FailureBook:
+    """The failing paths of one mirror.
+
+    :param root: the mirror folder (for the free-space check).
+    :param clock: returns the time now (tests pass a fake).
+    :param free_bytes: returns the free bytes at ``root`` (tests pass a fake).
+    """
+
+    def __init__(self, root: Path, *, clock: Callable[[], float] = time.time,
+                 free_bytes: Callable[[Path], int] | None = None) -> None:
+        self._root = root
+        self._clock = clock
+        self._free = free_bytes or (lambda p: shutil.disk_usage(p).free)
+        self._items: dict[str, PathFailure] = {}
+        self._space_checked = 0.0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, path: str) -> PathFailure | None:
+        """The record of ``path``, or None."""
+        return self._items.get(path)
+
+    def items(self) -> list[PathFailure]:
+        """Every record, by path."""
+        return [self._items[p] for p in sorted(self._items)]
+
+    def held(self, path: str, version: Version) -> PathFailure | None:
+        """The record that keeps ``path`` from being tried now, or None (try it).
+
+        A path whose version differs from the one that failed is forgotten
+        (it changed: a fresh start).
+        """
+        item = self._items.get(path)
+        if item is None:
+            return None
+        if item.version != version:
+            del self._items[path]
+            return None
+        return item if not self._due(item) else None
+
+    def _due(self, item: PathFailure) -> bool:
+        now = self._clock()
+        if item.retry_at is not None:
+            return now >= item.retry_at
+        if item.failure.needs == "space" and now - self._space_checked >= SPACE_CHECK:
+            self._space_checked = now
+            try:
+                return self._free(self._root) > item.need_bytes
+            except OSError:
+                return False
+        return False
+
+    def record(self, path: str, exc: BaseException, version: Version, *, need_bytes: int = 0) -> PathFailure:
+        """Note one failure of ``path`` on ``version``; returns the updated record."""
+        failure = classify(exc)
+        now = self._clock()
+        prev = self._items.get(path)
+        count = prev.count + 1 if prev is not None and prev.version == version else 1
+        since = prev.since if prev is not None and count > 1 else now
+        if failure.permanent:
+            retry_at = None
+        elif failure.retry_after is not None:
+            retry_at = now + max(failure.retry_after, BACKOFF_BASE * 2 ** (count - 1))
+        else:
+            retry_at = now + min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (count - 1))
+        if failure.needs == "space":
+            self._space_checked = now
+        item = PathFailure(path, failure, version, count, since, now, retry_at, need_bytes)
+        self._items[path] = item
+        return item
+
+    def succeeded(self, path: str) -> None:
+        """``path`` synced: forget its failures."""
+        self._items.pop(path, None)
+
+    def forget(self, keep: Callable[[str], bool]) -> None:
+        """Drop records of paths for which ``keep(path)`` is False (gone on both sides)."""
+        for path in [p for p in self._items if not keep(p)]:
+            del self._items[path]
+
+    def release(self) -> int:
+        """The person acted (``refresh``, ``resync``): every path is tried once
+        more on the next pass.  Counts are kept, so a path that fails again
+        goes straight back to its wait.  Returns how many were held."""
+        now = self._clock()
+        for path, item in list(self._items.items()):
+            self._items[path] = replace(item, retry_at=now)
+        return len(self._items)

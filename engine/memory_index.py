@@ -1,0 +1,384 @@
+"""An in-memory index of the memory entities of a mirror folder.
+
+The memory tools (``memory_search``, ``memory_read``, …) answer from this
+index instead of reading the tree on every call.  It is a cache: built once
+from the files (:meth:`MemoryIndex.rebuild`), then kept current by
+:meth:`MemoryIndex.update` with the paths the daemon saw change (sync events,
+watcher events, its own writes).  Nothing here runs a thread; the caller
+serialises access.
+
+An entity is a memory file (``*.md`` outside ``Files/``, ``.conflict/`` and
+other dot-folders, see :func:`is_indexed`) parsed with
+:mod:`ohsync.engine.memory_format`.  Files whose frontmatter does not parse
+are still indexed by their file name and raw text (``damaged`` says why), so
+a person's notes never vanish from search because of one bad line.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from ohsync.engine.memory_format import MemoryParseError, load_yaml, parse_memory
+from ohsync.engine.memory_merge import is_memory_file
+from ohsync.engine.text_merge import BOM
+
+__all__ = ["Entity", "MemoryIndex", "is_indexed", "parse_entity", "parse_offset", "to_timestamp",
+           "FULLWIDTH", "title_from_filename"]
+
+#: Characters a file name cannot hold and the full-width forms that stand for them.
+FULLWIDTH = {"/": "／", ":": "：", "*": "＊", "?": "？", '"': "＂", "<": "＜", ">": "＞", "|": "｜"}
+_FROM_FULLWIDTH = {v: k for k, v in FULLWIDTH.items()}
+
+
+def parse_offset(text: str) -> timezone:
+    """``"+08:00"`` → a fixed :class:`~datetime.timezone`.
+
+    :raises ValueError: not of the form ``±HH:MM``.
+    """
+    s = text.strip()
+    if len(s) != 6 or s[0] not in "+-" or s[3] != ":" or not (s[1:3] + s[4:]).isdigit():
+        raise ValueError(f"a time offset looks like +08:00, not {text!r}")
+    hours, minutes = int(s[1:3]), int(s[4:])
+    if hours > 14 or minutes > 59:
+        raise ValueError(f"a time offset looks like +08:00, not {text!r}")
+    delta = timedelta(hours=hours, minutes=minutes)
+    return timezone(-delta if s[0] == "-" else delta)
+
+
+def to_timestamp(value: Any, tz: timezone) -> float | None:
+    """A frontmatter time (datetime, date or ISO string) as POSIX seconds.
+
+    Times without an offset are read in ``tz``; a date is its midnight.
+
+    :returns: seconds, or None when ``value`` is not a time.
+    """
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            try:
+                value = date.fromisoformat(text)
+            except ValueError:
+                return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=tz)
+        return value.timestamp()
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=tz).timestamp()
+    return None
+
+
+def _time_text(value: Any) -> str:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return "" if value is None else str(value)
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    """Frontmatter tags as strings (YAML reads ``2026`` as an int; ``"a, b"`` is two tags)."""
+    if value is None:
+        return ()
+    if isinstance(value, (list, tuple, set)):
+        items = [str(v).strip() for v in value if v is not None]
+    else:
+        items = [t.strip() for t in str(value).replace("，", ",").split(",")]
+    return tuple(t.lstrip("#") for t in items if t.strip("# "))
+
+
+def title_from_filename(name: str) -> str:
+    """The title a file name stands for: ``线性代数： 期中复习要点.md`` → ``线性代数: 期中复习要点``."""
+    stem = name[:-3] if name.lower().endswith(".md") else name
+    return "".join(_FROM_FULLWIDTH.get(c, c) for c in stem)
+
+
+def is_indexed(rel_path: str) -> bool:
+    """True for paths the index holds: memory files outside dot-folders (``.trash``, ``.obsidian``…)."""
+    parts = rel_path.split("/")
+    return is_memory_file(rel_path) and not any(p.startswith(".") for p in parts)
+
+
+@dataclass(frozen=True)
+class Entity:
+    """One memory file as the tools see it.
+
+    :ivar path: library-relative path (``courses/数据结构（2026 秋）.md``).
+    :ivar permalink: the frontmatter ``permalink``; files without one get
+        their path without ``.md``.
+    :ivar title: the frontmatter ``title``, else the file name's title.
+    :ivar type: the frontmatter ``type`` (``""`` when absent).
+    :ivar tags: the frontmatter tags, as strings (observation ``#tags`` are body text).
+    :ivar created/modified: the frontmatter times as written (ISO 8601), ``""`` when absent.
+    :ivar modified_ts: ``modified`` in POSIX seconds (the file's mtime when absent).
+    :ivar sensitivity: ``normal`` or ``sensitive``.
+    :ivar status: the frontmatter ``status`` (``trashed`` for soft-deleted notes), else ``""``.
+    :ivar body: the text after the frontmatter, without a leading ``# <title>`` heading.
+    :ivar links: ``(relation type, target title)`` of relation lines, then
+        ``("links_to", target)`` for other ``[[wikilinks]]``, without repeats.
+    :ivar size: the file's size in bytes.
+    :ivar damaged: why the file does not parse, or ``None``.
+    """
+
+    path: str
+    permalink: str
+    title: str
+    type: str
+    tags: tuple[str, ...]
+    created: str
+    modified: str
+    modified_ts: float
+    sensitivity: str
+    status: str
+    body: str
+    links: tuple[tuple[str, str], ...]
+    size: int
+    damaged: str | None = None
+    # lowercased copies for case-insensitive matching (shared with the originals when equal)
+    title_l: str = ""
+    permalink_l: str = ""
+    tags_l: tuple[str, ...] = ()
+    body_l: str = ""
+
+    @property
+    def folder(self) -> str:
+        """The entity's folder (``courses/2026-2027-1``; ``""`` at the top)."""
+        return self.path.rpartition("/")[0]
+
+
+def _title_keys(entity: Entity) -> set[str]:
+    return {entity.title_l, _lower(title_from_filename(entity.path.rpartition("/")[2]))}
+
+
+def _lower(text: str) -> str:
+    low = text.lower()
+    return text if low == text else low
+
+
+def _without_title_heading(body: str, title: str) -> str:
+    """The body without its ``# <title>`` heading (the title is scored on its own)."""
+    head, sep, rest = body.lstrip("\r\n").partition("\n")
+    if head.rstrip("\r").strip() == f"# {title}":
+        return rest
+    return body
+
+
+def _salvage(text: str) -> tuple[dict[str, Any], str]:
+    """Fields of a frontmatter that does not parse as a whole (never closed,
+    one bad line): each ``key: value`` line at the top read on its own.
+
+    :returns: ``(fields, the text after them)``.
+    """
+    lines = text.splitlines(keepends=True)
+    fields: dict[str, Any] = {}
+    if not lines or lines[0].strip() != "---":
+        return fields, text
+    end = 1
+    for end in range(1, len(lines)):
+        line = lines[end]
+        if not line.strip() or line.startswith("#") or line.strip() in ("---", "..."):
+            break
+        key, sep, _ = line.partition(":")
+        if sep and key.strip() and not line[0].isspace():
+            try:
+                value = load_yaml(line)
+            except Exception:  # noqa: BLE001 - one bad line: skip it
+                continue
+            if isinstance(value, dict):
+                fields.update({str(k): v for k, v in value.items()})
+    else:
+        end = len(lines)
+    if end < len(lines) and lines[end].strip() in ("---", "..."):
+        end += 1
+    return fields, "".join(lines[end:])
+
+
+def parse_entity(rel_path: str, data: bytes, mtime: float, tz: timezone) -> Entity:
+    """Read one memory file into an :class:`Entity` (never raises for bad content).
+
+    :param rel_path: library-relative path.
+    :param data: the file's bytes.
+    :param mtime: the file's mtime (used when ``modified`` is missing).
+    :param tz: offset for times written without one.
+    """
+    damaged = None
+    fm: dict[str, Any] = {}
+    links: list[tuple[str, str]] = []
+    try:
+        doc = parse_memory(data)
+        fm = doc.frontmatter.data if doc.frontmatter else {}
+    except MemoryParseError as exc:
+        damaged = exc.reason
+        fm, rest = _salvage(data.decode("utf-8", errors="replace").removeprefix(BOM))
+        try:
+            doc = parse_memory(rest.encode("utf-8"))
+        except MemoryParseError:
+            doc = None
+    if doc is not None:
+        body = "".join(doc.body_lines)
+        for rel in doc.relations:
+            links.append((rel.relation_type, rel.target))
+        for target in doc.wikilinks:
+            links.append(("links_to", target))
+    else:
+        body = data.decode("utf-8", errors="replace")
+    name = rel_path.rpartition("/")[2]
+    title = str(fm.get("title") or "").strip() or title_from_filename(name)
+    body = _without_title_heading(body, title)
+    permalink = str(fm.get("permalink") or "").strip() or rel_path[:-3]
+    all_tags = tuple(dict.fromkeys(_tags(fm.get("tags"))))
+    modified_ts = to_timestamp(fm.get("modified"), tz)
+    seen: set[tuple[str, str]] = set()
+    unique_links = tuple(x for x in links if not (x in seen or seen.add(x)))
+    return Entity(
+        path=rel_path, permalink=permalink, title=title, type=str(fm.get("type") or ""),
+        tags=all_tags, created=_time_text(fm.get("created")), modified=_time_text(fm.get("modified")),
+        modified_ts=modified_ts if modified_ts is not None else mtime,
+        sensitivity=str(fm.get("sensitivity") or "normal").strip().lower(),
+        status=str(fm.get("status") or "").strip().lower(), body=body, links=unique_links,
+        size=len(data), damaged=damaged, title_l=_lower(title), permalink_l=_lower(permalink),
+        tags_l=tuple(_lower(t) for t in all_tags), body_l=_lower(body))
+
+
+class MemoryIndex:
+    """Every memory entity of one mirror folder, by path, permalink and title.
+
+    :param root: the mirror folder.
+    :param tz: offset for frontmatter times written without one.
+    """
+
+    def __init__(self, root: Path, tz: timezone | None = None) -> None:
+        self.root = Path(root)
+        self.tz = tz or timezone(timedelta(hours=8))
+        self._by_path: dict[str, Entity] = {}
+        self._by_permalink: dict[str, str] = {}
+        self._by_title: dict[str, set[str]] = {}  # lowercased title and file-name title → paths
+
+    # -- building -------------------------------------------------------------------
+
+    def rebuild(self) -> int:
+        """Forget everything and read every memory file under the root.
+
+        :returns: the number of entities indexed.
+        """
+        self._by_path.clear()
+        self._by_permalink.clear()
+        self._by_title.clear()
+        for rel in self._walk(""):
+            self._load(rel)
+        return len(self._by_path)
+
+    def update(self, rel_paths: Iterable[str]) -> None:
+        """Re-read these paths (files or folders) after they changed.
+
+        A missing path drops its entity and everything indexed below it; a
+        folder is re-read file by file.  Only the named paths are touched.
+        """
+        for rel in rel_paths:
+            rel = rel.strip("/")
+            local = self.root / rel if rel else self.root
+            if rel and local.is_file():
+                self._drop(rel)
+                self._load(rel)
+                continue
+            prefix = rel + "/" if rel else ""
+            for known in [p for p in self._by_path if p == rel or p.startswith(prefix)]:
+                self._drop(known)
+            if local.is_dir():
+                for sub in self._walk(rel):
+                    self._load(sub)
+
+    def _walk(self, rel_dir: str) -> Iterator[str]:
+        top = self.root / rel_dir if rel_dir else self.root
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            rel_folder = Path(folder).relative_to(self.root).as_posix()
+            rel_folder = "" if rel_folder == "." else rel_folder + "/"
+            for name in names:
+                rel = rel_folder + name
+                if is_indexed(rel):
+                    yield rel
+
+    def _load(self, rel: str) -> None:
+        if not is_indexed(rel):
+            return
+        path = self.root / rel
+        try:
+            with open(path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                data = fh.read()
+        except OSError:
+            return
+        entity = parse_entity(rel, data, st.st_mtime, self.tz)
+        self._by_path[rel] = entity
+        for key in _title_keys(entity):
+            self._by_title.setdefault(key, set()).add(rel)
+        other = self._by_permalink.get(entity.permalink)
+        if other is not None and other != rel and not (self.root / other).is_file():
+            self._drop(other)  # the file was renamed or moved: the old path is stale
+        if other is None or other == rel or other not in self._by_path:
+            self._by_permalink[entity.permalink] = rel
+
+    def _drop(self, rel: str) -> None:
+        entity = self._by_path.pop(rel, None)
+        if entity is None:
+            return
+        for key in _title_keys(entity):
+            paths = self._by_title.get(key)
+            if paths is not None:
+                paths.discard(rel)
+                if not paths:
+                    del self._by_title[key]
+        if self._by_permalink.get(entity.permalink) == rel:
+            del self._by_permalink[entity.permalink]
+            for other in self._by_path.values():  # a duplicate permalink takes over
+                if other.permalink == entity.permalink:
+                    self._by_permalink[entity.permalink] = other.path
+                    break
+
+    # -- queries --------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._by_path)
+
+    def entities(self) -> Iterator[Entity]:
+        """Every entity, in no particular order."""
+        return iter(list(self._by_path.values()))
+
+    def get(self, rel_path: str) -> Entity | None:
+        """The entity at a path, or None."""
+        return self._by_path.get(rel_path)
+
+    def by_permalink(self, permalink: str) -> Entity | None:
+        """The entity with this permalink, checking that its file still exists.
+
+        A stale entry (the file was moved without an event naming it) is
+        dropped and None returned.
+        """
+        rel = self._by_permalink.get(permalink.strip())
+        if rel is None:
+            return None
+        if not (self.root / rel).is_file():
+            self._drop(rel)
+            return self.by_permalink(permalink) if permalink.strip() in self._by_permalink else None
+        return self._by_path.get(rel)
+
+    def resolve_link(self, target: str) -> Entity | None:
+        """The entity a ``[[target]]`` names: by title (case-insensitive), else by file name, else permalink."""
+        want = _lower(target.split("|", 1)[0].split("#", 1)[0].strip())
+        if not want:
+            return None
+        paths = self._by_title.get(want)
+        if paths:
+            entities = sorted((self._by_path[p] for p in paths), key=lambda e: (e.title_l != want, e.path))
+            return entities[0]
+        rel = self._by_permalink.get(target.strip())
+        return self._by_path.get(rel) if rel else None
+
+    def has_permalink(self, permalink: str) -> bool:
+        """True when some entity uses this permalink."""
+        return permalink in self._by_permalink

@@ -1,0 +1,319 @@
+"""New local files go up in batches: several files per upload request.
+
+The per-file push of a new file costs six requests (file detail → 404,
+upload link, upload, file detail, download link, download).  For files the
+pass knows are new — no base, nothing at that path in the remote snapshot —
+this module sends the files of one folder in multipart POSTs of up to
+:data:`BATCH_FILES` files (one upload link per folder, reused), then reads
+the folder once and compares each listed file id with the id computed
+locally from the bytes sent (Seafile ids are content hashes, DESIGN §5).
+A file counts as synced only when the server lists exactly our content at
+exactly its path; everything else goes back to the caller for the ordinary
+read-merge-write push, which merges whatever raced with us.
+
+Races are safe because uploads never replace: a name taken on the server
+meanwhile makes the server store ours as ``name (1).ext``; that stray copy
+is deleted again (only while it still holds our bytes, which are local
+anyway) and the file takes the per-file path.
+
+Concurrency: the engine owns no threads.  The caller may pass an
+``executor`` (``concurrent.futures.Executor``: ``submit(fn, *args)`` →
+future); only the upload requests run there, at most :data:`IN_FLIGHT` at a
+time, while reading files, listings, the state store and events stay on the
+caller's thread.  Without one, batches are sent one after the other.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .context import MirrorContext
+from .crashpoints import reach
+from .errors import LocalError, NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError
+from .ids import seafile_file_id
+from .models import RemoteEntry, UploadResult
+from .paths import parent_rel
+from .reconcile import Action
+from .transfer import _read_local, _record_base, ensure_remote_dir, remote_written
+from .valve import Plan
+
+__all__ = ["BATCH_FILES", "BATCH_BYTES", "BATCH_MAX_FILE", "IN_FLIGHT", "BatchOutcome", "batchable",
+           "push_new_files"]
+
+#: Files per upload request.
+BATCH_FILES = 50
+#: Bytes per upload request (a batch closes before it would exceed this).
+BATCH_BYTES = 4 * 1024 * 1024
+#: Larger new files take the per-file path (streamed, resumable).
+BATCH_MAX_FILE = 1024 * 1024
+#: Upload requests submitted and not yet collected.
+IN_FLIGHT = 8
+#: A folder's files are read back by one listing per this many files.
+SEGMENT_FILES = 2000
+
+
+@dataclass
+class BatchOutcome:
+    """What :func:`push_new_files` did not finish.
+
+    :ivar rest: plans for the ordinary per-file push (not verified, raced,
+        or refused for a reason the per-file path reports per path).
+    :ivar errors: ``(plan, error)`` for files that failed this pass in a way
+        sending them one by one would not change (over quota, too large).
+    """
+
+    rest: list[Plan] = field(default_factory=list)
+    errors: list[tuple[Plan, QuotaError]] = field(default_factory=list)
+
+
+@dataclass
+class _Item:
+    plan: Plan
+    name: str
+    data: bytes
+    fp: tuple[int, int, int]
+    fid: str
+
+
+@dataclass
+class _Segment:
+    """Files of one folder read back by one listing."""
+
+    folder: str
+    items: list[_Item] = field(default_factory=list)
+    answers: list[tuple[list[_Item], list[UploadResult]]] = field(default_factory=list)
+    outstanding: int = 0
+    closed: bool = False
+
+
+def batchable(ctx: MirrorContext, plan: Plan) -> bool:
+    """True when ``plan`` uploads a small file the pass knows is new remotely."""
+    entry = plan.entry
+    return (plan.action is Action.PUSH and plan.base is None and plan.remote is None
+            and entry is not None and not entry.is_dir and entry.fingerprint[0] <= BATCH_MAX_FILE
+            and plan.rel not in ctx.snapshot)
+
+
+class _Inline:
+    """The executor used without one: runs the call at once."""
+
+    @staticmethod
+    def submit(fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the collector like a pool would
+            future.set_exception(exc)
+        return future
+
+
+def push_new_files(ctx: MirrorContext, plans: Iterable[Plan], *, executor: Any = None,
+                   on_done: Callable[[str], None] = lambda rel: None,
+                   should_stop: Callable[[], bool] | None = None) -> BatchOutcome:
+    """Upload new files (see :func:`batchable`) in batches and verify them.
+
+    :param plans: PUSH plans of new files (callers filter with :func:`batchable`).
+    :param executor: runs the upload requests (``submit(fn, *args)``); None = inline.
+    :param on_done: called with each rel path as soon as it is verified and
+        its base recorded.
+    :param should_stop: asked between batches; True leaves the unsent files
+        in ``rest``.
+    :returns: what is left for the per-file path, and per-path failures.
+    :raises RemoteError: the server or the network failed (AuthError,
+        ServerError, NetworkError, ThrottledError); raised after every
+        request already sent was collected and the files the server holds
+        were recorded, so nothing done is lost; the rest is retried next pass.
+    """
+    runner = _Runner(ctx, executor or _Inline(), on_done)
+    groups: dict[str, list[Plan]] = {}
+    for plan in plans:
+        groups.setdefault(parent_rel(plan.rel), []).append(plan)
+    try:
+        for folder in sorted(groups):
+            runner.folder(folder, sorted(groups[folder], key=lambda p: p.rel), should_stop)
+    finally:
+        runner.drain()
+    if runner.error is not None:
+        raise runner.error
+    return runner.outcome
+
+
+class _Runner:
+    def __init__(self, ctx: MirrorContext, executor: Any, on_done: Callable[[str], None]) -> None:
+        self.ctx = ctx
+        self.executor = executor
+        self.on_done = on_done
+        self.outcome = BatchOutcome()
+        self.error: RemoteError | None = None
+        self.inflight: deque[tuple[_Segment, list[_Item], concurrent.futures.Future[Any]]] = deque()
+
+    # -- sending ---------------------------------------------------------
+    def folder(self, folder: str, plans: list[Plan], should_stop: Callable[[], bool] | None) -> None:
+        ctx = self.ctx
+        if self.error is not None:
+            self.outcome.rest.extend(plans)
+            return
+        try:
+            ensure_remote_dir(ctx, folder)
+        except (NotFoundError, RemoteOperationError, QuotaError):
+            self.outcome.rest.extend(plans)  # the per-file path reports it per path
+            return
+        segment = _Segment(folder)
+        batch: list[_Item] = []
+        size = 0
+        for i, plan in enumerate(plans):
+            if self.error is not None or (should_stop is not None and should_stop()):
+                self.outcome.rest.extend(plans[i:])
+                break
+            try:
+                data, fp = _read_local(ctx, plan.rel)
+            except (LocalError, OSError):
+                self.outcome.rest.append(plan)  # re-read (and reported) by the per-file path
+                continue
+            if len(data) > BATCH_MAX_FILE:
+                self.outcome.rest.append(plan)
+                continue
+            if batch and (len(batch) >= BATCH_FILES or size + len(data) > BATCH_BYTES
+                          or len(segment.items) >= SEGMENT_FILES):
+                self._send(segment, batch)
+                batch, size = [], 0
+            if len(segment.items) >= SEGMENT_FILES:
+                self._close(segment)
+                segment = _Segment(folder)
+            item = _Item(plan, plan.rel.rpartition("/")[2], data, fp, seafile_file_id(data))
+            batch.append(item)
+            segment.items.append(item)
+            size += len(data)
+        if batch:
+            self._send(segment, batch)
+        self._close(segment)
+
+    def _send(self, segment: _Segment, batch: list[_Item]) -> None:
+        while len(self.inflight) >= IN_FLIGHT:
+            self._collect()
+        if self.error is not None:  # the server is failing: keep the rest for the next pass
+            self._forget(segment, batch)
+            self.outcome.rest.extend(item.plan for item in batch)
+            return
+        ctx = self.ctx
+        remote_written(ctx, batch[0].plan.rel)  # whatever happens next, this folder changed
+        files = [(item.name, item.data) for item in batch]
+        future = self.executor.submit(ctx.client.upload_files, ctx.repo_id, ctx.remote_path(segment.folder), files)
+        segment.outstanding += 1
+        self.inflight.append((segment, batch, future))
+
+    def _close(self, segment: _Segment) -> None:
+        segment.closed = True
+        if segment.outstanding == 0:
+            self._verify(segment)
+
+    def drain(self) -> None:
+        while self.inflight:
+            self._collect()
+
+    # -- collecting ------------------------------------------------------
+    def _collect(self) -> None:
+        segment, batch, future = self.inflight.popleft()
+        try:
+            results = future.result()
+        except QuotaError as exc:
+            self._forget(segment, batch)
+            if len(batch) == 1:
+                self.outcome.errors.append((batch[0].plan, exc))
+            else:  # the batch as a whole may not fit: one by one tells which file does not
+                self.outcome.rest.extend(item.plan for item in batch)
+        except (NotFoundError, RemoteOperationError):
+            self._forget(segment, batch)
+            self.outcome.rest.extend(item.plan for item in batch)
+        except ProtocolError:
+            pass  # the answer is unreadable; the listing tells what the server holds
+        except RemoteError as exc:
+            # Server trouble: the batch may or may not be stored.  Stop sending;
+            # the listing still records what the server holds.
+            self.error = self.error or exc
+        else:
+            segment.answers.append((batch, results))
+            reach("batch.uploaded")
+        segment.outstanding -= 1
+        if segment.closed and segment.outstanding == 0:
+            self._verify(segment)
+
+    @staticmethod
+    def _forget(segment: _Segment, batch: list[_Item]) -> None:
+        ids = {id(item) for item in batch}
+        segment.items = [item for item in segment.items if id(item) not in ids]
+
+    # -- reading back ----------------------------------------------------
+    def _verify(self, segment: _Segment) -> None:
+        """One listing (one file detail for a single file) decides which
+        files the server holds exactly; strays of a race are removed."""
+        ctx = self.ctx
+        if not segment.items:
+            return
+        strays = [(item, result) for batch, results in segment.answers
+                  for item, result in _pair(batch, results, ctx)
+                  if result.path != ctx.remote_path(item.plan.rel)]
+        try:
+            listed = self._listed(segment, strays)
+        except RemoteError as exc:
+            if not isinstance(exc, (NotFoundError, RemoteOperationError)):
+                self.error = self.error or exc
+                return
+            listed = {}
+        reach("batch.verified")
+        verified = []
+        with ctx.state.transaction():
+            for item in segment.items:
+                entry = listed.get(item.name)
+                if entry is None or entry.is_dir or entry.id != item.fid:
+                    self.outcome.rest.append(item.plan)
+                    continue
+                _record_base(ctx, item.plan.rel, item.data, item.fid, item.fp)
+                ctx.snapshot[item.plan.rel] = RemoteEntry(item.plan.rel, False, item.fid, len(item.data), entry.mtime)
+                verified.append(item.plan.rel)
+        for rel in verified:
+            self.on_done(rel)
+        for item, result in strays:
+            entry = listed.get(result.path.rpartition("/")[2])
+            if entry is not None and not entry.is_dir and entry.id == result.id == item.fid:
+                try:
+                    ctx.client.delete(ctx.repo_id, result.path)  # our own bytes, auto-renamed by a race
+                except (NotFoundError, RemoteOperationError):
+                    pass
+                except RemoteError as exc:
+                    self.error = self.error or exc
+                    return
+        segment.items = []
+
+    def _listed(self, segment: _Segment, strays: list[tuple[_Item, UploadResult]]) -> dict[str, RemoteEntry]:
+        ctx = self.ctx
+        if len(segment.items) == 1 and not strays:
+            try:
+                entry = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(segment.items[0].plan.rel))
+            except NotFoundError:
+                return {}
+            return {segment.items[0].name: entry}
+        listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(segment.folder))
+        return {entry.name: entry for entry in listing.entries}
+
+
+def _pair(batch: list[_Item], results: list[UploadResult], ctx: MirrorContext) -> list[tuple[_Item, UploadResult]]:
+    """Match the server's answers to the files sent.
+
+    The Go file server answers in request order, the C one in reverse; the
+    ids (content hashes) tell which, the names break a tie (equal contents).
+    No consistent order: no pairs (then no stray is removed).
+    """
+    if len(results) != len(batch):
+        return []
+    orders = [results, results[::-1]]
+    candidates = [list(zip(batch, order)) for order in orders
+                  if all(item.fid == result.id for item, result in zip(batch, order))]
+    if not candidates:
+        return []
+    return max(candidates, key=lambda pairs: sum(result.path == ctx.remote_path(item.plan.rel)
+                                                 for item, result in pairs))

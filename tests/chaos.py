@@ -1,0 +1,464 @@
+"""Chaos run with version accounting: two writers, faults and kills, nothing lost.
+
+A seeded, reproducible, bounded run against a real daemon (``ohsync run
+--no-tray``) and devserver:
+
+* the *person* edits the mirror as editors do: in place, temp file + rename
+  (atomic save), appends, inserts in the middle, new files, moves, folder
+  moves, deletes;
+* the *other client* writes through the server at the same time: edits,
+  blind overwrites (reads a version, writes its edit of it later), new
+  files, moves, deletes;
+* devserver injects faults (5xx, 429, latency, dropped connections, answers
+  lost after the server applied a request) and the daemon is SIGKILLed and
+  restarted at random moments.
+
+Every write adds one unique *marker* line, so a version is accounted for by
+its marker: at quiescence each marker must be found live (merged), in
+``/.conflict/``, in ``/.trash/`` (on either side) or in the daemon's local
+backups.  The server's file history does not count.  Markers that only the
+writer's own later delete removed, before the other side could have seen
+them, are exempt (that writer meant it).
+
+Run it by hand (the long profile)::
+
+    .venv/bin/python tests/chaos.py --seed 7 --actions 10000
+
+It prints ``versions written / found / lost`` and the memory auto-merge rate;
+a failing seed prints the seed and the actions on the lost marker's file.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import DaemonProc, Env, read_tree, wait_for, write_config  # noqa: E402
+
+USER = "user@example.edu.cn"
+MEMORY_HEAD = ("---\ntitle: {title}\ntype: note\npermalink: {slug}\ntags: [chaos]\n"
+               "created: 2026-11-01T10:00:00+08:00\nmodified: 2026-11-01T10:00:00+08:00\n"
+               "origin: desktop\nsensitivity: normal\n---\n\n# {title}\n\n## Observations\n"
+               "- [seed] first fact #chaos\n\n## Relations\n- relates_to [[index]]\n")
+FAULTS = ("5xx", "429", "latency", "drop", "lost-answer", "5xx", "latency", "drop", "401")
+
+
+def set_difference(new: bytes, old: bytes) -> bytes:
+    """The lines of ``new`` that ``old`` does not have, joined."""
+    have = set(old.splitlines())
+    return b"\n".join(line for line in new.splitlines() if line not in have)
+
+
+@dataclass
+class Stats:
+    """What one chaos run did and found."""
+
+    seed: int
+    actions: int = 0
+    kills: int = 0
+    relogins: int = 0
+    faults: int = 0
+    written: int = 0
+    found: int = 0
+    lost: list[str] = field(default_factory=list)
+    exempt: int = 0
+    memory_concurrent: int = 0
+    memory_conflicts: int = 0
+
+    def summary(self) -> str:
+        """One line: versions written / found / lost and the memory auto-merge rate."""
+        rate = (1.0 - self.memory_conflicts / self.memory_concurrent) if self.memory_concurrent else 1.0
+        return (f"chaos seed={self.seed}: {self.actions} actions, {self.kills} kills, {self.relogins} logins, "
+                f"{self.faults} faults; "
+                f"versions written {self.written} / found {self.found} / lost {len(self.lost)} "
+                f"(exempt {self.exempt}); memory auto-merge {rate:.1%} "
+                f"({self.memory_conflicts} conflict copies over {self.memory_concurrent} concurrent edits)")
+
+
+class Chaos:
+    """One seeded run: ``Chaos(env, srv, root, seed).run(actions)`` → :class:`Stats`."""
+
+    def __init__(self, env: Env, srv: Any, root: Path, seed: int, *, kill_every: int = 60,
+                 fault_rate: float = 0.05) -> None:
+        self.env, self.srv, self.root = env, srv, root
+        self.rng = random.Random(seed)
+        self.stats = Stats(seed)
+        self.kill_every, self.fault_rate = kill_every, fault_rate
+        self.mirror = root / "mirror"
+        self.log: list[str] = []
+        self.n = 0
+        # marker -> (writer, path at write time); exempt: markers their own writer deleted
+        self.markers: dict[str, tuple[str, str]] = {}
+        self.exempt: set[str] = set()
+        self.pending_blind: list[tuple[str, bytes]] = []
+        self.recent_local: dict[str, float] = {}
+        self.daemon: DaemonProc | None = None
+        self.relogin_in: int | None = None
+
+    # ------------------------------------------------------------------ setup
+
+    def seed_library(self) -> str:
+        seed = self.root / "seed"
+        files: dict[str, bytes] = {"index.md": MEMORY_HEAD.format(title="index", slug="index-0000").encode()}
+        for i in range(8):
+            files[f"notes/n{i}.md"] = MEMORY_HEAD.format(title=f"n{i}", slug=f"n{i}-{i:04x}").encode()
+        for i in range(6):
+            files[f"docs/d{i}.txt"] = f"document {i}\nline two\nline three\n".encode()
+        files["journal/2026-11.md"] = MEMORY_HEAD.format(title="2026-11", slug="j-2026-11").encode()
+        for rel, data in files.items():
+            (seed / rel).parent.mkdir(parents=True, exist_ok=True)
+            (seed / rel).write_bytes(data)
+        self.repo = self.srv.create_library(USER, "OH-Memory", from_tree=seed)
+        from ohsync.daemon import credentials
+
+        credentials.save_token(self.srv.url, USER, self.srv.token_for(USER))
+        write_config(self.env, self.srv.url, USER, self.mirror, poll_interval=1.0)
+        return self.repo
+
+    def start_daemon(self) -> None:
+        self.daemon = DaemonProc(self.env)
+
+    # ------------------------------------------------------------------ markers
+
+    def _marker(self, writer: str, rel: str) -> str:
+        self.n += 1
+        m = f"chaos-{self.stats.seed}-{self.n:05d}-{writer}"
+        self.markers[m] = (writer, rel)
+        return m
+
+    @staticmethod
+    def _line(rel: str, marker: str) -> bytes:
+        if rel.endswith(".md"):
+            return f"- [chaos] {marker} #c\n".encode()
+        return f"{marker}\n".encode()
+
+    def _note(self, text: str) -> None:
+        self.log.append(f"{self.stats.actions:05d} {text}")
+
+    # ------------------------------------------------------------------ the person (local)
+
+    def _local_files(self) -> list[str]:
+        out = []
+        for p in self.mirror.rglob("*"):
+            rel = p.relative_to(self.mirror).as_posix()
+            if p.is_file() and not rel.startswith((".conflict", ".trash")) and ".ohsync-tmp" not in rel \
+                    and "SFConflict" not in rel:
+                out.append(rel)
+        return sorted(out)
+
+    def local_action(self) -> None:
+        files = self._local_files()
+        kind = self.rng.choice(["append", "append", "append", "atomic", "atomic", "insert", "new", "new", "move",
+                                "delete", "folder_move"])
+        if kind == "new" or not files:
+            rel = f"{self.rng.choice(['notes', 'docs', 'inbox'])}/l{self.n}.{self.rng.choice(['md', 'txt'])}"
+            m = self._marker("local", rel)
+            data = (MEMORY_HEAD.format(title=f"l{self.n}", slug=f"l-{self.n:05d}").encode()
+                    if rel.endswith(".md") else b"") + self._line(rel, m)
+            (self.mirror / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.mirror / rel).write_bytes(data)
+            self._note(f"local new {rel} {m}")
+            return
+        rel = self.rng.choice(files)
+        path = self.mirror / rel
+        try:
+            if kind in ("append", "atomic", "insert"):
+                data = path.read_bytes()
+                m = self._marker("local", rel)
+                line = self._line(rel, m)
+                if kind == "insert":
+                    lines = data.splitlines(keepends=True)
+                    at = self.rng.randrange(len(lines) + 1) if lines else 0
+                    if rel.endswith(".md"):       # keep memory structure: insert among observations
+                        at = len(lines)
+                    new = b"".join(lines[:at]) + line + b"".join(lines[at:])
+                else:
+                    new = data + line if data.endswith(b"\n") or not data else data + b"\n" + line
+                if kind == "atomic":
+                    tmp = path.with_name(f".{path.name}.swp")
+                    tmp.write_bytes(new)
+                    os.replace(tmp, path)
+                else:
+                    with open(path, "r+b") as fh:
+                        fh.seek(0)
+                        fh.write(new)
+                        fh.truncate()
+                self.recent_local[rel] = time.monotonic()
+                self._note(f"local {kind} {rel} {m}")
+            elif kind == "move":
+                dest = f"{self.rng.choice(['notes', 'docs', 'moved'])}/mv{self.n}-{Path(rel).name}"
+                self.n += 1
+                (self.mirror / dest).parent.mkdir(parents=True, exist_ok=True)
+                os.rename(path, self.mirror / dest)
+                self._note(f"local move {rel} -> {dest}")
+            elif kind == "folder_move":
+                folder = Path(rel).parent.as_posix()
+                if folder in (".", "journal") or folder.split("/")[0] == "moved":
+                    return
+                dest = f"moved/f{self.n}"
+                self.n += 1
+                (self.mirror / "moved").mkdir(exist_ok=True)
+                os.rename(self.mirror / folder, self.mirror / dest)
+                self._note(f"local folder move {folder} -> {dest}")
+            elif kind == "delete":
+                if rel.startswith("journal/") or rel == "index.md":
+                    return
+                self._forget("local", path.read_bytes())
+                path.unlink()
+                self._note(f"local delete {rel}")
+        except OSError as exc:   # the daemon moved or removed it a moment ago: as for a person
+            self._note(f"local {kind} {rel}: {exc.strerror}")
+
+    def _forget(self, writer: str, content: bytes) -> None:
+        """The writer deletes a file it sees as ``content``: its own markers in it are
+        its intent, not a loss (the other writer's markers in it must survive)."""
+        for m in re.findall(rb"chaos-\d+-\d+-" + writer.encode(), content):
+            self.exempt.add(m.decode())
+
+    # ------------------------------------------------------------------ the other client (remote)
+
+    def _remote_files(self) -> list[str]:
+        return sorted(k[1:] for k in self.srv.tree(self.repo)
+                      if not k.startswith(("/.conflict", "/.trash")) and "SFConflict" not in k)
+
+    def remote_action(self) -> None:
+        files = self._remote_files()
+        kind = self.rng.choice(["edit", "edit", "edit", "blind_read", "blind_write", "new", "new", "move", "delete"])
+        if kind == "blind_write" and self.pending_blind:
+            rel, old = self.pending_blind.pop(0)
+            if self.srv.file_id(self.repo, "/" + rel) is None:
+                self._note(f"remote blind write {rel}: gone")
+                return
+            self._blind_write(rel, old)
+            return
+        if kind == "new" or not files:
+            rel = f"{self.rng.choice(['notes', 'docs', 'phone'])}/r{self.n}.{self.rng.choice(['md', 'txt'])}"
+            m = self._marker("remote", rel)
+            data = (MEMORY_HEAD.format(title=f"r{self.n}", slug=f"r-{self.n:05d}").encode()
+                    if rel.endswith(".md") else b"") + self._line(rel, m)
+            self.srv.put_file(self.repo, "/" + rel, data)
+            self._note(f"remote new {rel} {m}")
+            return
+        rel = self.rng.choice(files)
+        try:
+            if kind in ("edit", "blind_read", "blind_write"):
+                data = self.srv.read_file(self.repo, "/" + rel)
+                if kind == "blind_read":
+                    self.pending_blind.append((rel, data))
+                    self._note(f"remote blind read {rel}")
+                    return
+                m = self._marker("remote", rel)
+                if rel.endswith(".md") and rel in self.recent_local:
+                    self.stats.memory_concurrent += 1
+                new = data + self._line(rel, m) if data.endswith(b"\n") or not data else data + b"\n" + \
+                    self._line(rel, m)
+                self.srv.put_file(self.repo, "/" + rel, new)
+                self._note(f"remote edit {rel} {m}")
+            elif kind == "move":
+                dest_dir = self.rng.choice(["/notes", "/docs", "/phone"])
+                self.srv.mkdir(self.repo, dest_dir) if self.srv.file_id(self.repo, dest_dir) is None else None
+                if "/" + str(Path(rel).parent) == dest_dir:
+                    return
+                self.srv.move_path(self.repo, "/" + rel, dest_dir)
+                self._note(f"remote move {rel} -> {dest_dir}")
+            elif kind == "delete":
+                if rel.startswith("journal/") or rel == "index.md":
+                    return
+                self._forget("remote", self.srv.read_file(self.repo, "/" + rel))
+                self.srv.delete_path(self.repo, "/" + rel)
+                self._note(f"remote delete {rel}")
+        except Exception as exc:  # noqa: BLE001 - the other client meets races too; logged, not fatal
+            self._note(f"remote {kind} {rel}: {type(exc).__name__} {exc}")
+
+    def _blind_write(self, rel: str, old: bytes) -> None:
+        """Upload an edit of the version read earlier (``old``), whatever is there now.
+
+        What the other client overwrites of its *own* later edits is its own
+        doing (exempt); what it overwrites of ours the daemon must keep.
+        """
+        current = self.srv.read_file(self.repo, "/" + rel)
+        self._forget("remote", bytes(set_difference(current, old)))
+        m = self._marker("remote", rel)
+        self.srv.put_file(self.repo, "/" + rel, old + self._line(rel, m))
+        self._note(f"remote blind write {rel} {m}")
+
+    # ------------------------------------------------------------------ faults and kills
+
+    def inject(self) -> None:
+        kind = self.rng.choice(FAULTS)
+        rx = self.rng.choice([r"/seafhttp/", r"/api2/repos/", r"/api/v2\.1/repos/", r"/dir/"])
+        if kind == "5xx":
+            self.srv.inject_fault(None, rx, status=self.rng.choice([500, 502, 503]), count=self.rng.randint(1, 3))
+        elif kind == "429":
+            self.srv.inject_fault(None, rx, status=429, retry_after=1, count=1)
+        elif kind == "latency":
+            self.srv.inject_fault(None, rx, latency=self.rng.uniform(0.1, 0.8), count=self.rng.randint(1, 5))
+        elif kind == "drop":
+            self.srv.inject_fault(None, rx, drop=True, count=1)
+        elif kind == "401":
+            if self.relogin_in is not None:
+                return
+            self.srv.revoke_token(self.srv.token_for(USER))   # the token is revoked; later: login again
+            self.relogin_in = self.rng.randint(3, 15)
+            rx = "the token"
+        else:
+            self.srv.inject_fault("POST", r"/seafhttp/", status=500, after_processing=True, count=1)
+        self.stats.faults += 1
+        self._note(f"fault {kind} on {rx}")
+
+    def login_again(self) -> None:
+        """The person signs in again (a new token in the keyring) and asks for a refresh."""
+        from ohsync.daemon import credentials
+
+        credentials.save_token(self.srv.url, USER, self.srv.token_for(USER))
+        self.relogin_in = None
+        self.stats.relogins += 1
+        self._note("login again; refresh")
+        try:
+            assert self.daemon is not None
+            self.daemon.client(timeout=10).call("refresh")
+        except Exception as exc:  # noqa: BLE001 - a daemon just killed has no socket yet: it reads the keyring at start
+            self._note(f"refresh: {type(exc).__name__}")
+
+    def kill_and_restart(self) -> None:
+        assert self.daemon is not None
+        if self.daemon.proc.poll() is None:
+            self.daemon.proc.send_signal(signal.SIGKILL)
+            self.daemon.proc.wait(30)
+        self.daemon.log.close()
+        self.stats.kills += 1
+        self._note("SIGKILL daemon; restart")
+        self.start_daemon()
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self, actions: int, *, pace: float = 0.05) -> Stats:
+        """Do ``actions`` random actions, then quiesce and account for every version."""
+        self.seed_library()
+        self.start_daemon()
+        assert self.daemon is not None
+        self.daemon.wait_state("idle", timeout=120)
+        next_kill = self.rng.randint(self.kill_every // 2, self.kill_every * 3 // 2)
+        for i in range(actions):
+            self.stats.actions = i + 1
+            roll = self.rng.random()
+            if roll < self.fault_rate:
+                self.inject()
+            elif roll < 0.55:
+                self.local_action()
+            else:
+                self.remote_action()
+            if self.relogin_in is not None:
+                self.relogin_in -= 1
+                if self.relogin_in <= 0:
+                    self.login_again()
+            if i + 1 >= next_kill:
+                self.kill_and_restart()
+                next_kill = i + 1 + self.rng.randint(self.kill_every // 2, self.kill_every * 3 // 2)
+            time.sleep(self.rng.uniform(0, 2 * pace))
+        for rel, old in self.pending_blind:     # finish the blind overwrites still pending
+            if self.srv.file_id(self.repo, "/" + rel) is not None:
+                self._blind_write(rel, old)
+        self.pending_blind.clear()
+        if self.relogin_in is not None:
+            self.login_again()
+        self.quiesce()
+        self.account()
+        return self.stats
+
+    def quiesce(self, timeout: float = 240.0) -> None:
+        """Faults off, daemon up, until both trees are equal and ``wait`` says synced."""
+        self.srv.clear_faults()
+        assert self.daemon is not None
+        if self.daemon.proc.poll() is not None:
+            self.start_daemon()
+
+        def settled() -> bool:
+            if read_tree(self.mirror) != self.srv.tree(self.repo):
+                return False
+            return self.daemon.client(timeout=60).call("wait", {"timeout": 30}).get("synced") is True
+
+        try:
+            wait_for(settled, timeout=timeout, interval=1.0, what="quiescence")
+            time.sleep(2.5)     # one more poll: nothing may still be moving
+            wait_for(settled, timeout=60, interval=1.0, what="quiescence after one more poll")
+        except AssertionError:
+            local, server = read_tree(self.mirror), self.srv.tree(self.repo)
+            diff = sorted(k for k in set(local) | set(server) if local.get(k) != server.get(k))
+            raise AssertionError(f"seed {self.stats.seed}: no quiescence; differing paths {diff[:20]}\n"
+                                 f"--- daemon output ---\n{self.daemon.output()[-3000:]}") from None
+
+    def account(self) -> None:
+        """Find every marker live, in /.conflict/, /.trash/ or a local backup."""
+        blobs: list[bytes] = list(read_tree(self.mirror).values()) + list(self.srv.tree(self.repo).values())
+        backups = self.env.root / "state" / "backups"
+        if backups.is_dir():
+            blobs += [p.read_bytes() for p in backups.rglob("*") if p.is_file()]
+        text = b"\n".join(blobs)
+        self.stats.memory_conflicts = sum(1 for k in self.srv.tree(self.repo)
+                                          if k.startswith("/.conflict/") and k.endswith(".md"))
+        for m, (writer, rel) in self.markers.items():
+            if m.encode() in text:
+                self.stats.found += 1
+            elif m in self.exempt:
+                self.stats.exempt += 1
+            else:
+                self.stats.lost.append(f"{m} ({writer}, written to {rel})")
+        self.stats.written = len(self.markers) - self.stats.exempt
+
+    def explain(self) -> str:
+        """The seed and the actions on the lost markers' files (a minimal action log)."""
+        names = {m.split(" ")[0] for m in self.stats.lost}
+        files = {self.markers[m][1] for m in names if m in self.markers}
+        keep = [line for line in self.log if any(f in line for f in files) or "SIGKILL" in line or "fault" in line]
+        return f"seed {self.stats.seed}; lost {sorted(self.stats.lost)[:10]}\n" + "\n".join(keep[-80:])
+
+    def close(self) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python tests/chaos.py [--seed N] [--actions N]``: the long profile, by hand."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--actions", type=int, default=10000)
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ns = ap.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="ohsync-chaos-"))
+    sock_dir = Path(tempfile.mkdtemp(prefix="ohs-", dir="/tmp"))
+    env = Env(root=root, sock_dir=sock_dir, keyring_file=root / "keyring.json", config=root / "config.toml")
+    os.environ.update({k: v for k, v in env.vars().items()
+                       if k in ("PYTHON_KEYRING_BACKEND", "OHSYNC_KEYRING_FILE", "OHSYNC_CONFIG")})
+    from ohsync.devserver import DevServer
+
+    srv = DevServer(root / "devserver", users={USER: "secret"})
+    srv.start()
+    chaos = Chaos(env, srv, root, ns.seed)
+    try:
+        stats = chaos.run(ns.actions)
+        print(stats.summary())
+        if stats.lost:
+            print(chaos.explain())
+            return 1
+        return 0
+    finally:
+        chaos.close()
+        srv.stop()
+        if not ns.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,314 @@
+"""``ohsync doctor``: each check made to fail shows its fix; comfort problems keep exit 0.
+
+Every check runs against devserver, temporary folders, and faked machine facts
+(the inotify limit file, the socket, the environment, the tray host) passed in
+through :class:`Probes`.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import sqlite3
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import isolated_env  # noqa: E402,F401
+from tls_helpers import tls_server  # noqa: E402,F401
+
+from ohsync.daemon import credentials, doctor_local  # noqa: E402
+from ohsync.daemon.cli import main  # noqa: E402
+from ohsync.daemon.config import load_config  # noqa: E402
+from ohsync.daemon.doctor import ERROR, OK, SKIPPED, WARNING, Probes, exit_code, run_checks  # noqa: E402
+from ohsync.engine.client import SeafileClient  # noqa: E402
+
+USER = "user@example.edu.cn"
+
+
+@pytest.fixture
+def setup_done(isolated_env, devserver):
+    """A config, a saved token and the library, as `ohsync setup` leaves them."""
+    home = isolated_env.root / "home"
+    (home / "OH-Memory").mkdir(parents=True)
+    (home / "OH-Drop").mkdir()
+    devserver.create_library(USER, "OH-Memory")
+    isolated_env.config.write_text(
+        f'server = "{devserver.url}"\nusername = "{USER}"\n'
+        f'[[mirror]]\nlibrary = "OH-Memory"\nlocal = "{home / "OH-Memory"}"\n'
+        f'[filing]\ndrop_dir = "{home / "OH-Drop"}"\n')
+    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
+    return isolated_env
+
+
+@pytest.fixture
+def probes(tmp_path, isolated_env) -> Probes:
+    limit = tmp_path / "max_user_watches"
+    limit.write_text("524288\n")
+    return Probes(inotify_limit_file=limit, socket=isolated_env.socket, environ={"DISPLAY": ":99"},
+                  platform="linux", find_tray_host=lambda env: "fake tray host", tray_libraries=lambda: None)
+
+
+def _check(findings, name):
+    [found] = [f for f in findings if f.check == name]
+    return found
+
+
+def _run(env, probes, **cfg_changes):
+    cfg = load_config(env.config)
+    return run_checks(replace(cfg, **cfg_changes) if cfg_changes else cfg, probes)
+
+
+def test_a_fresh_setup_is_healthy(setup_done, probes) -> None:
+    findings = _run(setup_done, probes)
+    levels = {f.check: f.level for f in findings}
+    assert levels == {"config": OK, "keyring": WARNING, "server": OK, "tls": OK, "login": OK, "library": OK,
+                      "clock": OK, "mirror_folder": OK, "drop_folder": OK, "inotify": OK, "display": OK,
+                      "tray": OK, "instance": WARNING, "state_db": OK}
+    assert "plain file" in _check(findings, "keyring").message  # the test keyring is a file
+    assert "ohsync run" in _check(findings, "instance").fix
+    assert exit_code(findings) == 0
+    assert not list(Path(setup_done.root / "home" / "OH-Memory").iterdir())  # the probe left nothing
+
+
+def test_cli_json_and_exit_codes(setup_done, devserver, capsys) -> None:
+    code = main(["doctor", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"] is True
+    assert {c["check"] for c in report["checks"]} >= {"keyring", "server", "login", "library", "state_db"}
+    assert all(set(c) == {"check", "level", "message", "fix"} for c in report["checks"])
+    devserver.revoke_token(devserver.token_for(USER))
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR    login: The server rejects the saved token" in out
+    assert f"fix: Sign in again: `ohsync login --server {devserver.url} --username {USER}`" in out
+
+
+def test_not_set_up(isolated_env, probes) -> None:
+    findings = run_checks(load_config(isolated_env.config), probes)
+    assert _check(findings, "config").level == ERROR and "ohsync setup" in _check(findings, "config").fix
+    assert _check(findings, "server").level == SKIPPED
+    assert exit_code(findings) == 1
+
+
+def test_broken_config_file_is_the_finding(isolated_env, capsys) -> None:
+    isolated_env.config.write_text("server = [broken\n")
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "not valid TOML" in out and "ohsync setup" in out
+
+
+def test_keyring_missing_or_without_login(setup_done, probes, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    found = _check(_run(setup_done, probes), "keyring")
+    assert found.level == ERROR and "gnome-keyring" in found.fix and "keyrings.alt" in found.fix
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "ohsync.daemon.file_keyring.FileKeyring")
+    credentials.delete_token(load_config(setup_done.config).server, USER)
+    findings = _run(setup_done, probes)
+    found = _check(findings, "keyring")
+    assert found.level == ERROR and "ohsync login --server" in found.fix
+    assert _check(findings, "login").level == SKIPPED and exit_code(findings) == 1
+
+
+def test_server_unreachable_or_not_seafile(setup_done, devserver, probes) -> None:
+    findings = _run(setup_done, probes, server="http://127.0.0.1:9")
+    found = _check(findings, "server")
+    assert found.level == ERROR and "Check the network connection" in found.fix
+    assert {_check(findings, c).level for c in ("tls", "login", "library", "clock")} == {SKIPPED}
+    found = _check(_run(setup_done, probes, server=devserver.url + "/seafile"), "server")
+    assert found.level == ERROR and "Seafile base address" in found.fix
+
+
+def test_plain_http_to_another_host_is_a_warning(setup_done, probes) -> None:
+    from ohsync.daemon.doctor import _Remote
+
+    out: list = []
+    remote = _Remote(replace(load_config(setup_done.config), server="http://seafile.example"), probes, out)
+
+    class Answers:
+        def server_info(self):
+            return {"version": "12.0"}
+
+        def close(self):
+            pass
+
+    remote.probes = replace(probes, client_factory=lambda s, t: Answers())
+    remote.server()
+    assert _check(out, "tls").level == WARNING and "https://" in _check(out, "tls").fix
+
+
+def test_untrusted_certificate(setup_done, probes, tls_server) -> None:
+    findings = _run(setup_done, probes, server=tls_server)
+    found = _check(findings, "tls")
+    assert found.level == ERROR and "certificate" in found.message.lower()
+    assert "SSL_CERT_FILE" in found.fix and "this computer's date" in found.fix
+    assert exit_code(findings) == 1
+
+
+def test_clock_offset_is_a_warning(setup_done, probes) -> None:
+    class SkewedClient(SeafileClient):
+        def _read_clock(self, response):
+            super()._read_clock(response)
+            if self.clock_offset is not None:
+                self.clock_offset += 3600
+
+    findings = _run(setup_done, replace(probes, client_factory=lambda s, t: SkewedClient(s, t, retries=0)))
+    found = _check(findings, "clock")
+    assert found.level == WARNING and "60 min behind" in found.message and "timedatectl" in found.fix
+    assert exit_code(findings) == 0
+
+
+def test_library_missing(setup_done, probes) -> None:
+    cfg = load_config(setup_done.config)
+    other = (replace(cfg.mirror, library="Nope"),)
+    found = _check(_run(setup_done, probes, mirrors=other), "library")
+    assert found.level == ERROR and "ohsync setup" in found.fix
+    found = _check(_run(setup_done, probes, mirrors=other, create_library=True), "library")
+    assert found.level == WARNING and "creates it" in found.message
+
+
+def test_mirror_folder_problems(setup_done, probes, monkeypatch) -> None:
+    cfg = load_config(setup_done.config)
+    mirror = cfg.mirror.local
+    # a file where the folder should be
+    mirror.rmdir()
+    mirror.write_text("not a folder")
+    found = _check(_run(setup_done, probes), "mirror_folder")
+    assert found.level == ERROR and "Move the file away" in found.fix
+    # missing after it was synced: the safety stop
+    mirror.unlink()
+    db = cfg.mirror_state_dir(_library_id(cfg)) / "state.sqlite3"
+    db.parent.mkdir(parents=True)
+    sqlite3.connect(db).close()
+    found = _check(_run(setup_done, probes), "mirror_folder")
+    assert found.level == ERROR and "Reconnect the drive" in found.fix
+    mirror.mkdir()
+    # cannot create files (faked: tests run as root, which ignores permissions)
+    real_mkstemp = doctor_local.tempfile.mkstemp
+
+    def refuse(*a, **kw):
+        if Path(kw.get("dir", "")) == mirror:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_mkstemp(*a, **kw)
+
+    monkeypatch.setattr(doctor_local.tempfile, "mkstemp", refuse)
+    findings = _run(setup_done, probes)
+    found = _check(findings, "mirror_folder")
+    assert found.level == ERROR and "chmod u+rwx" in found.fix
+    assert exit_code(findings) == 1
+    monkeypatch.setattr(doctor_local.tempfile, "mkstemp", real_mkstemp)
+    # a file system with short names (eCryptfs)
+    real_replace = os.replace
+
+    def short_names(src, dst):
+        if len(os.path.basename(dst).encode()) > 143:
+            raise OSError(errno.ENAMETOOLONG, "File name too long")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(doctor_local.os, "replace", short_names)
+    findings = _run(setup_done, probes)
+    found = _check(findings, "mirror_folder")
+    assert found.level == WARNING and "255-byte names" in found.fix and exit_code(findings) == 0
+    assert not [p for p in mirror.iterdir()]  # the probe cleaned up after itself
+
+
+def _library_id(cfg) -> str:
+    with SeafileClient(cfg.server, credentials.load_token(cfg.server, cfg.username)) as client:
+        return next(r.id for r in client.list_repos() if r.name == cfg.mirror.library)
+
+
+def test_drop_folder_overlapping_the_mirror(setup_done, probes) -> None:
+    cfg = load_config(setup_done.config)
+    found = _check(_run(setup_done, probes, filing=replace(cfg.filing, drop_dir=cfg.mirror.local / "drop")),
+                   "drop_folder")
+    assert found.level == ERROR and "drop_dir" in found.fix
+
+
+def test_inotify_limit(setup_done, probes) -> None:
+    mirror = load_config(setup_done.config).mirror.local
+    for i in range(5):
+        (mirror / f"d{i}").mkdir()
+    # 5 subfolders + the mirror + the drop folder = 7 watches
+    probes.inotify_limit_file.write_text("4\n")
+    findings = _run(setup_done, probes)
+    found = _check(findings, "inotify")
+    assert found.level == ERROR and "7 folders" in found.message
+    assert "sudo sysctl fs.inotify.max_user_watches=524288" in found.fix and "/etc/sysctl.d/" in found.fix
+    assert exit_code(findings) == 1
+    probes.inotify_limit_file.write_text("10\n")
+    findings = _run(setup_done, probes)
+    assert _check(findings, "inotify").level == WARNING and exit_code(findings) == 0
+    probes.inotify_limit_file.unlink()
+    assert _check(_run(setup_done, probes), "inotify").level == OK
+
+
+def test_display_and_tray_host(setup_done, probes) -> None:
+    findings = _run(setup_done, replace(probes, environ={}))
+    found = _check(findings, "display")
+    assert found.level == WARNING and "ohsync run --no-tray" in found.fix and exit_code(findings) == 0
+    found = _check(_run(setup_done, replace(probes, tray_libraries=lambda: "pystray is missing")), "tray")
+    assert found.level == WARNING and "ohsync[tray]" in found.fix
+    found = _check(_run(setup_done, replace(probes, find_tray_host=lambda env: None)), "tray")
+    assert found.level == WARNING and "gnome-shell-extension-appindicator" in found.fix
+
+
+def test_tray_host_search_finds_nothing_without_a_desktop() -> None:
+    assert doctor_local.find_tray_host({}) is None
+    no_desktop = {"DISPLAY": ":9999", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}
+    assert doctor_local.find_tray_host(no_desktop) is None
+
+
+def test_running_instance(setup_done, probes) -> None:
+    from ohsync.daemon.socket_server import SocketServer
+
+    state = {"state": "idle", "message": "Up to date"}
+    server = SocketServer(setup_done.socket, {"status": lambda p: dict(state)})
+    server.start()
+    try:
+        assert _check(_run(setup_done, probes), "instance").level == OK
+        state.update(state="auth_required", message="The server rejected the saved token.")
+        findings = _run(setup_done, probes)
+        found = _check(findings, "instance")
+        assert found.level == ERROR and "rejected the saved token" in found.message
+        assert "ohsync status" in found.fix and exit_code(findings) == 1
+    finally:
+        server.stop()
+
+
+def test_instance_that_does_not_answer(setup_done, probes, isolated_env) -> None:
+    path = isolated_env.sock_dir / "hung.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    try:
+        found = _check(_run(setup_done, replace(probes, socket=path)), "instance")
+        assert found.level == ERROR and "does not answer" in found.message and "ohsync stop" in found.fix
+    finally:
+        listener.close()
+
+
+def test_state_database_integrity(setup_done, probes) -> None:
+    cfg = load_config(setup_done.config)
+    db = cfg.mirror_state_dir(_library_id(cfg)) / "state.sqlite3"
+    db.parent.mkdir(parents=True)
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(f"key{i:05d}", "v" * 50) for i in range(2000)])
+    conn.commit()
+    conn.close()
+    assert _check(_run(setup_done, probes), "state_db").level == OK
+    data = bytearray(db.read_bytes())
+    page = 4096
+    data[page * 3 + 100: page * 3 + 400] = b"\xff" * 300  # damage a page in the middle
+    db.write_bytes(bytes(data))
+    findings = _run(setup_done, probes)
+    found = _check(findings, "state_db")
+    assert found.level == ERROR and f"mv '{db}' '{db}.broken'" in found.fix and exit_code(findings) == 1
+    db.write_bytes(b"this is not a database at all" * 200)
+    found = _check(_run(setup_done, probes), "state_db")
+    assert found.level == ERROR and "cannot be read" in found.message and "ohsync stop" in found.fix

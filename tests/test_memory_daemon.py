@@ -1,0 +1,126 @@
+"""The memory tools end to end: the real daemon, devserver and the sample
+library.  Writes through the socket return once the server holds them; a
+concurrent append by another client through the Web API survives; soft
+deletes land in /.trash/ (or stay in place, marked, when the move fails)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+from engine_helpers import sample_library  # noqa: E402
+
+from ohsync.daemon import credentials  # noqa: E402
+from ohsync.daemon.rpc import RpcError  # noqa: E402
+from ohsync.engine.client import SeafileClient  # noqa: E402
+
+USER = "user@example.edu.cn"
+JOURNAL = "journal/2026-11.md"
+
+
+@pytest.fixture
+def running(isolated_env, devserver, tmp_path: Path):
+    """A daemon that has synced the sample library once (polls rarely: the test decides)."""
+    repo = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
+    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
+    mirror = tmp_path / "mirror"
+    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=120.0)
+    daemon = DaemonProc(isolated_env)
+    try:
+        daemon.wait_state("idle", timeout=90)
+        yield repo, mirror, daemon
+    finally:
+        daemon.stop()
+
+
+def test_socket_append_and_a_concurrent_web_api_append_both_survive(devserver, running) -> None:
+    repo, mirror, daemon = running
+    other = SeafileClient(devserver.url, devserver.token_for(USER))
+    try:
+        theirs_line = "- [phone] 2026-12-01 09:00 手机端记下：明早 8 点去图书馆 #计划\n"
+        current = other.download_bytes(repo, "/" + JOURNAL)[0]
+        other.update(repo, "/" + JOURNAL, current + theirs_line.encode())  # the daemon has not polled since
+    finally:
+        other.close()
+    result = daemon.client(60).call("memory.append", {
+        "permalink": "journal-2026-11-df70", "category": "desk", "text": "桌面端追加：整理了哈希表笔记",
+        "timeout": 30})
+    assert result["verified"] and result["added"] and result["action"] == "merge"
+    on_server = devserver.read_file(repo, "/" + JOURNAL).decode()
+    assert on_server.count(theirs_line) == 1
+    assert on_server.count(result["appended"] + "\n") == 1
+    assert (mirror / JOURNAL).read_text(encoding="utf-8") == on_server
+    assert not [p for p in devserver.tree(repo) if p.startswith("/.conflict/")]
+    # the index already knows the new line
+    hits = daemon.client().call("memory.search", {"query": "整理了哈希表笔记"})["results"]
+    assert hits[0]["permalink"] == "journal-2026-11-df70" and "整理了哈希表笔记" in hits[0]["snippet"]
+    # the CLI says the same thing, as JSON
+    out = daemon.cli("memory", "search", "--json", "整理了哈希表笔记")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["results"][0]["permalink"] == "journal-2026-11-df70"
+
+
+def test_write_read_after_rename_edit_and_delete_into_trash(devserver, running) -> None:
+    repo, mirror, daemon = running
+    client = daemon.client(60)
+    made = client.call("memory.write", {
+        "title": "图书馆开放时间", "type": "fact",
+        "observations": [{"category": "hours", "text": "北馆 8:00 开门", "tags": ["图书馆"]}],
+        "relations": [{"rel": "relates_to", "target": "校园服务入口速查"}], "tags": ["校园"]})
+    assert made["verified"] and made["path"] == "knowledge/图书馆开放时间.md"
+    server_text = devserver.read_file(repo, "/" + made["path"]).decode()
+    assert f"permalink: {made['permalink']}" in server_text and "- [hours] 北馆 8:00 开门 #图书馆" in server_text
+    # refused: a secret; nothing reaches the server
+    with pytest.raises(RpcError) as refused:
+        client.call("memory.append", {"permalink": made["permalink"], "category": "key",
+                                      "text": "token sk-abcdefghijklmnopqrstuv"})
+    assert "refused" in refused.value.message
+    assert "sk-" not in devserver.read_file(repo, "/" + made["path"]).decode()
+    # a person renames the file: the daemon carries the move, read still finds it
+    new_rel = "knowledge/图书馆时间（改）.md"
+    os.rename(mirror / made["path"], mirror / new_rel)
+    wait_for(lambda: "/" + new_rel in devserver.tree(repo), timeout=30, what="the move reached the server")
+    got = client.call("memory.read", {"permalink": made["permalink"]})
+    assert got["path"] == new_rel and "北馆 8:00 开门" in got["content"]
+    edited = client.call("memory.edit", {"permalink": made["permalink"], "find": "北馆 8:00", "replace": "北馆 7:30"})
+    assert edited["verified"] and "北馆 7:30 开门" in devserver.read_file(repo, "/" + new_rel).decode()
+    with pytest.raises(RpcError, match="does not occur"):
+        client.call("memory.edit", {"permalink": made["permalink"], "find": "北馆 8:00", "replace": "北馆 9:00"})
+    gone = client.call("memory.delete", {"permalink": made["permalink"], "reason": "重复了"})
+    assert gone["deleted"] == "图书馆开放时间" and not gone["in_place"]
+    trashed = devserver.read_file(repo, "/" + gone["trash"]).decode()
+    assert gone["trash"] == ".trash/" + new_rel and "status: trashed" in trashed
+    assert "/" + new_rel not in devserver.tree(repo) and not (mirror / new_rel).exists()
+    hits = client.call("memory.search", {"query": "北馆", "limit": 50})["results"]
+    assert made["permalink"] not in [r["permalink"] for r in hits]
+    with pytest.raises(RpcError, match="no memory entity"):
+        client.call("memory.read", {"permalink": made["permalink"]})
+
+
+def test_delete_stays_in_place_marked_trashed_when_the_move_fails(devserver, running) -> None:
+    repo, mirror, daemon = running
+    rel = "tasks/申请 SRT 项目.md"
+    devserver.inject_fault("POST", r"/file/", status=500, count=20)  # the move into /.trash/ fails
+    gone = daemon.client(90).call("memory.delete", {"permalink": "srt-application-cf84", "timeout": 60})
+    assert gone["in_place"] and gone["trash"] is None and "stays in place" in gone["message"]
+    text = devserver.read_file(repo, "/" + rel).decode()
+    assert "status: trashed" in text and "original_path: tasks/申请 SRT 项目.md" in text
+    assert (mirror / rel).read_text(encoding="utf-8") == text
+    hits = daemon.client().call("memory.search", {"query": "SRT", "limit": 20})["results"]
+    assert "srt-application-cf84" not in [h["permalink"] for h in hits]
+
+
+def test_cli_memory_without_a_daemon_says_so(isolated_env, tmp_path: Path) -> None:
+    write_config(isolated_env, "http://127.0.0.1:9", USER, tmp_path / "mirror")
+    from daemon_helpers import ohsync_cmd
+    import subprocess
+
+    out = subprocess.run([*ohsync_cmd(), "memory", "search", "x"], env=isolated_env.vars(), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 3 and "not running" in out.stderr

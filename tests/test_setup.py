@@ -1,0 +1,315 @@
+"""``ohsync setup`` against devserver: scripted with flags, interactive through an injected input
+function and through a real terminal (pty), with the file keyring of ``isolated_env``."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import isolated_env  # noqa: E402,F401
+from tls_helpers import tls_server  # noqa: E402,F401
+
+from ohsync.daemon import cli_setup, credentials  # noqa: E402
+from ohsync.daemon.cli import main  # noqa: E402
+from ohsync.daemon.config import load_config  # noqa: E402
+from ohsync.daemon.setup_flow import SetupAnswers, SetupError, run_setup  # noqa: E402
+from ohsync.daemon.setup_prompt import MissingAnswer, Prompter  # noqa: E402
+
+USER = "user@example.edu.cn"
+PASSWORD = "secret"
+
+
+def _scripted(env, devserver, *extra: str) -> list[str]:
+    home = env.root / "home"
+    return ["setup", "--yes", "--server", devserver.url, "--username", USER, "--password-stdin",
+            "--local", str(home / "Mirror"), "--drop", str(home / "Drop"), "--no-autostart", *extra]
+
+
+def _stdin(monkeypatch, text: str) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+
+
+def test_scripted_setup_creates_library_writes_config_and_token(isolated_env, devserver, monkeypatch,
+                                                                  capsys) -> None:
+    isolated_env.config.write_text('poll_interval = 7\nmystery = "kept"\n')
+    _stdin(monkeypatch, PASSWORD + "\n")
+    code = main(_scripted(isolated_env, devserver, "--create-library"))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Created the library 'OH-Memory'" in out and "ohsync doctor" in out
+    repo_id = devserver.library_id("OH-Memory")
+    assert repo_id
+    cfg = load_config(isolated_env.config)
+    assert cfg.server == devserver.url and cfg.username == USER
+    assert cfg.mirror.library == "OH-Memory" and cfg.mirror.library_id is None
+    assert cfg.mirror.local == isolated_env.root / "home" / "Mirror" and cfg.mirror.local.is_dir()
+    assert cfg.filing.drop_dir == isolated_env.root / "home" / "Drop" and cfg.filing.drop_dir.is_dir()
+    assert cfg.poll_interval == 7 and tomllib.loads(isolated_env.config.read_text())["mystery"] == "kept"
+    token = credentials.load_token(devserver.url, USER)
+    assert token == devserver.token_for(USER)
+    assert token not in isolated_env.config.read_text() and token not in out + err
+
+
+def test_scripted_setup_with_a_token_takes_the_username_from_the_account(isolated_env, devserver, monkeypatch,
+                                                                         capsys) -> None:
+    devserver.create_library(USER, "OH-Memory")
+    _stdin(monkeypatch, devserver.token_for(USER) + "\n")
+    home = isolated_env.root / "home"
+    code = main(["setup", "--yes", "--server", devserver.url, "--token-stdin", "--local", str(home / "M"),
+                 "--no-autostart"])
+    assert code == 0, capsys.readouterr().err
+    cfg = load_config(isolated_env.config)
+    assert cfg.username == USER and cfg.filing.drop_dir == home / "OH-Drop"
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+
+def test_scripted_setup_names_each_missing_flag(isolated_env, devserver, monkeypatch, capsys) -> None:
+    home = isolated_env.root / "home"
+    # no secret and no saved login
+    assert main(["setup", "--yes", "--server", devserver.url, "--username", USER, "--no-autostart"]) == 2
+    assert "--password-stdin or --token-stdin" in capsys.readouterr().err
+    # a missing library is created only when asked
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver)) == 2
+    assert "needs --create-library" in capsys.readouterr().err
+    assert not isolated_env.config.exists() and credentials.load_token(devserver.url, USER) is None
+    # autostart is a decision: with an autostart facility, --yes needs one of the two flags
+    monkeypatch.setattr(cli_setup, "autostart_enabler", lambda: lambda path: "enabled")
+    assert main(["setup", "--yes", "--server", devserver.url, "--username", USER, "--password-stdin",
+                 "--local", str(home / "M")]) == 2
+    assert "needs --autostart or --no-autostart" in capsys.readouterr().err
+
+
+def test_non_empty_folder_needs_merge_unless_it_mirrors_the_library(isolated_env, devserver, monkeypatch,
+                                                                     capsys) -> None:
+    devserver.create_library(USER, "OH-Memory")
+    mine = isolated_env.root / "home" / "Mirror"
+    mine.mkdir(parents=True)
+    (mine / "notes.md").write_text("my notes\n")
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver)) == 2
+    err = capsys.readouterr().err
+    assert "is not empty and is not a mirror of 'OH-Memory'" in err and "--merge" in err
+    assert not isolated_env.config.exists()
+    assert (mine / "notes.md").read_text() == "my notes\n"
+
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver, "--merge")) == 0, capsys.readouterr().err
+    assert load_config(isolated_env.config).mirror.local == mine
+
+    # a folder this config already syncs with the library is accepted as it is
+    cfg = load_config(isolated_env.config)
+    state = cfg.mirror_state_dir(devserver.library_id("OH-Memory"))
+    state.mkdir(parents=True)
+    (state / "state.sqlite3").write_bytes(b"")
+    _stdin(monkeypatch, "")
+    assert main(["setup", "--yes", "--server", devserver.url, "--local", str(mine), "--drop",
+                 str(isolated_env.root / "home" / "Drop"), "--no-autostart"]) == 0
+    assert "already mirrors 'OH-Memory'" in capsys.readouterr().out  # and the saved login was kept
+
+
+def test_drop_folder_inside_the_mirror_is_refused(isolated_env, devserver, monkeypatch, capsys) -> None:
+    devserver.create_library(USER, "OH-Memory")
+    _stdin(monkeypatch, PASSWORD + "\n")
+    home = isolated_env.root / "home"
+    argv = _scripted(isolated_env, devserver)
+    argv[argv.index("--drop") + 1] = str(home / "Mirror" / "drop")
+    assert main(argv) == 1
+    assert "overlaps the mirror" in capsys.readouterr().err
+    assert not isolated_env.config.exists()
+
+
+def test_unreachable_server_and_wrong_password(isolated_env, devserver, monkeypatch, capsys) -> None:
+    _stdin(monkeypatch, PASSWORD + "\n")
+    argv = _scripted(isolated_env, devserver, "--create-library")
+    argv[argv.index("--server") + 1] = "http://127.0.0.1:9"
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "does not answer as a Seafile server" in err and "Traceback" not in err
+    _stdin(monkeypatch, "wrong\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 1
+    err = capsys.readouterr().err
+    assert "did not accept this username and password" in err and "wrong" not in err
+
+
+def test_untrusted_certificate_is_named(isolated_env, tls_server, monkeypatch, capsys) -> None:
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(["setup", "--yes", "--server", tls_server, "--username", USER, "--password-stdin",
+                 "--no-autostart"]) == 1
+    err = capsys.readouterr().err
+    assert "TLS certificate" in err and "SSL_CERT_FILE" in err and "Traceback" not in err
+
+
+def test_no_keyring_fails_before_any_question(isolated_env, devserver, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    asked: list[str] = []
+    with pytest.raises(credentials.KeyringUnavailable, match="gnome-keyring"):
+        run_setup(SetupAnswers(), Prompter(ask=lambda q: asked.append(q) or ""), isolated_env.config)
+    assert asked == []
+
+
+class Script:
+    """An input function answering prompts in order; records every prompt."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.prompts: list[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if not self.answers:
+            raise EOFError
+        return self.answers.pop(0)
+
+
+def test_interactive_setup_asks_everything(isolated_env, devserver, monkeypatch) -> None:
+    home = isolated_env.root / "home"
+    busy = home / "Busy"
+    busy.mkdir(parents=True)
+    (busy / "x.txt").write_text("x")
+    ask = Script(devserver.url, "1", USER,      # server, sign in with a password, username
+                 "",                           # library: the default, OH-Memory
+                 "y",                          # create it
+                 str(busy), "n",               # a non-empty folder: do not merge, ask again
+                 str(home / "Fresh"),          # the mirror folder
+                 "",                           # the drop folder: the default
+                 "")                           # autostart: the default (yes)
+    secret = Script(PASSWORD)
+    enabled: list[Path] = []
+    out = io.StringIO()
+    result = run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=out), isolated_env.config,
+                       enable_autostart=lambda p: enabled.append(p) or "Autostart is on.")
+    prompts = "\n".join(ask.prompts)
+    assert "Seafile server [https://cloud.tsinghua.edu.cn]" in prompts
+    assert "Library to mirror [OH-Memory]" in prompts and "Create it? [Y/n]" in prompts
+    assert "Merge them with the library?" in prompts and "[y/N]" in prompts
+    assert f"Drop folder (documents put here are filed into /Files/) [{home / 'OH-Drop'}]" in prompts
+    assert "Start ohsync automatically when you log in? [Y/n]" in prompts
+    assert secret.prompts == [f"Password for {USER}: "]
+    assert "is not empty and is not a mirror" in out.getvalue()
+    assert result.local == home / "Fresh" and result.drop == home / "OH-Drop"
+    assert enabled == [isolated_env.config] and result.autostart == "Autostart is on."
+    cfg = load_config(isolated_env.config)
+    assert cfg.mirror.local == home / "Fresh" and cfg.mirror.library == "OH-Memory"
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+    assert (busy / "x.txt").read_text() == "x"
+
+
+def test_interactive_wrong_password_is_asked_again_then_token(isolated_env, devserver) -> None:
+    devserver.create_library(USER, "OH-Memory")
+    home = isolated_env.root / "home"
+    ask = Script(devserver.url, "1", USER, "2", "", str(home / "M"), "", "n")
+    secret = Script("wrong", devserver.token_for(USER))
+    out = io.StringIO()
+    result = run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=out), isolated_env.config,
+                       enable_autostart=lambda p: pytest.fail("autostart was declined"))
+    assert "did not accept this username and password" in out.getvalue()
+    assert secret.prompts[1] == "Paste the API token: "
+    assert result.username == USER and result.autostart and "Autostart is off" in result.autostart
+
+
+def test_interactive_two_factor_code_is_asked_when_the_server_wants_it(isolated_env, devserver,
+                                                                       monkeypatch) -> None:
+    from ohsync.engine.client import SeafileClient
+    from ohsync.engine.errors import TwoFactorRequired
+
+    devserver.create_library(USER, "OH-Memory")
+    calls: list = []
+
+    def obtain_token(server_url, username, password, *, otp=None, **kw):
+        calls.append(otp)
+        if otp != "123456":
+            raise TwoFactorRequired("This account uses two-factor authentication.")
+        return devserver.token_for(USER)
+
+    monkeypatch.setattr(SeafileClient, "obtain_token", staticmethod(obtain_token))
+    home = isolated_env.root / "home"
+    ask = Script(devserver.url, "1", USER, "123456", "", str(home / "M"), "")
+    run_setup(SetupAnswers(autostart=False), Prompter(ask=ask, secret=Script(PASSWORD), out=io.StringIO()),
+              isolated_env.config)
+    assert calls == [None, "123456"]
+    assert any("Two-factor code" in p for p in ask.prompts)
+
+
+def test_scripted_two_factor_code_is_the_second_stdin_line(isolated_env, devserver, monkeypatch,
+                                                           capsys) -> None:
+    from ohsync.engine.client import SeafileClient
+    from ohsync.engine.errors import TwoFactorRequired
+
+    calls: list = []
+
+    def obtain_token(server_url, username, password, *, otp=None, **kw):
+        calls.append((password, otp))
+        if otp != "654321":
+            raise TwoFactorRequired("This account uses two-factor authentication.")
+        return devserver.token_for(USER)
+
+    monkeypatch.setattr(SeafileClient, "obtain_token", staticmethod(obtain_token))
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 1
+    assert "second line on standard input" in capsys.readouterr().err
+    _stdin(monkeypatch, PASSWORD + "\n654321\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 0, capsys.readouterr().err
+    assert calls[-2:] == [(PASSWORD, None), (PASSWORD, "654321")]
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+
+def test_closed_input_names_the_flag(isolated_env, devserver) -> None:
+    with pytest.raises(MissingAnswer, match="pass --server"):
+        run_setup(SetupAnswers(), Prompter(ask=Script(), out=io.StringIO()), isolated_env.config)
+
+
+def test_a_bad_flag_answer_ends_setup_a_typed_one_is_asked_again(isolated_env, devserver) -> None:
+    with pytest.raises(SetupError, match="not a web address"):
+        run_setup(SetupAnswers(server="ftp://x"), Prompter(ask=Script(), out=io.StringIO()), isolated_env.config)
+    out = io.StringIO()
+    ask = Script("ftp://x")
+    with pytest.raises(MissingAnswer):
+        run_setup(SetupAnswers(), Prompter(ask=ask, out=out), isolated_env.config)
+    assert "not a web address" in out.getvalue() and len(ask.prompts) == 2
+
+
+def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
+    """The installed command at a pty: the password is read without echo."""
+    import pexpect
+
+    home = isolated_env.root / "home"
+    env = isolated_env.vars()
+    child = pexpect.spawn(sys.executable, ["-m", "ohsync.daemon.cli", "setup"], env=env, encoding="utf-8",
+                          timeout=30)
+    child.logfile_read = log = io.StringIO()
+    try:
+        child.expect_exact("Seafile server [https://cloud.tsinghua.edu.cn]: ")
+        child.sendline(devserver.url)
+        child.expect_exact("Choice [1]: ")
+        child.sendline("1")
+        child.expect_exact("Username (email): ")
+        child.sendline(USER)
+        child.expect_exact(f"Password for {USER}: ")
+        child.sendline(PASSWORD)
+        child.expect_exact("Signed in as")
+        child.expect_exact("Library to mirror [OH-Memory]: ")
+        child.sendline("")
+        child.expect_exact("Create it? [Y/n]: ")
+        child.sendline("y")
+        child.expect_exact("Local folder for the mirror [")
+        child.sendline(str(home / "Mirror"))
+        child.expect_exact("Drop folder")
+        child.sendline("")
+        child.expect_exact("ohsync is set up")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    transcript = log.getvalue()
+    assert child.exitstatus == 0, transcript
+    assert f"Password for {USER}: " in transcript and "ohsync is set up" in transcript
+    assert PASSWORD not in transcript.replace(USER, "")  # the password is not echoed
+    cfg = load_config(isolated_env.config)
+    assert cfg.mirror.local == home / "Mirror" and (home / "Mirror").is_dir()
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
