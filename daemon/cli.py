@@ -60,7 +60,7 @@ def _read_secret_line(what: str) -> str:
 def cmd_login(args: argparse.Namespace) -> int:
     from ohsync.daemon.config import config_path, normalize_server_url, update_config
     from ohsync.daemon.credentials import load_token, save_token
-    from ohsync.daemon.login import check_token, token_from_password, token_owner_note
+    from ohsync.daemon.login import check_token, token_from_password, token_owner_note, without_scheme
     from ohsync.engine.errors import TwoFactorRequired
 
     path = config_path(args.config)
@@ -73,9 +73,17 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise UsageError("give only one of --password-stdin and --token-stdin")
     load_token(server, username)  # fail early, before any prompt, when there is no usable keyring
 
+    entered = args.server or cfg.server
     if args.token_stdin:
         token = _read_secret_line("token")
-        note = token_owner_note(username, check_token(server, token))
+        try:
+            account = check_token(server, token)
+        except OhsyncError as exc:
+            explained = without_scheme(entered, server, exc)
+            if explained is exc:
+                raise
+            raise explained from exc
+        note = token_owner_note(username, account)
         if note:
             print(note, file=sys.stderr)
     else:
@@ -103,6 +111,11 @@ def cmd_login(args: argparse.Namespace) -> int:
 
         try:
             token = token_from_password(server, username, password, ask_code)
+        except OhsyncError as exc:
+            explained = without_scheme(entered, server, exc)
+            if explained is exc:
+                raise
+            raise explained from exc
         finally:
             password = ""
     save_token(server, username, token)
@@ -139,7 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if not cfg.server or not cfg.username or not load_token(cfg.server, cfg.username):
         raise OhsyncError(no_login_message(cfg), title="Not logged in")
-    log_file = setup_logging(cfg.log_dir, verbose=args.verbose)
+    # OHSYNC_LOG_STDERR=0: stderr is kept for the last words (the tray's Start item reads them)
+    log_file = setup_logging(cfg.log_dir, verbose=args.verbose, stderr=os.environ.get("OHSYNC_LOG_STDERR") != "0")
     if log_file:
         import logging
 
