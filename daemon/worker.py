@@ -204,6 +204,7 @@ class SyncWorker:
         self._held: list[dict[str, str]] = []
         self._skipped: list[dict[str, str]] = []
         self._failures: list[dict[str, Any]] = []
+        self._refreshed_since_open = False
         self._caches_loaded = False
         self._repeats: dict[tuple[str, str], tuple[dict[str, Any], int, float]] = {}
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
@@ -383,6 +384,8 @@ class SyncWorker:
                 work.check_remote = True
             else:
                 work.tickets.append(arg)
+            if kind == "refresh":
+                self._refreshed_since_open = True  # e.g. after `ohsync login`: a new token may wait
             if kind == "refresh" and self._session is not None and hasattr(self._session.engine, "release_failures"):
                 self._session.engine.release_failures()  # the person acted: try held paths once more
             if self._status.get("problem") in ("auth_required", "offline", "error", "stopped") and kind == "refresh":
@@ -475,6 +478,7 @@ class SyncWorker:
             self._failed(exc)
             return False
         self._session = session
+        self._refreshed_since_open = False  # this session read the keyring just now
         self._status.update(checking_since=None, library=session.library_name)
         self._refresh_caches()
         try:
@@ -594,6 +598,13 @@ class SyncWorker:
         """Record an error of opening or of a pass and plan what comes next,
         from its one classification (``engine.errors.classify``)."""
         failure = classify(exc)
+        if failure.needs == "login" and self._refreshed_since_open and self._session is not None:
+            # a refresh came after this session read the token (a login meanwhile?):
+            # read the keyring again before saying a login is needed
+            log.info("the server rejected the token; opening again with the saved login")
+            self._close_session()
+            self._queue.put(("poll", None))
+            return
         if failure.needs == "login":
             log.error("the server rejected the token: %s", failure.message)
             self._status.update(problem="auth_required", problem_message=(

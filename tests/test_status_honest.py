@@ -370,3 +370,37 @@ def test_idle_polls_send_no_status_events_on_the_socket(isolated_env, devserver,
         assert "syncing" in states and states[-1] == "idle"
     finally:
         proc.stop()
+
+
+def test_a_login_during_a_failing_pass_is_not_reported_as_login_needed(tmp_path: Path) -> None:
+    """`ohsync login` + `refresh` while the old session still holds the revoked token:
+    the 401 that follows must lead to reading the keyring again, not to a stuck auth_required."""
+    from ohsync.engine.errors import AuthError, ServerError
+
+    engine = AttentionEngine(tmp_path)
+    opened: list[int] = []
+    status = StatusModel(library="OH-Memory", local=str(tmp_path), poll_interval=60)
+    status.watcher_alive = lambda: True
+
+    def open_session(on_event):
+        opened.append(1)
+        engine.on_event = on_event
+        return FakeSession(engine)
+
+    w = SyncWorker(open_session, status, poll_interval=60)
+    w.start()
+    try:
+        wait_for(lambda: status.status()["state"] == "idle", what="idle")
+        engine.fail_with = [ServerError("The server failed (HTTP 500)", status=500)]
+        w.refresh()
+        wait_for(lambda: status.status()["state"] == "error", what="server error")
+        engine.fail_with = [AuthError("Invalid token", status=401)]  # the old token, revoked meanwhile
+        w.refresh()  # the person logged in again and asked for a refresh
+        wait_for(lambda: len(opened) == 2, what="opened again")
+        wait_for(lambda: status.status()["state"] == "idle", what="idle with the new login")
+        # a token rejected right after opening is reported as it is
+        engine.fail_with = [AuthError("Invalid token", status=401)]
+        w.post_dirty(["a.md"])
+        wait_for(lambda: status.status()["state"] == "auth_required", what="auth_required")
+    finally:
+        w.shutdown(10)
