@@ -26,9 +26,11 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
 from ohsync.daemon.filing_service import FilingService, FilingUnavailable
 from ohsync.daemon.memory_service import MemoryService
+from ohsync.daemon.notifications import PushChannel
 from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketInUse, SocketServer
 from ohsync.daemon.status import StatusModel, iso_time
 from ohsync.daemon.watcher import Watcher
@@ -107,12 +109,14 @@ class Daemon:
                 return open_session(cfg, on_event)
 
         self.status = StatusModel(library=cfg.mirror.label, local=str(cfg.mirror.local),
-                                  poll_interval=cfg.poll_interval)
+                                  poll_interval=cfg.poll_interval, push_poll_interval=cfg.push_safety_poll)
         self.status.watcher_alive = lambda: self._watcher is not None and self._watcher.is_alive()
         self.server = SocketServer(cfg.socket, self._handlers(), own_dir=_is_default_socket_dir(cfg.socket.parent))
         self.worker = SyncWorker(session_factory, self.status, poll_interval=cfg.poll_interval,
                                  publish=self._publish, on_ready=self._on_ready,
-                                 on_fatal=self._on_fatal, before_pass=self._check_watcher)
+                                 on_fatal=self._on_fatal, before_pass=self._check_watcher,
+                                 push_poll_interval=cfg.push_safety_poll)
+        self._push: PushChannel | None = None
         self.status.add_listener(lambda st: self.server.publish({"type": "status", "status": st}))
         self.filing, self._filing_problem = self._make_filing_service()
         self.memory = MemoryService(cfg.mirror.local, cfg.memory.time_offset, self.worker.submit, self.status.get,
@@ -191,8 +195,13 @@ class Daemon:
         return {"queued": True}
 
     def _resync(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.worker.resync()
-        return {"queued": True}
+        keep = params.get("keep") if isinstance(params, dict) else None
+        if keep not in (None, "newer", "afresh"):
+            raise InvalidParams("`keep` must be \"newer\" or \"afresh\"")
+        regression = self.status.get("regression")
+        self.worker.resync(keep)
+        return {"queued": True, "regression": regression,
+                "keep": keep or ("newer" if regression else "afresh")}
 
     def _file(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         paths = params.get("paths")
@@ -237,8 +246,15 @@ class Daemon:
         """The engine is open: remember it, watch its folder, attach filing."""
         self._engine = session.engine
         self._root = Path(getattr(session, "local_root", self.cfg.mirror.local))
+        prepare = getattr(session.engine, "prepare_root", None)
+        if prepare is not None:
+            try:
+                prepare()   # a new mirror's folder exists before the first pass: watched from the start
+            except OhsyncError as exc:
+                log.error("%s", exc.message)   # the first pass reports it (a safety stop)
         self.memory.attach(session.engine)
         self._check_watcher()
+        self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
             from ohsync.engine.filing import Filer
 
@@ -252,6 +268,18 @@ class Daemon:
                     log.error("cannot watch the drop folder %s (%s); `ohsync file` still works",
                               self.cfg.filing.drop_dir, exc.strerror or exc)
             self.status.update(filing=self.filing.status())
+
+    def _start_push(self, session: Session) -> None:
+        """Subscribe to the server's notification service (if it runs one) for this session."""
+        if self._push is not None:
+            self._push.stop()
+            self._push = None
+        client, library_id = getattr(session, "client", None), getattr(session, "library_id", None)
+        if not self.cfg.notifications or not library_id or not hasattr(client, "notification_ping"):
+            return
+        self._push = PushChannel(client, library_id, on_update=self.worker.push_update,
+                                 on_mode=self.worker.set_push)
+        self._push.start()
 
     def _check_watcher(self) -> None:
         """Start the watcher, or restart one that died (its folder vanished and came back).
@@ -269,7 +297,7 @@ class Daemon:
             log.warning("the file watcher had stopped; restarting it and scanning the folder")
             watcher.stop()
         fresh = Watcher(root, lambda p: self._engine.rel_path(p), self._on_dirty,
-                        quiet=self._watcher_quiet)
+                        quiet=self._watcher_quiet, on_restructure=self.worker.note_restructure)
         try:
             fresh.start()
         except OSError as exc:
@@ -342,10 +370,12 @@ class Daemon:
             raise OhsyncError(f"Cannot create the socket {self.cfg.socket}: {exc.strerror}.",
                               title="Socket error") from exc
         log.info("ohsync %s listening on %s (pid %d)", "daemon", self.cfg.socket, os.getpid())
+        self.memory.start()
         old_handlers = self._signals()
         try:
             self.worker.start()
             self.ready.set()
+            sd_notify.ready(f"{self.cfg.mirror.label} ↔ {self.cfg.mirror.local}")
             self._main_loop()
         finally:
             self._teardown()
@@ -400,11 +430,14 @@ class Daemon:
             signal.signal(sig, handler)
 
     def _teardown(self) -> None:
+        sd_notify.stopping()
         self.status.update(phase="stopping")
         if self._watcher is not None:
             self._watcher.stop()
         if self.filing is not None:
             self.filing.stop()
+        if self._push is not None:
+            self._push.stop()
         if not self.worker.shutdown(timeout=120):
             log.warning("the sync worker did not finish within 120 s; exiting anyway")
         self.server.stop()

@@ -19,12 +19,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ohsync.daemon import cli_autostart, cli_log
+from ohsync.daemon.about import version
+from ohsync.daemon.cli_resync import add_resync
 from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
 from ohsync.engine.errors import OhsyncError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+
+
+# ohsync is installed from its source folder (it is on no package index), so name commands that work there
+TRAY_EXTRA_HINT = ("Install the [tray] extra from the ohsync source folder: `pipx install --force '.[tray]'` "
+                   "(or `pip install --user '.[tray]'`); it needs PyGObject's system packages, see the README.")
 
 
 class UsageError(Exception):
@@ -166,8 +174,7 @@ def cmd_tray(args: argparse.Namespace) -> int:
     try:
         from ohsync.tray.app import default_start_command, run_tray
     except ImportError as exc:
-        raise OhsyncError(f"The tray is not available ({exc}). Install it with `pip install 'ohsync[tray]'`.",
-                          title="No tray") from exc
+        raise OhsyncError(f"The tray is not available ({exc}). {TRAY_EXTRA_HINT}", title="No tray") from exc
     try:
         start = default_start_command(args.config) if args.config else None
         run_tray(cfg.socket, owns_daemon=False, start_command=start)
@@ -195,6 +202,8 @@ def _print_status(st: dict[str, Any]) -> None:
     for m in st.get("mirrors", []):
         print(f"  {m['library']} ↔ {m['local']}")
     print(f"  last sync: {st.get('last_sync') or 'never'}")
+    if st.get("notifications"):
+        print(f"  notifications: {st['notifications']}")
     counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
               ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
     if counts:
@@ -335,6 +344,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ohsync", description="Two-way sync of a Seafile library with a local folder.")
     p.add_argument("--config", metavar="PATH", help="config file (default: $OHSYNC_CONFIG or the user config dir)")
+    p.add_argument("--version", action="version", version=f"ohsync {version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
@@ -353,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--username", metavar="EMAIL")
     sp = add("run", cmd_run, "run the daemon in the foreground")
     sp.add_argument("--no-tray", action="store_true", help="no tray icon, even with a display")
-    sp.add_argument("-v", "--verbose", action="store_true")
+    sp.add_argument("-v", "--verbose", action="store_true", help="also log debug lines (idle polls, timings)")
     add("tray", cmd_tray, "show the tray icon for a running daemon")
     sp = add("status", cmd_status, "show what the daemon is doing")
     sp.add_argument("--json", action="store_true", help="print the status object")
@@ -375,8 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--timeout", type=float, default=600.0, metavar="S")
     sp = add("confirm-deletes", cmd_confirm_deletes, "carry out deletions held by the safety valve")
     sp.add_argument("--list", action="store_true", help="only list the held deletions")
-    add("resync", _simple("resync", "Resyncing: both sides are compared afresh; nothing is deleted."),
-        "forget the sync history and reconcile both sides again (deletes nothing)")
+    add_resync(sub)
     sp = add("stop", cmd_stop, "stop the daemon")
     sp.add_argument("--timeout", type=float, default=130.0, metavar="S")
     sp = add("demo", cmd_demo, "try ohsync against a local test server with a sample library")
@@ -391,6 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_memory(add)
     cli_setup.register(sub)
     cli_doctor.register(sub)
+    cli_autostart.register(add)
+    cli_log.register(add)
     return p
 
 

@@ -112,15 +112,17 @@ class MemoryConfig:
     :ivar time_offset: offset of the times written into memory files (``±HH:MM``).
     :ivar write_timeout: seconds a write waits for the server by default.
     :ivar stamp_edits: a person's saved edit of a memory entity gets
-        ``modified`` (and ``origin: desktop``) stamped before it is pushed.
+        ``modified`` (and ``origin: desktop``) stamped before it is pushed
+        (off by default: it rewrites the file the person just saved; the
+        saved version goes to the backups first).
     :ivar stamp_quiet: seconds a file must stay unchanged before it is stamped.
     :ivar origin: the ``origin`` written by this computer.
     """
 
     time_offset: str = "+08:00"
     write_timeout: float = 30.0
-    stamp_edits: bool = True
-    stamp_quiet: float = 2.0
+    stamp_edits: bool = False
+    stamp_quiet: float = 1.0
     origin: str = "desktop"
 
 
@@ -129,8 +131,9 @@ class Config:
     """The effective configuration: file values over defaults over nothing.
 
     :ivar path: the file it came from (it need not exist).
-    :ivar state_dir_explicit: True when ``state_dir`` was set in the file;
-        logs then go to ``state_dir`` instead of the person's log folder.
+    :ivar state_dir_explicit: True when ``state_dir`` was set in the file.
+    :ivar log_dir: the folder of ``ohsync.log``: ``state_dir/logs`` unless the
+        file sets ``log_dir``.
     :ivar warnings: sentences about unknown keys or ignored tables.
     """
 
@@ -146,7 +149,7 @@ class Config:
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     filing: FilingConfig = field(default_factory=FilingConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
-    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
+    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)) / "logs")
     warnings: tuple[str, ...] = ()
     #: upload requests of new files in flight at once
     transfers: int = DEFAULT_TRANSFERS
@@ -370,8 +373,8 @@ def _memory(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
     return MemoryConfig(
         time_offset=offset,
         write_timeout=_number(raw.get("write_timeout", 30), "memory.write_timeout", path, 1, 3600),
-        stamp_edits=_typed(raw.get("stamp_edits", True), bool, "memory.stamp_edits", path),
-        stamp_quiet=_number(raw.get("stamp_quiet", 2), "memory.stamp_quiet", path, 0, 600),
+        stamp_edits=_typed(raw.get("stamp_edits", False), bool, "memory.stamp_edits", path),
+        stamp_quiet=_number(raw.get("stamp_quiet", 1), "memory.stamp_quiet", path, 0, 600),
         origin=origin,
     )
 

@@ -55,6 +55,8 @@ class Snapshot:
     :ivar phase: ``starting`` until the first pass ran, then ``running``,
         ``stopping`` on the way out (the state stays what it was: a tray must
         not announce a safety stop when the person quits).
+    :ivar regression: the sentence for a library whose history went
+        backwards (remote deletes and overwrites held): state ``stopped``.
     :ivar problem: a named problem that overrides the normal states:
         ``auth_required``, ``offline``, ``stopped`` or ``error``; with
         ``problem_message`` (a sentence) and ``retry_at`` (next attempt).
@@ -96,6 +98,11 @@ class Snapshot:
     clock_offset: float | None = None
     drop_dir: str | None = None
     filing: dict[str, Any] | None = None
+    regression: str | None = None
+    #: ``push`` while the server's notification service reaches us, else ``polling``
+    notifications: str = "polling"
+    #: seconds between the safety polls while notifications are ``push``
+    push_poll_interval: float = 300.0
     now: float = field(default_factory=time.time)
 
 
@@ -124,6 +131,8 @@ def _state(s: Snapshot) -> tuple[str, str]:
             arrow = "Uploading" if s.transfer.get("direction") == "up" else "Downloading"
             return "syncing", f"{arrow} {s.transfer.get('path')}"
         return "syncing", f"Syncing {s.current_path}" if s.current_path else "Syncing"
+    if s.regression:
+        return "stopped", s.regression  # a safety valve holds every remote delete and overwrite
     if s.phase == "starting" or s.last_poll is None or s.last_scan is None:
         return "starting", "Starting: first check of the server and the local folder"
     if not s.watcher_alive:
@@ -138,7 +147,8 @@ def _state(s: Snapshot) -> tuple[str, str]:
                          "; see `ohsync status --json`")
     if s.errors:
         return "error", f"{s.errors} file(s) failed to sync and will be retried; see `ohsync activity`"
-    stale_poll = s.now - s.last_poll > 3 * s.poll_interval + 30
+    interval = s.push_poll_interval if s.notifications == "push" else s.poll_interval
+    stale_poll = s.now - s.last_poll > 3 * interval + 30
     stale_scan = s.now - s.last_scan > 2 * scan_interval(s.poll_interval) + 30
     if stale_poll:
         return "error", f"No successful check of the server since {iso_time(s.last_poll)}"
@@ -174,8 +184,10 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "last_poll": iso_time(s.last_poll),
         "last_scan": iso_time(s.last_scan),
         "watcher": s.watcher_alive,
+        "regression": s.regression,
         "errors": s.errors,
         "polls": s.polls,
+        "notifications": s.notifications,
         "clock_offset": None if s.clock_offset is None else round(s.clock_offset),
         "drop_dir": s.drop_dir,
         "filing": copy.deepcopy(s.filing),

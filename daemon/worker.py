@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ohsync.daemon.attention import attention_items, conflict_since, wait_verdict
+from ohsync.daemon.logs import log_action
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     LibraryNotFound,
@@ -166,6 +167,8 @@ class SyncWorker:
     :param on_fatal: called with the error when the daemon cannot run.
     :param before_pass: called in the worker thread before and after every
         pass (the daemon starts or restarts the watcher there).
+    :param push_poll_interval: seconds between the safety polls while push
+        notifications arrive (:meth:`set_push`).
     """
 
     def __init__(
@@ -179,10 +182,14 @@ class SyncWorker:
         on_fatal: Callable[[BaseException], None] = lambda exc: None,
         before_pass: Callable[[], None] = lambda: None,
         activity_size: int = 200,
+        push_poll_interval: float = 300.0,
     ) -> None:
         self._open_session = open_session
         self._status = status
         self._poll_interval = poll_interval
+        self._push_poll_interval = push_poll_interval
+        self._push = False
+        self._known_head: str | None = None
         self._scan_interval = scan_interval(poll_interval)
         self._publish = publish
         self._on_ready = on_ready
@@ -195,6 +202,7 @@ class SyncWorker:
         self._calls: list[Callable[[], None]] = []
         self._paused = False
         self._shutdown = threading.Event()
+        self._restructured = threading.Event()
         self._attempt = 0
         self._last_full_scan = 0.0
         self._lock = threading.Lock()  # guards the caches below (read by socket threads)
@@ -221,6 +229,12 @@ class SyncWorker:
         """Local paths changed (from the watcher)."""
         self._queue.put(("dirty", (list(paths), full_scan)))
 
+    def note_restructure(self) -> None:
+        """A local folder was moved or deleted (from the watcher, at once): a
+        running pass stops between two files; the full scan that follows
+        carries the change instead of writing into the old folder."""
+        self._restructured.set()
+
     def refresh(self) -> None:
         """Poll the server and scan the local folder now (also retries a failed login)."""
         self._queue.put(("refresh", None))
@@ -234,6 +248,16 @@ class SyncWorker:
         """Sync again, starting with a full scan and a poll."""
         self._status.update(paused=False)
         self._queue.put(("resume", None))
+
+    def set_push(self, active: bool) -> None:
+        """The push channel came up (True: compare the head once now, then poll
+        only every ``push_poll_interval``) or went down (False: normal polling)."""
+        self._queue.put(("push_mode", bool(active)))
+
+    def push_update(self, commit_id: str = "") -> None:
+        """The server announced a new head: poll now (coalesced with anything
+        queued; dropped when ``commit_id`` is the head the last pass saw)."""
+        self._queue.put(("push", commit_id))
 
     def submit(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on the worker thread between passes (for helpers such as
@@ -252,6 +276,7 @@ class SyncWorker:
             item["message"] = message
         with self._lock:
             self._activity.append(item)
+        log_action(path, action, result, "up" if action == "file" else "", message)
 
     def confirm_deletes(self) -> int:
         """Let the held deletes through on the next pass; returns how many are held now."""
@@ -265,15 +290,24 @@ class SyncWorker:
         self.refresh()
         return held
 
-    def resync(self) -> None:
-        """Forget what both sides last agreed on and reconcile everything again.
+    def resync(self, keep: str | None = None) -> None:
+        """Reconcile everything again.
 
+        While the library's history went backwards (``regression`` in the
+        status), or with ``keep="newer"``, this keeps the newer version from
+        either side on both (the held paths); otherwise (or with
+        ``keep="afresh"``) it forgets what both sides last agreed on.
         Nothing is deleted by a resync: files on one side only are copied to
         the other, different versions are merged or archived as conflicts.
         """
         def job() -> None:
             if self._session is not None:
-                self._session.engine.reset_state()
+                engine = self._session.engine
+                held = hasattr(engine, "regression") and engine.regression() is not None
+                if keep == "newer" or (held and keep != "afresh"):
+                    engine.keep_newer()
+                else:
+                    engine.reset_state()
                 self.post_dirty([], full_scan=True)
         self.submit(job)
         self.refresh()
@@ -378,6 +412,19 @@ class SyncWorker:
             self._retry.clear()
             if time.monotonic() - self._last_full_scan >= self._scan_interval:
                 work.full_scan = True
+        elif kind == "push":
+            if not arg or arg != self._known_head:
+                work.check_remote = True
+                work.dirty.update(self._retry)
+                self._retry.clear()
+        elif kind == "push_mode":
+            self._push = arg
+            self._status.update(notifications="push" if arg else "polling")
+            if arg:
+                work.check_remote = True  # events sent while we were away are lost: look once
+            else:
+                due = self.scheduler.due_in
+                self.scheduler.poll_in(self._poll_interval if due is None else min(due, self._poll_interval))
         elif kind in ("refresh", "wait"):
             work.full_scan = True
             if kind == "refresh":
@@ -507,8 +554,10 @@ class SyncWorker:
         self._status.update(checking_since=started, pending_up=len(work.dirty))
         self._notify_if_slow()
         try:
-            report: SyncReport = self._session.engine.sync(paths, check_remote=work.check_remote,
-                                                           should_stop=self._shutdown.is_set)
+            self._restructured.clear()
+            report: SyncReport = self._session.engine.sync(
+                paths, check_remote=work.check_remote,
+                should_stop=lambda: self._shutdown.is_set() or self._restructured.is_set())
         except BaseException as exc:  # noqa: BLE001 - classified in _failed
             # keep the work for the retry, together with anything that arrived meanwhile
             self._work.dirty |= work.dirty
@@ -522,6 +571,14 @@ class SyncWorker:
             self._finish_tickets(False, message)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
+            return
+        if report.interrupted and not self._shutdown.is_set():
+            # a local folder moved or vanished mid-pass: rescan before writing anything more
+            log.info("a local folder was moved or deleted during the pass; scanning again")
+            self._status.update(syncing=False, transfer=None, current_path=None)
+            self._work.full_scan = self._work.check_remote = True
+            self._work.dirty |= work.dirty
+            self._work.tickets[:0] = work.tickets
             return
         if report.interrupted:
             log.info("stopped between two files for shutdown; the rest syncs on the next start")
@@ -565,8 +622,19 @@ class SyncWorker:
             log.warning("%s: %s", path, message)
         for t in work.tickets:
             self._settle(t, report)
+        if work.check_remote:
+            self._known_head = self._engine_head()
         if work.check_remote and not self._shutdown.is_set():
-            self.scheduler.poll_in(self._poll_interval)
+            self.scheduler.poll_in(self._push_poll_interval if self._push else self._poll_interval)
+
+    def _engine_head(self) -> str | None:
+        """The head commit the engine saw last (None when it cannot say)."""
+        state = getattr(getattr(self._session, "engine", None), "state", None)
+        try:
+            head = state.get_meta("head") if state is not None else None
+        except Exception:  # noqa: BLE001 - only an optimisation
+            return None
+        return head if isinstance(head, str) else None
 
     def _settle(self, ticket: _Ticket, report: SyncReport) -> None:
         """Answer a ``wait``: synced only if nothing failed, is held, conflicted
@@ -645,6 +713,7 @@ class SyncWorker:
             held = list(engine.held_deletes()) if hasattr(engine, "held_deletes") else []
             failures = list(engine.failures()) if hasattr(engine, "failures") else []
             clock = engine.clock_offset() if hasattr(engine, "clock_offset") else None
+            regression = engine.regression() if hasattr(engine, "regression") else None
         except Exception:  # noqa: BLE001 - status must not die on a read
             log.exception("reading conflicts/damaged from the engine failed")
             return
@@ -656,9 +725,13 @@ class SyncWorker:
             self._caches_loaded = True
         was_held = self._status.get("held_deletes")
         items = attention_items(held=held, damaged=[(d["path"], d["reason"]) for d in damaged], skipped=skipped)
+        was_regressed = self._status.get("regression")
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
                             held_deletes=len(held), clock_offset=clock, attention=tuple(items),
-                            failures=tuple(failures))
+                            failures=tuple(failures), regression=regression)
+        if regression and not was_regressed:
+            log.warning("%s", regression)
+            self._publish({"type": "error", "kind": "regression", "message": regression})
         if held and not was_held:
             sides = sorted({side for _, side in held})
             message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "
@@ -700,10 +773,14 @@ class SyncWorker:
         if event.message:
             item["message"] = event.message
         with self._lock:
-            if not self._coalesce(event, now):
+            fresh = not self._coalesce(event, now)
+            if fresh:
                 self._activity.append(item)
                 if event.kind == "error":
                     self._repeats[(event.path, event.message)] = (item, 1, now)
+        if fresh:  # a repeated error is counted in the activity list, not logged again
+            log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
+                       event.direction, event.message)
         self._status.update(syncing=True, transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,

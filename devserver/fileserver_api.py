@@ -24,6 +24,7 @@ from werkzeug.wrappers import Request, Response
 from . import ids
 from .http_util import content_disposition, fs_error, go_json, header_params, parse_multipart, text
 from .names import fs_name_invalid, join_path, nfc, norm_path, split_path
+from .head_merge import HeadUnknown, update_at_head
 from .repo_ops import EntryNotFound, FolderNotFound, NotAFolder, is_dir
 
 _RANGE_RE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+)\s*$")
@@ -225,7 +226,11 @@ class Fileserver:
         ``{"success": true}``, the last one commits the assembled file.
 
         Answers the new file id as bare text (``update-aj``: a JSON array);
-        identical content makes no commit.
+        identical content makes no commit.  With ``head`` (a commit id, in the
+        query or the form) the update is based on that commit: a concurrent
+        edit of the file stays live and the upload becomes an SFConflict file
+        beside it (``head_merge``); ``DevServer.honour_head = False`` ignores
+        ``head`` like a server without that merge.
         """
         form = self._form(req, token, kind)
         if isinstance(form, Response):
@@ -237,7 +242,7 @@ class Fileserver:
         if not files:
             return fs_error(400, "No file in multipart form.\n")
         e = self.ops.lookup(tok.repo_id, target)
-        if e is None or is_dir(e):
+        if (e is None or is_dir(e)) and not (req.args.get("head") or fields.get("head")):
             return fs_error(441, "File does not exist.\n")
         data = files[0].data
         crange = req.headers.get("Content-Range")
@@ -250,13 +255,19 @@ class Fileserver:
         if not self._quota_ok(tok.user, len(data)):
             return fs_error(443, "Out of quota.\n")
         fid, size = self.store.write_blob(data)
+        mtime = parse_last_modify(fields.get("last_modify"))
+        head = req.args.get("head") or fields.get("head")
         try:
-            self.ops.update_file(tok.repo_id, norm_path(target), fid, size, tok.user,
-                                 mtime=parse_last_modify(fields.get("last_modify")))
+            if head and getattr(self.app, "honour_head", True):
+                update_at_head(self.ops, tok.repo_id, norm_path(target), fid, size, tok.user, head, mtime=mtime)
+            else:
+                self.ops.update_file(tok.repo_id, norm_path(target), fid, size, tok.user, mtime=mtime)
+        except HeadUnknown:
+            return fs_error(500, "Internal error.\n")
         except EntryNotFound:
             return fs_error(441, "File does not exist.\n")
         if kind == "update-aj":
-            return go_json([{"id": fid, "name": e["name"], "size": size}])
+            return go_json([{"id": fid, "name": split_path(target)[-1], "size": size}])
         return text(fid)
 
     # ------------------------------------------------------------ download

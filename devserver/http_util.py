@@ -111,11 +111,31 @@ class Part:
         return self.data.decode("utf-8", "replace")
 
 
+_TSPECIALS = frozenset(b'()<>@,;:\\"/[]?=')
+
+
+def _unquote(raw: bytes) -> bytes:
+    """Go's ``mime.ParseMediaType`` reading of a quoted string: a backslash
+    before a tspecial (``\\``, ``\"``, ...) escapes it; before anything else
+    it is a literal backslash (how browsers send ``C:\\dir\\a.txt``)."""
+    out = bytearray()
+    i = 0
+    while i < len(raw):
+        if raw[i] == 0x5C and i + 1 < len(raw) and raw[i + 1] in _TSPECIALS:
+            out.append(raw[i + 1])
+            i += 2
+            continue
+        out.append(raw[i])
+        i += 1
+    return bytes(out)
+
+
 def header_params(value: bytes) -> dict[str, str]:
-    """Parameters of a header value, quoted strings taken literally (no unescaping)."""
+    """Parameters of a header value; quoted strings are unescaped the way Go's
+    ``mime`` package does it (see :func:`_unquote`), nothing is percent-decoded."""
     out = {}
     for m in _PARAM_RE.finditer(value):
-        raw = m.group(2) if m.group(2) is not None else (m.group(3) or b"").strip()
+        raw = _unquote(m.group(2)) if m.group(2) is not None else (m.group(3) or b"").strip()
         out[m.group(1).decode("ascii", "replace").lower()] = raw.decode("utf-8", "surrogateescape")
     return out
 
@@ -123,8 +143,8 @@ def header_params(value: bytes) -> dict[str, str]:
 def parse_multipart(body: bytes, content_type: str) -> list[Part] | None:
     """Split a ``multipart/form-data`` body into parts; None when it is not multipart.
 
-    File names are kept exactly as sent (raw UTF-8, ``%22`` not decoded, ``\\``
-    kept), like the Go fileserver.
+    File names are kept as sent (raw UTF-8, ``%22`` not decoded, a lone ``\\``
+    kept, ``\\\\`` read as one backslash), like the Go fileserver.
     """
     m = re.search(r'boundary="?([^";]+)"?', content_type or "")
     if not (content_type or "").lower().startswith("multipart/") or not m:

@@ -6,7 +6,8 @@ auth)`` rows.
 ``{name}``, ``{commit}`` placeholders; it is also the counter key of the endpoint (``"GET
 /api2/repos/{id}/dir/"``).  ``auth`` is ``"token"`` (API token required),
 ``"none"`` or ``"optional"``.  The handler name is ``"<component>.<method>"``
-with component ``account``, ``history``, ``dirs``, ``files`` or ``fs``.
+with component ``account``, ``history``, ``file_history``, ``dirs``, ``files``, ``fs``
+or ``notify`` (the notification server, ``devserver/notification_server.py``).
 
 ``SOURCES`` names, for every endpoint, the upstream code whose behaviour it
 follows (seahub for ``/api2`` and ``/api/v2.1``, the Go fileserver of
@@ -40,6 +41,8 @@ ROUTES: list[tuple[tuple[str, ...], str, str, str]] = [
     (("POST",), "/api2/repos/{id}/file/", "files.file_post", "token"),
     (("DELETE",), "/api2/repos/{id}/file/", "files.file_delete", "token"),
     (("GET",), "/api2/repos/{id}/file/detail/", "files.file_detail", "token"),
+    (("GET",), "/api2/repos/{id}/file/history/", "file_history.file_history", "token"),
+    (("GET",), "/api2/repos/{id}/file/revision/", "file_history.file_revision", "token"),
     (("GET",), "/api2/repos/{id}/file/metadata/", "files.file_metadata", "token"),
     (("GET",), "/api2/repos/{id}/upload-link/", "files.upload_link", "token"),
     (("GET",), "/api2/repos/{id}/update-link/", "files.update_link", "token"),
@@ -51,6 +54,7 @@ ROUTES: list[tuple[tuple[str, ...], str, str, str]] = [
     (("DELETE",), "/api/v2.1/repos/{id}/dir/", "dirs.v21_dir_delete", "token"),
     (("GET",), "/api/v2.1/repos/{id}/dir/detail/", "dirs.v21_dir_detail", "token"),
     (("GET",), "/api/v2.1/repos/{id}/file/", "files.v21_file_get", "token"),
+    (("GET",), "/api/v2.1/repos/{id}/file/history/", "file_history.v21_file_history", "token"),
     (("POST",), "/api/v2.1/repos/{id}/file/", "files.v21_file_post", "token"),
     (("DELETE",), "/api/v2.1/repos/{id}/file/", "files.v21_file_delete", "token"),
     (("GET",), "/api/v2.1/repos/{id}/file-uploaded-bytes/", "files.uploaded_bytes", "optional"),
@@ -65,6 +69,9 @@ ROUTES: list[tuple[tuple[str, ...], str, str, str]] = [
     (("GET", "POST", "PUT", "DELETE"), "/seafhttp/update-aj/{token}", "fs.update_aj", "none"),
     (("GET", "HEAD"), "/seafhttp/files/{token}/{name}", "fs.download", "none"),
     (("GET", "HEAD"), "/seafhttp/zip/{token}", "fs.zip", "none"),
+    (("GET",), "/api/v2.1/repos/{id}/repo-notification-jwt-token/", "notify.jwt_token", "token"),
+    (("GET",), "/notification/ping", "notify.ping", "none"),
+    (("GET",), "/notification", "notify.websocket", "none"),
 ]
 
 _API2 = "seahub/api2/views.py"
@@ -86,6 +93,9 @@ SOURCES: dict[str, str] = {
     "/api2/repos/{id}/file/": f"{_API2}: FileView",
     "/api2/repos/{id}/file/detail/": f"{_API2}: FileDetailView",
     "/api2/repos/{id}/file/metadata/": f"{_API2}: FileMetaDataView",
+    "/api2/repos/{id}/file/history/": f"{_API2}: FileHistory",
+    "/api2/repos/{id}/file/revision/": f"{_API2}: FileRevision",
+    "/api/v2.1/repos/{id}/file/history/": "seahub/api2/endpoints/file_history.py: FileHistoryView",
     "/api2/repos/{id}/upload-link/": f"{_API2}: UploadLinkView",
     "/api2/repos/{id}/update-link/": f"{_API2}: UpdateLinkView",
     "/api/v2.1/repos/{id}/": "seahub/api2/endpoints/repos.py: RepoView",
@@ -107,6 +117,10 @@ SOURCES: dict[str, str] = {
     "/seafhttp/update-aj/{token}": f"{_FILEOP}: updateAjaxCB",
     "/seafhttp/files/{token}/{name}": f"{_FILEOP}: accessCB",
     "/seafhttp/zip/{token}": f"{_FILEOP}: the /zip/ download handler",
+    "/api/v2.1/repos/{id}/repo-notification-jwt-token/":
+        "seahub/api2/endpoints/repo_api_tokens.py: RepoNotificationJwtTokenView",
+    "/notification/ping": "seafile-server notification-server/server.go: /ping (behind the proxy's /notification)",
+    "/notification": "seafile-server notification-server/server.go, client.go: the WebSocket at /",
 }
 
 _PLACEHOLDERS = {"{id}": r"(?P<repo_id>[-0-9a-f]{36})", "{token}": r"(?P<token>[^/]*)",

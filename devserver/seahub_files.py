@@ -141,7 +141,12 @@ class SeahubFiles(SeahubBase):
                 final = self.ops.rename(repo_id, path, newname, user)
             except (EntryNotFound, FolderNotFound, NotAFolder):
                 return api_error(520, "Failed to rename file: file does not exist")
-            loc = f"{base}/api2/repos/{repo_id}/file/?p={location_quote(parent + '/' + final)}"
+            if getattr(self.app, "seahub_version", 13) == 12:
+                # seahub 12 builds the path as quote(parent_dir) + quote(new name)
+                new_path = (parent if parent != "/" else "/") + final
+            else:
+                new_path = parent + "/" + final
+            loc = f"{base}/api2/repos/{repo_id}/file/?p={location_quote(new_path)}"
             return drf("success", 301, headers={"Location": loc})
         if op in ("move", "copy"):
             dst_repo = req.form.get("dst_repo")

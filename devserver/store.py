@@ -236,14 +236,18 @@ class Store:
 
     # ----------------------------------------------------------------- commits
     def write_commit(self, repo_id: str, root_id: str, parent_id: str | None, creator_name: str,
-                     desc: str, repo_name: str, repo_desc: str, ctime: int | None = None) -> dict:
-        """Create and store a commit; return the commit dict."""
+                     desc: str, repo_name: str, repo_desc: str, ctime: int | None = None,
+                     second_parent_id: str | None = None, conflict: bool = False) -> dict:
+        """Create and store a commit; return the commit dict (a merge commit
+        when ``second_parent_id`` is given; ``conflict``: it added SFConflict files)."""
         ctime = int(time.time()) if ctime is None else ctime
         cid = ids.commit_id(root_id, parent_id, creator_name, desc, ctime)
         commit = {"commit_id": cid, "root_id": root_id, "repo_id": repo_id,
                   "creator_name": creator_name, "creator": ids.EMPTY_ID, "description": desc,
-                  "ctime": ctime, "parent_id": parent_id, "second_parent_id": None,
+                  "ctime": ctime, "parent_id": parent_id, "second_parent_id": second_parent_id,
                   "repo_name": repo_name, "repo_desc": repo_desc, "version": 1}
+        if conflict:
+            commit["conflict"] = True
         path = self.root / "commits" / repo_id / cid
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(commit, ensure_ascii=False), "utf-8")

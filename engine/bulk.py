@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .context import MirrorContext
 from .errors import RemoteError
@@ -32,10 +32,13 @@ BULK_MIN_FILES = 20
 BULK_MAX_FILE = 4 * 1024 * 1024
 
 
-def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry]) -> set[str]:
+def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
+              should_stop: Callable[[], bool] | None = None) -> set[str]:
     """Fetch files that are absent locally through one zip download.
 
     :param entries: remote files (rel paths) with no local file and no base.
+    :param should_stop: asked between two files written from the archive;
+        True ends the writing there (the rest waits for the next pass).
     :returns: the rel paths written and recorded as synced; the caller pulls
         the rest one by one.  Never raises for server trouble: a failing zip
         task just means per-file downloads.
@@ -60,6 +63,8 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry]) -> set[str]:
             prefix = f"{tops[0]}/" if len(tops) == 1 else ""
             names = {info.filename: info for info in archive.infolist() if not info.is_dir()}
             for rel, entry in wanted.items():
+                if should_stop is not None and should_stop():
+                    break
                 info = names.get(rel if prefix and rel.startswith(prefix) else rel)
                 if info is None or info.file_size != entry.size:
                     continue

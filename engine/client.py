@@ -48,6 +48,9 @@ from .client_errors import (
 )
 from .client_batch import BatchUploads
 from .client_bulk import BulkTransfers
+from .client_commits import CommitReads
+from .client_history import HistoryCalls
+from .client_notify import NotificationAPI
 from .client_http import USER_AGENT, Payload, SeafileHTTP, check_server_url
 from .client_listing import parse_listing
 from .client_paths import (
@@ -72,7 +75,7 @@ __all__ = ["SeafileClient"]
 log = logging.getLogger("ohsync.client")
 
 
-class SeafileClient(BatchUploads, BulkTransfers, SeafileHTTP):
+class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, BulkTransfers, SeafileHTTP):
     """A synchronous client of one Seafile server for one account.
 
     :param server_url: the Seafile base URL, e.g. ``https://cloud.tsinghua.edu.cn``.
@@ -470,12 +473,18 @@ class SeafileClient(BatchUploads, BulkTransfers, SeafileHTTP):
             size=as_int(body[0].get("size", 0), "the upload answer"),
         )
 
-    def update(self, repo_id: str, remote_path: str, data: Payload) -> UploadResult:
+    def update(self, repo_id: str, remote_path: str, data: Payload, *, head: str | None = None) -> UploadResult:
         """Replace an existing file's content in place:
-        ``GET /api2/repos/{id}/update-link/?p=<parent>``, then ``POST <link>``
+        ``GET /api2/repos/{id}/update-link/?p=<parent>``, then ``POST <link>[?head=]``
         multipart ``target_file``, ``file``.  The answer is the bare new id.
 
         Not retried. Identical content returns the same id (no new commit).
+
+        :param head: the library commit the new content is based on (sent in
+            the query, which both file servers read).  If the file changed
+            since that commit the server keeps the other edit live and stores
+            ours beside it as ``<stem> (SFConflict <user> <time>).<ext>``; the
+            answer is still our content's id, so only a read-back shows it.
 
         :returns: :class:`UploadResult` (``path`` = ``remote_path``, ``size``
             = bytes sent).
@@ -492,6 +501,8 @@ class SeafileClient(BatchUploads, BulkTransfers, SeafileHTTP):
             lambda: self._link(f"/api2/repos/{repo}/update-link/", parent, what="getting an update link", path=target)
         )
         size = payload_size(data)
+        if head:
+            link = link.copy_merge_params({"head": check_id(head, what="the head commit id", path=target)})
         resp = self._fs_post(link, {"target_file": target}, name, data, what=what, path=target)
         file_id = parse_update_answer(resp.content, target)
         return UploadResult(path=target, id=file_id, size=size)
@@ -550,10 +561,16 @@ class SeafileClient(BatchUploads, BulkTransfers, SeafileHTTP):
         resp = self._mutate_file(
             repo, remote, form, what="renaming a file", expect=(301, 200)
         )
+        # Only the final name is taken from Location (it differs from
+        # new_name after an auto-rename): seahub 12 drops the slash between
+        # folder and name (``?p=/subagain.txt``), 13 doubles it at the root.
         result = location_path(resp)
-        if result is None or split_remote(result)[0] != parent:
+        final = split_remote(result)[1] if result is not None else ""
+        if result is not None and split_remote(result)[0] != parent:
+            final = _final_name(result, parent, new_name)
+        if not final or name_problem(final):
             raise ProtocolError("The rename answer does not say where the file went.", path=remote)
-        return result
+        return join_remote(parent, final)
 
     def move(self, repo_id: str, path: str, dst_dir: str, *, is_dir: bool = False) -> str:
         """Move into another folder of the same library.
@@ -636,6 +653,16 @@ class SeafileClient(BatchUploads, BulkTransfers, SeafileHTTP):
                 f"Could not tell the name the server gave {source} in {folder}.", path=source
             )
         return new[0]
+
+
+def _final_name(location: str, parent: str, wanted: str) -> str:
+    """The new name in a seahub 12 rename ``Location`` (``parent`` + name with
+    no slash between): the text after ``parent``; "" when it does not fit."""
+    glued = location[len(parent):] if parent != "/" and location.startswith(parent) else ""
+    stem = wanted.rsplit(".", 1)[0] if "." in wanted[1:] else wanted
+    if glued and (glued == wanted or glued.startswith(stem)):
+        return glued
+    return ""
 
 
 def _check_repo_id(repo_id: str) -> str:

@@ -186,6 +186,7 @@ class BulkTransfers(SeafileHTTP):
         mtime: float | None = None,
         attempts: int | None = None,
         before_chunk: Callable[[int, int], None] | None = None,
+        head: str | None = None,
     ) -> UploadResult:
         """Upload bytes ``[0, size)`` of ``fh`` to ``remote_path`` in chunks.
 
@@ -230,6 +231,8 @@ class BulkTransfers(SeafileHTTP):
         :param before_chunk: ``before_chunk(first, end)`` before each chunk
             ``[first, end)`` is read and sent; raising stops the upload (it
             can be resumed later).
+        :param head: update mode only: the library commit the content is
+            based on (``?head=`` on the update link, see ``SeafileClient.update``).
         :returns: :class:`UploadResult` (``path`` as stored: a new file may
             be auto-renamed ``name (1).ext``; ``id``; ``size`` in bytes).
         :raises RemoteOperationError: a name the form cannot carry (refused
@@ -264,7 +267,10 @@ class BulkTransfers(SeafileHTTP):
                 before_chunk(offset, end)
             body = _read_chunk(fh, offset, view[:end - offset], target)
             try:
-                link = link or self._fresh_link(repo, kind, parent, target)
+                if link is None:
+                    link = self._fresh_link(repo, kind, parent, target)
+                    if head and exists:
+                        link = link.copy_merge_params({"head": check_id(head, what="the head commit id")})
                 resp = self._post(link, form, name, body, None if single else (offset, size), target, exists)
             except _RETRY as exc:
                 failures += 1

@@ -32,10 +32,21 @@ class EngineOptions:
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
     :ivar backup_days: backups older than this many days are pruned.
+    :ivar history_check: after a verified update, read the file's history to
+        make sure the revision ours replaced is the one we merged with (for
+        servers that ignore the update's ``head``).  True: after every
+        update; False: never; None (default): after updates that merged
+        another writer's version, until the server was seen honouring
+        ``head`` (it stored one of ours as an SFConflict file).
     :ivar max_delete_files/max_delete_percent/percent_floor: the mass-delete
         safety valve: deletes on one side are held beyond ``max_delete_files``,
         or from ``percent_floor`` on beyond ``max_delete_percent`` % of the
         mirror (``valve.exceeds``).
+    :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
+        person edited, before pushing them (:mod:`.memory_stamp`).
+    :ivar stamp_quiet: seconds such a file must stay unchanged first.
+    :ivar time_offset: offset of the stamped time (``±HH:MM``).
+    :ivar origin: the ``origin`` this computer writes.
     """
 
     backup_dir: Path | None = None
@@ -48,6 +59,11 @@ class EngineOptions:
     backup_days: int = 30
     max_delete_percent: float = 25.0
     percent_floor: int = 10
+    history_check: bool | None = None
+    stamp_edits: bool = False
+    stamp_quiet: float = 1.0
+    time_offset: str = "+08:00"
+    origin: str = "desktop"
 
 
 @dataclass
@@ -56,6 +72,10 @@ class MirrorContext:
 
     :ivar snapshot: the current remote listing by rel path, kept up to date
         by the stages as they write.
+    :ivar head: a library head commit id read before anything the pass
+        read since (the ``head`` an update is based on), None when unknown.
+    :ivar head_stale: rel paths we wrote after ``head`` was read: an update
+        of one of them needs a fresh head.
     """
 
     client: Any
@@ -66,6 +86,11 @@ class MirrorContext:
     options: EngineOptions
     on_event: Callable[[SyncEvent], None] | None = None
     snapshot: dict[str, RemoteEntry] = field(default_factory=dict)
+    #: ``rel path → sentence``: names in the way that need the person (e.g. a
+    #: file called ``.conflict``); listed with the skipped names.
+    notices: dict[str, str] = field(default_factory=dict)
+    head: str | None = None
+    head_stale: set[str] = field(default_factory=set)
 
     def remote_path(self, rel_path: str) -> str:
         """The remote path of a rel path."""

@@ -16,18 +16,24 @@ a person's notes never vanish from search because of one bad line.
 from __future__ import annotations
 
 import os
+import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ohsync.engine.memory_format import MemoryParseError, load_yaml, parse_memory
+from ohsync.engine.memory_format import MemoryParseError, iter_code_mask, load_yaml, parse_relation
 from ohsync.engine.memory_merge import is_memory_file
 from ohsync.engine.text_merge import BOM
 
-__all__ = ["Entity", "MemoryIndex", "is_indexed", "parse_entity", "parse_offset", "to_timestamp",
+__all__ = ["Columns", "Entity", "MemoryIndex", "is_indexed", "parse_entity", "parse_offset", "to_timestamp",
            "FULLWIDTH", "title_from_filename"]
+
+_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$\n?", re.MULTILINE)
+_LINK_RE = re.compile(r"\[\[([^\[\]]+)\]\]")
+_CODE_SPAN_RE = re.compile(r"(`+)(.+?)\1")
 
 #: Characters a file name cannot hold and the full-width forms that stand for them.
 FULLWIDTH = {"/": "／", ":": "：", "*": "＊", "?": "？", '"': "＂", "<": "＜", ">": "＞", "|": "｜"}
@@ -142,7 +148,6 @@ class Entity:
     title_l: str = ""
     permalink_l: str = ""
     tags_l: tuple[str, ...] = ()
-    body_l: str = ""
 
     @property
     def folder(self) -> str:
@@ -165,6 +170,56 @@ def _without_title_heading(body: str, title: str) -> str:
     if head.rstrip("\r").strip() == f"# {title}":
         return rest
     return body
+
+
+def _split(data: bytes) -> tuple[dict[str, Any], str]:
+    """Frontmatter (read as YAML once) and body text, with the failures
+    :func:`~ohsync.engine.memory_format.parse_memory` reports.
+
+    The index needs no lossless field split, so this is the fast path of the
+    same format: one YAML load per file instead of one per field.
+
+    :raises MemoryParseError: not UTF-8, frontmatter never closed, not YAML, not a mapping.
+    """
+    try:
+        text = data.decode("utf-8").removeprefix(BOM)
+    except UnicodeDecodeError as exc:
+        raise MemoryParseError(f"not valid UTF-8 (byte {exc.start})") from exc
+    first, sep, rest = text.partition("\n")
+    if first.rstrip("\r").rstrip() != "---":
+        return {}, text
+    m = _CLOSE_RE.search(rest)
+    if m is None:
+        raise MemoryParseError("frontmatter opened on line 1 is never closed", 1)
+    inner = rest[:m.start()]
+    try:
+        fm = load_yaml(inner) if inner.strip() else {}
+    except Exception as exc:  # noqa: BLE001 - yaml.YAMLError and its kin
+        raise MemoryParseError(f"frontmatter is not valid YAML: {exc}") from None
+    if fm is None:
+        fm = {}
+    if not isinstance(fm, dict):
+        raise MemoryParseError(f"frontmatter is not a mapping (it is a {type(fm).__name__})", 1)
+    return fm, rest[m.end():]
+
+
+def _links(body: str) -> list[tuple[str, str]]:
+    """Relation lines, then other ``[[wikilinks]]``, outside fenced code."""
+    lines = body.splitlines()
+    relations: list[tuple[str, str]] = []
+    links: list[tuple[str, str]] = []
+    if "[[" not in body:
+        return []
+    for line, code in zip(lines, iter_code_mask(lines)):
+        if code or "[[" not in line:
+            continue
+        rel = parse_relation(line)
+        if rel is not None:
+            relations.append((rel.relation_type, rel.target))
+            continue
+        line = _CODE_SPAN_RE.sub("", line)
+        links.extend(("links_to", m.group(1).split("|", 1)[0].strip()) for m in _LINK_RE.finditer(line))
+    return relations + links
 
 
 def _salvage(text: str) -> tuple[dict[str, Any], str]:
@@ -206,26 +261,12 @@ def parse_entity(rel_path: str, data: bytes, mtime: float, tz: timezone) -> Enti
     :param tz: offset for times written without one.
     """
     damaged = None
-    fm: dict[str, Any] = {}
-    links: list[tuple[str, str]] = []
     try:
-        doc = parse_memory(data)
-        fm = doc.frontmatter.data if doc.frontmatter else {}
+        fm, body = _split(data)
     except MemoryParseError as exc:
         damaged = exc.reason
-        fm, rest = _salvage(data.decode("utf-8", errors="replace").removeprefix(BOM))
-        try:
-            doc = parse_memory(rest.encode("utf-8"))
-        except MemoryParseError:
-            doc = None
-    if doc is not None:
-        body = "".join(doc.body_lines)
-        for rel in doc.relations:
-            links.append((rel.relation_type, rel.target))
-        for target in doc.wikilinks:
-            links.append(("links_to", target))
-    else:
-        body = data.decode("utf-8", errors="replace")
+        fm, body = _salvage(data.decode("utf-8", errors="replace").removeprefix(BOM))
+    links = _links(body)
     name = rel_path.rpartition("/")[2]
     title = str(fm.get("title") or "").strip() or title_from_filename(name)
     body = _without_title_heading(body, title)
@@ -241,7 +282,50 @@ def parse_entity(rel_path: str, data: bytes, mtime: float, tz: timezone) -> Enti
         sensitivity=str(fm.get("sensitivity") or "normal").strip().lower(),
         status=str(fm.get("status") or "").strip().lower(), body=body, links=unique_links,
         size=len(data), damaged=damaged, title_l=_lower(title), permalink_l=_lower(permalink),
-        tags_l=tuple(_lower(t) for t in all_tags), body_l=_lower(body))
+        tags_l=tuple(_lower(t) for t in all_tags))
+
+
+class Columns:
+    """Every entity's lowercased title, permalink, tags and body, each field
+    joined into one string, so that a keyword is found in all entities with
+    a few C-speed ``str.find`` calls instead of a Python loop per entity.
+
+    :ivar entities: the entities, newest ``modified`` first (the corpus order).
+    """
+
+    FIELDS = ("title", "permalink", "tags", "body")
+
+    def __init__(self, entities: list[Entity]) -> None:
+        self.entities = entities
+        self._fields: list[tuple[str, list[int], list[int]]] = []
+        getters = (lambda e: e.title_l, lambda e: e.permalink_l, lambda e: "\x01".join(e.tags_l),
+                   lambda e: _lower(e.body))  # the body's lowercase copy lives only here
+        for get in getters:
+            parts = [get(e).replace("\x00", " ") for e in entities]
+            nexts, pos = [], 0  # nexts[k]: where entity k+1 starts
+            starts = []
+            for part in parts:
+                starts.append(pos)
+                pos += len(part) + 1
+                nexts.append(pos)
+            self._fields.append(("\x00".join(parts), starts, nexts))
+
+    def hits(self, field: int, word: str) -> list[int]:
+        """Positions (in :attr:`entities`) whose field ``field`` contains ``word``, each once.
+
+        :param field: index into :attr:`FIELDS`.
+        :param word: lowercased, without ``\\x00``/``\\x01``.
+        """
+        corpus, starts, nexts = self._fields[field]
+        find = corpus.find
+        out: list[int] = []
+        append = out.append
+        i = find(word)
+        while i >= 0:
+            k = bisect_right(starts, i) - 1
+            append(k)
+            i = find(word, nexts[k])
+        return out
 
 
 class MemoryIndex:
@@ -257,6 +341,8 @@ class MemoryIndex:
         self._by_path: dict[str, Entity] = {}
         self._by_permalink: dict[str, str] = {}
         self._by_title: dict[str, set[str]] = {}  # lowercased title and file-name title → paths
+        self._columns: Columns | None = None  # search corpora of a past state ...
+        self._stale: set[str] = set()  # ... and the paths changed since (scored one by one)
 
     # -- building -------------------------------------------------------------------
 
@@ -268,6 +354,8 @@ class MemoryIndex:
         self._by_path.clear()
         self._by_permalink.clear()
         self._by_title.clear()
+        self._columns = None
+        self._stale.clear()
         for rel in self._walk(""):
             self._load(rel)
         return len(self._by_path)
@@ -314,6 +402,7 @@ class MemoryIndex:
         except OSError:
             return
         entity = parse_entity(rel, data, st.st_mtime, self.tz)
+        self._stale.add(rel)
         self._by_path[rel] = entity
         for key in _title_keys(entity):
             self._by_title.setdefault(key, set()).add(rel)
@@ -327,6 +416,7 @@ class MemoryIndex:
         entity = self._by_path.pop(rel, None)
         if entity is None:
             return
+        self._stale.add(rel)
         for key in _title_keys(entity):
             paths = self._by_title.get(key)
             if paths is not None:
@@ -348,6 +438,20 @@ class MemoryIndex:
     def entities(self) -> Iterator[Entity]:
         """Every entity, in no particular order."""
         return iter(list(self._by_path.values()))
+
+    def columns(self) -> Columns:
+        """Search corpora of the entities (rebuilt once many paths changed;
+        until then the changed ones are in :meth:`stale`)."""
+        if self._columns is None or len(self._stale) > max(256, len(self._by_path) // 20):
+            self._columns = Columns(sorted(self._by_path.values(), key=lambda e: (-e.modified_ts, e.path)))
+            self._stale.clear()
+        return self._columns
+
+    def stale(self) -> tuple[set[str], list[Entity]]:
+        """What changed since :meth:`columns` was built: the paths (their corpus
+        entries are out of date) and the current entities at those paths."""
+        paths = set(self._stale)
+        return paths, [self._by_path[p] for p in sorted(paths) if p in self._by_path]
 
     def get(self, rel_path: str) -> Entity | None:
         """The entity at a path, or None."""

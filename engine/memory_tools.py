@@ -22,7 +22,8 @@ sentence.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -133,7 +134,9 @@ class MemoryTools:
         :param limit: at most this many results (1–100).
         :raises MemoryToolError: a parameter of the wrong type.
         """
-        words = list(dict.fromkeys(w.lower() for w in (_opt_str(query, "query") or "").split()))
+        words = list(dict.fromkeys(w.lower().replace("\x00", "").replace("\x01", "")
+                                   for w in (_opt_str(query, "query") or "").split()))
+        words = [w for w in words if w]
         want_tags = [t.lower().lstrip("#") for t in _text_list(tags, "tags")]
         want_type = _opt_str(type, "type")
         floor = None
@@ -145,32 +148,43 @@ class MemoryTools:
             raise MemoryToolError("`include_sensitive` must be true or false")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
             raise MemoryToolError("`limit` must be a whole number from 1 to 100")
-        scored: list[tuple[int, float, str, Entity]] = []
-        for e in self.index.entities():
-            if e.status == "trashed" or (e.sensitivity == "sensitive" and not include_sensitive):
-                continue
-            if want_type is not None and e.type != want_type:
-                continue
-            if floor is not None and e.modified_ts < floor:
-                continue
-            if want_tags and not all(t in e.tags_l for t in want_tags):
-                continue
-            score = 0
+        cols = self.index.columns()
+        stale_paths, fresh = self.index.stale()
+        if words:
+            scores: dict[int, int] = {}
             for w in words:
-                if w in e.title_l:
-                    score += _WEIGHTS[0]
-                if w in e.permalink_l:
-                    score += _WEIGHTS[1]
-                if any(w in t for t in e.tags_l):
-                    score += _WEIGHTS[2]
-                if w in e.body_l:
-                    score += _WEIGHTS[3]
-            if words and not score:
-                continue
-            scored.append((-score, -e.modified_ts, e.path, e))
-        scored.sort(key=lambda x: x[:3])
+                for field, weight in enumerate(_WEIGHTS):
+                    for k in cols.hits(field, w):
+                        scores[k] = scores.get(k, 0) + weight
+            candidates: Iterable[tuple[int, Entity]] = [(score, cols.entities[k]) for k, score in scores.items()]
+            fresh_scored = [(s, e) for e in fresh if (s := _score(e, words))]
+        else:
+            candidates = ((0, e) for e in cols.entities)
+            fresh_scored = [(0, e) for e in fresh]
+        scored: list[tuple[int, float, str, Entity]] = []
+        enough = None if words else limit + 8  # without keywords the corpus order is the ranking
+
+        def keep(e: Entity) -> bool:
+            if e.status == "trashed" or (e.sensitivity == "sensitive" and not include_sensitive):
+                return False
+            if want_type is not None and e.type != want_type:
+                return False
+            if floor is not None and e.modified_ts < floor:
+                return False
+            return not want_tags or all(t in e.tags_l for t in want_tags)
+
+        for score, e in candidates:
+            if enough is not None and len(scored) >= enough:
+                break
+            if e.path not in stale_paths and keep(e):
+                scored.append((-score, -e.modified_ts, e.path, e))
+        scored.extend((-score, -e.modified_ts, e.path, e) for score, e in fresh_scored if keep(e))
+        # the best few first; the whole list only when files vanished under the first picks
+        ranked = heapq.nsmallest(limit + 8, scored, key=lambda x: x[:3])
+        if len(ranked) < len(scored) and any(not (self.index.root / x[3].path).is_file() for x in ranked):
+            ranked = sorted(scored, key=lambda x: x[:3])
         results = []
-        for neg_score, _, _, e in scored:
+        for neg_score, _, _, e in ranked:
             score = -neg_score
             if len(results) >= limit:
                 break
@@ -409,6 +423,14 @@ class MemoryTools:
         new = set_fields(data, fields)
         return WritePlan(entity.path, new, {"permalink": entity.permalink, "title": entity.title,
                                             "path": entity.path, "deleted": entity.title})
+
+
+def _score(e: Entity, words: Sequence[str]) -> int:
+    """The keyword score of one entity, field by field (for entities not in the corpora yet)."""
+    body = e.body.lower()
+    tags = "\x01".join(e.tags_l)
+    return sum(_WEIGHTS[0] * (w in e.title_l) + _WEIGHTS[1] * (w in e.permalink_l) + _WEIGHTS[2] * (w in tags)
+               + _WEIGHTS[3] * (w in body) for w in words)
 
 
 def _snippet(body: str, words: Sequence[str]) -> str:

@@ -93,6 +93,7 @@ def apply_write(engine: Any, rel: str, planner: Planner, *, create: bool = False
     on_written()
     ctx = engine.ctx
     outcome = push(ctx, rel, ctx.state.get_base(rel))
+    ctx.state.replace_remote_snapshot(ctx.snapshot.values())  # as a pass would, so a crash now costs nothing
     ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
     result = dict(plan.result)
     result.update(verified=True, action=outcome.action)
@@ -131,6 +132,7 @@ def trash_entity(engine: Any, rel: str, planner: Planner,
         path.unlink()
     except FileNotFoundError:
         pass
+    ctx.state.replace_remote_snapshot(ctx.snapshot.values())
     ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
     result.update(trash=moved, in_place=False)
     return result

@@ -14,6 +14,7 @@ Tables: ``meta`` (key/value: head commit id, schema version), ``base``
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import tempfile
@@ -114,6 +115,10 @@ class StateStore:
             (path,)).fetchone()
         return _base(row) if row else None
 
+    def has_bases(self) -> bool:
+        """True when at least one path was ever synced (one indexed lookup)."""
+        return self._db.execute("SELECT 1 FROM base LIMIT 1").fetchone() is not None
+
     def all_bases(self) -> dict[str, Base]:
         """Every base, keyed by rel path."""
         rows = self._db.execute(
@@ -148,6 +153,13 @@ class StateStore:
             return (self.blob_dir / base.sha1).read_bytes()
         except FileNotFoundError:
             return None
+
+    def keep_blob(self, content: bytes) -> str:
+        """Keep ``content`` in the blob folder (no base refers to it yet);
+        returns its sha1, under which :meth:`base_content` finds it."""
+        sha1 = hashlib.sha1(content).hexdigest()
+        self._put_blob(sha1, content)
+        return sha1
 
     def _put_blob(self, sha1: str, content: bytes) -> None:
         target = self.blob_dir / sha1

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
-from .errors import LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError, local_error
+from .errors import (LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError,
+                     local_error)
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
-from .localfs import LocalFile, check_root, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
+from .localfs import LocalFile, check_root, find_decomposed, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
 from .paths import name_problem, normalize_rel
 from .reconcile import Action, Side, decide
@@ -35,13 +36,18 @@ from .remote_scan import scan_remote
 from .state import Base, StateStore
 from .deletes import delete_local, delete_remote
 from .bulk import bulk_pull
+from .confirm import confirm_plans
+from . import regression
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote, pair_moves
 from .memory_check import memory_problem
 from .memory_merge import is_memory_file
+from .memory_stamp import stamp_edit
 from .transfer_large import LARGE_FILE, push_large
 from .upload_batch import batchable, push_new_files
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
+from .history_merge import merge_back
+from .sfconflict import fold_foreign, original_of
 from .valve import DeleteValve, Plan
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
@@ -151,7 +157,9 @@ class SyncEngine:
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
         problems = {(IGNORE_FILE, p) for p in self.ignore.problems}
-        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems)
+        notices = set(self.ctx.notices.items())
+        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems
+                      | notices)
 
     def clock_offset(self) -> float | None:
         """Seconds the server's clock is ahead of ours (None: not known yet).
@@ -167,6 +175,19 @@ class SyncEngine:
     def confirm_deletes(self) -> int:
         """Let the next pass carry out the held deletes; returns how many."""
         return self.valve.confirm()
+
+    def regression(self) -> str | None:
+        """The sentence for a library whose history went backwards (held
+        deletes and overwrites, see :mod:`~ohsync.engine.regression`), or None."""
+        found = regression.load(self.state)
+        return found.sentence() if found is not None else None
+
+    def keep_newer(self) -> int:
+        """Settle a history regression by keeping the newer version from
+        either side on both (``ohsync resync``); the next pass does the
+        uploads and merges.  Returns how many held paths it settled (0: none)."""
+        found = regression.load(self.state)
+        return regression.keep_newer(self.ctx, found) if found is not None else 0
 
     def reset_state(self) -> None:
         """Forget the sync history (``ohsync resync``): the next pass treats
@@ -192,6 +213,18 @@ class SyncEngine:
             return None
         return rel_s
 
+    def prepare_root(self) -> None:
+        """Create the folder of a mirror never synced, before the first pass.
+
+        The daemon calls this when the engine opens, so that its file
+        watcher runs from the first second: edits, moves and deletes made
+        while the first pass downloads are seen, not reverted.
+
+        :raises MirrorMissingError: the mirror was synced before and its
+            folder is missing (an unmounted disk), or it cannot be created.
+        """
+        check_root(self.local_root, marker_expected=self.state.has_bases())
+
     # -- one pass ---------------------------------------------------------
     def sync(self, local_paths: Iterable[str] | None = None, *, check_remote: bool = True,
              should_stop: Callable[[], bool] | None = None) -> SyncReport:
@@ -216,10 +249,13 @@ class SyncEngine:
         self.ignore.reload()
         if self.state.get_meta("head") is None:
             check_remote = True  # never listed: the snapshot means nothing yet
+        folded: set[str] = set()
         if check_remote:
             self._check_remote(report)
         considered: set[str] | None = None  # None: the whole mirror
         try:
+            if check_remote:
+                folded = fold_foreign(self.ctx, report)
             if local_paths is None:
                 self._prune_backups()
                 if not self._temps_cleaned:
@@ -234,6 +270,8 @@ class SyncEngine:
                 candidates = dirty | self._remote_differences(bases)
                 considered = candidates
                 local = self._stat_paths(candidates)
+            candidates |= {original_of(p) or p for p in folded}
+            candidates -= folded
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
             candidates -= self._case_clashes(bases, report)
             candidates -= self._folder_moves(local, bases, report)
@@ -247,6 +285,11 @@ class SyncEngine:
                 plan = self._plan_file(rel, entry, remote, bases.get(rel), report)
                 if plan is not None:
                     plans.append(plan)
+            plans = confirm_plans(self.ctx, plans, lambda p, remote: self._plan_file(
+                p.rel, local.get(p.rel), remote, bases.get(p.rel), report))
+            held = regression.load(self.state)
+            if held is not None:
+                plans = regression.hold(self.ctx, plans, held, report)
             plans, moves = pair_moves(self.ctx, plans)
             deferred: set[str] = set()
             if local_paths is not None and any(p.action is Action.DELETE_REMOTE for p in plans):
@@ -260,7 +303,7 @@ class SyncEngine:
             # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates - deferred)
-            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report)
+            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report, should_stop)
             plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
@@ -271,6 +314,10 @@ class SyncEngine:
             self._forget_resolved_conflicts()
             if local_paths is None:
                 self.failure_book.forget(lambda p: p in local or p in self.ctx.snapshot)
+            if report.interrupted:
+                # a folder moved mid-pass may have carried a temp file of ours away;
+                # nothing of this pass is in flight any more, so the next scan may remove it
+                self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
@@ -333,9 +380,27 @@ class SyncEngine:
             self.ctx.snapshot = dict(scan.snapshot)
             self._skipped_remote = scan.skipped
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+        for folder, problem in scan.rejected:
+            report.errors.append((folder or "/", problem))
+        if scan.rejected:
+            return  # keep the last head and root id: the next pass lists those folders again
+        regression.detect(self.ctx, scan.head)
+        if not scan.changed and self.state.get_meta(regression.WROTE):
+            # We wrote since this head, yet it did not move: walk the tree to
+            # see whether the server lost our writes (rolled back to it).
+            scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root, prev_head=None,
+                               prev_root_oid=None, prev_snapshot=self.ctx.snapshot)
+            report.remote_changed = True
+            regression.check_own_writes(self.ctx, scan.head, scan.snapshot)
+            self.ctx.snapshot = dict(scan.snapshot)
+            self._skipped_remote = scan.skipped
+            self.state.replace_remote_snapshot(self.ctx.snapshot.values())
         with self.state.transaction():
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
+            regression.seen(self.state, scan.head, scan.head_mtime)
+        self.ctx.head = scan.head or None  # read before every listing: a safe base for updates
+        self.ctx.head_stale.clear()
 
     def _remote_differences(self, bases: dict[str, Base]) -> set[str]:
         """Rel paths (files and folders) whose remote entry differs from its base."""
@@ -352,6 +417,14 @@ class SyncEngine:
                 continue
             try:
                 st = os.lstat(self.ctx.local_path(rel))
+            except FileNotFoundError:
+                # the watcher names paths composed (NFC); the file may be written decomposed
+                if not find_decomposed(self.local_root, rel):
+                    continue
+                try:
+                    st = os.lstat(self.ctx.local_path(rel))
+                except OSError:
+                    continue
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
@@ -387,6 +460,11 @@ class SyncEngine:
             if base is not None and base.is_dir and not (local_dir and remote_dir):
                 deletes.append(rel)
                 continue
+            if local_dir and not remote_dir and base is None and self._only_ignored(rel):
+                continue  # nothing to sync in it (only ignored files): no folder on the server
+            version = ("dir", local_dir, remote.id if remote is not None else None)
+            if self.failure_book.held(rel, version) is not None:
+                continue  # failed on these very versions: waits (backoff) or needs the person
             try:
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
@@ -395,10 +473,38 @@ class SyncEngine:
                 if base is None:
                     self.state.set_base(Base(rel, True, None, None))
             except _PER_PATH_ERRORS as exc:
-                report.errors.append((rel, str(exc)))
+                self._dir_failed(rel, exc, version, report)
             except OSError as exc:
-                report.errors.append((rel, exc.strerror or str(exc)))
+                self._dir_failed(rel, local_error(exc, rel, what="creating the folder"), version, report)
+            else:
+                self.failure_book.succeeded(rel)
         return deletes
+
+    def _dir_failed(self, rel: str, exc: OhsyncError, version: tuple[Any, ...], report: SyncReport) -> None:
+        """Report and remember a folder that could not be created."""
+        item = self.failure_book.record(rel, exc, version)
+        message = str(exc)
+        if item.failure.permanent:
+            message += " (not retried until it changes or you run `ohsync refresh`)"
+        report.errors.append((rel, message))
+        self.ctx.emit(SyncEvent("error", rel, message=message))
+
+    def _only_ignored(self, rel: str) -> bool:
+        """True when local folder ``rel`` holds something, all of it ignored
+        (junk such as ``.DS_Store``, at any depth)."""
+        root = self.ctx.local_path(rel)
+        seen = False
+        for folder, dirs, files in os.walk(root):
+            sub = Path(folder).relative_to(self.local_root).as_posix()
+            for name in files:
+                if not self.ignore.match(normalize_rel(f"{sub}/{name}"), False):
+                    return False
+                seen = True
+            for name in list(dirs):
+                if self.ignore.match(normalize_rel(f"{sub}/{name}"), True):
+                    dirs.remove(name)
+                    seen = True
+        return seen
 
     def _finish_dir_deletes(self, folders: list[str], report: SyncReport) -> None:
         """Propagate folder deletes, deepest first, only for emptied folders.
@@ -434,6 +540,10 @@ class SyncEngine:
                         if remote is not None:
                             report.skipped.append((rel, "replaced by a file on the server while the local "
                                                         "folder still holds files"))
+                        elif self._only_ignored(rel):
+                            # ignored leftovers (.DS_Store) stay here, local only: they never
+                            # bring the folder back on the server
+                            self.state.delete_base(rel)
                         else:
                             ensure_remote_dir(self.ctx, rel)
                         continue
@@ -558,6 +668,9 @@ class SyncEngine:
                 delete_remote(ctx, rel, base)
                 report.deleted_remote.append(rel)
                 ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
+            elif action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None and \
+                    merge_back(ctx, rel, remote, base, report):
+                self._check_damaged(rel)
             elif action is Action.PULL:
                 assert remote is not None
                 pull(ctx, rel, remote, plan.fp if entry is not None else None)
@@ -566,6 +679,8 @@ class SyncEngine:
                 self._check_damaged(rel)
             else:
                 large = entry is not None and entry.fingerprint[0] > LARGE_FILE
+                if not large and entry is not None and self.options.stamp_edits:
+                    stamp_edit(ctx, rel, plan.fp, base, remote_changed=action is Action.MERGE)
                 outcome = push_large(ctx, rel, base) if large else push(ctx, rel, base)
                 report.uploaded.append(rel)
                 if outcome.action == "merge":
@@ -587,10 +702,11 @@ class SyncEngine:
         except OSError as exc:
             self._path_failed(plan, local_error(exc, rel), report)
 
-    def _bulk_pull(self, plans: list[Plan], report: SyncReport) -> list[Plan]:
+    def _bulk_pull(self, plans: list[Plan], report: SyncReport,
+                   should_stop: Callable[[], bool] | None = None) -> list[Plan]:
         """Fetch many new remote files through one zip download (cold start)."""
         fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None]
-        done = bulk_pull(self.ctx, [p.remote for p in fresh]) if fresh else set()
+        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))

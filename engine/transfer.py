@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from .conflict_names import CONFLICT_DIR, conflict_copy_path, origin_of
+from .special_dirs import working_dir
 from .crashpoints import reach
 from .context import MirrorContext
-from .errors import LocalError, NotFoundError
+from .errors import RemoteOperationError, LocalError, NotFoundError
 from .events import ConflictRecord, SyncEvent
 from .ids import file_hashes, seafile_file_id, sha1_bytes
 from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
@@ -31,7 +32,7 @@ from .paths import from_remote, parent_rel
 from .state import Base
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
-           "remote_written"]
+           "remote_written", "head_for", "archive_version"]
 
 
 #: A path that conflicted this many times within FIGHT_WINDOW is paused.
@@ -155,6 +156,7 @@ def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
     its children are copied from our edited snapshot: the change is missed.
     Costs nothing in the usual case (our write changed the ids anyway).
     """
+    ctx.head_stale.update(rel_paths)
     for rel in rel_paths:
         parent = parent_rel(rel)
         while parent:
@@ -163,15 +165,28 @@ def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
                 ctx.snapshot[parent] = RemoteEntry(parent, True, "", known.size, known.mtime)
             parent = parent_rel(parent)
     ctx.state.set_meta("root_oid", None)
+    ctx.state.set_meta("wrote_since_head", "1")  # see regression.check_own_writes
 
 
 def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
-    """Create a remote folder (and its parents) unless the snapshot has it."""
+    """Create a remote folder (and its parents) unless the snapshot has it.
+
+    :raises RemoteOperationError: a file on the server has the name of the
+        folder or of one of its parents (the server would only say HTTP 520).
+    """
     if not rel_dir:
         return
     known = ctx.snapshot.get(rel_dir)
     if known is not None and known.is_dir:
         return
+    parts = rel_dir.split("/")
+    for i in range(1, len(parts) + 1):
+        sub = "/".join(parts[:i])
+        entry = ctx.snapshot.get(sub)
+        if entry is not None and not entry.is_dir:
+            raise RemoteOperationError(
+                f"Cannot create the folder {rel_dir} on the server: a file named {sub} is in the way. "
+                f"Rename or move that file.", path=rel_dir, title="A file is in the way")
     ctx.client.mkdir(ctx.repo_id, ctx.remote_path(rel_dir), parents=True)
     remote_written(ctx, rel_dir)
     parts = rel_dir.split("/")
@@ -190,12 +205,28 @@ def current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
     return RemoteEntry(rel_path, False, detail.id, detail.size, detail.mtime)
 
 
-def _upload(ctx: MirrorContext, rel_path: str, data: bytes, exists: bool) -> str:
-    """Upload ``data`` to ``rel_path``; returns the new file id."""
+def head_for(ctx: MirrorContext, rel_path: str, *, fresh: bool = False) -> tuple[str | None, bool]:
+    """The library commit an update of ``rel_path`` is based on: the head the
+    pass read first, unless we wrote ``rel_path`` since (or ``fresh``): then
+    ``GET /api2/repos/{id}/`` once more.  Read *before* the file is read, so
+    the version merged with is at least as new as that commit's.
+
+    :returns: ``(head commit id or None, whether it was read just now)``.
+    """
+    if not fresh and ctx.head and rel_path not in ctx.head_stale:
+        return ctx.head, False
+    ctx.head = ctx.client.repo_info(ctx.repo_id).head_commit_id or None
+    ctx.head_stale.clear()
+    return ctx.head, True
+
+
+def _upload(ctx: MirrorContext, rel_path: str, data: bytes, exists: bool, head: str | None = None) -> str:
+    """Upload ``data`` to ``rel_path`` (an update based on commit ``head``);
+    returns the new file id."""
     remote_path = ctx.remote_path(rel_path)
     ctx.emit(SyncEvent("transfer", rel_path, "up", done=0, total=len(data)))
     if exists:
-        result = ctx.client.update(ctx.repo_id, remote_path, data)
+        result = ctx.client.update(ctx.repo_id, remote_path, data, head=head)
         remote_written(ctx, rel_path)
     else:
         ensure_remote_dir(ctx, parent_rel(rel_path))
@@ -228,20 +259,31 @@ def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str)
     return True
 
 
-def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str) -> str | None:
+def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str, top: str = CONFLICT_DIR) -> str | None:
     """A conflict copy of ``rel_path`` already holding exactly theirs (a pass
     that died after archiving), so it is not archived twice."""
     folder, _, name = rel_path.rpartition("/")
     stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    prefix = f"{CONFLICT_DIR}/{folder}/{stem}__" if folder else f"{CONFLICT_DIR}/{stem}__"
+    prefix = f"{top}/{folder}/{stem}__" if folder else f"{top}/{stem}__"
     for path, entry in ctx.snapshot.items():
         if path.startswith(prefix) and not entry.is_dir and entry.id == theirs_id:
             return path
     return None
 
 
+def archive_version(ctx: MirrorContext, rel_path: str, theirs: bytes, reason: str,
+                    fields: tuple[str, ...]) -> ConflictRecord:
+    """Archive a server version of ``rel_path`` as a conflict copy on both sides
+    (the local file stays live) and record the conflict with ``reason``.
+
+    :returns: the conflict record (``archived`` names the copy).
+    :raises RemoteError: from the client.
+    """
+    return _archive(ctx, rel_path, theirs, list(fields), reason=reason)
+
+
 def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str],
-             details: list[str] | None = None) -> ConflictRecord:
+             details: list[str] | None = None, *, reason: str | None = None) -> ConflictRecord:
     """Store the remote version as a conflict copy on both sides.
 
     :param reasons: what could not merge (``fields`` of the record).
@@ -253,7 +295,8 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
 
     now = datetime.now(timezone.utc)
     theirs_id = seafile_file_id(theirs)
-    stored_rel = _existing_copy(ctx, rel_path, theirs_id)
+    top = working_dir(ctx, CONFLICT_DIR)
+    stored_rel = _existing_copy(ctx, rel_path, theirs_id, top)
     if stored_rel is None:
         # The loser's origin names who wrote it, unless both versions carry the
         # same one (a field nobody updated): then it is just "remote".
@@ -262,7 +305,7 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
             same_origin = origin == origin_of(fh.read(4096))
         if same_origin:
             origin = "remote"
-        copy_rel = conflict_copy_path(rel_path, origin, taken, now)
+        copy_rel = conflict_copy_path(rel_path, origin, taken, now, top)
         ensure_remote_dir(ctx, parent_rel(copy_rel))
         result = ctx.client.upload(ctx.repo_id, ctx.remote_path(copy_rel), theirs, replace=False)
         stored_rel = from_remote(ctx.remote_root, result.path) or copy_rel
@@ -274,40 +317,75 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
     _record_base(ctx, stored_rel, theirs, theirs_id, fp)
     reach("conflict.archived")
     fields = tuple(reasons) if reasons else ("content",)
-    reason = "both sides changed it in ways that do not merge"
-    if details:
-        reason = "everything else merged into the live file; not merged: " + "; ".join(details)
+    if reason is None:
+        reason = "both sides changed it in ways that do not merge"
+        if details:
+            reason = "everything else merged into the live file; not merged: " + "; ".join(details)
     record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"), reason, fields)
     ctx.state.add_conflict(record)
     ctx.emit(SyncEvent("conflict", rel_path, action=stored_rel, message=f"remote version archived as {stored_rel}"))
     return record
 
 
-def push(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
+#: State meta key: the server was seen keeping a concurrent edit for an update with ``head``.
+HEAD_HONOURED = "head_honoured"
+
+
+def _check_history(ctx: MirrorContext, action: str) -> bool:
+    """Whether to read the file's history after a verified update (see
+    :attr:`EngineOptions.history_check`)."""
+    if ctx.options.history_check is not None:
+        return ctx.options.history_check
+    return action != "upload" and ctx.state.get_meta(HEAD_HONOURED) != "1"
+
+
+def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
+         base_content: bytes | None = None) -> PushOutcome:
     """Read-merge-write of one local file (DESIGN §5).
 
+    Updates carry ``head`` (:func:`head_for`), so the server never overwrites
+    an edit that landed after our read: it keeps that edit live and stores
+    ours as an SFConflict file, which the read-back finds
+    (:func:`~ohsync.engine.sfconflict.find_own`), deletes, and the next round
+    merges the live version in.
+
     :param base: the path's base (None for a new file).
+    :param base_content: the base's content when it is not the stored one
+        (a merge-back of a blind overwrite passes an older revision).
     :returns: what was done.
     :raises LocalChanged: the local file changed meanwhile (re-plan later).
     :raises RemoteError: from the client; base does not advance.
     :raises LocalError: attempts exhausted (another writer keeps racing).
     """
+    from .history_merge import overwritten_revision, record_push
+    from .sfconflict import find_own, remove_remote
+
     action = "upload"
     conflict: ConflictRecord | None = None
-    base_content = ctx.state.base_content(base) if base is not None else None
+    if base_content is None and base is not None:
+        base_content = ctx.state.base_content(base)
     for attempt in range(ctx.options.max_attempts):
         if attempt:
             time.sleep(random.uniform(0.05, 0.3) * attempt)  # jitter against a racing writer
         ours, fp = _read_local(ctx, rel_path)
+        head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
         remote = current_remote(ctx, rel_path)
+        known = ctx.snapshot.get(rel_path)
+        if not fetched and remote is not None and (known is None or known.id != remote.id):
+            # Changed since the listing: the head we hold may be older than
+            # the version we are about to merge with.
+            head, _ = head_for(ctx, rel_path, fresh=True)
+            remote = current_remote(ctx, rel_path)
         ours_id = seafile_file_id(ours)
         if remote is not None and remote.id == ours_id:
             _record_base(ctx, rel_path, ours, remote.id, fp)  # already there
             ctx.snapshot[rel_path] = remote
             return PushOutcome(action, conflict)
         content = ours
+        read_content = base_content
         if remote is not None and (base is None or remote.id != base.remote_id):
             theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
+            read_content = theirs
             result = merge_versions(rel_path, base_content, ours, theirs)
             if result.damaged:
                 ctx.state.set_issue("damaged", rel_path, result.damaged)
@@ -339,14 +417,44 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
             if latest is None or latest.id != theirs_id:
                 continue
         try:
-            new_id = _upload(ctx, rel_path, content, exists=remote is not None)
+            new_id = _upload(ctx, rel_path, content, exists=remote is not None, head=head)
         except _Raced:
             continue
         reach("push.uploaded")
         if _read_back(ctx, rel_path, content, new_id):
             reach("push.verified")
+            if remote is not None and _check_history(ctx, action):
+                crossed = overwritten_revision(ctx, rel_path, new_id, remote.id)
+                if crossed is not None:
+                    # The server ignored head and ours replaced a version we
+                    # never saw: merge it in and write again.
+                    unseen = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), crossed[0])
+                    result = merge_versions(rel_path, read_content, content, unseen)
+                    if result.content is not None and not result.conflicts:
+                        fp = _replace_local(ctx, rel_path, result.content, fp)
+                        base, base_content, action = Base(rel_path, False, sha1_bytes(content), new_id), content, "merge"
+                        ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
+                        continue
+                    conflict = _archive(ctx, rel_path, unseen, list(result.conflicts), list(result.details))
+                    action = "conflict"
+                    if result.partial is not None and result.partial != content:
+                        # What merged stays live; write that and upload it.
+                        fp = _replace_local(ctx, rel_path, result.partial, fp)
+                        base, base_content = Base(rel_path, False, sha1_bytes(content), new_id), content
+                        ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
+                        continue
             _record_base(ctx, rel_path, content, new_id, fp)
+            record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content)
             return PushOutcome(action, conflict)
+        own = find_own(ctx, rel_path, new_id) if remote is not None else None
+        if own is not None:
+            # The server kept an edit that landed after our read; ours is
+            # still local, so its SFConflict copy goes and the next round
+            # merges the live version in.
+            remove_remote(ctx, own)
+            ctx.state.set_meta(HEAD_HONOURED, "1")
+            ctx.emit(SyncEvent("synced", rel_path, "up", action="merge",
+                               message="another edit landed while uploading; merging it"))
         # Another writer slipped in between upload and read-back.  The base
         # stays the last agreed version: their write may not contain ours,
         # and merging against it again keeps both.

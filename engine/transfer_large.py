@@ -2,9 +2,11 @@
 
 Files above the merge limit cannot be three-way merged, so their
 read-merge-write is simpler: if the remote changed since base, the remote
-version is moved aside on the server into ``/.conflict/`` (a server-side
-rename + move, no transfer) and fetched into the mirror's ``.conflict/``;
-then the local file is uploaded in chunks.  Read-back compares the id the
+version is moved aside on the server into ``/.conflict/<dir>/`` (a
+server-side rename + move, no transfer) and fetched into the mirror's
+``.conflict/``; then the local file is uploaded in chunks, an update based on
+the head read before (an edit landing meanwhile makes the server keep it and
+store ours as an SFConflict file, which is removed before the next round).  Read-back compares the id the
 server reports with the id computed locally from the same bytes.  An upload
 interrupted by a crash resumes (``file-uploaded-bytes``) only when the
 state says the partial upload was of exactly this content.
@@ -15,15 +17,15 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 
-from .conflict_names import conflict_copy_path
+from .conflict_archive import archive_remote_file
 from .context import MirrorContext
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
-from .localfs import hash_file, stat_fingerprint, temp_beside
+from .localfs import hash_file, stat_fingerprint
 from .models import RemoteEntry
-from .paths import from_remote, parent_rel
+from .paths import parent_rel
 from .state import Base
-from .transfer import LocalChanged, PushOutcome, current_remote, ensure_remote_dir, remote_written
+from .transfer import HEAD_HONOURED, LocalChanged, PushOutcome, current_remote, ensure_remote_dir, head_for, remote_written
 
 __all__ = ["LARGE_FILE", "push_large"]
 
@@ -32,25 +34,9 @@ LARGE_FILE = 4 * 1024 * 1024
 
 
 def _archive_remote(ctx: MirrorContext, rel_path: str, remote: RemoteEntry) -> ConflictRecord:
-    """Move the remote version aside on the server and fetch it locally."""
+    """Move the remote version aside into ``/.conflict/`` on the server and fetch it locally."""
     now = datetime.now(timezone.utc)
-    copy_rel = conflict_copy_path(rel_path, "remote", lambda p: p in ctx.snapshot or ctx.local_path(p).exists(), now)
-    ensure_remote_dir(ctx, parent_rel(copy_rel))
-    renamed = ctx.client.rename(ctx.repo_id, ctx.remote_path(rel_path), copy_rel.rsplit("/", 1)[1])
-    moved = ctx.client.move(ctx.repo_id, renamed, ctx.remote_path(parent_rel(copy_rel)))
-    stored_rel = from_remote(ctx.remote_root, moved) or copy_rel
-    remote_written(ctx, rel_path, stored_rel)
-    ctx.snapshot.pop(rel_path, None)
-    target = ctx.local_path(stored_rel)
-    with temp_beside(target) as (fh, tmp):
-        file_id = ctx.client.download_resumable(ctx.repo_id, moved, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-        fh.close()
-        os.replace(tmp, target)
-    sha1, _, size, fp = hash_file(target)
-    ctx.state.set_base(Base(stored_rel, False, sha1, file_id, *fp))
-    ctx.snapshot[stored_rel] = RemoteEntry(stored_rel, False, file_id, size, remote.mtime)
+    stored_rel = archive_remote_file(ctx, rel_path, rel_path, remote, when=now)
     record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"),
                             "both sides changed a file too large or not text to merge", ("content",))
     ctx.state.add_conflict(record)
@@ -66,8 +52,11 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
     """
     path = ctx.local_path(rel_path)
     conflict: ConflictRecord | None = None
-    for _ in range(ctx.options.max_attempts):
+    from .sfconflict import find_own, remove_remote
+
+    for attempt in range(ctx.options.max_attempts):
         sha1, fid, size, fp = hash_file(path)
+        head, _ = head_for(ctx, rel_path, fresh=attempt > 0)
         remote = current_remote(ctx, rel_path)
         if remote is not None and remote.id == fid:
             ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
@@ -94,7 +83,8 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
         with open(path, "rb") as fh:
             result = ctx.client.upload_chunked(ctx.repo_id, ctx.remote_path(rel_path), fh, size=size,
                                                exists=remote is not None, progress=progress, resume=resume,
-                                               chunk_size=ctx.options.upload_chunk, before_chunk=unchanged)
+                                               chunk_size=ctx.options.upload_chunk, before_chunk=unchanged,
+                                               head=head if remote is not None else None)
         ctx.state.set_meta(pending_key, None)
         remote_written(ctx, rel_path)
         if stat_fingerprint(os.stat(path)) != fp:
@@ -107,5 +97,11 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
             ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
             ctx.snapshot[rel_path] = current
             return PushOutcome("upload", conflict)
+        own = find_own(ctx, rel_path, result.id) if remote is not None else None
+        if own is not None:
+            # The server kept an edit that landed meanwhile; ours is still
+            # local: next round archives that edit and uploads ours again.
+            remove_remote(ctx, own)
+            ctx.state.set_meta(HEAD_HONOURED, "1")
     raise LocalError(f"{rel_path}: another writer kept changing it; will try again later",
                      title="Busy file", path=rel_path)

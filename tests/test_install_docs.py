@@ -4,10 +4,11 @@ outside it, and every ``docs/…`` document cited in the code exists."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SKIP_DIRS = {".git", ".venv", "artifacts", ".pytest_cache", "__pycache__", "build", "dist"}
+SKIP_DIRS = {".git", ".venv", "artifacts", ".pytest_cache", ".hypothesis", "__pycache__", "build", "dist"}
 SUFFIXES = {".py", ".sh", ".md", ".toml", ".service", ".desktop", ".plist", ""}
 # built from pieces so that this file does not match itself
 OUTSIDE = re.compile("|".join([
@@ -17,10 +18,22 @@ OUTSIDE = re.compile("|".join([
 ]))
 
 
+def _candidates() -> list[Path]:
+    """The repository's files: git's list (tracked and new, not ignored), else a walk."""
+    try:
+        done = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
+                              capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        done = None
+    if done is not None and done.returncode == 0 and done.stdout:
+        return [REPO / name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
+    return list(REPO.rglob("*"))
+
+
 def source_files() -> list[Path]:
     """Every text file of the repository that code, scripts or docs live in."""
     found = []
-    for path in REPO.rglob("*"):
+    for path in _candidates():
         rel = path.relative_to(REPO)
         if any(part in SKIP_DIRS or part.endswith(".egg-info") for part in rel.parts):
             continue

@@ -1,0 +1,209 @@
+"""``ohsync mcp``: the memory tools as an MCP server over stdio.
+
+Built on the official ``mcp`` Python SDK (low-level ``Server``: the tools'
+JSON schemas are written out here, not inferred).  Eight tools,
+``memory_search`` … ``memory_refresh``, each a thin call of the running
+daemon's ``memory.*`` socket method: the daemon owns the index and the
+verified write path, so an agent's write returns once the server holds it.
+When no daemon runs, every tool answers with a tool error that says so and
+how to start it.  The descriptions carry the writing discipline (one fact per
+observation, synonyms folded into title and tags, never secrets).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TOOLS", "INSTRUCTIONS", "call_daemon", "build_server", "run_stdio"]
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Long-term memory of the person you assist, kept as markdown entities in their OH-Memory library and "
+    "synced to their cloud by ohsync. Search before you write: add to an existing entity (memory_append) "
+    "rather than creating a near-duplicate. Write one fact per observation, short and self-contained. Fold "
+    "synonyms, abbreviations and other names into the entity's title and tags so later searches find it. "
+    "Never store secrets (API keys, tokens, passwords, verification codes, card or ID numbers): such writes "
+    "are refused. Health, contact and similar personal details are stored marked sensitive and stay out of "
+    "search results unless include_sensitive is set. A write returns only after the cloud copy is verified; "
+    "if it reports an error, the memory is not saved in the cloud yet, so say so.")
+
+_TIMEOUT = {"type": "number", "minimum": 1, "maximum": 3600,
+            "description": "Seconds to wait for the cloud to confirm the write (default: the daemon's setting, 30)."}
+_PERMALINK = {"type": "string", "description": "The entity's permalink, as returned by memory_search or memory_list."}
+_OBSERVATION = {
+    "type": "object",
+    "properties": {
+        "category": {"type": "string", "description": "One word naming the kind of fact: pref, fact, task, "
+                                                      "deadline, contact, idea…"},
+        "text": {"type": "string", "description": "One fact, one line, self-contained."},
+        "tags": {"type": "array", "items": {"type": "string"}, "description": "Extra #tags for this fact."},
+        "context": {"type": "string", "description": "Optional short context (where it came from, why)."},
+    },
+    "required": ["category", "text"],
+    "additionalProperties": False,
+}
+_RELATION = {
+    "type": "object",
+    "properties": {
+        "rel": {"type": "string", "description": "Relation type, e.g. relates_to, part_of, belongs_to."},
+        "target": {"type": "string", "description": "Title of the other entity (it may not exist yet)."},
+        "context": {"type": "string"},
+    },
+    "required": ["rel", "target"],
+    "additionalProperties": False,
+}
+
+
+def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required or [], "additionalProperties": False}
+
+
+#: ``name → (socket method, description, input schema)``.
+TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "memory_search": ("memory.search", (
+        "Search the person's long-term memory. Filters first (tags: all must match; type: exact; since: "
+        "modified on or after an ISO date; sensitive entities only with include_sensitive), then keywords "
+        "scored per word by case-insensitive substring: title x4, permalink x3, tag x2, body x1 (Chinese "
+        "works without word segmentation: use short substrings such as 哈希表). Newest first on ties. Each "
+        "result has a snippet (the hit line with one line either side) and its related entities (one hop)."),
+        _schema({
+            "query": {"type": "string", "description": "Space-separated keywords, including synonyms."},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "Entities must carry all of these."},
+            "type": {"type": "string", "description": "note, course, task, preference, fact, journal…"},
+            "since": {"type": "string", "description": "ISO date (2026-11-01) or time; modified on or after it."},
+            "include_sensitive": {"type": "boolean", "default": False},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 8},
+        })),
+    "memory_read": ("memory.read", (
+        "Read one memory entity by permalink (found even after the person renamed or moved the file). Text "
+        "past 8 KB is truncated with a marker; search with keywords to reach the rest."),
+        _schema({"permalink": _PERMALINK}, ["permalink"])),
+    "memory_list": ("memory.list", (
+        "List memory entities of a folder (preferences, courses, tasks, knowledge, journal, or a subfolder) "
+        "and/or with a tag: title, permalink and modified time, newest first, no bodies."),
+        _schema({"folder": {"type": "string"}, "tag": {"type": "string"}})),
+    "memory_write": ("memory.write", (
+        "Create a new memory entity. Search first: if a matching entity exists, use memory_append instead. "
+        "One fact per observation. Fold synonyms and other names into the title and tags. Never include "
+        "secrets (API keys, tokens, passwords, verification codes, card/ID numbers): the write is refused. "
+        "Personal details (health, contacts) are marked sensitive automatically. Returns the permalink once "
+        "the cloud copy is verified."),
+        _schema({
+            "title": {"type": "string", "description": "Short, specific title; it is also the file name."},
+            "observations": {"type": "array", "items": _OBSERVATION, "minItems": 1},
+            "relations": {"type": "array", "items": _RELATION},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "type": {"type": "string", "default": "note",
+                     "description": "note, course, task, preference, fact…; picks the folder when none is given."},
+            "folder": {"type": "string", "description": "e.g. knowledge, preferences, courses/2026-2027-1"},
+            "sensitivity": {"type": "string", "enum": ["normal", "sensitive"]},
+            "timeout": _TIMEOUT,
+        }, ["title", "observations"])),
+    "memory_append": ("memory.append", (
+        "Add one observation (one fact, one line) to an existing entity. Concurrent appends from other "
+        "devices are merged, never lost. Never include secrets. Returns once the cloud copy is verified."),
+        _schema({"permalink": _PERMALINK, "category": _OBSERVATION["properties"]["category"],
+                 "text": _OBSERVATION["properties"]["text"], "context": {"type": "string"}, "timeout": _TIMEOUT},
+                ["permalink", "category", "text"])),
+    "memory_edit": ("memory.edit", (
+        "Change an entity by replacing one exact piece of its text (read it first and copy the text). Fails "
+        "when the text is absent or occurs more than once: include more surrounding text then. Never include "
+        "secrets."),
+        _schema({"permalink": _PERMALINK, "find": {"type": "string"}, "replace": {"type": "string"},
+                 "timeout": _TIMEOUT}, ["permalink", "find", "replace"])),
+    "memory_delete": ("memory.delete", (
+        "Soft-delete an entity: it moves into the library's /.trash/ (restorable), or stays in place marked "
+        "status: trashed when the move fails. Returns the deleted title."),
+        _schema({"permalink": _PERMALINK, "reason": {"type": "string"}, "timeout": _TIMEOUT}, ["permalink"])),
+    "memory_refresh": ("memory.refresh", (
+        "Check the cloud for changes made on other devices now and wait for that check."),
+        _schema({"timeout": _TIMEOUT})),
+}
+
+
+def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None) -> tuple[bool, Any]:
+    """Call the daemon for one tool (blocking).
+
+    :returns: ``(True, result)`` or ``(False, sentence)`` for a tool error.
+    """
+    from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
+
+    entry = TOOLS.get(name)
+    if entry is None:
+        return False, f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}"
+    method = entry[0]
+    params = dict(arguments or {})
+    wait = params.get("timeout") if isinstance(params.get("timeout"), (int, float)) else 30.0
+    client = RpcClient(socket_path, timeout=float(wait) + 15.0)
+    try:
+        return True, client.call(method, params)
+    except DaemonNotRunning:
+        return False, ("The ohsync daemon is not running, so the memory library cannot be reached. Ask the "
+                       "person to start it (`ohsync run`, or the ohsync tray), then try again.")
+    except RpcError as exc:
+        return False, exc.message
+    except (ConnectionError, TimeoutError, OSError) as exc:
+        return False, f"lost the connection to the ohsync daemon ({exc}); check `ohsync status`"
+
+
+def build_server(socket_path: Path) -> Any:
+    """The MCP ``Server`` answering the eight memory tools through the daemon at ``socket_path``."""
+    import anyio
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+
+    tools = [types.Tool(name=name, description=desc, input_schema=schema)
+             for name, (_method, desc, schema) in TOOLS.items()]
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        ok, value = await anyio.to_thread.run_sync(call_daemon, socket_path, params.name, params.arguments)
+        if not ok:
+            return types.CallToolResult(content=[types.TextContent(text=str(value))], is_error=True)
+        text = json.dumps(value, ensure_ascii=False)
+        return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=value)
+
+    return Server("ohsync-memory", version=_version(), instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("ohsync")
+    except Exception:  # noqa: BLE001 - an uninstalled checkout
+        return "0"
+
+
+def run_stdio(config: str | None = None) -> int:
+    """Serve MCP on stdin/stdout until the client closes them (``ohsync mcp``).
+
+    :param config: the ``--config`` value (the socket path comes from the config).
+    :returns: the exit code.
+    """
+    import anyio
+
+    try:
+        from mcp.server.stdio import stdio_server
+    except ImportError:
+        print("ohsync: the MCP server needs the `mcp` package (pip install mcp)", file=sys.stderr)
+        return 1
+    from ohsync.daemon.config import config_path, load_config
+
+    cfg = load_config(config_path(config))
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    server = build_server(cfg.socket)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+    return 0

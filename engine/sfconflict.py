@@ -1,0 +1,161 @@
+"""Seafile's own conflict files: ``<stem> (SFConflict <user> <time>).<ext>``.
+
+The server makes one when an update sent with ``head`` finds that the file
+changed since that commit (``docs/seafile-api.md`` §5.4): the other
+edit stays live and the upload is stored beside it under that name.  Other
+Seafile clients (the desktop client, the web editor) make them too.  None of
+them stays on either side:
+
+* our own (found by :func:`find_own` after a read-back that failed) is
+  deleted once we know its content is still local; the push merges the live
+  version into ours and uploads again;
+* any other (:func:`fold_foreign`, before a pass plans its files) is merged
+  into the file it belongs to when that merges cleanly, else archived in
+  ``/.conflict/`` like every other conflict; it is never downloaded as a
+  normal file into the mirror.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+
+from .conflict_names import CONFLICT_DIR
+from .context import MirrorContext
+from .errors import LocalError, NotFoundError, RemoteOperationError
+from .events import ConflictRecord, SyncEvent, SyncReport
+from .localfs import atomic_write, backup_file, stat_fingerprint
+from .merge import merge_versions
+from .paths import from_remote, parent_rel
+from .special_dirs import is_under
+
+__all__ = ["SFCONFLICT", "original_of", "find_own", "remove_remote", "fold_foreign"]
+
+#: ``stem (SFConflict user time).ext`` — the time as ``YYYY-MM-DD-HH-MM-SS``.
+SFCONFLICT = re.compile(r"^(?P<stem>.*) \(SFConflict (?P<who>[^ ()]+) (?P<when>\d{4}(?:-\d\d){5})\)"
+                        r"(?P<ext>\.[^./]*)?$")
+
+
+def original_of(rel_path: str) -> str | None:
+    """The rel path an SFConflict file belongs to, or None for other names
+    (``a/notes (SFConflict u@x 2026-12-01-08-02-24).md`` → ``a/notes.md``)."""
+    folder, _, name = rel_path.rpartition("/")
+    m = SFCONFLICT.match(name)
+    if m is None or not m.group("stem"):
+        return None
+    original = m.group("stem") + (m.group("ext") or "")
+    return f"{folder}/{original}" if folder else original
+
+
+def find_own(ctx: MirrorContext, rel_path: str, uploaded_id: str) -> str | None:
+    """After a read-back found another version live: the SFConflict file
+    beside ``rel_path`` holding exactly ``uploaded_id`` (our upload), or None.
+
+    One listing of the parent folder (``GET /api2/repos/{id}/dir/``).
+    """
+    parent = parent_rel(rel_path)
+    try:
+        listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(parent))
+    except NotFoundError:
+        return None
+    for entry in listing.entries:
+        rel = from_remote(ctx.remote_root, entry.path)
+        if rel and not entry.is_dir and entry.id == uploaded_id and original_of(rel) == rel_path:
+            return rel
+    return None
+
+
+def remove_remote(ctx: MirrorContext, rel_path: str) -> None:
+    """Delete an SFConflict file on the server (``DELETE …/file/``) and forget it."""
+    from .transfer import remote_written
+
+    ctx.client.delete(ctx.repo_id, ctx.remote_path(rel_path))
+    ctx.snapshot.pop(rel_path, None)
+    remote_written(ctx, rel_path)
+
+
+def _drop_local(ctx: MirrorContext, rel_path: str) -> None:
+    """A local copy of an SFConflict file (an older ohsync pulled it) goes to
+    the backups; its base is forgotten."""
+    path = ctx.local_path(rel_path)
+    if path.is_file():
+        if ctx.options.backup_dir is not None:
+            backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
+        os.unlink(path)
+    ctx.state.delete_base(rel_path)
+
+
+def fold_foreign(ctx: MirrorContext, report: SyncReport) -> set[str]:
+    """Fold every SFConflict file the snapshot lists (outside ``/.conflict/``)
+    into the file it belongs to.
+
+    The file's content is merged with the local version of its path against
+    that path's base: a clean merge is written locally (the pass then pushes
+    it like any local edit) and the SFConflict file is deleted on the server;
+    otherwise it is moved into ``/.conflict/`` and recorded as a conflict.
+
+    :returns: the rel paths handled (the caller leaves them out of planning).
+    """
+    found = sorted(rel for rel, entry in ctx.snapshot.items()
+                   if not entry.is_dir and not is_under(rel, CONFLICT_DIR) and original_of(rel))
+    for rel in found:
+        try:
+            _fold_one(ctx, rel, original_of(rel) or "", report)
+        except (LocalError, NotFoundError, RemoteOperationError) as exc:
+            report.errors.append((rel, str(exc)))
+        except OSError as exc:
+            report.errors.append((rel, f"{rel}: {exc.strerror or exc}"))
+    return set(found)
+
+
+def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -> None:
+    from .conflict_archive import archive_remote_file
+    from .merge import TEXT_LIMIT
+
+    entry = ctx.snapshot[rel]
+    local = ctx.local_path(original)
+    base = ctx.state.get_base(original)
+    if not local.is_file() and base is None and original in ctx.snapshot:
+        return  # its file is not here yet (a first pass): fold it next pass
+    if entry.size <= TEXT_LIMIT and local.is_file():
+        theirs, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel))
+        with open(local, "rb") as fh:
+            fp = stat_fingerprint(os.fstat(fh.fileno()))
+            ours = fh.read()
+        base_content = ctx.state.base_content(base) if base is not None else None
+        result = merge_versions(original, base_content, ours, theirs)
+        if result.content is not None and not result.conflicts:
+            if result.content != ours:
+                if stat_fingerprint(os.stat(local)) != fp:
+                    raise LocalError(f"{original} changed while a Seafile conflict file was merged; "
+                                     "will try again", path=original)
+                if ctx.options.backup_dir is not None:
+                    backup_file(ctx.local_root, original, ctx.options.backup_dir, ctx.options.library_name)
+                atomic_write(local, result.content)
+            remove_remote(ctx, rel)
+            _drop_local(ctx, rel)
+            report.merged.append(original)
+            ctx.emit(SyncEvent("synced", original, "down", action="merge",
+                               message=f"merged the Seafile conflict file {rel.rpartition('/')[2]}"))
+            return
+        reasons = list(result.conflicts) or ["content"]
+        if result.partial is not None and result.partial != ours and stat_fingerprint(os.stat(local)) == fp:
+            # What merged stays live (pushed by the next pass); the whole
+            # conflict file is archived below.
+            if ctx.options.backup_dir is not None:
+                backup_file(ctx.local_root, original, ctx.options.backup_dir, ctx.options.library_name)
+            atomic_write(local, result.partial)
+    else:
+        reasons = ["content"]
+    m = SFCONFLICT.match(rel.rpartition("/")[2])
+    who = re.sub(r"[^A-Za-z0-9_-]", "-", m.group("who").split("@")[0])[:32] if m else "remote"
+    stored = archive_remote_file(ctx, original, rel, entry, origin=who or "remote")
+    _drop_local(ctx, rel)
+    record = ConflictRecord(original, stored, datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                            "another Seafile client's conflicting version does not merge", tuple(reasons))
+    ctx.state.add_conflict(record)
+    report.conflicts.append(record)
+    ctx.emit(SyncEvent("conflict", original, action=stored,
+                       message=f"Seafile conflict file archived as {stored}"))
+

@@ -1,0 +1,78 @@
+"""The watcher runs from the first second: changes made while the first pass
+downloads are carried out, not reverted or split.
+
+The first pass is slowed by devserver latency on every file download (fewer
+than 20 files: the per-file path) so that the test can act in the middle of
+it.  Without a watcher during that pass a local move is seen only by the
+periodic full scan (a minute later) and a renamed folder is written again
+under its old name (split in two on both sides).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import DaemonProc, isolated_env, read_tree, wait_for, write_config  # noqa: E402,F401
+
+from ohsync.daemon import credentials  # noqa: E402
+
+USER = "user@example.edu.cn"
+FOLDER = {f"A/f{i:02}.md": f"file {i} in A\n".encode() * 3 for i in range(12)}
+OTHER = {f"z/other{i}.txt": f"other {i}\n".encode() for i in range(3)}
+
+
+@pytest.fixture
+def slow_first_pass(isolated_env, devserver, tmp_path: Path):
+    seed = tmp_path / "seed"
+    for rel, data in {**FOLDER, **OTHER}.items():
+        (seed / rel).parent.mkdir(parents=True, exist_ok=True)
+        (seed / rel).write_bytes(data)
+    repo = devserver.create_library(USER, "OH-Memory", from_tree=seed)
+    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
+    mirror = tmp_path / "mirror"
+    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
+    devserver.inject_fault("GET", r"^/seafhttp/files/", latency=0.4, count=len(FOLDER) + len(OTHER))
+    daemon = DaemonProc(isolated_env)
+    try:
+        yield devserver, repo, mirror, daemon
+    finally:
+        daemon.stop()
+
+
+def _converged(srv, repo: str, mirror: Path) -> bool:
+    return read_tree(mirror) == srv.tree(repo)
+
+
+def test_folder_renamed_during_its_download_moves_as_one_folder(slow_first_pass) -> None:
+    srv, repo, mirror, daemon = slow_first_pass
+    wait_for(lambda: len(list((mirror / "A").glob("*.md"))) >= 3 if (mirror / "A").is_dir() else False,
+             timeout=60, interval=0.02, what="the first files of A/")
+    os.rename(mirror / "A", mirror / "B")
+    wait_for(lambda: _converged(srv, repo, mirror) and "/B/f11.md" in srv.tree(repo), timeout=60,
+             what="convergence after the rename")
+    tree = srv.tree(repo)
+    assert {k for k in tree if k.startswith("/B/")} == {"/B/" + k[2:] for k in FOLDER}
+    assert not [k for k in tree if k.startswith("/A/")]            # not split in two
+    assert not [k for k in tree if k.startswith("/.conflict/")]    # nothing conflicted
+    for rel, data in FOLDER.items():
+        assert tree["/B/" + rel[2:]] == data
+    assert not (mirror / "A").exists()
+
+
+def test_local_move_during_the_first_pass_reaches_the_server(slow_first_pass) -> None:
+    srv, repo, mirror, daemon = slow_first_pass
+    first = mirror / "A" / "f00.md"
+    wait_for(first.is_file, timeout=60, interval=0.02, what="the first downloaded file")
+    (mirror / "moved").mkdir()
+    os.rename(first, mirror / "moved" / "f00.md")
+    # long before the periodic full scan (a minute): the watcher saw the move
+    wait_for(lambda: "/moved/f00.md" in srv.tree(repo) and "/A/f00.md" not in srv.tree(repo),
+             timeout=20, what="the move on the server")
+    wait_for(lambda: _converged(srv, repo, mirror), timeout=30, what="convergence")
+    tree = srv.tree(repo)
+    assert tree["/moved/f00.md"] == FOLDER["A/f00.md"]
+    assert not [k for k in tree if k.startswith(("/.trash/", "/.conflict/"))]   # a move, not delete + new

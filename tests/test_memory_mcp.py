@@ -1,0 +1,83 @@
+"""`ohsync mcp` as a subprocess, driven by the `mcp` SDK's own client: the
+eight tools are listed with schemas, search and append go through the
+running daemon (append verified on the server), and without a daemon every
+tool says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import DaemonProc, isolated_env, ohsync_cmd, write_config  # noqa: E402,F401
+from engine_helpers import sample_library  # noqa: E402
+
+from ohsync.daemon import credentials  # noqa: E402
+
+USER = "user@example.edu.cn"
+TOOL_NAMES = {"memory_search", "memory_read", "memory_list", "memory_write", "memory_append", "memory_edit",
+              "memory_delete", "memory_refresh"}
+
+
+def _params(env) -> StdioServerParameters:  # noqa: ANN001
+    cmd = ohsync_cmd()
+    return StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp"], env=env.vars(), cwd=str(env.root))
+
+
+def test_mcp_lists_tools_searches_appends_and_reads_back(isolated_env, devserver, tmp_path: Path) -> None:
+    repo = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
+    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
+    write_config(isolated_env, devserver.url, USER, tmp_path / "mirror", poll_interval=60.0)
+    daemon = DaemonProc(isolated_env)
+    try:
+        daemon.wait_state("idle", timeout=90)
+
+        async def session() -> dict:
+            async with Client(_params(isolated_env), read_timeout_seconds=60) as client:
+                listed = await client.list_tools()
+                tools = {t.name: t for t in listed.tools}
+                found = await client.call_tool("memory_search", {"query": "沟通 风格"})
+                appended = await client.call_tool("memory_append", {
+                    "permalink": "comm-style-pref-0e96", "category": "tone", "text": "回答里少用感叹号"})
+                refused = await client.call_tool("memory_append", {
+                    "permalink": "comm-style-pref-0e96", "category": "key", "text": "Bearer abcdefgh12345678"})
+                read = await client.call_tool("memory_read", {"permalink": "comm-style-pref-0e96"})
+                return {"tools": tools, "found": found, "appended": appended, "refused": refused, "read": read}
+
+        got = anyio.run(session)
+    finally:
+        daemon.stop()
+    tools = got["tools"]
+    assert set(tools) == TOOL_NAMES
+    assert tools["memory_write"].input_schema["required"] == ["title", "observations"]
+    assert "one fact per observation" in tools["memory_write"].description.lower()
+    assert "secrets" in tools["memory_append"].description
+    found = got["found"]
+    assert not found.is_error
+    results = json.loads(found.content[0].text)["results"]
+    assert results[0]["permalink"] == "comm-style-pref-0e96"
+    assert found.structured_content["results"][0]["title"] == "沟通风格偏好"
+    appended = got["appended"]
+    assert not appended.is_error, appended.content[0].text
+    assert appended.structured_content["verified"] is True
+    assert "- [tone] 回答里少用感叹号" in devserver.read_file(repo, "/preferences/沟通风格偏好.md").decode()
+    assert got["refused"].is_error and "refused" in got["refused"].content[0].text
+    assert "回答里少用感叹号" in got["read"].structured_content["content"]
+
+
+def test_mcp_without_a_daemon_says_it_is_not_running(isolated_env, tmp_path: Path) -> None:
+    write_config(isolated_env, "http://127.0.0.1:9", USER, tmp_path / "mirror")
+
+    async def session():  # noqa: ANN202
+        async with Client(_params(isolated_env), read_timeout_seconds=60) as client:
+            assert len((await client.list_tools()).tools) == 8
+            return await client.call_tool("memory_search", {"query": "x"})
+
+    result = anyio.run(session)
+    assert result.is_error and "not running" in result.content[0].text and "ohsync run" in result.content[0].text

@@ -1,0 +1,165 @@
+"""devserver as a second writer meets it on a real Seafile 12 server: the
+update's ``head`` merge (SFConflict files), per-file history, seahub 12's
+rename answer, and backslashes in multipart file names."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+USER = "user@example.edu.cn"
+SFCONFLICT = re.compile(r"^notes \(SFConflict user@example\.edu\.cn \d{4}(-\d\d){5}\)\.md$")
+
+
+@pytest.fixture
+def c(devserver, devserver_token):
+    with httpx.Client(base_url=devserver.url, headers={"Authorization": f"Token {devserver_token}"},
+                      timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def rid(devserver):
+    return devserver.create_library(USER, "lib")
+
+
+def head_of(c, rid):
+    return c.get(f"/api2/repos/{rid}/").json()["head_commit_id"]
+
+
+def update(c, rid, path, data, head=None, in_query=True):
+    parent = path.rsplit("/", 1)[0] or "/"
+    link = c.get(f"/api2/repos/{rid}/update-link/", params={"p": parent}).json()
+    form = {"target_file": path}
+    params = {}
+    if head is not None:
+        if in_query:
+            params["head"] = head
+        else:
+            form["head"] = head
+    return c.post(link, params=params, data=form, files={"file": ("x", data)})
+
+
+def names(c, rid, folder="/"):
+    return {e["name"]: e["id"] for e in c.get(f"/api2/repos/{rid}/dir/", params={"p": folder}).json()}
+
+
+@pytest.mark.parametrize("in_query", [True, False])
+def test_update_with_stale_head_keeps_the_other_edit_live(c, devserver, rid, in_query):
+    devserver.put_file(rid, "/d/notes.md", b"base\n")
+    head = head_of(c, rid)
+    theirs = devserver.put_file(rid, "/d/notes.md", b"theirs\n")  # lands after our read
+    r = update(c, rid, "/d/notes.md", b"ours\n", head=head, in_query=in_query)
+    assert r.status_code == 200
+    ours_id = r.text.strip()
+    listing = names(c, rid, "/d")
+    assert listing["notes.md"] == theirs  # the newer edit stays live
+    conflict = [n for n in listing if n != "notes.md"]
+    assert len(conflict) == 1 and SFCONFLICT.match(conflict[0]), listing
+    assert listing[conflict[0]] == ours_id
+    assert devserver.read_file(rid, f"/d/{conflict[0]}") == b"ours\n"
+    newest = c.get(f"/api2/repos/{rid}/history/").json()["commits"][0]
+    assert newest["conflict"] is True and newest["second_parent_id"]
+    assert newest["desc"] == f'Added or modified "{conflict[0]}".'
+
+
+def test_update_with_current_head_other_file_changed_or_same_content(c, devserver, rid):
+    devserver.put_file(rid, "/notes.md", b"base\n")
+    head = head_of(c, rid)
+    devserver.put_file(rid, "/other.md", b"x\n")  # another file changed: clean merge
+    assert update(c, rid, "/notes.md", b"ours\n", head=head).status_code == 200
+    assert devserver.read_file(rid, "/notes.md") == b"ours\n"
+    assert set(names(c, rid)) == {"notes.md", "other.md"}
+    head = head_of(c, rid)
+    devserver.put_file(rid, "/notes.md", b"same\n")
+    assert update(c, rid, "/notes.md", b"same\n", head=head).status_code == 200  # identical: no copy
+    assert set(names(c, rid)) == {"notes.md", "other.md"}
+
+
+def test_update_with_head_recreates_deleted_file_and_refuses_bogus_head(c, devserver, rid):
+    devserver.put_file(rid, "/notes.md", b"base\n")
+    head = head_of(c, rid)
+    devserver.delete_path(rid, "/notes.md")
+    assert update(c, rid, "/notes.md", b"ours\n", head=head).status_code == 200
+    assert devserver.read_file(rid, "/notes.md") == b"ours\n"
+    r = update(c, rid, "/notes.md", b"again\n", head="0" * 40)
+    assert r.status_code == 500 and "Internal error" in r.text
+
+
+def test_head_ignored_when_switched_off_and_by_upload_replace(c, devserver, rid):
+    devserver.put_file(rid, "/notes.md", b"base\n")
+    head = head_of(c, rid)
+    devserver.put_file(rid, "/notes.md", b"theirs\n")
+    link = c.get(f"/api2/repos/{rid}/upload-link/", params={"p": "/"}).json()
+    r = c.post(link, params={"ret-json": "1", "head": head}, data={"parent_dir": "/", "replace": "1"},
+               files={"file": ("notes.md", b"replaced\n")})
+    assert r.status_code == 200 and devserver.read_file(rid, "/notes.md") == b"replaced\n"
+    devserver.honour_head = False
+    head = head_of(c, rid)
+    devserver.put_file(rid, "/notes.md", b"theirs again\n")
+    assert update(c, rid, "/notes.md", b"ours\n", head=head).status_code == 200
+    assert devserver.read_file(rid, "/notes.md") == b"ours\n"
+    assert set(names(c, rid)) == {"notes.md"}
+
+
+def test_file_history_and_revision_download(c, devserver, rid):
+    first = devserver.put_file(rid, "/d/a.md", b"one\n")
+    devserver.put_file(rid, "/d/b.md", b"unrelated\n")
+    second = devserver.put_file(rid, "/d/a.md", b"two\n")
+    commits = c.get(f"/api2/repos/{rid}/file/history/", params={"p": "/d/a.md"}).json()["commits"]
+    assert [x["rev_file_id"] for x in commits] == [second, first]
+    assert commits[0]["parent_id"] and commits[0]["user_info"]["email"] == USER
+    v21 = c.get(f"/api/v2.1/repos/{rid}/file/history/", params={"path": "/d/a.md", "limit": 1}).json()
+    assert [x["rev_file_id"] for x in v21["data"]] == [second]
+    link = c.get(f"/api2/repos/{rid}/file/revision/",
+                 params={"p": "/d/a.md", "commit_id": commits[1]["id"]}).json()
+    assert httpx.get(link).content == b"one\n"
+    assert c.get(f"/api2/repos/{rid}/file/history/", params={"p": "/nope.md"}).status_code == 404
+
+
+@pytest.mark.parametrize("version, expected", [(13, "/sub/again.txt"), (12, "/subagain.txt")])
+def test_rename_location_by_seahub_version(c, devserver, rid, version, expected):
+    devserver.seahub_version = version
+    devserver.put_file(rid, "/sub/a.txt", b"a\n")
+    r = c.post(f"/api2/repos/{rid}/file/", params={"p": "/sub/a.txt"},
+               data={"operation": "rename", "newname": "again.txt"})
+    assert r.status_code == 301
+    assert httpx.URL(r.headers["Location"]).params["p"] == expected
+    assert devserver.read_file(rid, "/sub/again.txt") == b"a\n"
+
+
+def _replay_module():
+    name = "ohsync_tests_transcript_replay"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("transcript_replay.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+def test_names_transcript_with_escaped_backslashes(devserver, monkeypatch):
+    """httpx (like browsers) sends ``back\\slash.txt`` as ``filename="back\\\\slash.txt"``;
+    the real fileserver stores it with one backslash, so must devserver."""
+    replay = _replay_module()
+    original = replay.build_multipart
+
+    def escaping(spec, variables):
+        files = [dict(f, filename=f["filename"].replace("\\", "\\\\")) for f in spec.get("files", [])]
+        return original(dict(spec, files=files), variables)
+    monkeypatch.setattr(replay, "build_multipart", escaping)
+    path = replay.TRANSCRIPTS / "names.jsonl"
+    result = replay.replay_file(path, devserver.url, USER, "secret")
+    assert result.mismatches == [], "\n".join(result.mismatches)
+
+
+def test_httpx_upload_of_backslash_name_is_stored_as_sent(c, devserver, rid):
+    link = c.get(f"/api2/repos/{rid}/upload-link/", params={"p": "/"}).json()
+    r = c.post(link, params={"ret-json": "1"}, data={"parent_dir": "/"},
+               files={"file": ("back\\slash.txt", b"b\n")})
+    assert r.json()[0]["name"] == "back\\slash.txt"
+    assert devserver.read_file(rid, "/back\\slash.txt") == b"b\n"
