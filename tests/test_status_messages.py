@@ -78,7 +78,7 @@ def test_a_host_with_no_seafile_at_its_root_is_named(devserver) -> None:
 def test_setup_says_the_scheme_was_missing(isolated_env, devserver, monkeypatch, capsys) -> None:
     bare = devserver.url.removeprefix("http://")
     monkeypatch.setattr(sys, "stdin", io.StringIO("secret\n"))
-    code = main(["setup", "--server", bare, "--username", USER, "--password-stdin", "--yes"])
+    code = main(["setup", "--server", bare, "--username", USER, "--password-stdin", "--yes", "--no-autostart"])
     err = capsys.readouterr().err
     assert code != 0 and "Traceback" not in err
     assert f"'{bare}' has no scheme" in err and "plain HTTP" in err
