@@ -110,7 +110,11 @@ class Watcher:
         observer = self._observer_factory()
         observer.name = "ohsync-watch-observer"
         observer.schedule(_Handler(self), str(self.root), recursive=True)
-        observer.start()
+        try:
+            observer.start()
+        except BaseException:
+            observer.stop()
+            raise
         return observer
 
     def _renew_observer(self) -> None:
@@ -118,8 +122,8 @@ class Watcher:
         old = self._observer
         try:
             self._observer = self._new_observer()
-        except OSError:
-            log.exception("cannot watch %s again; local edits are seen by periodic scans", self.root)
+        except OSError as exc:  # e.g. the mirror folder itself is gone: the scan says so
+            log.warning("cannot watch %s afresh (%s); keeping the current watch", self.root, exc.strerror or exc)
             return
         if old is not None:
             old.stop()

@@ -751,6 +751,8 @@ class SyncWorker:
         key = (event.path, event.message)
         seen = self._repeats.get(key)
         if seen is None or not any(it is seen[0] for it in self._activity):
+            if len(self._repeats) > 1000:  # runs whose line left the list long ago
+                self._repeats.clear()
             return False
         item, count, first = seen
         count += 1

@@ -214,3 +214,23 @@ def test_over_quota_waits_for_the_person(devserver, tmp_path) -> None:
     m.engine.release_failures()
     assert m.sync().errors == []
     assert devserver.tree(repo)["/notes/new.md"] == b"a new note that does not fit\n"
+
+
+def test_full_disk_during_a_cold_bulk_download_is_per_path_not_a_failed_pass(devserver, tmp_path, monkeypatch) -> None:
+    import ohsync.engine.bulk as bulk
+
+    repo = devserver.create_library(USER, "OH-Memory")
+    for i in range(30):
+        devserver.put_file(repo, f"/notes/n{i:02d}.md", f"note {i}\n".encode())
+    m = make_mirror(devserver, repo, tmp_path)
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(bulk, "atomic_write", full)
+    monkeypatch.setattr(m.client, "download_resumable", full)
+    rep = m.sync()  # no exception: each file fails on its own
+    assert len(rep.errors) == 30 and all("disk is full" in msg for _, msg in rep.errors)
+    devserver.reset_counters()
+    assert m.sync().errors == []
+    assert devserver.request_count(r"zip|/files/|download") == 0
