@@ -190,6 +190,7 @@ class Daemon:
             "file": self._file,
             "confirm_deletes": lambda p: {"confirmed": self.worker.confirm_deletes()},
             "held_deletes": lambda p: self.worker.held_deletes(),
+            "skipped": lambda p: self.worker.skipped(),
             "resync": self._resync,
         }
 
@@ -249,10 +250,12 @@ class Daemon:
 
     def _wait(self, params: dict[str, Any]) -> dict[str, Any]:
         timeout = _number(params, "timeout", 30, 0, 86_400)
-        synced, message = self.worker.wait(timeout)
+        synced, message, reasons = self.worker.wait_detail(timeout)
         result: dict[str, Any] = {"synced": synced}
         if message:
             result["message"] = message
+        if reasons:
+            result["reasons"] = reasons
         return result
 
     def _shutdown(self, params: dict[str, Any]) -> dict[str, Any]:

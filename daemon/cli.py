@@ -68,7 +68,7 @@ def _read_secret_line(what: str) -> str:
 def cmd_login(args: argparse.Namespace) -> int:
     from ohsync.daemon.config import config_path, normalize_server_url, update_config
     from ohsync.daemon.credentials import load_token, save_token
-    from ohsync.daemon.login import check_token, token_from_password, token_owner_note
+    from ohsync.daemon.login import check_token, token_from_password, token_owner_note, without_scheme
     from ohsync.engine.errors import TwoFactorRequired
 
     path = config_path(args.config)
@@ -81,9 +81,17 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise UsageError("give only one of --password-stdin and --token-stdin")
     load_token(server, username)  # fail early, before any prompt, when there is no usable keyring
 
+    entered = args.server or cfg.server
     if args.token_stdin:
         token = _read_secret_line("token")
-        note = token_owner_note(username, check_token(server, token))
+        try:
+            account = check_token(server, token)
+        except OhsyncError as exc:
+            explained = without_scheme(entered, server, exc)
+            if explained is exc:
+                raise
+            raise explained from exc
+        note = token_owner_note(username, account)
         if note:
             print(note, file=sys.stderr)
     else:
@@ -111,6 +119,11 @@ def cmd_login(args: argparse.Namespace) -> int:
 
         try:
             token = token_from_password(server, username, password, ask_code)
+        except OhsyncError as exc:
+            explained = without_scheme(entered, server, exc)
+            if explained is exc:
+                raise
+            raise explained from exc
         finally:
             password = ""
     save_token(server, username, token)
@@ -157,7 +170,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if not cfg.server or not cfg.username or not load_token(cfg.server, cfg.username):
         raise OhsyncError(no_login_message(cfg), title="Not logged in")
-    log_file = setup_logging(cfg.log_dir, verbose=args.verbose)
+    # OHSYNC_LOG_STDERR=0: stderr is kept for the last words (the tray's Start item reads them)
+    log_file = setup_logging(cfg.log_dir, verbose=args.verbose, stderr=os.environ.get("OHSYNC_LOG_STDERR") != "0")
     if log_file:
         import logging
 
@@ -189,6 +203,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- socket clients
 
 
+#: How ``ohsync status`` names each kind of attention item (daemon/attention.py).
+_ATTENTION_LABEL = {"held_delete": "deletion held", "damaged": "damaged", "skipped": "cannot sync"}
+
+
 def _print_status(st: dict[str, Any]) -> None:
     print(f"{st['state']}: {st['message']}")
     for m in st.get("mirrors", []):
@@ -200,8 +218,12 @@ def _print_status(st: dict[str, Any]) -> None:
               ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
     if counts:
         print("  " + ", ".join(counts))
-    if st.get("held_deletes"):
-        print("  deletions held by the safety valve: see `ohsync confirm-deletes --list`")
+    items = st.get("attention") or []
+    for item in items:
+        print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {item.get('path')!r} — {item.get('reason')}")
+    listed = sum(int(st.get(k) or 0) for k in ("held_deletes", "damaged", "skipped"))
+    if listed > len(items):
+        print(f"  … {listed - len(items)} more: see `ohsync confirm-deletes --list` and `ohsync damaged`")
     for item in (st.get("filing") or {}).get("held", []):
         print(f"  not filed: {item['message']}")
     if st.get("transfer"):
@@ -231,7 +253,9 @@ def cmd_wait(args: argparse.Namespace) -> int:
     if result.get("synced"):
         print("Everything is synced.")
         return EXIT_OK
-    _err(f"not synced yet: {result.get('message') or 'see `ohsync status`'}")
+    _err(f"not everything is synced: {result.get('message') or 'see `ohsync status`'}")
+    for item in result.get("reasons") or []:
+        print(f"  {item.get('kind')}: {item.get('path')!r} — {item.get('reason')}", file=sys.stderr)
     return EXIT_FAILED
 
 

@@ -53,7 +53,7 @@ _TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "crea
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
              "push_safety_poll"}
 _MIRROR_KEYS = {"library", "library_id", "remote", "local", "ignore"}
-_SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "backup_days"}
+_SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 _FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
 _MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin"}
 
@@ -82,10 +82,16 @@ class MirrorConfig:
 
 @dataclass(frozen=True)
 class SafetyConfig:
-    """``[safety]``: thresholds of the delete safety valve and backup retention."""
+    """``[safety]``: thresholds of the delete safety valve and backup retention.
+
+    Deletes on one side within five minutes are held when there are more
+    than ``max_delete_files``, or at least ``percent_floor`` that are more
+    than ``max_delete_percent`` % of the mirror's files.
+    """
 
     max_delete_percent: float = 25
     max_delete_files: int = 50
+    percent_floor: int = 10
     backup_days: int = 30
 
 
@@ -331,6 +337,8 @@ def load_config(path: Path | None = None) -> Config:
         max_delete_percent=_number(safety.get("max_delete_percent", 25), "safety.max_delete_percent", path, 0, 100),
         max_delete_files=int(_number(_typed(safety.get("max_delete_files", 50), int, "safety.max_delete_files", path),
                                      "safety.max_delete_files", path, 0, 10**9)),
+        percent_floor=int(_number(_typed(safety.get("percent_floor", 10), int, "safety.percent_floor", path),
+                                  "safety.percent_floor", path, 0, 10**9)),
         backup_days=int(_number(_typed(safety.get("backup_days", 30), int, "safety.backup_days", path),
                                 "safety.backup_days", path, 1, 36_500)),
     )

@@ -6,8 +6,13 @@ current transfer…); :func:`build_status` turns a :class:`Snapshot` of them int
 the status object.  ``idle`` is therefore honest by construction: it needs a
 poll and a full local scan that finished recently, a live watcher, a working
 token and nothing pending.  Every other case is a named degraded state with a
-sentence.  Listeners (the socket server's subscribers) are told whenever the
-derived object changes.
+sentence; ``attention`` is the state of a mirror that syncs but holds
+something the person must look at (a held mass delete, a damaged memory
+file, a name that cannot sync), each listed in ``attention`` with its path
+and reason.  Listeners (the socket server's subscribers) are told whenever
+the derived object changes; a pass that finds nothing to do changes nothing
+(``syncing`` is shown only once there is work, or after
+:data:`CHECK_GRACE` seconds of checking), so an idle poll publishes nothing.
 """
 
 from __future__ import annotations
@@ -20,10 +25,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-__all__ = ["STATES", "Snapshot", "StatusModel", "build_status", "iso_time", "scan_interval"]
+from ohsync.daemon.attention import MAX_ITEMS, summary
+
+__all__ = ["CHECK_GRACE", "STATES", "Snapshot", "StatusModel", "build_status", "iso_time", "scan_interval"]
 
 PROTOCOL = 1
-STATES = ("starting", "idle", "syncing", "paused", "offline", "auth_required", "stopped", "error")
+STATES = ("starting", "idle", "syncing", "attention", "paused", "offline", "auth_required", "stopped", "error")
+
+#: Seconds a pass may check both sides before status says ``syncing``.
+CHECK_GRACE = 2.0
 
 
 def iso_time(ts: float | None) -> str | None:
@@ -50,6 +60,10 @@ class Snapshot:
     :ivar problem: a named problem that overrides the normal states:
         ``auth_required``, ``offline``, ``stopped`` or ``error``; with
         ``problem_message`` (a sentence) and ``retry_at`` (next attempt).
+    :ivar syncing: the pass under way has work (a transfer, a synced path).
+    :ivar checking_since: when the pass under way started (None: no pass);
+        it shows as ``syncing`` only after :data:`CHECK_GRACE` seconds.
+    :ivar attention: ``{"kind", "path", "reason"}`` items (daemon/attention.py).
     """
 
     library: str = ""
@@ -58,6 +72,7 @@ class Snapshot:
     phase: str = "starting"
     paused: bool = False
     syncing: bool = False
+    checking_since: float | None = None
     problem: str | None = None
     problem_message: str = ""
     retry_at: float | None = None
@@ -71,6 +86,7 @@ class Snapshot:
     damaged: int = 0
     skipped: int = 0
     held_deletes: int = 0
+    attention: tuple[dict[str, str], ...] = ()
     #: per-path failures waiting (backoff) or needing the person:
     #: ``{"path", "reason", "title", "needs", "permanent", "count", "since", "retry_at"}``
     failures: tuple[dict[str, Any], ...] = ()
@@ -109,7 +125,8 @@ def _state(s: Snapshot) -> tuple[str, str]:
         return "offline", (s.problem_message or "Cannot reach the server") + when
     if s.problem == "error":
         return "error", s.problem_message or "Syncing failed"
-    if s.syncing:
+    checking_long = s.checking_since is not None and s.now - s.checking_since >= CHECK_GRACE
+    if s.syncing or checking_long:
         if s.transfer:
             arrow = "Uploading" if s.transfer.get("direction") == "up" else "Downloading"
             return "syncing", f"{arrow} {s.transfer.get('path')}"
@@ -141,8 +158,9 @@ def _state(s: Snapshot) -> tuple[str, str]:
     if s.clock_offset is not None and abs(s.clock_offset) > CLOCK_SKEW_WARN:
         note = (f"; this computer's clock is {abs(s.clock_offset) / 60:.0f} min "
                 f"{'behind' if s.clock_offset > 0 else 'ahead of'} the server's (nothing depends on it)")
-    if s.held_deletes:
-        return "idle", f"Up to date; {s.held_deletes} deletion(s) held for confirmation{note}"
+    needs = summary(held=s.held_deletes, damaged=s.damaged, skipped=s.skipped)
+    if needs:
+        return "attention", needs + note
     return "idle", "Up to date" + note
 
 
@@ -173,9 +191,14 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "clock_offset": None if s.clock_offset is None else round(s.clock_offset),
         "drop_dir": s.drop_dir,
         "filing": copy.deepcopy(s.filing),
+        "attention": [dict(item) for item in s.attention[:MAX_ITEMS]],
         "failures": [dict(f, since=iso_time(f.get("since")), retry_at=iso_time(f.get("retry_at")))
                      for f in s.failures[:200]],
     }
+
+
+#: Fields that change on every pass without anything happening.
+_ALWAYS_MOVING = ("last_poll", "last_scan", "polls", "clock_offset")
 
 
 class StatusModel:
@@ -220,9 +243,9 @@ class StatusModel:
 
     def notify(self) -> None:
         """Tell listeners the current status if it differs from the last one told
-        (ignoring the always-moving fields)."""
+        (ignoring the always-moving fields: an idle poll must publish nothing)."""
         status = self.status()
-        key = {k: v for k, v in status.items() if k not in ("last_poll", "last_scan", "polls")}
+        key = {k: v for k, v in status.items() if k not in _ALWAYS_MOVING}
         with self._lock:
             if key == self._last_sent:
                 return

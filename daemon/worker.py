@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ohsync.daemon.attention import attention_items, conflict_since, wait_verdict
 from ohsync.daemon.logs import log_action
-from ohsync.daemon.status import StatusModel, iso_time, scan_interval
+from ohsync.daemon.status import CHECK_GRACE, StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     LibraryNotFound,
     NetworkError,
@@ -135,6 +136,10 @@ class _Ticket:
     done: threading.Event = field(default_factory=threading.Event)
     synced: bool = False
     message: str = ""
+    reasons: tuple[dict[str, str], ...] = ()
+    #: conflicts known when the wait began (None: not read from the engine yet)
+    conflicts_before: frozenset[tuple[str, str]] | None = None
+    started: float = 0.0
 
 
 @dataclass
@@ -209,6 +214,10 @@ class SyncWorker:
         self._conflicts: list[dict[str, Any]] = []
         self._damaged: list[dict[str, str]] = []
         self._held: list[dict[str, str]] = []
+        self._skipped: list[dict[str, str]] = []
+        self._failures: list[dict[str, Any]] = []
+        self._refreshed_since_open = False
+        self._caches_loaded = False
         self._repeats: dict[tuple[str, str], tuple[dict[str, Any], int, float]] = {}
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
@@ -311,15 +320,26 @@ class SyncWorker:
         """Block until everything on disk now is synced and verified.
 
         Asks for a full local scan (stat-only: no requests when nothing
-        changed) and waits for that pass.
+        changed) and waits for that pass.  Not synced: a path failed, a
+        deletion is held by the safety valve, a conflict appeared since the
+        wait began, or a path cannot sync (``daemon/attention.py``).
 
         :returns: ``(synced, message)``.
         """
-        ticket = _Ticket()
+        synced, message, _ = self.wait_detail(timeout)
+        return synced, message
+
+    def wait_detail(self, timeout: float) -> tuple[bool, str, list[dict[str, str]]]:
+        """:meth:`wait`, with the items behind a "not synced":
+        ``[{"kind", "path", "reason"}]``."""
+        with self._lock:
+            before = (frozenset((str(c.get("path")), str(c.get("archived"))) for c in self._conflicts)
+                      if self._caches_loaded else None)
+        ticket = _Ticket(conflicts_before=before, started=time.time())
         self._queue.put(("wait", ticket))
         if not ticket.done.wait(timeout):
-            return False, "timed out"
-        return ticket.synced, ticket.message
+            return False, f"timed out after {timeout:g} s; see `ohsync status`", []
+        return ticket.synced, ticket.message, [dict(r) for r in ticket.reasons]
 
     def shutdown(self, timeout: float = 60.0) -> bool:
         """Ask the worker to stop after the current pass and wait for it.
@@ -354,6 +374,11 @@ class SyncWorker:
     def damaged(self) -> list[dict[str, str]]:
         with self._lock:
             return list(self._damaged)
+
+    def skipped(self) -> list[dict[str, str]]:
+        """Names that cannot sync: ``[{"path", "reason"}]``."""
+        with self._lock:
+            return list(self._skipped)
 
     # ----------------------------------------------------------------- the thread
 
@@ -410,6 +435,8 @@ class SyncWorker:
                 work.check_remote = True
             else:
                 work.tickets.append(arg)
+            if kind == "refresh":
+                self._refreshed_since_open = True  # e.g. after `ohsync login`: a new token may wait
             if kind == "refresh" and self._session is not None and hasattr(self._session.engine, "release_failures"):
                 self._session.engine.release_failures()  # the person acted: try held paths once more
             if self._status.get("problem") in ("auth_required", "offline", "error", "stopped") and kind == "refresh":
@@ -455,13 +482,15 @@ class SyncWorker:
         if self._session is None and not self._open():
             return
         # submitted jobs first: a confirm or a resync must shape the pass that follows
-        calls, self._calls = self._calls, []
-        for fn in calls:
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 - a helper's failure must not stop syncing
-                log.exception("a job submitted to the sync worker failed")
         self._drain()
+        while self._calls:  # including jobs that arrived while the session opened
+            calls, self._calls = self._calls, []
+            for fn in calls:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - a helper's failure must not stop syncing
+                    log.exception("a job submitted to the sync worker failed")
+            self._drain()
         if self._work or self._work.tickets:
             self._maintain()
             self._pass()
@@ -484,22 +513,24 @@ class SyncWorker:
     # ----------------------------------------------------------------- opening
 
     def _open(self) -> bool:
-        self._status.update(syncing=True, current_path=None)
+        self._status.update(checking_since=time.time(), current_path=None)
+        self._notify_if_slow()
         try:
             session = self._open_session(self._on_event)
         except (FatalError, LibraryNotFound, TwoFactorRequired) as exc:
             log.error("%s: %s", exc.title, exc.message)
-            self._status.update(syncing=False, problem="error", problem_message=exc.message)
+            self._status.update(checking_since=None, problem="error", problem_message=exc.message)
             self._finish_tickets(False, exc.message)
             self._on_fatal(exc)
             self._shutdown.set()
             return False
         except BaseException as exc:  # noqa: BLE001 - classified below
-            self._status.update(syncing=False)
+            self._status.update(checking_since=None)
             self._failed(exc)
             return False
         self._session = session
-        self._status.update(syncing=False, library=session.library_name)
+        self._refreshed_since_open = False  # this session read the keyring just now
+        self._status.update(checking_since=None, library=session.library_name)
         self._refresh_caches()
         try:
             self._on_ready(session)
@@ -521,8 +552,11 @@ class SyncWorker:
         assert self._session is not None
         work, self._work = self._work, _Work()
         paths = None if work.full_scan else sorted(work.dirty)
-        self._status.update(syncing=True, pending_up=len(work.dirty))
         started = time.time()
+        # a pass that finds nothing must change no state (no syncing→idle flicker):
+        # "syncing" shows once there is work (_on_event) or the check takes long
+        self._status.update(checking_since=started, pending_up=len(work.dirty))
+        self._notify_if_slow()
         try:
             self._restructured.clear()
             report: SyncReport = self._session.engine.sync(
@@ -534,7 +568,7 @@ class SyncWorker:
             self._work.full_scan |= work.full_scan
             self._work.check_remote = True
             self._work.tickets[:0] = work.tickets
-            self._status.update(syncing=False, transfer=None, current_path=None,
+            self._status.update(syncing=False, checking_since=None, transfer=None, current_path=None,
                                 pending_up=len(self._work.dirty))
             self._failed(exc)
             message = self._status.get("problem_message") or str(exc)
@@ -552,7 +586,7 @@ class SyncWorker:
             return
         if report.interrupted:
             log.info("stopped between two files for shutdown; the rest syncs on the next start")
-            self._status.update(syncing=False, transfer=None, current_path=None)
+            self._status.update(syncing=False, checking_since=None, transfer=None, current_path=None)
             self._finish_tickets(False, "ohsync is shutting down")
             for t in work.tickets:
                 t.synced, t.message = False, "ohsync is shutting down"
@@ -565,12 +599,15 @@ class SyncWorker:
             timer.start()
         self._retry |= {p for p, _ in report.errors}
         now = time.time()
+        busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
         facts: dict[str, Any] = {
-            "syncing": False, "transfer": None, "current_path": None, "phase": "running",
-            "problem": None, "problem_message": "", "retry_at": None, "last_sync": now,
+            "syncing": False, "checking_since": None, "transfer": None, "current_path": None,
+            "phase": "running", "problem": None, "problem_message": "", "retry_at": None,
             "errors": len(self._retry), "pending_up": len(self._work.dirty),
             "requests": self._status.get("requests") + report.requests,
         }
+        if busy or self._status.get("last_sync") is None:
+            facts["last_sync"] = now  # the last time something was carried across: idle polls move nothing
         if work.check_remote:
             facts["last_poll"] = now
             facts["polls"] = self._status.get("polls") + 1
@@ -579,7 +616,6 @@ class SyncWorker:
             self._last_full_scan = time.monotonic()
         self._refresh_caches()
         self._status.update(**facts)
-        busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
         log.log(logging.INFO if busy else logging.DEBUG,
                 "sync pass in %.2f s: %d up, %d down, %d merged, %d moved, %d deleted here, %d trashed on the "
                 "server, %d conflicts, %d errors, %d requests",
@@ -589,9 +625,7 @@ class SyncWorker:
         for path, message in report.errors:
             log.warning("%s: %s", path, message)
         for t in work.tickets:
-            t.synced = not report.errors
-            t.message = "" if t.synced else f"{len(report.errors)} file(s) failed: {report.errors[0][1]}"
-            t.done.set()
+            self._settle(t, report)
         if work.check_remote:
             self._known_head = self._engine_head()
         if work.check_remote and not self._shutdown.is_set():
@@ -606,6 +640,32 @@ class SyncWorker:
             return None
         return head if isinstance(head, str) else None
 
+    def _settle(self, ticket: _Ticket, report: SyncReport) -> None:
+        """Answer a ``wait``: synced only if nothing failed, is held, conflicted
+        since the wait began or cannot sync."""
+        with self._lock:
+            conflicts, held, skipped = list(self._conflicts), list(self._held), list(self._skipped)
+            failures = list(self._failures)
+        # paths failing in this pass, and those still waiting out a backoff or the person
+        errors = list(report.errors)
+        errors += [(str(f["path"]), str(f.get("reason") or "failed")) for f in failures
+                   if f.get("path") not in {p for p, _ in errors}]
+        before = ticket.conflicts_before
+        if before is None:  # the wait came before the engine's lists were read: go by time
+            new = [c for c in conflicts if conflict_since(c, ticket.started)]
+        else:
+            new = [c for c in conflicts if (str(c.get("path")), str(c.get("archived"))) not in before]
+        verdict = wait_verdict(errors=errors, held=[(h["path"], h["side"]) for h in held],
+                               new_conflicts=new, skipped=[(s["path"], s["reason"]) for s in skipped])
+        ticket.synced, ticket.message, ticket.reasons = verdict.synced, verdict.message, verdict.reasons
+        ticket.done.set()
+
+    def _notify_if_slow(self) -> None:
+        """Let subscribers see ``syncing`` once a check outlasts :data:`CHECK_GRACE`."""
+        timer = threading.Timer(CHECK_GRACE + 0.05, self._status.notify)
+        timer.daemon = True
+        timer.start()
+
     def _failed(self, exc: BaseException) -> None:
         """Record an error of opening or of a pass and plan what comes next,
         from its one classification (``engine.errors.classify``)."""
@@ -616,6 +676,13 @@ class SyncWorker:
             self._close_session()
             if not self._shutdown.is_set():
                 self.scheduler.poll_in(0.5)
+            return
+        if failure.needs == "login" and self._refreshed_since_open and self._session is not None:
+            # a refresh came after this session read the token (a login meanwhile?):
+            # read the keyring again before saying a login is needed
+            log.info("the server rejected the token; opening again with the saved login")
+            self._close_session()
+            self._queue.put(("poll", None))
             return
         if failure.needs == "login":
             log.error("the server rejected the token: %s", failure.message)
@@ -664,11 +731,15 @@ class SyncWorker:
         with self._lock:
             self._conflicts, self._damaged = conflicts, damaged
             self._held = [{"path": p, "side": side} for p, side in held]
+            self._skipped = [{"path": p, "reason": r} for p, r in skipped]
+            self._failures = failures
+            self._caches_loaded = True
         was_held = self._status.get("held_deletes")
+        items = attention_items(held=held, damaged=[(d["path"], d["reason"]) for d in damaged], skipped=skipped)
         was_regressed = self._status.get("regression")
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
-                            held_deletes=len(held), clock_offset=clock, failures=tuple(failures),
-                            regression=regression)
+                            held_deletes=len(held), clock_offset=clock, attention=tuple(items),
+                            failures=tuple(failures), regression=regression)
         if regression and not was_regressed:
             log.warning("%s", regression)
             self._publish({"type": "error", "kind": "regression", "message": regression})
@@ -705,7 +776,7 @@ class SyncWorker:
     def _on_event(self, event: SyncEvent) -> None:
         """Called by the engine inside :meth:`sync` (worker thread)."""
         if event.kind == "transfer":
-            self._status.update(current_path=event.path, transfer={
+            self._status.update(syncing=True, current_path=event.path, transfer={
                 "path": event.path, "direction": event.direction, "done": event.done, "total": event.total})
             return
         now = time.time()
@@ -723,7 +794,7 @@ class SyncWorker:
         if fresh:  # a repeated error is counted in the activity list, not logged again
             log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
                        event.direction, event.message)
-        self._status.update(transfer=None, current_path=event.path)
+        self._status.update(syncing=True, transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,
                            "message": event.message})

@@ -38,8 +38,10 @@ class EngineOptions:
         update; False: never; None (default): after updates that merged
         another writer's version, until the server was seen honouring
         ``head`` (it stored one of ours as an SFConflict file).
-    :ivar max_delete_files/max_delete_percent: the mass-delete safety valve:
-        deletes on one side beyond the smaller of the two are held.
+    :ivar max_delete_files/max_delete_percent/percent_floor: the mass-delete
+        safety valve: deletes on one side are held beyond ``max_delete_files``,
+        or from ``percent_floor`` on beyond ``max_delete_percent`` % of the
+        mirror (``valve.exceeds``).
     :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
         person edited, before pushing them (:mod:`.memory_stamp`).
     :ivar stamp_quiet: seconds such a file must stay unchanged first.
@@ -56,6 +58,7 @@ class EngineOptions:
     upload_chunk: int = 8 * 1024 * 1024
     backup_days: int = 30
     max_delete_percent: float = 25.0
+    percent_floor: int = 10
     history_check: bool | None = None
     stamp_edits: bool = False
     stamp_quiet: float = 1.0

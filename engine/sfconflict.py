@@ -98,7 +98,8 @@ def fold_foreign(ctx: MirrorContext, report: SyncReport) -> set[str]:
     :returns: the rel paths handled (the caller leaves them out of planning).
     """
     found = sorted(rel for rel, entry in ctx.snapshot.items()
-                   if not entry.is_dir and not is_under(rel, CONFLICT_DIR) and original_of(rel))
+                   if "(SFConflict " in rel and not entry.is_dir and not is_under(rel, CONFLICT_DIR)
+                   and original_of(rel))
     for rel in found:
         try:
             _fold_one(ctx, rel, original_of(rel) or "", report)

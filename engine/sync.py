@@ -40,7 +40,7 @@ from .confirm import confirm_plans
 from . import regression
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote, pair_moves
-from .memory_format import MemoryParseError, parse_memory
+from .memory_check import memory_problem
 from .memory_merge import is_memory_file
 from .memory_stamp import stamp_edit
 from .transfer_large import LARGE_FILE, push_large
@@ -122,7 +122,8 @@ class SyncEngine:
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
                                  self.options, on_event, state.remote_snapshot())
         self.state = state
-        self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent)
+        self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent,
+                                 floor=self.options.percent_floor)
         self._skipped_local: list[tuple[str, str]] = []
         self._pruned_on = ""
         self._case_insensitive: bool | None = None
@@ -251,6 +252,7 @@ class SyncEngine:
         folded: set[str] = set()
         if check_remote:
             self._check_remote(report)
+        considered: set[str] | None = None  # None: the whole mirror
         try:
             if check_remote:
                 folded = fold_foreign(self.ctx, report)
@@ -266,6 +268,7 @@ class SyncEngine:
                 # a folder event stands for everything synced below it
                 dirty |= {p for p in bases for d in list(dirty) if d and p.startswith(d + "/")}
                 candidates = dirty | self._remote_differences(bases)
+                considered = candidates
                 local = self._stat_paths(candidates)
             candidates |= {original_of(p) or p for p in folded}
             candidates -= folded
@@ -288,15 +291,18 @@ class SyncEngine:
             if held is not None:
                 plans = regression.hold(self.ctx, plans, held, report)
             plans, moves = pair_moves(self.ctx, plans)
+            deferred: set[str] = set()
             if local_paths is not None and any(p.action is Action.DELETE_REMOTE for p in plans):
                 # Local deletes are counted against the safety valve over the whole
                 # mirror: a watcher delivers an `rm -r` in several batches.
+                deferred = {p.rel for p in plans if p.action is Action.DELETE_REMOTE}
                 plans = [p for p in plans if p.action is not Action.DELETE_REMOTE]
                 report.rescan = True
             for old, new in moves:
                 self._run_move(old, new, report)
+            # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
-                                      None if local_paths is None else candidates)
+                                      None if local_paths is None else candidates - deferred)
             plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report, should_stop)
             plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
@@ -315,7 +321,9 @@ class SyncEngine:
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
-            self._skipped_pass = list(report.skipped)
+            # a pass over some paths keeps what earlier passes skipped elsewhere
+            kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]
+            self._skipped_pass = sorted(set(kept) | set(report.skipped))
         return report
 
     def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:
@@ -647,6 +655,7 @@ class SyncEngine:
                 if fid == remote.id:
                     adopt(ctx, rel, remote.id)
                     ctx.emit(SyncEvent("synced", rel, action="adopt"))
+                    self._check_damaged(rel)
                     return
             if action is Action.FORGET:
                 self.state.delete_base(rel)
@@ -762,10 +771,4 @@ class SyncEngine:
             data = self.ctx.local_path(rel).read_bytes()
         except OSError:
             return
-        reason = None
-        if data:
-            try:
-                parse_memory(data)
-            except MemoryParseError as exc:
-                reason = str(exc)
-        self.state.set_issue("damaged", rel, reason)
+        self.state.set_issue("damaged", rel, memory_problem(data))

@@ -190,17 +190,20 @@ def test_modification_beats_deletion_on_either_side(devserver, synced):
 def test_mass_delete_is_held_until_confirmed(devserver, synced):
     repo = synced.repo_id
     before = devserver.tree(repo)
-    for path in list((synced.root / "journal").iterdir()) + list((synced.root / "courses").rglob("*.md")):
+    # 14 notes: past the valve's floor (10) and more than 25 % of the mirror
+    victims = [p for d in ("journal", "courses", "tasks", "preferences") for p in (synced.root / d).rglob("*.md")]
+    assert len(victims) == 14
+    for path in victims:
         path.unlink()
     synced.write("knowledge/new.md", b"still syncs\n")
     report = synced.sync()
-    assert len(report.held_deletes) == 8 and report.deleted_remote == []
+    assert len(report.held_deletes) == 14 and report.deleted_remote == []
     assert devserver.tree(repo).items() >= before.items()          # nothing deleted on the server
     assert devserver.read_file(repo, "/knowledge/new.md") == b"still syncs\n"
-    assert len(synced.engine.held_deletes()) == 8
-    assert synced.engine.confirm_deletes() == 8
+    assert len(synced.engine.held_deletes()) == 14
+    assert synced.engine.confirm_deletes() == 14
     report = synced.sync()
-    assert len(report.deleted_remote) == 8 and report.held_deletes == []
+    assert len(report.deleted_remote) == 14 and report.held_deletes == []
     assert "/.trash/journal/2026-11.md" in devserver.tree(repo)
 
 
