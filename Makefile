@@ -39,4 +39,5 @@ clean:
 # Benchmarks (bench/README.md): ohsync vs rclone vs plain httpx against devserver on 127.0.0.1.
 .PHONY: bench
 bench: $(VENV)/.installed
+	bash .ci/rclone-deps.sh || echo "bench: no rclone; its columns stay empty"
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -95,6 +96,7 @@ def run_size(files: int, queries: int, seed: int, work: Path) -> dict[str, Any]:
         "queries": len(times), "p50_ms": round(statistics.median(times), 2),
         "p95_ms": round(_percentile(times, 95), 2), "max_ms": round(max(times), 2),
         "mean_hits": round(statistics.mean(hits), 1),
+        "load_avg_1min": round(os.getloadavg()[0], 2),  # latency on a shared machine scales with this
     }
 
 
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             r = rows[-1]
             print(f"{r['files']:>6} files ({r['library_mb']} MB): index {r['build_s']} s, {r['index_mb']} MB heap; "
                   f"search p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms, max {r['max_ms']} ms "
-                  f"({r['queries']} queries)", flush=True)
+                  f"({r['queries']} queries; load average {r['load_avg_1min']} on {os.cpu_count()} CPUs)", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "memory_search.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
     ok = all(r["p95_ms"] < 20 for r in rows if r["files"] <= 3000)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ohsync benchmarks (DESIGN §9): ohsync vs rclone vs plain httpx, against devserver on 127.0.0.1.
+"""ohsync benchmarks (docs/architecture.md §9): ohsync vs rclone vs plain httpx, against devserver on 127.0.0.1.
 
     .venv/bin/python bench/run.py [--files 3000] [--only cold,idle,...] [--out bench/out/]
 
@@ -11,6 +11,8 @@ Scenarios (``--only`` takes a comma-separated subset):
   push     local save -> verified remote for one edited file: engine pass with the path vs ``rclone copyto``
   bigfile  upload and download of one big file: engine vs a plain httpx stream vs ``rclone copyto``
   daemon   idle CPU and RSS of ``ohsync run --no-tray`` over 30 s (after its cold start)
+  upload   cold upload of N new files, no latency and --latency ms: engine vs ``rclone copy`` (bench/speed.py)
+  notify   the daemon with push notifications: remote change -> local, idle requests (bench/speed.py)
 
 devserver runs as its own process (``python -m ohsync.devserver``) so that it does not
 share a GIL with the engine; request counts come from its control API
@@ -47,7 +49,10 @@ GENERATOR = REPO / "tests" / "data" / "samples" / "make_scale_library.py"
 USER, PASSWORD = "user@example.edu.cn", "secret"
 LIB = "OH-Memory"
 BIG_LIB = "Bench-Big"
-SCENARIOS = ["cold", "idle", "detect", "push", "bigfile", "daemon"]
+SCENARIOS = ["cold", "idle", "detect", "push", "upload", "bigfile", "daemon", "notify"]
+#: Daemon states after a finished sync ("attention": synced, but the generated library's
+#: damaged memory files are named).
+SETTLED = ("idle", "attention")
 MB = 1024 * 1024
 
 
@@ -580,10 +585,10 @@ class Bench:
             st = None
             while time.monotonic() < deadline and proc.poll() is None:
                 st = state()
-                if st == "idle":
+                if st in SETTLED:
                     break
                 time.sleep(0.2)
-            if st != "idle":
+            if st not in SETTLED:
                 reason = f"daemon never reached idle (last state {st!r}, exit {proc.poll()})"
                 log(f"daemon: {reason}; see {root / 'daemon-output.log'}")
                 self.rows.append({"scenario": "daemon", "figure": "idle CPU / RSS", "skipped": reason})
@@ -631,6 +636,17 @@ class Bench:
                     proc.wait(10)
             out.close()
             shutil.rmtree(sock_dir, ignore_errors=True)
+
+    # ---- 7. and 8. (bench/speed.py)
+    def s_upload(self) -> None:
+        import speed
+
+        speed.s_upload(self)
+
+    def s_notify(self) -> None:
+        import speed
+
+        speed.s_notify(self)
 
     # ---- output
     def table(self) -> str:
@@ -695,6 +711,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--daemon-poll", type=float, default=5.0, help="poll_interval of the measured daemon")
     ap.add_argument("--timeout", type=float, default=300.0, help="bound on any one ohsync step (default 300 s)")
     ap.add_argument("--keep", action="store_true", help="keep the temp work dir")
+    ap.add_argument("--latency", type=float, default=50.0,
+                    help="ms added to every request in the second round of `upload` (default 50)")
+    ap.add_argument("--runs", type=int, default=3, help="ohsync runs per `upload` figure (median; default 3)")
+    ap.add_argument("--rclone-upload-timeout", type=float, default=45.0,
+                    help="bound on each rclone upload; past it the figure is extrapolated (default 45 s)")
+    ap.add_argument("--notify-changes", type=int, default=10, help="remote changes timed in `notify` (default 10)")
+    ap.add_argument("--results", type=Path, default=REPO / "bench" / "RESULTS.md",
+                    help="the markdown table of the run (default bench/RESULTS.md)")
     args = ap.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()] or SCENARIOS
     bad = [s for s in only if s not in SCENARIOS]
@@ -723,7 +747,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(bench.table())
     path = bench.write(args.out)
-    print(f"\n{len(bench.rows)} rows, {time.perf_counter() - t0:.0f} s total; JSON: {path}")
+    import speed
+
+    speed.write_results_md(bench, args.results, time.perf_counter() - t0)
+    print(f"\n{len(bench.rows)} rows, {time.perf_counter() - t0:.0f} s total; JSON: {path}; table: {args.results}")
     return 0
 
 

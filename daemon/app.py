@@ -1,4 +1,4 @@
-"""The daemon process: wires the threads of DESIGN §6 and runs until told to stop.
+"""The daemon process: wires the threads of docs/architecture.md §6 and runs until told to stop.
 
 Owns the lifecycle: the single-instance lock (``state_dir/ohsync.lock``,
 filelock; a second daemon is told who holds it), the socket server and its
@@ -26,9 +26,11 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
 from ohsync.daemon.filing_service import FilingService, FilingUnavailable
 from ohsync.daemon.memory_service import MemoryService
+from ohsync.daemon.notifications import PushChannel
 from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketInUse, SocketServer
 from ohsync.daemon.status import StatusModel, iso_time
 from ohsync.daemon.watcher import Watcher
@@ -54,7 +56,7 @@ def display_available() -> bool:
 
 
 def _is_default_socket_dir(directory: Path) -> bool:
-    """True for the folders only ohsync uses (DESIGN §3), which may be tightened to 0700."""
+    """True for the folders only ohsync uses (docs/architecture.md §3), which may be tightened to 0700."""
     candidates = {Path(tempfile.gettempdir()) / f"ohsync-{os.getuid()}"}
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
@@ -100,19 +102,27 @@ class Daemon:
         self._watcher: Watcher | None = None
         self._engine: Any = None
         self._root: Path | None = None
+        self._login_token: str | None = None
         if session_factory is None:
             from ohsync.daemon.session import open_session
 
             def session_factory(on_event: Callable[..., None]) -> Session:
-                return open_session(cfg, on_event)
+                self._login_token = self._saved_token()
+                return open_session(cfg, on_event, token=self._login_token)
+
+            login_changed: Callable[[], bool] = self._login_changed
+        else:
+            login_changed = lambda: False  # noqa: E731 - a test's factory brings its own login
 
         self.status = StatusModel(library=cfg.mirror.label, local=str(cfg.mirror.local),
-                                  poll_interval=cfg.poll_interval)
+                                  poll_interval=cfg.poll_interval, push_poll_interval=cfg.push_safety_poll)
         self.status.watcher_alive = lambda: self._watcher is not None and self._watcher.is_alive()
         self.server = SocketServer(cfg.socket, self._handlers(), own_dir=_is_default_socket_dir(cfg.socket.parent))
         self.worker = SyncWorker(session_factory, self.status, poll_interval=cfg.poll_interval,
-                                 publish=self._publish, on_ready=self._on_ready,
-                                 on_fatal=self._on_fatal, before_pass=self._check_watcher)
+                                 publish=self._publish, on_ready=self._on_ready, login_changed=login_changed,
+                                 on_fatal=self._on_fatal, before_pass=self._check_watcher,
+                                 push_poll_interval=cfg.push_safety_poll)
+        self._push: PushChannel | None = None
         self.status.add_listener(lambda st: self.server.publish({"type": "status", "status": st}))
         self.filing, self._filing_problem = self._make_filing_service()
         self.memory = MemoryService(cfg.mirror.local, cfg.memory.time_offset, self.worker.submit, self.status.get,
@@ -180,8 +190,25 @@ class Daemon:
             "file": self._file,
             "confirm_deletes": lambda p: {"confirmed": self.worker.confirm_deletes()},
             "held_deletes": lambda p: self.worker.held_deletes(),
+            "skipped": lambda p: self.worker.skipped(),
             "resync": self._resync,
         }
+
+    def _saved_token(self) -> str | None:
+        from ohsync.daemon.credentials import load_token
+
+        if not self.cfg.server or not self.cfg.username:
+            return None
+        return load_token(self.cfg.server, self.cfg.username)
+
+    def _login_changed(self) -> bool:
+        """True when the keyring holds another token than the one the server
+        just rejected (the person signed in again meanwhile)."""
+        try:
+            saved = self._saved_token()
+        except OhsyncError:
+            return False
+        return bool(saved) and saved != self._login_token
 
     def _refresh(self, params: dict[str, Any]) -> dict[str, Any]:
         self.worker.refresh()
@@ -190,8 +217,13 @@ class Daemon:
         return {"queued": True}
 
     def _resync(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.worker.resync()
-        return {"queued": True}
+        keep = params.get("keep") if isinstance(params, dict) else None
+        if keep not in (None, "newer", "afresh"):
+            raise InvalidParams("`keep` must be \"newer\" or \"afresh\"")
+        regression = self.status.get("regression")
+        self.worker.resync(keep)
+        return {"queued": True, "regression": regression,
+                "keep": keep or ("newer" if regression else "afresh")}
 
     def _file(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         paths = params.get("paths")
@@ -218,10 +250,12 @@ class Daemon:
 
     def _wait(self, params: dict[str, Any]) -> dict[str, Any]:
         timeout = _number(params, "timeout", 30, 0, 86_400)
-        synced, message = self.worker.wait(timeout)
+        synced, message, reasons = self.worker.wait_detail(timeout)
         result: dict[str, Any] = {"synced": synced}
         if message:
             result["message"] = message
+        if reasons:
+            result["reasons"] = reasons
         return result
 
     def _shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -242,6 +276,7 @@ class Daemon:
                 log.error("%s", exc.message)   # the first pass reports it (a safety stop)
         self.memory.attach(session.engine)
         self._check_watcher()
+        self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
             from ohsync.engine.filing import Filer
 
@@ -255,6 +290,18 @@ class Daemon:
                     log.error("cannot watch the drop folder %s (%s); `ohsync file` still works",
                               self.cfg.filing.drop_dir, exc.strerror or exc)
             self.status.update(filing=self.filing.status())
+
+    def _start_push(self, session: Session) -> None:
+        """Subscribe to the server's notification service (if it runs one) for this session."""
+        if self._push is not None:
+            self._push.stop()
+            self._push = None
+        client, library_id = getattr(session, "client", None), getattr(session, "library_id", None)
+        if not self.cfg.notifications or not library_id or not hasattr(client, "notification_ping"):
+            return
+        self._push = PushChannel(client, library_id, on_update=self.worker.push_update,
+                                 on_mode=self.worker.set_push)
+        self._push.start()
 
     def _check_watcher(self) -> None:
         """Start the watcher, or restart one that died (its folder vanished and came back).
@@ -345,10 +392,12 @@ class Daemon:
             raise OhsyncError(f"Cannot create the socket {self.cfg.socket}: {exc.strerror}.",
                               title="Socket error") from exc
         log.info("ohsync %s listening on %s (pid %d)", "daemon", self.cfg.socket, os.getpid())
+        self.memory.start()
         old_handlers = self._signals()
         try:
             self.worker.start()
             self.ready.set()
+            sd_notify.ready(f"{self.cfg.mirror.label} ↔ {self.cfg.mirror.local}")
             self._main_loop()
         finally:
             self._teardown()
@@ -403,11 +452,14 @@ class Daemon:
             signal.signal(sig, handler)
 
     def _teardown(self) -> None:
+        sd_notify.stopping()
         self.status.update(phase="stopping")
         if self._watcher is not None:
             self._watcher.stop()
         if self.filing is not None:
             self.filing.stop()
+        if self._push is not None:
+            self._push.stop()
         if not self.worker.shutdown(timeout=120):
             log.warning("the sync worker did not finish within 120 s; exiting anyway")
         self.server.stop()

@@ -3,7 +3,7 @@
 Every command is a thin function: daemon commands are clients of the socket
 (:class:`~ohsync.daemon.rpc.RpcClient`), ``login``/``logout`` talk to the
 server and the keyring, ``run`` and ``demo`` start the daemon.  Heavy imports
-happen inside the commands.  Exit codes (DESIGN §10): 0 ok, 1 failed (the
+happen inside the commands.  Exit codes (docs/architecture.md §10): 0 ok, 1 failed (the
 message says why and what to do), 2 usage error, 3 daemon not running.
 Expected errors print ``title: message``, never a traceback.
 """
@@ -19,12 +19,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ohsync.daemon import cli_autostart, cli_log
+from ohsync.daemon.about import version
+from ohsync.daemon.cli_resync import add_resync
 from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
 from ohsync.engine.errors import OhsyncError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+
+
+# ohsync is installed from its source folder (it is on no package index), so name commands that work there
+TRAY_EXTRA_HINT = ("Install the [tray] extra from the ohsync source folder: `pipx install --force '.[tray]'` "
+                   "(or `pip install --user '.[tray]'`); it needs PyGObject's system packages, see the README.")
 
 
 class UsageError(Exception):
@@ -60,7 +68,7 @@ def _read_secret_line(what: str) -> str:
 def cmd_login(args: argparse.Namespace) -> int:
     from ohsync.daemon.config import config_path, normalize_server_url, update_config
     from ohsync.daemon.credentials import load_token, save_token
-    from ohsync.daemon.login import check_token, token_from_password, token_owner_note
+    from ohsync.daemon.login import check_token, token_from_password, token_owner_note, without_scheme
     from ohsync.engine.errors import TwoFactorRequired
 
     path = config_path(args.config)
@@ -73,9 +81,17 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise UsageError("give only one of --password-stdin and --token-stdin")
     load_token(server, username)  # fail early, before any prompt, when there is no usable keyring
 
+    entered = args.server or cfg.server
     if args.token_stdin:
         token = _read_secret_line("token")
-        note = token_owner_note(username, check_token(server, token))
+        try:
+            account = check_token(server, token)
+        except OhsyncError as exc:
+            explained = without_scheme(entered, server, exc)
+            if explained is exc:
+                raise
+            raise explained from exc
+        note = token_owner_note(username, account)
         if note:
             print(note, file=sys.stderr)
     else:
@@ -103,12 +119,27 @@ def cmd_login(args: argparse.Namespace) -> int:
 
         try:
             token = token_from_password(server, username, password, ask_code)
+        except OhsyncError as exc:
+            explained = without_scheme(entered, server, exc)
+            if explained is exc:
+                raise
+            raise explained from exc
         finally:
             password = ""
     save_token(server, username, token)
     update_config(path, {"server": server, "username": username})
     print(f"Logged in as {username} at {server}. The token is in the keyring; the config is {path}.")
+    _tell_daemon_to_refresh(args)
     return EXIT_OK
+
+
+def _tell_daemon_to_refresh(args: argparse.Namespace) -> None:
+    """A running daemon waiting for a login signs in with the new token now."""
+    try:
+        _client(args, timeout=5.0).call("refresh")
+    except (DaemonNotRunning, RpcError, OSError, OhsyncError):
+        return  # no daemon (or another config's): it reads the keyring when it starts
+    print("The running ohsync daemon signs in with it now.")
 
 
 def cmd_logout(args: argparse.Namespace) -> int:
@@ -139,7 +170,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if not cfg.server or not cfg.username or not load_token(cfg.server, cfg.username):
         raise OhsyncError(no_login_message(cfg), title="Not logged in")
-    log_file = setup_logging(cfg.log_dir, verbose=args.verbose)
+    # OHSYNC_LOG_STDERR=0: stderr is kept for the last words (the tray's Start item reads them)
+    log_file = setup_logging(cfg.log_dir, verbose=args.verbose, stderr=os.environ.get("OHSYNC_LOG_STDERR") != "0")
     if log_file:
         import logging
 
@@ -152,8 +184,7 @@ def cmd_tray(args: argparse.Namespace) -> int:
     try:
         from ohsync.tray.app import default_start_command, run_tray
     except ImportError as exc:
-        raise OhsyncError(f"The tray is not available ({exc}). Install it with `pip install 'ohsync[tray]'`.",
-                          title="No tray") from exc
+        raise OhsyncError(f"The tray is not available ({exc}). {TRAY_EXTRA_HINT}", title="No tray") from exc
     try:
         start = default_start_command(args.config) if args.config else None
         run_tray(cfg.socket, owns_daemon=False, start_command=start)
@@ -172,17 +203,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- socket clients
 
 
+#: How ``ohsync status`` names each kind of attention item (daemon/attention.py).
+_ATTENTION_LABEL = {"held_delete": "deletion held", "damaged": "damaged", "skipped": "cannot sync"}
+
+
 def _print_status(st: dict[str, Any]) -> None:
     print(f"{st['state']}: {st['message']}")
     for m in st.get("mirrors", []):
         print(f"  {m['library']} ↔ {m['local']}")
     print(f"  last sync: {st.get('last_sync') or 'never'}")
+    if st.get("notifications"):
+        print(f"  notifications: {st['notifications']}")
     counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
               ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
     if counts:
         print("  " + ", ".join(counts))
-    if st.get("held_deletes"):
-        print("  deletions held by the safety valve: see `ohsync confirm-deletes --list`")
+    items = st.get("attention") or []
+    for item in items:
+        print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {item.get('path')!r} — {item.get('reason')}")
+    listed = sum(int(st.get(k) or 0) for k in ("held_deletes", "damaged", "skipped"))
+    if listed > len(items):
+        print(f"  … {listed - len(items)} more: see `ohsync confirm-deletes --list` and `ohsync damaged`")
     for item in (st.get("filing") or {}).get("held", []):
         print(f"  not filed: {item['message']}")
     if st.get("transfer"):
@@ -212,7 +253,9 @@ def cmd_wait(args: argparse.Namespace) -> int:
     if result.get("synced"):
         print("Everything is synced.")
         return EXIT_OK
-    _err(f"not synced yet: {result.get('message') or 'see `ohsync status`'}")
+    _err(f"not everything is synced: {result.get('message') or 'see `ohsync status`'}")
+    for item in result.get("reasons") or []:
+        print(f"  {item.get('kind')}: {item.get('path')!r} — {item.get('reason')}", file=sys.stderr)
     return EXIT_FAILED
 
 
@@ -311,6 +354,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ohsync", description="Two-way sync of a Seafile library with a local folder.")
     p.add_argument("--config", metavar="PATH", help="config file (default: $OHSYNC_CONFIG or the user config dir)")
+    p.add_argument("--version", action="version", version=f"ohsync {version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
@@ -329,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--username", metavar="EMAIL")
     sp = add("run", cmd_run, "run the daemon in the foreground")
     sp.add_argument("--no-tray", action="store_true", help="no tray icon, even with a display")
-    sp.add_argument("-v", "--verbose", action="store_true")
+    sp.add_argument("-v", "--verbose", action="store_true", help="also log debug lines (idle polls, timings)")
     add("tray", cmd_tray, "show the tray icon for a running daemon")
     sp = add("status", cmd_status, "show what the daemon is doing")
     sp.add_argument("--json", action="store_true", help="print the status object")
@@ -351,8 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--timeout", type=float, default=600.0, metavar="S")
     sp = add("confirm-deletes", cmd_confirm_deletes, "carry out deletions held by the safety valve")
     sp.add_argument("--list", action="store_true", help="only list the held deletions")
-    add("resync", _simple("resync", "Resyncing: both sides are compared afresh; nothing is deleted."),
-        "forget the sync history and reconcile both sides again (deletes nothing)")
+    add_resync(sub)
     sp = add("stop", cmd_stop, "stop the daemon")
     sp.add_argument("--timeout", type=float, default=130.0, metavar="S")
     sp = add("demo", cmd_demo, "try ohsync against a local test server with a sample library")
@@ -367,6 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_memory(add)
     cli_setup.register(sub)
     cli_doctor.register(sub)
+    cli_autostart.register(add)
+    cli_log.register(add)
     return p
 
 

@@ -9,6 +9,7 @@ naming its flag; everything else follows :mod:`ohsync.daemon.cli`.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     print(f"\nohsync is set up: '{result.library.name}' at {result.server} (as {result.username})\n"
           f"  mirror folder: {result.local}\n  drop folder:   {result.drop}\n  config:        {path}")
     if result.autostart:
-        print(result.autostart)
+        print(result.autostart, file=sys.stderr if result.autostart_failed else sys.stdout)
     running: Any = None
     try:
         running = RpcClient(load_config(path).socket, timeout=2).call("ping")

@@ -1,11 +1,12 @@
 """The person's configuration: one TOML file, read with defaults, written back intact.
 
 Owns where the config lives (``--config``, ``OHSYNC_CONFIG``, else
-``user_config_dir/config.toml``, DESIGN §3), the keys of DESIGN §10 with
-their defaults, and :func:`update_config`, which changes a few keys while
-keeping every other key of the file (known or not).  Unknown keys are kept
-and reported as warnings, never errors.  Writes go through a temp file and a
-rename, so a crash never leaves half a config behind.
+``user_config_dir/config.toml``; docs/architecture.md §3), the keys of
+docs/architecture.md §10 with their defaults, and :func:`update_config`,
+which changes a few keys while keeping every other key of the file (known
+or not).  Unknown keys are kept and reported as warnings, never errors.
+Writes go through a temp file and a rename, so a crash never leaves half a
+config behind.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ _TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "crea
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
              "push_safety_poll"}
 _MIRROR_KEYS = {"library", "library_id", "remote", "local", "ignore"}
-_SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "backup_days"}
+_SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 _FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
 _MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin"}
 
@@ -82,16 +83,22 @@ class MirrorConfig:
 
 @dataclass(frozen=True)
 class SafetyConfig:
-    """``[safety]``: thresholds of the delete safety valve and backup retention."""
+    """``[safety]``: thresholds of the delete safety valve and backup retention.
+
+    Deletes on one side within five minutes are held when there are more
+    than ``max_delete_files``, or at least ``percent_floor`` that are more
+    than ``max_delete_percent`` % of the mirror's files.
+    """
 
     max_delete_percent: float = 25
     max_delete_files: int = 50
+    percent_floor: int = 10
     backup_days: int = 30
 
 
 @dataclass(frozen=True)
 class FilingConfig:
-    """``[filing]``: the drop folder (DESIGN §8; not acted on by this version)."""
+    """``[filing]``: the drop folder (docs/architecture.md §8)."""
 
     drop_dir: Path = field(default_factory=lambda: Path.home() / "OH-Drop")
     mirror: int = 0
@@ -125,8 +132,9 @@ class Config:
     """The effective configuration: file values over defaults over nothing.
 
     :ivar path: the file it came from (it need not exist).
-    :ivar state_dir_explicit: True when ``state_dir`` was set in the file;
-        logs then go to ``state_dir`` instead of the person's log folder.
+    :ivar state_dir_explicit: True when ``state_dir`` was set in the file.
+    :ivar log_dir: the folder of ``ohsync.log``: ``state_dir/logs`` unless the
+        file sets ``log_dir``.
     :ivar warnings: sentences about unknown keys or ignored tables.
     """
 
@@ -142,7 +150,7 @@ class Config:
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     filing: FilingConfig = field(default_factory=FilingConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
-    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
+    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)) / "logs")
     warnings: tuple[str, ...] = ()
     #: upload requests of new files in flight at once
     transfers: int = DEFAULT_TRANSFERS
@@ -330,6 +338,8 @@ def load_config(path: Path | None = None) -> Config:
         max_delete_percent=_number(safety.get("max_delete_percent", 25), "safety.max_delete_percent", path, 0, 100),
         max_delete_files=int(_number(_typed(safety.get("max_delete_files", 50), int, "safety.max_delete_files", path),
                                      "safety.max_delete_files", path, 0, 10**9)),
+        percent_floor=int(_number(_typed(safety.get("percent_floor", 10), int, "safety.percent_floor", path),
+                                  "safety.percent_floor", path, 0, 10**9)),
         backup_days=int(_number(_typed(safety.get("backup_days", 30), int, "safety.backup_days", path),
                                 "safety.backup_days", path, 1, 36_500)),
     )

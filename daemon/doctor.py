@@ -100,6 +100,10 @@ class Probes:
     clock_warn: float = CLOCK_SKEW_WARN
 
 
+#: OpenSSL's words for a TLS hello answered in plain HTTP (not a certificate problem).
+_PLAIN_HTTP = ("wrong version number", "wrong_version_number", "record layer failure", "http_request")
+
+
 def tls_problem(exc: BaseException) -> str | None:
     """The TLS failure inside an error's cause chain (an untrusted or wrong certificate), or None.
 
@@ -110,6 +114,8 @@ def tls_problem(exc: BaseException) -> str | None:
     while current is not None and all(current is not c for c in chain):
         chain.append(current)
         current = current.__cause__ or current.__context__
+    if any(sign in str(err).lower() for err in chain for sign in _PLAIN_HTTP):
+        return None  # no certificate at all: the port speaks plain HTTP (the error's own sentence says so)
     for err in chain:
         if isinstance(err, ssl.SSLError):
             return getattr(err, "verify_message", None) or err.reason or str(err)

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ohsync.engine.client import SeafileClient
-from ohsync.engine.errors import AuthError, TwoFactorRequired
+from ohsync.engine.errors import AuthError, NetworkError, OhsyncError, ProtocolError, TwoFactorRequired
 from ohsync.engine.models import AccountInfo
 
-__all__ = ["TOKEN_REJECTED", "token_from_password", "check_token", "token_owner_note"]
+__all__ = ["TOKEN_REJECTED", "token_from_password", "check_token", "token_owner_note", "without_scheme"]
 
 #: The sentence for a pasted token the server refuses.
 TOKEN_REJECTED = ("The server did not accept this token. Copy it again from the web interface "
@@ -63,3 +63,26 @@ def token_owner_note(username: str, account: AccountInfo) -> str | None:
         return None
     return (f"Note: this token belongs to {account.contact_email or account.email}; it is saved "
             f"for {username} as you asked.")
+
+
+def without_scheme(entered: str, server: str, exc: OhsyncError) -> OhsyncError:
+    """Say that the address had no scheme when the ``https://`` guess failed.
+
+    ``normalize_server_url`` turns ``cloud.example.edu`` into
+    ``https://cloud.example.edu``; when that address cannot be reached or
+    does not answer as Seafile, the person should learn that ohsync guessed
+    the scheme, not only that the guess failed.
+
+    :param entered: the address as typed (``--server``, the setup prompt).
+    :param server: the normalized address that was tried.
+    :param exc: the failure of the attempt.
+    :returns: an error whose message names the missing scheme, or ``exc``
+        itself when the address had a scheme or the failure is of another kind.
+    """
+    if "://" in entered or not isinstance(exc, (NetworkError, ProtocolError)):
+        return exc
+    host = server.split("://", 1)[-1]
+    return OhsyncError(
+        f"The address '{entered.strip()}' has no scheme (https:// or http://), so ohsync tried {server}, "
+        f"which failed: {exc.message} Write the address with its scheme: https://{host}, or http://{host} "
+        "for a plain-HTTP server on this computer.", title="No scheme in the server address")

@@ -1,11 +1,18 @@
 """Logging for the daemon: a rotating file plus stderr, with secrets redacted.
 
-The log file is ``user_log_dir/ohsync.log`` (or ``state_dir/logs`` when the
-config sets ``state_dir``, so tests and the demo never write into the
-person's real log folder).  :func:`redact` registers a string (the token)
+The log file is ``state_dir/logs/ohsync.log`` (``~/.local/state/ohsync/logs/``
+on Linux; the config's ``log_dir`` moves it) for ``ohsync run``, autostarted
+daemons and ``ohsync demo`` alike; ``ohsync log [-f]`` prints it.  It rotates
+at 2 MB, keeping three old files (``ohsync.log.1`` …).
+
+Every sync action is one INFO line from the ``ohsync.sync`` logger
+(:func:`log_action`): direction, action, result and path, e.g.
+``up   upload   ok       journal/2026-11.md``.  ``--verbose`` adds DEBUG
+lines (idle polls, timings).  :func:`redact` registers a string (the token)
 that must never reach a log line: any record containing it is rewritten with
 ``[redacted]`` — a second line of defence, since nothing logs the token on
-purpose.
+purpose.  Request lines of httpx are kept out at every level: they would
+name one-time download and upload links, which are credentials.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["setup_logging", "redact"]
+__all__ = ["setup_logging", "redact", "log_action", "LOG_NAME"]
+
+LOG_NAME = "ohsync.log"
 
 _FORMAT = "%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s"
 _secrets: set[str] = set()
@@ -61,7 +70,7 @@ def setup_logging(log_dir: Path | None, *, verbose: bool = False, stderr: bool =
     if log_dir is not None:
         try:
             log_dir.mkdir(parents=True, exist_ok=True)
-            log_file = log_dir / "ohsync.log"
+            log_file = log_dir / LOG_NAME
             fh = logging.handlers.RotatingFileHandler(log_file, maxBytes=2_000_000, backupCount=3,
                                                       encoding="utf-8")
             fh.setFormatter(fmt)
@@ -83,3 +92,22 @@ def setup_logging(log_dir: Path | None, *, verbose: bool = False, stderr: bool =
     logging.getLogger("watchdog").setLevel(logging.WARNING)
     logging.getLogger("filelock").setLevel(logging.WARNING)
     return log_file
+
+
+_actions = logging.getLogger("ohsync.sync")
+
+
+def log_action(path: str, action: str, result: str, direction: str = "", message: str = "") -> None:
+    """One log line for one sync action.
+
+    :param path: library-relative path (or a local path for filing).
+    :param action: ``upload``, ``download``, ``merge``, ``delete``, ``move``,
+        ``conflict``, ``file``, ``error``…
+    :param result: ``ok``, ``conflict``, ``error``, ``skipped``…
+    :param direction: ``up`` (to the server), ``down`` (to this computer) or
+        ``""`` (neither / not known).
+    :param message: the reason or detail, if any.
+    """
+    level = logging.WARNING if result in ("error", "skipped") else logging.INFO
+    _actions.log(level, "%-4s %-8s %-8s %s%s", direction or "-", action, result, path,
+                 f"  ({message})" if message else "")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -75,26 +76,46 @@ class MemoryService:
         self._post_dirty = post_dirty
         self._timeout = write_timeout
         self._engine: Any = None
-        self.rebuild()
+        self._ready = threading.Event()
+        self._building = False
+        self._missed: set[str] = set()  # paths that changed while the index was being built
+        self._ready_wait = 25.0
 
     # ----------------------------------------------------------------- wiring
 
+    def start(self) -> None:
+        """Build the index in the background (a large library takes seconds);
+        reads wait for it, changes seen meanwhile are applied after it."""
+        threading.Thread(target=self.rebuild, name="ohsync-memory-index", daemon=True).start()
+
     def rebuild(self) -> int:
-        """Read every memory file again (at start; a cache, never the truth)."""
+        """Read every memory file again (at start; a cache, never the truth).
+
+        :returns: the number of entities.
+        """
+        fresh = MemoryIndex(self.index.root, self.index.tz)
         with self._lock:
-            if not self.index.root.is_dir():
-                return 0
-            count = self.index.rebuild()
-        log.info("memory index: %d entities in %s", count, self.index.root)
+            self._building = True
+            self._missed.clear()
+        try:
+            count = fresh.rebuild() if fresh.root.is_dir() else 0
+        except OSError as exc:
+            log.warning("memory index: cannot read %s: %s", fresh.root, exc)
+            count = 0
+        finally:
+            with self._lock:
+                self._building = False
+                fresh.update(sorted(self._missed))
+                self._missed.clear()
+                self.index = fresh
+                self.tools.index = fresh
+                self._ready.set()
+        log.info("memory index: %d entities in %s", count, fresh.root)
         return count
 
     def attach(self, engine: Any) -> None:
         """The engine is open (called on the worker thread from the daemon's ``on_ready``)."""
         self._engine = engine
-        if not self.index.root.is_dir():
-            return
-        if not len(self.index):
-            self.rebuild()
 
     def note_paths(self, rel_paths: Iterable[str]) -> None:
         """These library paths changed (sync events, the watcher): re-read them."""
@@ -102,10 +123,18 @@ class MemoryService:
         if not paths:
             return
         with self._lock:
+            if self._building:
+                self._missed.update(paths)
+                return
             try:
                 self.index.update(paths)
             except OSError as exc:  # the mirror folder went away: the next start rebuilds
                 log.warning("memory index: cannot re-read %s: %s", paths[0], exc)
+
+    def _wait_ready(self) -> None:
+        if not self._ready.wait(self._ready_wait):
+            raise CannotNow("the memory index is still being built (a large library takes a few seconds); "
+                            "try again in a moment")
 
     def note_event(self, event: dict[str, Any]) -> None:
         """A daemon event (``{"type": "synced"|"conflict", "path": …}``): re-read its path."""
@@ -130,6 +159,7 @@ class MemoryService:
 
     def _read(self, method: str, params: dict[str, Any], names: tuple[str, ...]) -> Any:
         kwargs = _pick(params, names)
+        self._wait_ready()
         with self._lock:
             try:
                 return getattr(self.tools, method)(**kwargs)
@@ -141,6 +171,7 @@ class MemoryService:
     def write(self, params: dict[str, Any]) -> dict[str, Any]:
         """``memory.write``: create an entity; see :meth:`MemoryTools.plan_write`."""
         kwargs = _pick(params, ("title", "observations", "relations", "tags", "type", "folder", "sensitivity"))
+        self._wait_ready()
         with self._lock:
             try:
                 plan = self.tools.plan_write(**kwargs)
@@ -180,6 +211,7 @@ class MemoryService:
 
     def _change(self, params: dict[str, Any], plan_fn: Callable[[Any, bytes], Any], *,
                 trash: bool = False) -> dict[str, Any]:
+        self._wait_ready()
         with self._lock:
             try:
                 entity = self.tools.entity(params.get("permalink"))
@@ -220,7 +252,9 @@ class MemoryService:
         if self._status("paused"):
             raise CannotNow("syncing is paused, so nothing was written; run `ohsync resume` first")
         problem = self._status("problem")
-        if problem in _BLOCKING or problem == "offline":
+        retry_at = self._status("retry_at")
+        if problem in _BLOCKING or problem == "offline" or (
+                problem == "error" and retry_at is not None and retry_at > time.time()):
             message = self._status("problem_message") or problem
             raise CannotNow(f"nothing was written: {message}")
         job = _Job()

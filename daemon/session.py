@@ -111,7 +111,8 @@ def open_session(
                 EngineOptions, backup_dir=cfg.state_dir / "backups", library_name=repo.name,
                 ignore=tuple(mirror.ignore),
                 max_delete_percent=cfg.safety.max_delete_percent,
-                max_delete_files=cfg.safety.max_delete_files, backup_days=cfg.safety.backup_days,
+                max_delete_files=cfg.safety.max_delete_files, percent_floor=cfg.safety.percent_floor,
+                backup_days=cfg.safety.backup_days,
                 stamp_edits=cfg.memory.stamp_edits, stamp_quiet=cfg.memory.stamp_quiet,
                 time_offset=cfg.memory.time_offset, origin=cfg.memory.origin)
             # uploads of new files run in this bounded pool (the engine starts no threads)

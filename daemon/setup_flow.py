@@ -158,7 +158,11 @@ class _Setup:
                 client.server_info()
             except RemoteError as exc:
                 from ohsync.daemon.doctor import tls_problem
+                from ohsync.daemon.login import without_scheme
 
+                explained = without_scheme(value, server, exc)
+                if explained is not exc:
+                    raise _Refused(explained.message) from None
                 reason = tls_problem(exc)
                 if reason:
                     raise _Refused(f"The TLS certificate of {server} is not valid ({reason}). Check the address "

@@ -1,4 +1,4 @@
-"""The server side of the daemon's JSON-RPC socket (DESIGN §7).
+"""The server side of the daemon's JSON-RPC socket (docs/architecture.md §7).
 
 Owns the Unix socket: a ``0700`` folder that must be ours alone
 (``daemon/socket_dir.py``), a ``0600`` socket, a refusal for peers running
@@ -23,7 +23,6 @@ ed event is pushed as a notification ``{"jsonrpc": "2.0", "method": "event",
 
 from __future__ import annotations
 
-import concurrent.futures
 import errno
 import json
 import logging
@@ -79,6 +78,58 @@ class SocketInUse(Exception):
     """Another live process already answers on the socket path."""
 
 
+class _Pool:
+    """A fixed number of daemon threads running submitted calls in order.
+
+    Daemon threads, unlike ``concurrent.futures``' workers, never hold up the
+    process's exit behind a handler that still blocks (e.g. ``wait``).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._pending = 0  # calls queued or running
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        """Queue ``fn(*args)``; a thread is added while calls outnumber threads (up to ``size``).
+
+        :raises RuntimeError: the pool is shut down.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the pool is shut down")
+            self._pending += 1
+            if self._pending > len(self._threads) and len(self._threads) < self._size:
+                t = threading.Thread(target=self._work, name=f"ohsync-rpc-{len(self._threads)}", daemon=True)
+                self._threads.append(t)
+                t.start()
+        self._jobs.put((fn, args))
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, args = job
+            try:
+                fn(*args)
+            except BaseException:  # noqa: BLE001 - the callable reports its own failures
+                log.exception("a socket handler thread failed")
+            with self._lock:
+                self._pending -= 1
+
+    def shutdown(self) -> None:
+        """Refuse new calls and let the threads end once the queued ones ran."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._jobs.put(None)
+
+
 class _Conn:
     """One client connection as the selector thread sees it."""
 
@@ -121,7 +172,7 @@ class SocketServer:
         self._handler_threads = handler_threads
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: _Pool | None = None
         self._selector: selectors.BaseSelector | None = None
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
@@ -169,7 +220,7 @@ class SocketServer:
         self._selector = selectors.DefaultSelector()
         self._selector.register(sock, selectors.EVENT_READ, "listen")
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
-        self._pool = concurrent.futures.ThreadPoolExecutor(self._handler_threads, thread_name_prefix="ohsync-rpc")
+        self._pool = _Pool(self._handler_threads)
         self._thread = threading.Thread(target=self._loop, name="ohsync-socket", daemon=True)
         self._thread.start()
 
@@ -181,7 +232,7 @@ class SocketServer:
         if self._thread is not None:
             self._thread.join(timeout=_STOP_GRACE + 2)
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown()
         if self._sock is not None:
             try:
                 if self.path.exists():

@@ -1,4 +1,4 @@
-"""The status object of DESIGN §10, derived from facts, never set by hand.
+"""The status object of docs/architecture.md §7.2, derived from facts, never set by hand.
 
 The worker records *facts* in a :class:`StatusModel` (when the last poll and
 the last local scan finished, whether the watcher lives, the last error, the
@@ -6,8 +6,13 @@ current transfer…); :func:`build_status` turns a :class:`Snapshot` of them int
 the status object.  ``idle`` is therefore honest by construction: it needs a
 poll and a full local scan that finished recently, a live watcher, a working
 token and nothing pending.  Every other case is a named degraded state with a
-sentence.  Listeners (the socket server's subscribers) are told whenever the
-derived object changes.
+sentence; ``attention`` is the state of a mirror that syncs but holds
+something the person must look at (a held mass delete, a damaged memory
+file, a name that cannot sync), each listed in ``attention`` with its path
+and reason.  Listeners (the socket server's subscribers) are told whenever
+the derived object changes; a pass that finds nothing to do changes nothing
+(``syncing`` is shown only once there is work, or after
+:data:`CHECK_GRACE` seconds of checking), so an idle poll publishes nothing.
 """
 
 from __future__ import annotations
@@ -20,10 +25,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-__all__ = ["STATES", "Snapshot", "StatusModel", "build_status", "iso_time", "scan_interval"]
+from ohsync.daemon.attention import MAX_ITEMS, summary
+
+__all__ = ["CHECK_GRACE", "STATES", "Snapshot", "StatusModel", "build_status", "iso_time", "scan_interval"]
 
 PROTOCOL = 1
-STATES = ("starting", "idle", "syncing", "paused", "offline", "auth_required", "stopped", "error")
+STATES = ("starting", "idle", "syncing", "attention", "paused", "offline", "auth_required", "stopped", "error")
+
+#: Seconds a pass may check both sides before status says ``syncing``.
+CHECK_GRACE = 2.0
 
 
 def iso_time(ts: float | None) -> str | None:
@@ -45,9 +55,15 @@ class Snapshot:
     :ivar phase: ``starting`` until the first pass ran, then ``running``,
         ``stopping`` on the way out (the state stays what it was: a tray must
         not announce a safety stop when the person quits).
+    :ivar regression: the sentence for a library whose history went
+        backwards (remote deletes and overwrites held): state ``stopped``.
     :ivar problem: a named problem that overrides the normal states:
         ``auth_required``, ``offline``, ``stopped`` or ``error``; with
         ``problem_message`` (a sentence) and ``retry_at`` (next attempt).
+    :ivar syncing: the pass under way has work (a transfer, a synced path).
+    :ivar checking_since: when the pass under way started (None: no pass);
+        it shows as ``syncing`` only after :data:`CHECK_GRACE` seconds.
+    :ivar attention: ``{"kind", "path", "reason"}`` items (daemon/attention.py).
     """
 
     library: str = ""
@@ -56,6 +72,7 @@ class Snapshot:
     phase: str = "starting"
     paused: bool = False
     syncing: bool = False
+    checking_since: float | None = None
     problem: str | None = None
     problem_message: str = ""
     retry_at: float | None = None
@@ -69,6 +86,7 @@ class Snapshot:
     damaged: int = 0
     skipped: int = 0
     held_deletes: int = 0
+    attention: tuple[dict[str, str], ...] = ()
     #: per-path failures waiting (backoff) or needing the person:
     #: ``{"path", "reason", "title", "needs", "permanent", "count", "since", "retry_at"}``
     failures: tuple[dict[str, Any], ...] = ()
@@ -80,6 +98,11 @@ class Snapshot:
     clock_offset: float | None = None
     drop_dir: str | None = None
     filing: dict[str, Any] | None = None
+    regression: str | None = None
+    #: ``push`` while the server's notification service reaches us, else ``polling``
+    notifications: str = "polling"
+    #: seconds between the safety polls while notifications are ``push``
+    push_poll_interval: float = 300.0
     now: float = field(default_factory=time.time)
 
 
@@ -102,11 +125,14 @@ def _state(s: Snapshot) -> tuple[str, str]:
         return "offline", (s.problem_message or "Cannot reach the server") + when
     if s.problem == "error":
         return "error", s.problem_message or "Syncing failed"
-    if s.syncing:
+    checking_long = s.checking_since is not None and s.now - s.checking_since >= CHECK_GRACE
+    if s.syncing or checking_long:
         if s.transfer:
             arrow = "Uploading" if s.transfer.get("direction") == "up" else "Downloading"
             return "syncing", f"{arrow} {s.transfer.get('path')}"
         return "syncing", f"Syncing {s.current_path}" if s.current_path else "Syncing"
+    if s.regression:
+        return "stopped", s.regression  # a safety valve holds every remote delete and overwrite
     if s.phase == "starting" or s.last_poll is None or s.last_scan is None:
         return "starting", "Starting: first check of the server and the local folder"
     if not s.watcher_alive:
@@ -121,7 +147,8 @@ def _state(s: Snapshot) -> tuple[str, str]:
                          "; see `ohsync status --json`")
     if s.errors:
         return "error", f"{s.errors} file(s) failed to sync and will be retried; see `ohsync activity`"
-    stale_poll = s.now - s.last_poll > 3 * s.poll_interval + 30
+    interval = s.push_poll_interval if s.notifications == "push" else s.poll_interval
+    stale_poll = s.now - s.last_poll > 3 * interval + 30
     stale_scan = s.now - s.last_scan > 2 * scan_interval(s.poll_interval) + 30
     if stale_poll:
         return "error", f"No successful check of the server since {iso_time(s.last_poll)}"
@@ -131,13 +158,14 @@ def _state(s: Snapshot) -> tuple[str, str]:
     if s.clock_offset is not None and abs(s.clock_offset) > CLOCK_SKEW_WARN:
         note = (f"; this computer's clock is {abs(s.clock_offset) / 60:.0f} min "
                 f"{'behind' if s.clock_offset > 0 else 'ahead of'} the server's (nothing depends on it)")
-    if s.held_deletes:
-        return "idle", f"Up to date; {s.held_deletes} deletion(s) held for confirmation{note}"
+    needs = summary(held=s.held_deletes, damaged=s.damaged, skipped=s.skipped)
+    if needs:
+        return "attention", needs + note
     return "idle", "Up to date" + note
 
 
 def build_status(s: Snapshot) -> dict[str, Any]:
-    """The status object of DESIGN §10 (exact keys first, extra fields after)."""
+    """The status object of docs/architecture.md §7.2 (exact keys first, extra fields after)."""
     state, message = _state(s)
     return {
         "protocol": PROTOCOL,
@@ -152,18 +180,25 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "held_deletes": s.held_deletes,
         "transfer": copy.deepcopy(s.transfer),
         "mirrors": [{"library": s.library, "local": s.local, "state": state, "message": message}],
-        # extra fields (DESIGN §10: add freely)
+        # extra fields (docs/architecture.md §7.2: add freely)
         "last_poll": iso_time(s.last_poll),
         "last_scan": iso_time(s.last_scan),
         "watcher": s.watcher_alive,
+        "regression": s.regression,
         "errors": s.errors,
         "polls": s.polls,
+        "notifications": s.notifications,
         "clock_offset": None if s.clock_offset is None else round(s.clock_offset),
         "drop_dir": s.drop_dir,
         "filing": copy.deepcopy(s.filing),
+        "attention": [dict(item) for item in s.attention[:MAX_ITEMS]],
         "failures": [dict(f, since=iso_time(f.get("since")), retry_at=iso_time(f.get("retry_at")))
                      for f in s.failures[:200]],
     }
+
+
+#: Fields that change on every pass without anything happening.
+_ALWAYS_MOVING = ("last_poll", "last_scan", "polls", "clock_offset")
 
 
 class StatusModel:
@@ -208,9 +243,9 @@ class StatusModel:
 
     def notify(self) -> None:
         """Tell listeners the current status if it differs from the last one told
-        (ignoring the always-moving fields)."""
+        (ignoring the always-moving fields: an idle poll must publish nothing)."""
         status = self.status()
-        key = {k: v for k, v in status.items() if k not in ("last_poll", "last_scan", "polls")}
+        key = {k: v for k, v in status.items() if k not in _ALWAYS_MOVING}
         with self._lock:
             if key == self._last_sent:
                 return

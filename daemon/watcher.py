@@ -6,8 +6,13 @@ maps each to a library-relative path through the engine's ``rel_path``
 and hands a path on only after it has been quiet for ``quiet`` seconds, so an
 editor's burst of writes and temp-file renames becomes one dirty path.
 Directory creations, deletions and moves ask for a full local scan instead
-(the engine then sees every file below).  The watcher never touches state:
-it only calls ``on_dirty``.
+(the engine then sees every file below).  A folder moved in from outside the
+mirror arrives as a plain "created" event and inotify watches nothing inside
+it, so after a directory creation the observer is started afresh (it then
+watches the whole tree again) before the full scan is reported: later
+edits inside the moved-in folder are seen, and anything written during the
+swap is found by that scan.  The watcher never touches state: it only calls
+``on_dirty``.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ class _Handler(FileSystemEventHandler):
             return
         if event.is_directory:
             if event.event_type in ("created", "deleted", "moved"):
-                self._watcher._note_scan()
+                self._watcher._note_scan(rewatch=event.event_type == "created")
             if event.event_type in ("deleted", "moved"):
                 self._watcher._restructured()
             return  # a directory's "modified" only echoes its children's events
@@ -87,6 +92,7 @@ class Watcher:
         self._observer: BaseObserver | None = None
         self._pending: dict[str, float] = {}
         self._scan_at: float | None = None
+        self._rewatch = False  # a folder appeared: watch the tree afresh before the scan
         self._cond = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -96,13 +102,32 @@ class Watcher:
 
         :raises OSError: the folder cannot be watched (missing, inotify limit).
         """
+        self._observer = self._new_observer()
+        self._thread = threading.Thread(target=self._debounce_loop, name="ohsync-watcher", daemon=True)
+        self._thread.start()
+
+    def _new_observer(self) -> BaseObserver:
         observer = self._observer_factory()
         observer.name = "ohsync-watch-observer"
         observer.schedule(_Handler(self), str(self.root), recursive=True)
-        observer.start()
-        self._observer = observer
-        self._thread = threading.Thread(target=self._debounce_loop, name="ohsync-watcher", daemon=True)
-        self._thread.start()
+        try:
+            observer.start()
+        except BaseException:
+            observer.stop()
+            raise
+        return observer
+
+    def _renew_observer(self) -> None:
+        """Watch the whole tree afresh (called from the debounce thread, no lock held)."""
+        old = self._observer
+        try:
+            self._observer = self._new_observer()
+        except OSError as exc:  # e.g. the mirror folder itself is gone: the scan says so
+            log.warning("cannot watch %s afresh (%s); keeping the current watch", self.root, exc.strerror or exc)
+            return
+        if old is not None:
+            old.stop()
+            old.join(timeout=5)
 
     def stop(self) -> None:
         """Stop both threads; pending paths that are not yet quiet are dropped
@@ -150,9 +175,10 @@ class Watcher:
         except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
             log.exception("restructure consumer failed")
 
-    def _note_scan(self) -> None:
+    def _note_scan(self, rewatch: bool = False) -> None:
         with self._cond:
             self._scan_at = time.monotonic()
+            self._rewatch = self._rewatch or rewatch
             self._cond.notify_all()
 
     def _debounce_loop(self) -> None:
@@ -173,10 +199,12 @@ class Watcher:
                     continue
                 # a full scan waits for the whole tree to be quiet, then takes every path along
                 scan = self._scan_at is not None and max(stamps) + self._quiet <= now
+                rewatch = False
                 if scan:
                     ready = list(self._pending)
                     self._pending.clear()
                     self._scan_at = None
+                    rewatch, self._rewatch = self._rewatch, False
                 else:
                     ready = [p for p, t in self._pending.items() if t + self._quiet <= now]
                     for p in ready:
@@ -184,6 +212,8 @@ class Watcher:
                     if not ready:  # only the scan marker is due but the tree is still busy
                         self._cond.wait(timeout=self._quiet / 4)
                         continue
+            if rewatch:
+                self._renew_observer()  # before the scan: what changes during the swap is in it
             try:
                 self._on_dirty(sorted(ready), scan)
             except Exception:  # noqa: BLE001 - keep watching whatever the consumer did

@@ -24,7 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ohsync.daemon.status import StatusModel, iso_time, scan_interval
+from ohsync.daemon.attention import attention_items, conflict_since, wait_verdict
+from ohsync.daemon.logs import log_action
+from ohsync.daemon.status import CHECK_GRACE, StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     LibraryNotFound,
     NetworkError,
@@ -134,6 +136,10 @@ class _Ticket:
     done: threading.Event = field(default_factory=threading.Event)
     synced: bool = False
     message: str = ""
+    reasons: tuple[dict[str, str], ...] = ()
+    #: conflicts known when the wait began (None: not read from the engine yet)
+    conflicts_before: frozenset[tuple[str, str]] | None = None
+    started: float = 0.0
 
 
 @dataclass
@@ -161,6 +167,10 @@ class SyncWorker:
     :param on_fatal: called with the error when the daemon cannot run.
     :param before_pass: called in the worker thread before and after every
         pass (the daemon starts or restarts the watcher there).
+    :param login_changed: True when the keyring holds a newer login than the
+        one the server rejected (then the worker signs in with it at once).
+    :param push_poll_interval: seconds between the safety polls while push
+        notifications arrive (:meth:`set_push`).
     """
 
     def __init__(
@@ -173,16 +183,22 @@ class SyncWorker:
         on_ready: Callable[[Session], None] = lambda session: None,
         on_fatal: Callable[[BaseException], None] = lambda exc: None,
         before_pass: Callable[[], None] = lambda: None,
+        login_changed: Callable[[], bool] = lambda: False,
         activity_size: int = 200,
+        push_poll_interval: float = 300.0,
     ) -> None:
         self._open_session = open_session
         self._status = status
         self._poll_interval = poll_interval
+        self._push_poll_interval = push_poll_interval
+        self._push = False
+        self._known_head: str | None = None
         self._scan_interval = scan_interval(poll_interval)
         self._publish = publish
         self._on_ready = on_ready
         self._on_fatal = on_fatal
         self._before_pass = before_pass
+        self._login_changed = login_changed
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._session: Session | None = None
         self._work = _Work(full_scan=True, check_remote=True)  # the initial sync
@@ -198,6 +214,10 @@ class SyncWorker:
         self._conflicts: list[dict[str, Any]] = []
         self._damaged: list[dict[str, str]] = []
         self._held: list[dict[str, str]] = []
+        self._skipped: list[dict[str, str]] = []
+        self._failures: list[dict[str, Any]] = []
+        self._refreshed_since_open = False
+        self._caches_loaded = False
         self._repeats: dict[tuple[str, str], tuple[dict[str, Any], int, float]] = {}
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
@@ -233,6 +253,16 @@ class SyncWorker:
         self._status.update(paused=False)
         self._queue.put(("resume", None))
 
+    def set_push(self, active: bool) -> None:
+        """The push channel came up (True: compare the head once now, then poll
+        only every ``push_poll_interval``) or went down (False: normal polling)."""
+        self._queue.put(("push_mode", bool(active)))
+
+    def push_update(self, commit_id: str = "") -> None:
+        """The server announced a new head: poll now (coalesced with anything
+        queued; dropped when ``commit_id`` is the head the last pass saw)."""
+        self._queue.put(("push", commit_id))
+
     def submit(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on the worker thread between passes (for helpers such as
         drop-folder filing that need the engine's thread)."""
@@ -250,6 +280,7 @@ class SyncWorker:
             item["message"] = message
         with self._lock:
             self._activity.append(item)
+        log_action(path, action, result, "up" if action == "file" else "", message)
 
     def confirm_deletes(self) -> int:
         """Let the held deletes through on the next pass; returns how many are held now."""
@@ -263,15 +294,24 @@ class SyncWorker:
         self.refresh()
         return held
 
-    def resync(self) -> None:
-        """Forget what both sides last agreed on and reconcile everything again.
+    def resync(self, keep: str | None = None) -> None:
+        """Reconcile everything again.
 
+        While the library's history went backwards (``regression`` in the
+        status), or with ``keep="newer"``, this keeps the newer version from
+        either side on both (the held paths); otherwise (or with
+        ``keep="afresh"``) it forgets what both sides last agreed on.
         Nothing is deleted by a resync: files on one side only are copied to
         the other, different versions are merged or archived as conflicts.
         """
         def job() -> None:
             if self._session is not None:
-                self._session.engine.reset_state()
+                engine = self._session.engine
+                held = hasattr(engine, "regression") and engine.regression() is not None
+                if keep == "newer" or (held and keep != "afresh"):
+                    engine.keep_newer()
+                else:
+                    engine.reset_state()
                 self.post_dirty([], full_scan=True)
         self.submit(job)
         self.refresh()
@@ -280,15 +320,26 @@ class SyncWorker:
         """Block until everything on disk now is synced and verified.
 
         Asks for a full local scan (stat-only: no requests when nothing
-        changed) and waits for that pass.
+        changed) and waits for that pass.  Not synced: a path failed, a
+        deletion is held by the safety valve, a conflict appeared since the
+        wait began, or a path cannot sync (``daemon/attention.py``).
 
         :returns: ``(synced, message)``.
         """
-        ticket = _Ticket()
+        synced, message, _ = self.wait_detail(timeout)
+        return synced, message
+
+    def wait_detail(self, timeout: float) -> tuple[bool, str, list[dict[str, str]]]:
+        """:meth:`wait`, with the items behind a "not synced":
+        ``[{"kind", "path", "reason"}]``."""
+        with self._lock:
+            before = (frozenset((str(c.get("path")), str(c.get("archived"))) for c in self._conflicts)
+                      if self._caches_loaded else None)
+        ticket = _Ticket(conflicts_before=before, started=time.time())
         self._queue.put(("wait", ticket))
         if not ticket.done.wait(timeout):
-            return False, "timed out"
-        return ticket.synced, ticket.message
+            return False, f"timed out after {timeout:g} s; see `ohsync status`", []
+        return ticket.synced, ticket.message, [dict(r) for r in ticket.reasons]
 
     def shutdown(self, timeout: float = 60.0) -> bool:
         """Ask the worker to stop after the current pass and wait for it.
@@ -323,6 +374,11 @@ class SyncWorker:
     def damaged(self) -> list[dict[str, str]]:
         with self._lock:
             return list(self._damaged)
+
+    def skipped(self) -> list[dict[str, str]]:
+        """Names that cannot sync: ``[{"path", "reason"}]``."""
+        with self._lock:
+            return list(self._skipped)
 
     # ----------------------------------------------------------------- the thread
 
@@ -360,12 +416,27 @@ class SyncWorker:
             self._retry.clear()
             if time.monotonic() - self._last_full_scan >= self._scan_interval:
                 work.full_scan = True
+        elif kind == "push":
+            if not arg or arg != self._known_head:
+                work.check_remote = True
+                work.dirty.update(self._retry)
+                self._retry.clear()
+        elif kind == "push_mode":
+            self._push = arg
+            self._status.update(notifications="push" if arg else "polling")
+            if arg:
+                work.check_remote = True  # events sent while we were away are lost: look once
+            else:
+                due = self.scheduler.due_in
+                self.scheduler.poll_in(self._poll_interval if due is None else min(due, self._poll_interval))
         elif kind in ("refresh", "wait"):
             work.full_scan = True
             if kind == "refresh":
                 work.check_remote = True
             else:
                 work.tickets.append(arg)
+            if kind == "refresh":
+                self._refreshed_since_open = True  # e.g. after `ohsync login`: a new token may wait
             if kind == "refresh" and self._session is not None and hasattr(self._session.engine, "release_failures"):
                 self._session.engine.release_failures()  # the person acted: try held paths once more
             if self._status.get("problem") in ("auth_required", "offline", "error", "stopped") and kind == "refresh":
@@ -411,13 +482,15 @@ class SyncWorker:
         if self._session is None and not self._open():
             return
         # submitted jobs first: a confirm or a resync must shape the pass that follows
-        calls, self._calls = self._calls, []
-        for fn in calls:
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 - a helper's failure must not stop syncing
-                log.exception("a job submitted to the sync worker failed")
         self._drain()
+        while self._calls:  # including jobs that arrived while the session opened
+            calls, self._calls = self._calls, []
+            for fn in calls:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - a helper's failure must not stop syncing
+                    log.exception("a job submitted to the sync worker failed")
+            self._drain()
         if self._work or self._work.tickets:
             self._maintain()
             self._pass()
@@ -440,22 +513,24 @@ class SyncWorker:
     # ----------------------------------------------------------------- opening
 
     def _open(self) -> bool:
-        self._status.update(syncing=True, current_path=None)
+        self._status.update(checking_since=time.time(), current_path=None)
+        self._notify_if_slow()
         try:
             session = self._open_session(self._on_event)
         except (FatalError, LibraryNotFound, TwoFactorRequired) as exc:
             log.error("%s: %s", exc.title, exc.message)
-            self._status.update(syncing=False, problem="error", problem_message=exc.message)
+            self._status.update(checking_since=None, problem="error", problem_message=exc.message)
             self._finish_tickets(False, exc.message)
             self._on_fatal(exc)
             self._shutdown.set()
             return False
         except BaseException as exc:  # noqa: BLE001 - classified below
-            self._status.update(syncing=False)
+            self._status.update(checking_since=None)
             self._failed(exc)
             return False
         self._session = session
-        self._status.update(syncing=False, library=session.library_name)
+        self._refreshed_since_open = False  # this session read the keyring just now
+        self._status.update(checking_since=None, library=session.library_name)
         self._refresh_caches()
         try:
             self._on_ready(session)
@@ -477,8 +552,11 @@ class SyncWorker:
         assert self._session is not None
         work, self._work = self._work, _Work()
         paths = None if work.full_scan else sorted(work.dirty)
-        self._status.update(syncing=True, pending_up=len(work.dirty))
         started = time.time()
+        # a pass that finds nothing must change no state (no syncing→idle flicker):
+        # "syncing" shows once there is work (_on_event) or the check takes long
+        self._status.update(checking_since=started, pending_up=len(work.dirty))
+        self._notify_if_slow()
         try:
             self._restructured.clear()
             report: SyncReport = self._session.engine.sync(
@@ -490,7 +568,7 @@ class SyncWorker:
             self._work.full_scan |= work.full_scan
             self._work.check_remote = True
             self._work.tickets[:0] = work.tickets
-            self._status.update(syncing=False, transfer=None, current_path=None,
+            self._status.update(syncing=False, checking_since=None, transfer=None, current_path=None,
                                 pending_up=len(self._work.dirty))
             self._failed(exc)
             message = self._status.get("problem_message") or str(exc)
@@ -508,7 +586,7 @@ class SyncWorker:
             return
         if report.interrupted:
             log.info("stopped between two files for shutdown; the rest syncs on the next start")
-            self._status.update(syncing=False, transfer=None, current_path=None)
+            self._status.update(syncing=False, checking_since=None, transfer=None, current_path=None)
             self._finish_tickets(False, "ohsync is shutting down")
             for t in work.tickets:
                 t.synced, t.message = False, "ohsync is shutting down"
@@ -521,12 +599,15 @@ class SyncWorker:
             timer.start()
         self._retry |= {p for p, _ in report.errors}
         now = time.time()
+        busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
         facts: dict[str, Any] = {
-            "syncing": False, "transfer": None, "current_path": None, "phase": "running",
-            "problem": None, "problem_message": "", "retry_at": None, "last_sync": now,
+            "syncing": False, "checking_since": None, "transfer": None, "current_path": None,
+            "phase": "running", "problem": None, "problem_message": "", "retry_at": None,
             "errors": len(self._retry), "pending_up": len(self._work.dirty),
             "requests": self._status.get("requests") + report.requests,
         }
+        if busy or self._status.get("last_sync") is None:
+            facts["last_sync"] = now  # the last time something was carried across: idle polls move nothing
         if work.check_remote:
             facts["last_poll"] = now
             facts["polls"] = self._status.get("polls") + 1
@@ -535,7 +616,6 @@ class SyncWorker:
             self._last_full_scan = time.monotonic()
         self._refresh_caches()
         self._status.update(**facts)
-        busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
         log.log(logging.INFO if busy else logging.DEBUG,
                 "sync pass in %.2f s: %d up, %d down, %d merged, %d moved, %d deleted here, %d trashed on the "
                 "server, %d conflicts, %d errors, %d requests",
@@ -545,21 +625,70 @@ class SyncWorker:
         for path, message in report.errors:
             log.warning("%s: %s", path, message)
         for t in work.tickets:
-            t.synced = not report.errors
-            t.message = "" if t.synced else f"{len(report.errors)} file(s) failed: {report.errors[0][1]}"
-            t.done.set()
+            self._settle(t, report)
+        if work.check_remote:
+            self._known_head = self._engine_head()
         if work.check_remote and not self._shutdown.is_set():
-            self.scheduler.poll_in(self._poll_interval)
+            self.scheduler.poll_in(self._push_poll_interval if self._push else self._poll_interval)
+
+    def _engine_head(self) -> str | None:
+        """The head commit the engine saw last (None when it cannot say)."""
+        state = getattr(getattr(self._session, "engine", None), "state", None)
+        try:
+            head = state.get_meta("head") if state is not None else None
+        except Exception:  # noqa: BLE001 - only an optimisation
+            return None
+        return head if isinstance(head, str) else None
+
+    def _settle(self, ticket: _Ticket, report: SyncReport) -> None:
+        """Answer a ``wait``: synced only if nothing failed, is held, conflicted
+        since the wait began or cannot sync."""
+        with self._lock:
+            conflicts, held, skipped = list(self._conflicts), list(self._held), list(self._skipped)
+            failures = list(self._failures)
+        # paths failing in this pass, and those still waiting out a backoff or the person
+        errors = list(report.errors)
+        errors += [(str(f["path"]), str(f.get("reason") or "failed")) for f in failures
+                   if f.get("path") not in {p for p, _ in errors}]
+        before = ticket.conflicts_before
+        if before is None:  # the wait came before the engine's lists were read: go by time
+            new = [c for c in conflicts if conflict_since(c, ticket.started)]
+        else:
+            new = [c for c in conflicts if (str(c.get("path")), str(c.get("archived"))) not in before]
+        verdict = wait_verdict(errors=errors, held=[(h["path"], h["side"]) for h in held],
+                               new_conflicts=new, skipped=[(s["path"], s["reason"]) for s in skipped])
+        ticket.synced, ticket.message, ticket.reasons = verdict.synced, verdict.message, verdict.reasons
+        ticket.done.set()
+
+    def _notify_if_slow(self) -> None:
+        """Let subscribers see ``syncing`` once a check outlasts :data:`CHECK_GRACE`."""
+        timer = threading.Timer(CHECK_GRACE + 0.05, self._status.notify)
+        timer.daemon = True
+        timer.start()
 
     def _failed(self, exc: BaseException) -> None:
         """Record an error of opening or of a pass and plan what comes next,
         from its one classification (``engine.errors.classify``)."""
         failure = classify(exc)
+        if failure.needs == "login" and self._login_changed():
+            # `ohsync login` saved a new token while the old one was in use: sign in with it
+            log.info("the server rejected the token, but a new login was saved meanwhile; using it")
+            self._close_session()
+            if not self._shutdown.is_set():
+                self.scheduler.poll_in(0.5)
+            return
+        if failure.needs == "login" and self._refreshed_since_open and self._session is not None:
+            # a refresh came after this session read the token (a login meanwhile?):
+            # read the keyring again before saying a login is needed
+            log.info("the server rejected the token; opening again with the saved login")
+            self._close_session()
+            self._queue.put(("poll", None))
+            return
         if failure.needs == "login":
             log.error("the server rejected the token: %s", failure.message)
             self._status.update(problem="auth_required", problem_message=(
-                "The server rejected the saved login. Run `ohsync login` to sign in again, "
-                "then `ohsync refresh` (or restart ohsync)."))
+                "The server rejected the saved login. Run `ohsync login` to sign in again; "
+                "the running daemon then signs in with the new login."))
             self.scheduler.halt()
             self._close_session()
             return
@@ -595,15 +724,25 @@ class SyncWorker:
             held = list(engine.held_deletes()) if hasattr(engine, "held_deletes") else []
             failures = list(engine.failures()) if hasattr(engine, "failures") else []
             clock = engine.clock_offset() if hasattr(engine, "clock_offset") else None
+            regression = engine.regression() if hasattr(engine, "regression") else None
         except Exception:  # noqa: BLE001 - status must not die on a read
             log.exception("reading conflicts/damaged from the engine failed")
             return
         with self._lock:
             self._conflicts, self._damaged = conflicts, damaged
             self._held = [{"path": p, "side": side} for p, side in held]
+            self._skipped = [{"path": p, "reason": r} for p, r in skipped]
+            self._failures = failures
+            self._caches_loaded = True
         was_held = self._status.get("held_deletes")
+        items = attention_items(held=held, damaged=[(d["path"], d["reason"]) for d in damaged], skipped=skipped)
+        was_regressed = self._status.get("regression")
         self._status.update(conflicts=len(conflicts), damaged=len(damaged), skipped=len(skipped),
-                            held_deletes=len(held), clock_offset=clock, failures=tuple(failures))
+                            held_deletes=len(held), clock_offset=clock, attention=tuple(items),
+                            failures=tuple(failures), regression=regression)
+        if regression and not was_regressed:
+            log.warning("%s", regression)
+            self._publish({"type": "error", "kind": "regression", "message": regression})
         if held and not was_held:
             sides = sorted({side for _, side in held})
             message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "
@@ -623,6 +762,8 @@ class SyncWorker:
         key = (event.path, event.message)
         seen = self._repeats.get(key)
         if seen is None or not any(it is seen[0] for it in self._activity):
+            if len(self._repeats) > 1000:  # runs whose line left the list long ago
+                self._repeats.clear()
             return False
         item, count, first = seen
         count += 1
@@ -635,7 +776,7 @@ class SyncWorker:
     def _on_event(self, event: SyncEvent) -> None:
         """Called by the engine inside :meth:`sync` (worker thread)."""
         if event.kind == "transfer":
-            self._status.update(current_path=event.path, transfer={
+            self._status.update(syncing=True, current_path=event.path, transfer={
                 "path": event.path, "direction": event.direction, "done": event.done, "total": event.total})
             return
         now = time.time()
@@ -645,11 +786,15 @@ class SyncWorker:
         if event.message:
             item["message"] = event.message
         with self._lock:
-            if not self._coalesce(event, now):
+            fresh = not self._coalesce(event, now)
+            if fresh:
                 self._activity.append(item)
                 if event.kind == "error":
                     self._repeats[(event.path, event.message)] = (item, 1, now)
-        self._status.update(transfer=None, current_path=event.path)
+        if fresh:  # a repeated error is counted in the activity list, not logged again
+            log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
+                       event.direction, event.message)
+        self._status.update(syncing=True, transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,
                            "message": event.message})

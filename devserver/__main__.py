@@ -2,7 +2,7 @@
 
     python -m ohsync.devserver --host 127.0.0.1 --port 8000 --data DIR \\
         --user user@example.edu.cn:secret [--user ...] [--library NAME=LOCAL_TREE ...] \\
-        [--seahub-version 12] [--ignore-head]
+        [--seahub-version 12] [--ignore-head] [--notifications up]
 
 ``--library`` seeds a library (owned by the first user) from a local folder
 in one commit, unless a library of that name already exists in ``--data``.
@@ -27,6 +27,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--data", type=Path, default=None, help="state directory (default: a temp dir)")
     ap.add_argument("--user", action="append", default=[], metavar="EMAIL:PASSWORD")
     ap.add_argument("--library", action="append", default=[], metavar="NAME=LOCAL_TREE")
+    ap.add_argument("--notifications", choices=("absent", "up", "down"), default="absent",
+                    help="emulate Seafile's notification server (push); default: none")
     ap.add_argument("--seahub-version", type=int, choices=(12, 13), default=13,
                     help="12: file renames answer with seahub 12's Location path (no slash before the name)")
     ap.add_argument("--ignore-head", action="store_true",
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if not users:
         users = {"user@example.edu.cn": "secret"}
     data = args.data or Path(tempfile.mkdtemp(prefix="ohsync-devserver-"))
-    srv = DevServer(data, users=users, host=args.host, port=args.port)
+    srv = DevServer(data, users=users, host=args.host, port=args.port, notifications=args.notifications)
     srv.seahub_version = args.seahub_version
     srv.honour_head = not args.ignore_head
     owner = next(iter(users))

@@ -9,7 +9,7 @@ JSON out, no authentication (bind devserver to 127.0.0.1).
 | ``GET /_devserver/count?pattern=RX`` | | ``{"count": N}`` |
 | ``POST /_devserver/reset`` | ``{"faults": true}`` optional | zero counters (and clear faults) |
 | ``GET /_devserver/faults`` | | the live fault rules |
-| ``POST /_devserver/faults`` | ``{"method", "path_regex", "status", "count", "retry_after", "latency", "drop", "after_processing", "drop_after_bytes"}`` | ``{"id": N}`` |
+| ``POST /_devserver/faults`` | ``{"method", "path_regex", "status", "count", "retry_after", "latency", "drop", "after_processing", "drop_after_bytes", "omit_name", "listing_of"}`` | ``{"id": N}`` |
 | ``POST /_devserver/expire-links`` | | ``{"expired": N}``: every fileserver link expires |
 | ``DELETE /_devserver/faults`` | | clears faults and hooks |
 | ``GET /_devserver/token?email=E`` | | ``{"token"}`` |
@@ -22,6 +22,9 @@ JSON out, no authentication (bind devserver to 127.0.0.1).
 | ``PUT /_devserver/libraries/<id>/file?path=P`` | raw bytes | ``{"id"}`` (write as another client) |
 | ``DELETE /_devserver/libraries/<id>/file?path=P`` | | ``{"ok": true}`` / 404 |
 | ``POST /_devserver/libraries/<id>/plant`` | ``{"parent", "name", "text"}`` or ``{"parent", "name", "dir": true}`` | ``{"id"}``: an entry with exactly that (hostile) name |
+| ``POST /_devserver/libraries/<id>/restore`` | ``{"commit_id"}`` | ``{"head"}``: the head moves back to that commit (a snapshot rollback; 404 for an unknown commit) |
+| ``GET /_devserver/notifications`` | | ``{"state", "publishing", "connections", "subscriptions"}`` |
+| ``POST /_devserver/notifications`` | ``{"state": "up"/"down"/"absent", "publishing": bool}`` (both optional) | the same |
 | ``POST /_devserver/after-request`` | ``{"method", "path_regex", "count", "action": {"put_file": {"repo_id", "path", "text"}} or {"delete_path": {"repo_id", "path"}}}`` | ``{"ok": true}`` |
 """
 from __future__ import annotations
@@ -48,7 +51,7 @@ class Control:
         path = req.path[len("/_devserver"):].rstrip("/") or "/"
         body = req.get_json(silent=True) if req.mimetype == "application/json" else None
         body = body if isinstance(body, dict) else {}
-        m = re.match(r"^/libraries/([-0-9a-f]{36})/(tree|file|plant)$", path)
+        m = re.match(r"^/libraries/([-0-9a-f]{36})/(tree|file|plant|restore)$", path)
         try:
             if path == "/":
                 return _json({"ok": True, "url": app.url, "fileserver": app.fileserver_url})
@@ -72,7 +75,8 @@ class Control:
                                        retry_after=body.get("retry_after"),
                                        latency=float(body.get("latency", 0.0)), drop=bool(body.get("drop")),
                                        after_processing=bool(body.get("after_processing")),
-                                       drop_after_bytes=body.get("drop_after_bytes"))
+                                       drop_after_bytes=body.get("drop_after_bytes"),
+                                       omit_name=body.get("omit_name"), listing_of=body.get("listing_of"))
                 return _json({"id": fid})
             if path == "/expire-links" and req.method == "POST":
                 return _json({"expired": app.expire_links()})
@@ -89,6 +93,17 @@ class Control:
                     return _json({"repo_id": app.create_library(body["email"], body["name"])})
                 return _json([{"id": r.id, "name": r.name, "owner": r.owner, "head": r.head}
                               for r in app.store.repos.values()])
+            if path == "/notifications":
+                service = app.notifications
+                if req.method == "POST":
+                    if "publishing" in body:
+                        service.publishing = bool(body["publishing"])
+                    if "state" in body:
+                        try:
+                            service.set_state(str(body["state"]))
+                        except ValueError as exc:
+                            return _json({"error": str(exc)}, 400)
+                return _json(service.info())
             if path == "/after-request":
                 return self._after_request(body)
             if m:
@@ -101,6 +116,16 @@ class Control:
         app = self.app
         if repo_id not in app.store.repos:
             return _json({"error": "no such library"}, 404)
+        if what == "restore":
+            if req.method != "POST":
+                return _json({"error": "method not allowed"}, 405)
+            body = req.get_json(silent=True)
+            body = body if isinstance(body, dict) else {}
+            try:
+                app.restore_to_commit(repo_id, str(body.get("commit_id", "")))
+            except FileNotFoundError as exc:
+                return _json({"error": str(exc)}, 404)
+            return _json({"head": app.head_commit(repo_id)})
         if what == "plant":
             if req.method != "POST":
                 return _json({"error": "method not allowed"}, 405)

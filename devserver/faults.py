@@ -18,7 +18,12 @@ matching requests get the fault:
   download cut short);
 * ``after_processing``: the request is handled first (an upload is committed)
   and only its answer is replaced by the status / the dropped connection,
-  so the client cannot know whether it succeeded.
+  so the client cannot know whether it succeeded;
+* ``omit_name``: the request is handled, then every entry with that name is
+  left out of its JSON list answer (a folder listing that forgets a file
+  while its ``oid`` header is still the folder's true id);
+* ``listing_of``: a folder listing is answered for this other folder (its
+  entries and its ``oid`` header), as a confused cache or proxy would.
 
 Counters are kept per endpoint, keyed by the route template such as
 ``"GET /api2/repos/{id}/dir/"``.
@@ -26,6 +31,7 @@ Counters are kept per endpoint, keyed by the route template such as
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import socket
 import struct
@@ -33,6 +39,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
+from urllib.parse import parse_qsl, urlencode
 
 from werkzeug.wrappers import Request, Response
 
@@ -51,6 +58,8 @@ class Fault:
     after_processing: bool = False
     id: int = 0
     drop_after_bytes: int | None = None
+    omit_name: str | None = None
+    listing_of: str | None = None
     _rx: re.Pattern = field(default=None, repr=False)  # type: ignore[assignment]
 
     def matches(self, method: str, path: str, full: str) -> bool:
@@ -67,7 +76,8 @@ class Fault:
         return {"id": self.id, "method": self.method, "path_regex": self.path_regex, "status": self.status,
                 "count": self.remaining, "retry_after": self.retry_after, "latency": self.latency,
                 "drop": self.drop, "after_processing": self.after_processing,
-                "drop_after_bytes": self.drop_after_bytes}
+                "drop_after_bytes": self.drop_after_bytes, "omit_name": self.omit_name,
+                "listing_of": self.listing_of}
 
 
 @dataclass
@@ -102,11 +112,13 @@ class FaultInjector:
     # ------------------------------------------------------------ faults
     def add(self, method: str | None, path_regex: str, *, status: int | None = None, count: int = 1,
             retry_after: int | None = None, latency: float = 0.0, drop: bool = False,
-            after_processing: bool = False, drop_after_bytes: int | None = None) -> int:
+            after_processing: bool = False, drop_after_bytes: int | None = None,
+            omit_name: str | None = None, listing_of: str | None = None) -> int:
         """Register a fault for the next ``count`` matching requests; returns its id."""
         f = Fault(method or None, path_regex, status, int(count), retry_after, float(latency), bool(drop),
                   bool(after_processing), next(self._ids),
-                  None if drop_after_bytes is None else max(0, int(drop_after_bytes)))
+                  None if drop_after_bytes is None else max(0, int(drop_after_bytes)),
+                  omit_name or None, listing_of or None)
         f._rx = re.compile(path_regex)
         with self._lock:
             self._faults.append(f)
@@ -242,3 +254,30 @@ class CutShort:
             if close is not None:
                 close()
             close_socket(environ)
+
+
+# ---------------------------------------------------------------- answer rewrites
+def omit_entries(resp: Response, name: str) -> Response:
+    """The same answer with every entry called ``name`` left out of its JSON
+    list body; headers (the ``oid`` among them) stay as they were."""
+    try:
+        body = json.loads(resp.get_data())
+    except ValueError:
+        return resp
+    if isinstance(body, dict) and isinstance(body.get("dirent_list"), list):
+        body["dirent_list"] = [e for e in body["dirent_list"] if not (isinstance(e, dict) and e.get("name") == name)]
+    elif isinstance(body, list):
+        body = [e for e in body if not (isinstance(e, dict) and e.get("name") == name)]
+    else:
+        return resp
+    resp.set_data(json.dumps(body).encode())
+    return resp
+
+
+def with_query(environ: dict, key: str, value: str) -> dict:
+    """A copy of a WSGI environ whose query parameter ``key`` is ``value``."""
+    args = [(k, v) for k, v in parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True) if k != key]
+    args.append((key, value))
+    out = dict(environ)
+    out["QUERY_STRING"] = urlencode(args)
+    return out

@@ -1,7 +1,7 @@
 """The ``head`` parameter of the fileserver's update: an update based on an
 older commit never overwrites a concurrent edit of the same file.
 
-As seafile-server 12 does it (``shared/seafile-web-api.md`` §4.6, verified on
+As seafile-server 12 does it (``docs/seafile-api.md`` §5.4, verified on
 a real server): the upload is committed on top of ``head`` and that commit is
 merged with the current head.  When the file changed since ``head`` (by
 anyone) and the upload differs from both, the newer edit stays live and the

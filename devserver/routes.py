@@ -6,7 +6,8 @@ auth)`` rows.
 ``{name}``, ``{commit}`` placeholders; it is also the counter key of the endpoint (``"GET
 /api2/repos/{id}/dir/"``).  ``auth`` is ``"token"`` (API token required),
 ``"none"`` or ``"optional"``.  The handler name is ``"<component>.<method>"``
-with component ``account``, ``history``, ``file_history``, ``dirs``, ``files`` or ``fs``.
+with component ``account``, ``history``, ``file_history``, ``dirs``, ``files``, ``fs``
+or ``notify`` (the notification server, ``devserver/notification_server.py``).
 
 ``SOURCES`` names, for every endpoint, the upstream code whose behaviour it
 follows (seahub for ``/api2`` and ``/api/v2.1``, the Go fileserver of
@@ -68,6 +69,9 @@ ROUTES: list[tuple[tuple[str, ...], str, str, str]] = [
     (("GET", "POST", "PUT", "DELETE"), "/seafhttp/update-aj/{token}", "fs.update_aj", "none"),
     (("GET", "HEAD"), "/seafhttp/files/{token}/{name}", "fs.download", "none"),
     (("GET", "HEAD"), "/seafhttp/zip/{token}", "fs.zip", "none"),
+    (("GET",), "/api/v2.1/repos/{id}/repo-notification-jwt-token/", "notify.jwt_token", "token"),
+    (("GET",), "/notification/ping", "notify.ping", "none"),
+    (("GET",), "/notification", "notify.websocket", "none"),
 ]
 
 _API2 = "seahub/api2/views.py"
@@ -113,6 +117,10 @@ SOURCES: dict[str, str] = {
     "/seafhttp/update-aj/{token}": f"{_FILEOP}: updateAjaxCB",
     "/seafhttp/files/{token}/{name}": f"{_FILEOP}: accessCB",
     "/seafhttp/zip/{token}": f"{_FILEOP}: the /zip/ download handler",
+    "/api/v2.1/repos/{id}/repo-notification-jwt-token/":
+        "seahub/api2/endpoints/repo_api_tokens.py: RepoNotificationJwtTokenView",
+    "/notification/ping": "seafile-server notification-server/server.go: /ping (behind the proxy's /notification)",
+    "/notification": "seafile-server notification-server/server.go, client.go: the WebSocket at /",
 }
 
 _PLACEHOLDERS = {"{id}": r"(?P<repo_id>[-0-9a-f]{36})", "{token}": r"(?P<token>[^/]*)",

@@ -1,5 +1,5 @@
 """Seahub's per-file history views: the revisions of one file and a download
-link for one of them (``shared/seafile-web-api.md`` §4.10).
+link for one of them (``docs/seafile-api.md`` §5.8).
 
 A revision is a commit (on the first-parent chain from the head) in which the
 file's id differs from its id in the commit's parent; the walk stops where

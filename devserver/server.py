@@ -27,10 +27,11 @@ from werkzeug.wrappers import Request, Response
 
 from . import ids, routes
 from .control import Control
-from .faults import CutShort, FaultInjector, close_socket, has_body, read_some
+from .faults import CutShort, FaultInjector, close_socket, has_body, omit_entries, read_some, with_query
 from .fileserver_api import Fileserver
 from .http_util import api_error, drf_detail, fs_error
 from .names import nfc, norm_path, parent_and_name
+from .notification_server import NotificationServer
 from .repo_ops import RepoOps, is_dir, desc_added
 from .seahub_api import SeahubAccount, SeahubDirs
 from .seahub_files import SeahubFiles
@@ -70,6 +71,8 @@ class DevServer:
         data_dir: where objects, commits and state are stored (created).
         users: ``{email: password}``; accounts are created (or their password reset).
         host, port: where to listen; port 0 picks a free port on ``start()``.
+        notifications: the notification service (push): ``absent`` (none, as on
+            most servers), ``up`` or ``down``; see ``notifications.set_state``.
 
     Attributes that emulate other server versions (settable at any time):
         honour_head: the update's ``head`` parameter merges like seafile-server
@@ -81,7 +84,7 @@ class DevServer:
     """
 
     def __init__(self, data_dir: Path, users: dict[str, str] | None = None, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 port: int = 0, notifications: str = "absent") -> None:
         self.data_dir = Path(data_dir)
         self.host, self.port = host, port
         self.store = Store(self.data_dir)
@@ -96,9 +99,10 @@ class DevServer:
         self.files = SeahubFiles(self)
         self.fileserver = Fileserver(self)
         self.control = Control(self)
+        self.notifications = NotificationServer(self, notifications)
         self._components = {"account": self.account, "history": SeahubHistory(self), "dirs": self.dirs_api,
                             "files": self.files, "file_history": SeahubFileHistory(self),
-                            "fs": self.fileserver}
+                            "fs": self.fileserver, "notify": self.notifications}
         self._httpd = None
         self._thread: threading.Thread | None = None
 
@@ -189,6 +193,10 @@ class DevServer:
             if fault.status:
                 resp = self._fault_response(fault, path)
                 return self._after(req, path, full, resp)
+            if fault.listing_of is not None:
+                req = Request(with_query(req.environ, "p", fault.listing_of))
+            if fault.omit_name is not None:
+                return omit_entries(self._route(req, path, full, candidates), fault.omit_name)
         return self._route(req, path, full, candidates)
 
     def _route(self, req: Request, path: str, full: str, candidates: list) -> Response:
@@ -333,6 +341,26 @@ class DevServer:
                                    create_parents=True)
         return fid
 
+    def restore_to_commit(self, repo_id: str, commit_id: str) -> None:
+        """Roll the library back to an earlier commit, as a snapshot rollback
+        or a restore done below Seafile would: the head becomes ``commit_id``
+        itself (no new commit), so the new head is *not* a descendant of the
+        old one and the history starts at that commit again.
+
+        Raises ``KeyError`` for an unknown library, ``FileNotFoundError`` for
+        a commit the library does not have.
+        """
+        if len(commit_id) != 40 or any(c not in "0123456789abcdef" for c in commit_id):
+            raise FileNotFoundError(f"{commit_id!r} is not a commit id")
+        with self.store.lock:
+            repo = self.store.repos[repo_id]
+            try:
+                self.store.read_commit(repo_id, commit_id)
+            except (OSError, ValueError) as exc:
+                raise FileNotFoundError(f"no commit {commit_id} in library {repo_id}") from exc
+            repo.head = commit_id
+            self.store.save()
+
     def mkdir(self, repo_id: str, path: str) -> None:
         """Create a folder and its parents (no-op when it exists)."""
         self.ops.mkdir(repo_id, norm_path(path), self.store.repos[repo_id].owner, create_parents=True)
@@ -430,7 +458,8 @@ class DevServer:
 
     def inject_fault(self, method: str | None, path_regex: str, *, status: int | None = None, count: int = 1,
                      retry_after: int | None = None, latency: float = 0.0, drop: bool = False,
-                     after_processing: bool = False, drop_after_bytes: int | None = None) -> int:
+                     after_processing: bool = False, drop_after_bytes: int | None = None,
+                     omit_name: str | None = None, listing_of: str | None = None) -> int:
         """Make the next ``count`` requests matching ``method`` (None = any) and
         ``path_regex`` (searched in the path, else in ``path?query``) fail.
 
@@ -440,12 +469,15 @@ class DevServer:
         handle the request first, then replace its answer (status or drop);
         ``drop_after_bytes``: close the connection mid-body: an upload after that
         many bytes of its request body were read (nothing committed), any other
-        request after that many bytes of its answer's body were sent.
+        request after that many bytes of its answer's body were sent;
+        ``omit_name``: handle it, then leave entries with that name out of the
+        JSON list answer (headers unchanged); ``listing_of``: answer a listing
+        for this other folder path instead (its entries and ``oid``).
         Returns the rule id.
         """
         return self.faults.add(method, path_regex, status=status, count=count, retry_after=retry_after,
                                latency=latency, drop=drop, after_processing=after_processing,
-                               drop_after_bytes=drop_after_bytes)
+                               drop_after_bytes=drop_after_bytes, omit_name=omit_name, listing_of=listing_of)
 
     def expire_links(self) -> int:
         """Expire every fileserver link (upload/update/download/zip tokens) as if an hour

@@ -3,7 +3,7 @@
 Per-file downloads cost two requests each (link + file); for a cold mirror
 of thousands of small memory files the zip task (``zip-task`` + one
 ``/zip/`` stream) is two orders of magnitude faster on a real server
-(DESIGN §4).  Every file taken from the archive is verified against its
+(docs/architecture.md §9).  Every file taken from the archive is verified against its
 listed id before it is adopted; anything missing, different or failing
 falls back to the ordinary per-file pull.
 """
@@ -16,7 +16,7 @@ import zipfile
 from collections.abc import Callable, Iterable
 
 from .context import MirrorContext
-from .errors import RemoteError
+from .errors import LocalError, RemoteError
 from .ids import seafile_file_id, sha1_bytes
 from .localfs import atomic_write
 from .merge import is_text
@@ -48,12 +48,15 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
         return set()
     tops = sorted({p.split("/", 1)[0] for p in wanted})
     done: set[str] = set()
-    fd, tmp = tempfile.mkstemp(prefix=".ohsync-zip-", suffix=".zip")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".ohsync-zip-", suffix=".zip")
+    except OSError:
+        return set()
     try:
         with os.fdopen(fd, "w+b") as fh:
             try:
                 ctx.client.download_zip(ctx.repo_id, ctx.remote_path(""), tops, fh)
-            except RemoteError:
+            except (RemoteError, LocalError):  # e.g. a full temp disk: file by file instead
                 return set()
             fh.seek(0)
             try:
@@ -77,7 +80,10 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
                 target = ctx.local_path(rel)
                 if target.exists():
                     continue
-                fp = atomic_write(target, data, entry.mtime or None)
+                try:
+                    fp = atomic_write(target, data, entry.mtime or None)
+                except OSError:
+                    break  # e.g. the disk is full: the rest go one by one, each failure on its own path
                 base = Base(rel, False, sha1_bytes(data), entry.id, *fp)
                 ctx.state.set_base(base, data if is_text(data) else None)
                 done.add(rel)

@@ -39,6 +39,7 @@ from .client_answers import (
     repo_from_json,
 )
 from .client_errors import (
+    api_missing_error,
     check_id,
     error_for_response,
     parse_json,
@@ -47,7 +48,9 @@ from .client_errors import (
 )
 from .client_batch import BatchUploads
 from .client_bulk import BulkTransfers
+from .client_commits import CommitReads
 from .client_history import HistoryCalls
+from .client_notify import NotificationAPI
 from .client_http import USER_AGENT, Payload, SeafileHTTP, check_server_url
 from .client_listing import parse_listing
 from .client_paths import (
@@ -72,7 +75,7 @@ __all__ = ["SeafileClient"]
 log = logging.getLogger("ohsync.client")
 
 
-class SeafileClient(HistoryCalls, BatchUploads, BulkTransfers, SeafileHTTP):
+class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, BulkTransfers, SeafileHTTP):
     """A synchronous client of one Seafile server for one account.
 
     :param server_url: the Seafile base URL, e.g. ``https://cloud.tsinghua.edu.cn``.
@@ -158,6 +161,8 @@ class SeafileClient(HistoryCalls, BatchUploads, BulkTransfers, SeafileHTTP):
                     status=400,
                 )
             raise AuthError(f'The server refused the login: "{detail}".', status=400)
+        if resp.status_code in (404, 405):  # every Seafile has this endpoint: the URL is wrong
+            raise api_missing_error(base, "/api2/auth-token/", resp.status_code)
         if resp.status_code != 200:
             raise error_for_response(resp, what=what, secrets=secrets)
         body = parse_json(resp.content, what="the login")
@@ -168,12 +173,20 @@ class SeafileClient(HistoryCalls, BatchUploads, BulkTransfers, SeafileHTTP):
 
     # -- account and libraries ---------------------------------------------
 
+    def _get_base_json(self, endpoint: str, *, what: str) -> Any:
+        """``_get_json`` for an endpoint every Seafile server has: a 404 there
+        means the server URL is wrong, and says so (:func:`api_missing_error`)."""
+        try:
+            return self._get_json(endpoint, what=what)
+        except NotFoundError as exc:
+            raise api_missing_error(self.server_url, endpoint, exc.status or 404) from exc
+
     def ping(self) -> None:
         """Check the token: ``GET /api2/auth/ping/`` (expects ``"pong"``).
 
         :raises AuthError: 401 (token rejected) or 403 (no token).
         """
-        body = self._get_json("/api2/auth/ping/", what="checking the login")
+        body = self._get_base_json("/api2/auth/ping/", what="checking the login")
         if body != "pong":
             raise ProtocolError("The server answered the login check with something unexpected.")
 
@@ -182,7 +195,7 @@ class SeafileClient(HistoryCalls, BatchUploads, BulkTransfers, SeafileHTTP):
 
         :returns: the server's dict as is (version parsed leniently by callers).
         """
-        body = self._get_json("/api2/server-info/", what="reading the server info")
+        body = self._get_base_json("/api2/server-info/", what="reading the server info")
         if not isinstance(body, dict):
             raise ProtocolError("The server info is not a JSON object.")
         return body
@@ -193,7 +206,7 @@ class SeafileClient(HistoryCalls, BatchUploads, BulkTransfers, SeafileHTTP):
         :returns: :class:`AccountInfo`; ``total`` in bytes, ``None`` when the
             server reports ``<= 0`` (unlimited); ``usage`` in bytes.
         """
-        body = self._get_json("/api2/account/info/", what="reading the account info")
+        body = self._get_base_json("/api2/account/info/", what="reading the account info")
         if not isinstance(body, dict) or not isinstance(body.get("email"), str):
             raise ProtocolError("The account info has an unexpected shape.")
         total = as_int(body.get("total", 0), "account info")

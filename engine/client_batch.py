@@ -2,8 +2,8 @@
 (a mixin of :class:`~ohsync.engine.client.SeafileClient`).
 
 Seafile's upload endpoint takes any number of ``file`` parts in one
-multipart POST and makes one commit of them (``shared/seafile-web-api.md``
-§4.5, verified: the Go file server answers in request order, the C one in
+multipart POST and makes one commit of them (``docs/seafile-api.md``
+§5.3, verified: the Go file server answers in request order, the C one in
 reverse order).  An upload link is multi-use until it expires (1 h by
 default) and bound to its folder, so one link per folder serves every batch
 sent there: links are kept for :data:`LINK_TTL` seconds and fetched again

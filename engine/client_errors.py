@@ -59,6 +59,7 @@ from .errors import (
 
 __all__ = [
     "AUTH_REJECTED_MESSAGE",
+    "api_missing_error",
     "error_for_response",
     "parse_json",
     "parse_retry_after",
@@ -258,6 +259,37 @@ def error_for_response(
 
 _CONNECT_HINT = "Check the network connection and the server URL."
 
+#: What OpenSSL says when the other end answers a TLS hello in plain HTTP.
+_PLAIN_HTTP_SIGNS = ("wrong version number", "record layer failure", "packet length too long",
+                     "http request", "unknown protocol")
+
+
+def _plain_http_answer(exc: BaseException) -> bool:
+    text = f"{exc} {exc.__cause__ or ''} {exc.__context__ or ''}".lower()
+    return "ssl" in text and any(sign in text for sign in _PLAIN_HTTP_SIGNS)
+
+
+def api_missing_error(base_url: str, endpoint: str, status: int) -> ProtocolError:
+    """The error for an API endpoint every Seafile server has answering 404 (or an
+    HTML page): the server URL's path is wrong, or the host is no Seafile server.
+
+    :param base_url: the server URL as configured (``https://host/path``).
+    :param endpoint: the request path, e.g. ``/api2/auth-token/``.
+    :param status: the HTTP status received.
+    """
+    url = httpx.URL(base_url)
+    path = url.path.rstrip("/")
+    root = str(url.copy_with(path="/", query=None, fragment=None)).rstrip("/")
+    if path:
+        message = (f"There is no Seafile API under {base_url} (HTTP {status} for {path}{endpoint}): the path "
+                   f"'{path}' in the server address looks wrong. Use the address of the Seafile web page you "
+                   f"sign in to, e.g. {root}, without /lib/… or other page paths.")
+    else:
+        message = (f"{base_url} answered HTTP {status} for {endpoint}, which every Seafile server has: this "
+                   "address does not look like a Seafile server. Check it (it is the address of the Seafile "
+                   "web page you sign in to).")
+    return ProtocolError(message, status=status, title="Wrong server address")
+
 
 @contextlib.contextmanager
 def translate_errors(
@@ -281,6 +313,12 @@ def translate_errors(
             f"The server did not answer in time while {what}. {_CONNECT_HINT}", path=path
         ) from exc
     except httpx.ConnectError as exc:
+        if _plain_http_answer(exc):
+            raise NetworkError(
+                f"The server answered in plain HTTP to an https:// address while {what}: this port does "
+                "not speak HTTPS. Use http:// in the address if the server really is plain HTTP (a test "
+                "server on this computer), or the server's HTTPS port.", path=path
+            ) from exc
         raise NetworkError(f"Could not connect to the server while {what}. {_CONNECT_HINT}", path=path) from exc
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
         raise NetworkError(

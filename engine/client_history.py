@@ -1,6 +1,6 @@
 """Per-file history of the Seafile client (a mixin of
 :class:`~ohsync.engine.client.SeafileClient`): the revisions of one file and
-the content of one of them (``shared/seafile-web-api.md`` §4.10).
+the content of one of them (``docs/seafile-api.md`` §5.8).
 
 The write path uses them to tell which revision another client's upload was
 based on (a blind overwrite) and to fetch that revision as a merge base.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 
-from .conflict_names import conflict_copy_path
+from .conflict_names import CONFLICT_DIR, conflict_copy_path
 from .context import MirrorContext
 from .localfs import hash_file, temp_beside
 from .models import RemoteEntry
@@ -39,7 +39,10 @@ def archive_remote_file(ctx: MirrorContext, rel_path: str, source_rel: str, remo
     from .transfer import ensure_remote_dir, remote_written
 
     now = when or datetime.now(timezone.utc)
-    copy_rel = conflict_copy_path(rel_path, origin, lambda p: p in ctx.snapshot or ctx.local_path(p).exists(), now)
+    from .special_dirs import working_dir
+
+    copy_rel = conflict_copy_path(rel_path, origin, lambda p: p in ctx.snapshot or ctx.local_path(p).exists(), now,
+                                  working_dir(ctx, CONFLICT_DIR))
     ensure_remote_dir(ctx, parent_rel(copy_rel))
     renamed = ctx.client.rename(ctx.repo_id, ctx.remote_path(source_rel), copy_rel.rsplit("/", 1)[1])
     moved = ctx.client.move(ctx.repo_id, renamed, ctx.remote_path(parent_rel(copy_rel)))

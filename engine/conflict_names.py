@@ -1,4 +1,4 @@
-"""Names of conflict copies (DESIGN §10).
+"""Names of conflict copies (docs/architecture.md §4).
 
 ``.conflict/<dir>/<stem>__<origin>__<YYYYMMDDTHHMMSSZ><.ext>`` with ``-2``,
 ``-3`` before the extension when taken.  A path already inside
@@ -21,9 +21,13 @@ CONFLICT_DIR = ".conflict"
 _ORIGIN_RE = re.compile(rb"^origin:\s*['\"]?([A-Za-z0-9_-]{1,32})['\"]?\s*$", re.M)
 
 
+_CONFLICT_TOP = re.compile(re.escape(CONFLICT_DIR) + r"(?:_ohsync(?:-\d+)?)?$")
+
+
 def is_conflict_path(rel_path: str) -> bool:
-    """True for paths inside the ``.conflict/`` folder."""
-    return rel_path == CONFLICT_DIR or rel_path.startswith(CONFLICT_DIR + "/")
+    """True for paths inside the ``.conflict/`` folder (or the working name it
+    gets when a file occupies ``.conflict``, see ``special_dirs``)."""
+    return bool(_CONFLICT_TOP.match(rel_path.split("/", 1)[0]))
 
 
 def origin_of(content: bytes) -> str:
@@ -53,12 +57,14 @@ def _fit(stem: str, suffix: str) -> str:
 
 
 def conflict_copy_path(rel_path: str, origin: str, exists: Callable[[str], bool],
-                       when: datetime | None = None) -> str:
+                       when: datetime | None = None, folder_name: str = CONFLICT_DIR) -> str:
     """A free rel path for the archived copy of ``rel_path``.
 
     :param origin: the losing version's origin (``remote``, ``android``…).
     :param exists: tells whether a candidate rel path is taken (either side).
     :param when: the conflict time (UTC now by default).
+    :param folder_name: the conflict folder (another name when a file
+        occupies ``.conflict``).
     """
     when = when or datetime.now(timezone.utc)
     folder, _, name = rel_path.rpartition("/")
@@ -66,7 +72,7 @@ def conflict_copy_path(rel_path: str, origin: str, exists: Callable[[str], bool]
     if is_conflict_path(rel_path):
         target_dir, tag = folder, ""
     else:
-        target_dir = f"{CONFLICT_DIR}/{folder}" if folder else CONFLICT_DIR
+        target_dir = f"{folder_name}/{folder}" if folder else folder_name
         tag = f"__{origin}__{when.strftime('%Y%m%dT%H%M%SZ')}"
     n = 1 if not is_conflict_path(rel_path) else 2
     while True:

@@ -28,16 +28,20 @@ class EngineOptions:
     :ivar library_name: the library's name, used in backup paths.
     :ivar ignore: extra gitignore-style patterns (config ``ignore``).
     :ivar readback_full_limit: files up to this many bytes are downloaded
-        again after an upload and compared by sha1 (DESIGN §5 step 3).
+        again after an upload and compared by sha1 (docs/architecture.md §5, step 3).
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
     :ivar backup_days: backups older than this many days are pruned.
-    :ivar history_check: after each verified update, read the file's history
-        to make sure the revision ours replaced is the one we merged with
-        (for servers that ignore the update's ``head``; seafile-server 12
-        and 13 honour it, so it is off by default).
-    :ivar max_delete_files/max_delete_percent: the mass-delete safety valve:
-        deletes on one side beyond the smaller of the two are held.
+    :ivar history_check: after a verified update, read the file's history to
+        make sure the revision ours replaced is the one we merged with (for
+        servers that ignore the update's ``head``).  True: after every
+        update; False: never; None (default): after updates that merged
+        another writer's version, until the server was seen honouring
+        ``head`` (it stored one of ours as an SFConflict file).
+    :ivar max_delete_files/max_delete_percent/percent_floor: the mass-delete
+        safety valve: deletes on one side are held beyond ``max_delete_files``,
+        or from ``percent_floor`` on beyond ``max_delete_percent`` % of the
+        mirror (``valve.exceeds``).
     :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
         person edited, before pushing them (:mod:`.memory_stamp`).
     :ivar stamp_quiet: seconds such a file must stay unchanged first.
@@ -54,7 +58,8 @@ class EngineOptions:
     upload_chunk: int = 8 * 1024 * 1024
     backup_days: int = 30
     max_delete_percent: float = 25.0
-    history_check: bool = False
+    percent_floor: int = 10
+    history_check: bool | None = None
     stamp_edits: bool = False
     stamp_quiet: float = 1.0
     time_offset: str = "+08:00"
@@ -81,6 +86,9 @@ class MirrorContext:
     options: EngineOptions
     on_event: Callable[[SyncEvent], None] | None = None
     snapshot: dict[str, RemoteEntry] = field(default_factory=dict)
+    #: ``rel path → sentence``: names in the way that need the person (e.g. a
+    #: file called ``.conflict``); listed with the skipped names.
+    notices: dict[str, str] = field(default_factory=dict)
     head: str | None = None
     head_stale: set[str] = field(default_factory=set)
 

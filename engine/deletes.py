@@ -22,6 +22,7 @@ from .localfs import backup_file, stat_fingerprint, temp_beside
 from .models import RemoteEntry
 from .paths import parent_rel, to_local
 from .state import Base
+from .special_dirs import is_under, working_dir
 from .transfer import LocalChanged, ensure_remote_dir, remote_written
 
 __all__ = ["TRASH_DIR", "is_trash_path", "trash_path", "delete_local", "delete_remote"]
@@ -30,13 +31,17 @@ TRASH_DIR = ".trash"
 
 
 def is_trash_path(rel_path: str) -> bool:
-    """True for paths inside ``.trash/``."""
-    return rel_path == TRASH_DIR or rel_path.startswith(TRASH_DIR + "/")
+    """True for paths inside ``.trash/`` (or the working name it gets when a
+    file occupies ``.trash``, see ``special_dirs``)."""
+    return is_under(rel_path, TRASH_DIR)
 
 
-def trash_path(rel_path: str, taken: bool, when: datetime | None = None) -> str:
-    """Where ``rel_path`` goes in the trash (``.trash/<path>``, time-suffixed if taken)."""
-    target = f"{TRASH_DIR}/{rel_path}"
+def trash_path(rel_path: str, taken: bool, when: datetime | None = None, folder_name: str = TRASH_DIR) -> str:
+    """Where ``rel_path`` goes in the trash (``.trash/<path>``, time-suffixed if taken).
+
+    :param folder_name: the trash folder (another name when a file occupies ``.trash``).
+    """
+    target = f"{folder_name}/{rel_path}"
     if not taken:
         return target
     when = when or datetime.now(timezone.utc)
@@ -104,7 +109,8 @@ def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
         ctx.snapshot.pop(rel_path, None)
         ctx.state.delete_base(rel_path)
         return None
-    plain = trash_path(rel_path, False)
+    top = working_dir(ctx, TRASH_DIR)
+    plain = trash_path(rel_path, False, folder_name=top)
     taken = plain in ctx.snapshot
     if not taken:
         try:
@@ -112,7 +118,7 @@ def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
             taken = True
         except NotFoundError:
             pass
-    target = trash_path(rel_path, taken)
+    target = trash_path(rel_path, taken, folder_name=top)
     ensure_remote_dir(ctx, parent_rel(target))
     source = remote_path
     if taken:

@@ -85,6 +85,7 @@ class FailureBook:
         self._free = free_bytes or (lambda p: shutil.disk_usage(p).free)
         self._items: dict[str, PathFailure] = {}
         self._space_checked = 0.0
+        self._space_free: int | None = None  # free bytes at the last look
 
     def __len__(self) -> int:
         return len(self._items)
@@ -115,12 +116,16 @@ class FailureBook:
         now = self._clock()
         if item.retry_at is not None:
             return now >= item.retry_at
-        if item.failure.needs == "space" and now - self._space_checked >= SPACE_CHECK:
-            self._space_checked = now
-            try:
-                return self._free(self._root) > item.need_bytes
-            except OSError:
-                return False
+        if item.failure.needs == "space":
+            if now - self._space_checked >= SPACE_CHECK:
+                self._space_checked = now
+                try:
+                    self._space_free = self._free(self._root)
+                except OSError:
+                    self._space_free = None
+            # one look serves every path held for space; only a look after the failure counts
+            return self._space_free is not None and self._space_checked > item.last and \
+                self._space_free > item.need_bytes
         return False
 
     def record(self, path: str, exc: BaseException, version: Version, *, need_bytes: int = 0) -> PathFailure:

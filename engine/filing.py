@@ -1,4 +1,4 @@
-"""Drop-folder filing (DESIGN §8, issue 8): one dropped file → ``/Files/``.
+"""Drop-folder filing (docs/architecture.md §8): one dropped file → ``/Files/``.
 
 :class:`Filer` files one document at a time as a small, resumable state
 machine whose progress lives in a SQLite file of its own (``db_path``, e.g.
@@ -480,7 +480,7 @@ class Filer:
         return self._uploaded(job, current)
 
     def _verify(self, job: _Job, remote_id: str) -> None:
-        """Read-back (DESIGN §5 step 3): the content behind ``remote_id`` is ours.
+        """Read-back (docs/architecture.md §5, step 3): the content behind ``remote_id`` is ours.
 
         Equal content ids prove it for files up to the full-read limit after
         a download; larger files with an equal id count as verified (the id

@@ -1,4 +1,4 @@
-"""What the file history says about writes that crossed ours (DESIGN §5 step 5).
+"""What the file history says about writes that crossed ours (docs/architecture.md §5, step 5).
 
 The Web API has no compare-and-swap for other clients: one that read a file,
 then uploaded its edit without ``head`` after we wrote ours, replaces our
@@ -22,17 +22,17 @@ when its content is no longer kept locally, one download of the new one.
 
 from __future__ import annotations
 
+import difflib
 import json
 
 from .context import MirrorContext
 from .errors import NotFoundError
 from .events import SyncEvent, SyncReport
 from .ids import sha1_bytes
-from .merge import merge_versions
 from .models import RemoteEntry
 from .state import Base
 
-__all__ = ["record_push", "blind_overwrite_base", "merge_back", "overwritten_revision"]
+__all__ = ["record_push", "blind_overwrite_base", "lacks_change", "merge_back", "overwritten_revision"]
 
 _HISTORY_DEPTH = 5
 
@@ -46,8 +46,8 @@ def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str
     """After a verified push: ``new_id`` is ours, it replaced ``replaced_id``
     (None: the file was new).  The replaced content is kept as a base blob
     (content-addressed) so a later merge-back needs no download."""
-    if replaced_id is None:
-        ctx.state.set_meta(_key(rel_path), None)
+    if replaced_id is None or replaced_id == new_id:
+        ctx.state.set_meta(_key(rel_path), None)  # new file, or an update that changed nothing
         return
     sha1 = ctx.state.keep_blob(replaced_content) if replaced_content is not None else None
     ctx.state.set_meta(_key(rel_path), json.dumps({"ours": new_id, "replaced": replaced_id, "sha1": sha1}))
@@ -98,10 +98,34 @@ def blind_overwrite_base(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
     if theirs_id != remote.id:
         return None  # changed again meanwhile: the next pass looks again
-    result = merge_versions(rel_path, older, ours, theirs)
-    if result.content is not None and not result.conflicts and result.content == theirs:
-        return None  # the new revision holds our change: it was based on ours
+    if not lacks_change(older, ours, theirs):
+        return None  # the new revision holds (some of) our change: it was based on ours
     return Base(rel_path, False, sha1_bytes(older), pushed["replaced"]), older
+
+
+def lacks_change(older: bytes, ours: bytes, theirs: bytes) -> bool:
+    """True when ``theirs`` shows none of the change ``older`` → ``ours``:
+    no line ours added is in it, every line ours removed still is (blank
+    lines do not count).  Then ``theirs`` was made from ``older``, not from
+    ours.  Any trace of our change means it was made from ours (edited,
+    maybe partly undone, on purpose): that is pulled as usual."""
+    a, b, t = older.splitlines(), ours.splitlines(), theirs.splitlines()
+    present = set(t)
+    signals = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        for line in b[j1:j2]:
+            if line.strip():
+                if line in present and line not in a:
+                    return False  # a line we added is there
+                signals += 1
+        for line in a[i1:i2]:
+            if line.strip() and line not in b:
+                if line not in present:
+                    return False  # a line we removed is gone there too
+                signals += 1
+    return signals > 0 and theirs != older
 
 
 def merge_back(ctx: MirrorContext, rel_path: str, remote: RemoteEntry, base: Base | None,
@@ -137,6 +161,8 @@ def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str,
 
     One request: ``GET /api/v2.1/repos/{id}/file/history/?limit=2``.
     """
+    if new_id == merged_with:
+        return None  # the update changed nothing: no commit, nothing replaced
     revisions = ctx.client.file_history(ctx.repo_id, ctx.remote_path(rel_path), limit=2)
     if not revisions or revisions[0].file_id != new_id or len(revisions) < 2:
         return None

@@ -27,7 +27,8 @@ from .ignore import TEMP_PREFIX, IgnoreRules
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "temp_beside", "clean_temp_files", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors"]
+           "atomic_write", "temp_beside", "clean_temp_files", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors",
+           "find_decomposed"]
 
 Fingerprint = tuple[int, int, int]
 
@@ -88,6 +89,7 @@ def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFil
         except OSError as exc:
             skipped.append((rel_dir or ".", f"cannot read folder: {exc.strerror}"))
             continue
+        names = {entry.name for entry in it}
         for entry in it:
             rel = normalize_rel(f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
             try:
@@ -101,21 +103,65 @@ def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFil
                 skipped.append((rel, "symbolic link (not followed)"))
                 continue
             problem = name_problem(rel)
+            path = entry.path
             if problem is None and unicodedata.normalize("NFC", entry.name) != entry.name:
-                problem = ("the name is in decomposed Unicode (NFD, as macOS writes it); Seafile stores "
-                           "names composed, so rename it (e.g. retype the accented letters) to sync it")
+                path, problem = _compose_name(abs_dir, entry.name, names)
             if problem:
                 skipped.append((rel, problem))
                 continue
             if is_dir:
                 found[rel] = LocalFile(rel, True)
-                stack.append((rel, Path(entry.path)))
+                stack.append((rel, Path(path)))
             elif entry.is_file(follow_symlinks=False):
                 try:
-                    found[rel] = LocalFile(rel, False, stat_fingerprint(entry.stat(follow_symlinks=False)))
+                    found[rel] = LocalFile(rel, False, stat_fingerprint(os.lstat(path)))
                 except OSError:
                     continue
     return found, skipped
+
+
+_NFD_TWIN = ("the name is in decomposed Unicode (NFD, as macOS writes it) and a file with the composed "
+             "name (NFC, as Seafile stores names) is beside it; rename one of them to sync it")
+
+
+def _compose_name(folder: str | os.PathLike[str], name: str, siblings: set[str]) -> tuple[str, str | None]:
+    """Give a decomposed (NFD) name its composed (NFC) form on disk.
+
+    Seafile stores names composed; the same name in two forms would become a
+    twin.  The rename keeps the content and the name as it reads; it is not
+    done when the composed name is taken (then the NFD one is skipped).
+
+    :returns: ``(path now, problem or None)``.
+    """
+    composed = unicodedata.normalize("NFC", name)
+    old = os.path.join(folder, name)
+    if composed in siblings:
+        return old, _NFD_TWIN
+    new = os.path.join(folder, composed)
+    try:
+        os.rename(old, new)
+    except OSError as exc:
+        return old, f"the name is in decomposed Unicode (NFD) and renaming it to the composed form failed: " \
+                    f"{exc.strerror}"
+    siblings.add(composed)
+    return new, None
+
+
+def find_decomposed(local_root: Path, rel_path: str) -> bool:
+    """For a rel path (NFC) that does not exist here: rename a same-named
+    decomposed (NFD) file or folder beside it to it.  Returns True when renamed."""
+    if rel_path.isascii():
+        return False
+    target = to_local(local_root, rel_path)
+    try:
+        siblings = set(os.listdir(target.parent))
+    except OSError:
+        return False
+    for name in siblings:
+        if name != target.name and unicodedata.normalize("NFC", name) == target.name:
+            _, problem = _compose_name(target.parent, name, siblings)
+            return problem is None
+    return False
 
 
 def hash_file(path: Path) -> tuple[str, str, int, Fingerprint]:

@@ -1,4 +1,4 @@
-"""Field-by-field three-way merge of memory frontmatter (DESIGN §5).
+"""Field-by-field three-way merge of memory frontmatter (docs/architecture.md §5).
 
 A field changed on one side takes that side; both sides changing a field to
 different values is a conflict, except ``modified`` (the later timestamp

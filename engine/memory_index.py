@@ -290,7 +290,7 @@ class Columns:
     joined into one string, so that a keyword is found in all entities with
     a few C-speed ``str.find`` calls instead of a Python loop per entity.
 
-    :ivar entities: the entities, in corpus order.
+    :ivar entities: the entities, newest ``modified`` first (the corpus order).
     """
 
     FIELDS = ("title", "permalink", "tags", "body")
@@ -341,7 +341,8 @@ class MemoryIndex:
         self._by_path: dict[str, Entity] = {}
         self._by_permalink: dict[str, str] = {}
         self._by_title: dict[str, set[str]] = {}  # lowercased title and file-name title → paths
-        self._columns: Columns | None = None  # search corpora, rebuilt after a change
+        self._columns: Columns | None = None  # search corpora of a past state ...
+        self._stale: set[str] = set()  # ... and the paths changed since (scored one by one)
 
     # -- building -------------------------------------------------------------------
 
@@ -354,6 +355,7 @@ class MemoryIndex:
         self._by_permalink.clear()
         self._by_title.clear()
         self._columns = None
+        self._stale.clear()
         for rel in self._walk(""):
             self._load(rel)
         return len(self._by_path)
@@ -400,7 +402,7 @@ class MemoryIndex:
         except OSError:
             return
         entity = parse_entity(rel, data, st.st_mtime, self.tz)
-        self._columns = None
+        self._stale.add(rel)
         self._by_path[rel] = entity
         for key in _title_keys(entity):
             self._by_title.setdefault(key, set()).add(rel)
@@ -414,7 +416,7 @@ class MemoryIndex:
         entity = self._by_path.pop(rel, None)
         if entity is None:
             return
-        self._columns = None
+        self._stale.add(rel)
         for key in _title_keys(entity):
             paths = self._by_title.get(key)
             if paths is not None:
@@ -438,10 +440,18 @@ class MemoryIndex:
         return iter(list(self._by_path.values()))
 
     def columns(self) -> Columns:
-        """The search corpora of the current entities (built on first use after a change)."""
-        if self._columns is None:
-            self._columns = Columns(list(self._by_path.values()))
+        """Search corpora of the entities (rebuilt once many paths changed;
+        until then the changed ones are in :meth:`stale`)."""
+        if self._columns is None or len(self._stale) > max(256, len(self._by_path) // 20):
+            self._columns = Columns(sorted(self._by_path.values(), key=lambda e: (-e.modified_ts, e.path)))
+            self._stale.clear()
         return self._columns
+
+    def stale(self) -> tuple[set[str], list[Entity]]:
+        """What changed since :meth:`columns` was built: the paths (their corpus
+        entries are out of date) and the current entities at those paths."""
+        paths = set(self._stale)
+        return paths, [self._by_path[p] for p in sorted(paths) if p in self._by_path]
 
     def get(self, rel_path: str) -> Entity | None:
         """The entity at a path, or None."""

@@ -23,7 +23,7 @@ sentence.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -149,26 +149,36 @@ class MemoryTools:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
             raise MemoryToolError("`limit` must be a whole number from 1 to 100")
         cols = self.index.columns()
+        stale_paths, fresh = self.index.stale()
         if words:
             scores: dict[int, int] = {}
             for w in words:
                 for field, weight in enumerate(_WEIGHTS):
                     for k in cols.hits(field, w):
                         scores[k] = scores.get(k, 0) + weight
-            candidates = [(score, cols.entities[k]) for k, score in scores.items()]
+            candidates: Iterable[tuple[int, Entity]] = [(score, cols.entities[k]) for k, score in scores.items()]
+            fresh_scored = [(s, e) for e in fresh if (s := _score(e, words))]
         else:
-            candidates = [(0, e) for e in cols.entities]
+            candidates = ((0, e) for e in cols.entities)
+            fresh_scored = [(0, e) for e in fresh]
         scored: list[tuple[int, float, str, Entity]] = []
-        for score, e in candidates:
+        enough = None if words else limit + 8  # without keywords the corpus order is the ranking
+
+        def keep(e: Entity) -> bool:
             if e.status == "trashed" or (e.sensitivity == "sensitive" and not include_sensitive):
-                continue
+                return False
             if want_type is not None and e.type != want_type:
-                continue
+                return False
             if floor is not None and e.modified_ts < floor:
-                continue
-            if want_tags and not all(t in e.tags_l for t in want_tags):
-                continue
-            scored.append((-score, -e.modified_ts, e.path, e))
+                return False
+            return not want_tags or all(t in e.tags_l for t in want_tags)
+
+        for score, e in candidates:
+            if enough is not None and len(scored) >= enough:
+                break
+            if e.path not in stale_paths and keep(e):
+                scored.append((-score, -e.modified_ts, e.path, e))
+        scored.extend((-score, -e.modified_ts, e.path, e) for score, e in fresh_scored if keep(e))
         # the best few first; the whole list only when files vanished under the first picks
         ranked = heapq.nsmallest(limit + 8, scored, key=lambda x: x[:3])
         if len(ranked) < len(scored) and any(not (self.index.root / x[3].path).is_file() for x in ranked):
@@ -413,6 +423,14 @@ class MemoryTools:
         new = set_fields(data, fields)
         return WritePlan(entity.path, new, {"permalink": entity.permalink, "title": entity.title,
                                             "path": entity.path, "deleted": entity.title})
+
+
+def _score(e: Entity, words: Sequence[str]) -> int:
+    """The keyword score of one entity, field by field (for entities not in the corpora yet)."""
+    body = e.body.lower()
+    tags = "\x01".join(e.tags_l)
+    return sum(_WEIGHTS[0] * (w in e.title_l) + _WEIGHTS[1] * (w in e.permalink_l) + _WEIGHTS[2] * (w in tags)
+               + _WEIGHTS[3] * (w in body) for w in words)
 
 
 def _snippet(body: str, words: Sequence[str]) -> str:

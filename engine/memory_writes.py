@@ -6,7 +6,7 @@ compute the new bytes, writes them atomically into the mirror (backing up
 the version it replaces, re-checking that nobody saved the file meanwhile),
 then pushes the path with :func:`ohsync.engine.transfer.push` — the same
 read-merge-write with read-back verification every local edit goes through
-(DESIGN §5) — so a concurrent append on another device is merged, never
+(docs/architecture.md §5) — so a concurrent append on another device is merged, never
 overwritten.  It returns once the server holds the bytes; any failure is
 raised, and the file stays in the mirror for the next sync pass.
 
@@ -93,6 +93,7 @@ def apply_write(engine: Any, rel: str, planner: Planner, *, create: bool = False
     on_written()
     ctx = engine.ctx
     outcome = push(ctx, rel, ctx.state.get_base(rel))
+    ctx.state.replace_remote_snapshot(ctx.snapshot.values())  # as a pass would, so a crash now costs nothing
     ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
     result = dict(plan.result)
     result.update(verified=True, action=outcome.action)
@@ -131,6 +132,7 @@ def trash_entity(engine: Any, rel: str, planner: Planner,
         path.unlink()
     except FileNotFoundError:
         pass
+    ctx.state.replace_remote_snapshot(ctx.snapshot.values())
     ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
     result.update(trash=moved, in_place=False)
     return result

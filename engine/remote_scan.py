@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .models import DirListing, RemoteEntry, RepoInfo
+from .confirm import listing_problem
 from .paths import from_remote, name_problem, to_remote
 
 __all__ = ["RemoteScan", "scan_remote"]
@@ -38,6 +39,11 @@ class RemoteScan:
         entries' ``path`` is the rel path too).
     :ivar skipped: ``(rel path, reason)`` for names that cannot be mirrored.
     :ivar requests: listing requests made (the head check included).
+    :ivar rejected: ``(rel folder, reason)`` for listings answered with the
+        id of another folder (twice): such a folder keeps its previous
+        subtree and entry, and the caller must not remember ``head`` or
+        ``root_oid`` of this scan, so the next pass lists it again.
+    :ivar head_mtime: the head commit's time (Unix seconds, server clock; 0 if unknown).
     """
 
     head: str
@@ -46,6 +52,8 @@ class RemoteScan:
     snapshot: dict[str, RemoteEntry]
     skipped: list[tuple[str, str]] = field(default_factory=list)
     requests: int = 0
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    head_mtime: int = 0
 
 
 def scan_remote(client: _Lister, repo_id: str, remote_root: str, *, prev_head: str | None,
@@ -62,24 +70,39 @@ def scan_remote(client: _Lister, repo_id: str, remote_root: str, *, prev_head: s
     info = client.repo_info(repo_id)
     requests = 1
     if not force and prev_head is not None and info.head_commit_id == prev_head:
-        return RemoteScan(prev_head, prev_root_oid or "", False, prev_snapshot, requests=requests)
+        return RemoteScan(prev_head, prev_root_oid or "", False, prev_snapshot, requests=requests,
+                          head_mtime=info.mtime)
     whole_library = remote_root.strip("/") == ""
     if not force and whole_library and info.root and info.root == prev_root_oid:
         # A commit that did not change the tree (e.g. a library rename).
-        return RemoteScan(info.head_commit_id, info.root, False, prev_snapshot, requests=requests)
+        return RemoteScan(info.head_commit_id, info.root, False, prev_snapshot, requests=requests,
+                          head_mtime=info.mtime)
 
     children: dict[str, list[RemoteEntry]] = defaultdict(list)
     for entry in prev_snapshot.values():
         children[entry.path.rpartition("/")[0]].append(entry)
 
+    expected_root = info.root if whole_library and info.root else None
     listing = client.list_dir(repo_id, to_remote(remote_root, ""),
                               oid=None if force else prev_root_oid)
     requests += 1
+    if not listing.uptodate and listing_problem(listing, expected_root):
+        # Perhaps a commit landed in between: read the head again, list again.
+        info = client.repo_info(repo_id)
+        expected_root = info.root if whole_library and info.root else None
+        listing = client.list_dir(repo_id, to_remote(remote_root, ""))
+        requests += 2
+        problem = listing_problem(listing, expected_root)
+        if problem:
+            return RemoteScan(prev_head or "", prev_root_oid or "", False, prev_snapshot, requests=requests,
+                              rejected=[("", problem)])
     if listing.uptodate:
-        return RemoteScan(info.head_commit_id, listing.oid, False, prev_snapshot, requests=requests)
+        return RemoteScan(info.head_commit_id, listing.oid, False, prev_snapshot, requests=requests,
+                          head_mtime=info.mtime)
 
     snapshot: dict[str, RemoteEntry] = {}
     skipped: list[tuple[str, str]] = [(p, r) for p, r in getattr(client, "last_rejected", [])]
+    rejected: list[tuple[str, str]] = []
 
     def copy_subtree(rel_dir: str) -> None:
         for child in children.get(rel_dir, ()):
@@ -105,8 +128,22 @@ def scan_remote(client: _Lister, repo_id: str, remote_root: str, *, prev_head: s
             prev = prev_snapshot.get(rel)
             if not force and prev is not None and prev.is_dir and prev.id == entry.id:
                 copy_subtree(rel)
-            else:
-                pending.append(client.list_dir(repo_id, entry.path))
+                continue
+            child = client.list_dir(repo_id, entry.path)
+            requests += 1
+            if listing_problem(child, entry.id):
+                child = client.list_dir(repo_id, entry.path)  # once more: a commit may have landed
                 requests += 1
-                skipped.extend(getattr(client, "last_rejected", []))
-    return RemoteScan(info.head_commit_id, listing.oid, True, snapshot, skipped, requests)
+            problem = listing_problem(child, entry.id)
+            if problem:
+                # Never trust it: the folder keeps what the last good scan saw.
+                rejected.append((rel, problem))
+                if prev is not None and prev.is_dir:
+                    snapshot[rel] = prev
+                    copy_subtree(rel)
+                else:
+                    del snapshot[rel]
+                continue
+            pending.append(child)
+            skipped.extend(getattr(client, "last_rejected", []))
+    return RemoteScan(info.head_commit_id, listing.oid, True, snapshot, skipped, requests, rejected, info.mtime)

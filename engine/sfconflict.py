@@ -1,7 +1,7 @@
 """Seafile's own conflict files: ``<stem> (SFConflict <user> <time>).<ext>``.
 
 The server makes one when an update sent with ``head`` finds that the file
-changed since that commit (``shared/seafile-web-api.md`` §4.6): the other
+changed since that commit (``docs/seafile-api.md`` §5.4): the other
 edit stays live and the upload is stored beside it under that name.  Other
 Seafile clients (the desktop client, the web editor) make them too.  None of
 them stays on either side:
@@ -28,6 +28,7 @@ from .events import ConflictRecord, SyncEvent, SyncReport
 from .localfs import atomic_write, backup_file, stat_fingerprint
 from .merge import merge_versions
 from .paths import from_remote, parent_rel
+from .special_dirs import is_under
 
 __all__ = ["SFCONFLICT", "original_of", "find_own", "remove_remote", "fold_foreign"]
 
@@ -97,7 +98,8 @@ def fold_foreign(ctx: MirrorContext, report: SyncReport) -> set[str]:
     :returns: the rel paths handled (the caller leaves them out of planning).
     """
     found = sorted(rel for rel, entry in ctx.snapshot.items()
-                   if not entry.is_dir and not rel.startswith(CONFLICT_DIR + "/") and original_of(rel))
+                   if "(SFConflict " in rel and not entry.is_dir and not is_under(rel, CONFLICT_DIR)
+                   and original_of(rel))
     for rel in found:
         try:
             _fold_one(ctx, rel, original_of(rel) or "", report)
@@ -139,6 +141,12 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
                                message=f"merged the Seafile conflict file {rel.rpartition('/')[2]}"))
             return
         reasons = list(result.conflicts) or ["content"]
+        if result.partial is not None and result.partial != ours and stat_fingerprint(os.stat(local)) == fp:
+            # What merged stays live (pushed by the next pass); the whole
+            # conflict file is archived below.
+            if ctx.options.backup_dir is not None:
+                backup_file(ctx.local_root, original, ctx.options.backup_dir, ctx.options.library_name)
+            atomic_write(local, result.partial)
     else:
         reasons = ["content"]
     m = SFCONFLICT.match(rel.rpartition("/")[2])

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
-from .errors import LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError, local_error
+from .errors import (LibraryNotFound, LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError,
+                     local_error)
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
-from .localfs import LocalFile, check_root, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
+from .localfs import LocalFile, check_root, find_decomposed, clean_temp_files, hash_file, prune_backups, scan_tree, stat_fingerprint
 from .models import RemoteEntry, RepoInfo
 from .paths import name_problem, normalize_rel
 from .reconcile import Action, Side, decide
@@ -35,9 +36,11 @@ from .remote_scan import scan_remote
 from .state import Base, StateStore
 from .deletes import delete_local, delete_remote
 from .bulk import bulk_pull
+from .confirm import confirm_plans
+from . import regression
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote, pair_moves
-from .memory_format import MemoryParseError, parse_memory
+from .memory_check import memory_problem
 from .memory_merge import is_memory_file
 from .memory_stamp import stamp_edit
 from .transfer_large import LARGE_FILE, push_large
@@ -119,7 +122,8 @@ class SyncEngine:
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
                                  self.options, on_event, state.remote_snapshot())
         self.state = state
-        self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent)
+        self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent,
+                                 floor=self.options.percent_floor)
         self._skipped_local: list[tuple[str, str]] = []
         self._pruned_on = ""
         self._case_insensitive: bool | None = None
@@ -153,7 +157,9 @@ class SyncEngine:
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
         problems = {(IGNORE_FILE, p) for p in self.ignore.problems}
-        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems)
+        notices = set(self.ctx.notices.items())
+        return sorted(set(self._skipped_local) | set(self._skipped_remote) | set(self._skipped_pass) | problems
+                      | notices)
 
     def clock_offset(self) -> float | None:
         """Seconds the server's clock is ahead of ours (None: not known yet).
@@ -169,6 +175,19 @@ class SyncEngine:
     def confirm_deletes(self) -> int:
         """Let the next pass carry out the held deletes; returns how many."""
         return self.valve.confirm()
+
+    def regression(self) -> str | None:
+        """The sentence for a library whose history went backwards (held
+        deletes and overwrites, see :mod:`~ohsync.engine.regression`), or None."""
+        found = regression.load(self.state)
+        return found.sentence() if found is not None else None
+
+    def keep_newer(self) -> int:
+        """Settle a history regression by keeping the newer version from
+        either side on both (``ohsync resync``); the next pass does the
+        uploads and merges.  Returns how many held paths it settled (0: none)."""
+        found = regression.load(self.state)
+        return regression.keep_newer(self.ctx, found) if found is not None else 0
 
     def reset_state(self) -> None:
         """Forget the sync history (``ohsync resync``): the next pass treats
@@ -233,6 +252,7 @@ class SyncEngine:
         folded: set[str] = set()
         if check_remote:
             self._check_remote(report)
+        considered: set[str] | None = None  # None: the whole mirror
         try:
             if check_remote:
                 folded = fold_foreign(self.ctx, report)
@@ -248,6 +268,7 @@ class SyncEngine:
                 # a folder event stands for everything synced below it
                 dirty |= {p for p in bases for d in list(dirty) if d and p.startswith(d + "/")}
                 candidates = dirty | self._remote_differences(bases)
+                considered = candidates
                 local = self._stat_paths(candidates)
             candidates |= {original_of(p) or p for p in folded}
             candidates -= folded
@@ -264,16 +285,24 @@ class SyncEngine:
                 plan = self._plan_file(rel, entry, remote, bases.get(rel), report)
                 if plan is not None:
                     plans.append(plan)
+            plans = confirm_plans(self.ctx, plans, lambda p, remote: self._plan_file(
+                p.rel, local.get(p.rel), remote, bases.get(p.rel), report))
+            held = regression.load(self.state)
+            if held is not None:
+                plans = regression.hold(self.ctx, plans, held, report)
             plans, moves = pair_moves(self.ctx, plans)
+            deferred: set[str] = set()
             if local_paths is not None and any(p.action is Action.DELETE_REMOTE for p in plans):
                 # Local deletes are counted against the safety valve over the whole
                 # mirror: a watcher delivers an `rm -r` in several batches.
+                deferred = {p.rel for p in plans if p.action is Action.DELETE_REMOTE}
                 plans = [p for p in plans if p.action is not Action.DELETE_REMOTE]
                 report.rescan = True
             for old, new in moves:
                 self._run_move(old, new, report)
+            # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
-                                      None if local_paths is None else candidates)
+                                      None if local_paths is None else candidates - deferred)
             plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report, should_stop)
             plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
@@ -292,7 +321,9 @@ class SyncEngine:
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
-            self._skipped_pass = list(report.skipped)
+            # a pass over some paths keeps what earlier passes skipped elsewhere
+            kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]
+            self._skipped_pass = sorted(set(kept) | set(report.skipped))
         return report
 
     def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:
@@ -349,9 +380,25 @@ class SyncEngine:
             self.ctx.snapshot = dict(scan.snapshot)
             self._skipped_remote = scan.skipped
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+        for folder, problem in scan.rejected:
+            report.errors.append((folder or "/", problem))
+        if scan.rejected:
+            return  # keep the last head and root id: the next pass lists those folders again
+        regression.detect(self.ctx, scan.head)
+        if not scan.changed and self.state.get_meta(regression.WROTE):
+            # We wrote since this head, yet it did not move: walk the tree to
+            # see whether the server lost our writes (rolled back to it).
+            scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root, prev_head=None,
+                               prev_root_oid=None, prev_snapshot=self.ctx.snapshot)
+            report.remote_changed = True
+            regression.check_own_writes(self.ctx, scan.head, scan.snapshot)
+            self.ctx.snapshot = dict(scan.snapshot)
+            self._skipped_remote = scan.skipped
+            self.state.replace_remote_snapshot(self.ctx.snapshot.values())
         with self.state.transaction():
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
+            regression.seen(self.state, scan.head, scan.head_mtime)
         self.ctx.head = scan.head or None  # read before every listing: a safe base for updates
         self.ctx.head_stale.clear()
 
@@ -370,6 +417,14 @@ class SyncEngine:
                 continue
             try:
                 st = os.lstat(self.ctx.local_path(rel))
+            except FileNotFoundError:
+                # the watcher names paths composed (NFC); the file may be written decomposed
+                if not find_decomposed(self.local_root, rel):
+                    continue
+                try:
+                    st = os.lstat(self.ctx.local_path(rel))
+                except OSError:
+                    continue
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
@@ -405,6 +460,11 @@ class SyncEngine:
             if base is not None and base.is_dir and not (local_dir and remote_dir):
                 deletes.append(rel)
                 continue
+            if local_dir and not remote_dir and base is None and self._only_ignored(rel):
+                continue  # nothing to sync in it (only ignored files): no folder on the server
+            version = ("dir", local_dir, remote.id if remote is not None else None)
+            if self.failure_book.held(rel, version) is not None:
+                continue  # failed on these very versions: waits (backoff) or needs the person
             try:
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
@@ -413,10 +473,38 @@ class SyncEngine:
                 if base is None:
                     self.state.set_base(Base(rel, True, None, None))
             except _PER_PATH_ERRORS as exc:
-                report.errors.append((rel, str(exc)))
+                self._dir_failed(rel, exc, version, report)
             except OSError as exc:
-                report.errors.append((rel, exc.strerror or str(exc)))
+                self._dir_failed(rel, local_error(exc, rel, what="creating the folder"), version, report)
+            else:
+                self.failure_book.succeeded(rel)
         return deletes
+
+    def _dir_failed(self, rel: str, exc: OhsyncError, version: tuple[Any, ...], report: SyncReport) -> None:
+        """Report and remember a folder that could not be created."""
+        item = self.failure_book.record(rel, exc, version)
+        message = str(exc)
+        if item.failure.permanent:
+            message += " (not retried until it changes or you run `ohsync refresh`)"
+        report.errors.append((rel, message))
+        self.ctx.emit(SyncEvent("error", rel, message=message))
+
+    def _only_ignored(self, rel: str) -> bool:
+        """True when local folder ``rel`` holds something, all of it ignored
+        (junk such as ``.DS_Store``, at any depth)."""
+        root = self.ctx.local_path(rel)
+        seen = False
+        for folder, dirs, files in os.walk(root):
+            sub = Path(folder).relative_to(self.local_root).as_posix()
+            for name in files:
+                if not self.ignore.match(normalize_rel(f"{sub}/{name}"), False):
+                    return False
+                seen = True
+            for name in list(dirs):
+                if self.ignore.match(normalize_rel(f"{sub}/{name}"), True):
+                    dirs.remove(name)
+                    seen = True
+        return seen
 
     def _finish_dir_deletes(self, folders: list[str], report: SyncReport) -> None:
         """Propagate folder deletes, deepest first, only for emptied folders.
@@ -452,6 +540,10 @@ class SyncEngine:
                         if remote is not None:
                             report.skipped.append((rel, "replaced by a file on the server while the local "
                                                         "folder still holds files"))
+                        elif self._only_ignored(rel):
+                            # ignored leftovers (.DS_Store) stay here, local only: they never
+                            # bring the folder back on the server
+                            self.state.delete_base(rel)
                         else:
                             ensure_remote_dir(self.ctx, rel)
                         continue
@@ -563,6 +655,7 @@ class SyncEngine:
                 if fid == remote.id:
                     adopt(ctx, rel, remote.id)
                     ctx.emit(SyncEvent("synced", rel, action="adopt"))
+                    self._check_damaged(rel)
                     return
             if action is Action.FORGET:
                 self.state.delete_base(rel)
@@ -678,10 +771,4 @@ class SyncEngine:
             data = self.ctx.local_path(rel).read_bytes()
         except OSError:
             return
-        reason = None
-        if data:
-            try:
-                parse_memory(data)
-            except MemoryParseError as exc:
-                reason = str(exc)
-        self.state.set_issue("damaged", rel, reason)
+        self.state.set_issue("damaged", rel, memory_problem(data))

@@ -2,7 +2,7 @@
 
 ``pull`` downloads into a temp file beside the target, re-checks that the
 local file did not change since the plan was made, backs the old version
-up and renames.  ``push`` follows DESIGN §5: read the current remote entry;
+up and renames.  ``push`` follows docs/architecture.md §5: read the current remote entry;
 unchanged since base ⇒ upload; else fetch theirs, merge base/ours/theirs,
 write the merge locally first, upload; then read back (the id must be the
 one the upload returned, and small files are downloaded again and compared
@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from .conflict_names import CONFLICT_DIR, conflict_copy_path, origin_of
+from .special_dirs import working_dir
 from .crashpoints import reach
 from .context import MirrorContext
-from .errors import LocalError, NotFoundError
+from .errors import RemoteOperationError, LocalError, NotFoundError
 from .events import ConflictRecord, SyncEvent
 from .ids import file_hashes, seafile_file_id, sha1_bytes
 from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
@@ -31,7 +32,7 @@ from .paths import from_remote, parent_rel
 from .state import Base
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
-           "remote_written", "head_for"]
+           "remote_written", "head_for", "archive_version"]
 
 
 #: A path that conflicted this many times within FIGHT_WINDOW is paused.
@@ -164,15 +165,28 @@ def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
                 ctx.snapshot[parent] = RemoteEntry(parent, True, "", known.size, known.mtime)
             parent = parent_rel(parent)
     ctx.state.set_meta("root_oid", None)
+    ctx.state.set_meta("wrote_since_head", "1")  # see regression.check_own_writes
 
 
 def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
-    """Create a remote folder (and its parents) unless the snapshot has it."""
+    """Create a remote folder (and its parents) unless the snapshot has it.
+
+    :raises RemoteOperationError: a file on the server has the name of the
+        folder or of one of its parents (the server would only say HTTP 520).
+    """
     if not rel_dir:
         return
     known = ctx.snapshot.get(rel_dir)
     if known is not None and known.is_dir:
         return
+    parts = rel_dir.split("/")
+    for i in range(1, len(parts) + 1):
+        sub = "/".join(parts[:i])
+        entry = ctx.snapshot.get(sub)
+        if entry is not None and not entry.is_dir:
+            raise RemoteOperationError(
+                f"Cannot create the folder {rel_dir} on the server: a file named {sub} is in the way. "
+                f"Rename or move that file.", path=rel_dir, title="A file is in the way")
     ctx.client.mkdir(ctx.repo_id, ctx.remote_path(rel_dir), parents=True)
     remote_written(ctx, rel_dir)
     parts = rel_dir.split("/")
@@ -233,7 +247,7 @@ class _Raced(Exception):
 
 
 def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str) -> bool:
-    """DESIGN §5 step 3: is what the server holds now exactly what we wrote?"""
+    """docs/architecture.md §5, step 3: is what the server holds now exactly what we wrote?"""
     current = current_remote(ctx, rel_path)
     if current is None or current.id != uploaded_id:
         return False
@@ -245,20 +259,31 @@ def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str)
     return True
 
 
-def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str) -> str | None:
+def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str, top: str = CONFLICT_DIR) -> str | None:
     """A conflict copy of ``rel_path`` already holding exactly theirs (a pass
     that died after archiving), so it is not archived twice."""
     folder, _, name = rel_path.rpartition("/")
     stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    prefix = f"{CONFLICT_DIR}/{folder}/{stem}__" if folder else f"{CONFLICT_DIR}/{stem}__"
+    prefix = f"{top}/{folder}/{stem}__" if folder else f"{top}/{stem}__"
     for path, entry in ctx.snapshot.items():
         if path.startswith(prefix) and not entry.is_dir and entry.id == theirs_id:
             return path
     return None
 
 
+def archive_version(ctx: MirrorContext, rel_path: str, theirs: bytes, reason: str,
+                    fields: tuple[str, ...]) -> ConflictRecord:
+    """Archive a server version of ``rel_path`` as a conflict copy on both sides
+    (the local file stays live) and record the conflict with ``reason``.
+
+    :returns: the conflict record (``archived`` names the copy).
+    :raises RemoteError: from the client.
+    """
+    return _archive(ctx, rel_path, theirs, list(fields), reason=reason)
+
+
 def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str],
-             details: list[str] | None = None) -> ConflictRecord:
+             details: list[str] | None = None, *, reason: str | None = None) -> ConflictRecord:
     """Store the remote version as a conflict copy on both sides.
 
     :param reasons: what could not merge (``fields`` of the record).
@@ -270,7 +295,8 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
 
     now = datetime.now(timezone.utc)
     theirs_id = seafile_file_id(theirs)
-    stored_rel = _existing_copy(ctx, rel_path, theirs_id)
+    top = working_dir(ctx, CONFLICT_DIR)
+    stored_rel = _existing_copy(ctx, rel_path, theirs_id, top)
     if stored_rel is None:
         # The loser's origin names who wrote it, unless both versions carry the
         # same one (a field nobody updated): then it is just "remote".
@@ -279,7 +305,7 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
             same_origin = origin == origin_of(fh.read(4096))
         if same_origin:
             origin = "remote"
-        copy_rel = conflict_copy_path(rel_path, origin, taken, now)
+        copy_rel = conflict_copy_path(rel_path, origin, taken, now, top)
         ensure_remote_dir(ctx, parent_rel(copy_rel))
         result = ctx.client.upload(ctx.repo_id, ctx.remote_path(copy_rel), theirs, replace=False)
         stored_rel = from_remote(ctx.remote_root, result.path) or copy_rel
@@ -291,18 +317,31 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
     _record_base(ctx, stored_rel, theirs, theirs_id, fp)
     reach("conflict.archived")
     fields = tuple(reasons) if reasons else ("content",)
-    reason = "both sides changed it in ways that do not merge"
-    if details:
-        reason = "everything else merged into the live file; not merged: " + "; ".join(details)
+    if reason is None:
+        reason = "both sides changed it in ways that do not merge"
+        if details:
+            reason = "everything else merged into the live file; not merged: " + "; ".join(details)
     record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"), reason, fields)
     ctx.state.add_conflict(record)
     ctx.emit(SyncEvent("conflict", rel_path, action=stored_rel, message=f"remote version archived as {stored_rel}"))
     return record
 
 
+#: State meta key: the server was seen keeping a concurrent edit for an update with ``head``.
+HEAD_HONOURED = "head_honoured"
+
+
+def _check_history(ctx: MirrorContext, action: str) -> bool:
+    """Whether to read the file's history after a verified update (see
+    :attr:`EngineOptions.history_check`)."""
+    if ctx.options.history_check is not None:
+        return ctx.options.history_check
+    return action != "upload" and ctx.state.get_meta(HEAD_HONOURED) != "1"
+
+
 def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
          base_content: bytes | None = None) -> PushOutcome:
-    """Read-merge-write of one local file (DESIGN §5).
+    """Read-merge-write of one local file (docs/architecture.md §5).
 
     Updates carry ``head`` (:func:`head_for`), so the server never overwrites
     an edit that landed after our read: it keeps that edit live and stores
@@ -384,7 +423,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         reach("push.uploaded")
         if _read_back(ctx, rel_path, content, new_id):
             reach("push.verified")
-            if ctx.options.history_check and remote is not None:
+            if remote is not None and _check_history(ctx, action):
                 crossed = overwritten_revision(ctx, rel_path, new_id, remote.id)
                 if crossed is not None:
                     # The server ignored head and ours replaced a version we
@@ -396,8 +435,14 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                         base, base_content, action = Base(rel_path, False, sha1_bytes(content), new_id), content, "merge"
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue
-                    conflict = _archive(ctx, rel_path, unseen, list(result.conflicts))
+                    conflict = _archive(ctx, rel_path, unseen, list(result.conflicts), list(result.details))
                     action = "conflict"
+                    if result.partial is not None and result.partial != content:
+                        # What merged stays live; write that and upload it.
+                        fp = _replace_local(ctx, rel_path, result.partial, fp)
+                        base, base_content = Base(rel_path, False, sha1_bytes(content), new_id), content
+                        ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
+                        continue
             _record_base(ctx, rel_path, content, new_id, fp)
             record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content)
             return PushOutcome(action, conflict)
@@ -407,6 +452,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             # still local, so its SFConflict copy goes and the next round
             # merges the live version in.
             remove_remote(ctx, own)
+            ctx.state.set_meta(HEAD_HONOURED, "1")
             ctx.emit(SyncEvent("synced", rel_path, "up", action="merge",
                                message="another edit landed while uploading; merging it"))
         # Another writer slipped in between upload and read-back.  The base

@@ -25,7 +25,7 @@ from .localfs import hash_file, stat_fingerprint
 from .models import RemoteEntry
 from .paths import parent_rel
 from .state import Base
-from .transfer import LocalChanged, PushOutcome, current_remote, ensure_remote_dir, head_for, remote_written
+from .transfer import HEAD_HONOURED, LocalChanged, PushOutcome, current_remote, ensure_remote_dir, head_for, remote_written
 
 __all__ = ["LARGE_FILE", "push_large"]
 
@@ -102,5 +102,6 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
             # The server kept an edit that landed meanwhile; ours is still
             # local: next round archives that edit and uploads ours again.
             remove_remote(ctx, own)
+            ctx.state.set_meta(HEAD_HONOURED, "1")
     raise LocalError(f"{rel_path}: another writer kept changing it; will try again later",
                      title="Busy file", path=rel_path)

@@ -1,12 +1,18 @@
-"""The mass-delete safety valve (DESIGN §4).
+"""The mass-delete safety valve (docs/architecture.md §4).
 
-If the deletes planned on one side exceed the smaller of ``max_delete_files``
-and ``max_delete_percent`` of the mirror — counted over a rolling window, so
-a watcher delivering a mass delete in small batches is caught too — those
-deletes are held: everything else keeps syncing, and the held deletes wait
-for :meth:`DeleteValve.confirm` (``ohsync confirm-deletes``).  An emptied
-mount point, a wiped library or a mistaken ``rm -r`` thus never propagates
-on its own.
+Deletes on one side are counted over a rolling window (so a watcher
+delivering a mass delete in small batches is caught too) and held when
+
+* the count exceeds ``max_delete_files`` (an absolute number of files, as
+  Dropbox's and Seafile's own clients count), or
+* the count reaches ``percent_floor`` **and** exceeds ``max_delete_percent``
+  of the mirror's files: the share only matters from a floor on, so tidying
+  up 6 notes in a library of 25 is ordinary use, not a mass delete.
+
+Held deletes wait for :meth:`DeleteValve.confirm` (``ohsync
+confirm-deletes``) while everything else keeps syncing.  An emptied mount
+point, a wiped library or a mistaken ``rm -r`` thus never propagates on its
+own.
 """
 
 from __future__ import annotations
@@ -18,10 +24,28 @@ from typing import Any
 
 from .reconcile import Action
 
-__all__ = ["Plan", "DeleteValve", "WINDOW_SECONDS"]
+__all__ = ["Plan", "DeleteValve", "WINDOW_SECONDS", "PERCENT_FLOOR", "exceeds"]
 
 #: Deletes executed within this many seconds count together.
 WINDOW_SECONDS = 300.0
+#: Fewest deletes on one side for which ``max_delete_percent`` applies.
+PERCENT_FLOOR = 10
+
+
+def exceeds(count: int, tracked: int, *, max_files: int, max_percent: float,
+            floor: int = PERCENT_FLOOR) -> bool:
+    """True when ``count`` deletes on one side of a mirror of ``tracked``
+    files are a mass delete that must be held.
+
+    :param count: deletes on one side within the window.
+    :param tracked: files in the mirror's base (the 100 % of the share).
+    :param max_files: more deletes than this are always held.
+    :param max_percent: a share of ``tracked`` (0–100) …
+    :param floor: … that holds deletes only when there are at least this many.
+    """
+    if count > max_files:
+        return True
+    return count >= floor and count > tracked * max_percent / 100.0
 
 
 @dataclass(frozen=True)
@@ -46,21 +70,26 @@ class DeleteValve:
     """Holds mass deletes until confirmed.
 
     :param max_files: deletes on one side beyond this are held.
-    :param max_percent: … or beyond this share of the tracked files.
+    :param max_percent: … and so are ``floor`` or more beyond this share of
+        the tracked files (see :func:`exceeds`).
+    :param floor: fewest deletes the share applies to.
     :param clock: monotonic seconds (injectable for tests).
     """
 
-    def __init__(self, max_files: int, max_percent: float, clock: Any = time.monotonic) -> None:
+    def __init__(self, max_files: int, max_percent: float, clock: Any = time.monotonic,
+                 floor: int = PERCENT_FLOOR) -> None:
         self.max_files = max_files
         self.max_percent = max_percent
+        self.floor = floor
         self._clock = clock
         self._recent: dict[str, deque[float]] = {"local": deque(), "remote": deque()}
         self._held: list[tuple[str, str]] = []
         self._confirmed = False
 
-    def limit(self, tracked: int) -> float:
-        """Deletes allowed on one side of a mirror of ``tracked`` files."""
-        return min(self.max_files, tracked * self.max_percent / 100.0)
+    def allows(self, count: int, tracked: int) -> bool:
+        """True when ``count`` deletes on one side of ``tracked`` files may go ahead."""
+        return not exceeds(count, tracked, max_files=self.max_files, max_percent=self.max_percent,
+                           floor=self.floor)
 
     def held(self) -> list[tuple[str, str]]:
         """``(rel path, side)`` of the deletes currently held."""
@@ -96,7 +125,7 @@ class DeleteValve:
         for side, batch in by_side.items():
             if not batch:
                 continue
-            if self._confirmed or len(batch) + len(self._recent[side]) <= self.limit(tracked):
+            if self._confirmed or self.allows(len(batch) + len(self._recent[side]), tracked):
                 keep.extend(batch)
                 self._recent[side].extend([now] * len(batch))
             else:

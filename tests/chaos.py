@@ -67,6 +67,7 @@ class Stats:
     actions: int = 0
     kills: int = 0
     relogins: int = 0
+    confirms: int = 0
     faults: int = 0
     written: int = 0
     found: int = 0
@@ -79,6 +80,7 @@ class Stats:
         """One line: versions written / found / lost and the memory auto-merge rate."""
         rate = (1.0 - self.memory_conflicts / self.memory_concurrent) if self.memory_concurrent else 1.0
         return (f"chaos seed={self.seed}: {self.actions} actions, {self.kills} kills, {self.relogins} logins, "
+                f"{self.confirms} confirmed mass deletes, "
                 f"{self.faults} faults; "
                 f"versions written {self.written} / found {self.found} / lost {len(self.lost)} "
                 f"(exempt {self.exempt}); memory auto-merge {rate:.1%} "
@@ -384,9 +386,17 @@ class Chaos:
             self.start_daemon()
 
         def settled() -> bool:
+            client = self.daemon.client(timeout=60)
+            if client.call("held_deletes"):
+                # the safety valve held a mass delete (many deletes piled up while the
+                # daemon was down): the person looks and confirms, as `ohsync confirm-deletes`
+                client.call("confirm_deletes")
+                self.stats.confirms += 1
+                self._note("confirm held deletes")
+                return False
             if read_tree(self.mirror) != self.srv.tree(self.repo):
                 return False
-            return self.daemon.client(timeout=60).call("wait", {"timeout": 30}).get("synced") is True
+            return client.call("wait", {"timeout": 30}).get("synced") is True
 
         try:
             wait_for(settled, timeout=timeout, interval=1.0, what="quiescence")

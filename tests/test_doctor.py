@@ -252,7 +252,7 @@ def test_display_and_tray_host(setup_done, probes) -> None:
     found = _check(findings, "display")
     assert found.level == WARNING and "ohsync run --no-tray" in found.fix and exit_code(findings) == 0
     found = _check(_run(setup_done, replace(probes, tray_libraries=lambda: "pystray is missing")), "tray")
-    assert found.level == WARNING and "ohsync[tray]" in found.fix
+    assert found.level == WARNING and "'.[tray]'" in found.fix
     found = _check(_run(setup_done, replace(probes, find_tray_host=lambda env: None)), "tray")
     assert found.level == WARNING and "gnome-shell-extension-appindicator" in found.fix
 

@@ -133,7 +133,9 @@ class _FakeLister:
 
     def list_dir(self, repo_id, path, *, oid=None, recursive=False):
         self.listed.append(path)
-        return DirListing(path, "oid-" + path, False, tuple(self.tree[path]))
+        # a folder's listing carries the id its parent's listing gave it
+        ids = {e.path: e.id for entries in self.tree.values() for e in entries if e.is_dir}
+        return DirListing(path, ids.get(path, "oid-" + path), False, tuple(self.tree[path]))
 
 
 def test_remote_scan_costs_one_request_when_head_is_unchanged():

@@ -178,3 +178,59 @@ def test_daemon_413_costs_a_few_requests_and_one_activity_line(daemon_env) -> No
     wait_for(lambda: srv.tree(repo_id).get("/Files/scan.pdf") == (mirror / "Files" / "scan.pdf").read_bytes(),
              timeout=30, what="scan.pdf uploaded after refresh")
     wait_for(lambda: not p.status()["failures"], timeout=30, what="failure cleared")
+
+
+def test_a_remote_path_too_long_for_this_disk_is_named_and_not_retried(devserver, tmp_path) -> None:
+    repo = devserver.create_library(USER, "OH-Memory")
+    deep = "/".join(["d" * 200] * 22)  # 4,400 bytes: more than PATH_MAX on Linux
+    devserver.put_file(repo, f"/{deep}/note.md", b"far away\n")
+    devserver.put_file(repo, "/near.md", b"near\n")
+    m = make_mirror(devserver, repo, tmp_path)
+    first = m.sync()
+    assert m.read("near.md") == b"near\n"  # the rest syncs
+    assert first.errors and any("too long" in msg for _, msg in first.errors), first.errors
+    failures = {f["path"]: f for f in m.engine.failures()}
+    assert any(f["needs"] == "name" and f["permanent"] for f in failures.values()), failures
+    for _ in range(3):
+        assert m.sync().errors == []  # held: neither an error line nor an attempt per pass
+
+
+def test_over_quota_waits_for_the_person(devserver, tmp_path) -> None:
+    repo = devserver.create_library(USER, "OH-Memory")
+    devserver.put_file(repo, "/seed.md", b"seed\n")
+    m = make_mirror(devserver, repo, tmp_path)
+    m.sync()
+    devserver.set_quota(USER, 10)  # bytes: already over
+    m.write("notes/new.md", b"a new note that does not fit\n")
+    first = m.sync()
+    assert [p for p, _ in first.errors] == ["notes/new.md"] and "quota" in first.errors[0][1].lower()
+    devserver.reset_counters()
+    for _ in range(3):
+        assert m.sync().errors == []
+        m.sync(["notes/new.md"])
+    assert devserver.request_count(r"upload") == 0
+    assert m.engine.failures()[0]["needs"] == "quota"
+    devserver.set_quota(USER, 0)  # more quota, and the person says so
+    m.engine.release_failures()
+    assert m.sync().errors == []
+    assert devserver.tree(repo)["/notes/new.md"] == b"a new note that does not fit\n"
+
+
+def test_full_disk_during_a_cold_bulk_download_is_per_path_not_a_failed_pass(devserver, tmp_path, monkeypatch) -> None:
+    import ohsync.engine.bulk as bulk
+
+    repo = devserver.create_library(USER, "OH-Memory")
+    for i in range(30):
+        devserver.put_file(repo, f"/notes/n{i:02d}.md", f"note {i}\n".encode())
+    m = make_mirror(devserver, repo, tmp_path)
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(bulk, "atomic_write", full)
+    monkeypatch.setattr(m.client, "download_resumable", full)
+    rep = m.sync()  # no exception: each file fails on its own
+    assert len(rep.errors) == 30 and all("disk is full" in msg for _, msg in rep.errors)
+    devserver.reset_counters()
+    assert m.sync().errors == []
+    assert devserver.request_count(r"zip|/files/|download") == 0

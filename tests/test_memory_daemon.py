@@ -33,7 +33,8 @@ def running(isolated_env, devserver, tmp_path: Path):
     write_config(isolated_env, devserver.url, USER, mirror, poll_interval=120.0)
     daemon = DaemonProc(isolated_env)
     try:
-        daemon.wait_state("idle", timeout=90)
+        # synced; the sample's unclosed frontmatter keeps the state at "attention" (it is named there)
+        daemon.wait_state("attention", timeout=90)
         yield repo, mirror, daemon
     finally:
         daemon.stop()
@@ -64,11 +65,28 @@ def test_socket_append_and_a_concurrent_web_api_append_both_survive(devserver, r
     out = daemon.cli("memory", "search", "--json", "整理了哈希表笔记")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["results"][0]["permalink"] == "journal-2026-11-df70"
+    out = daemon.cli("memory", "append", "comm-style-pref-0e96", "tone", "少用感叹号", "--context", "CLI")
+    assert out.returncode == 0 and "verified on the server" in out.stdout, out.stderr
+    assert "- [tone] 少用感叹号 (CLI)" in devserver.read_file(repo, "/preferences/沟通风格偏好.md").decode()
+    out = daemon.cli("memory", "read", "comm-style-pref-0e96")
+    assert out.returncode == 0 and "- [tone] 少用感叹号 (CLI)" in out.stdout
+    out = daemon.cli("memory", "list", "--folder", "preferences")
+    assert out.returncode == 0 and "comm-style-pref-0e96" in out.stdout and "沟通风格偏好" in out.stdout
+    out = daemon.cli("memory", "append", "comm-style-pref-0e96", "key", "OTP: 123456")
+    assert out.returncode == 1 and "verification code" in out.stderr
 
 
 def test_write_read_after_rename_edit_and_delete_into_trash(devserver, running) -> None:
     repo, mirror, daemon = running
     client = daemon.client(60)
+    # written on another device: memory.refresh pulls it and the index knows it at once
+    phone = ("---\ntitle: 手机上记的\ntype: note\npermalink: phone-note-1234\ntags: []\n"
+             "modified: 2026-12-01T08:00:00+08:00\n---\n\n## Observations\n- [idea] 周末去颐和园\n")
+    devserver.put_file(repo, "/knowledge/手机上记的.md", phone.encode())
+    assert client.call("memory.search", {"query": "颐和园"})["results"] == []
+    refreshed = client.call("memory.refresh", {"timeout": 30})
+    assert refreshed["refreshed"] is True
+    assert client.call("memory.search", {"query": "颐和园"})["results"][0]["permalink"] == "phone-note-1234"
     made = client.call("memory.write", {
         "title": "图书馆开放时间", "type": "fact",
         "observations": [{"category": "hours", "text": "北馆 8:00 开门", "tags": ["图书馆"]}],

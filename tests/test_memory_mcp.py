@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import anyio
-import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -37,7 +36,7 @@ def test_mcp_lists_tools_searches_appends_and_reads_back(isolated_env, devserver
     write_config(isolated_env, devserver.url, USER, tmp_path / "mirror", poll_interval=60.0)
     daemon = DaemonProc(isolated_env)
     try:
-        daemon.wait_state("idle", timeout=90)
+        daemon.wait_state("attention", timeout=90)  # synced; the sample's damaged file is named
 
         async def session() -> dict:
             async with Client(_params(isolated_env), read_timeout_seconds=60) as client:

@@ -341,3 +341,19 @@ def test_trash_marks_the_entity(tools: MemoryTools, lib: Path) -> None:
     fm = parse_memory(plan.data).frontmatter.data
     assert fm["status"] == "trashed" and fm["original_path"] == "tasks/申请 SRT 项目.md"
     assert fm["trash_reason"] == "项目取消" and plan.result["deleted"] == "申请 SRT 项目"
+
+
+def test_changes_after_the_corpora_were_built_are_searched_too(lib: Path, tools: MemoryTools) -> None:
+    assert permalinks(tools.search("沟通风格"))[0] == "comm-style-pref-0e96"  # corpora built now
+    path = lib / "preferences/沟通风格偏好.md"
+    path.write_text(path.read_text(encoding="utf-8").replace("先给结论", "先给一个斑马结论")
+                    .replace("modified: 2026-10-18T23:05:00+08:00", "modified: 2027-01-01T00:00:00+08:00"),
+                    encoding="utf-8")
+    note(lib, "knowledge/new.md", "斑马笔记", "zebra-note-1", "2026-01-01T00:00:00+08:00", "- [k] v")
+    (lib / "tasks/申请 SRT 项目.md").unlink()
+    tools.index.update(["preferences/沟通风格偏好.md", "knowledge/new.md", "tasks/申请 SRT 项目.md"])
+    assert tools.index.stale()[0]  # not folded into the corpora yet
+    assert permalinks(tools.search("斑马")) == ["zebra-note-1", "comm-style-pref-0e96"]
+    assert tools.search("先给结论")["results"] == []
+    assert "srt-application-cf84" not in permalinks(tools.search("SRT", limit=50))
+    assert permalinks(tools.search(limit=1)) == ["comm-style-pref-0e96"]  # now the newest

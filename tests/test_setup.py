@@ -86,6 +86,39 @@ def test_scripted_setup_names_each_missing_flag(isolated_env, devserver, monkeyp
     assert "needs --autostart or --no-autostart" in capsys.readouterr().err
 
 
+def test_scripted_setup_with_autostart_installs_the_entry(isolated_env, devserver, monkeypatch, capsys) -> None:
+    """Without a systemd user manager (a stand-in systemctl says so) autostart is an XDG entry that
+    runs this config."""
+    bin_dir = isolated_env.root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    _stdin(monkeypatch, PASSWORD + "\n")
+    argv = _scripted(isolated_env, devserver, "--create-library")
+    argv[argv.index("--no-autostart")] = "--autostart"
+    assert main(argv) == 0, capsys.readouterr().err
+    entry = isolated_env.root / "xdg-config" / "autostart" / "ohsync.desktop"
+    assert f"--config {isolated_env.config} run\n" in entry.read_text()
+    assert f"Installed {entry}" in capsys.readouterr().out
+
+
+def test_autostart_that_fails_is_said_and_exits_1(isolated_env, devserver, monkeypatch, capsys) -> None:
+    from ohsync.daemon import autostart
+
+    def refuse(**kw):
+        raise autostart.AutostartError("Cannot find the installed `ohsync` command to start at login.")
+
+    monkeypatch.setattr(autostart, "enable", refuse)
+    _stdin(monkeypatch, PASSWORD + "\n")
+    argv = _scripted(isolated_env, devserver, "--create-library")
+    argv[argv.index("--no-autostart")] = "--autostart"
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Autostart could not be enabled: Cannot find the installed `ohsync` command" in err
+    assert load_config(isolated_env.config).server == devserver.url  # the rest of setup is kept
+
+
 def test_non_empty_folder_needs_merge_unless_it_mirrors_the_library(isolated_env, devserver, monkeypatch,
                                                                      capsys) -> None:
     devserver.create_library(USER, "OH-Memory")
@@ -302,6 +335,8 @@ def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
         child.sendline(str(home / "Mirror"))
         child.expect_exact("Drop folder")
         child.sendline("")
+        child.expect_exact("Start ohsync automatically when you log in? [Y/n]: ")
+        child.sendline("n")  # yes would install autostart files (tests/test_autostart.py covers that)
         child.expect_exact("ohsync is set up")
         child.expect(pexpect.EOF)
     finally:

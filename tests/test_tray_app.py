@@ -352,7 +352,7 @@ def test_load_pystray_explains_what_is_missing(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "gi", None)  # PyGObject not installed
     with pytest.raises(desktop.TrayUnavailable) as info:
         desktop.choose_linux_backend()
-    assert "pip install 'ohsync[tray]' (needs libgirepository1.0-dev libcairo2-dev)" in str(info.value)
+    assert "pipx install --force '.[tray]'" in str(info.value) and "libgirepository1.0-dev" in str(info.value)
 
 
 def test_open_commands_per_platform() -> None:

@@ -46,6 +46,7 @@ EXPECTED_LINES = {
     "starting": "Starting…",
     "idle": "Up to date · synced 2 min ago",
     "syncing": "Syncing",
+    "attention": "Needs attention · synced 2 min ago",
     "paused": "Paused",
     "offline": "Offline — retrying",
     "auth_required": "Login needed — run ohsync login",
@@ -72,7 +73,8 @@ def test_every_daemon_state_has_a_line_an_icon_and_the_full_menu(state: str) -> 
 
 
 def test_the_state_list_covers_the_design_contract() -> None:
-    contract = {"starting", "idle", "syncing", "paused", "offline", "auth_required", "stopped", "error"}
+    contract = {"starting", "idle", "syncing", "attention", "paused", "offline", "auth_required", "stopped",
+                "error"}
     assert contract | {mm.NOT_RUNNING} == set(mm.ICON_STATES)
     assert contract == set(EXPECTED_LINES)
 

@@ -79,3 +79,37 @@ def test_blind_overwrite_while_the_local_file_changed_again(devserver, rid, tmp_
     for line in ("first local", "second local", "remote", "start"):
         assert line in live, line
     assert mirror.read(JOURNAL).decode() == live
+
+
+def test_lacks_change_tells_an_edit_of_the_older_revision_from_an_edit_of_ours():
+    from ohsync.engine.history_merge import lacks_change
+
+    older = b"a\nb\n"
+    ours = b"a\nb\nours\n"
+    assert lacks_change(older, ours, b"a\nb\ntheirs\n")            # made from older: blind
+    assert not lacks_change(older, ours, b"a\nb\nours\ntheirs\n")  # made from ours
+    assert not lacks_change(older, ours, older)                    # a restore of older: deliberate
+    assert not lacks_change(b"a\nb\nc\n", b"a\nc\n", b"a\nc\nx\n")  # our removal kept: made from ours
+    assert lacks_change(b"a\nb\nc\n", b"a\nc\n", b"a\nb\nc\nx\n")   # our removal undone by an older edit
+    assert not lacks_change(older, b"a\nb\n\n", b"a\nb\nx\n")      # only a blank line: no evidence
+
+
+@pytest.mark.parametrize("theirs_based_on_ours", [False, True])
+def test_plain_text_file_keeps_both_sides(devserver, rid, tmp_path, theirs_based_on_ours):
+    path = "Files/notes/todo.txt"
+    devserver.put_file(rid, "/" + path, b"one\ntwo\n")
+    mirror = make_mirror(devserver, rid, tmp_path)
+    mirror.sync()
+    mirror.write(path, b"one\ntwo\nours\n")
+    mirror.sync([path])
+    read = devserver.read_file(rid, "/" + path)
+    other = (read if theirs_based_on_ours else b"one\ntwo\n") + b"theirs\n"
+    devserver.put_file(rid, "/" + path, other)
+    report = mirror.sync()
+    assert report.errors == []
+    tree = devserver.tree(rid)
+    everything = b"".join(v for k, v in tree.items() if k == "/" + path or k.startswith("/.conflict/"))
+    assert b"ours\n" in everything and b"theirs\n" in everything
+    if theirs_based_on_ours:  # an ordinary edit of our revision: pulled, no conflict copy
+        assert tree["/" + path] == other and path in report.downloaded and report.conflicts == []
+    assert mirror.read(path) == tree["/" + path]

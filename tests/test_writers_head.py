@@ -130,3 +130,33 @@ def test_server_ignoring_head_is_caught_by_the_history_check(devserver, rid, tmp
     live = devserver.read_file(rid, "/notes/journal.md").decode()
     assert "local line" in live and "remote line" in live
     assert mirror.read("notes/journal.md").decode() == live
+
+
+def test_merging_push_checks_history_by_default_until_head_is_seen_honoured(devserver, rid, tmp_path):
+    devserver.honour_head = False
+    mirror = synced_mirror(devserver, rid, tmp_path)  # history_check left at its default (auto)
+    devserver.put_file(rid, "/notes/journal.md", (MEMORY + "- [note] phone edit #phone\n").encode())
+    late = MEMORY + "- [note] phone edit #phone\n- [note] late bot line #bot\n"
+    devserver.after_request("GET", r"/update-link/",
+                            lambda srv: srv.put_file(rid, "/notes/journal.md", late.encode()))
+    mirror.write("notes/journal.md", (MEMORY + "- [note] local line #desk\n").encode())
+    assert mirror.sync(["notes/journal.md"]).errors == []  # a merging push, then the window is hit
+    live = devserver.read_file(rid, "/notes/journal.md").decode()
+    for line in ("local line", "phone edit", "late bot line"):
+        assert line in live, line
+    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") >= 1
+
+
+def test_plain_push_reads_no_history_and_seen_sfconflict_switches_the_check_off(devserver, rid, tmp_path):
+    mirror = synced_mirror(devserver, rid, tmp_path)
+    mirror.write("notes/journal.md", (MEMORY + "- [note] a #desk\n").encode())
+    devserver.reset_counters()
+    mirror.sync(["notes/journal.md"])
+    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0
+    devserver.after_request("GET", r"/update-link/", lambda srv: srv.put_file(
+        rid, "/notes/journal.md", (MEMORY + "- [note] a #desk\n- [note] b #phone\n").encode()))
+    mirror.write("notes/journal.md", (MEMORY + "- [note] a #desk\n- [note] c #desk\n").encode())
+    devserver.reset_counters()
+    assert mirror.sync(["notes/journal.md"]).errors == []
+    assert mirror.state.get_meta("head_honoured") == "1"
+    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0

@@ -10,7 +10,7 @@ ages).  :func:`run_tray` is the entry point for ``ohsync run`` (in-process,
 ``owns_daemon=True``) and ``ohsync tray`` (``owns_daemon=False``).
 
 Nothing here imports ``ohsync.engine``: the socket protocol is the only
-contract (DESIGN §7, §10).
+contract (docs/architecture.md §7).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
 
-from . import desktop, icons, menu_model
+from . import desktop, icons, menu_model, start_report
 from .menu_model import Action, MenuEntry, TrayView
 from .notifier import Announcer, Notice, Notifier, default_sender
 
@@ -288,10 +288,12 @@ class TrayController:
         command = self._start_command or default_start_command()
         log.info("starting the daemon: %s", " ".join(command))
         problem = ""
+        capture = start_report.open_capture()  # what the daemon prints when it gives up
         try:
             # its own session: the daemon must outlive this tray; it logs to its own log file
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+                                    stderr=capture, start_new_session=True, close_fds=True,
+                                    env={**os.environ, **start_report.CAPTURE_ENV})
         except OSError as exc:
             proc, problem = None, f"{command[0]}: {exc.strerror or exc}"
         self._wake.set()  # reconnect now rather than after the backoff
@@ -302,12 +304,16 @@ class TrayController:
             code = proc.poll()
             if code is not None and code != 0:
                 shown = " ".join(["ohsync", *command[3:]] if command[0] == sys.executable else command)
-                problem = f"`{shown}` exited with code {code}. Run `ohsync run` in a terminal to see why."
+                problem = f"`{shown}` exited with code {code}" + self._start_cause(command, capture)
                 break
             if code == 0 and command[0] == sys.executable:
-                problem = "The daemon exited at once. Run `ohsync run` in a terminal to see why."
+                problem = "The daemon exited at once" + self._start_cause(command, capture)
                 break
             self._wake.set()
+        if not self.connected.is_set() and not problem and proc is not None:
+            said = self._start_cause(command, capture, hint=False)  # still running, but not answering
+            problem = f"No answer on its socket after {START_TIMEOUT:g} s{said}" if said else ""
+        capture.close()  # the daemon keeps its own descriptor
         if self.connected.is_set():
             return True
         with self._lock:
@@ -318,6 +324,18 @@ class TrayController:
                                  problem or f"No answer on its socket after {START_TIMEOUT:g} s.")])
             self._on_change()
         return False
+
+    @staticmethod
+    def _start_cause(command: list[str], capture: Any, *, hint: bool = True) -> str:
+        """``": <the daemon's last words>"`` for a failed start (its stderr, or the
+        systemd unit's last journal line), else a hint where to look."""
+        said = start_report.last_line(capture)
+        if command[0] == "systemctl":
+            journal = start_report.journal_last_line(SYSTEMD_UNIT)
+            said = f"{said} — the service logged: {journal}" if said and journal else (journal or said)
+        if said:
+            return f": {said}"
+        return ". Run `ohsync run` in a terminal to see why." if hint else ""
 
     def call(self, method: str) -> Any:
         """One socket call; failures become a notice instead of an exception."""

@@ -22,8 +22,11 @@ __all__ = ["INSTALL_HINT", "TrayUnavailable", "choose_linux_backend", "load_pyst
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = ("install the tray extra: pip install 'ohsync[tray]' "
-                "(needs libgirepository1.0-dev libcairo2-dev)")
+# ohsync is on no package index: name the commands that work from its source folder
+INSTALL_HINT = ("install the [tray] extra from the ohsync source folder: pipx install --force '.[tray]' "
+                "(or pip install --user '.[tray]'); PyGObject needs its system packages first "
+                "(Debian/Ubuntu: libgirepository1.0-dev libcairo2-dev gir1.2-ayatanaappindicator3-0.1; "
+                "see the README)")
 
 
 class TrayUnavailable(RuntimeError):

@@ -1,7 +1,8 @@
 """Tray icons drawn with Pillow, one per state, any size from 16 to 64 px.
 
 Each state is a coloured disc with a white glyph (tick, sync arrows, pause
-bars, cloud with a slash, padlock, "!", stop square, dots); "not running" is a
+bars, cloud with a slash, padlock, "!", stop square, dots, a warning
+triangle for ``attention``); "not running" is a
 grey power symbol without a disc.  Discs carry a darker rim so they read on
 light panels, and mid-tone colours so they read on dark ones.  Conflicts add
 an orange badge at the top right, cut out of the disc with a transparent gap.
@@ -25,6 +26,7 @@ _SCALE = 4  # supersampling factor
 COLORS: dict[str, tuple[int, int, int]] = {
     "idle": (46, 160, 67),            # green
     "syncing": (31, 111, 235),        # blue
+    "attention": (166, 120, 0),       # amber: syncs, but something needs the person
     "starting": (84, 110, 142),       # blue-grey
     "paused": (110, 118, 129),        # slate
     "offline": (87, 96, 106),         # dark slate
@@ -154,6 +156,13 @@ def _dots(draw: ImageDraw.ImageDraw, unit: float) -> None:
         draw.ellipse(_box(unit, x, 7.0, x + 2.0, 9.0), fill=_WHITE)
 
 
+def _warning(draw: ImageDraw.ImageDraw, unit: float) -> None:
+    draw.polygon([(8 * unit, 3.0 * unit), (13.0 * unit, 12.2 * unit), (3.0 * unit, 12.2 * unit)], fill=_WHITE)
+    inner = _rgba(COLORS["attention"])
+    draw.rectangle(_box(unit, 7.35, 6.2, 8.65, 9.6), fill=inner)
+    draw.ellipse(_box(unit, 7.3, 10.1, 8.7, 11.5), fill=inner)
+
+
 def _power(draw: ImageDraw.ImageDraw, unit: float, color: tuple[int, int, int, int]) -> None:
     width = int(1.9 * unit)
     draw.arc(_box(unit, 2.2, 2.6, 13.8, 14.2), 300, 240, fill=color, width=width)
@@ -163,6 +172,7 @@ def _power(draw: ImageDraw.ImageDraw, unit: float, color: tuple[int, int, int, i
 _GLYPHS = {
     "idle": _tick,
     "syncing": _sync,
+    "attention": _warning,
     "starting": _dots,
     "paused": _pause,
     "offline": _offline,

@@ -2,7 +2,7 @@
 
 Nothing here imports pystray or touches a display, so every daemon state can
 be unit-tested.  :func:`build_menu` turns a :class:`TrayView` (the last status
-object of DESIGN §10, the ``conflicts`` list, the time) into a tuple of
+object of docs/architecture.md §7.2, the ``conflicts`` list, the time) into a tuple of
 :class:`MenuEntry`; :func:`status_line` is the first, disabled line;
 :func:`icon_state` picks the picture; :class:`SyncProgress` turns the
 daemon's pending counts into "Syncing 3 of 12".  ``app.py`` maps entries to
@@ -44,7 +44,7 @@ __all__ = [
 NOT_RUNNING = "not_running"
 
 #: Every picture ``icons.draw_icon`` knows: the daemon's states plus ours.
-ICON_STATES = ("starting", "idle", "syncing", "paused", "offline", "auth_required",
+ICON_STATES = ("starting", "idle", "syncing", "attention", "paused", "offline", "auth_required",
                "stopped", "error", NOT_RUNNING)
 
 #: The menu item offered while no daemon answers (``ohsync tray`` only).
@@ -229,6 +229,9 @@ def status_line(status: dict[str, Any] | None, *, now: datetime,
     if state == "idle":
         ago = relative_time(status.get("last_sync"), now)
         return f"Up to date · synced {ago}" if ago else "Up to date"
+    if state == "attention":  # syncing works; the lines below say what needs the person
+        ago = relative_time(status.get("last_sync"), now)
+        return f"Needs attention · synced {ago}" if ago else "Needs attention"
     if state == "syncing":
         return shorten(_syncing_line(status, progress))
     if state == "paused":
@@ -308,22 +311,51 @@ def conflict_local_paths(status: dict[str, Any] | None, conflict: dict[str, Any]
 
 # --- the menu -----------------------------------------------------------------
 
+def _attention_items(status: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    items = status.get("attention")
+    if not isinstance(items, list):
+        return []
+    return [i for i in items if isinstance(i, dict) and i.get("kind") == kind and i.get("path")]
+
+
+def _attention_entry(status: dict[str, Any], text: str, kind: str, total: int) -> MenuEntry:
+    """A count line; with the daemon's ``attention`` items, a submenu naming
+    each path and its reason (a damaged file opens in its editor)."""
+    items = _attention_items(status, kind)
+    if not items:
+        return MenuEntry(text, enabled=False)
+    root = next((str(m["local"]) for m in _mirrors(status) if m.get("local")), None)
+    children: list[MenuEntry] = []
+    for item in items[:MAX_CONFLICT_ITEMS]:
+        path = str(item["path"]).replace("\n", "\\n")  # a name with a newline stays on one line
+        label = shorten(f"{path} — {item.get('reason') or kind}")
+        action = Action("open", (_to_local(root, str(item["path"])),)) if kind == "damaged" and root else None
+        children.append(MenuEntry(label, action, enabled=action is not None))
+    if total > len(children):
+        children.append(MenuEntry(f"… and {total - len(children)} more — run ohsync status", enabled=False))
+    return MenuEntry(text, children=tuple(children))
+
+
 def _detail_lines(status: dict[str, Any]) -> list[MenuEntry]:
-    lines = []
+    entries = []
     held = _count(status, "held_deletes")
     if held:
-        lines.append(f"{held} deletion{'s' if held != 1 else ''} held — run ohsync confirm-deletes")
+        entries.append(_attention_entry(
+            status, f"{held} deletion{'s' if held != 1 else ''} held — run ohsync confirm-deletes", "held_delete", held))
     damaged = _count(status, "damaged")
     if damaged:
-        lines.append(f"{damaged} damaged file{'s' if damaged != 1 else ''} — see ohsync status")
+        entries.append(_attention_entry(
+            status, f"{damaged} damaged file{'s' if damaged != 1 else ''} — see ohsync status", "damaged", damaged))
     skipped = _count(status, "skipped")
     if skipped:
-        lines.append(f"{skipped} name{'s' if skipped != 1 else ''} skipped — see ohsync status")
+        entries.append(_attention_entry(
+            status, f"{skipped} name{'s' if skipped != 1 else ''} skipped — see ohsync status", "skipped", skipped))
     mirrors = _mirrors(status)
     if len(mirrors) > 1:
         for mirror in mirrors:
-            lines.append(shorten(f"{mirror.get('library', '?')}: {mirror.get('message') or mirror.get('state', '')}"))
-    return [MenuEntry(text, enabled=False) for text in lines]
+            entries.append(MenuEntry(shorten(f"{mirror.get('library', '?')}: "
+                                             f"{mirror.get('message') or mirror.get('state', '')}"), enabled=False))
+    return entries
 
 
 def _open_folder_entry(status: dict[str, Any] | None) -> MenuEntry:

@@ -1,0 +1,88 @@
+"""Reading a library's commit history (``GET /api2/repos/{id}/history/``).
+
+The api2 history view answers ``{"commits": [...], "page_next": bool}``,
+newest first, each commit a serialized RPC object with ``id``,
+``parent_id``, ``second_parent_id``, ``root_id``, ``ctime`` (Unix seconds)
+and ``desc`` (seafile-web-api.md §2.6).  The history starts at the current
+head and follows parents, so it tells whether an older head is an ancestor
+of the current one; it may be trimmed by the library's history limit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .client_errors import check_id
+from .client_http import SeafileHTTP
+from .errors import NotFoundError, ProtocolError
+
+__all__ = ["CommitInfo", "CommitReads"]
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """One commit of a library.
+
+    :ivar id: 40-hex commit id.
+    :ivar parent_id: the first parent's id, None for the library's first commit.
+    :ivar second_parent_id: a merge commit's other parent, else None.
+    :ivar root_id: the commit's root directory id.
+    :ivar ctime: commit time, Unix seconds (server clock).
+    :ivar desc: the commit description (``Added "a.md".``).
+    """
+
+    id: str
+    parent_id: str | None
+    second_parent_id: str | None
+    root_id: str
+    ctime: int
+    desc: str
+
+
+_REPO_ID = re.compile(r"^[-0-9a-f]{36}$")
+
+
+def _optional_id(value: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    return check_id(value, what="the library history")
+
+
+class CommitReads(SeafileHTTP):
+    """Commit-history reads of :class:`~ohsync.engine.client.SeafileClient`."""
+
+    def commit_history(self, repo_id: str, *, page: int = 1, per_page: int = 100) -> tuple[list[CommitInfo], bool]:
+        """``GET /api2/repos/{id}/history/?page=&per_page=``: one page of commits, newest first.
+
+        :param page: 1-based page number.
+        :param per_page: commits per page.
+        :returns: ``(commits, more)``; ``more`` is True when a next page exists.
+        :raises NotFoundError: no such library.
+        :raises ProtocolError: the answer has the wrong shape.
+        """
+        repo = repo_id.strip().lower() if isinstance(repo_id, str) else ""
+        if not _REPO_ID.match(repo):
+            raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
+        body = self._get_json(f"/api2/repos/{repo}/history/", params={"page": str(page), "per_page": str(per_page)},
+                              what="reading the library history")
+        if not isinstance(body, dict) or not isinstance(body.get("commits"), list):
+            raise ProtocolError("The library history is not an object with a commits list.")
+        commits = []
+        for item in body["commits"]:
+            if not isinstance(item, dict):
+                raise ProtocolError("A commit in the library history is not an object.")
+            try:
+                ctime = int(item.get("ctime") or 0)
+            except (TypeError, ValueError) as exc:
+                raise ProtocolError("A commit in the library history has a non-number ctime.") from exc
+            commits.append(CommitInfo(
+                id=check_id(item.get("id"), what="the library history"),
+                parent_id=_optional_id(item.get("parent_id")),
+                second_parent_id=_optional_id(item.get("second_parent_id")),
+                root_id=str(item.get("root_id") or ""),
+                ctime=ctime,
+                desc=str(item.get("desc") or ""),
+            ))
+        return commits, bool(body.get("page_next"))

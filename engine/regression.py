@@ -1,0 +1,261 @@
+"""History going backwards: a library head that is not a descendant of the last one.
+
+A restore from history done below Seafile, a snapshot rollback of the
+server, a library replaced from a backup: the head commit moves to one that
+does not have the last head we saw among its ancestors.  Every file then
+looks "changed on the server" (older content) or "deleted on the server"
+(files made since), and following the server would roll the person's newer
+files back.  So while a regression is recorded:
+
+* remote-driven deletes are held (the local file stays);
+* remote-driven overwrites and merges are held: the local version stays live
+  and the server's (older) version is archived into ``/.conflict/`` once;
+* everything else (local edits of untouched paths, new files on either side)
+  syncs as usual;
+* the mirror reports a named state with a sentence (:meth:`Regression.sentence`)
+  until :func:`keep_newer` (``ohsync resync``) puts the newer version from
+  either side back on both: a local version newer than the server's older
+  one is uploaded, a server version edited after the rollback is merged
+  with the local one (the older version as base), a file the server lost is
+  uploaded again.
+
+Ancestry comes from ``GET /api2/repos/{id}/history/`` (:func:`head_descends`).
+The record lives in the state's meta table, so a restart keeps holding.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .context import MirrorContext
+from .events import SyncEvent, SyncReport
+from .ids import seafile_file_id, sha1_bytes
+from .localfs import hash_file
+from .merge import is_text
+from .reconcile import Action
+from .state import Base, StateStore
+from .transfer import archive_version
+from .valve import Plan
+
+__all__ = ["Regression", "check_own_writes", "detect", "head_descends", "hold", "keep_newer", "load", "save", "seen"]
+
+META_KEY = "regression"
+LAST_HEAD, LAST_HEAD_MTIME = "last_head", "last_head_mtime"
+#: Set by :func:`~ohsync.engine.transfer.remote_written` (we wrote to the
+#: server), cleared when a scan sees a new head: a head that stays put after
+#: our writes means the server may have lost them (:func:`check_own_writes`).
+WROTE = "wrote_since_head"
+
+#: History pages read at most when looking for the last head (newest first).
+MAX_PAGES = 5
+PER_PAGE = 50
+
+_ARCHIVE_REASON = ("the library on the server went back to an older state; the newer local version stays "
+                   "live and this is the server's older version")
+
+
+@dataclass
+class Regression:
+    """A recorded regression of the library's history.
+
+    :ivar old_head: the last head seen before it.
+    :ivar new_head: the head that does not descend from it.
+    :ivar since: ISO 8601 UTC time it was found.
+    :ivar held: rel path → the server's file id that was held back (its
+        older version, archived), or None for a held delete.
+    :ivar archived: rel path → rel path of the archived older version.
+    """
+
+    old_head: str
+    new_head: str
+    since: str
+    held: dict[str, str | None] = field(default_factory=dict)
+    archived: dict[str, str] = field(default_factory=dict)
+
+    def sentence(self) -> str:
+        """What happened and what the person can do, in one status message."""
+        kept = len(self.held)
+        files = f"{kept} newer local file{'s' if kept != 1 else ''} kept" if kept else "nothing changed here"
+        return (f"The library on the server went back to an older state (restored from history or a "
+                f"snapshot); {files}, nothing deleted or overwritten here, the server's older versions "
+                f"are in .conflict/. Run `ohsync resync` to keep the newer version from either side.")
+
+    def as_json(self) -> str:
+        """The record as stored in the meta table."""
+        return json.dumps({"old_head": self.old_head, "new_head": self.new_head, "since": self.since,
+                           "held": self.held, "archived": self.archived}, ensure_ascii=False)
+
+
+def load(state: StateStore) -> Regression | None:
+    """The recorded regression of this mirror, or None."""
+    raw = state.get_meta(META_KEY)
+    if not raw:
+        return None
+    try:
+        data: dict[str, Any] = json.loads(raw)
+        return Regression(str(data["old_head"]), str(data["new_head"]), str(data["since"]),
+                          dict(data.get("held") or {}), dict(data.get("archived") or {}))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def save(state: StateStore, regression: Regression | None) -> None:
+    """Record (or with None, clear) the regression."""
+    state.set_meta(META_KEY, regression.as_json() if regression is not None else None)
+
+
+def seen(state: StateStore, head: str, mtime: int) -> None:
+    """Remember ``head`` (commit time ``mtime``) as the newest head known to
+    hold everything this mirror saw and wrote: the next check starts there."""
+    state.set_meta(LAST_HEAD, head)
+    state.set_meta(LAST_HEAD_MTIME, str(mtime))
+    state.set_meta(WROTE, None)
+
+
+def check_own_writes(ctx: MirrorContext, head: str, walked: dict[str, Any]) -> bool:
+    """After a pass that wrote, the head did not move: record a regression
+    when the server no longer holds what was last agreed (a file whose base
+    is gone or has another id), i.e. it went back to the head before our writes.
+
+    :param walked: a fresh snapshot of the server (rel path → entry).
+    :returns: True when a regression was recorded now.
+    """
+    ctx.state.set_meta(WROTE, None)
+    if load(ctx.state) is not None:
+        return False
+    for rel, base in ctx.state.all_bases().items():
+        if base.is_dir or not base.remote_id:
+            continue
+        entry = walked.get(rel)
+        if entry is None or entry.is_dir or entry.id != base.remote_id:
+            found = found_now("(our last writes)", head)
+            save(ctx.state, found)
+            ctx.emit(SyncEvent("error", "", message=found.sentence()))
+            return True
+    return False
+
+
+def detect(ctx: MirrorContext, head: str) -> bool:
+    """Record a regression when ``head`` does not descend from the newest head seen.
+
+    :returns: True when one was found now (a :class:`SyncEvent` ``error``
+        with the sentence is emitted); False otherwise, also while one is
+        already recorded or when the history cannot tell.
+    :raises RemoteError: from the client.
+    """
+    state = ctx.state
+    last = state.get_meta(LAST_HEAD) or state.get_meta("head")
+    if not last or head == last or load(state) is not None:
+        return False
+    ctime = int(state.get_meta(LAST_HEAD_MTIME) or 0)
+    if head_descends(ctx.client, ctx.repo_id, last, ctime, head) is not False:
+        return False
+    found = found_now(last, head)
+    save(state, found)
+    ctx.emit(SyncEvent("error", "", message=found.sentence()))
+    return True
+
+
+def head_descends(client: Any, repo_id: str, old_head: str, old_ctime: int, new_head: str) -> bool | None:
+    """Whether ``new_head`` has ``old_head`` among its ancestors.
+
+    Reads ``GET /api2/repos/{id}/history/`` from the current head, newest
+    first, at most :data:`MAX_PAGES` pages.
+
+    :param old_ctime: the old head's commit time (Unix seconds, server clock;
+        0 if unknown): a commit older than it without ``old_head`` having
+        appeared settles the question early.
+    :returns: True (descendant), False (not: the history reached the
+        library's first commit, or a commit older than ``old_head``, without
+        it), None (cannot tell: the history is longer or was trimmed).
+    :raises RemoteError: from the client.
+    """
+    if new_head == old_head:
+        return True
+    seen_new = False
+    for page in range(1, MAX_PAGES + 1):
+        commits, more = client.commit_history(repo_id, page=page, per_page=PER_PAGE)
+        for commit in commits:
+            seen_new = seen_new or commit.id == new_head
+            if commit.id == old_head or old_head in (commit.parent_id, commit.second_parent_id):
+                return True
+            if commit.parent_id is None:
+                return False  # the library's first commit: old_head is not an ancestor
+            if seen_new and old_ctime and commit.ctime < old_ctime:
+                return False  # older than the old head, and the old head never came
+        if not more:
+            return None  # the history ends here (trimmed by the library's history limit)
+    return None
+
+
+def hold(ctx: MirrorContext, plans: list[Plan], regression: Regression, report: SyncReport) -> list[Plan]:
+    """Drop the remote-driven deletes and overwrites of a pass during a regression.
+
+    A held overwrite archives the server's version, the first time the path
+    is held, as a conflict copy on both sides; the local version stays live.
+
+    :returns: the plans that may run.
+    :raises RemoteError: from the client while archiving (the pass stops).
+    """
+    out: list[Plan] = []
+    for plan in plans:
+        rel = plan.rel
+        if plan.action is Action.DELETE_LOCAL:
+            regression.held[rel] = None
+            continue
+        if plan.action in (Action.PULL, Action.MERGE) and plan.base is not None and plan.entry is not None \
+                and plan.remote is not None:
+            _, local_id, _, _ = hash_file(ctx.local_path(rel))
+            if local_id == plan.remote.id:
+                out.append(plan)  # same content on both sides: adopting it loses nothing
+                continue
+            # Held once is enough: a later server edit of the path was made
+            # after the rollback; keep_newer merges it with the local version
+            # against the older one archived here.
+            if rel not in regression.held:
+                theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel))
+                record = archive_version(ctx, rel, theirs, _ARCHIVE_REASON, ("older server version after a restore",))
+                report.conflicts.append(record)
+                regression.held[rel] = theirs_id
+                regression.archived[rel] = record.archived
+            continue
+        out.append(plan)
+    save(ctx.state, regression)
+    return out
+
+
+def keep_newer(ctx: MirrorContext, regression: Regression) -> int:
+    """Settle a regression by keeping the newer version from either side.
+
+    For each held path the base becomes the server's older version, so the
+    next pass uploads a newer local version, merges a server version edited
+    after the rollback with the local one, and uploads a file the server lost
+    again.  The regression record is cleared.
+
+    :returns: how many held paths were settled.
+    """
+    for rel, held_id in regression.held.items():
+        if held_id is None:
+            ctx.state.delete_base(rel)  # the server lost it: the local file is new to it
+            continue
+        older = None
+        archived = regression.archived.get(rel)
+        if archived:
+            try:
+                older = ctx.local_path(archived).read_bytes()
+            except OSError:
+                older = None
+        if older is None or seafile_file_id(older) != held_id:
+            ctx.state.set_base(Base(rel, False, "", held_id))
+            continue
+        ctx.state.set_base(Base(rel, False, sha1_bytes(older), held_id), older if is_text(older) else None)
+    save(ctx.state, None)
+    return len(regression.held)
+
+
+def found_now(old_head: str, new_head: str) -> Regression:
+    """A new regression record, found now."""
+    return Regression(old_head, new_head, datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -1,0 +1,62 @@
+"""The archive folders (``.conflict/``, ``.trash/``) under a name that works.
+
+A *file* named ``.conflict`` or ``.trash`` (on either side) would make every
+conflict copy or soft delete fail, and with it every later pass.  Instead
+the folder is used under the first working name (``.conflict_ohsync``,
+``.conflict_ohsync-2``, …), the occupying file is left alone, and the mirror
+says so once in its notices (the daemon lists them as names that need
+the person).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+from .context import MirrorContext
+
+__all__ = ["working_dir", "is_under", "ALT_SUFFIX"]
+
+#: Appended to an archive folder's name when a file occupies the usual one.
+ALT_SUFFIX = "_ohsync"  # not "-": ".trash-*" is ignored (desktop trash folders)
+
+_PURPOSE = {".conflict": "conflict copies", ".trash": "deleted files"}
+
+
+def _alternatives(name: str) -> re.Pattern[str]:
+    return re.compile(re.escape(name) + r"(?:" + re.escape(ALT_SUFFIX) + r"(?:-\d+)?)?$")
+
+
+def is_under(rel_path: str, name: str) -> bool:
+    """True for ``name`` itself, its working alternatives, and paths inside them."""
+    return bool(_alternatives(name).match(rel_path.split("/", 1)[0]))
+
+
+def _occupied(ctx: MirrorContext, rel: str) -> bool:
+    remote = ctx.snapshot.get(rel)
+    if remote is not None and not remote.is_dir:
+        return True
+    try:
+        st = os.lstat(ctx.local_path(rel))
+    except OSError:
+        return False
+    return not stat.S_ISDIR(st.st_mode)
+
+
+def working_dir(ctx: MirrorContext, name: str) -> str:
+    """The folder to use for ``name`` (``.conflict`` or ``.trash``): ``name``
+    unless a file (or a link) occupies it on either side, else the first free
+    alternative, announced once in ``ctx.notices``."""
+    if not _occupied(ctx, name):
+        ctx.notices.pop(name, None)
+        return name
+    n = 1
+    while True:
+        candidate = f"{name}{ALT_SUFFIX}" + (f"-{n}" if n > 1 else "")
+        if not _occupied(ctx, candidate):
+            ctx.notices[name] = (f"a file named {name} takes the name of the folder for "
+                                 f"{_PURPOSE.get(name, 'archived files')}; they go to {candidate}/ instead. "
+                                 f"Rename or move the file {name} to use {name}/ again")
+            return candidate
+        n += 1

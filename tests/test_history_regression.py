@@ -1,0 +1,181 @@
+"""History going backwards (issue 12): when the library's head moves to a
+commit that does not descend from the last head seen (a restore below
+Seafile, a snapshot rollback), nothing newer is deleted or overwritten
+locally, the server's older versions are archived, the mirror says so, and
+``keep_newer`` (``ohsync resync``) puts the newer version from either side
+back on both."""
+
+from __future__ import annotations
+
+import pytest
+
+from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, wait_for, write_config  # noqa: F401
+from engine_helpers import USER, make_mirror, read_tree, sample_library
+from ohsync.daemon import credentials
+
+REMOTE_EDITED = "tasks/申请 SRT 项目.md"
+LOCAL_EDITED = "knowledge/哈希表冲突处理.md"
+LOCAL_NEW = "knowledge/新笔记.md"
+PHONE_EDITED = "preferences/沟通风格偏好.md"
+
+
+@pytest.fixture
+def rolled_back(devserver, tmp_path):
+    """A mirror that synced newer versions, then a server restored to the first commit."""
+    tree = sample_library(tmp_path / "seed")
+    repo = devserver.create_library(USER, "OH-Memory", from_tree=tree)
+    mirror = make_mirror(devserver, repo, tmp_path)
+    assert mirror.sync().errors == []
+    snapshot = devserver.head_commit(repo)
+    older = {rel: mirror.read(rel) for rel in (REMOTE_EDITED, LOCAL_EDITED, PHONE_EDITED)}
+
+    newer = {}
+    newer[REMOTE_EDITED] = older[REMOTE_EDITED] + "- [followup] 12 月 3 日导师回信了 #跟进\n".encode()
+    devserver.put_file(repo, "/" + REMOTE_EDITED, newer[REMOTE_EDITED])
+    newer[LOCAL_EDITED] = older[LOCAL_EDITED] + "- [note] 线性探测的聚集问题 #数据结构\n".encode()
+    mirror.write(LOCAL_EDITED, newer[LOCAL_EDITED])
+    newer[LOCAL_NEW] = "---\ntitle: 新笔记\n---\n\n# 新笔记\n\n## Observations\n- [idea] 新的想法 #想法\n".encode()
+    mirror.write(LOCAL_NEW, newer[LOCAL_NEW])
+    newer[PHONE_EDITED] = older[PHONE_EDITED] + "- [tone] 回答先给结论 #重要\n".encode()
+    mirror.write(PHONE_EDITED, newer[PHONE_EDITED])
+    report = mirror.sync()
+    assert report.errors == [] and mirror.sync().transferred == 0
+    assert all(devserver.read_file(repo, "/" + rel) == data for rel, data in newer.items())
+
+    devserver.restore_to_commit(repo, snapshot)
+    assert devserver.read_file(repo, "/" + LOCAL_EDITED) == older[LOCAL_EDITED]
+    return mirror, older, newer
+
+
+def test_rollback_keeps_newer_local_versions_and_archives_the_older_ones(devserver, rolled_back):
+    mirror, older, newer = rolled_back
+    repo = mirror.repo_id
+    report = mirror.sync()
+    for rel, data in newer.items():
+        assert mirror.read(rel) == data, rel  # nothing rolled back, nothing deleted here
+    assert report.deleted_local == [] and report.downloaded == []
+    archived = {c.path: c.archived for c in report.conflicts}
+    assert sorted(archived) == sorted([REMOTE_EDITED, LOCAL_EDITED, PHONE_EDITED])
+    for rel, copy in archived.items():
+        assert copy.startswith(".conflict/")
+        assert mirror.read(copy) == older[rel] == devserver.read_file(repo, "/" + copy)
+    sentence = mirror.engine.regression()
+    assert sentence is not None and "went back to an older state" in sentence and "ohsync resync" in sentence
+    # the next pass holds the same way, without archiving again
+    again = mirror.sync()
+    assert again.conflicts == [] and again.downloaded == [] and again.deleted_local == []
+    assert mirror.engine.regression() == sentence
+
+
+def test_keep_newer_puts_the_newer_version_from_either_side_on_both(devserver, rolled_back):
+    mirror, older, newer = rolled_back
+    repo = mirror.repo_id
+    mirror.sync()
+    # after the restore, the phone app edits its (older) copy of one file
+    phone = older[PHONE_EDITED] + "- [tone] 少用感叹号 #风格\n".encode()
+    devserver.put_file(repo, "/" + PHONE_EDITED, phone)
+    mirror.sync()
+    assert mirror.read(PHONE_EDITED) == newer[PHONE_EDITED]
+
+    assert mirror.engine.keep_newer() == 4
+    assert mirror.engine.regression() is None
+    report = mirror.sync()
+    assert report.deleted_local == [] and report.errors == []
+    for rel in (REMOTE_EDITED, LOCAL_EDITED, LOCAL_NEW):
+        assert mirror.read(rel) == newer[rel] == devserver.read_file(repo, "/" + rel), rel
+    merged = mirror.read(PHONE_EDITED)  # newer on both sides: both kept
+    assert "回答先给结论".encode() in merged and "少用感叹号".encode() in merged
+    tree = read_tree(mirror.root)
+    assert tree == devserver.tree(repo)
+    assert mirror.sync().transferred == 0
+
+
+def test_an_ordinary_new_head_is_not_a_regression(devserver, tmp_path):
+    tree = sample_library(tmp_path / "seed")
+    repo = devserver.create_library(USER, "OH-Memory", from_tree=tree)
+    mirror = make_mirror(devserver, repo, tmp_path)
+    mirror.sync()
+    devserver.delete_path(repo, "/" + LOCAL_EDITED)
+    devserver.put_file(repo, "/" + REMOTE_EDITED, b"---\ntitle: x\n---\n")
+    report = mirror.sync()
+    assert report.deleted_local == [LOCAL_EDITED] and report.downloaded == [REMOTE_EDITED]
+    assert mirror.engine.regression() is None
+
+
+def test_devserver_restore_control_moves_the_head_back(devserver, tmp_path):
+    import httpx
+
+    repo = devserver.create_library(USER, "OH-Memory")
+    first = devserver.head_commit(repo)
+    devserver.put_file(repo, "/a.md", b"a")
+    assert devserver.head_commit(repo) != first
+    r = httpx.post(f"{devserver.url}/_devserver/libraries/{repo}/restore", json={"commit_id": first})
+    assert r.status_code == 200 and r.json() == {"head": first}
+    assert devserver.tree(repo) == {}
+    assert [c["commit_id"] for c in devserver.history(repo)] == [first]
+    r = httpx.post(f"{devserver.url}/_devserver/libraries/{repo}/restore", json={"commit_id": "0" * 40})
+    assert r.status_code == 404
+
+
+def test_daemon_names_the_state_and_resync_keeps_the_newer_side(isolated_env, devserver, tmp_path):
+    repo = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
+    snapshot = devserver.head_commit(repo)
+    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
+    mirror = tmp_path / "mirror"
+    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
+    proc = DaemonProc(isolated_env)
+    try:
+        proc.wait_state("idle", timeout=90)
+        rel = sorted(p.relative_to(mirror).as_posix() for p in mirror.rglob("*.md")
+                     if "Files" not in p.parts and ".conflict" not in p.parts)[0]
+        older = (mirror / rel).read_bytes()
+        newer = older + "- [note] 恢复之前写下的新内容 #新\n".encode()
+        (mirror / rel).write_bytes(newer)
+        wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the edit uploaded")
+        proc.wait_state("idle", timeout=60)
+
+        devserver.restore_to_commit(repo, snapshot)
+        st = proc.wait_state("stopped", timeout=60)
+        assert "went back to an older state" in st["message"] and "ohsync resync" in st["message"]
+        assert st["mirrors"][0]["state"] == "stopped" and st["regression"] == st["message"]
+        assert (mirror / rel).read_bytes() == newer
+
+        r = proc.cli("resync")
+        assert r.returncode == 0, r.stderr
+        assert "keeping the newer version from either side" in r.stdout
+        wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the newer version back")
+        proc.wait_state("idle", timeout=60)
+        assert (mirror / rel).read_bytes() == newer
+    finally:
+        proc.stop()
+
+
+class _History:
+    """A fake client whose history pages are given (newest first)."""
+
+    def __init__(self, commits, per_page=2):
+        from ohsync.engine.client_commits import CommitInfo
+
+        self.commits = [CommitInfo(c, p, None, "r" * 40, t, "") for c, p, t in commits]
+        self.per_page, self.pages = per_page, 0
+
+    def commit_history(self, repo_id, *, page=1, per_page=100):
+        self.pages += 1
+        chunk = self.commits[(page - 1) * self.per_page: page * self.per_page]
+        return chunk, len(self.commits) > page * self.per_page
+
+
+def test_head_descends_reads_parents_and_stops_early():
+    from ohsync.engine.regression import head_descends
+
+    a, b, c, d = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
+    chain = _History([(d, c, 40), (c, b, 30), (b, a, 20), (a, None, 10)])
+    assert head_descends(chain, "r", b, 20, d) is True  # b is d's grandparent
+    assert chain.pages == 1  # c names b as its parent on the first page
+    assert head_descends(chain, "r", d, 40, d) is True and chain.pages == 1  # equal: no request
+    rolled = _History([(b, a, 20), (a, None, 10)])
+    assert head_descends(rolled, "r", d, 40, b) is False and rolled.pages == 1  # older than d at once
+    same_second = _History([(b, a, 40), (a, None, 40)])
+    assert head_descends(same_second, "r", d, 40, b) is False  # reached the first commit
+    trimmed = _History([(d, c, 40), (c, b, 30)])
+    assert head_descends(trimmed, "r", a, 0, d) is None  # history ends early: cannot tell

@@ -1,0 +1,49 @@
+"""A folder moved into the mirror from outside is watched like any other."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import wait_for  # noqa: E402
+
+from ohsync.daemon.watcher import Watcher  # noqa: E402
+
+
+def test_edits_inside_a_folder_moved_in_from_outside_are_seen(tmp_path) -> None:
+    root, outside = tmp_path / "mirror", tmp_path / "elsewhere" / "project"
+    root.mkdir()
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "a.md").write_text("a\n")
+    lock = threading.Lock()
+    seen: list[tuple[list[str], bool]] = []
+
+    def on_dirty(paths: list[str], scan: bool) -> None:
+        with lock:
+            seen.append((paths, scan))
+
+    def dirty() -> set[str]:
+        with lock:
+            return {p for paths, _ in seen for p in paths}
+
+    w = Watcher(root, lambda p: os.path.relpath(p, root), on_dirty, quiet=0.2)
+    w.start()
+    try:
+        time.sleep(0.3)
+        os.rename(outside, root / "project")
+        wait_for(lambda: any(scan for _, scan in seen), timeout=10, what="a full scan for the moved-in folder")
+        with lock:
+            seen.clear()
+        (root / "project" / "sub" / "a.md").write_text("a, edited\n")
+        (root / "project" / "sub" / "new.md").write_text("new\n")
+        (root / "project" / "sub" / "deeper").mkdir()
+        time.sleep(0.5)
+        (root / "project" / "sub" / "deeper" / "b.md").write_text("b\n")
+        wait_for(lambda: {"project/sub/a.md", "project/sub/new.md", "project/sub/deeper/b.md"} <= dirty(),
+                 timeout=10, what="edits inside the moved-in folder")
+        assert w.is_alive()
+    finally:
+        w.stop()

@@ -1,0 +1,95 @@
+"""The daemon's memory service without a server: index waits, parameter
+errors, refusals before queueing, and the caller's timeout (a write that never
+started is cancelled, never carried out later)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ohsync.daemon.memory_service import MemoryService
+from ohsync.daemon.socket_server import CannotNow, InvalidParams
+
+SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
+
+
+class Harness:
+    def __init__(self, root: Path) -> None:
+        self.jobs: list = []
+        self.facts: dict = {"paused": False, "problem": None, "problem_message": "", "retry_at": None}
+        self.dirty: list = []
+        self.service = MemoryService(root, "+08:00", self.jobs.append, self.facts.get,
+                                     lambda timeout: (True, ""), self.dirty.extend, write_timeout=0.3)
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    root = tmp_path / "OH-Memory"
+    shutil.copytree(SAMPLES, root)
+    h = Harness(root)
+    h.service.rebuild()
+    return h
+
+
+def test_reads_answer_from_the_index(harness: Harness) -> None:
+    handlers = harness.service.handlers()
+    assert handlers["memory.search"]({"query": "沟通风格"})["results"][0]["permalink"] == "comm-style-pref-0e96"
+    assert handlers["memory.list"]({"folder": "tasks"})["total"] == 3
+    with pytest.raises(InvalidParams, match="unknown parameter"):
+        handlers["memory.search"]({"qeury": "x"})
+    with pytest.raises(InvalidParams, match="limit"):
+        handlers["memory.search"]({"limit": 0})
+
+
+def test_refusals_and_bad_params_fail_before_anything_is_queued(harness: Harness) -> None:
+    handlers = harness.service.handlers()
+    with pytest.raises(InvalidParams, match="refused"):
+        handlers["memory.append"]({"permalink": "comm-style-pref-0e96", "category": "k", "text": "sk-abcdefghijklmnopqrstu"})
+    with pytest.raises(InvalidParams, match="no memory entity"):
+        handlers["memory.append"]({"permalink": "nope", "category": "k", "text": "v"})
+    with pytest.raises(InvalidParams, match="does not occur"):
+        handlers["memory.edit"]({"permalink": "comm-style-pref-0e96", "find": "不存在", "replace": "x"})
+    with pytest.raises(InvalidParams, match="timeout"):
+        handlers["memory.append"]({"permalink": "comm-style-pref-0e96", "category": "k", "text": "v", "timeout": -1})
+    assert harness.jobs == []
+
+
+def test_paused_or_offline_writes_nothing(harness: Harness) -> None:
+    handlers = harness.service.handlers()
+    harness.facts["paused"] = True
+    with pytest.raises(CannotNow, match="paused"):
+        handlers["memory.append"]({"permalink": "comm-style-pref-0e96", "category": "k", "text": "v"})
+    harness.facts.update(paused=False, problem="offline", problem_message="Cannot reach the server")
+    with pytest.raises(CannotNow, match="nothing was written: Cannot reach the server"):
+        handlers["memory.append"]({"permalink": "comm-style-pref-0e96", "category": "k", "text": "v"})
+    assert harness.jobs == []
+
+
+def test_a_write_the_worker_never_started_is_cancelled(harness: Harness) -> None:
+    path = harness.service.index.root / "preferences/沟通风格偏好.md"
+    before = path.read_bytes()
+    with pytest.raises(CannotNow, match="nothing was written yet"):
+        harness.service.handlers()["memory.append"]({"permalink": "comm-style-pref-0e96", "category": "k",
+                                                      "text": "v", "timeout": 0.2})
+    assert len(harness.jobs) == 1
+    harness.jobs[0]()  # the worker gets to it later: it must not write
+    assert path.read_bytes() == before and harness.dirty == []
+
+
+def test_a_write_without_an_engine_says_it_is_connecting(harness: Harness) -> None:
+    import threading
+    import time
+
+    def run_jobs() -> None:
+        deadline = time.monotonic() + 5
+        while not harness.jobs and time.monotonic() < deadline:
+            time.sleep(0.01)
+        harness.jobs[0]()
+    t = threading.Thread(target=run_jobs)
+    t.start()
+    with pytest.raises(CannotNow, match="still connecting"):
+        harness.service.handlers()["memory.append"]({"permalink": "comm-style-pref-0e96", "category": "k",
+                                                      "text": "v", "timeout": 5})
+    t.join(5)
