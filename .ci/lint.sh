@@ -5,7 +5,7 @@
 #
 # Usage: bash .ci/lint.sh VENV_DIR
 set -euo pipefail
-VENV=${1:?usage: $0 VENV_DIR}
+VENV=$(cd "${1:?usage: $0 VENV_DIR}" && pwd)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 "$VENV/bin/ruff" check --quiet .

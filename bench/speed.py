@@ -40,7 +40,7 @@ def _latency(bench: Any, ms: float) -> None:
 
 
 def s_upload(bench: Any) -> None:
-    from run import EngineMirror, Measure, count_files, log, measured, rclone_measure, report_extra
+    from run import EngineMirror, Measure, log, measured, rclone_measure, report_extra
 
     n = bench.args.files
     runs = bench.args.runs

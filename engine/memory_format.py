@@ -392,7 +392,8 @@ def _split_frontmatter(open_line: str, inner: list[str], close_line: str, first_
 def _split_sections(lines: list[str], offset: int) -> tuple[Section, ...]:
     sections: list[Section] = []
     heading: str | None = None
-    level, title, start, buf = 0, "", offset, []
+    level, title, start = 0, "", offset
+    buf: list[str] = []
     for i, (line, code) in enumerate(zip(lines, iter_code_mask(lines))):
         m = None if code else _HEADING_RE.match(line_content(line))
         if m:

@@ -239,7 +239,7 @@ def _upload(ctx: MirrorContext, rel_path: str, data: bytes, exists: bool, head: 
             ctx.client.delete(ctx.repo_id, result.path)
             raise _Raced()
     ctx.emit(SyncEvent("transfer", rel_path, "up", done=len(data), total=len(data)))
-    return result.id
+    return str(result.id)
 
 
 class _Raced(Exception):

@@ -111,8 +111,8 @@ class DeleteValve:
         now = self._clock()
         keep: list[Plan] = []
         held: list[tuple[str, str]] = []
-        for side in ("local", "remote"):
-            window = self._recent[side]
+        for name in ("local", "remote"):
+            window = self._recent[name]
             while window and now - window[0] > WINDOW_SECONDS:
                 window.popleft()
         by_side: dict[str, list[Plan]] = {"local": [], "remote": []}
