@@ -554,7 +554,7 @@ class Bench:
         subprocess.run([sys.executable, "-c", "import sys; from ohsync.daemon import credentials; "
                         "credentials.save_token(sys.argv[1], sys.argv[2], sys.argv[3])",
                         self.srv.url, USER, self.srv.token], env=env, check=True, timeout=60)
-        from ohsync.daemon.rpc import RpcClient
+        from ohsync.daemon.protocol import Method, RpcClient
 
         rpc = RpcClient(sock_dir / "ohsync" / "ohsync.sock", timeout=30)
         out = open(root / "daemon-output.log", "wb")
@@ -576,7 +576,7 @@ class Bench:
 
         def state() -> str | None:
             try:
-                return rpc.call("status").get("state")
+                return rpc.call(Method.STATUS).get("state")
             except Exception:  # noqa: BLE001 - not up yet
                 return None
 

@@ -106,7 +106,7 @@ def s_notify(bench: Any) -> None:
     """The daemon with push: remote change → local latency, idle requests with and without push."""
     import tomli_w
 
-    from ohsync.daemon.rpc import RpcClient
+    from ohsync.daemon.protocol import Method, RpcClient
     from run import LIB, USER, Measure, log
 
     srv = bench.srv
@@ -137,7 +137,7 @@ def s_notify(bench: Any) -> None:
 
     def status() -> dict[str, Any]:
         try:
-            return rpc.call("status")
+            return rpc.call(Method.STATUS)
         except Exception:  # noqa: BLE001 - not up yet
             return {}
 

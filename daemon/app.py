@@ -31,6 +31,7 @@ from ohsync.daemon.config import Config
 from ohsync.daemon.filing_service import FilingService, FilingUnavailable
 from ohsync.daemon.memory_service import MemoryService
 from ohsync.daemon.notifications import PushChannel
+from ohsync.daemon.protocol import PROTOCOL, Event, Method
 from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketInUse, SocketServer
 from ohsync.daemon.status import StatusModel, iso_time
 from ohsync.daemon.watcher import Watcher
@@ -123,7 +124,7 @@ class Daemon:
                                  on_fatal=self._on_fatal, before_pass=self._check_watcher,
                                  push_poll_interval=cfg.push_safety_poll)
         self._push: PushChannel | None = None
-        self.status.add_listener(lambda st: self.server.publish({"type": "status", "status": st}))
+        self.status.add_listener(lambda st: self.server.publish({"type": Event.STATUS, "status": st}))
         self.filing, self._filing_problem = self._make_filing_service()
         self.memory = MemoryService(cfg.mirror.local, cfg.memory.time_offset, self.worker.submit, self.status.get,
                                     self._memory_refresh, self.worker.post_dirty,
@@ -168,7 +169,7 @@ class Daemon:
 
     def _on_filed(self, result: FilingResult) -> None:
         """Announce a filing outcome (socket event, activity, status)."""
-        self.server.publish({"type": "filed", **result.as_dict()})
+        self.server.publish({"type": Event.FILED, **result.as_dict()})
         self.worker.note_activity(result.source, "file", result.status, result.message)
         if self.filing is not None:
             self.status.update(filing=self.filing.status())
@@ -177,21 +178,21 @@ class Daemon:
 
     def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
         return {
-            "status": lambda p: self.status.status(),
-            "refresh": self._refresh,
-            "pause": self._pause,
-            "resume": self._resume,
-            "conflicts": lambda p: self.worker.conflicts(),
-            "damaged": lambda p: self.worker.damaged(),
-            "activity": lambda p: self.worker.activity(int(_number(p, "limit", 50, 1, 10_000))),
-            "wait": self._wait,
-            "shutdown": self._shutdown,
-            "ping": lambda p: {"pid": os.getpid(), "protocol": 1},
-            "file": self._file,
-            "confirm_deletes": lambda p: {"confirmed": self.worker.confirm_deletes()},
-            "held_deletes": lambda p: self.worker.held_deletes(),
-            "skipped": lambda p: self.worker.skipped(),
-            "resync": self._resync,
+            Method.STATUS: lambda p: self.status.status(),
+            Method.REFRESH: self._refresh,
+            Method.PAUSE: self._pause,
+            Method.RESUME: self._resume,
+            Method.CONFLICTS: lambda p: self.worker.conflicts(),
+            Method.DAMAGED: lambda p: self.worker.damaged(),
+            Method.ACTIVITY: lambda p: self.worker.activity(int(_number(p, "limit", 50, 1, 10_000))),
+            Method.WAIT: self._wait,
+            Method.SHUTDOWN: self._shutdown,
+            Method.PING: lambda p: {"pid": os.getpid(), "protocol": PROTOCOL},
+            Method.FILE: self._file,
+            Method.CONFIRM_DELETES: lambda p: {"confirmed": self.worker.confirm_deletes()},
+            Method.HELD_DELETES: lambda p: self.worker.held_deletes(),
+            Method.SKIPPED: lambda p: self.worker.skipped(),
+            Method.RESYNC: self._resync,
         }
 
     def _saved_token(self) -> str | None:

@@ -48,7 +48,7 @@ def autostart_enabler() -> Callable[[Path], str] | None:
 def cmd_setup(args: argparse.Namespace) -> int:
     """Run the setup flow; exit 0 when everything asked for was done."""
     from ohsync.daemon.config import config_path, load_config
-    from ohsync.daemon.rpc import RpcClient
+    from ohsync.daemon.protocol import Method, RpcClient
     from ohsync.daemon.setup_flow import SetupAnswers, run_setup
     from ohsync.daemon.setup_prompt import MissingAnswer, Prompter
 
@@ -68,7 +68,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         print(result.autostart, file=sys.stderr if result.autostart_failed else sys.stdout)
     running: Any = None
     try:
-        running = RpcClient(load_config(path).socket, timeout=2).call("ping")
+        running = RpcClient(load_config(path).socket, timeout=2).call(Method.PING)
     except Exception:  # noqa: BLE001 - no answer of any kind means not running
         running = None
     if running:

@@ -235,10 +235,10 @@ def _desktop_checks(probes: Probes) -> list[Finding]:
 
 
 def _instance_check(socket: Path) -> Finding:
-    from ohsync.daemon.rpc import DaemonNotRunning, RpcClient
+    from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcClient
 
     try:
-        st = RpcClient(socket, timeout=3).call("status", timeout=3)
+        st = RpcClient(socket, timeout=3).call(Method.STATUS, timeout=3)
     except DaemonNotRunning:
         return _finding("instance", "warning", "ohsync is not running, so nothing syncs right now.",
                         "Start it with `ohsync run`, or at every login with `ohsync autostart enable`.")

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ohsync.daemon.protocol import Method
+
 __all__ = ["TOOLS", "INSTRUCTIONS", "call_daemon", "build_server", "run_stdio"]
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,7 @@ def _schema(properties: dict[str, Any], required: list[str] | None = None) -> di
 
 #: ``name → (socket method, description, input schema)``.
 TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "memory_search": ("memory.search", (
+    "memory_search": (Method.MEMORY_SEARCH, (
         "Search the person's long-term memory. Filters first (tags: all must match; type: exact; since: "
         "modified on or after an ISO date; sensitive entities only with include_sensitive), then keywords "
         "scored per word by case-insensitive substring: title x4, permalink x3, tag x2, body x1 (Chinese "
@@ -78,15 +80,15 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "include_sensitive": {"type": "boolean", "default": False},
             "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 8},
         })),
-    "memory_read": ("memory.read", (
+    "memory_read": (Method.MEMORY_READ, (
         "Read one memory entity by permalink (found even after the person renamed or moved the file). Text "
         "past 8 KB is truncated with a marker; search with keywords to reach the rest."),
         _schema({"permalink": _PERMALINK}, ["permalink"])),
-    "memory_list": ("memory.list", (
+    "memory_list": (Method.MEMORY_LIST, (
         "List memory entities of a folder (preferences, courses, tasks, knowledge, journal, or a subfolder) "
         "and/or with a tag: title, permalink and modified time, newest first, no bodies."),
         _schema({"folder": {"type": "string"}, "tag": {"type": "string"}})),
-    "memory_write": ("memory.write", (
+    "memory_write": (Method.MEMORY_WRITE, (
         "Create a new memory entity. Search first: if a matching entity exists, use memory_append instead. "
         "One fact per observation. Fold synonyms and other names into the title and tags. Never include "
         "secrets (API keys, tokens, passwords, verification codes, card/ID numbers): the write is refused. "
@@ -103,23 +105,23 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "sensitivity": {"type": "string", "enum": ["normal", "sensitive"]},
             "timeout": _TIMEOUT,
         }, ["title", "observations"])),
-    "memory_append": ("memory.append", (
+    "memory_append": (Method.MEMORY_APPEND, (
         "Add one observation (one fact, one line) to an existing entity. Concurrent appends from other "
         "devices are merged, never lost. Never include secrets. Returns once the cloud copy is verified."),
         _schema({"permalink": _PERMALINK, "category": _OBSERVATION["properties"]["category"],
                  "text": _OBSERVATION["properties"]["text"], "context": {"type": "string"}, "timeout": _TIMEOUT},
                 ["permalink", "category", "text"])),
-    "memory_edit": ("memory.edit", (
+    "memory_edit": (Method.MEMORY_EDIT, (
         "Change an entity by replacing one exact piece of its text (read it first and copy the text). Fails "
         "when the text is absent or occurs more than once: include more surrounding text then. Never include "
         "secrets."),
         _schema({"permalink": _PERMALINK, "find": {"type": "string"}, "replace": {"type": "string"},
                  "timeout": _TIMEOUT}, ["permalink", "find", "replace"])),
-    "memory_delete": ("memory.delete", (
+    "memory_delete": (Method.MEMORY_DELETE, (
         "Soft-delete an entity: it moves into the library's /.trash/ (restorable), or stays in place marked "
         "status: trashed when the move fails. Returns the deleted title."),
         _schema({"permalink": _PERMALINK, "reason": {"type": "string"}, "timeout": _TIMEOUT}, ["permalink"])),
-    "memory_refresh": ("memory.refresh", (
+    "memory_refresh": (Method.MEMORY_REFRESH, (
         "Check the cloud for changes made on other devices now and wait for that check."),
         _schema({"timeout": _TIMEOUT})),
 }
@@ -130,7 +132,7 @@ def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None) 
 
     :returns: ``(True, result)`` or ``(False, sentence)`` for a tool error.
     """
-    from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
+    from ohsync.daemon.protocol import DaemonNotRunning, RpcClient, RpcError
 
     entry = TOOLS.get(name)
     if entry is None:
