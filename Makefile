@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # setuptools warns at length about the demo library's data folders; they are package data.
 PIP    := PYTHONWARNINGS=ignore $(BIN)/pip
 
-.PHONY: demo test venv clean
+.PHONY: demo test lint venv clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
+
+# ruff over the tree, mypy (strict on engine/): .ci/lint.sh
+lint: $(VENV)/.installed-test
+	bash .ci/lint.sh $(VENV)
 
 clean:
 	rm -rf $(VENV) .pytest_cache artifacts

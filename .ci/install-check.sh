@@ -14,7 +14,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ohsync-install.XXXXXX")
 DEVSERVER_PID=
-trap '[ -z "$DEVSERVER_PID" ] || kill "$DEVSERVER_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+# stop the devserver a check started (also when a check fails), then remove everything
+cleanup() {
+  if [ -n "$DEVSERVER_PID" ]; then kill "$DEVSERVER_PID" 2>/dev/null || true; wait "$DEVSERVER_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
 OUT="$WORK/out"
 VENV="$WORK/venv"
 
@@ -87,27 +92,38 @@ check_log() {
 }
 
 check_setup() {
-  # a devserver from the installed package on a free port, and the test keyring (a file)
-  "$VENV/bin/python" -m ohsync.devserver --port 0 --data "$WORK/devserver" --user you@example.org:pw \
-      >"$WORK/devserver.out" 2>&1 &
+  # a devserver from the installed package on a free port of 127.0.0.1, and the test keyring (a file)
+  "$VENV/bin/python" -m ohsync.devserver --host 127.0.0.1 --port 0 --data "$WORK/devserver" \
+      --user you@example.org:pw >"$WORK/devserver.out" 2>&1 &
   DEVSERVER_PID=$!
   local url="" i
-  for i in $(seq 100); do
+  for i in $(seq 150); do
     url=$(sed -n 's/^devserver ready at //p' "$WORK/devserver.out")
     [ -n "$url" ] && break
+    kill -0 "$DEVSERVER_PID" 2>/dev/null || break
     sleep 0.1
   done
   [ -n "$url" ] || { cp "$WORK/devserver.out" "$OUT"; fail "devserver did not start"; }
+  # the socket in a private runtime folder, as a desktop session has one: doctor must not
+  # find a daemon that happens to run on this machine at the /tmp fallback
+  mkdir -p -m 700 "$WORK/run"
+  export XDG_RUNTIME_DIR="$WORK/run"
   export PYTHON_KEYRING_BACKEND=ohsync.daemon.file_keyring.FileKeyring OHSYNC_KEYRING_FILE="$WORK/keyring.json"
-  echo pw | ohs setup --yes --server "$url" --username you@example.org --password-stdin --create-library \
-      --no-autostart
+  ohs setup --yes --server "$url" --username you@example.org --password-stdin --create-library \
+      --no-autostart <<<"pw"
   expect "ohsync is set up: 'OH-Memory' at $url"
   [ -d "$HOME/OH-Memory" ] && [ -d "$HOME/OH-Drop" ] || fail "setup did not create ~/OH-Memory and ~/OH-Drop"
   grep -qF "server = \"$url\"" "$XDG_CONFIG_HOME/ohsync/config.toml" || fail "setup wrote no config"
+  [ -s "$OHSYNC_KEYRING_FILE" ] || fail "setup stored no token in the keyring"
 }
 
 check_doctor() {
+  local check
   ohs doctor   # exit 0: warnings (no display, the file keyring, no daemon) only
+  if grep -q '^ERROR' "$OUT"; then fail "ohsync doctor reported an error"; fi
+  for check in config server login library "mirror folder" "drop folder"; do
+    grep -qE "^ok +$check:" "$OUT" || fail "ohsync doctor: the $check check is not ok"
+  done
   expect "ok       login: The server accepts the token of you@example.org."
   expect "ok       library: 'OH-Memory'"
   ohs doctor --json

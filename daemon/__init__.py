@@ -1,4 +1,4 @@
-"""ohsync.daemon — see DESIGN §2."""
+"""ohsync.daemon — see docs/architecture.md §2."""
 from __future__ import annotations
 
 if __name__ != "ohsync.daemon":  # pragma: no cover - guards against bare-folder imports

@@ -1,4 +1,4 @@
-"""The daemon process: wires the threads of DESIGN §6 and runs until told to stop.
+"""The daemon process: wires the threads of docs/architecture.md §6 and runs until told to stop.
 
 Owns the lifecycle: the single-instance lock (``state_dir/ohsync.lock``,
 filelock; a second daemon is told who holds it), the socket server and its
@@ -56,7 +56,7 @@ def display_available() -> bool:
 
 
 def _is_default_socket_dir(directory: Path) -> bool:
-    """True for the folders only ohsync uses (DESIGN §3), which may be tightened to 0700."""
+    """True for the folders only ohsync uses (docs/architecture.md §3), which may be tightened to 0700."""
     candidates = {Path(tempfile.gettempdir()) / f"ohsync-{os.getuid()}"}
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
@@ -102,18 +102,24 @@ class Daemon:
         self._watcher: Watcher | None = None
         self._engine: Any = None
         self._root: Path | None = None
+        self._login_token: str | None = None
         if session_factory is None:
             from ohsync.daemon.session import open_session
 
             def session_factory(on_event: Callable[..., None]) -> Session:
-                return open_session(cfg, on_event)
+                self._login_token = self._saved_token()
+                return open_session(cfg, on_event, token=self._login_token)
+
+            login_changed: Callable[[], bool] = self._login_changed
+        else:
+            login_changed = lambda: False  # noqa: E731 - a test's factory brings its own login
 
         self.status = StatusModel(library=cfg.mirror.label, local=str(cfg.mirror.local),
                                   poll_interval=cfg.poll_interval, push_poll_interval=cfg.push_safety_poll)
         self.status.watcher_alive = lambda: self._watcher is not None and self._watcher.is_alive()
         self.server = SocketServer(cfg.socket, self._handlers(), own_dir=_is_default_socket_dir(cfg.socket.parent))
         self.worker = SyncWorker(session_factory, self.status, poll_interval=cfg.poll_interval,
-                                 publish=self._publish, on_ready=self._on_ready,
+                                 publish=self._publish, on_ready=self._on_ready, login_changed=login_changed,
                                  on_fatal=self._on_fatal, before_pass=self._check_watcher,
                                  push_poll_interval=cfg.push_safety_poll)
         self._push: PushChannel | None = None
@@ -187,6 +193,22 @@ class Daemon:
             "skipped": lambda p: self.worker.skipped(),
             "resync": self._resync,
         }
+
+    def _saved_token(self) -> str | None:
+        from ohsync.daemon.credentials import load_token
+
+        if not self.cfg.server or not self.cfg.username:
+            return None
+        return load_token(self.cfg.server, self.cfg.username)
+
+    def _login_changed(self) -> bool:
+        """True when the keyring holds another token than the one the server
+        just rejected (the person signed in again meanwhile)."""
+        try:
+            saved = self._saved_token()
+        except OhsyncError:
+            return False
+        return bool(saved) and saved != self._login_token
 
     def _refresh(self, params: dict[str, Any]) -> dict[str, Any]:
         self.worker.refresh()

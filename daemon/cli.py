@@ -3,7 +3,7 @@
 Every command is a thin function: daemon commands are clients of the socket
 (:class:`~ohsync.daemon.rpc.RpcClient`), ``login``/``logout`` talk to the
 server and the keyring, ``run`` and ``demo`` start the daemon.  Heavy imports
-happen inside the commands.  Exit codes (DESIGN §10): 0 ok, 1 failed (the
+happen inside the commands.  Exit codes (docs/architecture.md §10): 0 ok, 1 failed (the
 message says why and what to do), 2 usage error, 3 daemon not running.
 Expected errors print ``title: message``, never a traceback.
 """
@@ -129,7 +129,17 @@ def cmd_login(args: argparse.Namespace) -> int:
     save_token(server, username, token)
     update_config(path, {"server": server, "username": username})
     print(f"Logged in as {username} at {server}. The token is in the keyring; the config is {path}.")
+    _tell_daemon_to_refresh(args)
     return EXIT_OK
+
+
+def _tell_daemon_to_refresh(args: argparse.Namespace) -> None:
+    """A running daemon waiting for a login signs in with the new token now."""
+    try:
+        _client(args, timeout=5.0).call("refresh")
+    except (DaemonNotRunning, RpcError, OSError, OhsyncError):
+        return  # no daemon (or another config's): it reads the keyring when it starts
+    print("The running ohsync daemon signs in with it now.")
 
 
 def cmd_logout(args: argparse.Namespace) -> int:

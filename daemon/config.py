@@ -1,11 +1,12 @@
 """The person's configuration: one TOML file, read with defaults, written back intact.
 
 Owns where the config lives (``--config``, ``OHSYNC_CONFIG``, else
-``user_config_dir/config.toml``, DESIGN §3), the keys of DESIGN §10 with
-their defaults, and :func:`update_config`, which changes a few keys while
-keeping every other key of the file (known or not).  Unknown keys are kept
-and reported as warnings, never errors.  Writes go through a temp file and a
-rename, so a crash never leaves half a config behind.
+``user_config_dir/config.toml``; docs/architecture.md §3), the keys of
+docs/architecture.md §10 with their defaults, and :func:`update_config`,
+which changes a few keys while keeping every other key of the file (known
+or not).  Unknown keys are kept and reported as warnings, never errors.
+Writes go through a temp file and a rename, so a crash never leaves half a
+config behind.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class SafetyConfig:
 
 @dataclass(frozen=True)
 class FilingConfig:
-    """``[filing]``: the drop folder (DESIGN §8; not acted on by this version)."""
+    """``[filing]``: the drop folder (docs/architecture.md §8)."""
 
     drop_dir: Path = field(default_factory=lambda: Path.home() / "OH-Drop")
     mirror: int = 0

@@ -1,6 +1,6 @@
 """The login token in the OS keyring, and nowhere else.
 
-Service ``ohsync``, user ``"<server-url> <username>"`` (DESIGN §3).  The
+Service ``ohsync``, user ``"<server-url> <username>"`` (docs/architecture.md §3).  The
 backend is keyring's choice, or ``PYTHON_KEYRING_BACKEND`` (re-read on every
 call, so tests can point it at :mod:`ohsync.daemon.file_keyring`).  Every
 keyring failure becomes a :class:`KeyringUnavailable` whose message says what

@@ -1,6 +1,6 @@
 """JSON-RPC 2.0 over the daemon's Unix socket: framing and the client.
 
-One JSON object per line (UTF-8, ``\\n``-terminated), DESIGN §7/§10.  The
+One JSON object per line (UTF-8, ``\\n``-terminated), docs/architecture.md §7.  The
 CLI and the tray both use :class:`RpcClient`; the server side lives in
 ``daemon/socket_server.py``.  Error codes: -32700 not JSON, -32600 a request
 too large (over :data:`MAX_REQUEST` bytes) or nested too deep (over

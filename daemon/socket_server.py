@@ -1,4 +1,4 @@
-"""The server side of the daemon's JSON-RPC socket (DESIGN §7).
+"""The server side of the daemon's JSON-RPC socket (docs/architecture.md §7).
 
 Owns the Unix socket: a ``0700`` folder that must be ours alone
 (``daemon/socket_dir.py``), a ``0600`` socket, a refusal for peers running

@@ -1,4 +1,4 @@
-"""The status object of DESIGN §10, derived from facts, never set by hand.
+"""The status object of docs/architecture.md §7.2, derived from facts, never set by hand.
 
 The worker records *facts* in a :class:`StatusModel` (when the last poll and
 the last local scan finished, whether the watcher lives, the last error, the
@@ -165,7 +165,7 @@ def _state(s: Snapshot) -> tuple[str, str]:
 
 
 def build_status(s: Snapshot) -> dict[str, Any]:
-    """The status object of DESIGN §10 (exact keys first, extra fields after)."""
+    """The status object of docs/architecture.md §7.2 (exact keys first, extra fields after)."""
     state, message = _state(s)
     return {
         "protocol": PROTOCOL,
@@ -180,7 +180,7 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "held_deletes": s.held_deletes,
         "transfer": copy.deepcopy(s.transfer),
         "mirrors": [{"library": s.library, "local": s.local, "state": state, "message": message}],
-        # extra fields (DESIGN §10: add freely)
+        # extra fields (docs/architecture.md §7.2: add freely)
         "last_poll": iso_time(s.last_poll),
         "last_scan": iso_time(s.last_scan),
         "watcher": s.watcher_alive,

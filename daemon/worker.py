@@ -167,6 +167,8 @@ class SyncWorker:
     :param on_fatal: called with the error when the daemon cannot run.
     :param before_pass: called in the worker thread before and after every
         pass (the daemon starts or restarts the watcher there).
+    :param login_changed: True when the keyring holds a newer login than the
+        one the server rejected (then the worker signs in with it at once).
     :param push_poll_interval: seconds between the safety polls while push
         notifications arrive (:meth:`set_push`).
     """
@@ -181,6 +183,7 @@ class SyncWorker:
         on_ready: Callable[[Session], None] = lambda session: None,
         on_fatal: Callable[[BaseException], None] = lambda exc: None,
         before_pass: Callable[[], None] = lambda: None,
+        login_changed: Callable[[], bool] = lambda: False,
         activity_size: int = 200,
         push_poll_interval: float = 300.0,
     ) -> None:
@@ -195,6 +198,7 @@ class SyncWorker:
         self._on_ready = on_ready
         self._on_fatal = on_fatal
         self._before_pass = before_pass
+        self._login_changed = login_changed
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._session: Session | None = None
         self._work = _Work(full_scan=True, check_remote=True)  # the initial sync
@@ -666,6 +670,13 @@ class SyncWorker:
         """Record an error of opening or of a pass and plan what comes next,
         from its one classification (``engine.errors.classify``)."""
         failure = classify(exc)
+        if failure.needs == "login" and self._login_changed():
+            # `ohsync login` saved a new token while the old one was in use: sign in with it
+            log.info("the server rejected the token, but a new login was saved meanwhile; using it")
+            self._close_session()
+            if not self._shutdown.is_set():
+                self.scheduler.poll_in(0.5)
+            return
         if failure.needs == "login" and self._refreshed_since_open and self._session is not None:
             # a refresh came after this session read the token (a login meanwhile?):
             # read the keyring again before saying a login is needed
@@ -676,8 +687,8 @@ class SyncWorker:
         if failure.needs == "login":
             log.error("the server rejected the token: %s", failure.message)
             self._status.update(problem="auth_required", problem_message=(
-                "The server rejected the saved login. Run `ohsync login` to sign in again, "
-                "then `ohsync refresh` (or restart ohsync)."))
+                "The server rejected the saved login. Run `ohsync login` to sign in again; "
+                "the running daemon then signs in with the new login."))
             self.scheduler.halt()
             self._close_session()
             return

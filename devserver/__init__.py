@@ -1,4 +1,4 @@
-"""ohsync.devserver — see DESIGN §2."""
+"""ohsync.devserver — see docs/architecture.md §2."""
 from __future__ import annotations
 
 if __name__ != "ohsync.devserver":  # pragma: no cover - guards against bare-folder imports

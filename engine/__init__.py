@@ -1,4 +1,4 @@
-"""ohsync.engine — see DESIGN §2."""
+"""ohsync.engine — see docs/architecture.md §2."""
 from __future__ import annotations
 
 if __name__ != "ohsync.engine":  # pragma: no cover - guards against bare-folder imports

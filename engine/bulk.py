@@ -3,7 +3,7 @@
 Per-file downloads cost two requests each (link + file); for a cold mirror
 of thousands of small memory files the zip task (``zip-task`` + one
 ``/zip/`` stream) is two orders of magnitude faster on a real server
-(DESIGN §4).  Every file taken from the archive is verified against its
+(docs/architecture.md §9).  Every file taken from the archive is verified against its
 listed id before it is adopted; anything missing, different or failing
 falls back to the ordinary per-file pull.
 """

@@ -410,9 +410,10 @@ class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, Bu
         def fetch(state: dict[str, int]) -> str:
             link, file_id = self._download_link(repo, remote)
             self._stream_into(link, dest, remote, progress, state)
-            return file_id
+            return str(file_id)
 
-        return self._download_retrying(dest, fetch)
+        file_id: str = self._download_retrying(dest, fetch)
+        return file_id
 
     def download_bytes(self, repo_id: str, path: str) -> tuple[bytes, str]:
         """Download a small file into memory (see :meth:`download`).
@@ -468,7 +469,7 @@ class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, Bu
         if problem:
             raise ProtocolError(f"The server stored the upload under an unsafe name: {problem}.", path=target)
         return UploadResult(
-            path=join_remote(parent, stored),
+            path=join_remote(parent, str(stored)),
             id=check_id(body[0].get("id"), what="the upload answer", path=target),
             size=as_int(body[0].get("size", 0), "the upload answer"),
         )

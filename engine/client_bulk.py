@@ -311,7 +311,9 @@ class BulkTransfers(SeafileHTTP):
         url = link if exists else link.copy_merge_params({"ret-json": "1"})
         timeout = httpx.Timeout(self._timeout, read=max(self._timeout * 10, 300.0))
         with translate_errors(what=what, path=target):
-            resp = self._http.post(url, data=form, files={"file": (name, data, "application/octet-stream")},
+            # _ChunkBody is a binary file object (io.RawIOBase), which httpx streams
+            resp = self._http.post(url, data=form,
+                                   files={"file": (name, data, "application/octet-stream")},  # type: ignore[dict-item]
                                    headers=headers, timeout=timeout)
         if resp.status_code != 200:
             raise error_for_response(resp, what=what, path=target, fileserver=True, secrets=(self._token,))
@@ -331,7 +333,7 @@ class BulkTransfers(SeafileHTTP):
         stored_size = as_int(body[0].get("size", size), "the upload answer")
         if stored_size != size:
             raise ProtocolError(f"The server stored {stored_size} of {size} bytes.", path=target)
-        return UploadResult(path=join_remote(parent, stored),
+        return UploadResult(path=join_remote(parent, str(stored)),
                             id=check_id(body[0].get("id"), what="the upload answer", path=target), size=size)
 
     def _uploaded_bytes(self, repo: str, parent: str, name: str, target: str, *, default: int = 0) -> int:
@@ -406,7 +408,8 @@ class BulkTransfers(SeafileHTTP):
         pos = tell_or_none(dest)
         st = _Fetch(dest, remote, start=0 if resume_id is not None else pos,
                     held=(pos or 0) if resume_id is not None else 0)
-        file_id, link = resume_id, None
+        file_id: str = resume_id or ""   # "" differs from any listed id: a fresh start
+        link: httpx.URL | None = None
         limit = self._retries + 1
         failures = 0
         while True:

@@ -68,7 +68,8 @@ class SeafileHTTP:
         self.request_count = 0
         #: server clock minus ours, seconds, from the last ``Date`` header (None: unknown)
         self.clock_offset: float | None = None
-        hooks = {"request": [self._count_request], "response": [self._read_clock]}
+        hooks: dict[str, list[Callable[..., Any]]] = {"request": [self._count_request],
+                                                      "response": [self._read_clock]}
         self._http = httpx.Client(
             transport=transport,
             timeout=httpx.Timeout(timeout),
@@ -231,8 +232,8 @@ class SeafileHTTP:
         def wait(state: tenacity.RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome else None
             if isinstance(exc, ThrottledError):
-                return exc.retry_after
-            return min(self._retry_cap, self._retry_base * 2 ** (state.attempt_number - 1))
+                return float(exc.retry_after)
+            return float(min(self._retry_cap, self._retry_base * 2 ** (state.attempt_number - 1)))
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None

@@ -1,4 +1,4 @@
-"""Names of conflict copies (DESIGN §10).
+"""Names of conflict copies (docs/architecture.md §4).
 
 ``.conflict/<dir>/<stem>__<origin>__<YYYYMMDDTHHMMSSZ><.ext>`` with ``-2``,
 ``-3`` before the extension when taken.  A path already inside

@@ -28,7 +28,7 @@ class EngineOptions:
     :ivar library_name: the library's name, used in backup paths.
     :ivar ignore: extra gitignore-style patterns (config ``ignore``).
     :ivar readback_full_limit: files up to this many bytes are downloaded
-        again after an upload and compared by sha1 (DESIGN §5 step 3).
+        again after an upload and compared by sha1 (docs/architecture.md §5, step 3).
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
     :ivar backup_days: backups older than this many days are pruned.

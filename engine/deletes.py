@@ -123,7 +123,7 @@ def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
     source = remote_path
     if taken:
         source = ctx.client.rename(ctx.repo_id, remote_path, target.rsplit("/", 1)[1])
-    moved = ctx.client.move(ctx.repo_id, source, ctx.remote_path(parent_rel(target)))
+    moved: str = ctx.client.move(ctx.repo_id, source, ctx.remote_path(parent_rel(target)))
     moved_rel = moved[len(ctx.remote_path("")):].lstrip("/") if ctx.remote_root.strip("/") else moved.lstrip("/")
     remote_written(ctx, rel_path, moved_rel)
     ctx.snapshot.pop(rel_path, None)

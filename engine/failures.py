@@ -36,7 +36,7 @@ BACKOFF_CAP = 3600.0
 #: Seconds between two looks at the free space for paths held by a full disk.
 SPACE_CHECK = 60.0
 
-Version = tuple[Any, Any]  # (local fingerprint or None, remote file id or None)
+Version = tuple[Any, ...]  # e.g. (local fingerprint or None, remote file id or None)
 
 
 @dataclass(frozen=True)

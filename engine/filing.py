@@ -1,4 +1,4 @@
-"""Drop-folder filing (DESIGN §8, issue 8): one dropped file → ``/Files/``.
+"""Drop-folder filing (docs/architecture.md §8): one dropped file → ``/Files/``.
 
 :class:`Filer` files one document at a time as a small, resumable state
 machine whose progress lives in a SQLite file of its own (``db_path``, e.g.
@@ -233,7 +233,7 @@ class Filer:
         if all(isinstance(r, FilingRule) for r in rules):
             self.rules: list[FilingRule] = list(rules)  # type: ignore[arg-type]
         else:
-            self.rules = parse_rules([r for r in rules if not isinstance(r, FilingRule)])  # type: ignore[misc]
+            self.rules = parse_rules([r for r in rules if not isinstance(r, FilingRule)])
         self.default_dest = parse_dest(default_dest, what="[filing] default")
         if db_path is None:
             raise ValueError("db_path is required (e.g. state_dir / 'filing.db')")
@@ -480,7 +480,7 @@ class Filer:
         return self._uploaded(job, current)
 
     def _verify(self, job: _Job, remote_id: str) -> None:
-        """Read-back (DESIGN §5 step 3): the content behind ``remote_id`` is ours.
+        """Read-back (docs/architecture.md §5, step 3): the content behind ``remote_id`` is ours.
 
         Equal content ids prove it for files up to the full-read limit after
         a download; larger files with an equal id count as verified (the id
@@ -492,7 +492,7 @@ class Filer:
         if not full:
             return
         sink = _HashWriter()
-        ctx.client.download(ctx.repo_id, ctx.remote_path(job.dest_rel), sink)  # type: ignore[arg-type]
+        ctx.client.download(ctx.repo_id, ctx.remote_path(job.dest_rel), sink)
         if sink.sha1.hexdigest() != job.sha1 or sink.size != job.size:
             if job.upload_id == remote_id:
                 try:  # our own upload came out wrong: remove it so a retry starts clean

@@ -1,4 +1,4 @@
-"""Filing rules for the drop folder (DESIGN §8, config ``[filing]``).
+"""Filing rules for the drop folder (docs/architecture.md §8, config ``[filing]``).
 
 Pure functions, no I/O except :func:`open_for_writing` and
 :func:`has_partial_sibling`, which look at the local machine.

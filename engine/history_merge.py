@@ -1,4 +1,4 @@
-"""What the file history says about writes that crossed ours (DESIGN §5 step 5).
+"""What the file history says about writes that crossed ours (docs/architecture.md §5, step 5).
 
 The Web API has no compare-and-swap for other clients: one that read a file,
 then uploaded its edit without ``head`` after we wrote ours, replaces our
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from typing import Any
 
 from .context import MirrorContext
 from .errors import NotFoundError
@@ -53,7 +54,7 @@ def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str
     ctx.state.set_meta(_key(rel_path), json.dumps({"ours": new_id, "replaced": replaced_id, "sha1": sha1}))
 
 
-def _pushed(ctx: MirrorContext, rel_path: str) -> dict | None:
+def _pushed(ctx: MirrorContext, rel_path: str) -> dict[str, Any] | None:
     raw = ctx.state.get_meta(_key(rel_path))
     try:
         value = json.loads(raw) if raw else None

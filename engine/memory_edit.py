@@ -4,7 +4,7 @@ Pure functions from bytes to bytes: render a new entity
 (:func:`render_entity`), add one observation (:func:`append_observation`),
 a literal find/replace (:func:`replace_once`) and frontmatter stamps
 (:func:`set_fields`).  Every edit keeps the rest of the file byte for byte
-(line endings, BOM, key order, quoting) so that the merge of DESIGN §5 sees
+(line endings, BOM, key order, quoting) so that the merge of docs/architecture.md §5 sees
 only the lines that really changed.  Errors are :class:`MemoryToolError`
 with a sentence meant for the caller (an agent or a person).
 """

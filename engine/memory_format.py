@@ -1,8 +1,9 @@
 """Lossless parser for memory entity files (markdown with YAML frontmatter).
 
-This module owns the memory file format of DESIGN §5 / samples/README: an
-optional UTF-8 BOM, optional YAML frontmatter between ``---`` lines, then a
-markdown body split into sections at ATX headings.  ``## Observations`` lines
+This module owns the memory file format (docs/architecture.md §5,
+tests/data/samples/README.md): an optional UTF-8 BOM, optional YAML
+frontmatter between ``---`` lines, then a markdown body split into sections
+at ATX headings.  ``## Observations`` lines
 are ``- [category] text #tag (context)``, ``## Relations`` lines are
 ``- relation_type [[Target]] (context)`` (multi-word types quoted), and every
 other ``[[wikilink]]`` outside code is an implicit link.
@@ -391,7 +392,8 @@ def _split_frontmatter(open_line: str, inner: list[str], close_line: str, first_
 def _split_sections(lines: list[str], offset: int) -> tuple[Section, ...]:
     sections: list[Section] = []
     heading: str | None = None
-    level, title, start, buf = 0, "", offset, []
+    level, title, start = 0, "", offset
+    buf: list[str] = []
     for i, (line, code) in enumerate(zip(lines, iter_code_mask(lines))):
         m = None if code else _HEADING_RE.match(line_content(line))
         if m:

@@ -1,4 +1,4 @@
-"""Field-by-field three-way merge of memory frontmatter (DESIGN §5).
+"""Field-by-field three-way merge of memory frontmatter (docs/architecture.md §5).
 
 A field changed on one side takes that side; both sides changing a field to
 different values is a conflict, except ``modified`` (the later timestamp
@@ -184,8 +184,8 @@ def merge_frontmatter(base: Frontmatter | None, ours: Frontmatter | None, theirs
     of = {f.key: f for f in ours.fields}
     tf = {f.key: f for f in theirs.fields}
     chosen: dict[str, list[str]] = {}
-    conflicts: list[str] = []
-    details: list[str] = []
+    conflicts = []
+    details = []
     for key in [*of, *(k for k in tf if k not in of), *(k for k in bf if k not in of and k not in tf)]:
         bv = bf[key].value if key in bf else _MISSING
         ov = of[key].value if key in of else _MISSING

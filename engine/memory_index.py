@@ -74,7 +74,7 @@ def to_timestamp(value: Any, tz: timezone) -> float | None:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=tz)
-        return value.timestamp()
+        return float(value.timestamp())
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=tz).timestamp()
     return None
@@ -273,8 +273,7 @@ def parse_entity(rel_path: str, data: bytes, mtime: float, tz: timezone) -> Enti
     permalink = str(fm.get("permalink") or "").strip() or rel_path[:-3]
     all_tags = tuple(dict.fromkeys(_tags(fm.get("tags"))))
     modified_ts = to_timestamp(fm.get("modified"), tz)
-    seen: set[tuple[str, str]] = set()
-    unique_links = tuple(x for x in links if not (x in seen or seen.add(x)))
+    unique_links = tuple(dict.fromkeys(links))   # first occurrence of each, in order
     return Entity(
         path=rel_path, permalink=permalink, title=title, type=str(fm.get("type") or ""),
         tags=all_tags, created=_time_text(fm.get("created")), modified=_time_text(fm.get("modified")),

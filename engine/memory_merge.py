@@ -1,4 +1,4 @@
-"""Memory-aware three-way merge for memory entity files (DESIGN §5, issue 6).
+"""Memory-aware three-way merge for memory entity files (docs/architecture.md §5).
 
 This module owns how two concurrent edits of one memory file become one:
 

@@ -183,7 +183,7 @@ class MemoryTools:
         ranked = heapq.nsmallest(limit + 8, scored, key=lambda x: x[:3])
         if len(ranked) < len(scored) and any(not (self.index.root / x[3].path).is_file() for x in ranked):
             ranked = sorted(scored, key=lambda x: x[:3])
-        results = []
+        results: list[dict[str, Any]] = []
         for neg_score, _, _, e in ranked:
             score = -neg_score
             if len(results) >= limit:
@@ -191,7 +191,7 @@ class MemoryTools:
             if not (self.index.root / e.path).is_file():  # moved or deleted without an event naming it
                 self.index.update([e.path])
                 continue
-            item = {"permalink": e.permalink, "title": e.title, "type": e.type, "tags": list(e.tags),
+            item: dict[str, Any] = {"permalink": e.permalink, "title": e.title, "type": e.type, "tags": list(e.tags),
                     "modified": e.modified, "snippet": _snippet(e.body, words),
                     "related": self._related(e, include_sensitive)}
             if words:
@@ -343,7 +343,7 @@ class MemoryTools:
         data = render_entity(title=title_s, permalink=permalink, type_=type_s, tags=tag_list,
                              created=self.now(), origin=self.origin, sensitivity=sens,
                              observations=observations, relations=rels)
-        result = {"permalink": permalink, "title": title_s, "path": rel, "sensitivity": sens}
+        result: dict[str, Any] = {"permalink": permalink, "title": title_s, "path": rel, "sensitivity": sens}
         if auto:
             result["marked_sensitive"] = True
         return WritePlan(rel, data, result, create=True)

@@ -6,7 +6,7 @@ compute the new bytes, writes them atomically into the mirror (backing up
 the version it replaces, re-checking that nobody saved the file meanwhile),
 then pushes the path with :func:`ohsync.engine.transfer.push` — the same
 read-merge-write with read-back verification every local edit goes through
-(DESIGN §5) — so a concurrent append on another device is merged, never
+(docs/architecture.md §5) — so a concurrent append on another device is merged, never
 overwritten.  It returns once the server holds the bytes; any failure is
 raised, and the file stays in the mirror for the next sync pass.
 

@@ -1,4 +1,4 @@
-"""The reconciliation table of DESIGN §4, as a pure function.
+"""The reconciliation table of docs/architecture.md §4, as a pure function.
 
 Each side of a path is classified against its base, then one ordered rule
 picks the action.  A delete on one side is propagated only when the other

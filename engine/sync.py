@@ -76,7 +76,7 @@ def resolve_library(client: Any, *, name: str | None = None, library_id: str | N
         False), or the name is ambiguous.
     :raises RemoteError: from the client.
     """
-    repos = client.list_repos()
+    repos: list[RepoInfo] = client.list_repos()
     if library_id:
         for repo in repos:
             if repo.id == library_id:
@@ -91,7 +91,8 @@ def resolve_library(client: Any, *, name: str | None = None, library_id: str | N
         raise LibraryNotFound(f"Several libraries are named '{name}' ({ids}). "
                               "Set `library_id` in the [[mirror]] section to pick one.")
     if create and name:
-        return client.create_repo(name)
+        created: RepoInfo = client.create_repo(name)
+        return created
     raise LibraryNotFound(f"The library '{name}' does not exist on the server. Create it in the "
                           "Seafile web interface, or set `create_library = true` in the config.")
 

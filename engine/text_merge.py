@@ -7,7 +7,7 @@ by their content without the line ending, so a side that only switched between
 LF and CRLF does not conflict with an edit on the other side; the merged output
 uses *ours'* line-ending style and BOM, and keeps ours' exact bytes for every
 line it takes from ours.  Conflicts are reported, never written: the caller
-decides what to do with a result that is not clean (DESIGN §5).
+decides what to do with a result that is not clean (docs/architecture.md §5).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 ``pull`` downloads into a temp file beside the target, re-checks that the
 local file did not change since the plan was made, backs the old version
-up and renames.  ``push`` follows DESIGN §5: read the current remote entry;
+up and renames.  ``push`` follows docs/architecture.md §5: read the current remote entry;
 unchanged since base ⇒ upload; else fetch theirs, merge base/ours/theirs,
 write the merge locally first, upload; then read back (the id must be the
 one the upload returned, and small files are downloaded again and compared
@@ -239,7 +239,7 @@ def _upload(ctx: MirrorContext, rel_path: str, data: bytes, exists: bool, head: 
             ctx.client.delete(ctx.repo_id, result.path)
             raise _Raced()
     ctx.emit(SyncEvent("transfer", rel_path, "up", done=len(data), total=len(data)))
-    return result.id
+    return str(result.id)
 
 
 class _Raced(Exception):
@@ -247,7 +247,7 @@ class _Raced(Exception):
 
 
 def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str) -> bool:
-    """DESIGN §5 step 3: is what the server holds now exactly what we wrote?"""
+    """docs/architecture.md §5, step 3: is what the server holds now exactly what we wrote?"""
     current = current_remote(ctx, rel_path)
     if current is None or current.id != uploaded_id:
         return False
@@ -341,7 +341,7 @@ def _check_history(ctx: MirrorContext, action: str) -> bool:
 
 def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
          base_content: bytes | None = None) -> PushOutcome:
-    """Read-merge-write of one local file (DESIGN §5).
+    """Read-merge-write of one local file (docs/architecture.md §5).
 
     Updates carry ``head`` (:func:`head_for`), so the server never overwrites
     an edit that landed after our read: it keeps that edit live and stores

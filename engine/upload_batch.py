@@ -6,7 +6,7 @@ pass knows are new — no base, nothing at that path in the remote snapshot —
 this module sends the files of one folder in multipart POSTs of up to
 :data:`BATCH_FILES` files (one upload link per folder, reused), then reads
 the folder once and compares each listed file id with the id computed
-locally from the bytes sent (Seafile ids are content hashes, DESIGN §5).
+locally from the bytes sent (Seafile ids are content hashes, docs/seafile-api.md §6.1).
 A file counts as synced only when the server lists exactly our content at
 exactly its path; everything else goes back to the caller for the ordinary
 read-merge-write push, which merges whatever raced with us.

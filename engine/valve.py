@@ -1,4 +1,4 @@
-"""The mass-delete safety valve (DESIGN §4).
+"""The mass-delete safety valve (docs/architecture.md §4).
 
 Deletes on one side are counted over a rolling window (so a watcher
 delivering a mass delete in small batches is caught too) and held when
@@ -111,8 +111,8 @@ class DeleteValve:
         now = self._clock()
         keep: list[Plan] = []
         held: list[tuple[str, str]] = []
-        for side in ("local", "remote"):
-            window = self._recent[side]
+        for name in ("local", "remote"):
+            window = self._recent[name]
             while window and now - window[0] > WINDOW_SECONDS:
                 window.popleft()
         by_side: dict[str, list[Plan]] = {"local": [], "remote": []}

@@ -6,13 +6,11 @@ import os
 import shutil
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
-from engine_helpers import read_tree  # noqa: E402
 
 from ohsync.daemon import credentials  # noqa: E402
 

@@ -8,10 +8,7 @@ import shutil
 
 import pytest
 
-from ohsync.engine.errors import AuthError, MirrorMissingError, OhsyncError, RemoteError
-from ohsync.engine.client import SeafileClient
-from ohsync.engine.context import EngineOptions
-from ohsync.engine.sync import SyncEngine
+from ohsync.engine.errors import AuthError, MirrorMissingError, RemoteError
 from breaker_helpers import missing_lines, missing_versions, synced_small
 from engine_helpers import USER, make_mirror, read_tree
 
@@ -99,7 +96,7 @@ def test_mirror_root_replaced_by_empty_folder_holds_deletes(devserver, tmp_path)
     before = devserver.tree(m.repo_id)
     shutil.rmtree(m.root)
     m.root.mkdir()
-    rep = m.sync()
+    m.sync()
     after = devserver.tree(m.repo_id)
     assert {k: v for k, v in after.items() if not k.startswith("/.trash/")} == before
 
@@ -135,7 +132,7 @@ def test_large_file_edited_during_chunked_upload(devserver, tmp_path):
             (m.root / "big.bin").write_bytes(big3)
 
     devserver.after_request("POST", r"/(upload|update)-api/", edit, count=10)
-    rep = m.sync(["big.bin"])
+    m.sync(["big.bin"])
     devserver.clear_faults()
     m.sync(["big.bin"])
     m.sync()

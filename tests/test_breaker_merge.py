@@ -81,7 +81,7 @@ def test_state_db_lost_careful_resync(devserver, tmp_path):
     for rel, data in remote.items():
         devserver.put_file(m.repo_id, "/" + rel, data)
     m2 = make_mirror(devserver, m.repo_id, tmp_path)
-    rep = m2.sync()
+    m2.sync()
     m2.sync()
     assert missing_versions(m2, tmp_path, [local["bin.dat"], remote["bin.dat"]]) == []
     assert missing_lines(m2, tmp_path, [b"two LOCAL", b"two REMOTE", b"title: Alice L", b"title: Alice R",
@@ -108,7 +108,7 @@ def test_conflict_copy_edited_on_both_sides(devserver, tmp_path):
     copy = rep.conflicts[0].archived
     devserver.put_file(m.repo_id, "/" + copy, b"copy edited remotely\n")
     m.write(copy, b"copy edited locally\n")
-    rep2 = m.sync()
+    m.sync()
     m.sync()
     assert missing_versions(m, tmp_path, [b"ours\n", b"copy edited remotely\n", b"copy edited locally\n"]) == []
     # no suffix stacked on a suffix

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 
-import pytest
 
 from breaker_helpers import missing_lines, missing_versions, synced_small
 
@@ -108,7 +107,7 @@ def test_local_move_into_folder_holding_same_name(devserver, tmp_path):
     """d/x.md -> e/y.md where e/x.md exists: the server-side move must not clobber e/x.md."""
     m = synced_small(devserver, tmp_path, {"/d/x.md": b"moving file\n", "/e/x.md": b"bystander\n"})
     os.rename(m.root / "d/x.md", m.root / "e/y.md")
-    rep = m.sync()
+    m.sync()
     m.sync()
     tree = devserver.tree(m.repo_id)
     assert tree.get("/e/x.md") == b"bystander\n" and tree.get("/e/y.md") == b"moving file\n"

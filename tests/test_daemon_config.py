@@ -1,4 +1,4 @@
-"""Config: defaults, the keys of DESIGN §10, unknown keys kept and warned about."""
+"""Config: defaults, the keys of docs/architecture.md §10, unknown keys kept and warned about."""
 
 from __future__ import annotations
 

@@ -118,7 +118,7 @@ def test_cold_start_edits_both_ways_and_stop(setup) -> None:
 
 
 def test_restart_transfers_nothing_and_idle_poll_is_one_request(setup, isolated_env, devserver) -> None:
-    srv, repo_id, mirror = setup.srv, setup.repo_id, setup.mirror
+    srv, _repo_id, mirror = setup.srv, setup.repo_id, setup.mirror
     d = setup.start()
     d.wait_state("idle", timeout=90)
     assert d.cli("stop").returncode == 0
@@ -149,7 +149,7 @@ def test_restart_transfers_nothing_and_idle_poll_is_one_request(setup, isolated_
 
 
 def test_revoked_token_is_auth_required_and_nothing_is_lost(setup) -> None:
-    srv, repo_id, mirror = setup.srv, setup.repo_id, setup.mirror
+    srv, _repo_id, mirror = setup.srv, setup.repo_id, setup.mirror
     d = setup.start()
     d.wait_state("idle", timeout=90)
     before = read_tree(mirror)

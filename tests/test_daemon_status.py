@@ -1,4 +1,4 @@
-"""The status object: exact keys of DESIGN §10 and honest states."""
+"""The status object: exact keys of docs/architecture.md §7.2 and honest states."""
 
 from __future__ import annotations
 

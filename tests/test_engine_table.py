@@ -1,4 +1,4 @@
-"""Every cell of the reconciliation table (DESIGN §4), for files and folders.
+"""Every cell of the reconciliation table (docs/architecture.md §4), for files and folders.
 
 Each case starts from a synced mirror (a library of filler files plus the
 case's own paths, so one delete stays under the mass-delete valve), changes

@@ -6,7 +6,6 @@ import errno
 import os
 import sys
 import time
-from pathlib import Path
 
 import pytest
 

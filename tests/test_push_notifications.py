@@ -298,3 +298,47 @@ def test_config_keys_for_transfers_and_push(tmp_path):
         path.write_text(bad + "\n", encoding="utf-8")
         with pytest.raises(ConfigError):
             load_config(path)
+
+
+# ------------------------------------------------------------------ the worker's side
+
+def test_worker_polls_on_push_skips_known_heads_and_slows_its_timer(tmp_path):
+    from daemon_helpers import FakeEngine, FakeSession
+
+    from ohsync.daemon.status import StatusModel
+    from ohsync.daemon.worker import SyncWorker
+
+    class Meta:
+        @staticmethod
+        def get_meta(key: str) -> str | None:
+            return "a" * 40 if key == "head" else None
+
+    engine = FakeEngine(tmp_path)
+    engine.state = Meta()  # the head the last pass saw
+    status = StatusModel(library="OH-Memory", local=str(tmp_path), poll_interval=0.5, push_poll_interval=600)
+    status.watcher_alive = lambda: True
+    w = SyncWorker(lambda on_event: FakeSession(engine), status, poll_interval=0.5, push_poll_interval=600)
+    w.start()
+    try:
+        wait_for(lambda: status.status()["state"] == "idle", what="idle")
+        assert status.status()["notifications"] == "polling"
+        w.set_push(True)
+        wait_for(lambda: status.status()["notifications"] == "push", what="push mode")
+        time.sleep(1.0)  # the pass the new channel asked for, then the safety poll is 600 s away
+        calls = len(engine.calls)
+        time.sleep(1.5)  # polling at 0.5 s would have passed three times
+        assert len(engine.calls) == calls
+        w.push_update("a" * 40)  # our own head: nothing to do
+        time.sleep(0.5)
+        assert len(engine.calls) == calls
+        for _ in range(5):  # a burst of announcements: coalesced
+            w.push_update("b" * 40)
+        wait_for(lambda: len(engine.calls) > calls, what="a pass after the announcement")
+        time.sleep(0.5)
+        assert 1 <= len(engine.calls) - calls <= 2 and engine.calls[-1][1] is True
+        w.set_push(False)  # the channel went down: back to the normal interval
+        calls = len(engine.calls)
+        wait_for(lambda: len(engine.calls) >= calls + 2, timeout=5, what="normal polling again")
+        assert status.status()["notifications"] == "polling"
+    finally:
+        assert w.shutdown(10)

@@ -69,7 +69,7 @@ def test_attention_is_a_state_with_each_path_and_reason() -> None:
     assert "confirm-deletes" in by_kind["held_delete"]["reason"]
     assert by_kind["damaged"]["path"] == "knowledge/x.md" and "never closed" in by_kind["damaged"]["reason"]
     assert by_kind["skipped"]["path"] == "back\\slash.md" and "Seafile" in by_kind["skipped"]["reason"]
-    # the DESIGN §10 keys keep their names and types
+    # the docs/architecture.md §7.2 keys keep their names and types
     for k in ("damaged", "skipped", "held_deletes"):
         assert st[k] == 1
 

@@ -5,14 +5,11 @@ SFConflict file.  SFConflict files made by other Seafile clients are folded
 into their path or archived in ``/.conflict/``; none stays on either side."""
 from __future__ import annotations
 
-import importlib.util
-import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from ohsync.engine.context import EngineOptions
 from ohsync.engine.sfconflict import original_of
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -1,4 +1,4 @@
-"""ohsync.tray — see DESIGN §2."""
+"""ohsync.tray — see docs/architecture.md §2."""
 from __future__ import annotations
 
 if __name__ != "ohsync.tray":  # pragma: no cover - guards against bare-folder imports

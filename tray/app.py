@@ -10,7 +10,7 @@ ages).  :func:`run_tray` is the entry point for ``ohsync run`` (in-process,
 ``owns_daemon=True``) and ``ohsync tray`` (``owns_daemon=False``).
 
 Nothing here imports ``ohsync.engine``: the socket protocol is the only
-contract (DESIGN §7, §10).
+contract (docs/architecture.md §7).
 """
 
 from __future__ import annotations

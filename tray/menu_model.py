@@ -2,7 +2,7 @@
 
 Nothing here imports pystray or touches a display, so every daemon state can
 be unit-tested.  :func:`build_menu` turns a :class:`TrayView` (the last status
-object of DESIGN §10, the ``conflicts`` list, the time) into a tuple of
+object of docs/architecture.md §7.2, the ``conflicts`` list, the time) into a tuple of
 :class:`MenuEntry`; :func:`status_line` is the first, disabled line;
 :func:`icon_state` picks the picture; :class:`SyncProgress` turns the
 daemon's pending counts into "Syncing 3 of 12".  ``app.py`` maps entries to

@@ -1,0 +1,57 @@
+"""docs/architecture.md describes the code as it is: every file it names
+exists, its method table lists every socket method the daemon serves, and
+its status section names every state."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from ohsync.daemon.memory_service import METHODS as MEMORY_METHODS
+from ohsync.daemon.status import STATES
+
+REPO = Path(__file__).resolve().parent.parent
+DOC = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+
+
+def _section(number: str) -> str:
+    """The text of section ``number`` (up to the next heading of the same or a higher level)."""
+    m = re.search(rf"^(#+) {re.escape(number)}\.? .*$", DOC, re.M)
+    assert m, f"docs/architecture.md has no section {number}"
+    level = len(m.group(1))
+    end = re.compile(rf"^#{{1,{level}}} ", re.M).search(DOC, m.end())
+    return DOC[m.end():end.start() if end else len(DOC)]
+
+
+def _daemon_methods() -> set[str]:
+    """The method names of ``Daemon._handlers`` in daemon/app.py (read from the source)."""
+    tree = ast.parse((REPO / "daemon" / "app.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "_handlers":
+            for ret in ast.walk(node):
+                if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Dict):
+                    return {k.value for k in ret.value.keys if isinstance(k, ast.Constant)}
+    raise AssertionError("daemon/app.py has no Daemon._handlers returning a dict")
+
+
+def test_every_file_the_page_names_exists() -> None:
+    named = set(re.findall(r"`((?:engine|daemon|tray|devserver|bench|packaging|tests|docs)/[\w./-]+\.(?:py|md))`",
+                           DOC))
+    assert len(named) > 30
+    missing = sorted(p for p in named if not (REPO / p).exists())
+    assert missing == [], f"docs/architecture.md names files that do not exist: {missing}"
+
+
+def test_the_method_table_lists_every_socket_method() -> None:
+    methods = _section("7.1")
+    served = _daemon_methods() | set(MEMORY_METHODS) | {"subscribe"}
+    assert {"status", "wait", "confirm_deletes"} <= served
+    missing = sorted(name for name in served if f"`{name}`" not in methods)
+    assert missing == [], f"docs/architecture.md §7.1 does not list: {missing}"
+
+
+def test_the_status_section_names_every_state() -> None:
+    status = _section("7.2")
+    missing = [state for state in STATES if f"`{state}`" not in status]
+    assert missing == [], f"docs/architecture.md §7.2 does not name the states {missing}"
