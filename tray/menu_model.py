@@ -319,6 +319,15 @@ def _attention_items(status: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [i for i in items if isinstance(i, dict) and i.get("kind") == kind and i.get("path")]
 
 
+#: Control characters shown as escapes (``\n``), so a strange name cannot break a menu line.
+_VISIBLE = {c: ("\\n" if c == 10 else f"\\x{c:02x}") for c in range(32)}
+
+
+def _clip(text: str, limit: int = MAX_LINE + 16) -> str:
+    """Cut ``text`` at the end (a reason reads from its start)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _attention_entry(status: dict[str, Any], text: str, kind: str, total: int) -> MenuEntry:
     """A count line; with the daemon's ``attention`` items, a submenu naming
     each path and its reason (a damaged file opens in its editor)."""
@@ -328,8 +337,8 @@ def _attention_entry(status: dict[str, Any], text: str, kind: str, total: int) -
     root = next((str(m["local"]) for m in _mirrors(status) if m.get("local")), None)
     children: list[MenuEntry] = []
     for item in items[:MAX_CONFLICT_ITEMS]:
-        path = str(item["path"]).replace("\n", "\\n")  # a name with a newline stays on one line
-        label = shorten(f"{path} — {item.get('reason') or kind}")
+        path = str(item["path"]).translate(_VISIBLE)  # a name with a newline stays on one line
+        label = _clip(f"{shorten(path, MAX_LINE // 2)} — {str(item.get('reason') or kind).translate(_VISIBLE)}")
         action = Action("open", (_to_local(root, str(item["path"])),)) if kind == "damaged" and root else None
         children.append(MenuEntry(label, action, enabled=action is not None))
     if total > len(children):
