@@ -7,8 +7,20 @@ devserver fixtures (owned by the devserver work; add other fixtures below):
   ``user@example.edu.cn`` / ``secret`` (``DEVSERVER_USER``,
   ``DEVSERVER_PASSWORD``).  Function-scoped; stopped afterwards.
 * ``devserver_token`` — that user's API token (40 hex) on that server.
+
+Leak guard (every test): a test that leaves a non-daemon thread it started
+still running, or a child process of the test run still alive, fails in its
+teardown, after :data:`LEAK_GRACE` seconds for them to end.  Leftover child
+processes are then killed so they cannot disturb later tests.  A test that
+must leave something behind says so: ``@pytest.mark.leaves_running("why")``.
 """
 from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +45,79 @@ def devserver(tmp_path):
 def devserver_token(devserver) -> str:
     """The API token of ``DEVSERVER_USER`` on the ``devserver`` fixture."""
     return devserver.token_for(DEVSERVER_USER)
+
+
+# ----------------------------------------------------------------------------- leak guard
+
+#: Seconds a test's threads and child processes get to end after its teardown.
+LEAK_GRACE = 3.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "leaves_running(reason): the test legitimately leaves threads or child processes running "
+                   "(the leak guard of tests/conftest.py lets it pass)")
+
+
+def _alive_children() -> set[int]:
+    """Pids of this process's children that have not exited (zombies excluded)."""
+    pids: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        try:
+            pids.update(int(p) for p in (task / "children").read_text().split())
+        except OSError:
+            continue  # the thread ended meanwhile
+    return {pid for pid in pids if _running(pid)}
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _describe(pid: int) -> str:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = "?"
+    return f"pid {pid}: {cmd[:200]}"
+
+
+def _kill(pids: set[int]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(_running(p) for p in pids):
+            time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def _leak_guard(request: pytest.FixtureRequest):
+    """Fail a test that leaves its non-daemon threads or child processes running (see the module doc)."""
+    if request.node.get_closest_marker("leaves_running"):
+        yield
+        return
+    threads_before = set(threading.enumerate())
+    children_before = _alive_children()
+    yield
+    deadline = time.monotonic() + LEAK_GRACE
+    while True:
+        threads = [t for t in threading.enumerate()
+                   if t not in threads_before and not t.daemon and t.is_alive()]
+        children = _alive_children() - children_before
+        if not (threads or children) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if threads or children:
+        lines = [f"thread {t.name!r} ({t.__class__.__name__})" for t in threads]
+        lines += [_describe(pid) for pid in sorted(children)]
+        _kill(children)
+        pytest.fail("the test left running (stop them in its teardown, or mark it leaves_running(reason)):\n  "
+                    + "\n  ".join(lines), pytrace=False)
