@@ -187,7 +187,7 @@ class Daemon:
             Method.ACTIVITY: lambda p: self.worker.activity(int(_number(p, "limit", 50, 1, 10_000))),
             Method.WAIT: self._wait,
             Method.SHUTDOWN: self._shutdown,
-            Method.PING: lambda p: {"pid": os.getpid(), "protocol": PROTOCOL},
+            Method.PING: lambda p: {"pid": os.getpid(), "protocol": PROTOCOL, "config": str(self.cfg.path)},
             Method.FILE: self._file,
             Method.CONFIRM_DELETES: lambda p: {"confirmed": self.worker.confirm_deletes()},
             Method.HELD_DELETES: lambda p: self.worker.held_deletes(),

@@ -49,7 +49,7 @@ def autostart_enabler() -> Callable[[Path], str] | None:
 def cmd_setup(args: argparse.Namespace) -> int:
     """Run the setup flow; exit 0 when everything asked for was done."""
     from ohsync.daemon.config import config_path, load_config
-    from ohsync.daemon.protocol import Method, RpcClient
+    from ohsync.daemon.running import running_daemon
     from ohsync.daemon.setup_flow import SetupAnswers, run_setup
     from ohsync.daemon.setup_prompt import InputEnded, MissingAnswer, Prompter
 
@@ -70,13 +70,15 @@ def cmd_setup(args: argparse.Namespace) -> int:
           f"  mirror folder: {result.local}\n  drop folder:   {result.drop}\n  config:        {path}")
     if result.autostart:
         print(result.autostart, file=sys.stderr if result.autostart_failed else sys.stdout)
-    running: Any = None
-    try:
-        running = RpcClient(load_config(path).socket, timeout=2).call(Method.PING)
-    except Exception:  # noqa: BLE001 - no answer of any kind means not running
-        running = None
-    if running:
+    running = running_daemon(load_config(path).socket, path)
+    if running and running.same:
         print("ohsync is running with the old settings: restart it (`ohsync stop`, then `ohsync run`).")
+    elif running and running.config:
+        print(f"The ohsync daemon on this config's socket runs another config ({running.config}); this "
+              "config's daemon can start once that one stops.")
+    elif running:
+        print("An ohsync daemon answers on this config's socket; if it runs this config, restart it "
+              "(`ohsync stop`, then `ohsync run`).")
     print("Check everything with `ohsync doctor`.")
     return EXIT_FAILED if result.autostart_failed else EXIT_OK
 

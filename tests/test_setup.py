@@ -378,3 +378,24 @@ def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
     cfg = load_config(isolated_env.config)
     assert cfg.mirror.local == home / "Mirror" and (home / "Mirror").is_dir()
     assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+
+def test_setup_names_a_running_daemon_only_when_it_runs_this_config(isolated_env, devserver, monkeypatch,
+                                                                  capsys) -> None:
+    from ohsync.daemon.socket_server import SocketServer
+
+    devserver.create_library(USER, "OH-Memory")
+    ping = {"pid": 1, "config": str(isolated_env.root / "other.toml")}
+    server = SocketServer(isolated_env.socket, {"ping": lambda p: dict(ping)})
+    server.start()
+    try:
+        _stdin(monkeypatch, PASSWORD + "\n")
+        assert main(_scripted(isolated_env, devserver)) == 0
+        out = capsys.readouterr().out
+        assert "running with the old settings" not in out and "runs another config" in out
+        ping["config"] = str(isolated_env.config)
+        _stdin(monkeypatch, PASSWORD + "\n")
+        assert main(_scripted(isolated_env, devserver)) == 0
+        assert "ohsync is running with the old settings" in capsys.readouterr().out
+    finally:
+        server.stop()
