@@ -70,7 +70,6 @@ def test_scripted_setup_with_a_token_takes_the_username_from_the_account(isolate
 
 
 def test_scripted_setup_names_each_missing_flag(isolated_env, devserver, monkeypatch, capsys) -> None:
-    home = isolated_env.root / "home"
     # no secret and no saved login
     assert main(["setup", "--yes", "--server", devserver.url, "--username", USER, "--no-autostart"]) == 2
     assert "--password-stdin or --token-stdin" in capsys.readouterr().err
