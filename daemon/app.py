@@ -30,8 +30,10 @@ from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
 from ohsync.daemon.filing_service import FilingService, FilingUnavailable
 from ohsync.daemon.memory_service import MemoryService
+from ohsync.daemon.mirror_lock import MirrorLock
 from ohsync.daemon.notifications import PushChannel
 from ohsync.daemon.protocol import PROTOCOL, Event, Method
+from ohsync.daemon.socket_dir import UnsafeSocketDir
 from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketInUse, SocketServer
 from ohsync.daemon.status import StatusModel, iso_time
 from ohsync.daemon.watcher import Watcher
@@ -41,6 +43,9 @@ from ohsync.engine.filing import FilingResult
 from ohsync.engine.filing_rules import RuleError, parse_dest, parse_rules
 
 __all__ = ["AlreadyRunning", "Daemon", "display_available"]
+
+#: Seconds between two checks that the mirror folder still exists.
+ROOT_CHECK_SECONDS = 2.0
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +109,7 @@ class Daemon:
         self._engine: Any = None
         self._root: Path | None = None
         self._login_token: str | None = None
+        self._mirror_lock: MirrorLock | None = None
         if session_factory is None:
             from ohsync.daemon.session import open_session
 
@@ -187,7 +193,7 @@ class Daemon:
             Method.ACTIVITY: lambda p: self.worker.activity(int(_number(p, "limit", 50, 1, 10_000))),
             Method.WAIT: self._wait,
             Method.SHUTDOWN: self._shutdown,
-            Method.PING: lambda p: {"pid": os.getpid(), "protocol": PROTOCOL},
+            Method.PING: lambda p: {"pid": os.getpid(), "protocol": PROTOCOL, "config": str(self.cfg.path)},
             Method.FILE: self._file,
             Method.CONFIRM_DELETES: lambda p: {"confirmed": self.worker.confirm_deletes()},
             Method.HELD_DELETES: lambda p: self.worker.held_deletes(),
@@ -275,6 +281,7 @@ class Daemon:
                 prepare()   # a new mirror's folder exists before the first pass: watched from the start
             except OhsyncError as exc:
                 log.error("%s", exc.message)   # the first pass reports it (a safety stop)
+        self._lock_mirror()
         self.memory.attach(session.engine)
         self._check_watcher()
         self._start_push(session)
@@ -303,6 +310,25 @@ class Daemon:
         self._push = PushChannel(client, library_id, on_update=self.worker.push_update,
                                  on_mode=self.worker.set_push)
         self._push.start()
+
+    def _lock_mirror(self) -> None:
+        """Hold the mirror folder's lock (one daemon per folder, whatever its config).
+
+        :raises MirrorInUse: another daemon holds it (the worker stops the daemon).
+        """
+        if self._mirror_lock is not None or self._root is None or not self._root.is_dir():
+            return
+        lock = MirrorLock(self._root)
+        try:
+            lock.acquire()
+        except UnsafeSocketDir as exc:
+            log.warning("%s A second daemon on %s would not be refused.", exc.message, self._root)
+            return
+        except OSError as exc:   # e.g. a full /tmp: sync without it, but say so
+            log.warning("cannot create the folder lock %s (%s); a second daemon on %s would not be "
+                        "refused", lock.path, exc.strerror or exc, self._root)
+            return
+        self._mirror_lock = lock
 
     def _check_watcher(self) -> None:
         """Start the watcher, or restart one that died (its folder vanished and came back).
@@ -409,7 +435,23 @@ class Daemon:
             raise OhsyncError(f"The sync worker failed: {self._fatal!r}. See the log.")
         return 0
 
+    def _guard_root(self) -> None:
+        """Notice a mirror folder that vanished (unmounted, moved away) within
+        seconds, even when no poll is due for minutes (push mode): one full
+        scan then stops syncing with the engine's sentence."""
+        reported = False
+        while not self._stop.wait(ROOT_CHECK_SECONDS):
+            root = self._root
+            if root is None:
+                continue
+            missing = not root.is_dir()
+            if missing and not reported:
+                log.warning("the mirror folder %s is gone; checking it now", root)
+                self.worker.post_dirty([], full_scan=True)
+            reported = missing
+
     def _main_loop(self) -> None:
+        threading.Thread(target=self._guard_root, name="ohsync-root-guard", daemon=True).start()
         if self._tray and display_available():
             self._run_tray()
         while not self._stop.wait(0.5):
@@ -464,4 +506,6 @@ class Daemon:
         if not self.worker.shutdown(timeout=120):
             log.warning("the sync worker did not finish within 120 s; exiting anyway")
         self.server.stop()
+        if self._mirror_lock is not None:
+            self._mirror_lock.release()
         log.info("ohsync stopped")

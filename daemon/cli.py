@@ -133,12 +133,23 @@ def cmd_login(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _this_configs_daemon(args: argparse.Namespace) -> bool:
+    """True when the daemon answering on this config's socket runs this config file."""
+    from ohsync.daemon.config import config_path
+    from ohsync.daemon.running import running_daemon
+
+    running = running_daemon(_config(args).socket, config_path(args.config))
+    return bool(running and running.same)
+
+
 def _tell_daemon_to_refresh(args: argparse.Namespace) -> None:
-    """A running daemon waiting for a login signs in with the new token now."""
+    """A running daemon of this config waiting for a login signs in with the new token now."""
+    if not _this_configs_daemon(args):
+        return  # no daemon (or another config's): it reads the keyring when it starts
     try:
         _client(args, timeout=5.0).call(Method.REFRESH)
     except (DaemonNotRunning, RpcError, OSError, OhsyncError):
-        return  # no daemon (or another config's): it reads the keyring when it starts
+        return
     print("The running ohsync daemon signs in with it now.")
 
 
@@ -153,6 +164,8 @@ def cmd_logout(args: argparse.Namespace) -> int:
         raise UsageError("logout needs --server and --username (or both set in the config)")
     if delete_token(server, username):
         print(f"Logged out: removed the token of {username} at {server} from the keyring.")
+        if _this_configs_daemon(args):
+            print("The running ohsync daemon keeps the token it holds until it stops (`ohsync stop`).")
     else:
         print(f"No saved login for {username} at {server}.")
     return EXIT_OK

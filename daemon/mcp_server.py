@@ -7,7 +7,9 @@ daemon's ``memory.*`` socket method: the daemon owns the index and the
 verified write path, so an agent's write returns once the server holds it.
 When no daemon runs, every tool answers with a tool error that says so and
 how to start it.  The descriptions carry the writing discipline (one fact per
-observation, synonyms folded into title and tags, never secrets).
+observation, synonyms folded into title and tags, never secrets).  At the end
+of its input the server answers the requests still pending before it exits;
+started at a terminal it says on stderr what it is for.
 """
 from __future__ import annotations
 
@@ -175,6 +177,82 @@ def build_server(socket_path: Path) -> Any:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+class _Pending:
+    """Request ids read from the client and not answered yet."""
+
+    def __init__(self) -> None:
+        import anyio
+
+        self.ids: set[Any] = set()
+        self.changed = anyio.Event()
+
+    def done(self, key: Any) -> None:
+        import anyio
+
+        self.ids.discard(key)
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+class _HeldReads:
+    """The client's messages, passed on; at end of input the stream closes only once every
+    request read has its answer (the SDK cancels handlers still running at end of input,
+    so a piped ``tools/call`` would otherwise get none)."""
+
+    #: Seconds to wait at end of input for the answers still owed (a write waits up to ~1 hour).
+    DRAIN_SECONDS = 3700.0
+
+    def __init__(self, source: Any, pending: _Pending) -> None:
+        import anyio
+
+        self.source = source
+        self.pending = pending
+        self._send, self.stream = anyio.create_memory_object_stream[Any](0)
+
+    async def pump(self) -> None:
+        import anyio
+
+        async with self._send:
+            async with self.source:
+                async for item in self.source:
+                    message = getattr(item, "message", None)
+                    if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
+                        self.pending.ids.add(message.id)
+                    await self._send.send(item)
+            with anyio.move_on_after(self.DRAIN_SECONDS):
+                while self.pending.ids:
+                    await self.pending.changed.wait()
+
+
+class _AnswerWrites:
+    """The write stream, noting each answer (a message with an id and no method) as it goes out."""
+
+    def __init__(self, target: Any, pending: _Pending) -> None:
+        self._target = target
+        self._pending = pending
+
+    async def send(self, item: Any) -> None:
+        await self._target.send(item)
+        message = getattr(item, "message", None)
+        if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
+            self._pending.done(message.id)
+
+    async def __aenter__(self) -> _AnswerWrites:
+        await self._target.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._target.__aexit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+def _answer_before_closing(read_stream: Any, write_stream: Any) -> tuple[_HeldReads, _AnswerWrites]:
+    pending = _Pending()
+    return _HeldReads(read_stream, pending), _AnswerWrites(write_stream, pending)
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -203,9 +281,17 @@ def run_stdio(config: str | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     server = build_server(cfg.socket)
 
+    if sys.stdin.isatty():
+        print("ohsync mcp is an MCP stdio server, meant to be started by an MCP client (see the README "
+              "section \"Memory tools and MCP\"); it reads JSON-RPC on standard input (Ctrl-D ends it).",
+              file=sys.stderr, flush=True)
+
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            reads, writes = _answer_before_closing(read_stream, write_stream)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reads.pump)
+                await server.run(reads.stream, writes, server.create_initialization_options())
 
     anyio.run(main)
     return 0
