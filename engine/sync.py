@@ -134,9 +134,9 @@ class SyncEngine:
         self._paused_paths: set[str] = set()  # fighting writers, announced once
         self._skipped_remote: list[tuple[str, str]] = []
         self.failure_book = FailureBook(self.local_root)
-        # (state generation, synced before) after a pass that found nothing to do
+        # (state generation, synced before, head) after a pass that found nothing to do
         # and left nothing waiting: while both hold, an idle poll is one request
-        self._settled: tuple[int, bool] | None = None
+        self._settled: tuple[int, bool, str] | None = None
 
     # -- queries for the daemon ----------------------------------------
     def failures(self) -> list[dict[str, Any]]:
@@ -343,7 +343,7 @@ class SyncEngine:
             kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]
             self._skipped_pass = sorted(set(kept) | set(report.skipped))
         if idle_shaped and not candidates and self._nothing_waits(report, generation):
-            self._settled = (self.state.generation, bool(bases))
+            self._settled = (self.state.generation, bool(bases), self.state.get_meta("head") or "")
         return report
 
     def _nothing_waits(self, report: SyncReport, generation: int) -> bool:
@@ -369,13 +369,13 @@ class SyncEngine:
             library info read, for the full pass that follows.
         """
         assert self._settled is not None
-        generation, synced = self._settled
+        generation, synced, head = self._settled
         spec = self.ignore._spec
         check_root(self.local_root, marker_expected=synced)
         self.ignore.reload()
         info: RepoInfo = self.ctx.client.repo_info(self.ctx.repo_id)
         if (self.state.generation == generation and self.ignore._spec is spec and info.head_commit_id
-                and info.head_commit_id == self.ctx.head and not self.ctx.head_stale):
+                and info.head_commit_id == head and self.ctx.head == head and not self.ctx.head_stale):
             return None
         return info
 
