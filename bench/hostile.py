@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from engine_helpers import USER, make_mirror  # noqa: E402
 
-from ohsync.daemon.rpc import RpcClient  # noqa: E402
+from ohsync.daemon.protocol import Method, RpcClient, State  # noqa: E402
 from ohsync.daemon.socket_server import SocketServer  # noqa: E402
 from ohsync.devserver import DevServer  # noqa: E402
 
@@ -58,7 +58,7 @@ def _threads_with_idle_connections(n: int) -> tuple[int, int, float]:
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 2 * n + 200)), hard))
     folder = Path(tempfile.mkdtemp(prefix="ohs-bench-"))
     path = folder / "run" / "ohsync.sock"
-    srv = SocketServer(path, {"status": lambda p: {"state": "idle"}})
+    srv = SocketServer(path, {Method.STATUS: lambda p: {"state": State.IDLE}})
     before = threading.active_count()
     srv.start()
     conns = []
@@ -70,7 +70,7 @@ def _threads_with_idle_connections(n: int) -> tuple[int, int, float]:
         while srv.connection_count < n:
             time.sleep(0.05)
         started = time.monotonic()
-        RpcClient(path, timeout=10).call("status")
+        RpcClient(path, timeout=10).call(Method.STATUS)
         took = time.monotonic() - started
         return before, threading.active_count(), took
     finally:

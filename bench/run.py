@@ -266,6 +266,21 @@ def engine_measure(srv: DevServerProc, mirror: EngineMirror, paths: list[str] | 
 
 # ----------------------------------------------------------------------------- the bench
 
+def daemon_env(root: Path, sock_dir: Path) -> dict[str, str]:
+    """The environment of a benchmarked ``ohsync run``: config, state, keyring
+    (the plaintext file keyring) and socket all under ``root`` / ``sock_dir``;
+    no display, so no tray."""
+    env = dict(os.environ)
+    for k in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "OHSYNC_SOCKET"):
+        env.pop(k, None)
+    env.update({"PYTHON_KEYRING_BACKEND": "ohsync.daemon.file_keyring.FileKeyring",
+                "OHSYNC_KEYRING_FILE": str(root / "keyring.json"), "OHSYNC_CONFIG": str(root / "config.toml"),
+                "XDG_CONFIG_HOME": str(root / "xdg-config"), "XDG_STATE_HOME": str(root / "xdg-state"),
+                "XDG_DATA_HOME": str(root / "xdg-data"), "XDG_CACHE_HOME": str(root / "xdg-cache"),
+                "XDG_RUNTIME_DIR": str(sock_dir), "PYTHONUNBUFFERED": "1"})
+    return env
+
+
 def peak_rss_mib() -> int:
     """Peak resident memory of this process so far (ru_maxrss, KiB on Linux), in MiB."""
     import resource
@@ -539,14 +554,7 @@ class Bench:
         root = self.work / "daemon"
         root.mkdir()
         sock_dir = Path(tempfile.mkdtemp(prefix="ohb-", dir="/tmp"))
-        env = dict(os.environ)
-        for k in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "OHSYNC_SOCKET"):
-            env.pop(k, None)
-        env.update({"PYTHON_KEYRING_BACKEND": "ohsync.daemon.file_keyring.FileKeyring",
-                    "OHSYNC_KEYRING_FILE": str(root / "keyring.json"), "OHSYNC_CONFIG": str(root / "config.toml"),
-                    "XDG_CONFIG_HOME": str(root / "xdg-config"), "XDG_STATE_HOME": str(root / "xdg-state"),
-                    "XDG_DATA_HOME": str(root / "xdg-data"), "XDG_CACHE_HOME": str(root / "xdg-cache"),
-                    "XDG_RUNTIME_DIR": str(sock_dir), "PYTHONUNBUFFERED": "1"})
+        env = daemon_env(root, sock_dir)
         poll = self.args.daemon_poll
         (root / "config.toml").write_text(tomli_w.dumps({
             "server": self.srv.url, "username": USER, "poll_interval": poll, "state_dir": str(root / "state"),
@@ -554,7 +562,7 @@ class Bench:
         subprocess.run([sys.executable, "-c", "import sys; from ohsync.daemon import credentials; "
                         "credentials.save_token(sys.argv[1], sys.argv[2], sys.argv[3])",
                         self.srv.url, USER, self.srv.token], env=env, check=True, timeout=60)
-        from ohsync.daemon.rpc import RpcClient
+        from ohsync.daemon.protocol import Method, RpcClient
 
         rpc = RpcClient(sock_dir / "ohsync" / "ohsync.sock", timeout=30)
         out = open(root / "daemon-output.log", "wb")
@@ -576,7 +584,7 @@ class Bench:
 
         def state() -> str | None:
             try:
-                return rpc.call("status").get("state")
+                return rpc.call(Method.STATUS).get("state")
             except Exception:  # noqa: BLE001 - not up yet
                 return None
 

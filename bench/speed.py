@@ -106,22 +106,15 @@ def s_notify(bench: Any) -> None:
     """The daemon with push: remote change → local latency, idle requests with and without push."""
     import tomli_w
 
-    from ohsync.daemon.rpc import RpcClient
-    from run import LIB, USER, Measure, log
+    from ohsync.daemon.protocol import Method, RpcClient
+    from run import LIB, USER, Measure, daemon_env, log
 
     srv = bench.srv
     srv.http.post("/notifications", json={"state": "up"})
     root = bench.work / "notify"
     root.mkdir()
     sock_dir = Path(tempfile.mkdtemp(prefix="ohn-", dir="/tmp"))
-    env = dict(os.environ)
-    for k in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "OHSYNC_SOCKET"):
-        env.pop(k, None)
-    env.update({"PYTHON_KEYRING_BACKEND": "ohsync.daemon.file_keyring.FileKeyring",
-                "OHSYNC_KEYRING_FILE": str(root / "keyring.json"), "OHSYNC_CONFIG": str(root / "config.toml"),
-                "XDG_CONFIG_HOME": str(root / "xdg-config"), "XDG_STATE_HOME": str(root / "xdg-state"),
-                "XDG_DATA_HOME": str(root / "xdg-data"), "XDG_CACHE_HOME": str(root / "xdg-cache"),
-                "XDG_RUNTIME_DIR": str(sock_dir), "PYTHONUNBUFFERED": "1"})
+    env = daemon_env(root, sock_dir)
     poll, safety = 30.0, 300.0
     (root / "config.toml").write_text(tomli_w.dumps({
         "server": srv.url, "username": USER, "poll_interval": poll, "push_safety_poll": safety,
@@ -137,7 +130,7 @@ def s_notify(bench: Any) -> None:
 
     def status() -> dict[str, Any]:
         try:
-            return rpc.call("status")
+            return rpc.call(Method.STATUS)
         except Exception:  # noqa: BLE001 - not up yet
             return {}
 

@@ -30,7 +30,10 @@ from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
 from ohsync.daemon.filing_service import FilingService, FilingUnavailable
 from ohsync.daemon.memory_service import MemoryService
+from ohsync.daemon.mirror_lock import MirrorLock
 from ohsync.daemon.notifications import PushChannel
+from ohsync.daemon.protocol import PROTOCOL, Event, Method
+from ohsync.daemon.socket_dir import UnsafeSocketDir
 from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketInUse, SocketServer
 from ohsync.daemon.status import StatusModel, iso_time
 from ohsync.daemon.watcher import Watcher
@@ -40,6 +43,9 @@ from ohsync.engine.filing import FilingResult
 from ohsync.engine.filing_rules import RuleError, parse_dest, parse_rules
 
 __all__ = ["AlreadyRunning", "Daemon", "display_available"]
+
+#: Seconds between two checks that the mirror folder still exists.
+ROOT_CHECK_SECONDS = 2.0
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +109,7 @@ class Daemon:
         self._engine: Any = None
         self._root: Path | None = None
         self._login_token: str | None = None
+        self._mirror_lock: MirrorLock | None = None
         if session_factory is None:
             from ohsync.daemon.session import open_session
 
@@ -123,7 +130,7 @@ class Daemon:
                                  on_fatal=self._on_fatal, before_pass=self._check_watcher,
                                  push_poll_interval=cfg.push_safety_poll)
         self._push: PushChannel | None = None
-        self.status.add_listener(lambda st: self.server.publish({"type": "status", "status": st}))
+        self.status.add_listener(lambda st: self.server.publish({"type": Event.STATUS, "status": st}))
         self.filing, self._filing_problem = self._make_filing_service()
         self.memory = MemoryService(cfg.mirror.local, cfg.memory.time_offset, self.worker.submit, self.status.get,
                                     self._memory_refresh, self.worker.post_dirty,
@@ -168,7 +175,7 @@ class Daemon:
 
     def _on_filed(self, result: FilingResult) -> None:
         """Announce a filing outcome (socket event, activity, status)."""
-        self.server.publish({"type": "filed", **result.as_dict()})
+        self.server.publish({"type": Event.FILED, **result.as_dict()})
         self.worker.note_activity(result.source, "file", result.status, result.message)
         if self.filing is not None:
             self.status.update(filing=self.filing.status())
@@ -177,21 +184,21 @@ class Daemon:
 
     def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
         return {
-            "status": lambda p: self.status.status(),
-            "refresh": self._refresh,
-            "pause": self._pause,
-            "resume": self._resume,
-            "conflicts": lambda p: self.worker.conflicts(),
-            "damaged": lambda p: self.worker.damaged(),
-            "activity": lambda p: self.worker.activity(int(_number(p, "limit", 50, 1, 10_000))),
-            "wait": self._wait,
-            "shutdown": self._shutdown,
-            "ping": lambda p: {"pid": os.getpid(), "protocol": 1},
-            "file": self._file,
-            "confirm_deletes": lambda p: {"confirmed": self.worker.confirm_deletes()},
-            "held_deletes": lambda p: self.worker.held_deletes(),
-            "skipped": lambda p: self.worker.skipped(),
-            "resync": self._resync,
+            Method.STATUS: lambda p: self.status.status(),
+            Method.REFRESH: self._refresh,
+            Method.PAUSE: self._pause,
+            Method.RESUME: self._resume,
+            Method.CONFLICTS: lambda p: self.worker.conflicts(),
+            Method.DAMAGED: lambda p: self.worker.damaged(),
+            Method.ACTIVITY: lambda p: self.worker.activity(int(_number(p, "limit", 50, 1, 10_000))),
+            Method.WAIT: self._wait,
+            Method.SHUTDOWN: self._shutdown,
+            Method.PING: lambda p: {"pid": os.getpid(), "protocol": PROTOCOL, "config": str(self.cfg.path)},
+            Method.FILE: self._file,
+            Method.CONFIRM_DELETES: lambda p: {"confirmed": self.worker.confirm_deletes()},
+            Method.HELD_DELETES: lambda p: self.worker.held_deletes(),
+            Method.SKIPPED: lambda p: self.worker.skipped(),
+            Method.RESYNC: self._resync,
         }
 
     def _saved_token(self) -> str | None:
@@ -274,6 +281,7 @@ class Daemon:
                 prepare()   # a new mirror's folder exists before the first pass: watched from the start
             except OhsyncError as exc:
                 log.error("%s", exc.message)   # the first pass reports it (a safety stop)
+        self._lock_mirror()
         self.memory.attach(session.engine)
         self._check_watcher()
         self._start_push(session)
@@ -302,6 +310,25 @@ class Daemon:
         self._push = PushChannel(client, library_id, on_update=self.worker.push_update,
                                  on_mode=self.worker.set_push)
         self._push.start()
+
+    def _lock_mirror(self) -> None:
+        """Hold the mirror folder's lock (one daemon per folder, whatever its config).
+
+        :raises MirrorInUse: another daemon holds it (the worker stops the daemon).
+        """
+        if self._mirror_lock is not None or self._root is None or not self._root.is_dir():
+            return
+        lock = MirrorLock(self._root)
+        try:
+            lock.acquire()
+        except UnsafeSocketDir as exc:
+            log.warning("%s A second daemon on %s would not be refused.", exc.message, self._root)
+            return
+        except OSError as exc:   # e.g. a full /tmp: sync without it, but say so
+            log.warning("cannot create the folder lock %s (%s); a second daemon on %s would not be "
+                        "refused", lock.path, exc.strerror or exc, self._root)
+            return
+        self._mirror_lock = lock
 
     def _check_watcher(self) -> None:
         """Start the watcher, or restart one that died (its folder vanished and came back).
@@ -408,7 +435,23 @@ class Daemon:
             raise OhsyncError(f"The sync worker failed: {self._fatal!r}. See the log.")
         return 0
 
+    def _guard_root(self) -> None:
+        """Notice a mirror folder that vanished (unmounted, moved away) within
+        seconds, even when no poll is due for minutes (push mode): one full
+        scan then stops syncing with the engine's sentence."""
+        reported = False
+        while not self._stop.wait(ROOT_CHECK_SECONDS):
+            root = self._root
+            if root is None:
+                continue
+            missing = not root.is_dir()
+            if missing and not reported:
+                log.warning("the mirror folder %s is gone; checking it now", root)
+                self.worker.post_dirty([], full_scan=True)
+            reported = missing
+
     def _main_loop(self) -> None:
+        threading.Thread(target=self._guard_root, name="ohsync-root-guard", daemon=True).start()
         if self._tray and display_available():
             self._run_tray()
         while not self._stop.wait(0.5):
@@ -463,4 +506,6 @@ class Daemon:
         if not self.worker.shutdown(timeout=120):
             log.warning("the sync worker did not finish within 120 s; exiting anyway")
         self.server.stop()
+        if self._mirror_lock is not None:
+            self._mirror_lock.release()
         log.info("ohsync stopped")

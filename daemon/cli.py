@@ -1,7 +1,7 @@
 """The ``ohsync`` command: argument parsing and exit codes, nothing else.
 
 Every command is a thin function: daemon commands are clients of the socket
-(:class:`~ohsync.daemon.rpc.RpcClient`), ``login``/``logout`` talk to the
+(:class:`~ohsync.daemon.protocol.RpcClient`), ``login``/``logout`` talk to the
 server and the keyring, ``run`` and ``demo`` start the daemon.  Heavy imports
 happen inside the commands.  Exit codes (docs/architecture.md §10): 0 ok, 1 failed (the
 message says why and what to do), 2 usage error, 3 daemon not running.
@@ -22,7 +22,7 @@ from typing import Any
 from ohsync.daemon import cli_autostart, cli_log
 from ohsync.daemon.about import version
 from ohsync.daemon.cli_resync import add_resync
-from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
+from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcClient, RpcError
 from ohsync.engine.errors import OhsyncError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING"]
@@ -133,12 +133,23 @@ def cmd_login(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _this_configs_daemon(args: argparse.Namespace) -> bool:
+    """True when the daemon answering on this config's socket runs this config file."""
+    from ohsync.daemon.config import config_path
+    from ohsync.daemon.running import running_daemon
+
+    running = running_daemon(_config(args).socket, config_path(args.config))
+    return bool(running and running.same)
+
+
 def _tell_daemon_to_refresh(args: argparse.Namespace) -> None:
-    """A running daemon waiting for a login signs in with the new token now."""
-    try:
-        _client(args, timeout=5.0).call("refresh")
-    except (DaemonNotRunning, RpcError, OSError, OhsyncError):
+    """A running daemon of this config waiting for a login signs in with the new token now."""
+    if not _this_configs_daemon(args):
         return  # no daemon (or another config's): it reads the keyring when it starts
+    try:
+        _client(args, timeout=5.0).call(Method.REFRESH)
+    except (DaemonNotRunning, RpcError, OSError, OhsyncError):
+        return
     print("The running ohsync daemon signs in with it now.")
 
 
@@ -153,6 +164,8 @@ def cmd_logout(args: argparse.Namespace) -> int:
         raise UsageError("logout needs --server and --username (or both set in the config)")
     if delete_token(server, username):
         print(f"Logged out: removed the token of {username} at {server} from the keyring.")
+        if _this_configs_daemon(args):
+            print("The running ohsync daemon keeps the token it holds until it stops (`ohsync stop`).")
     else:
         print(f"No saved login for {username} at {server}.")
     return EXIT_OK
@@ -232,7 +245,7 @@ def _print_status(st: dict[str, Any]) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    st = _client(args).call("status")
+    st = _client(args).call(Method.STATUS)
     if args.json:
         print(json.dumps(st, ensure_ascii=False))
     else:
@@ -249,7 +262,7 @@ def _simple(method: str, done: str) -> Callable[[argparse.Namespace], int]:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    result = _client(args, timeout=args.timeout + 30).call("wait", {"timeout": args.timeout})
+    result = _client(args, timeout=args.timeout + 30).call(Method.WAIT, {"timeout": args.timeout})
     if result.get("synced"):
         print("Everything is synced.")
         return EXIT_OK
@@ -280,11 +293,11 @@ def _conflict_text(c: dict[str, Any]) -> str:
 
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
-    return _print_items(args, _client(args).call("conflicts"), "No conflicts.", _conflict_text)
+    return _print_items(args, _client(args).call(Method.CONFLICTS), "No conflicts.", _conflict_text)
 
 
 def cmd_damaged(args: argparse.Namespace) -> int:
-    return _print_items(args, _client(args).call("damaged"), "No damaged files.",
+    return _print_items(args, _client(args).call(Method.DAMAGED), "No damaged files.",
                         lambda d: f"{d['path']}: {d['reason']}")
 
 
@@ -294,7 +307,7 @@ def _activity_text(a: dict[str, Any]) -> str:
 
 
 def cmd_activity(args: argparse.Namespace) -> int:
-    return _print_items(args, _client(args).call("activity", {"limit": args.limit}), "No activity yet.",
+    return _print_items(args, _client(args).call(Method.ACTIVITY, {"limit": args.limit}), "No activity yet.",
                         _activity_text)
 
 
@@ -306,7 +319,7 @@ def cmd_file(args: argparse.Namespace) -> int:
         if not os.path.isfile(p):
             raise UsageError(f"{p} is not a file; `ohsync file` takes documents one by one "
                              "(to file a whole folder, move its files into the drop folder)")
-    results = _client(args, timeout=args.timeout).call("file", {"paths": paths}, timeout=args.timeout)
+    results = _client(args, timeout=args.timeout).call(Method.FILE, {"paths": paths}, timeout=args.timeout)
     ok = True
     for r in results:
         print(r.get("message") or f"{r.get('source')}: {r.get('status')}")
@@ -317,14 +330,14 @@ def cmd_file(args: argparse.Namespace) -> int:
 def cmd_confirm_deletes(args: argparse.Namespace) -> int:
     client = _client(args)
     if args.list:
-        held = client.call("held_deletes")
+        held = client.call(Method.HELD_DELETES)
         if not held:
             print("No deletions are held.")
         for item in held:
             where = "on the server (into /.trash/)" if item["side"] == "remote" else "in this folder (backed up)"
             print(f"{item['path']}  — would be deleted {where}")
         return EXIT_OK
-    result = client.call("confirm_deletes")
+    result = client.call(Method.CONFIRM_DELETES)
     held = int(result.get("confirmed", 0))
     print(f"Carrying out {held} held deletion(s) now." if held else "No deletions were held.")
     return EXIT_OK
@@ -332,11 +345,11 @@ def cmd_confirm_deletes(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     client = _client(args)
-    client.call("shutdown")
+    client.call(Method.SHUTDOWN)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         try:
-            client.call("ping", timeout=2)
+            client.call(Method.PING, timeout=2)
         except (DaemonNotRunning, ConnectionError, OSError):
             print("ohsync stopped.")
             return EXIT_OK
@@ -377,10 +390,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("tray", cmd_tray, "show the tray icon for a running daemon")
     sp = add("status", cmd_status, "show what the daemon is doing")
     sp.add_argument("--json", action="store_true", help="print the status object")
-    add("refresh", _simple("refresh", "Checking the server and the local folder now."),
+    add("refresh", _simple(Method.REFRESH, "Checking the server and the local folder now."),
         "check the server and the local folder now")
-    add("pause", _simple("pause", "Syncing paused."), "pause syncing")
-    add("resume", _simple("resume", "Syncing resumed."), "resume syncing")
+    add("pause", _simple(Method.PAUSE, "Syncing paused."), "pause syncing")
+    add("resume", _simple(Method.RESUME, "Syncing resumed."), "resume syncing")
     sp = add("wait", cmd_wait, "wait until everything on disk now is synced")
     sp.add_argument("--timeout", type=float, default=60.0, metavar="S")
     sp = add("conflicts", cmd_conflicts, "list conflicts and where the other versions are")

@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ohsync.daemon.protocol import Method
+
 __all__ = ["register"]
 
 AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
@@ -20,7 +22,7 @@ AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.
 
 def _call(args: argparse.Namespace, method: str, params: dict[str, Any], *, write: bool = False) -> Any:
     from ohsync.daemon.config import config_path, load_config
-    from ohsync.daemon.rpc import RpcClient
+    from ohsync.daemon.protocol import RpcClient
 
     cfg = load_config(config_path(args.config))
     timeout = getattr(args, "timeout", None)
@@ -85,16 +87,16 @@ def cmd_search(args: argparse.Namespace) -> int:
         params["type"] = args.type
     if args.since:
         params["since"] = args.since
-    return _out(args, _call(args, "memory.search", params), _search_text)
+    return _out(args, _call(args, Method.MEMORY_SEARCH, params), _search_text)
 
 
 def cmd_read(args: argparse.Namespace) -> int:
-    return _out(args, _call(args, "memory.read", {"permalink": args.permalink}), lambda r: r["content"])
+    return _out(args, _call(args, Method.MEMORY_READ, {"permalink": args.permalink}), lambda r: r["content"])
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     params = {k: v for k, v in (("folder", args.folder), ("tag", args.tag)) if v}
-    return _out(args, _call(args, "memory.list", params), _list_text)
+    return _out(args, _call(args, Method.MEMORY_LIST, params), _list_text)
 
 
 def cmd_write(args: argparse.Namespace) -> int:
@@ -107,19 +109,19 @@ def cmd_write(args: argparse.Namespace) -> int:
         params["folder"] = args.folder
     if args.sensitive:
         params["sensitivity"] = "sensitive"
-    return _out(args, _call(args, "memory.write", params, write=True), _saved_text("Saved"))
+    return _out(args, _call(args, Method.MEMORY_WRITE, params, write=True), _saved_text("Saved"))
 
 
 def cmd_append(args: argparse.Namespace) -> int:
     params = {"permalink": args.permalink, "category": args.category, "text": args.text}
     if args.context:
         params["context"] = args.context
-    return _out(args, _call(args, "memory.append", params, write=True), _saved_text("Added to"))
+    return _out(args, _call(args, Method.MEMORY_APPEND, params, write=True), _saved_text("Added to"))
 
 
 def cmd_edit(args: argparse.Namespace) -> int:
     params = {"permalink": args.permalink, "find": args.find, "replace": args.replace}
-    return _out(args, _call(args, "memory.edit", params, write=True), _saved_text("Edited"))
+    return _out(args, _call(args, Method.MEMORY_EDIT, params, write=True), _saved_text("Edited"))
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -131,11 +133,11 @@ def cmd_delete(args: argparse.Namespace) -> int:
         if r.get("in_place"):
             return f"Marked {r['deleted']} as trashed in place: {r.get('message', '')}"
         return f"Moved {r['deleted']} to {r.get('trash')} on the server (restore it from there)."
-    return _out(args, _call(args, "memory.delete", params, write=True), text)
+    return _out(args, _call(args, Method.MEMORY_DELETE, params, write=True), text)
 
 
 def cmd_refresh(args: argparse.Namespace) -> int:
-    result = _call(args, "memory.refresh", {}, write=True)
+    result = _call(args, Method.MEMORY_REFRESH, {}, write=True)
     return _out(args, result, lambda r: f"{'Up to date' if r['refreshed'] else 'Not refreshed: ' + r.get('message', '')}"
                 f"; {r['entities']} memory entities.")
 

@@ -17,9 +17,10 @@ __all__ = ["add_resync", "cmd_resync"]
 def cmd_resync(args: argparse.Namespace) -> int:
     """Send ``resync`` (``{"keep": "newer"|"afresh"}``) and say what it does."""
     from ohsync.daemon.cli import EXIT_OK, _client
+    from ohsync.daemon.protocol import Method
 
     keep = "newer" if args.keep_newer else "afresh" if args.afresh else None
-    result = _client(args).call("resync", {"keep": keep} if keep else {})
+    result = _client(args).call(Method.RESYNC, {"keep": keep} if keep else {})
     if (result or {}).get("keep") == "newer":
         print("Resyncing: keeping the newer version from either side on both. Newer local files are "
               "uploaded, server edits made after the rollback are merged in, nothing is deleted; the "

@@ -3,7 +3,8 @@
 Registers the parser (every question has a flag; ``--yes`` asks nothing),
 reads the answers at the terminal, and reaches autostart through one seam,
 :func:`autostart_enabler`.  A missing answer is a usage error (exit 2)
-naming its flag; everything else follows :mod:`ohsync.daemon.cli`.
+naming its flag; input that ends at a question exits 1 with a sentence;
+everything else follows :mod:`ohsync.daemon.cli`.
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ def autostart_enabler() -> Callable[[Path], str] | None:
 def cmd_setup(args: argparse.Namespace) -> int:
     """Run the setup flow; exit 0 when everything asked for was done."""
     from ohsync.daemon.config import config_path, load_config
-    from ohsync.daemon.rpc import RpcClient
+    from ohsync.daemon.running import running_daemon
     from ohsync.daemon.setup_flow import SetupAnswers, run_setup
-    from ohsync.daemon.setup_prompt import MissingAnswer, Prompter
+    from ohsync.daemon.setup_prompt import InputEnded, MissingAnswer, Prompter
 
     answers = SetupAnswers(server=args.server, username=args.username, password_stdin=args.password_stdin,
                            token_stdin=args.token_stdin, library=args.library,
@@ -60,19 +61,24 @@ def cmd_setup(args: argparse.Namespace) -> int:
     path = config_path(args.config)
     try:
         result = run_setup(answers, prompter, path, enable_autostart=autostart_enabler())
+    except InputEnded as exc:
+        print(f"ohsync: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except MissingAnswer as exc:
         raise UsageError(str(exc)) from None
     print(f"\nohsync is set up: '{result.library.name}' at {result.server} (as {result.username})\n"
           f"  mirror folder: {result.local}\n  drop folder:   {result.drop}\n  config:        {path}")
     if result.autostart:
         print(result.autostart, file=sys.stderr if result.autostart_failed else sys.stdout)
-    running: Any = None
-    try:
-        running = RpcClient(load_config(path).socket, timeout=2).call("ping")
-    except Exception:  # noqa: BLE001 - no answer of any kind means not running
-        running = None
-    if running:
+    running = running_daemon(load_config(path).socket, path)
+    if running and running.same:
         print("ohsync is running with the old settings: restart it (`ohsync stop`, then `ohsync run`).")
+    elif running and running.config:
+        print(f"The ohsync daemon on this config's socket runs another config ({running.config}); this "
+              "config's daemon can start once that one stops.")
+    elif running:
+        print("An ohsync daemon answers on this config's socket; if it runs this config, restart it "
+              "(`ohsync stop`, then `ohsync run`).")
     print("Check everything with `ohsync doctor`.")
     return EXIT_FAILED if result.autostart_failed else EXIT_OK
 
@@ -94,8 +100,8 @@ def register(sub: Any) -> None:
     sp.add_argument("--local", metavar="DIR", help="mirror folder (default ~/<library>)")
     sp.add_argument("--drop", metavar="DIR", help="drop folder (default ~/OH-Drop)")
     sp.add_argument("--autostart", action=argparse.BooleanOptionalAction, default=None,
-                    help="start ohsync when you log in")
+                    help="start ohsync when you log in (with --yes: off unless given)")
     sp.add_argument("--merge", action="store_true",
                     help="allow a non-empty mirror folder: merge its files with the library")
     sp.add_argument("-y", "--yes", action="store_true",
-                    help="ask nothing: take the defaults, fail naming the flag for anything else")
+                    help="ask nothing: take the defaults (autostart stays off), fail naming the flag for anything else")

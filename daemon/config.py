@@ -26,7 +26,7 @@ import platformdirs
 from ohsync.engine.ignore import pattern_problem
 import tomli_w
 
-from ohsync.daemon.rpc import default_socket_path
+from ohsync.daemon.protocol import default_socket_path
 from ohsync.engine.errors import OhsyncError
 
 __all__ = [

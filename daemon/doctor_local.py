@@ -234,22 +234,29 @@ def _desktop_checks(probes: Probes) -> list[Finding]:
     return out
 
 
-def _instance_check(socket: Path) -> Finding:
-    from ohsync.daemon.rpc import DaemonNotRunning, RpcClient
+def _instance_check(socket: Path, config: Path) -> Finding:
+    from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcClient
+    from ohsync.daemon.running import running_daemon
 
     try:
-        st = RpcClient(socket, timeout=3).call("status", timeout=3)
+        st = RpcClient(socket, timeout=3).call(Method.STATUS, timeout=3)
     except DaemonNotRunning:
         return _finding("instance", "warning", "ohsync is not running, so nothing syncs right now.",
                         "Start it with `ohsync run`, or at every login with `ohsync autostart enable`.")
     except Exception as exc:  # noqa: BLE001 - a socket that takes calls but does not answer
         return _finding("instance", "error", f"An ohsync daemon holds {socket} but does not answer ({exc}).",
                         "Stop it (`ohsync stop`; if that hangs, end the `ohsync run` process) and start it again.")
+    running = running_daemon(socket, config)
+    if running is not None and running.config is not None and not running.same:
+        return _finding("instance", "warning", f"The ohsync daemon answering on {socket} runs another config "
+                        f"({running.config}), not {config}; this config does not sync now.",
+                        "Stop that one (`ohsync --config PATH stop` with its config), or give this config its "
+                        "own `socket` path, then start this one.")
     state, message = st.get("state", "?"), st.get("message", "")
     if state in ("error", "auth_required", "stopped"):
         return _finding("instance", "error", f"ohsync is running but not syncing: {state}: {message}",
                         "See `ohsync status`; its message says what to do.")
-    return _finding("instance", "ok", f"ohsync is running: {state}: {message}.")
+    return _finding("instance", "ok", f"ohsync is running with this config: {state}: {message}.")
 
 
 def _state_check(db: Path | None) -> Finding:
@@ -285,6 +292,6 @@ def local_checks(cfg: Config, probes: Probes, repo: RepoInfo | None) -> list[Fin
         out.append(_folder_check("drop_folder", "drop folder", drop, False))
     out.append(_inotify_check(cfg, probes.inotify_limit_file))
     out.extend(_desktop_checks(probes))
-    out.append(_instance_check(probes.socket or cfg.socket))
+    out.append(_instance_check(probes.socket or cfg.socket, cfg.path))
     out.append(_state_check(db))
     return out

@@ -7,7 +7,9 @@ daemon's ``memory.*`` socket method: the daemon owns the index and the
 verified write path, so an agent's write returns once the server holds it.
 When no daemon runs, every tool answers with a tool error that says so and
 how to start it.  The descriptions carry the writing discipline (one fact per
-observation, synonyms folded into title and tags, never secrets).
+observation, synonyms folded into title and tags, never secrets).  At the end
+of its input the server answers the requests still pending before it exits;
+started at a terminal it says on stderr what it is for.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import logging
 import sys
 from pathlib import Path
 from typing import Any
+
+from ohsync.daemon.protocol import Method
 
 __all__ = ["TOOLS", "INSTRUCTIONS", "call_daemon", "build_server", "run_stdio"]
 
@@ -64,7 +68,7 @@ def _schema(properties: dict[str, Any], required: list[str] | None = None) -> di
 
 #: ``name → (socket method, description, input schema)``.
 TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "memory_search": ("memory.search", (
+    "memory_search": (Method.MEMORY_SEARCH, (
         "Search the person's long-term memory. Filters first (tags: all must match; type: exact; since: "
         "modified on or after an ISO date; sensitive entities only with include_sensitive), then keywords "
         "scored per word by case-insensitive substring: title x4, permalink x3, tag x2, body x1 (Chinese "
@@ -78,15 +82,15 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "include_sensitive": {"type": "boolean", "default": False},
             "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 8},
         })),
-    "memory_read": ("memory.read", (
+    "memory_read": (Method.MEMORY_READ, (
         "Read one memory entity by permalink (found even after the person renamed or moved the file). Text "
         "past 8 KB is truncated with a marker; search with keywords to reach the rest."),
         _schema({"permalink": _PERMALINK}, ["permalink"])),
-    "memory_list": ("memory.list", (
+    "memory_list": (Method.MEMORY_LIST, (
         "List memory entities of a folder (preferences, courses, tasks, knowledge, journal, or a subfolder) "
         "and/or with a tag: title, permalink and modified time, newest first, no bodies."),
         _schema({"folder": {"type": "string"}, "tag": {"type": "string"}})),
-    "memory_write": ("memory.write", (
+    "memory_write": (Method.MEMORY_WRITE, (
         "Create a new memory entity. Search first: if a matching entity exists, use memory_append instead. "
         "One fact per observation. Fold synonyms and other names into the title and tags. Never include "
         "secrets (API keys, tokens, passwords, verification codes, card/ID numbers): the write is refused. "
@@ -103,23 +107,23 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "sensitivity": {"type": "string", "enum": ["normal", "sensitive"]},
             "timeout": _TIMEOUT,
         }, ["title", "observations"])),
-    "memory_append": ("memory.append", (
+    "memory_append": (Method.MEMORY_APPEND, (
         "Add one observation (one fact, one line) to an existing entity. Concurrent appends from other "
         "devices are merged, never lost. Never include secrets. Returns once the cloud copy is verified."),
         _schema({"permalink": _PERMALINK, "category": _OBSERVATION["properties"]["category"],
                  "text": _OBSERVATION["properties"]["text"], "context": {"type": "string"}, "timeout": _TIMEOUT},
                 ["permalink", "category", "text"])),
-    "memory_edit": ("memory.edit", (
+    "memory_edit": (Method.MEMORY_EDIT, (
         "Change an entity by replacing one exact piece of its text (read it first and copy the text). Fails "
         "when the text is absent or occurs more than once: include more surrounding text then. Never include "
         "secrets."),
         _schema({"permalink": _PERMALINK, "find": {"type": "string"}, "replace": {"type": "string"},
                  "timeout": _TIMEOUT}, ["permalink", "find", "replace"])),
-    "memory_delete": ("memory.delete", (
+    "memory_delete": (Method.MEMORY_DELETE, (
         "Soft-delete an entity: it moves into the library's /.trash/ (restorable), or stays in place marked "
         "status: trashed when the move fails. Returns the deleted title."),
         _schema({"permalink": _PERMALINK, "reason": {"type": "string"}, "timeout": _TIMEOUT}, ["permalink"])),
-    "memory_refresh": ("memory.refresh", (
+    "memory_refresh": (Method.MEMORY_REFRESH, (
         "Check the cloud for changes made on other devices now and wait for that check."),
         _schema({"timeout": _TIMEOUT})),
 }
@@ -130,7 +134,7 @@ def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None) 
 
     :returns: ``(True, result)`` or ``(False, sentence)`` for a tool error.
     """
-    from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
+    from ohsync.daemon.protocol import DaemonNotRunning, RpcClient, RpcError
 
     entry = TOOLS.get(name)
     if entry is None:
@@ -173,6 +177,82 @@ def build_server(socket_path: Path) -> Any:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+class _Pending:
+    """Request ids read from the client and not answered yet."""
+
+    def __init__(self) -> None:
+        import anyio
+
+        self.ids: set[Any] = set()
+        self.changed = anyio.Event()
+
+    def done(self, key: Any) -> None:
+        import anyio
+
+        self.ids.discard(key)
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+class _HeldReads:
+    """The client's messages, passed on; at end of input the stream closes only once every
+    request read has its answer (the SDK cancels handlers still running at end of input,
+    so a piped ``tools/call`` would otherwise get none)."""
+
+    #: Seconds to wait at end of input for the answers still owed (a write waits up to ~1 hour).
+    DRAIN_SECONDS = 3700.0
+
+    def __init__(self, source: Any, pending: _Pending) -> None:
+        import anyio
+
+        self.source = source
+        self.pending = pending
+        self._send, self.stream = anyio.create_memory_object_stream[Any](0)
+
+    async def pump(self) -> None:
+        import anyio
+
+        async with self._send:
+            async with self.source:
+                async for item in self.source:
+                    message = getattr(item, "message", None)
+                    if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
+                        self.pending.ids.add(message.id)
+                    await self._send.send(item)
+            with anyio.move_on_after(self.DRAIN_SECONDS):
+                while self.pending.ids:
+                    await self.pending.changed.wait()
+
+
+class _AnswerWrites:
+    """The write stream, noting each answer (a message with an id and no method) as it goes out."""
+
+    def __init__(self, target: Any, pending: _Pending) -> None:
+        self._target = target
+        self._pending = pending
+
+    async def send(self, item: Any) -> None:
+        await self._target.send(item)
+        message = getattr(item, "message", None)
+        if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
+            self._pending.done(message.id)
+
+    async def __aenter__(self) -> _AnswerWrites:
+        await self._target.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._target.__aexit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+def _answer_before_closing(read_stream: Any, write_stream: Any) -> tuple[_HeldReads, _AnswerWrites]:
+    pending = _Pending()
+    return _HeldReads(read_stream, pending), _AnswerWrites(write_stream, pending)
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -201,9 +281,17 @@ def run_stdio(config: str | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     server = build_server(cfg.socket)
 
+    if sys.stdin.isatty():
+        print("ohsync mcp is an MCP stdio server, meant to be started by an MCP client (see the README "
+              "section \"Memory tools and MCP\"); it reads JSON-RPC on standard input (Ctrl-D ends it).",
+              file=sys.stderr, flush=True)
+
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            reads, writes = _answer_before_closing(read_stream, write_stream)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reads.pump)
+                await server.run(reads.stream, writes, server.create_initialization_options())
 
     anyio.run(main)
     return 0

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ohsync.daemon.protocol import MEMORY_METHODS, Method
 from ohsync.daemon.socket_server import CannotNow, InvalidParams
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.memory_edit import MemoryToolError
@@ -31,8 +32,7 @@ __all__ = ["MemoryService", "METHODS"]
 log = logging.getLogger(__name__)
 
 #: The socket methods this service answers.
-METHODS = ("memory.search", "memory.read", "memory.list", "memory.write", "memory.append",
-           "memory.edit", "memory.delete", "memory.refresh")
+METHODS = MEMORY_METHODS
 
 _BLOCKING = {"paused", "auth_required", "stopped"}
 
@@ -144,15 +144,15 @@ class MemoryService:
     def handlers(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
         """The socket method table of this service."""
         return {
-            "memory.search": lambda p: self._read("search", p, ("query", "tags", "type", "since",
-                                                                "include_sensitive", "limit")),
-            "memory.read": lambda p: self._read("read", p, ("permalink",)),
-            "memory.list": lambda p: self._read("list", p, ("folder", "tag", "include_sensitive", "limit")),
-            "memory.write": self.write,
-            "memory.append": self.append,
-            "memory.edit": self.edit,
-            "memory.delete": self.delete,
-            "memory.refresh": self.refresh,
+            Method.MEMORY_SEARCH: lambda p: self._read("search", p, ("query", "tags", "type", "since",
+                                                                      "include_sensitive", "limit")),
+            Method.MEMORY_READ: lambda p: self._read("read", p, ("permalink",)),
+            Method.MEMORY_LIST: lambda p: self._read("list", p, ("folder", "tag", "include_sensitive", "limit")),
+            Method.MEMORY_WRITE: self.write,
+            Method.MEMORY_APPEND: self.append,
+            Method.MEMORY_EDIT: self.edit,
+            Method.MEMORY_DELETE: self.delete,
+            Method.MEMORY_REFRESH: self.refresh,
         }
 
     # ----------------------------------------------------------------- reads

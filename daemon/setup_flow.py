@@ -265,10 +265,8 @@ class _Setup:
                         flag="--create-library")):
                     raise _Refused(f"The library '{wanted}' does not exist; name another one, or pass "
                                    "--create-library.")
-                repo: RepoInfo = client.create_repo(wanted)
-                self.p.say(f"Created the library '{repo.name}'.")
-                repos.append(repo)
-                return repo
+                # created only once the folders are accepted (:meth:`create_library`)
+                return RepoInfo(id="", name=wanted, head_commit_id="")
             repo = found[0]
             if repo.encrypted:
                 raise _Refused(f"'{repo.name}' is an encrypted library; ohsync cannot sync encrypted "
@@ -287,6 +285,8 @@ class _Setup:
 
     def _mirrors_library(self, repo: RepoInfo, folder: Path) -> bool:
         """True when this config's state already holds a mirror of ``repo`` in ``folder``."""
+        if not repo.id:  # a library still to be created has no mirror yet
+            return False
         mirror = dataclasses.replace(self.cfg.mirror, local=folder)
         cfg = dataclasses.replace(self.cfg, mirrors=(mirror,) + self.cfg.mirrors[1:])
         return (cfg.mirror_state_dir(repo.id) / "state.sqlite3").is_file()
@@ -303,7 +303,7 @@ class _Setup:
                     refusal = (f"{folder} is not empty and is not a mirror of '{repo.name}'. Choose an "
                                "empty or new folder, or pass --merge to merge its files with the library")
                     if self.p.scripted:
-                        raise MissingAnswer(refusal)
+                        raise _Refused(refusal + ".")
                     if not self.p.confirm(
                             f"{folder} already holds files and is not a mirror of '{repo.name}'. Merge them "
                             "with the library? (Nothing is deleted: files only on one side are copied to "
@@ -338,6 +338,14 @@ class _Setup:
                                                             "into /Files/)", default=str(default),
                                                             flag="--drop"), accept)
 
+    def create_library(self, client: Any, repo: RepoInfo) -> RepoInfo:
+        """Create the library chosen by name (``POST /api2/repos/``) when it does not exist yet."""
+        if repo.id:
+            return repo
+        created: RepoInfo = client.create_repo(repo.name)
+        self.p.say(f"Created the library '{created.name}'.")
+        return created
+
     def store(self, server: str, username: str, token: str, repo: RepoInfo, local: Path, drop: Path,
               ambiguous: bool) -> None:
         for folder in (local, drop):
@@ -366,6 +374,11 @@ class _Setup:
         wanted = self.a.autostart
         if wanted is None and self.enable_autostart is None:
             return "Start ohsync with `ohsync run`.", False
+        if wanted is None and self.p.scripted:
+            # --yes takes the answers a person would get by pressing Enter, but it does not
+            # change what runs at login unless asked
+            return ("Autostart is off (--yes leaves it off unless --autostart is given); start ohsync "
+                    "with `ohsync run` (or later `ohsync autostart enable`)."), False
         if wanted is None:
             wanted = self.p.confirm("Start ohsync automatically when you log in?", default=True,
                                     flag="--autostart or --no-autostart")
@@ -381,8 +394,6 @@ class _Setup:
     # -- the whole flow ------------------------------------------------------
 
     def run(self) -> SetupResult:
-        if self.p.scripted and self.a.autostart is None and self.enable_autostart is not None:
-            raise MissingAnswer("setup --yes needs --autostart or --no-autostart")
         describe_backend()  # no usable keyring: say so before any question
         server = self.server()
         username, token = self.sign_in(server)
@@ -390,10 +401,12 @@ class _Setup:
         client = self.client_factory(server, token)
         try:
             repo, ambiguous = self.library(client, server)
+            # both folders are checked before anything is created on the server or on disk
+            local = self.local(repo)
+            drop = self.drop(local)
+            repo = self.create_library(client, repo)
         finally:
             client.close()
-        local = self.local(repo)
-        drop = self.drop(local)
         self.store(server, username, token, repo, local, drop, ambiguous)
         self.p.say(f"Saved the settings in {self.path} and the login in the keyring.")
         message, failed = self.autostart()

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-__all__ = ["MissingAnswer", "Prompter"]
+__all__ = ["MissingAnswer", "InputEnded", "Prompter"]
 
 
 class MissingAnswer(Exception):
@@ -23,6 +23,10 @@ class MissingAnswer(Exception):
 
     ``str(exc)`` is the whole sentence, naming the flag.
     """
+
+
+class InputEnded(MissingAnswer):
+    """The input closed at a question (Ctrl-D, end of a pipe): not a usage mistake."""
 
 
 class Prompter:
@@ -49,8 +53,8 @@ class Prompter:
         try:
             return reader(prompt)
         except EOFError:
-            raise MissingAnswer(f"the input ended at the question “{question}”: answer it at the "
-                                f"prompt, or pass {flag}") from None
+            raise InputEnded(f"The input ended at the question “{question}”: answer it at the "
+                                f"prompt, or pass {flag}.") from None
 
     def ask(self, question: str, *, default: str | None, flag: str) -> str:
         """One free-text answer, stripped; empty means ``default``.

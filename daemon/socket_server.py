@@ -8,8 +8,8 @@ One selector thread reads and writes every connection, so idle connections
 and subscribers cost a file descriptor and a few bytes each, never a thread.
 Requests run on a small bounded pool of handler threads (a handler may
 block, e.g. ``wait``), one request at a time per connection, answers in
-order.  A request line over :data:`~ohsync.daemon.rpc.MAX_REQUEST` bytes or
-nested deeper than :data:`~ohsync.daemon.rpc.MAX_DEPTH` gets a -32600 answer
+order.  A request line over :data:`~ohsync.daemon.protocol.MAX_REQUEST` bytes or
+nested deeper than :data:`~ohsync.daemon.protocol.MAX_DEPTH` gets a -32600 answer
 and the connection is closed; the parser never sees it.
 
 It knows no method itself: the daemon passes a table ``name →
@@ -36,13 +36,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.rpc import (
+from ohsync.daemon.protocol import (
     CANNOT_NOW,
+    EVENT,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     MAX_REQUEST,
     METHOD_NOT_FOUND,
+    Method,
     PARSE_ERROR,
     TooDeep,
     decode,
@@ -247,7 +249,7 @@ class SocketServer:
     def publish(self, params: dict[str, Any]) -> None:
         """Push ``params`` as an ``event`` notification to every subscriber (any thread)."""
         if self.subscriber_count:
-            self._inbox.put(("event", encode({"jsonrpc": "2.0", "method": "event", "params": params})))
+            self._inbox.put(("event", encode({"jsonrpc": "2.0", "method": EVENT, "params": params})))
             self._wake()
 
     @property
@@ -427,7 +429,7 @@ class SocketServer:
             except ValueError as exc:
                 self._send(conn, encode(_error(None, PARSE_ERROR, f"parse error: {exc}")))
                 continue
-            if msg.get("method") == "subscribe":
+            if msg.get("method") == Method.SUBSCRIBE:
                 conn.subscriber = True
                 conn.inbuf.clear()
                 with self._subs_lock:

@@ -26,11 +26,9 @@ from datetime import datetime
 from typing import Any
 
 from ohsync.daemon.attention import MAX_ITEMS, summary
+from ohsync.daemon.protocol import PROTOCOL, STATES
 
 __all__ = ["CHECK_GRACE", "STATES", "Snapshot", "StatusModel", "build_status", "iso_time", "scan_interval"]
-
-PROTOCOL = 1
-STATES = ("starting", "idle", "syncing", "attention", "paused", "offline", "auth_required", "stopped", "error")
 
 #: Seconds a pass may check both sides before status says ``syncing``.
 CHECK_GRACE = 2.0

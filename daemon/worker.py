@@ -539,6 +539,14 @@ class SyncWorker:
         self._refresh_caches()
         try:
             self._on_ready(session)
+        except FatalError as exc:   # e.g. another daemon already syncs this folder
+            log.error("%s: %s", exc.title, exc.message)
+            self._status.update(problem="error", problem_message=exc.message)
+            self._finish_tickets(False, exc.message)
+            self._close_session()
+            self._on_fatal(exc)
+            self._shutdown.set()
+            return False
         except Exception:  # noqa: BLE001
             log.exception("starting the watcher failed; local edits are seen only by periodic scans")
         return True

@@ -78,10 +78,17 @@ _MAX_MESSAGE = 200
 _DEFAULT_RETRY_AFTER = 1.0
 
 
+#: Shorter secrets are not searched for: replacing every "n" of a one-letter
+#: password would mangle the server's message and show where the letter is.
+REDACT_MIN_LENGTH = 8
+
+
 def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """Return ``text`` with every non-empty secret replaced by ``<redacted>``."""
+    """Return ``text`` with every secret of at least :data:`REDACT_MIN_LENGTH`
+    characters replaced by ``<redacted>`` (tokens are 40; a password that
+    short is not hidden inside other words)."""
     for secret in secrets:
-        if secret:
+        if secret and len(secret) >= REDACT_MIN_LENGTH:
             text = text.replace(secret, "<redacted>")
     return text
 

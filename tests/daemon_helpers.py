@@ -202,7 +202,7 @@ class DaemonProc:
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=env.root)
 
     def client(self, timeout: float = 30.0) -> Any:
-        from ohsync.daemon.rpc import RpcClient
+        from ohsync.daemon.protocol import RpcClient
 
         return RpcClient(self.env.socket, timeout=timeout)
 

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from ohsync.daemon.memory_service import METHODS as MEMORY_METHODS
+from ohsync.daemon.protocol import DAEMON_METHODS, STATUS_KEYS, Method
 from ohsync.daemon.status import STATES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,6 +25,15 @@ def _section(number: str) -> str:
     return DOC[m.end():end.start() if end else len(DOC)]
 
 
+def _key(node: ast.expr) -> str:
+    """A handler table key: a string, or ``Method.NAME`` of daemon/protocol.py."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Method":
+        return str(getattr(Method, node.attr))
+    raise AssertionError(f"daemon/app.py: a handler key that is not a method name: {ast.dump(node)}")
+
+
 def _daemon_methods() -> set[str]:
     """The method names of ``Daemon._handlers`` in daemon/app.py (read from the source)."""
     tree = ast.parse((REPO / "daemon" / "app.py").read_text(encoding="utf-8"))
@@ -31,7 +41,7 @@ def _daemon_methods() -> set[str]:
         if isinstance(node, ast.FunctionDef) and node.name == "_handlers":
             for ret in ast.walk(node):
                 if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Dict):
-                    return {k.value for k in ret.value.keys if isinstance(k, ast.Constant)}
+                    return {_key(k) for k in ret.value.keys if k is not None}
     raise AssertionError("daemon/app.py has no Daemon._handlers returning a dict")
 
 
@@ -45,7 +55,7 @@ def test_every_file_the_page_names_exists() -> None:
 
 def test_the_method_table_lists_every_socket_method() -> None:
     methods = _section("7.1")
-    served = _daemon_methods() | set(MEMORY_METHODS) | {"subscribe"}
+    served = _daemon_methods() | set(MEMORY_METHODS) | {Method.SUBSCRIBE}
     assert {"status", "wait", "confirm_deletes"} <= served
     missing = sorted(name for name in served if f"`{name}`" not in methods)
     assert missing == [], f"docs/architecture.md §7.1 does not list: {missing}"
@@ -55,3 +65,17 @@ def test_the_status_section_names_every_state() -> None:
     status = _section("7.2")
     missing = [state for state in STATES if f"`{state}`" not in status]
     assert missing == [], f"docs/architecture.md §7.2 does not name the states {missing}"
+
+
+def test_the_protocol_module_names_every_served_method() -> None:
+    assert _daemon_methods() == set(DAEMON_METHODS)
+    names = {v for k, v in vars(Method).items() if k.isupper()}
+    assert names == set(DAEMON_METHODS) | set(MEMORY_METHODS) | {Method.SUBSCRIBE}
+
+
+def test_the_status_section_shows_the_contract_keys_in_order() -> None:
+    status = _section("7.2")
+    block = re.search(r"```json\n(.*?)```", status, re.S)
+    assert block, "docs/architecture.md §7.2 has no JSON example"
+    keys = re.findall(r'"(\w+)":', block.group(1))
+    assert keys[:len(STATUS_KEYS)] == list(STATUS_KEYS)

@@ -239,7 +239,7 @@ def test_tray_failure_falls_back_to_headless(setup) -> None:
     log = open(setup.env.root / "tray-run.log", "wb")
     proc = subprocess.Popen([*ohsync_cmd(), "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        from ohsync.daemon.rpc import RpcClient
+        from ohsync.daemon.protocol import RpcClient
 
         client = RpcClient(setup.env.socket, timeout=10)
         wait_for(lambda: client.call("status")["state"] == "idle", timeout=90, what="idle without a tray")

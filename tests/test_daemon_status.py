@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from ohsync.daemon import protocol
 from ohsync.daemon.status import STATES, Snapshot, StatusModel, build_status
 
 KEYS = ["protocol", "state", "message", "last_sync", "pending_up", "pending_down", "conflicts",
@@ -30,6 +31,15 @@ def test_exact_shape_and_types() -> None:
     assert st["transfer"] is None
     assert st["mirrors"] == [{"library": "OH-Memory", "local": "/home/u/OH-Memory",
                               "state": "idle", "message": "Up to date"}]
+
+
+def test_the_protocol_module_states_the_same_shape() -> None:
+    """daemon/protocol.py, which the tray reads, names the keys and states build_status uses."""
+    st = build_status(_idle())
+    assert protocol.STATUS_KEYS == tuple(KEYS) == tuple(st)[:len(KEYS)]
+    assert protocol.MIRROR_KEYS == tuple(st["mirrors"][0])
+    assert STATES == protocol.STATES and st["state"] == protocol.State.IDLE
+    assert st["protocol"] == protocol.PROTOCOL
 
 
 def test_transfer_shape() -> None:

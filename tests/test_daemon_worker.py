@@ -14,7 +14,7 @@ from daemon_helpers import FakeEngine, FakeSession, isolated_env, wait_for  # no
 
 from ohsync.daemon.app import AlreadyRunning, Daemon  # noqa: E402
 from ohsync.daemon.config import load_config  # noqa: E402
-from ohsync.daemon.rpc import RpcClient, RpcError  # noqa: E402
+from ohsync.daemon.protocol import RpcClient, RpcError  # noqa: E402
 from ohsync.daemon.status import StatusModel  # noqa: E402
 from ohsync.daemon.worker import FatalError, SyncWorker  # noqa: E402
 from ohsync.engine.errors import AuthError, MirrorMissingError, NetworkError  # noqa: E402

@@ -7,23 +7,12 @@ import unicodedata
 import zipfile
 
 import httpx
-import pytest
 
 from ohsync.devserver import file_id
+from devserver_fixtures import c, rid  # noqa: F401 - fixtures used as parameters
 
 USER = "user@example.edu.cn"
 
-
-@pytest.fixture
-def c(devserver, devserver_token):
-    with httpx.Client(base_url=devserver.url, headers={"Authorization": f"Token {devserver_token}"},
-                      timeout=60) as client:
-        yield client
-
-
-@pytest.fixture
-def rid(devserver):
-    return devserver.create_library(USER, "lib")
 
 
 def upload(c, rid, name, data, parent="/", **fields):

@@ -4,22 +4,9 @@ from __future__ import annotations
 
 import json
 
-import importlib.util
-import sys
-from pathlib import Path
 
 
-def _load_helper():
-    name = "ohsync_tests_transcript_replay"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("transcript_replay.py"))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-replay = _load_helper()
+import transcript_replay as replay  # noqa: E402 - tests/ is on the path (pyproject pythonpath)
 
 
 def test_normaliser_numbers_ids_and_rewrites_strings():

@@ -7,25 +7,11 @@ differ.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 
-def _load_helper():
-    name = "ohsync_tests_transcript_replay"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("transcript_replay.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-replay = _load_helper()
+import transcript_replay as replay  # noqa: E402 - tests/ is on the path (pyproject pythonpath)
 FILES = replay.scenario_files()
 
 

@@ -267,10 +267,18 @@ def test_running_instance(setup_done, probes) -> None:
     from ohsync.daemon.socket_server import SocketServer
 
     state = {"state": "idle", "message": "Up to date"}
-    server = SocketServer(setup_done.socket, {"status": lambda p: dict(state)})
+    ping = {"pid": 1, "config": str(setup_done.config)}
+    server = SocketServer(setup_done.socket, {"status": lambda p: dict(state), "ping": lambda p: dict(ping)})
     server.start()
     try:
-        assert _check(_run(setup_done, probes), "instance").level == OK
+        found = _check(_run(setup_done, probes), "instance")
+        assert found.level == OK and "running with this config" in found.message
+        # a daemon of another config file on the same socket is not this config's daemon
+        ping["config"] = str(setup_done.root / "other.toml")
+        found = _check(_run(setup_done, probes), "instance")
+        assert found.level == WARNING and "runs another config" in found.message
+        assert "ohsync is running" not in found.message
+        ping["config"] = str(setup_done.config)
         state.update(state="auth_required", message="The server rejected the saved token.")
         findings = _run(setup_done, probes)
         found = _check(findings, "instance")

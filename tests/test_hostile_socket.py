@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env, wait_for  # noqa: E402,F401
 
-from ohsync.daemon.rpc import (  # noqa: E402
+from ohsync.daemon.protocol import (  # noqa: E402
     INVALID_REQUEST,
     MAX_REQUEST,
     DaemonNotRunning,

@@ -17,7 +17,7 @@ from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # n
 from engine_helpers import sample_library  # noqa: E402
 
 from ohsync.daemon import credentials  # noqa: E402
-from ohsync.daemon.rpc import RpcError  # noqa: E402
+from ohsync.daemon.protocol import RpcError  # noqa: E402
 from ohsync.engine.client import SeafileClient  # noqa: E402
 
 USER = "user@example.edu.cn"

@@ -81,3 +81,40 @@ def test_mcp_without_a_daemon_says_it_is_not_running(isolated_env, tmp_path: Pat
 
     result = anyio.run(session)
     assert result.is_error and "not running" in result.content[0].text and "ohsync run" in result.content[0].text
+
+
+def test_piped_requests_are_answered_before_the_server_exits(isolated_env, tmp_path: Path) -> None:
+    """stdin closes right after a tools/call: the answer still comes (here: the daemon is not running)."""
+    import subprocess
+
+    write_config(isolated_env, "http://127.0.0.1:9", USER, tmp_path / "mirror")
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "pipe", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "memory_search", "arguments": {"query": "x"}}},
+    ]
+    proc = subprocess.run([*ohsync_cmd(), "mcp"], input="".join(json.dumps(m) + "\n" for m in lines),
+                          capture_output=True, text=True, env=isolated_env.vars(), cwd=str(isolated_env.root),
+                          timeout=60)
+    answers = {m.get("id"): m for m in map(json.loads, proc.stdout.splitlines())}
+    assert 2 in answers, proc.stdout + proc.stderr
+    assert "not running" in json.dumps(answers[2]["result"])
+
+
+def test_mcp_in_a_terminal_says_what_it_is(isolated_env, tmp_path: Path) -> None:
+    import pexpect
+
+    write_config(isolated_env, "http://127.0.0.1:9", USER, tmp_path / "mirror")
+    cmd = ohsync_cmd()
+    child = pexpect.spawn(cmd[0], [*cmd[1:], "mcp"], env=isolated_env.vars(), cwd=str(isolated_env.root),
+                          encoding="utf-8", timeout=30)
+    try:
+        child.expect("MCP stdio server, meant to be started by an MCP client")
+        child.expect("Memory tools and MCP")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)

@@ -357,3 +357,20 @@ def test_changes_after_the_corpora_were_built_are_searched_too(lib: Path, tools:
     assert tools.search("先给结论")["results"] == []
     assert "srt-application-cf84" not in permalinks(tools.search("SRT", limit=50))
     assert permalinks(tools.search(limit=1)) == ["comm-style-pref-0e96"]  # now the newest
+
+
+def test_the_readme_memory_examples_find_something_in_the_demo_library(tmp_path: Path) -> None:
+    """The shell examples of README's "Memory tools and MCP" work on `ohsync demo`'s library."""
+    repo = Path(__file__).resolve().parent.parent
+    readme = " ".join((repo / "README.md").read_text(encoding="utf-8").split())
+    search = re.search(r"`ohsync memory search (\S+) --tag (\S+)`", readme)
+    read = re.search(r"`ohsync memory read (\S+)`", readme)
+    assert search and read, "README lost its memory examples"
+    root = tmp_path / "demo"
+    shutil.copytree(repo / "devserver" / "demo_library", root)
+    index = MemoryIndex(root, TZ)
+    index.rebuild()
+    tools = MemoryTools(index, TZ, now=lambda: NOW)
+    found = tools.search(query=search.group(1), tags=[search.group(2)])["results"]
+    assert found, f"`ohsync memory search {search.group(1)} --tag {search.group(2)}` finds nothing"
+    assert tools.read(read.group(1))["permalink"] == read.group(1)

@@ -57,3 +57,16 @@ def test_a_token_saved_while_the_old_one_was_in_use_is_taken_up(daemon) -> None:
     wait_for(lambda: (mirror / "while-relogging.md").is_file(), timeout=30, what="the pull with the new token")
     assert d.status()["state"] != "auth_required"
     assert "a new login was saved meanwhile" in d.output()
+
+
+def test_login_and_logout_speak_only_for_the_daemon_of_their_own_config(daemon, tmp_path: Path) -> None:
+    d, srv, repo, mirror = daemon
+    # another config file that names the same (default) socket: the daemon there is not its daemon
+    other = tmp_path / "other.toml"
+    other.write_text(f'server = "{srv.url}"\nusername = "{USER}"\n', encoding="utf-8")
+    r = d.cli("--config", str(other), "login", "--token-stdin", input=srv.token_for(USER) + "\n")
+    assert r.returncode == 0, r.stderr
+    assert "Logged in" in r.stdout and "signs in with it now" not in r.stdout
+    r = d.cli("logout")
+    assert r.returncode == 0, r.stderr
+    assert "keeps the token it holds until it stops" in r.stdout

@@ -70,7 +70,6 @@ def test_scripted_setup_with_a_token_takes_the_username_from_the_account(isolate
 
 
 def test_scripted_setup_names_each_missing_flag(isolated_env, devserver, monkeypatch, capsys) -> None:
-    home = isolated_env.root / "home"
     # no secret and no saved login
     assert main(["setup", "--yes", "--server", devserver.url, "--username", USER, "--no-autostart"]) == 2
     assert "--password-stdin or --token-stdin" in capsys.readouterr().err
@@ -79,11 +78,19 @@ def test_scripted_setup_names_each_missing_flag(isolated_env, devserver, monkeyp
     assert main(_scripted(isolated_env, devserver)) == 2
     assert "needs --create-library" in capsys.readouterr().err
     assert not isolated_env.config.exists() and credentials.load_token(devserver.url, USER) is None
-    # autostart is a decision: with an autostart facility, --yes needs one of the two flags
-    monkeypatch.setattr(cli_setup, "autostart_enabler", lambda: lambda path: "enabled")
-    assert main(["setup", "--yes", "--server", devserver.url, "--username", USER, "--password-stdin",
-                 "--local", str(home / "M")]) == 2
-    assert "needs --autostart or --no-autostart" in capsys.readouterr().err
+
+
+def test_scripted_setup_leaves_autostart_off_unless_asked(isolated_env, devserver, monkeypatch, capsys) -> None:
+    """--yes takes the defaults; autostart changes the machine, so it stays off and setup says so."""
+    devserver.create_library(USER, "OH-Memory")
+    monkeypatch.setattr(cli_setup, "autostart_enabler", lambda: lambda path: pytest.fail("autostart enabled"))
+    _stdin(monkeypatch, PASSWORD + "\n")
+    home = isolated_env.root / "home"
+    code = main(["setup", "--yes", "--server", devserver.url, "--username", USER, "--password-stdin",
+                 "--local", str(home / "M")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Autostart is off (--yes leaves it off unless --autostart is given)" in out
 
 
 def test_scripted_setup_with_autostart_installs_the_entry(isolated_env, devserver, monkeypatch, capsys) -> None:
@@ -126,9 +133,10 @@ def test_non_empty_folder_needs_merge_unless_it_mirrors_the_library(isolated_env
     mine.mkdir(parents=True)
     (mine / "notes.md").write_text("my notes\n")
     _stdin(monkeypatch, PASSWORD + "\n")
-    assert main(_scripted(isolated_env, devserver)) == 2
+    assert main(_scripted(isolated_env, devserver)) == 1  # the folder's content is no usage mistake
     err = capsys.readouterr().err
     assert "is not empty and is not a mirror of 'OH-Memory'" in err and "--merge" in err
+    assert "usage:" not in err
     assert not isolated_env.config.exists()
     assert (mine / "notes.md").read_text() == "my notes\n"
 
@@ -145,6 +153,27 @@ def test_non_empty_folder_needs_merge_unless_it_mirrors_the_library(isolated_env
     assert main(["setup", "--yes", "--server", devserver.url, "--local", str(mine), "--drop",
                  str(isolated_env.root / "home" / "Drop"), "--no-autostart"]) == 0
     assert "already mirrors 'OH-Memory'" in capsys.readouterr().out  # and the saved login was kept
+
+
+def test_folders_are_checked_before_the_library_is_created(isolated_env, devserver, monkeypatch,
+                                                          capsys) -> None:
+    mine = isolated_env.root / "home" / "Mirror"
+    mine.mkdir(parents=True)
+    (mine / "notes.md").write_text("my notes\n")
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 1
+    out, err = capsys.readouterr()
+    assert "is not empty and is not a mirror of 'OH-Memory'" in err and "usage:" not in err
+    assert "Created the library" not in out and not devserver.library_id("OH-Memory")
+    assert not isolated_env.config.exists()
+
+
+def test_input_that_ends_at_a_question_is_no_usage_error(isolated_env, devserver, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("builtins.input", lambda prompt="": (_ for _ in ()).throw(EOFError))
+    assert main(["setup", "--no-autostart"]) == 1
+    err = capsys.readouterr().err
+    assert "The input ended at the question “Seafile server”" in err and "--server" in err
+    assert "usage:" not in err
 
 
 def test_drop_folder_inside_the_mirror_is_refused(isolated_env, devserver, monkeypatch, capsys) -> None:
@@ -348,3 +377,24 @@ def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
     cfg = load_config(isolated_env.config)
     assert cfg.mirror.local == home / "Mirror" and (home / "Mirror").is_dir()
     assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+
+def test_setup_names_a_running_daemon_only_when_it_runs_this_config(isolated_env, devserver, monkeypatch,
+                                                                  capsys) -> None:
+    from ohsync.daemon.socket_server import SocketServer
+
+    devserver.create_library(USER, "OH-Memory")
+    ping = {"pid": 1, "config": str(isolated_env.root / "other.toml")}
+    server = SocketServer(isolated_env.socket, {"ping": lambda p: dict(ping)})
+    server.start()
+    try:
+        _stdin(monkeypatch, PASSWORD + "\n")
+        assert main(_scripted(isolated_env, devserver)) == 0
+        out = capsys.readouterr().out
+        assert "running with the old settings" not in out and "runs another config" in out
+        ping["config"] = str(isolated_env.config)
+        _stdin(monkeypatch, PASSWORD + "\n")
+        assert main(_scripted(isolated_env, devserver)) == 0
+        assert "ohsync is running with the old settings" in capsys.readouterr().out
+    finally:
+        server.stop()

@@ -404,3 +404,44 @@ def test_a_login_during_a_failing_pass_is_not_reported_as_login_needed(tmp_path:
         wait_for(lambda: status.status()["state"] == "auth_required", what="auth_required")
     finally:
         w.shutdown(10)
+
+
+# --------------------------------------------------------------------------- the tray and the engine's names
+
+
+def test_the_tray_lists_each_item_with_its_reason() -> None:
+    from datetime import datetime, timezone
+
+    from ohsync.tray import menu_model as mm
+
+    items = attention_items(held=[("journal/2026-11.md", "remote")],
+                            damaged=[("knowledge/x.md", "frontmatter opened on line 1 is never closed")],
+                            skipped=[("new\nline.md", "'new\nline.md' contains a control character")])
+    st = build_status(_idle(held_deletes=1, damaged=1, skipped=1, attention=tuple(items)))
+    entries = mm.build_menu(mm.TrayView(status=st, now=datetime.now(timezone.utc)))
+    assert entries[0].text.startswith("Needs attention")
+    assert mm.icon_state(st) == ("attention", False)
+    held, damaged, skipped = entries[1:4]
+    assert held.text == "1 deletion held — run ohsync confirm-deletes"
+    assert held.children[0].text.startswith("journal/2026-11.md — deleted here")
+    assert damaged.children[0].text.startswith("knowledge/x.md — memory file does not parse")
+    assert damaged.children[0].action == mm.Action("open", ("/home/u/OH-Memory/knowledge/x.md",))
+    assert skipped.children[0].text.startswith("new\\nline.md — not synced:")  # one line, newline shown
+    assert "\n" not in skipped.children[0].text
+
+
+def test_engine_names_that_cannot_sync_become_attention_items(devserver, tmp_path: Path) -> None:
+    from breaker_helpers import synced_small
+
+    m = synced_small(devserver, tmp_path, {"/back\\slash.md": b"remote backslash\n"})
+    long_name = "长" * 90 + ".md"  # 273 UTF-8 bytes
+    devserver.put_file(m.repo_id, "/" + long_name, b"long remote name\n")
+    (m.root / "new\nline.md").write_bytes(b"local newline\n")
+    m.sync()
+    items = {i["path"]: i["reason"] for i in attention_items(skipped=m.engine.skipped())}
+    assert "Seafile" in items["back\\slash.md"]
+    assert "255" in items[long_name]
+    assert "control character" in items["new\nline.md"]
+    # a later pass over other paths keeps them named
+    m.sync(["pad/f01.txt"])
+    assert {p for p, _ in m.engine.skipped()} >= {"back\\slash.md", "new\nline.md"}

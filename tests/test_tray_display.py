@@ -330,7 +330,7 @@ class World:
         return proc
 
     def client(self) -> Any:
-        from ohsync.daemon.rpc import RpcClient
+        from ohsync.daemon.protocol import RpcClient
         return RpcClient(self.env.socket, timeout=30)
 
     def status(self) -> dict[str, Any]:

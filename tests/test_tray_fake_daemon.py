@@ -1,11 +1,11 @@
 """A stand-in for the daemon's socket server, used by the tray tests.
 
-:class:`FakeDaemon` speaks the daemon's JSON-RPC framing (``daemon/rpc.py``)
+:class:`FakeDaemon` speaks the daemon's JSON-RPC framing (``daemon/protocol.py``)
 on a Unix socket: it serves a status object and a conflict list, records
 every method called, pushes ``subscribe`` events, and can go away and come
 back on the same path.  Other tray tests load this module by file path
 (``load_fake_daemon()``); the tests at the bottom check the stand-in itself
-against the real :class:`~ohsync.daemon.rpc.RpcClient`.
+against the real :class:`~ohsync.daemon.protocol.RpcClient`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.rpc import METHOD_NOT_FOUND, RpcClient, decode, encode
+from ohsync.daemon.protocol import METHOD_NOT_FOUND, RpcClient, decode, encode
 
 __all__ = ["FakeDaemon", "STATUS_IDLE", "load_fake_daemon"]
 

@@ -3,28 +3,15 @@ update's ``head`` merge (SFConflict files), per-file history, seahub 12's
 rename answer, and backslashes in multipart file names."""
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
+from devserver_fixtures import c, rid  # noqa: F401 - fixtures used as parameters
 
 USER = "user@example.edu.cn"
 SFCONFLICT = re.compile(r"^notes \(SFConflict user@example\.edu\.cn \d{4}(-\d\d){5}\)\.md$")
 
-
-@pytest.fixture
-def c(devserver, devserver_token):
-    with httpx.Client(base_url=devserver.url, headers={"Authorization": f"Token {devserver_token}"},
-                      timeout=60) as client:
-        yield client
-
-
-@pytest.fixture
-def rid(devserver):
-    return devserver.create_library(USER, "lib")
 
 
 def head_of(c, rid):
@@ -132,20 +119,13 @@ def test_rename_location_by_seahub_version(c, devserver, rid, version, expected)
     assert devserver.read_file(rid, "/sub/again.txt") == b"a\n"
 
 
-def _replay_module():
-    name = "ohsync_tests_transcript_replay"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("transcript_replay.py"))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
 
 
 def test_names_transcript_with_escaped_backslashes(devserver, monkeypatch):
     """httpx (like browsers) sends ``back\\slash.txt`` as ``filename="back\\\\slash.txt"``;
     the real fileserver stores it with one backslash, so must devserver."""
-    replay = _replay_module()
+    import transcript_replay as replay
+
     original = replay.build_multipart
 
     def escaping(spec, variables):

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.rpc import DaemonNotRunning, RpcClient, RpcError
+from ohsync.daemon.protocol import DaemonNotRunning, Event, Method, RpcClient, RpcError
 
 from . import desktop, icons, menu_model, start_report
 from .menu_model import Action, MenuEntry, TrayView
@@ -158,7 +158,7 @@ class TrayController:
 
     def _fetch_conflicts(self) -> list[Notice]:
         try:
-            answer = self._rpc().call("conflicts")
+            answer = self._rpc().call(Method.CONFLICTS)
         except (DaemonNotRunning, RpcError, ConnectionError, OSError, ValueError) as exc:
             log.info("could not list conflicts: %s", exc)
             return []
@@ -223,7 +223,7 @@ class TrayController:
 
     def _on_connected(self) -> None:
         try:
-            status = self._rpc().call("status")
+            status = self._rpc().call(Method.STATUS)
         except (DaemonNotRunning, RpcError, ConnectionError, OSError, ValueError) as exc:
             log.info("could not read status: %s", exc)
             return
@@ -239,7 +239,7 @@ class TrayController:
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         notices: list[Notice] = []
-        if kind == "status":
+        if kind == Event.STATUS:
             status = menu_model.status_from_event(event)
             notices += self._set_status(status)
             with self._lock:
@@ -248,7 +248,7 @@ class TrayController:
                 notices += self._fetch_conflicts()
         else:
             notices += self._announcer.on_event(event)
-            if kind == "conflict":
+            if kind == Event.CONFLICT:
                 notices += self._fetch_conflicts()
         self._notify(notices)
         self._on_change()
@@ -260,13 +260,13 @@ class TrayController:
         if action.kind == "quit":
             self._on_quit()
         elif action.kind == "stop_and_quit":
-            self.call("shutdown")
+            self.call(Method.SHUTDOWN)
             self._on_quit()
         elif action.kind == "open":
             desktop.open_paths(action.paths, action.fallback, opener=self._opener)
         elif action.kind == "start":
             threading.Thread(target=self.start_daemon, name="ohsync-tray-start", daemon=True).start()
-        elif action.kind in ("refresh", "pause", "resume"):
+        elif action.kind in (Method.REFRESH, Method.PAUSE, Method.RESUME):
             threading.Thread(target=self.call, args=(action.kind,), name=f"ohsync-tray-{action.kind}",
                              daemon=True).start()
         else:
@@ -496,6 +496,6 @@ def run_tray(socket_path: str | os.PathLike[str] | None = None, *, owns_daemon: 
             stop_daemon()
         else:
             try:
-                RpcClient(socket_path, timeout=5.0).call("shutdown")
+                RpcClient(socket_path, timeout=5.0).call(Method.SHUTDOWN)
             except (DaemonNotRunning, RpcError, ConnectionError, OSError) as exc:
                 log.info("shutdown: %s", exc)

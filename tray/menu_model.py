@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ohsync.daemon.protocol import STATES, Method, State
+
 __all__ = [
     "ICON_STATES",
     "NOT_RUNNING",
@@ -44,8 +46,7 @@ __all__ = [
 NOT_RUNNING = "not_running"
 
 #: Every picture ``icons.draw_icon`` knows: the daemon's states plus ours.
-ICON_STATES = ("starting", "idle", "syncing", "attention", "paused", "offline", "auth_required",
-               "stopped", "error", NOT_RUNNING)
+ICON_STATES = (*STATES, NOT_RUNNING)
 
 #: The menu item offered while no daemon answers (``ohsync tray`` only).
 START_LABEL = "Start ohsync"
@@ -226,24 +227,24 @@ def status_line(status: dict[str, Any] | None, *, now: datetime,
         return "Starting…" if starting else "ohsync is not running"
     state = status.get("state")
     message = str(status.get("message") or "").strip()
-    if state == "idle":
+    if state == State.IDLE:
         ago = relative_time(status.get("last_sync"), now)
         return f"Up to date · synced {ago}" if ago else "Up to date"
-    if state == "attention":  # syncing works; the lines below say what needs the person
+    if state == State.ATTENTION:  # syncing works; the lines below say what needs the person
         ago = relative_time(status.get("last_sync"), now)
         return f"Needs attention · synced {ago}" if ago else "Needs attention"
-    if state == "syncing":
+    if state == State.SYNCING:
         return shorten(_syncing_line(status, progress))
-    if state == "paused":
+    if state == State.PAUSED:
         pending = _count(status, "pending_up") + _count(status, "pending_down")
         return f"Paused · {pending} change{'s' if pending != 1 else ''} waiting" if pending else "Paused"
-    if state == "offline":
+    if state == State.OFFLINE:
         return "Offline — retrying"
-    if state == "auth_required":
+    if state == State.AUTH_REQUIRED:
         return "Login needed — run ohsync login"
-    if state == "starting":
+    if state == State.STARTING:
         return "Starting…"
-    if state == "stopped":
+    if state == State.STOPPED:
         detail = message or next((str(m.get("message")) for m in _mirrors(status)
                                   if m.get("state") == "stopped" and m.get("message")), "")
         return shorten(f"Stopped — {detail}" if detail else "Stopped")
@@ -318,6 +319,15 @@ def _attention_items(status: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [i for i in items if isinstance(i, dict) and i.get("kind") == kind and i.get("path")]
 
 
+#: Control characters shown as escapes (``\n``), so a strange name cannot break a menu line.
+_VISIBLE = {c: ("\\n" if c == 10 else f"\\x{c:02x}") for c in range(32)}
+
+
+def _clip(text: str, limit: int = MAX_LINE + 16) -> str:
+    """Cut ``text`` at the end (a reason reads from its start)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _attention_entry(status: dict[str, Any], text: str, kind: str, total: int) -> MenuEntry:
     """A count line; with the daemon's ``attention`` items, a submenu naming
     each path and its reason (a damaged file opens in its editor)."""
@@ -327,8 +337,8 @@ def _attention_entry(status: dict[str, Any], text: str, kind: str, total: int) -
     root = next((str(m["local"]) for m in _mirrors(status) if m.get("local")), None)
     children: list[MenuEntry] = []
     for item in items[:MAX_CONFLICT_ITEMS]:
-        path = str(item["path"]).replace("\n", "\\n")  # a name with a newline stays on one line
-        label = shorten(f"{path} — {item.get('reason') or kind}")
+        path = str(item["path"]).translate(_VISIBLE)  # a name with a newline stays on one line
+        label = _clip(f"{shorten(path, MAX_LINE // 2)} — {str(item.get('reason') or kind).translate(_VISIBLE)}")
         action = Action("open", (_to_local(root, str(item["path"])),)) if kind == "damaged" and root else None
         children.append(MenuEntry(label, action, enabled=action is not None))
     if total > len(children):
@@ -400,9 +410,9 @@ def build_menu(view: TrayView) -> tuple[MenuEntry, ...]:
                                                       starting=view.starting), enabled=False)]
     if status is not None:
         entries += _detail_lines(status)
-    paused = running and status.get("state") == "paused"  # type: ignore[union-attr]
+    paused = running and status.get("state") == State.PAUSED  # type: ignore[union-attr]
     if running or view.owns_daemon:
-        first = MenuEntry("Refresh now", Action("refresh"), enabled=running)
+        first = MenuEntry("Refresh now", Action(Method.REFRESH), enabled=running)
     else:  # `ohsync tray` with no daemon: offer to start one (disabled while it starts)
         first = MenuEntry(START_LABEL, Action("start"), enabled=not view.starting)
     entries += [
@@ -413,7 +423,7 @@ def build_menu(view: TrayView) -> tuple[MenuEntry, ...]:
         _conflicts_entry(view),
         SEPARATOR,
         MenuEntry("Resume syncing" if paused else "Pause syncing",
-                  Action("resume" if paused else "pause"), enabled=running),
+                  Action(Method.RESUME if paused else Method.PAUSE), enabled=running),
     ]
     if running and not view.owns_daemon:
         # This tray did not start the daemon: Quit leaves it running; stopping it is a separate choice.

@@ -1,0 +1,114 @@
+"""The import rules of docs/architecture.md §2, read from the source with ``ast``.
+
+* ``tray/`` imports of ohsync only itself and ``ohsync.daemon.protocol``;
+* ``daemon/protocol.py`` imports nothing else of ohsync (so the tray pulls in
+  no more of the daemon than the protocol);
+* ``engine/`` imports nothing of ``daemon``, ``tray`` or ``devserver``;
+* ``devserver/`` imports nothing of ohsync outside itself (no code shared
+  with ``engine/``);
+* ``daemon/`` imports ``tray`` only lazily (inside functions), never at
+  module level.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FOLDERS = ("engine", "daemon", "tray", "devserver")
+
+
+def imported_modules(source: str, module: str, *, top_level_only: bool = False) -> Iterator[tuple[int, str]]:
+    """``(line, dotted name)`` of every ohsync module that ``source`` imports.
+
+    :param module: the dotted name of the module the source belongs to
+        (``ohsync.tray.app``), to resolve relative imports.
+    :param top_level_only: only statements at module level (not inside a
+        function or class), i.e. imports that run when the module loads.
+    """
+    tree = ast.parse(source)
+    if top_level_only:  # imports under a module-level if/try still run when the module loads
+        nodes = [n for stmt in tree.body if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                 for n in ast.walk(stmt)]
+    else:
+        nodes = list(ast.walk(tree))
+    package = module.rsplit(".", 1)[0]  # ohsync.tray for ohsync.tray.app and ohsync.tray.__init__
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "ohsync" or alias.name.startswith("ohsync."):
+                    yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if target != "ohsync" and not target.startswith("ohsync."):
+                continue
+            for alias in node.names:
+                # ``from ohsync.daemon import protocol`` imports the module ohsync.daemon.protocol
+                yield node.lineno, target if target.count(".") >= 2 else f"{target}.{alias.name}"
+
+
+def _sources(folder: str) -> Iterator[tuple[Path, str]]:
+    for path in sorted((REPO / folder).rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("")
+        yield path, "ohsync." + ".".join(rel.parts)
+
+
+def _violations(folder: str, allowed: Callable[[str], bool], *, top_level_only: bool = False) -> list[str]:
+    found = []
+    for path, module in _sources(folder):
+        for line, name in imported_modules(path.read_text(encoding="utf-8"), module, top_level_only=top_level_only):
+            if not allowed(name):
+                found.append(f"{path.relative_to(REPO)}:{line} imports {name}")
+    return found
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_checker_resolves_every_import_form() -> None:
+    source = ("import ohsync.daemon.config\nfrom ohsync.daemon import protocol\nfrom ohsync.daemon.protocol import Method\n"
+              "from . import icons\nfrom .menu_model import Action\nfrom ..engine import sync\nimport json\n"
+              "def f():\n    from ohsync.engine.errors import OhsyncError\n")
+    names = [name for _line, name in imported_modules(source, "ohsync.tray.app")]
+    assert names == ["ohsync.daemon.config", "ohsync.daemon.protocol", "ohsync.daemon.protocol",
+                     "ohsync.tray.icons", "ohsync.tray.menu_model", "ohsync.engine.sync", "ohsync.engine.errors"]
+    top = [name for _line, name in imported_modules(source, "ohsync.tray.app", top_level_only=True)]
+    assert "ohsync.engine.errors" not in top and "ohsync.daemon.config" in top
+
+
+def test_the_tray_imports_only_the_protocol_of_the_daemon() -> None:
+    found = _violations("tray", lambda n: _within(n, "ohsync.tray") or n == "ohsync.daemon.protocol")
+    assert found == [], "tray/ may import only ohsync.daemon.protocol of ohsync (§2):\n" + "\n".join(found)
+
+
+def test_the_protocol_module_imports_nothing_else_of_ohsync() -> None:
+    path = REPO / "daemon" / "protocol.py"
+    found = list(imported_modules(path.read_text(encoding="utf-8"), "ohsync.daemon.protocol"))
+    assert found == [], f"daemon/protocol.py must stand alone (the tray imports it): {found}"
+
+
+def test_the_engine_imports_nothing_of_daemon_tray_or_devserver() -> None:
+    found = _violations("engine", lambda n: not any(_within(n, f"ohsync.{p}")
+                                                    for p in ("daemon", "tray", "devserver")))
+    assert found == [], "engine/ must not import daemon, tray or devserver (§2):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("other", ["engine", "daemon", "tray"])
+def test_the_devserver_shares_no_code_with_ohsync(other: str) -> None:
+    found = _violations("devserver", lambda n: not _within(n, f"ohsync.{other}"))
+    assert found == [], f"devserver/ must not import {other} (§2):\n" + "\n".join(found)
+
+
+def test_the_daemon_imports_the_tray_only_lazily() -> None:
+    found = _violations("daemon", lambda n: not _within(n, "ohsync.tray"), top_level_only=True)
+    assert found == [], "daemon/ imports tray only inside the commands that show it (§2):\n" + "\n".join(found)
