@@ -281,18 +281,18 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="ohsync-load-"))
     try:
         r = run(args, work)
+        r["loadavg"] = loadavg
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "load-latest.json").write_text(json.dumps(r, indent=2), encoding="utf-8")
+        write_md(args.results, r, args)
+        print(table(r), flush=True)
+        log(f"wrote {args.results}")
     finally:
         if args.keep:
             log(f"work dir kept: {work}")
         else:
             log("removing the work dir (slow on some disks; not part of any figure)")
             shutil.rmtree(work, ignore_errors=True)
-    r["loadavg"] = loadavg
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "load-latest.json").write_text(json.dumps(r, indent=2), encoding="utf-8")
-    write_md(args.results, r, args)
-    print(table(r))
-    log(f"wrote {args.results}")
     return 0
 
 
