@@ -244,6 +244,7 @@ class SyncEngine:
             what was done is recorded, the rest is retried next pass.
         """
         report = SyncReport()
+        self.ctx.should_stop = should_stop
         requests_before = getattr(self.ctx.client, "request_count", 0)
         bases = self.state.all_bases()
         check_root(self.local_root, marker_expected=bool(bases))
@@ -321,6 +322,7 @@ class SyncEngine:
                 self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+            self.ctx.should_stop = None
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
             # a pass over some paths keeps what earlier passes skipped elsewhere
             kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]
