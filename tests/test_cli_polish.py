@@ -31,7 +31,7 @@ def fake_daemon(isolated_env) -> Iterator[dict[str, Any]]:  # noqa: F811
             return value
         return handler
 
-    methods = ("status", "wait", "activity", "conflicts", "held_deletes", "refresh")
+    methods = ("status", "wait", "activity", "conflicts", "held_deletes", "refresh", "memory.read")
     server = SocketServer(isolated_env.socket, {m: answer(m) for m in methods})
     server.start()
     ANSWERS.clear()
@@ -111,3 +111,11 @@ def test_a_refusal_is_not_called_refused_twice(fake_daemon, capsys) -> None:
     assert main(["refresh"]) == 1
     err = capsys.readouterr().err
     assert "the daemon refused: syncing is stopped" in err and "refused: refused" not in err
+
+
+def test_memory_commands_name_the_commands_not_the_mcp_tools(fake_daemon, capsys) -> None:
+    fake_daemon["memory.read"] = CannotNow("no memory entity has the permalink 'x'; it may have been deleted. "
+                                           "Use memory_search to find it")
+    assert main(["memory", "read", "x"]) == 1
+    err = capsys.readouterr().err
+    assert "Use `ohsync memory search` to find it" in err and "memory_search" not in err
