@@ -81,20 +81,20 @@ def resolve_library(client: Any, *, name: str | None = None, library_id: str | N
         for repo in repos:
             if repo.id == library_id:
                 return repo
-        raise LibraryNotFound(f"No library with id {library_id} is visible to this account. "
-                              "Check `library_id` in the config.")
+        raise LibraryNotFound(f"No library with id {library_id} is visible to this account.")
     matches = [r for r in repos if r.name == name]
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
         ids = ", ".join(r.id for r in matches)
-        raise LibraryNotFound(f"Several libraries are named '{name}' ({ids}). "
-                              "Set `library_id` in the [[mirror]] section to pick one.")
+        ambiguous = LibraryNotFound(f"Several libraries are named '{name}' ({ids}). "
+                                    "Set `library_id` in the [[mirror]] section to pick one.")
+        ambiguous.ambiguous = True
+        raise ambiguous
     if create and name:
         created: RepoInfo = client.create_repo(name)
         return created
-    raise LibraryNotFound(f"The library '{name}' does not exist on the server. Create it in the "
-                          "Seafile web interface, or set `create_library = true` in the config.")
+    raise LibraryNotFound(f"The library '{name}' does not exist on the server.")
 
 
 class SyncEngine:

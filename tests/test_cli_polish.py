@@ -119,3 +119,19 @@ def test_memory_commands_name_the_commands_not_the_mcp_tools(fake_daemon, capsys
     assert main(["memory", "read", "x"]) == 1
     err = capsys.readouterr().err
     assert "Use `ohsync memory search` to find it" in err and "memory_search" not in err
+
+
+def test_a_missing_library_is_explained_once(isolated_env, devserver, tmp_path) -> None:  # noqa: F811
+    from daemon_helpers import write_config
+
+    from ohsync.daemon.config import load_config
+    from ohsync.daemon.session import open_session
+    from ohsync.daemon.worker import FatalError
+
+    user = "user@example.edu.cn"
+    write_config(isolated_env, devserver.url, user, tmp_path / "mirror")
+    with pytest.raises(FatalError) as caught:
+        open_session(load_config(isolated_env.config), lambda e: None, token=devserver.token_for(user))
+    message = caught.value.message
+    assert "'OH-Memory' does not exist on the server" in message
+    assert message.count("web interface") == 1 and message.count("create_library") == 1
