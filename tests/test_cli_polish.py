@@ -135,3 +135,31 @@ def test_a_missing_library_is_explained_once(isolated_env, devserver, tmp_path) 
     message = caught.value.message
     assert "'OH-Memory' does not exist on the server" in message
     assert message.count("web interface") == 1 and message.count("create_library") == 1
+
+
+def test_doctor_says_when_the_config_file_does_not_exist(isolated_env, tmp_path, capsys) -> None:  # noqa: F811
+    missing = tmp_path / "nonexistent" / "x.toml"
+    assert main(["--config", str(missing), "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert f"The config file {missing} does not exist" in out
+
+
+def test_a_negative_log_line_count_is_a_usage_error(isolated_env, capsys) -> None:  # noqa: F811
+    with pytest.raises(SystemExit) as e:
+        main(["log", "-n", "-3"])
+    assert e.value.code == 2
+    assert "give 0 or more" in capsys.readouterr().err
+
+
+def test_the_readme_command_table_names_every_command() -> None:
+    import argparse
+    from pathlib import Path
+
+    from ohsync.daemon.cli import build_parser
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = "\n".join(line for line in readme.splitlines() if line.startswith("| `"))
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [name for name in sub.choices if f"`{name}" not in table and f" `{name}`" not in table
+               and f"`{name} " not in table and f", `{name}" not in table]
+    assert not missing, f"README's command table lacks {missing}"
