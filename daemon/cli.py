@@ -312,7 +312,8 @@ def cmd_conflicts(args: argparse.Namespace) -> int:
 
 
 def cmd_damaged(args: argparse.Namespace) -> int:
-    return _print_items(args, _client(args).call(Method.DAMAGED), "No damaged files.",
+    damaged = sorted(_client(args).call(Method.DAMAGED), key=lambda d: natural_key(str(d.get("path"))))
+    return _print_items(args, damaged, "No damaged files.",
                         lambda d: f"{d['path']}: {d['reason']}")
 
 

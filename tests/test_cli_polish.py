@@ -31,7 +31,7 @@ def fake_daemon(isolated_env) -> Iterator[dict[str, Any]]:  # noqa: F811
             return value
         return handler
 
-    methods = ("status", "wait", "activity", "conflicts", "held_deletes", "refresh", "memory.read")
+    methods = ("status", "wait", "activity", "conflicts", "held_deletes", "refresh", "memory.read", "damaged")
     server = SocketServer(isolated_env.socket, {m: answer(m) for m in methods})
     server.start()
     ANSWERS.clear()
@@ -163,3 +163,9 @@ def test_the_readme_command_table_names_every_command() -> None:
     missing = [name for name in sub.choices if f"`{name}" not in table and f" `{name}`" not in table
                and f"`{name} " not in table and f", `{name}" not in table]
     assert not missing, f"README's command table lacks {missing}"
+
+
+def test_damaged_files_are_listed_in_natural_order(fake_daemon, capsys) -> None:
+    fake_daemon["damaged"] = [{"path": p, "reason": "bad"} for p in ("n10.md", "n2.md", "n1.md")]
+    assert main(["damaged"]) == 0
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == ["n1.md", "n2.md", "n10.md"]
