@@ -767,7 +767,9 @@ class SyncWorker:
             log.warning("%s", regression)
             self._publish({"type": "error", "kind": "regression", "message": regression})
         if held and not was_held:
-            sides = sorted({side for _, side in held})
+            # side is where the deletion would be carried out: "remote" holds a deletion made here
+            made = {"remote": "made here", "local": "made on the server"}
+            sides = sorted({made.get(side, side) for _, side in held})
             message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "
                        "the safety limit; run `ohsync confirm-deletes` to carry them out, or restore the files")
             log.warning("%s", message)

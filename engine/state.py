@@ -125,6 +125,13 @@ class StateStore:
         """True when at least one path was ever synced (one indexed lookup)."""
         return self._db.execute("SELECT 1 FROM base LIMIT 1").fetchone() is not None
 
+    def has_bases_under(self, folder: str) -> bool:
+        """True when some path below ``folder`` (a rel path, no slashes at
+        the ends) was synced: one indexed range lookup."""
+        row = self._db.execute("SELECT 1 FROM base WHERE path >= ? AND path < ? LIMIT 1",
+                               (folder + "/", folder + "0")).fetchone()   # "0" follows "/"
+        return row is not None
+
     def all_bases(self) -> dict[str, Base]:
         """Every base, keyed by rel path."""
         rows = self._db.execute(

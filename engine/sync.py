@@ -81,20 +81,20 @@ def resolve_library(client: Any, *, name: str | None = None, library_id: str | N
         for repo in repos:
             if repo.id == library_id:
                 return repo
-        raise LibraryNotFound(f"No library with id {library_id} is visible to this account. "
-                              "Check `library_id` in the config.")
+        raise LibraryNotFound(f"No library with id {library_id} is visible to this account.")
     matches = [r for r in repos if r.name == name]
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
         ids = ", ".join(r.id for r in matches)
-        raise LibraryNotFound(f"Several libraries are named '{name}' ({ids}). "
-                              "Set `library_id` in the [[mirror]] section to pick one.")
+        ambiguous = LibraryNotFound(f"Several libraries are named '{name}' ({ids}). "
+                                    "Set `library_id` in the [[mirror]] section to pick one.")
+        ambiguous.ambiguous = True
+        raise ambiguous
     if create and name:
         created: RepoInfo = client.create_repo(name)
         return created
-    raise LibraryNotFound(f"The library '{name}' does not exist on the server. Create it in the "
-                          "Seafile web interface, or set `create_library = true` in the config.")
+    raise LibraryNotFound(f"The library '{name}' does not exist on the server.")
 
 
 class SyncEngine:
@@ -248,6 +248,7 @@ class SyncEngine:
             what was done is recorded, the rest is retried next pass.
         """
         report = SyncReport()
+        self.ctx.should_stop = should_stop
         requests_before = getattr(self.ctx.client, "request_count", 0)
         idle_shaped = local_paths is not None and check_remote
         if idle_shaped:
@@ -338,6 +339,7 @@ class SyncEngine:
                 self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+            self.ctx.should_stop = None
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
             # a pass over some paths keeps what earlier passes skipped elsewhere
             kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]
