@@ -258,6 +258,7 @@ class SyncEngine:
         if idle_shaped and self._settled is not None:
             info = self._idle_poll()
             if info is None:
+                self.ctx.should_stop = None
                 report.idle = True
                 report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
                 return report
