@@ -11,12 +11,14 @@ held back).  Paths are library-relative POSIX paths.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["KINDS", "MAX_ITEMS", "WaitVerdict", "attention_items", "conflict_since", "summary", "wait_verdict"]
+__all__ = ["KINDS", "MAX_ITEMS", "WaitVerdict", "attention_items", "conflict_since", "natural_key", "summary",
+           "wait_verdict"]
 
 #: The kinds of attention item, in the order they are listed.
 KINDS = ("held_delete", "damaged", "skipped")
@@ -32,6 +34,19 @@ _HELD_REASON = {
 }
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key that orders digit runs by value: ``f2`` before ``f10`` (case-insensitive, then exact)."""
+    return tuple((1, int(part), part) if part.isdigit() else (0, 0, part.casefold())
+                 for part in _DIGITS.split(text)) + ((0, 0, text),)
+
+
+def _by_path(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    return sorted(set(pairs), key=lambda pair: (natural_key(pair[0]), pair[1]))
+
+
 def attention_items(*, held: Iterable[tuple[str, str]] = (), damaged: Iterable[tuple[str, str]] = (),
                     skipped: Iterable[tuple[str, str]] = ()) -> list[dict[str, str]]:
     """The attention items, held deletes first, then damaged files, then skipped names.
@@ -43,14 +58,14 @@ def attention_items(*, held: Iterable[tuple[str, str]] = (), damaged: Iterable[t
     :returns: ``[{"kind", "path", "reason"}]``, each path once per kind.
     """
     items: list[dict[str, str]] = []
-    for path, side in sorted(set(held)):
+    for path, side in _by_path(held):
         items.append({"kind": "held_delete", "path": path, "side": side,
                       "reason": _HELD_REASON.get(side, "deletion held by the safety valve")})
-    for path, reason in sorted(set(damaged)):
+    for path, reason in _by_path(damaged):
         items.append({"kind": "damaged", "path": path,
                       "reason": f"memory file does not parse: {reason} (it still syncs as it is; fix it "
                                 "in an editor)"})
-    for path, reason in sorted(set(skipped)):
+    for path, reason in _by_path(skipped):
         items.append({"kind": "skipped", "path": path.lstrip("/"), "reason": f"not synced: {reason}"})
     return items
 
@@ -61,7 +76,8 @@ def _plural(n: int, one: str, many: str) -> str:
 
 def summary(*, held: int, damaged: int, skipped: int) -> str:
     """The status message of the ``attention`` state, e.g. ``"Needs attention: 3
-    deletions held by the safety valve, 1 damaged memory file; see `ohsync status`"``.
+    deletions held by the safety valve (`ohsync confirm-deletes`), 1 damaged memory file
+    (`ohsync damaged`)"``; each part names the command that lists or settles it.
 
     Returns ``""`` when all three counts are 0.
     """
@@ -70,12 +86,12 @@ def summary(*, held: int, damaged: int, skipped: int) -> str:
         parts.append(_plural(held, "deletion", "deletions") + " held by the safety valve "
                      "(`ohsync confirm-deletes`)")
     if damaged:
-        parts.append(_plural(damaged, "damaged memory file", "damaged memory files"))
+        parts.append(_plural(damaged, "damaged memory file", "damaged memory files") + " (`ohsync damaged`)")
     if skipped:
-        parts.append(_plural(skipped, "name that cannot sync", "names that cannot sync"))
+        parts.append(_plural(skipped, "name that cannot sync", "names that cannot sync") + " (rename to sync)")
     if not parts:
         return ""
-    return "Needs attention: " + ", ".join(parts) + "; see `ohsync status`"
+    return "Needs attention: " + ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -130,10 +146,10 @@ def wait_verdict(*, errors: Sequence[tuple[str, str]] = (), held: Sequence[tuple
         reasons += [{"kind": "failed", "path": p, "reason": m} for p, m in errors]
     if held:
         sentences.append(f"{_plural(len(held), 'deletion is', 'deletions are')} held by the safety valve "
-                         f"({_names(sorted(p for p, _ in held))}); run `ohsync confirm-deletes` to carry "
+                         f"({_names([p for p, _ in _by_path(held)])}); run `ohsync confirm-deletes` to carry "
                          "them out, or restore the files")
         reasons += [{"kind": "held_delete", "path": p, "reason": _HELD_REASON.get(side, "held")}
-                    for p, side in sorted(held)]
+                    for p, side in _by_path(held)]
     if new_conflicts:
         paths = [str(c.get("path")) for c in new_conflicts]
         kept = new_conflicts[0].get("archived")
@@ -144,8 +160,8 @@ def wait_verdict(*, errors: Sequence[tuple[str, str]] = (), held: Sequence[tuple
                     for c in new_conflicts]
     if skipped:
         sentences.append(f"{_plural(len(skipped), 'path is', 'paths are')} not synced "
-                         f"({_names(sorted(p for p, _ in skipped))}): {sorted(skipped)[0][1]}")
-        reasons += [{"kind": "skipped", "path": p, "reason": r} for p, r in sorted(skipped)]
+                         f"({_names([p for p, _ in _by_path(skipped)])}): {_by_path(skipped)[0][1]}")
+        reasons += [{"kind": "skipped", "path": p, "reason": r} for p, r in _by_path(skipped)]
     if not sentences:
         return WaitVerdict(True, "")
     return WaitVerdict(False, "; ".join(sentences), tuple(reasons))

@@ -21,6 +21,7 @@ from typing import Any
 
 from ohsync.daemon import cli_autostart, cli_log
 from ohsync.daemon.about import version
+from ohsync.daemon.attention import natural_key
 from ohsync.daemon.cli_resync import add_resync
 from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcClient, RpcError
 from ohsync.engine.errors import OhsyncError
@@ -220,6 +221,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 _ATTENTION_LABEL = {"held_delete": "deletion held", "damaged": "damaged", "skipped": "cannot sync"}
 
 
+def _shown(path: Any) -> str:
+    """A path in quotes as it is; only control characters are escaped (a newline shows as \\n)."""
+    text = str(path)
+    return "'" + "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text) + "'"
+
+
+#: Most reasons ``ohsync wait`` lists one per line (the summary line names them all by count).
+WAIT_LINES = 10
+
+
 def _print_status(st: dict[str, Any]) -> None:
     print(f"{st['state']}: {st['message']}")
     for m in st.get("mirrors", []):
@@ -233,7 +244,7 @@ def _print_status(st: dict[str, Any]) -> None:
         print("  " + ", ".join(counts))
     items = st.get("attention") or []
     for item in items:
-        print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {item.get('path')!r} — {item.get('reason')}")
+        print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {_shown(item.get('path'))} — {item.get('reason')}")
     listed = sum(int(st.get(k) or 0) for k in ("held_deletes", "damaged", "skipped"))
     if listed > len(items):
         print(f"  … {listed - len(items)} more: see `ohsync confirm-deletes --list` and `ohsync damaged`")
@@ -267,8 +278,11 @@ def cmd_wait(args: argparse.Namespace) -> int:
         print("Everything is synced.")
         return EXIT_OK
     _err(f"not everything is synced: {result.get('message') or 'see `ohsync status`'}")
-    for item in result.get("reasons") or []:
-        print(f"  {item.get('kind')}: {item.get('path')!r} — {item.get('reason')}", file=sys.stderr)
+    reasons = result.get("reasons") or []
+    for item in reasons[:WAIT_LINES]:
+        print(f"  {item.get('kind')}: {_shown(item.get('path'))} — {item.get('reason')}", file=sys.stderr)
+    if len(reasons) > WAIT_LINES:
+        print(f"  … and {len(reasons) - WAIT_LINES} more (`ohsync status --json` lists them all)", file=sys.stderr)
     return EXIT_FAILED
 
 
@@ -289,7 +303,8 @@ def _conflict_text(c: dict[str, Any]) -> str:
     text = f"{c['time']}  {c['path']}\n    other version kept as {c['archived']}\n    {c['reason']}"
     if c.get("fields"):
         text += f"\n    could not merge: {', '.join(c['fields'])}"
-    return text
+    return text + (f"\n    to settle it: copy what you need from {c['archived']} into {c['path']}, then "
+                   f"delete {c['archived']}")
 
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
@@ -297,13 +312,17 @@ def cmd_conflicts(args: argparse.Namespace) -> int:
 
 
 def cmd_damaged(args: argparse.Namespace) -> int:
-    return _print_items(args, _client(args).call(Method.DAMAGED), "No damaged files.",
+    damaged = sorted(_client(args).call(Method.DAMAGED), key=lambda d: natural_key(str(d.get("path"))))
+    return _print_items(args, damaged, "No damaged files.",
                         lambda d: f"{d['path']}: {d['reason']}")
 
 
 def _activity_text(a: dict[str, Any]) -> str:
-    extra = f"  ({a['message']})" if a.get("message") else ""
-    return f"{a['time']}  {a['action']:<9} {a['result']:<8} {a['path']}{extra}"
+    action, notes = a["action"], [a["message"]] if a.get("message") else []
+    if a.get("result") == "conflict":  # a conflict's action is where the other version went
+        action, notes = "conflict", [f"other version kept as {a['action']}", *notes]
+    extra = f"  ({'; '.join(notes)})" if notes else ""
+    return f"{a['time']}  {action:<9} {a['result']:<8} {a['path']}{extra}"
 
 
 def cmd_activity(args: argparse.Namespace) -> int:
@@ -333,7 +352,7 @@ def cmd_confirm_deletes(args: argparse.Namespace) -> int:
         held = client.call(Method.HELD_DELETES)
         if not held:
             print("No deletions are held.")
-        for item in held:
+        for item in sorted(held, key=lambda h: natural_key(str(h.get("path")))):
             where = "on the server (into /.trash/)" if item["side"] == "remote" else "in this folder (backed up)"
             print(f"{item['path']}  — would be deleted {where}")
         return EXIT_OK
@@ -442,7 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(f"{exc}. Start it with `ohsync run`.")
         code = EXIT_NOT_RUNNING
     except RpcError as exc:
-        _err(f"the daemon refused: {exc.message}")
+        _err(f"the daemon refused: {exc.message.removeprefix('refused: ')}")
         code = EXIT_FAILED
     except OhsyncError as exc:
         _err(f"{exc.title}: {exc.message}")

@@ -101,8 +101,20 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def _line_count(text: str) -> int:
+    """``-n``'s value: a whole number of lines, 0 or more (argparse turns the ValueError into a usage error)."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of lines") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{count} lines: give 0 or more")
+    return count
+
+
 def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]) -> None:
     """Add the ``log`` command with :func:`ohsync.daemon.cli.build_parser`'s ``add``."""
     sp = add("log", cmd_log, "print the daemon's log (state_dir/logs/ohsync.log); -f follows it")
     sp.add_argument("-f", "--follow", action="store_true", help="keep printing what is appended (Ctrl-C stops)")
-    sp.add_argument("-n", "--lines", type=int, default=50, metavar="N", help="how many lines to print first")
+    sp.add_argument("-n", "--lines", type=_line_count, default=50, metavar="N",
+                    help="how many lines to print first (0 or more)")

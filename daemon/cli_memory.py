@@ -10,17 +10,36 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.protocol import Method
+from ohsync.daemon.protocol import Method, RpcError
 
 __all__ = ["register"]
 
 AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
+#: The MCP tool names the daemon's sentences use, and the commands that do the same here.
+_TOOL_COMMANDS = {f"memory_{name}": f"`ohsync memory {name}`"
+                  for name in ("search", "read", "list", "write", "append", "edit", "delete", "refresh")}
+_TOOL_NAME = re.compile(r"`?\b(" + "|".join(_TOOL_COMMANDS) + r")\b`?")
+
+
+def cli_words(message: str) -> str:
+    """``message`` with each MCP tool name (``memory_search``) put as its command (`ohsync memory search`)."""
+    return _TOOL_NAME.sub(lambda m: _TOOL_COMMANDS[m.group(1)], message)
+
+
 def _call(args: argparse.Namespace, method: str, params: dict[str, Any], *, write: bool = False) -> Any:
+    try:
+        return _call_daemon(args, method, params, write=write)
+    except RpcError as exc:
+        raise RpcError(exc.code, cli_words(exc.message)) from None
+
+
+def _call_daemon(args: argparse.Namespace, method: str, params: dict[str, Any], *, write: bool) -> Any:
     from ohsync.daemon.config import config_path, load_config
     from ohsync.daemon.protocol import RpcClient
 

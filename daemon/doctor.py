@@ -140,6 +140,11 @@ class _Remote:
 
     def config(self) -> bool:
         cfg = self.cfg
+        if not cfg.path.exists() and not (cfg.server and cfg.username):
+            self.add("config", ERROR, f"The config file {cfg.path} does not exist: ohsync is not set up "
+                     "with it.", f"Run `ohsync setup` (with `--config {cfg.path}` to create this one), or "
+                     "check the path given to --config or in OHSYNC_CONFIG.")
+            return False
         if not cfg.server or not cfg.username:
             self.add("config", ERROR, f"{cfg.path} names no server or username: ohsync is not set up.",
                      "Run `ohsync setup`.")

@@ -99,9 +99,13 @@ def open_session(
             repo = resolve_library(client, name=None if mirror.library_id else mirror.library,
                                    library_id=mirror.library_id, create=cfg.create_library)
         except LibraryNotFound as exc:
-            hint = "" if cfg.create_library else (
-                f" Create it in the web interface, fix `library` in {cfg.path}, "
-                "or set `create_library = true` to let ohsync create it.")
+            if exc.ambiguous:
+                hint = ""  # the message names the setting that picks one
+            elif mirror.library_id:
+                hint = f" Fix `library_id` in {cfg.path}, or remove it to pick the library by name."
+            else:
+                hint = (f" Create it in the web interface, fix `library` in {cfg.path}, "
+                        "or set `create_library = true` to let ohsync create it.")
             raise FatalError(exc.message + hint, title=exc.title) from exc
         state_dir = cfg.mirror_state_dir(repo.id)
         state_dir.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from .localfs import atomic_write
 from .merge import is_text
 from .models import RemoteEntry
 from .state import Base
+from .transfer import folder_vanished
 from .events import SyncEvent
 
 __all__ = ["BULK_MIN_FILES", "BULK_MAX_FILE", "bulk_pull"]
@@ -78,8 +79,8 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
                 if seafile_file_id(data) != entry.id:
                     continue  # not provably the listed version: fetch it one by one
                 target = ctx.local_path(rel)
-                if target.exists():
-                    continue
+                if target.exists() or folder_vanished(ctx, rel):
+                    continue  # the person was faster: the next pass plans it again
                 try:
                     fp = atomic_write(target, data, entry.mtime or None)
                 except OSError:

@@ -91,6 +91,13 @@ class MirrorContext:
     notices: dict[str, str] = field(default_factory=dict)
     head: str | None = None
     head_stale: set[str] = field(default_factory=set)
+    #: the running pass's ``should_stop`` (True once the daemon saw a local
+    #: folder moved or deleted, or is shutting down); None between passes
+    should_stop: Callable[[], bool] | None = None
+
+    def stopping(self) -> bool:
+        """True when the running pass was asked to stop between two files."""
+        return self.should_stop is not None and bool(self.should_stop())
 
     def remote_path(self, rel_path: str) -> str:
         """The remote path of a rel path."""

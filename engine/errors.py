@@ -189,9 +189,14 @@ class NameRejectedError(RemoteOperationError):
 
 
 class LibraryNotFound(OhsyncError):
-    """The configured library does not exist (and creating it is not allowed)."""
+    """The configured library does not exist (and creating it is not allowed), or its name is ambiguous.
+
+    :ivar ambiguous: True when several libraries carry the name (the message then says what to set);
+        otherwise the message states only what is missing and the caller adds the fix it knows.
+    """
 
     title = "Library not found"
+    ambiguous = False
     scope = "daemon"
     behaviour = "needs_person"
 

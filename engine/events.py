@@ -76,6 +76,8 @@ class SyncReport:
     :ivar held_deletes: ``(path, side)`` deletes held by the safety valve.
     :ivar requests: HTTP requests made during the pass.
     :ivar interrupted: the caller asked the pass to stop between two files.
+    :ivar idle: the head was unchanged and nothing was waiting: the pass was
+        one request and read or wrote no state (the caller's caches still hold).
     :ivar rescan: local deletes were seen; they are carried out by the next
         full scan (call ``sync(None)`` soon), where the valve sees them all.
     """
@@ -95,6 +97,7 @@ class SyncReport:
     requests: int = 0
     interrupted: bool = False
     rescan: bool = False
+    idle: bool = False
 
     @property
     def transferred(self) -> int:

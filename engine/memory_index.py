@@ -339,6 +339,8 @@ class MemoryIndex:
         self.tz = tz or timezone(timedelta(hours=8))
         self._by_path: dict[str, Entity] = {}
         self._by_permalink: dict[str, str] = {}
+        # every indexed path per permalink, in load order: a duplicate takes over in O(1)
+        self._permalink_paths: dict[str, dict[str, None]] = {}
         self._by_title: dict[str, set[str]] = {}  # lowercased title and file-name title → paths
         self._columns: Columns | None = None  # search corpora of a past state ...
         self._stale: set[str] = set()  # ... and the paths changed since (scored one by one)
@@ -352,6 +354,7 @@ class MemoryIndex:
         """
         self._by_path.clear()
         self._by_permalink.clear()
+        self._permalink_paths.clear()
         self._by_title.clear()
         self._columns = None
         self._stale.clear()
@@ -403,6 +406,7 @@ class MemoryIndex:
         entity = parse_entity(rel, data, st.st_mtime, self.tz)
         self._stale.add(rel)
         self._by_path[rel] = entity
+        self._permalink_paths.setdefault(entity.permalink, {})[rel] = None
         for key in _title_keys(entity):
             self._by_title.setdefault(key, set()).add(rel)
         other = self._by_permalink.get(entity.permalink)
@@ -422,12 +426,14 @@ class MemoryIndex:
                 paths.discard(rel)
                 if not paths:
                     del self._by_title[key]
+        same = self._permalink_paths.get(entity.permalink, {})
+        same.pop(rel, None)
+        if not same:
+            self._permalink_paths.pop(entity.permalink, None)
         if self._by_permalink.get(entity.permalink) == rel:
             del self._by_permalink[entity.permalink]
-            for other in self._by_path.values():  # a duplicate permalink takes over
-                if other.permalink == entity.permalink:
-                    self._by_permalink[entity.permalink] = other.path
-                    break
+            if same:  # a duplicate permalink takes over
+                self._by_permalink[entity.permalink] = next(iter(same))
 
     # -- queries --------------------------------------------------------------------
 

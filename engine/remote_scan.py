@@ -58,16 +58,19 @@ class RemoteScan:
 
 def scan_remote(client: _Lister, repo_id: str, remote_root: str, *, prev_head: str | None,
                 prev_root_oid: str | None, prev_snapshot: dict[str, RemoteEntry],
-                force: bool = False) -> RemoteScan:
+                force: bool = False, info: RepoInfo | None = None) -> RemoteScan:
     """Find what changed on the server since the previous scan.
 
     :param prev_head: head commit id of the previous scan (None: never scanned).
     :param prev_root_oid: directory id of the mirror root at that time.
     :param prev_snapshot: the previous snapshot (rel path → entry).
     :param force: list every folder, ignoring cached ids.
+    :param info: the library's info already read for this scan
+        (``GET /api2/repos/{id}/``); None = read it now.
     :raises RemoteError: from the client (the caller keeps the old snapshot).
     """
-    info = client.repo_info(repo_id)
+    if info is None:
+        info = client.repo_info(repo_id)
     requests = 1
     if not force and prev_head is not None and info.head_commit_id == prev_head:
         return RemoteScan(prev_head, prev_root_oid or "", False, prev_snapshot, requests=requests,

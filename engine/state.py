@@ -87,6 +87,9 @@ class StateStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        #: bumped by every write: equal values mean nothing was written in between
+        self.generation = 0
+        self._remote_cache: dict[str, RemoteEntry] | None = None  # what the ``remote`` table holds
         if self.get_meta("schema") is None:
             self.set_meta("schema", str(SCHEMA_VERSION))
 
@@ -101,7 +104,10 @@ class StateStore:
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str | None) -> None:
-        """Set (or with None, delete) a key/value entry."""
+        """Set (or with None, delete) a key/value entry (no write when it holds that already)."""
+        if self.get_meta(key) == value:
+            return
+        self.generation += 1
         if value is None:
             self._db.execute("DELETE FROM meta WHERE key=?", (key,))
         else:
@@ -119,6 +125,13 @@ class StateStore:
         """True when at least one path was ever synced (one indexed lookup)."""
         return self._db.execute("SELECT 1 FROM base LIMIT 1").fetchone() is not None
 
+    def has_bases_under(self, folder: str) -> bool:
+        """True when some path below ``folder`` (a rel path, no slashes at
+        the ends) was synced: one indexed range lookup."""
+        row = self._db.execute("SELECT 1 FROM base WHERE path >= ? AND path < ? LIMIT 1",
+                               (folder + "/", folder + "0")).fetchone()   # "0" follows "/"
+        return row is not None
+
     def all_bases(self) -> dict[str, Base]:
         """Every base, keyed by rel path."""
         rows = self._db.execute(
@@ -131,6 +144,7 @@ class StateStore:
         The blob is written (temp + rename) before the row, so a row that
         says ``has_blob`` always has its blob.
         """
+        self.generation += 1
         has_blob = False
         if content is not None and base.sha1:
             self._put_blob(base.sha1, content)
@@ -143,6 +157,7 @@ class StateStore:
 
     def delete_base(self, path: str) -> None:
         """Forget the base of ``path`` (its blob is pruned by :meth:`prune_blobs`)."""
+        self.generation += 1
         self._db.execute("DELETE FROM base WHERE path=?", (path,))
 
     def base_content(self, base: Base) -> bytes | None:
@@ -187,6 +202,8 @@ class StateStore:
 
         Conflicts and issues are kept; base blobs are pruned later.
         """
+        self.generation += 1
+        self._remote_cache = {}
         with self.transaction():
             self._db.execute("DELETE FROM base")
             self._db.execute("DELETE FROM remote")
@@ -196,19 +213,38 @@ class StateStore:
     def remote_snapshot(self) -> dict[str, RemoteEntry]:
         """The last listing, keyed by rel path (entries carry rel paths too)."""
         rows = self._db.execute("SELECT path,is_dir,id,size,mtime FROM remote")
-        return {r[0]: RemoteEntry(r[0], bool(r[1]), r[2], r[3], r[4]) for r in rows}
+        snapshot = {r[0]: RemoteEntry(r[0], bool(r[1]), r[2], r[3], r[4]) for r in rows}
+        self._remote_cache = dict(snapshot)
+        return snapshot
 
     def replace_remote_snapshot(self, entries: Iterable[RemoteEntry]) -> None:
-        """Store a new listing snapshot in one transaction."""
+        """Store a new listing snapshot in one transaction.
+
+        Only the difference to what the table holds is written (rows added,
+        changed or gone); an unchanged snapshot writes nothing.
+        """
+        new = {e.path: e for e in entries}
+        old = self._remote_cache
+        if old is None:
+            self.remote_snapshot()
+            old = self._remote_cache
+        assert old is not None
+        if new == old:  # entries are mostly the same objects: a fast identity compare
+            return
+        self.generation += 1
+        changed = [e for p, e in new.items() if old.get(p) != e]
+        gone = [(p,) for p in old if p not in new]
         with self.transaction():
-            self._db.execute("DELETE FROM remote")
+            self._db.executemany("DELETE FROM remote WHERE path=?", gone)
             self._db.executemany(
-                "INSERT INTO remote(path,is_dir,id,size,mtime) VALUES (?,?,?,?,?)",
-                [(e.path, int(e.is_dir), e.id, e.size, e.mtime) for e in entries])
+                "INSERT OR REPLACE INTO remote(path,is_dir,id,size,mtime) VALUES (?,?,?,?,?)",
+                [(e.path, int(e.is_dir), e.id, e.size, e.mtime) for e in changed])
+        self._remote_cache = new
 
     # -- conflicts and issues ---------------------------------------------
     def add_conflict(self, rec: ConflictRecord) -> None:
         """Record a conflict."""
+        self.generation += 1
         self._db.execute(
             "INSERT INTO conflicts(path,archived,time,reason,fields) VALUES (?,?,?,?,?)",
             (rec.path, rec.archived, rec.time, rec.reason, "\n".join(rec.fields)))
@@ -221,6 +257,7 @@ class StateStore:
 
     def forget_conflicts(self, archived: list[str]) -> None:
         """Drop the conflicts whose archived copies are given (resolved)."""
+        self.generation += 1
         with self.transaction():
             self._db.executemany("DELETE FROM conflicts WHERE archived=?", [(a,) for a in archived])
 
@@ -232,6 +269,7 @@ class StateStore:
 
     def set_issue(self, kind: str, path: str, reason: str | None) -> None:
         """Record (or with None, clear) a ``damaged``/``skipped`` path."""
+        self.generation += 1
         if reason is None:
             self._db.execute("DELETE FROM issues WHERE kind=? AND path=?", (kind, path))
         else:

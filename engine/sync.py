@@ -81,20 +81,20 @@ def resolve_library(client: Any, *, name: str | None = None, library_id: str | N
         for repo in repos:
             if repo.id == library_id:
                 return repo
-        raise LibraryNotFound(f"No library with id {library_id} is visible to this account. "
-                              "Check `library_id` in the config.")
+        raise LibraryNotFound(f"No library with id {library_id} is visible to this account.")
     matches = [r for r in repos if r.name == name]
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
         ids = ", ".join(r.id for r in matches)
-        raise LibraryNotFound(f"Several libraries are named '{name}' ({ids}). "
-                              "Set `library_id` in the [[mirror]] section to pick one.")
+        ambiguous = LibraryNotFound(f"Several libraries are named '{name}' ({ids}). "
+                                    "Set `library_id` in the [[mirror]] section to pick one.")
+        ambiguous.ambiguous = True
+        raise ambiguous
     if create and name:
         created: RepoInfo = client.create_repo(name)
         return created
-    raise LibraryNotFound(f"The library '{name}' does not exist on the server. Create it in the "
-                          "Seafile web interface, or set `create_library = true` in the config.")
+    raise LibraryNotFound(f"The library '{name}' does not exist on the server.")
 
 
 class SyncEngine:
@@ -134,6 +134,9 @@ class SyncEngine:
         self._paused_paths: set[str] = set()  # fighting writers, announced once
         self._skipped_remote: list[tuple[str, str]] = []
         self.failure_book = FailureBook(self.local_root)
+        # (state generation, synced before, head) after a pass that found nothing to do
+        # and left nothing waiting: while both hold, an idle poll is one request
+        self._settled: tuple[int, bool, str] | None = None
 
     # -- queries for the daemon ----------------------------------------
     def failures(self) -> list[dict[str, Any]]:
@@ -197,6 +200,7 @@ class SyncEngine:
         empty base or archived as conflict copies."""
         self.state.forget_sync_history()
         self.ctx.snapshot = {}
+        self._settled = None
         self.failure_book.release()
 
     def is_ignored(self, rel_path: str) -> bool:
@@ -244,7 +248,22 @@ class SyncEngine:
             what was done is recorded, the rest is retried next pass.
         """
         report = SyncReport()
+        self.ctx.should_stop = should_stop
         requests_before = getattr(self.ctx.client, "request_count", 0)
+        idle_shaped = local_paths is not None and check_remote
+        if idle_shaped:
+            local_paths = list(local_paths or [])
+            idle_shaped = not local_paths
+        info = None
+        if idle_shaped and self._settled is not None:
+            info = self._idle_poll()
+            if info is None:
+                self.ctx.should_stop = None
+                report.idle = True
+                report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
+                return report
+        self._settled = None
+        generation = self.state.generation
         bases = self.state.all_bases()
         check_root(self.local_root, marker_expected=bool(bases))
         self.ignore.reload()
@@ -252,7 +271,7 @@ class SyncEngine:
             check_remote = True  # never listed: the snapshot means nothing yet
         folded: set[str] = set()
         if check_remote:
-            self._check_remote(report)
+            self._check_remote(report, info)
         considered: set[str] | None = None  # None: the whole mirror
         try:
             if check_remote:
@@ -321,11 +340,47 @@ class SyncEngine:
                 self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+            self.ctx.should_stop = None
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
             # a pass over some paths keeps what earlier passes skipped elsewhere
             kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]
             self._skipped_pass = sorted(set(kept) | set(report.skipped))
+        if idle_shaped and not candidates and self._nothing_waits(report, generation):
+            self._settled = (self.state.generation, bool(bases), self.state.get_meta("head") or "")
         return report
+
+    def _nothing_waits(self, report: SyncReport, generation: int) -> bool:
+        """True when an idle pass did nothing and left nothing for the next one:
+        a pass with the same head and no local change would do the same nothing.
+
+        ``generation`` is the state's before the pass: nothing may have been
+        written since.
+        """
+        if (report.remote_changed or report.uploaded or report.downloaded or report.merged or report.conflicts
+                or report.errors or report.skipped or report.damaged or report.deleted_local
+                or report.deleted_remote or report.held_deletes or report.moved or report.interrupted
+                or report.rescan):
+            return False
+        if self.failure_book.items() or self.valve.held() or regression.load(self.state) is not None:
+            return False
+        return self.state.generation == generation
+
+    def _idle_poll(self) -> RepoInfo | None:
+        """The fast idle poll of a settled mirror: one request, no table, no walk.
+
+        :returns: None when the head is unchanged (the pass is over); else the
+            library info read, for the full pass that follows.
+        """
+        assert self._settled is not None
+        generation, synced, head = self._settled
+        spec = self.ignore._spec
+        check_root(self.local_root, marker_expected=synced)
+        self.ignore.reload()
+        info: RepoInfo = self.ctx.client.repo_info(self.ctx.repo_id)
+        if (self.state.generation == generation and self.ignore._spec is spec and info.head_commit_id
+                and info.head_commit_id == head and self.ctx.head == head and not self.ctx.head_stale):
+            return None
+        return info
 
     def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:
         """Remote paths this disk cannot hold because they differ only by case.
@@ -371,11 +426,11 @@ class SyncEngine:
         self._pruned_on = today
         prune_backups(self.options.backup_dir, self.options.backup_days)
 
-    def _check_remote(self, report: SyncReport) -> None:
+    def _check_remote(self, report: SyncReport, info: RepoInfo | None = None) -> None:
         scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root,
                            prev_head=self.state.get_meta("head"),
                            prev_root_oid=self.state.get_meta("root_oid"),
-                           prev_snapshot=self.ctx.snapshot)
+                           prev_snapshot=self.ctx.snapshot, info=info)
         report.remote_changed = scan.changed
         if scan.changed:
             self.ctx.snapshot = dict(scan.snapshot)

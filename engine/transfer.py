@@ -103,15 +103,41 @@ def _replace_local(ctx: MirrorContext, rel_path: str, data: bytes, expected: tup
     return atomic_write(ctx.local_path(rel_path), data, mtime)
 
 
+def folder_vanished(ctx: MirrorContext, rel_path: str) -> bool:
+    """Did the local folder of ``rel_path`` vanish during this pass?
+
+    True when the pass was asked to stop (the daemon saw a local folder
+    moved or deleted) and the file's folder is gone although files in it
+    were synced: writing the file now would create the folder again under
+    its old name (a renamed folder split in two).  A folder that was already
+    gone when the pass began is re-created (a remote edit beats a local
+    delete), and one that never held a synced file is simply new.
+    """
+    if not ctx.stopping():
+        return False
+    parent = parent_rel(rel_path)
+    while parent:
+        if ctx.local_path(parent).is_dir():
+            return False
+        if ctx.state.has_bases_under(parent):
+            return True
+        parent = parent_rel(parent)
+    return False
+
+
 def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
          expected: tuple[int, int, int] | None) -> None:
     """Download ``rel_path`` over the local file.
 
     :param expected: the local fingerprint the plan saw (None: absent).
-    :raises LocalChanged: the local file changed meanwhile (re-plan).
+    :raises LocalChanged: the local file changed meanwhile, or its folder
+        was moved or deleted here meanwhile (re-plan).
     :raises RemoteError: from the client.
     """
     target = ctx.local_path(rel_path)
+    if folder_vanished(ctx, rel_path):
+        raise LocalChanged(f"{parent_rel(rel_path)} was moved or deleted here meanwhile; re-planning",
+                           path=rel_path)
     with temp_beside(target) as (fh, tmp):
         def progress(done: int, total: int) -> None:
             ctx.emit(SyncEvent("transfer", rel_path, "down", done=done, total=total))

@@ -374,3 +374,42 @@ def test_the_readme_memory_examples_find_something_in_the_demo_library(tmp_path:
     found = tools.search(query=search.group(1), tags=[search.group(2)])["results"]
     assert found, f"`ohsync memory search {search.group(1)} --tag {search.group(2)}` finds nothing"
     assert tools.read(read.group(1))["permalink"] == read.group(1)
+
+
+def _entity_file(path: Path, title: str, permalink: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\ntitle: {title}\ntype: note\npermalink: {permalink}\n---\n\n# {title}\n", encoding="utf-8")
+
+
+def test_index_duplicate_permalink_takes_over_and_updates_stay_cheap(tmp_path):
+    lib = tmp_path / "lib"
+    _entity_file(lib / "a" / "one.md", "One", "same-link")
+    _entity_file(lib / "b" / "two.md", "Two", "same-link")
+    index = MemoryIndex(lib, TZ)
+    index.rebuild()
+    first = index.by_permalink("same-link")
+    assert first is not None
+    (lib / first.path).unlink()
+    index.update([first.path])
+    other = index.by_permalink("same-link")
+    assert other is not None and other.path != first.path
+    (lib / other.path).unlink()
+    index.update([other.path])
+    assert index.by_permalink("same-link") is None
+
+    # re-reading an indexed file does not walk every other entity (it did once: O(n) per update)
+    for i in range(2000):
+        _entity_file(lib / "many" / f"n{i}.md", f"N{i}", f"n-{i}")
+    index.rebuild()
+    seen = []
+    real = index._by_path
+
+    class Watched(dict):  # noqa: D401 - counts iterations over the whole index
+        def values(self):  # noqa: ANN202
+            seen.append(1)
+            return super().values()
+
+    index._by_path = Watched(real)
+    index.update([f"many/n{i}.md" for i in range(200)])
+    assert seen == []
+    assert index.by_permalink("n-7") is not None

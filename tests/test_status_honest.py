@@ -308,7 +308,7 @@ def test_held_delete_makes_wait_fail_and_status_names_everything(daemon) -> None
     r = daemon.cli("status")
     assert r.stdout.startswith("attention: Needs attention: 5 deletions held")
     assert "damaged: 'knowledge/two-blocks.md' — memory file does not parse: a second frontmatter" in r.stdout
-    assert "cannot sync: 'back\\\\slash.md'" in r.stdout and "cannot sync: 'new\\nline.md'" in r.stdout
+    assert "cannot sync: 'back\\slash.md'" in r.stdout and "cannot sync: 'new\\nline.md'" in r.stdout
     assert all(f"deletion held: {p!r} — deleted here" in r.stdout for p in held)
 
     # once the deletes are carried out, wait still fails, now only for the names that cannot sync
@@ -445,3 +445,23 @@ def test_engine_names_that_cannot_sync_become_attention_items(devserver, tmp_pat
     # a later pass over other paths keeps them named
     m.sync(["pad/f01.txt"])
     assert {p for p, _ in m.engine.skipped()} >= {"back\\slash.md", "new\nline.md"}
+
+
+def test_the_held_deletes_message_names_where_the_deletions_were_made(tmp_path: Path) -> None:
+    engine = AttentionEngine(tmp_path, held=[("journal/2026-11.md", "remote")])  # deleted here
+    status = StatusModel(library="OH-Memory", local=str(engine.local_root), poll_interval=60.0)
+    status.watcher_alive = lambda: True
+    events: list[dict[str, Any]] = []
+
+    def open_session(on_event):
+        engine.on_event = on_event
+        return FakeSession(engine)
+
+    w = SyncWorker(open_session, status, poll_interval=60.0, publish=events.append)
+    w.start()
+    try:
+        wait_for(lambda: any(e.get("kind") == "held_deletes" for e in events), what="the held-deletes event")
+        [event] = [e for e in events if e.get("kind") == "held_deletes"]
+        assert "(made here) are held" in event["message"] and "(remote)" not in event["message"]
+    finally:
+        w.shutdown(10)
