@@ -44,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import GENERATOR, LIB, SETTLED, USER, DevServerProc, log  # noqa: E402
+from ohsync.daemon.protocol import Method  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +115,7 @@ class LatencyProbe:
     keeps (phase, milliseconds) per answered call and counts failed ones."""
 
     def __init__(self, socket: Path, interval: float) -> None:
-        from ohsync.daemon.rpc import RpcClient
+        from ohsync.daemon.protocol import RpcClient
 
         self.rpc = RpcClient(socket, timeout=30)
         self.interval = interval
@@ -132,7 +133,7 @@ class LatencyProbe:
         while not self._stop.is_set():
             t0 = time.perf_counter()
             try:
-                st = self.rpc.call("status")
+                st = self.rpc.call(Method.STATUS)
             except Exception:  # noqa: BLE001 - not up yet, or an answer that took too long
                 self.failed[self.phase] = self.failed.get(self.phase, 0) + 1
             else:
@@ -214,7 +215,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         time.sleep(1.1)  # last_scan has one-second resolution
         srv.reset()
         c0, t0 = daemon.cpu_s(), time.perf_counter()
-        probe.rpc.call("refresh")
+        probe.rpc.call(Method.REFRESH)
         wait_settled(probe, daemon, args.timeout, since_scan=before)
         rescan_s = time.perf_counter() - t0
         c = srv.counters()
