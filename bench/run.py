@@ -281,6 +281,17 @@ def daemon_env(root: Path, sock_dir: Path) -> dict[str, str]:
     return env
 
 
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM a benchmarked daemon, SIGKILL it after 30 s; waits for it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 def peak_rss_mib() -> int:
     """Peak resident memory of this process so far (ru_maxrss, KiB on Linux), in MiB."""
     import resource
@@ -635,13 +646,7 @@ class Bench:
             self.add_row("daemon", f"idle {self.args.daemon_seconds:.0f} s, {self.args.files} files", m, None,
                          other_name="-", oh_value=f"{m.extra['cpu_percent']} % CPU, {m.extra['rss_mib_median']} MiB RSS")
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
+            stop_process(proc)
             out.close()
             shutil.rmtree(sock_dir, ignore_errors=True)
 

@@ -107,7 +107,7 @@ def s_notify(bench: Any) -> None:
     import tomli_w
 
     from ohsync.daemon.protocol import Method, RpcClient
-    from run import LIB, USER, Measure, daemon_env, log
+    from run import LIB, USER, Measure, daemon_env, log, stop_process
 
     srv = bench.srv
     srv.http.post("/notifications", json={"state": "up"})
@@ -186,13 +186,7 @@ def s_notify(bench: Any) -> None:
                       endpoints=c["endpoints"]), None, other_name="-",
                       oh_value=f"{per_hour}/h measured; safety poll {bound}/h vs polling {round(3600 / poll)}/h")
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_process(proc)
         out.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
         srv.http.post("/notifications", json={"state": "absent"})

@@ -46,16 +46,21 @@ def test_sfconflict_names_map_back_to_their_file():
     assert original_of("notes.md") is None
 
 
-def test_edit_landing_between_read_and_update_stays_live_and_is_merged(devserver, rid, tmp_path):
-    mirror = synced_mirror(devserver, rid, tmp_path)
+def _local_edit_raced_by_another_writer(devserver, rid, mirror):
+    """A local line is pushed while another client's line lands right after
+    our read, before our update; returns the pass's report."""
     theirs = MEMORY + "- [note] remote line #phone\n"
 
     def other_client_writes(srv):
         srv.put_file(rid, "/notes/journal.md", theirs.encode())
-    # the other client's write lands right after our read, before our update
     devserver.after_request("GET", r"/update-link/", other_client_writes)
     mirror.write("notes/journal.md", (MEMORY + "- [note] local line #desk\n").encode())
-    report = mirror.sync(["notes/journal.md"])
+    return mirror.sync(["notes/journal.md"])
+
+
+def test_edit_landing_between_read_and_update_stays_live_and_is_merged(devserver, rid, tmp_path):
+    mirror = synced_mirror(devserver, rid, tmp_path)
+    report = _local_edit_raced_by_another_writer(devserver, rid, mirror)
     assert report.errors == []
     live = devserver.read_file(rid, "/notes/journal.md").decode()
     assert "local line" in live and "remote line" in live and "first line" in live
@@ -116,13 +121,7 @@ def test_foreign_sfconflict_file_that_does_not_merge_goes_to_conflict_folder(dev
 def test_server_ignoring_head_is_caught_by_the_history_check(devserver, rid, tmp_path):
     devserver.honour_head = False
     mirror = synced_mirror(devserver, rid, tmp_path, history_check=True)
-    theirs = MEMORY + "- [note] remote line #phone\n"
-
-    def other_client_writes(srv):
-        srv.put_file(rid, "/notes/journal.md", theirs.encode())
-    devserver.after_request("GET", r"/update-link/", other_client_writes)
-    mirror.write("notes/journal.md", (MEMORY + "- [note] local line #desk\n").encode())
-    report = mirror.sync(["notes/journal.md"])
+    report = _local_edit_raced_by_another_writer(devserver, rid, mirror)
     assert report.errors == []
     live = devserver.read_file(rid, "/notes/journal.md").decode()
     assert "local line" in live and "remote line" in live
