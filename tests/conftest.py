@@ -8,6 +8,14 @@ devserver fixtures (owned by the devserver work; add other fixtures below):
   ``DEVSERVER_PASSWORD``).  Function-scoped; stopped afterwards.
 * ``devserver_token`` — that user's API token (40 hex) on that server.
 
+Daemon fixtures (``tests/daemon_helpers.py``, available to every test):
+
+* ``isolated_env`` — config, state, logs, socket and a file keyring in a
+  temporary folder.
+* ``seed_daemon`` — a factory: a library on ``devserver``, the user's token
+  saved, a config written; ``.start(wait="idle")`` runs ``ohsync run
+  --no-tray``; every daemon it started is stopped afterwards.
+
 Leak guard (every test): a test that leaves a non-daemon thread it started
 still running, or a child process of the test run still alive, fails in its
 teardown, after :data:`LEAK_GRACE` seconds for them to end.  Leftover child
@@ -23,6 +31,7 @@ import time
 from pathlib import Path
 
 import pytest
+from daemon_helpers import isolated_env, seed_daemon  # noqa: F401 - fixtures for every test module
 
 DEVSERVER_USER = "user@example.edu.cn"
 DEVSERVER_PASSWORD = "secret"

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, wait_for, write_config  # noqa: F401
+from daemon_helpers import DEMO_LIBRARY, wait_for
 from engine_helpers import USER, make_mirror, read_tree, sample_library
-from ohsync.daemon import credentials
 
 REMOTE_EDITED = "tasks/申请 SRT 项目.md"
 LOCAL_EDITED = "knowledge/哈希表冲突处理.md"
@@ -117,37 +116,31 @@ def test_devserver_restore_control_moves_the_head_back(devserver, tmp_path):
     assert r.status_code == 404
 
 
-def test_daemon_names_the_state_and_resync_keeps_the_newer_side(isolated_env, devserver, tmp_path):
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
+def test_daemon_names_the_state_and_resync_keeps_the_newer_side(seed_daemon, devserver):
+    s = seed_daemon(tree=DEMO_LIBRARY, poll_interval=1.0)
+    repo, mirror = s.repo_id, s.mirror
     snapshot = devserver.head_commit(repo)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
-    proc = DaemonProc(isolated_env)
-    try:
-        proc.wait_state("idle", timeout=90)
-        rel = sorted(p.relative_to(mirror).as_posix() for p in mirror.rglob("*.md")
-                     if "Files" not in p.parts and ".conflict" not in p.parts)[0]
-        older = (mirror / rel).read_bytes()
-        newer = older + "- [note] 恢复之前写下的新内容 #新\n".encode()
-        (mirror / rel).write_bytes(newer)
-        wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the edit uploaded")
-        proc.wait_state("idle", timeout=60)
+    proc = s.start(wait="idle")
+    rel = sorted(p.relative_to(mirror).as_posix() for p in mirror.rglob("*.md")
+                 if "Files" not in p.parts and ".conflict" not in p.parts)[0]
+    older = (mirror / rel).read_bytes()
+    newer = older + "- [note] 恢复之前写下的新内容 #新\n".encode()
+    (mirror / rel).write_bytes(newer)
+    wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the edit uploaded")
+    proc.wait_state("idle", timeout=60)
 
-        devserver.restore_to_commit(repo, snapshot)
-        st = proc.wait_state("stopped", timeout=60)
-        assert "went back to an older state" in st["message"] and "ohsync resync" in st["message"]
-        assert st["mirrors"][0]["state"] == "stopped" and st["regression"] == st["message"]
-        assert (mirror / rel).read_bytes() == newer
+    devserver.restore_to_commit(repo, snapshot)
+    st = proc.wait_state("stopped", timeout=60)
+    assert "went back to an older state" in st["message"] and "ohsync resync" in st["message"]
+    assert st["mirrors"][0]["state"] == "stopped" and st["regression"] == st["message"]
+    assert (mirror / rel).read_bytes() == newer
 
-        r = proc.cli("resync")
-        assert r.returncode == 0, r.stderr
-        assert "keeping the newer version from either side" in r.stdout
-        wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the newer version back")
-        proc.wait_state("idle", timeout=60)
-        assert (mirror / rel).read_bytes() == newer
-    finally:
-        proc.stop()
+    r = proc.cli("resync")
+    assert r.returncode == 0, r.stderr
+    assert "keeping the newer version from either side" in r.stdout
+    wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the newer version back")
+    proc.wait_state("idle", timeout=60)
+    assert (mirror / rel).read_bytes() == newer
 
 
 class _History:
