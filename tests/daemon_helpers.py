@@ -354,3 +354,16 @@ def seed_daemon(isolated_env: Env, devserver: Any, tmp_path: Path) -> Iterator[C
     finally:
         for setup in made:
             setup.stop_all()
+
+
+def idle_snapshot(**kw: Any) -> Any:
+    """A :class:`ohsync.daemon.status.Snapshot` of a running, idle daemon (polled and
+    scanned 5 s ago), with the fields in ``kw`` changed."""
+    from ohsync.daemon.status import Snapshot
+
+    now = time.time()
+    base: dict[str, Any] = dict(library="OH-Memory", local="/home/u/OH-Memory", poll_interval=30,
+                                phase="running", watcher_alive=True, last_poll=now - 5, last_scan=now - 5,
+                                last_sync=now - 5, now=now)
+    base.update(kw)
+    return Snapshot(**base)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from daemon_helpers import DEMO_LIBRARY, wait_for
-from engine_helpers import USER, make_mirror, read_tree, sample_library
+from engine_helpers import USER, read_tree, synced_sample_mirror
 
 REMOTE_EDITED = "tasks/申请 SRT 项目.md"
 LOCAL_EDITED = "knowledge/哈希表冲突处理.md"
@@ -21,10 +21,8 @@ PHONE_EDITED = "preferences/沟通风格偏好.md"
 @pytest.fixture
 def rolled_back(devserver, tmp_path):
     """A mirror that synced newer versions, then a server restored to the first commit."""
-    tree = sample_library(tmp_path / "seed")
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=tree)
-    mirror = make_mirror(devserver, repo, tmp_path)
-    assert mirror.sync().errors == []
+    mirror = synced_sample_mirror(devserver, tmp_path)
+    repo = mirror.repo_id
     snapshot = devserver.head_commit(repo)
     older = {rel: mirror.read(rel) for rel in (REMOTE_EDITED, LOCAL_EDITED, PHONE_EDITED)}
 
@@ -90,10 +88,8 @@ def test_keep_newer_puts_the_newer_version_from_either_side_on_both(devserver, r
 
 
 def test_an_ordinary_new_head_is_not_a_regression(devserver, tmp_path):
-    tree = sample_library(tmp_path / "seed")
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=tree)
-    mirror = make_mirror(devserver, repo, tmp_path)
-    mirror.sync()
+    mirror = synced_sample_mirror(devserver, tmp_path)
+    repo = mirror.repo_id
     devserver.delete_path(repo, "/" + LOCAL_EDITED)
     devserver.put_file(repo, "/" + REMOTE_EDITED, b"---\ntitle: x\n---\n")
     report = mirror.sync()

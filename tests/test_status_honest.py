@@ -25,6 +25,7 @@ from daemon_helpers import (  # noqa: E402
     DEMO_LIBRARY,
     FakeEngine,
     FakeSession,
+    idle_snapshot,
     wait_for,
 )
 
@@ -38,11 +39,7 @@ TWO_BLOCKS = b"---\ntitle: Two blocks\n---\n---\ntags: [pasted]\n---\nbody\n"
 
 
 def _idle(**kw: Any) -> Snapshot:
-    now = time.time()
-    base = dict(library="OH-Memory", local="/home/u/OH-Memory", poll_interval=30, phase="running",
-                watcher_alive=True, last_poll=now - 5, last_scan=now - 5, last_sync=now - 5, now=now)
-    base.update(kw)
-    return Snapshot(**base)
+    return idle_snapshot(**kw)
 
 
 # --------------------------------------------------------------------------- the status object
