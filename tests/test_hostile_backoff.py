@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import sys
-import time
 
 import pytest
 
@@ -149,7 +148,9 @@ def test_daemon_413_costs_a_few_requests_and_one_activity_line(daemon_env) -> No
     (mirror / "Files").mkdir()
     (mirror / "Files" / "scan.pdf").write_bytes(os.urandom(1_000_000))
     st = wait_for(lambda: (s := p.status())["failures"] and s, timeout=30, what="the failure in status")
-    time.sleep(60)  # a minute of polls (every second) and scans
+    # half a minute of polls (every second) and a full scan after the failure: none retries the upload
+    wait_for(lambda: (now := p.status())["last_scan"] != st["last_scan"] and now["polls"] >= st["polls"] + 30,
+             timeout=150, interval=0.5, what="a full scan and 30 polls after the failure")
     assert srv.request_count(UPLOADS) <= 2, srv.requests
     st = p.status()
     assert st["state"] == "error"

@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,8 +305,10 @@ def test_held_delete_makes_wait_fail_and_status_names_everything(daemon) -> None
     assert r.returncode == 1 and "held" not in r.stderr and "back\\slash.md" in r.stderr
 
 
-def _read_events(sock_path: Path, seconds: float) -> list[dict[str, Any]]:
-    """Subscribe on the daemon's socket and collect event params for ``seconds``."""
+def _read_events(sock_path: Path, seconds: float,
+                 until: Callable[[list[dict[str, Any]]], bool] | None = None) -> list[dict[str, Any]]:
+    """Subscribe on the daemon's socket and collect event params for ``seconds``
+    (or until ``until(events)`` holds)."""
     events: list[dict[str, Any]] = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(str(sock_path))
@@ -326,6 +329,8 @@ def _read_events(sock_path: Path, seconds: float) -> list[dict[str, Any]]:
                 msg = json.loads(line)
                 if msg.get("method") == "event":
                     events.append(msg["params"])
+            if until is not None and until(events):
+                break
     return events
 
 
@@ -343,7 +348,12 @@ def test_idle_polls_send_no_status_events_on_the_socket(isolated_env, seed_daemo
     assert collected and [e for e in collected[0] if e.get("type") == "status"] == []
     # the same stream does carry a real change
     collected.clear()
-    reader = threading.Thread(target=lambda: collected.append(_read_events(isolated_env.socket, 8.0)))
+    def synced_again(events: list[dict[str, Any]]) -> bool:
+        states = [e["status"]["state"] for e in events if e.get("type") == "status"]
+        return "syncing" in states and states[-1] == "idle"
+
+    reader = threading.Thread(target=lambda: collected.append(
+        _read_events(isolated_env.socket, 8.0, until=synced_again)))
     reader.start()
     time.sleep(0.5)
     (mirror / "knowledge" / "fresh.md").write_bytes(b"a new note\n")
