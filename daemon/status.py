@@ -66,6 +66,8 @@ class Snapshot:
 
     library: str = ""
     local: str = ""
+    #: what status, CLI and tray call the mirror (its config ``name``, else the library)
+    name: str = ""
     poll_interval: float = 30.0
     phase: str = "starting"
     paused: bool = False
@@ -177,7 +179,7 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "skipped": s.skipped,
         "held_deletes": s.held_deletes,
         "transfer": copy.deepcopy(s.transfer),
-        "mirrors": [{"library": s.library, "local": s.local, "state": state, "message": message}],
+        "mirrors": [_mirror_item(s, state, message)],
         # extra fields (docs/architecture.md §7.2: add freely)
         "last_poll": iso_time(s.last_poll),
         "last_scan": iso_time(s.last_scan),
@@ -193,6 +195,15 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "failures": [dict(f, since=iso_time(f.get("since")), retry_at=iso_time(f.get("retry_at")))
                      for f in s.failures[:200]],
     }
+
+
+def _mirror_item(s: Snapshot, state: str, message: str) -> dict[str, Any]:
+    """This mirror's item of ``mirrors`` (keys: ``protocol.MIRROR_KEYS``)."""
+    return {"name": s.name or s.library, "library": s.library, "local": s.local, "state": state,
+            "message": message, "last_sync": iso_time(s.last_sync), "pending_up": s.pending_up,
+            "pending_down": s.pending_down, "conflicts": s.conflicts, "damaged": s.damaged, "skipped": s.skipped,
+            "held_deletes": s.held_deletes, "transfer": copy.deepcopy(s.transfer),
+            "attention": [dict(item) for item in s.attention[:MAX_ITEMS]]}
 
 
 #: Fields that change on every pass without anything happening.
