@@ -49,8 +49,9 @@ def test_one_remote_change_writes_the_same_few_rows_in_a_small_and_a_large_libra
     small = _rows_written_by_one_remote_edit(devserver, tmp_path / "small", folders=2)
     large = _rows_written_by_one_remote_edit(devserver, tmp_path / "large", folders=20)   # 400 files
     # the file's row and its folder's in the snapshot, its base, the head and its companions
-    assert small == large
-    assert large <= 12, large
+    # (the head's time row is not rewritten when two commits share a second): a handful of
+    # rows whatever the library's size, where a rewrite of the snapshot would be hundreds
+    assert small <= 10 and large <= 10, (small, large)
 
 
 _CRASHING_PASS = textwrap.dedent("""
