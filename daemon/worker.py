@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ohsync.daemon.scheduler import Scheduler, Work, backoff_delay
@@ -37,6 +38,7 @@ from ohsync.engine.errors import (
     LibraryNotFound,
     NetworkError,
     OhsyncError,
+    StateTooNew,
     TwoFactorRequired,
     classify,
 )
@@ -119,6 +121,7 @@ class SyncWorker(WorkerRequests):
         self._synced_once = False
         self.facts = MirrorFacts(status, publish, activity_size=activity_size)
         self._refreshed_since_open = False
+        self._afresh_on_open = False  # `ohsync resync` while the state could not be opened
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
 
@@ -264,7 +267,7 @@ class SyncWorker(WorkerRequests):
         self._status.update(checking_since=time.time(), current_path=None)
         self._notify_if_slow()
         try:
-            session = self._open_session(self._on_event)
+            session = self._open_session_afresh()
         except (FatalError, LibraryNotFound, TwoFactorRequired) as exc:
             log.error("%s: %s", exc.title, exc.message)
             self._status.update(checking_since=None)
@@ -288,6 +291,22 @@ class SyncWorker(WorkerRequests):
         except Exception:  # noqa: BLE001
             log.exception("starting the watcher failed; local edits are seen only by periodic scans")
         return True
+
+    def _open_session_afresh(self) -> Session:
+        """Open the session; after `ohsync resync`, a state database of a newer
+        ohsync is set aside (kept) and a new one started."""
+        try:
+            return self._open_session(self._on_event)
+        except StateTooNew as exc:
+            if not self._afresh_on_open:
+                raise
+            from ohsync.engine.state_schema import set_aside
+            moved = set_aside(Path(str(exc.db_path)), "newer")
+            log.warning("resync: the state database of a newer ohsync was moved to %s; comparing both sides "
+                        "afresh (nothing is deleted)", moved)
+            return self._open_session(self._on_event)
+        finally:
+            self._afresh_on_open = False
 
     def _fatal(self, exc: OhsyncError) -> None:
         """This mirror cannot run with its configuration: end the worker (one

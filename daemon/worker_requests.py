@@ -69,6 +69,7 @@ class WorkerRequests:
     _shutdown: threading.Event
     _restructured: threading.Event
     _thread: threading.Thread
+    _afresh_on_open: bool
     facts: MirrorFacts
 
     def _set_control(self, **changes: Any) -> None:
@@ -167,6 +168,8 @@ class WorkerRequests:
                 else:
                     engine.reset_state()
                 self.post_dirty([], full_scan=True)
+        if keep != "newer" and self._session is None:
+            self._afresh_on_open = True  # a state no session could open (a newer ohsync's) is set aside
         self.submit(job)
         self.refresh()
 
