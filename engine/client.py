@@ -58,8 +58,8 @@ from .client_paths import (
     name_problem,
     normalize_remote_path,
     split_remote,
-    upload_name_problem,
 )
+from .client_paths import upload_target as _upload_target
 from .errors import (
     AuthError,
     NotFoundError,
@@ -671,22 +671,3 @@ def _check_repo_id(repo_id: str) -> str:
     if not REPO_ID.match(repo):
         raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
     return repo
-
-
-def _upload_target(remote_path: str) -> tuple[str, str, str]:
-    """``(path, parent, name)`` of an upload target.
-
-    A name the server cannot store faithfully is a RemoteOperationError (the
-    engine skips and reports it); a malformed parent is a ValueError (a bug).
-    """
-    raw_parent, _, raw_name = remote_path.rstrip("/").rpartition("/")
-    problem = upload_name_problem(raw_name)
-    if problem:
-        if not raw_name:
-            raise ValueError("cannot upload to the library root")
-        raise RemoteOperationError(
-            f"Cannot upload {remote_path!r}: {problem}.", path=remote_path, title="Name not allowed"
-        )
-    target = normalize_remote_path(raw_parent + "/" + raw_name)
-    parent, name = split_remote(target)
-    return target, parent, name

@@ -37,7 +37,8 @@ import httpx
 from .client_answers import REPO_ID, as_int, parse_update_answer, tell_or_none
 from .client_errors import check_id, error_for_response, parse_json, translate_errors
 from .client_http import SeafileHTTP
-from .client_paths import join_remote, name_problem, normalize_remote_path, split_remote, upload_name_problem
+from .client_paths import join_remote, name_problem, normalize_remote_path
+from .client_paths import upload_target as _upload_target
 from .errors import (
     LocalError,
     NetworkError,
@@ -511,18 +512,6 @@ def _repo(repo_id: str) -> str:
     if not REPO_ID.match(repo):
         raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
     return repo
-
-
-def _upload_target(remote_path: str) -> tuple[str, str, str]:
-    """``(path, parent, name)``; a name the form cannot carry is refused."""
-    target = normalize_remote_path(remote_path)
-    parent, name = split_remote(target)
-    if not name:
-        raise ValueError("cannot upload to the library root")
-    problem = upload_name_problem(name)
-    if problem:
-        raise RemoteOperationError(f"Cannot upload {target!r}: {problem}.", path=target, title="Name not allowed")
-    return target, parent, name
 
 
 def _read_at(fh: BinaryIO, offset: int, length: int, target: str) -> bytes:
