@@ -66,20 +66,22 @@ def is_within(path: str, folder: str) -> bool:
 
 
 def upload_target(remote_path: str) -> tuple[str, str, str]:
-    """``(path, parent, name)`` of an upload target (every upload and update,
-    small or chunked, goes through this one check).
+    """``(path, parent, name)`` of an upload target, normalized.
 
-    :param remote_path: the caller's remote path of the file.
-    :returns: the normalized path, its parent folder and the file name.
-    :raises RemoteOperationError: the name cannot be stored faithfully
-        (:func:`upload_name_problem`); the engine skips and reports it.
-    :raises ValueError: the library root, or a malformed parent (a bug).
+    The name is checked as given, before normalizing, so that a name the
+    server cannot store faithfully (``..``, ``"``, ``\\``, control
+    characters, > 255 bytes) is a :class:`RemoteOperationError` the engine
+    skips and reports, never a silent rename.
+
+    :raises RemoteOperationError: the name cannot be uploaded faithfully.
+    :raises ValueError: the target is the library root, or the parent is
+        malformed (a programming error).
     """
     raw_parent, _, raw_name = remote_path.rstrip("/").rpartition("/")
-    if not raw_name:
-        raise ValueError("cannot upload to the library root")
     problem = upload_name_problem(raw_name)
     if problem:
+        if not raw_name:
+            raise ValueError("cannot upload to the library root")
         raise RemoteOperationError(
             f"Cannot upload {remote_path!r}: {problem}.", path=remote_path, title="Name not allowed"
         )
