@@ -17,6 +17,7 @@ __all__ = ["POINTS", "CrashHook", "reach", "set_hook"]
 
 #: Every crash point, in the order a sync meets them.
 POINTS = (
+    "remote.snapshot_written",  # the listing's changed rows are written, its head not yet (one transaction)
     "pull.downloaded",        # the new version is in a temp file beside the target
     "pull.replaced",          # the target was replaced, base not yet recorded
     "push.uploaded",          # the server has our version, not yet read back
