@@ -134,7 +134,8 @@ class Daemon:
         self.filing, self._filing_problem = self._make_filing_service()
         self.memory = MemoryService(cfg.mirror.local, cfg.memory.time_offset, self.worker.submit, self.status.get,
                                     self._memory_refresh, self.worker.post_dirty,
-                                    write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin)
+                                    write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin,
+                                    on_state=lambda state: self.status.update(memory_index=state))
         self.server.add_handlers(self.memory.handlers())
 
     def _publish(self, event: dict[str, Any]) -> None:
