@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from ohsync.daemon.attention import attention_items, conflict_since, wait_verdict
 from ohsync.daemon.logs import log_action
+from ohsync.daemon.memory_trim import release_memory, worth_releasing
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     LibraryNotFound,
@@ -223,6 +224,7 @@ class SyncWorker:
         self._failures: list[dict[str, Any]] = []
         self._refreshed_since_open = False
         self._caches_loaded = False
+        self._big_pass = False  # the last pass was big: give its memory back (daemon/memory_trim.py)
         self._repeats: dict[tuple[str, str], tuple[dict[str, Any], int, float]] = {}
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
@@ -499,6 +501,9 @@ class SyncWorker:
         if self._work or self._work.tickets:
             self._maintain()
             self._pass()
+            if self._big_pass:  # its lists are gone now; hand the pages back
+                self._big_pass = False
+                release_memory()
             self._maintain()
 
     def _drain(self) -> None:
@@ -629,6 +634,9 @@ class SyncWorker:
             self._last_full_scan = time.monotonic()
             if not busy:  # the cost of looking, not of what a busy pass carried across
                 self._last_scan_seconds = now - started
+        carried = len(report.uploaded) + len(report.downloaded) + len(report.merged) + len(report.moved) + \
+            len(report.deleted_local) + len(report.deleted_remote)
+        self._big_pass = worth_releasing(full_scan=work.full_scan, carried=carried)
         if not getattr(report, "idle", False) or not self._caches_loaded:
             self._refresh_caches()  # an idle pass read and changed nothing: the caches hold
         self._status.update(**facts)
