@@ -10,6 +10,8 @@ ones from listings and reports them instead of raising.
 
 from __future__ import annotations
 
+from .errors import RemoteOperationError
+
 __all__ = [
     "MAX_NAME_BYTES",
     "is_within",
@@ -18,6 +20,7 @@ __all__ = [
     "normalize_remote_path",
     "split_remote",
     "upload_name_problem",
+    "upload_target",
 ]
 
 #: Longest name (UTF-8 bytes) Seafile stores; 256 bytes are refused.
@@ -105,3 +108,28 @@ def is_within(path: str, folder: str) -> bool:
     if folder == "/":
         return path.startswith("/")
     return path == folder or path.startswith(folder + "/")
+
+
+def upload_target(remote_path: str) -> tuple[str, str, str]:
+    """``(path, parent, name)`` of an upload target, normalized.
+
+    The name is checked as given, before normalizing, so that a name the
+    server cannot store faithfully (``..``, ``"``, ``\\``, control
+    characters, > 255 bytes) is a :class:`RemoteOperationError` the engine
+    skips and reports, never a silent rename.
+
+    :raises RemoteOperationError: the name cannot be uploaded faithfully.
+    :raises ValueError: the target is the library root, or the parent is
+        malformed (a programming error).
+    """
+    raw_parent, _, raw_name = remote_path.rstrip("/").rpartition("/")
+    problem = upload_name_problem(raw_name)
+    if problem:
+        if not raw_name:
+            raise ValueError("cannot upload to the library root")
+        raise RemoteOperationError(
+            f"Cannot upload {remote_path!r}: {problem}.", path=remote_path, title="Name not allowed"
+        )
+    target = normalize_remote_path(raw_parent + "/" + raw_name)
+    parent, name = split_remote(target)
+    return target, parent, name
