@@ -287,11 +287,9 @@ class Daemon:
         self._check_watcher()
         self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
-            from ohsync.engine.filing import Filer
-
-            self.filing.attach(Filer(session.engine, self.cfg.filing.drop_dir, list(self.cfg.filing.rules),
-                                     self.cfg.filing.default,
-                                     self.cfg.mirror_state_dir(session.library_id) / "filing.db"))
+            self.filing.attach(self.filing.new_filer(session.engine, list(self.cfg.filing.rules),
+                                                     self.cfg.filing.default,
+                                                     self.cfg.mirror_state_dir(session.library_id) / "filing.db"))
             if not self.filing.is_alive():
                 try:
                     self.filing.start()
