@@ -107,7 +107,8 @@ class Mirror:
             self.filing, self.filing_problem = self._make_filing_service()
         self.memory = MemoryService(self.local, cfg.memory.time_offset, self.worker.submit,
                                     self.worker.control_fact, self._memory_refresh, self.worker.post_dirty,
-                                    write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin)
+                                    write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin,
+                                    on_state=lambda state: self.status.update(memory_index=state))
 
     def __repr__(self) -> str:
         return f"Mirror({self.name!r}, {str(self.local)!r})"

@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ohsync.daemon.memory_trim import release_memory, worth_releasing
 from ohsync.daemon.scheduler import Scheduler, Work, backoff_delay
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, scan_interval
 from ohsync.daemon.worker_facts import MirrorFacts
@@ -122,6 +123,7 @@ class SyncWorker(WorkerRequests):
         self.facts = MirrorFacts(status, publish, activity_size=activity_size)
         self._refreshed_since_open = False
         self._afresh_on_open = False  # `ohsync resync` while the state could not be opened
+        self._big_pass = False  # the last pass was big: give its memory back (daemon/memory_trim.py)
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
 
@@ -245,6 +247,9 @@ class SyncWorker(WorkerRequests):
         if self._work or self._work.tickets:
             self._maintain()
             self._pass()
+            if self._big_pass:  # its lists are gone now; hand the pages back
+                self._big_pass = False
+                release_memory()
             self._maintain()
 
     def _drain(self) -> None:
@@ -403,6 +408,9 @@ class SyncWorker(WorkerRequests):
             self._last_full_scan = time.monotonic()
             if not busy:  # the cost of looking, not of what a busy pass carried across
                 self._last_scan_seconds = now - started
+        carried = len(report.uploaded) + len(report.downloaded) + len(report.merged) + len(report.moved) + \
+            len(report.deleted_local) + len(report.deleted_remote)
+        self._big_pass = worth_releasing(full_scan=work.full_scan, carried=carried)
         if not getattr(report, "idle", False) or not self.facts.loaded:
             self._refresh_caches()  # an idle pass read and changed nothing: the caches hold
         self._status.update(**facts)
