@@ -5,11 +5,15 @@
 a full scan); each pass checks the server (one request when nothing
 changed), classifies every candidate path against its base, and runs the
 action of the reconciliation table (``reconcile``) through ``transfer``.
-Per-path failures are reported and kept in a :class:`FailureBook`: the
-path is retried with exponential backoff, or not at all while it needs the
-person (413, quota, a name the other side cannot hold, a full or read-only
-disk) until it changes or the person acts; failures of the server or the
-network abort the pass with a typed error.
+Per-path failures — including a 5xx, a dropped connection or a 429 on one
+file's request — are reported and kept in a :class:`FailureBook`, and every
+other path of the pass still syncs: the path is retried with exponential
+backoff, or not at all while it needs the person (413, quota, a name the
+other side cannot hold, a full or read-only disk) until it changes or the
+person acts.  The pass ends with a typed error only for what is wider than
+a path (``engine.errors.classify``): a rejected login, a missing mirror
+folder, a server that cannot be reached or that failed several requests in
+a row.
 """
 
 from __future__ import annotations
@@ -188,8 +192,12 @@ class SyncEngine(FolderSteps):
         :returns: what the pass did.
         :raises MirrorMissingError: the mirror root is gone (nothing done).
         :raises AuthError, NetworkError, ServerError, ThrottledError,
-            ProtocolError: the server or network failed; the pass stopped,
-            what was done is recorded, the rest is retried next pass.
+            ProtocolError: the server or network failed for the whole mirror
+            (the head check, a listing, an unreachable server, or
+            ``SERVER_STRIKES`` failed requests in a row; the error's scope is
+            ``mirror``); the pass stopped, what was done is recorded, the rest
+            is retried next pass.  A request that failed for one path only is
+            in ``report.errors`` instead.
         """
         report = SyncReport()
         self.ctx.should_stop = should_stop
@@ -207,6 +215,7 @@ class SyncEngine(FolderSteps):
                 report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
                 return report
         self._settled = None
+        self._strikes = 0
         generation = self.state.generation
         bases = self.state.all_bases()
         check_root(self.local_root, marker_expected=bool(bases))
@@ -231,7 +240,8 @@ class SyncEngine(FolderSteps):
                 dirty = {normalize_rel(p) for p in local_paths}
                 # a folder event stands for everything synced below it
                 dirty |= {p for p in bases for d in list(dirty) if d and p.startswith(d + "/")}
-                candidates = dirty | self._remote_differences(bases)
+                # paths that failed earlier are looked at again (skipped while they wait)
+                candidates = dirty | self._remote_differences(bases) | {f.path for f in self.failure_book.items()}
                 considered = candidates
                 local = self._stat_paths(candidates)
             candidates |= {original_of(p) or p for p in folded}

@@ -13,12 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import OhsyncError, local_error
+from .errors import OhsyncError
 from .events import SyncEvent, SyncReport
 from .localfs import LocalFile
 from .paths import normalize_rel
 from .state import Base
-from .sync_run import PER_PATH_ERRORS, RunSteps
+from .sync_run import RunSteps
 from .transfer import ensure_remote_dir, remote_written
 
 __all__ = ["FolderSteps"]
@@ -66,12 +66,11 @@ class FolderSteps(RunSteps):
                     self.ctx.local_path(rel).mkdir(parents=True, exist_ok=True)
                 if base is None:
                     self.state.set_base(Base(rel, True, None, None))
-            except PER_PATH_ERRORS as exc:
-                self._dir_failed(rel, exc, version, report)
-            except OSError as exc:
-                self._dir_failed(rel, local_error(exc, rel, what="creating the folder"), version, report)
+            except (OhsyncError, OSError) as exc:
+                self._dir_failed(rel, self._per_path(exc, rel, what="creating the folder"), version, report)
             else:
                 self.failure_book.succeeded(rel)
+                self._went_through()
         return deletes
 
     def _dir_failed(self, rel: str, exc: OhsyncError, version: tuple[Any, ...], report: SyncReport) -> None:
@@ -145,10 +144,8 @@ class FolderSteps(RunSteps):
                 self.state.delete_base(rel)
                 if remote is not None and not remote.is_dir or local_path.is_file():
                     replaced.append(rel)
-            except PER_PATH_ERRORS as exc:
-                report.errors.append((rel, str(exc)))
-            except OSError as exc:
-                report.errors.append((rel, exc.strerror or str(exc)))
+            except (OhsyncError, OSError) as exc:
+                report.errors.append((rel, str(self._per_path(exc, rel))))
         # The file that took a removed folder's place can move now.
         for rel in replaced:
             entry = self._stat_paths({rel}).get(rel)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
-from .errors import LocalError
+from .errors import LocalError, local_error
 from .events import SyncReport
 from .failures import FailureBook
 from .ignore import IgnoreRules
@@ -156,7 +156,7 @@ class PlanSteps:
             report.errors.append((rel, str(exc)))
             return None
         except OSError as exc:
-            report.errors.append((rel, f"{rel}: {exc.strerror or exc}"))
+            report.errors.append((rel, str(local_error(exc, rel, what="reading the file"))))
             return None
         action = decide(local_side, self._classify_remote(remote, base))
         if action is Action.NOTHING:

@@ -16,7 +16,7 @@ from typing import Any
 
 from .bulk import bulk_pull
 from .deletes import delete_local, delete_remote
-from .errors import LocalError, NotFoundError, OhsyncError, QuotaError, RemoteOperationError, local_error
+from .errors import OhsyncError, RemoteError, classify, local_error, server_down
 from .events import SyncEvent, SyncReport
 from .history_merge import merge_back
 from .localfs import LocalFile, hash_file
@@ -33,14 +33,43 @@ from .transfer_large import LARGE_FILE, push_large
 from .upload_batch import batchable, push_new_files
 from .valve import Plan
 
-__all__ = ["RunSteps", "PER_PATH_ERRORS"]
+__all__ = ["RunSteps", "SERVER_STRIKES"]
 
-#: Failures that concern one path only: reported, remembered, the pass goes on.
-PER_PATH_ERRORS = (LocalError, NotFoundError, RemoteOperationError, QuotaError)
+#: Requests the server may fail in a row (no success between) before the pass
+#: ends: one failing file is that file's trouble, a run of them the server's.
+SERVER_STRIKES = 3
 
 
 class RunSteps(PlanSteps):
     """Carrying out plans (no public API; a layer of the sync engine)."""
+
+    #: requests failed in a row in this pass (reset by every success)
+    _strikes: int = 0
+
+    def _per_path(self, exc: BaseException, rel: str | None, *, what: str = "") -> OhsyncError:
+        """The failure of one path's operation, as the error to report for it.
+
+        An OSError is translated first (:func:`~ohsync.engine.errors.local_error`).
+        Raises the error instead, ending the pass, when its classification is
+        wider than the path (a rejected login, a missing mirror folder, a
+        server that cannot be reached), and when the server failed
+        :data:`SERVER_STRIKES` requests in a row (:func:`server_down`).
+        Anything that is not a failure ohsync knows (a bug) is re-raised.
+        """
+        err = local_error(exc, rel, what=what) if isinstance(exc, OSError) and not isinstance(exc, OhsyncError) else exc
+        if not isinstance(err, OhsyncError):
+            raise exc
+        if classify(err).scope != "path":
+            raise err
+        if isinstance(err, RemoteError) and err.retryable:  # a 5xx, a drop, a 429, garbage
+            self._strikes += 1
+            if self._strikes >= SERVER_STRIKES:
+                raise server_down(err, self._strikes)
+        return err
+
+    def _went_through(self) -> None:
+        """A path's operation succeeded: the server is answering."""
+        self._strikes = 0
 
     @staticmethod
     def _version(plan: Plan) -> tuple[Any, Any]:
@@ -68,6 +97,7 @@ class RunSteps(PlanSteps):
         self._run_plan(plan, report)
         if len(report.errors) == failed:
             self.failure_book.succeeded(plan.rel)
+            self._went_through()
 
     def _run_plan(self, plan: Plan, report: SyncReport) -> None:
         ctx, rel, action = self.ctx, plan.rel, plan.action
@@ -121,10 +151,8 @@ class RunSteps(PlanSteps):
             if rel not in self._paused_paths:
                 self._paused_paths.add(rel)
                 ctx.emit(SyncEvent("error", rel, message=str(exc)))
-        except PER_PATH_ERRORS as exc:
-            self._path_failed(plan, exc, report)
-        except OSError as exc:
-            self._path_failed(plan, local_error(exc, rel), report)
+        except (OhsyncError, OSError) as exc:
+            self._path_failed(plan, self._per_path(exc, rel), report)
 
     def _bulk_pull(self, plans: list[Plan], report: SyncReport,
                    should_stop: Callable[[], bool] | None = None) -> list[Plan]:
@@ -144,16 +172,26 @@ class RunSteps(PlanSteps):
         if not new:
             return plans
 
+        uploaded: set[str] = set()
+
         def done(rel: str) -> None:
+            uploaded.add(rel)
+            self._went_through()
             report.uploaded.append(rel)
             self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
             self._paused_paths.discard(rel)
             self.failure_book.succeeded(rel)
             self._check_damaged(rel)
 
-        outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
-        for plan, exc in outcome.errors:
-            self._path_failed(plan, exc, report)
+        try:
+            outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
+        except (OhsyncError, OSError) as exc:
+            # a batch request failed (a 5xx, a drop): ends the pass when it is the server's
+            # trouble; otherwise the files not verified take the per-file way
+            self._per_path(exc, None)
+            return [p for p in plans if p.rel not in uploaded]
+        for plan, refused in outcome.errors:
+            self._path_failed(plan, refused, report)
         left = {p.rel for p in outcome.rest}
         handled = {p.rel for p in new} - left
         return [p for p in plans if p.rel not in handled]
@@ -164,8 +202,9 @@ class RunSteps(PlanSteps):
         for move in find_folder_moves(self.ctx, local, bases):
             try:
                 done |= set(apply_folder_move(self.ctx, move, bases))
-            except (*PER_PATH_ERRORS, OSError) as exc:
-                report.errors.append((move.old, f"folder move to {move.new} not done: {exc}"))
+            except (OhsyncError, OSError) as exc:
+                report.errors.append((move.old, f"folder move to {move.new} not done: "
+                                                f"{self._per_path(exc, move.old)}"))
                 continue
             report.moved.append((move.old, move.new))
             self.ctx.emit(SyncEvent("synced", move.new, "up" if move.local_side else "down", action="move",
@@ -180,8 +219,8 @@ class RunSteps(PlanSteps):
                 move_remote(self.ctx, old, new)
             else:
                 move_local(self.ctx, old, new)
-        except (LocalChanged, *PER_PATH_ERRORS, OSError) as exc:
-            report.errors.append((old.rel, f"move to {new.rel} not done: {exc}"))
+        except (OhsyncError, OSError) as exc:
+            report.errors.append((old.rel, f"move to {new.rel} not done: {self._per_path(exc, old.rel)}"))
             return
         report.moved.append((old.rel, new.rel))
         self.ctx.emit(SyncEvent("synced", new.rel, "up" if local_move else "down", action="move",
