@@ -134,7 +134,8 @@ class Daemon:
         self.filing, self._filing_problem = self._make_filing_service()
         self.memory = MemoryService(cfg.mirror.local, cfg.memory.time_offset, self.worker.submit, self.status.get,
                                     self._memory_refresh, self.worker.post_dirty,
-                                    write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin)
+                                    write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin,
+                                    on_state=lambda state: self.status.update(memory_index=state))
         self.server.add_handlers(self.memory.handlers())
 
     def _publish(self, event: dict[str, Any]) -> None:
@@ -286,11 +287,9 @@ class Daemon:
         self._check_watcher()
         self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
-            from ohsync.engine.filing import Filer
-
-            self.filing.attach(Filer(session.engine, self.cfg.filing.drop_dir, list(self.cfg.filing.rules),
-                                     self.cfg.filing.default,
-                                     self.cfg.mirror_state_dir(session.library_id) / "filing.db"))
+            self.filing.attach(self.filing.new_filer(session.engine, list(self.cfg.filing.rules),
+                                                     self.cfg.filing.default,
+                                                     self.cfg.mirror_state_dir(session.library_id) / "filing.db"))
             if not self.filing.is_alive():
                 try:
                     self.filing.start()

@@ -177,10 +177,12 @@ def cmd_logout(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ohsync.daemon.app import Daemon
+    from ohsync.daemon.crash_at import install_from_env
     from ohsync.daemon.credentials import load_token
     from ohsync.daemon.logs import setup_logging
     from ohsync.daemon.session import no_login_message
 
+    install_from_env()  # crash tests: die at the engine's named point
     cfg = _config(args)
     if not cfg.server or not cfg.username or not load_token(cfg.server, cfg.username):
         raise OhsyncError(no_login_message(cfg), title="Not logged in")

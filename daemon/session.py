@@ -110,6 +110,8 @@ def open_session(
         state_dir = cfg.mirror_state_dir(repo.id)
         state_dir.mkdir(parents=True, exist_ok=True)
         state = StateStore(state_dir / "state.sqlite3", state_dir / "blobs")
+        if state.recovered is not None:
+            log.warning("%s", state.recovered.sentence(state.db_path))
         try:
             options = _engine_options(
                 EngineOptions, backup_dir=cfg.state_dir / "backups", library_name=repo.name,

@@ -101,6 +101,8 @@ class Snapshot:
     notifications: str = "polling"
     #: seconds between the safety polls while notifications are ``push``
     push_poll_interval: float = 300.0
+    #: the memory tools' index: ``not built`` until the first ``memory.*`` request, ``building``, ``ready``
+    memory_index: str = "not built"
     now: float = field(default_factory=time.time)
 
 
@@ -186,6 +188,7 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "errors": s.errors,
         "polls": s.polls,
         "notifications": s.notifications,
+        "memory_index": s.memory_index,
         "clock_offset": None if s.clock_offset is None else round(s.clock_offset),
         "drop_dir": s.drop_dir,
         "filing": copy.deepcopy(s.filing),

@@ -22,15 +22,18 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from ohsync.daemon.attention import attention_items, conflict_since, wait_verdict
 from ohsync.daemon.logs import log_action
+from ohsync.daemon.memory_trim import release_memory, worth_releasing
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, iso_time, scan_interval
 from ohsync.engine.errors import (
     LibraryNotFound,
     NetworkError,
     OhsyncError,
+    StateTooNew,
     TwoFactorRequired,
     classify,
 )
@@ -222,7 +225,9 @@ class SyncWorker:
         self._skipped: list[dict[str, str]] = []
         self._failures: list[dict[str, Any]] = []
         self._refreshed_since_open = False
+        self._afresh_on_open = False  # `ohsync resync` while the state could not be opened
         self._caches_loaded = False
+        self._big_pass = False  # the last pass was big: give its memory back (daemon/memory_trim.py)
         self._repeats: dict[tuple[str, str], tuple[dict[str, Any], int, float]] = {}
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
@@ -318,6 +323,8 @@ class SyncWorker:
                 else:
                     engine.reset_state()
                 self.post_dirty([], full_scan=True)
+        if keep != "newer" and self._session is None:
+            self._afresh_on_open = True  # a state no session could open (a newer ohsync's) is set aside
         self.submit(job)
         self.refresh()
 
@@ -499,6 +506,9 @@ class SyncWorker:
         if self._work or self._work.tickets:
             self._maintain()
             self._pass()
+            if self._big_pass:  # its lists are gone now; hand the pages back
+                self._big_pass = False
+                release_memory()
             self._maintain()
 
     def _drain(self) -> None:
@@ -521,7 +531,7 @@ class SyncWorker:
         self._status.update(checking_since=time.time(), current_path=None)
         self._notify_if_slow()
         try:
-            session = self._open_session(self._on_event)
+            session = self._open_session_afresh()
         except (FatalError, LibraryNotFound, TwoFactorRequired) as exc:
             log.error("%s: %s", exc.title, exc.message)
             self._status.update(checking_since=None, problem="error", problem_message=exc.message)
@@ -550,6 +560,22 @@ class SyncWorker:
         except Exception:  # noqa: BLE001
             log.exception("starting the watcher failed; local edits are seen only by periodic scans")
         return True
+
+    def _open_session_afresh(self) -> Session:
+        """Open the session; after `ohsync resync`, a state database of a newer
+        ohsync is set aside (kept) and a new one started."""
+        try:
+            return self._open_session(self._on_event)
+        except StateTooNew as exc:
+            if not self._afresh_on_open:
+                raise
+            from ohsync.engine.state_schema import set_aside
+            moved = set_aside(Path(str(exc.db_path)), "newer")
+            log.warning("resync: the state database of a newer ohsync was moved to %s; comparing both sides "
+                        "afresh (nothing is deleted)", moved)
+            return self._open_session(self._on_event)
+        finally:
+            self._afresh_on_open = False
 
     def _close_session(self) -> None:
         if self._session is not None:
@@ -629,6 +655,9 @@ class SyncWorker:
             self._last_full_scan = time.monotonic()
             if not busy:  # the cost of looking, not of what a busy pass carried across
                 self._last_scan_seconds = now - started
+        carried = len(report.uploaded) + len(report.downloaded) + len(report.merged) + len(report.moved) + \
+            len(report.deleted_local) + len(report.deleted_remote)
+        self._big_pass = worth_releasing(full_scan=work.full_scan, carried=carried)
         if not getattr(report, "idle", False) or not self._caches_loaded:
             self._refresh_caches()  # an idle pass read and changed nothing: the caches hold
         self._status.update(**facts)

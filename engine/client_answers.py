@@ -16,13 +16,14 @@ import httpx
 
 from .client_errors import check_id, parse_json
 from .client_paths import join_remote, name_problem, normalize_remote_path, split_remote
-from .errors import ProtocolError
+from .errors import NotFoundError, ProtocolError
 from .models import RepoInfo
 
 __all__ = [
     "REPO_ID",
     "as_int",
     "as_str",
+    "check_repo_id",
     "location_path",
     "move_result",
     "parse_update_answer",
@@ -33,6 +34,17 @@ __all__ = [
 
 #: A library id: lowercase UUID (the URL patterns refuse upper case).
 REPO_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def check_repo_id(repo_id: str) -> str:
+    """``repo_id`` in its canonical form (a lower-case UUID).
+
+    :raises NotFoundError: not a Seafile library id (no request can find it).
+    """
+    repo = repo_id.strip().lower() if isinstance(repo_id, str) else ""
+    if not REPO_ID.match(repo):
+        raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
+    return repo
 
 
 def as_str(value: Any) -> str:

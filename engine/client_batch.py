@@ -22,11 +22,11 @@ from collections.abc import Sequence
 
 import httpx
 
-from .client_answers import REPO_ID, as_int
+from .client_answers import as_int, check_repo_id
 from .client_errors import check_id, error_for_response, parse_json, translate_errors
 from .client_http import SeafileHTTP
 from .client_paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
-from .errors import NotFoundError, ProtocolError, RemoteOperationError, ServerError
+from .errors import ProtocolError, RemoteOperationError, ServerError
 from .models import UploadResult
 
 __all__ = ["BatchUploads", "LINK_TTL"]
@@ -57,7 +57,7 @@ class BatchUploads(SeafileHTTP):
         :raises NotFoundError: the folder or the library does not exist.
         :raises QuotaError: out of quota (checked by the server here already).
         """
-        repo = _repo(repo_id)
+        repo = check_repo_id(repo_id)
         parent = normalize_remote_path(folder)
         key = (repo, parent)
         with self._links_lock:
@@ -94,7 +94,7 @@ class BatchUploads(SeafileHTTP):
         """
         if not files:
             raise ValueError("upload_files needs at least one file")
-        repo = _repo(repo_id)
+        repo = check_repo_id(repo_id)
         parent = normalize_remote_path(folder)
         for name, _ in files:
             problem = upload_name_problem(name)
@@ -139,9 +139,3 @@ def _results(resp: httpx.Response, parent: str, sent: int) -> list[UploadResult]
                                 size=as_int(item.get("size", 0), "the upload answer")))
     return out
 
-
-def _repo(repo_id: str) -> str:
-    repo = repo_id.strip().lower() if isinstance(repo_id, str) else ""
-    if not REPO_ID.match(repo):
-        raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
-    return repo

@@ -24,7 +24,7 @@ from .client_answers import as_int, tell_or_none
 from .client_errors import check_id, error_for_response, parse_json, translate_errors
 from .errors import NetworkError, ProtocolError, ServerError, ThrottledError
 
-__all__ = ["USER_AGENT", "Payload", "SeafileHTTP", "check_server_url"]
+__all__ = ["TRANSIENT", "USER_AGENT", "Payload", "SeafileHTTP", "check_server_url"]
 
 log = logging.getLogger("ohsync.client")
 
@@ -33,6 +33,8 @@ _CHUNK = 1024 * 1024
 
 #: Upload content: bytes, or a binary file object (read from its start).
 Payload = bytes | BinaryIO
+#: Failures a transfer may retry (a short ThrottledError only: see ``max_retry_after``).
+TRANSIENT = (NetworkError, ServerError, ThrottledError)
 
 
 class SeafileHTTP:
@@ -217,6 +219,14 @@ class SeafileHTTP:
         return resp
 
     # -- internals: retries ------------------------------------------------
+
+    def _backoff(self, failures: int, exc: Exception) -> None:
+        """Sleep before the next attempt of a transfer: ``Retry-After`` for a
+        429, else ``retry_base * 2**(failures-1)`` capped at ``retry_cap``."""
+        if isinstance(exc, ThrottledError):
+            self._sleep(exc.retry_after)
+        else:
+            self._sleep(min(self._retry_cap, self._retry_base * 2 ** (failures - 1)))
 
     def _retrying(self, fn: Callable[[], Any], *, can_retry: Callable[[], bool] = lambda: True) -> Any:
         """Run an idempotent ``fn`` with tenacity: retry ServerError,

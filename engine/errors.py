@@ -17,6 +17,7 @@ tree, classified by behaviour (what the scheduler should do next)::
     │   └── RemoteOperationError     4xx the request itself caused (bad name…)
     ├── LibraryNotFound              the configured library does not exist
     ├── TwoFactorRequired            auth-token asks for an OTP code
+    ├── StateTooNew                  the state database is from a newer ohsync
     └── LocalError                   an OSError on the mirror side
         └── MirrorMissingError       the mirror root is gone or not ours
 
@@ -71,6 +72,7 @@ __all__ = [
     "TwoFactorRequired",
     "LocalError",
     "MirrorMissingError",
+    "StateTooNew",
 ]
 
 
@@ -229,6 +231,27 @@ class TwoFactorRequired(OhsyncError):
     scope = "daemon"
     behaviour = "needs_person"
     needs = "login"
+
+
+class StateTooNew(OhsyncError):
+    """The mirror's state database was written by a newer ohsync than this one
+    (``engine/state_schema.py``); nothing was changed in it.
+
+    :param db_path: the database file.
+    :param found: its schema version; ``known``: the newest this build knows.
+    """
+
+    title = "State from a newer ohsync"
+    scope = "mirror"
+    behaviour = "needs_person"
+
+    def __init__(self, db_path: object, found: int, known: int) -> None:
+        super().__init__(
+            f"The state database {db_path} was written by a newer ohsync (state version {found}; this "
+            f"ohsync knows up to {known}), so this one leaves it untouched. Upgrade ohsync, or run "
+            "`ohsync resync` to set it aside and compare both sides afresh: nothing is deleted, files "
+            "equal on both sides are kept as they are.")
+        self.db_path, self.found, self.known = db_path, found, known
 
 
 class LocalError(OhsyncError):

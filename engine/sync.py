@@ -36,6 +36,7 @@ from .reconcile import Action
 from .remote_scan import scan_remote
 from .state import StateStore
 from .confirm import confirm_plans
+from .crashpoints import reach
 from . import regression
 from .moves import pair_moves
 from .sfconflict import fold_foreign, original_of
@@ -361,11 +362,12 @@ class SyncEngine(FolderSteps):
         if scan.changed:
             self.ctx.snapshot = dict(scan.snapshot)
             self._skipped_remote = scan.skipped
-            self.state.replace_remote_snapshot(self.ctx.snapshot.values())
         for folder, problem in scan.rejected:
             report.errors.append((folder or "/", problem))
         if scan.rejected:
-            return  # keep the last head and root id: the next pass lists those folders again
+            # keep the last head and root id: the next pass lists those folders again
+            self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+            return
         regression.detect(self.ctx, scan.head)
         if not scan.changed and self.state.get_meta(regression.WROTE):
             # We wrote since this head, yet it did not move: walk the tree to
@@ -376,8 +378,10 @@ class SyncEngine(FolderSteps):
             regression.check_own_writes(self.ctx, scan.head, scan.snapshot)
             self.ctx.snapshot = dict(scan.snapshot)
             self._skipped_remote = scan.skipped
-            self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+        # the snapshot's changed rows and the head they belong to commit together
         with self.state.transaction():
+            if self.state.replace_remote_snapshot(self.ctx.snapshot.values()):
+                reach("remote.snapshot_written")
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
             regression.seen(self.state, scan.head, scan.head_mtime)
