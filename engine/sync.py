@@ -44,6 +44,7 @@ from .moves import move_local, move_remote, pair_moves
 from .memory_check import memory_problem
 from .memory_merge import is_memory_file
 from .memory_stamp import stamp_edit
+from .pending import PendingLedger
 from .transfer_large import LARGE_FILE, push_large
 from .upload_batch import batchable, push_new_files
 from .transfer import LocalChanged, WritersFighting, adopt, ensure_remote_dir, pull, push, remote_written
@@ -138,6 +139,7 @@ class SyncEngine:
         # (state generation, synced before, head) after a pass that found nothing to do
         # and left nothing waiting: while both hold, an idle poll is one request
         self._settled: tuple[int, bool, str] | None = None
+        self._pending = PendingLedger(self.ctx.emit)  # the running pass's changes not carried yet
 
     # -- queries for the daemon ----------------------------------------
     def failures(self) -> list[dict[str, Any]]:
@@ -203,6 +205,39 @@ class SyncEngine:
         self.ctx.snapshot = {}
         self._settled = None
         self.failure_book.release()
+
+    def awaiting_push(self, rel_paths: Iterable[str]) -> set[str]:
+        """The paths among ``rel_paths`` (the watcher's) that a pass would push:
+        the local file differs from what was last synced by its stat
+        fingerprint, is new, or is gone while a base says it was synced.
+
+        Echo suppression for the count of waiting changes: our own writes
+        (a download records the new fingerprint in the base) and events that
+        changed nothing are left out, as are ignored names and folders.  One
+        ``lstat`` and one indexed base lookup per path; nothing is hashed.
+
+        :returns: the distinct rel paths (normalised) awaiting push.
+        """
+        out: set[str] = set()
+        for raw in rel_paths:
+            rel = normalize_rel(raw)
+            if not rel or rel in out or self.is_ignored(rel):
+                continue
+            base = self.state.get_base(rel)
+            try:
+                st = os.lstat(self.ctx.local_path(rel))
+            except FileNotFoundError:
+                if base is not None and not base.is_dir:
+                    out.add(rel)  # a delete to carry to the server
+                continue
+            except OSError:
+                out.add(rel)  # cannot tell here: the pass will
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if base is None or base.is_dir or stat_fingerprint(st) != base.fingerprint():
+                out.add(rel)
+        return out
 
     def is_ignored(self, rel_path: str) -> bool:
         """True when ``rel_path`` is never synced (ignore rules, temp files)."""
@@ -312,6 +347,7 @@ class SyncEngine:
             if held is not None:
                 plans = regression.hold(self.ctx, plans, held, report)
             plans, moves = pair_moves(self.ctx, plans)
+            self._pending.plan(plans, moves)
             deferred: set[str] = set()
             if local_paths is not None and any(p.action is Action.DELETE_REMOTE for p in plans):
                 # Local deletes are counted against the safety valve over the whole
@@ -324,7 +360,10 @@ class SyncEngine:
             # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates - deferred)
-            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report, should_stop)
+            plans = [p for p in plans if not self._held_back(p)]
+            # held deletes and paths waiting out a failure are listed as such, not as waiting
+            self._pending.keep({p.rel for p in plans} | deferred)
+            plans = self._bulk_pull(plans, report, should_stop)
             plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
@@ -341,6 +380,8 @@ class SyncEngine:
                 self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+            report.waiting_up, report.waiting_down = sorted(self._pending.up), sorted(self._pending.down)
+            self._pending = PendingLedger(self.ctx.emit)
             self.ctx.should_stop = None
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
             # a pass over some paths keeps what earlier passes skipped elsewhere
@@ -702,6 +743,7 @@ class SyncEngine:
         """Carry out one plan; per-path failures are reported, not raised."""
         failed = len(report.errors)
         self._run_plan(plan, report)
+        self._pending.done(plan.rel)
         if len(report.errors) == failed:
             self.failure_book.succeeded(plan.rel)
 
@@ -769,6 +811,7 @@ class SyncEngine:
         done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
+            self._pending.done(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
             self._check_damaged(rel)
         return [p for p in plans if p.rel not in done]
@@ -782,6 +825,7 @@ class SyncEngine:
 
         def done(rel: str) -> None:
             report.uploaded.append(rel)
+            self._pending.done(rel)
             self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
             self._paused_paths.discard(rel)
             self.failure_book.succeeded(rel)
@@ -790,6 +834,7 @@ class SyncEngine:
         outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
         for plan, exc in outcome.errors:
             self._path_failed(plan, exc, report)
+            self._pending.done(plan.rel)
         left = {p.rel for p in outcome.rest}
         handled = {p.rel for p in new} - left
         return [p for p in plans if p.rel not in handled]
@@ -811,6 +856,7 @@ class SyncEngine:
     def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> None:
         """Carry out one move; on failure the two halves run as delete + create."""
         local_move = old.action is Action.DELETE_REMOTE
+        self._pending.done(new.rel)
         try:
             if local_move:
                 move_remote(self.ctx, old, new)
