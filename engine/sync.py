@@ -19,6 +19,7 @@ a row.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -29,7 +30,7 @@ from .events import ConflictRecord, SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
 from .library import resolve_library
-from .localfs import check_root, clean_temp_files, prune_backups, scan_tree
+from .localfs import check_root, clean_temp_files, prune_backups, scan_tree, stat_fingerprint
 from .models import RepoInfo
 from .paths import normalize_rel
 from .reconcile import Action
@@ -39,6 +40,7 @@ from .confirm import confirm_plans
 from .crashpoints import reach
 from . import regression
 from .moves import pair_moves
+from .pending import PendingLedger
 from .sfconflict import fold_foreign, original_of
 from .sync_dirs import FolderSteps
 from .valve import DeleteValve
@@ -86,6 +88,7 @@ class SyncEngine(FolderSteps):
         # (state generation, synced before, head) after a pass that found nothing to do
         # and left nothing waiting: while both hold, an idle poll is one request
         self._settled: tuple[int, bool, str] | None = None
+        self._pending = PendingLedger(self.ctx.emit)  # the running pass's changes not carried yet
 
     # -- queries for the daemon ----------------------------------------
     def failures(self) -> list[dict[str, Any]]:
@@ -151,6 +154,39 @@ class SyncEngine(FolderSteps):
         self.ctx.snapshot = {}
         self._settled = None
         self.failure_book.release()
+
+    def awaiting_push(self, rel_paths: Iterable[str]) -> set[str]:
+        """The paths among ``rel_paths`` (the watcher's) that a pass would push:
+        the local file differs from what was last synced by its stat
+        fingerprint, is new, or is gone while a base says it was synced.
+
+        Echo suppression for the count of waiting changes: our own writes
+        (a download records the new fingerprint in the base) and events that
+        changed nothing are left out, as are ignored names and folders.  One
+        ``lstat`` and one indexed base lookup per path; nothing is hashed.
+
+        :returns: the distinct rel paths (normalised) awaiting push.
+        """
+        out: set[str] = set()
+        for raw in rel_paths:
+            rel = normalize_rel(raw)
+            if not rel or rel in out or self.is_ignored(rel):
+                continue
+            base = self.state.get_base(rel)
+            try:
+                st = os.lstat(self.ctx.local_path(rel))
+            except FileNotFoundError:
+                if base is not None and not base.is_dir:
+                    out.add(rel)  # a delete to carry to the server
+                continue
+            except OSError:
+                out.add(rel)  # cannot tell here: the pass will
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if base is None or base.is_dir or stat_fingerprint(st) != base.fingerprint():
+                out.add(rel)
+        return out
 
     def is_ignored(self, rel_path: str) -> bool:
         """True when ``rel_path`` is never synced (ignore rules, temp files)."""
@@ -266,6 +302,7 @@ class SyncEngine(FolderSteps):
             if held is not None:
                 plans = regression.hold(self.ctx, plans, held, report)
             plans, moves = pair_moves(self.ctx, plans)
+            self._pending.plan(plans, moves)
             deferred: set[str] = set()
             if local_paths is not None and any(p.action is Action.DELETE_REMOTE for p in plans):
                 # Local deletes are counted against the safety valve over the whole
@@ -278,7 +315,10 @@ class SyncEngine(FolderSteps):
             # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates - deferred)
-            plans = self._bulk_pull([p for p in plans if not self._held_back(p)], report, should_stop)
+            plans = [p for p in plans if not self._held_back(p)]
+            # held deletes and paths waiting out a failure are listed as such, not as waiting
+            self._pending.keep({p.rel for p in plans} | deferred)
+            plans = self._bulk_pull(plans, report, should_stop)
             plans = self._batch_push(plans, report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
@@ -295,6 +335,8 @@ class SyncEngine(FolderSteps):
                 self._started, self._temps_cleaned = time.time(), False
         finally:
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
+            report.waiting_up, report.waiting_down = sorted(self._pending.up), sorted(self._pending.down)
+            self._pending = PendingLedger(self.ctx.emit)
             self.ctx.should_stop = None
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
             # a pass over some paths keeps what earlier passes skipped elsewhere

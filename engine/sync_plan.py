@@ -23,6 +23,7 @@ from .ignore import IgnoreRules
 from .library import probe_case_insensitive
 from .localfs import LocalFile, find_decomposed, hash_file, stat_fingerprint
 from .models import RemoteEntry
+from .pending import PendingLedger
 from .paths import name_problem
 from .reconcile import Action, Side, decide
 from .state import Base, StateStore
@@ -47,6 +48,7 @@ class PlanSteps:
     _case_insensitive: bool | None
     _skipped_remote: list[tuple[str, str]]
     _paused_paths: set[str]
+    _pending: PendingLedger
 
     def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:
         """Remote paths this disk cannot hold because they differ only by case.

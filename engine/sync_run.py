@@ -95,6 +95,7 @@ class RunSteps(PlanSteps):
         """Carry out one plan; per-path failures are reported, not raised."""
         failed = len(report.errors)
         self._run_plan(plan, report)
+        self._pending.done(plan.rel)
         if len(report.errors) == failed:
             self.failure_book.succeeded(plan.rel)
             self._went_through()
@@ -161,6 +162,7 @@ class RunSteps(PlanSteps):
         done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
+            self._pending.done(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
             self._check_damaged(rel)
         return [p for p in plans if p.rel not in done]
@@ -178,6 +180,7 @@ class RunSteps(PlanSteps):
             uploaded.add(rel)
             self._went_through()
             report.uploaded.append(rel)
+            self._pending.done(rel)
             self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
             self._paused_paths.discard(rel)
             self.failure_book.succeeded(rel)
@@ -192,6 +195,7 @@ class RunSteps(PlanSteps):
             return [p for p in plans if p.rel not in uploaded]
         for plan, refused in outcome.errors:
             self._path_failed(plan, refused, report)
+            self._pending.done(plan.rel)
         left = {p.rel for p in outcome.rest}
         handled = {p.rel for p in new} - left
         return [p for p in plans if p.rel not in handled]
@@ -214,6 +218,7 @@ class RunSteps(PlanSteps):
     def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> None:
         """Carry out one move; on failure the two halves run as delete + create."""
         local_move = old.action is Action.DELETE_REMOTE
+        self._pending.done(new.rel)
         try:
             if local_move:
                 move_remote(self.ctx, old, new)
