@@ -117,6 +117,8 @@ class Work:
     """What the next pass must cover (coalesced from many messages)."""
 
     dirty: set[str] = field(default_factory=set)
+    #: the dirty paths awaiting push (echoes of our own writes left out): ``pending_up``
+    awaiting: set[str] = field(default_factory=set)
     full_scan: bool = False
     check_remote: bool = False
     tickets: list[Ticket] = field(default_factory=list)
