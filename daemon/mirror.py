@@ -184,9 +184,10 @@ class Mirror:
     def _saved_token(self) -> str | None:
         from ohsync.daemon.credentials import load_token
 
-        if not self.cfg.server or not self.cfg.username:
+        server, username = self.cfg.account(self.config)
+        if not server or not username:
             return None
-        return load_token(self.cfg.server, self.cfg.username)
+        return load_token(server, username)
 
     def _login_changed(self) -> bool:
         """True when the keyring holds another token than the one the server

@@ -141,7 +141,8 @@ def _state(s: Snapshot) -> tuple[str, str]:
         return "error", ("The file watcher stopped, so local edits are only noticed by the periodic scan; "
                          "restart ohsync")
     if s.pending_up or s.pending_down:
-        return "syncing", f"{s.pending_up + s.pending_down} change(s) waiting to sync"
+        ways = [f"{n} to {way}" for n, way in ((s.pending_up, "upload"), (s.pending_down, "download")) if n]
+        return "syncing", f"{s.pending_up + s.pending_down} change(s) waiting to sync: {', '.join(ways)}"
     if s.failures:
         first = s.failures[0]
         waiting = "" if first.get("permanent") else " (retried later)"

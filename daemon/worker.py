@@ -25,13 +25,13 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ohsync.daemon.memory_trim import release_memory, worth_releasing
-from ohsync.daemon.scheduler import Scheduler, Work, backoff_delay
+from ohsync.daemon.scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, scan_interval
 from ohsync.daemon.worker_facts import MirrorFacts
 from ohsync.daemon.worker_requests import Control, FatalError, Session, SessionFactory, WorkerRequests
@@ -45,17 +45,13 @@ from ohsync.engine.errors import (
 )
 from ohsync.engine.events import SyncEvent, SyncReport
 
-__all__ = ["Control", "Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
+__all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Control", "Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
 
 log = logging.getLogger(__name__)
 
 
 #: Seconds between local deletes seen by the watcher and the full scan that carries them out.
 RESCAN_DELAY = 2.0
-#: full scans are spaced by 200 × their measured duration (at most 0.5 % of the time) ...
-SCAN_COST_FACTOR = 200.0
-#: ... but a missed watcher event waits at most an hour
-MAX_SCAN_INTERVAL = 3600.0
 
 
 class SyncWorker(WorkerRequests):
@@ -163,10 +159,12 @@ class SyncWorker(WorkerRequests):
         if kind == "dirty":
             paths, full_scan = arg
             work.dirty.update(paths)
+            work.awaiting |= self._awaiting_push(paths)
             work.full_scan = work.full_scan or full_scan
         elif kind == "poll":
             work.check_remote = True
             work.dirty.update(self._retry)
+            work.awaiting |= self._awaiting_push(self._retry)
             self._retry.clear()
             if time.monotonic() - self._last_full_scan >= self._full_scan_every():
                 work.full_scan = True
@@ -174,6 +172,7 @@ class SyncWorker(WorkerRequests):
             if not arg or arg != self._known_head:
                 work.check_remote = True
                 work.dirty.update(self._retry)
+                work.awaiting |= self._awaiting_push(self._retry)
                 self._retry.clear()
         elif kind == "push_mode":
             self._push = arg
@@ -206,7 +205,20 @@ class SyncWorker(WorkerRequests):
             self._shutdown.set()
         elif kind == "call":
             self._calls.append(arg)
-        self._status.update(pending_up=len(work.dirty))
+        self._status.update(pending_up=len(work.awaiting))
+
+    def _awaiting_push(self, paths: Iterable[str]) -> set[str]:
+        """The paths that await push, echoes of our own writes left out (the
+        engine compares them with their bases); all of them before a session
+        is open."""
+        check = getattr(getattr(self._session, "engine", None), "awaiting_push", None)
+        if check is None:
+            return set(paths)
+        try:
+            return set(check(paths))
+        except Exception:  # noqa: BLE001 - only a count: never stop the worker for it
+            log.exception("counting the changes waiting to sync failed")
+            return set(paths)
 
     def _finish_tickets(self, synced: bool, message: str) -> None:
         tickets, self._work.tickets = self._work.tickets, []
@@ -343,7 +355,7 @@ class SyncWorker(WorkerRequests):
         started = time.time()
         # a pass that finds nothing must change no state (no syncing→idle flicker):
         # "syncing" shows once there is work (_on_event) or the check takes long
-        self._status.update(checking_since=started, pending_up=len(work.dirty))
+        self._status.update(checking_since=started, pending_up=len(work.awaiting))
         self._notify_if_slow()
         try:
             self._restructured.clear()
@@ -353,11 +365,12 @@ class SyncWorker(WorkerRequests):
         except BaseException as exc:  # noqa: BLE001 - classified in _failed
             # keep the work for the retry, together with anything that arrived meanwhile
             self._work.dirty |= work.dirty
+            self._work.awaiting |= work.awaiting
             self._work.full_scan |= work.full_scan
             self._work.check_remote = True
             self._work.tickets[:0] = work.tickets
             self._status.update(syncing=False, checking_since=None, transfer=None, current_path=None,
-                                pending_up=len(self._work.dirty))
+                                pending_up=len(self._work.awaiting))
             self._failed(exc)
             message = self._control.problem_message or str(exc)
             self._finish_tickets(False, message)
@@ -370,6 +383,7 @@ class SyncWorker(WorkerRequests):
             self._status.update(syncing=False, transfer=None, current_path=None)
             self._work.full_scan = self._work.check_remote = True
             self._work.dirty |= work.dirty
+            self._work.awaiting |= work.awaiting | set(getattr(report, "waiting_up", ()))
             self._work.tickets[:0] = work.tickets
             return
         if report.interrupted:
@@ -386,6 +400,8 @@ class SyncWorker(WorkerRequests):
             timer.daemon = True
             timer.start()
         self._retry |= {p for p, _ in report.errors}
+        # what the pass left (local deletes for the full scan) waits with what arrived since
+        self._work.awaiting |= set(getattr(report, "waiting_up", ()))
         now = time.time()
         busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
         self._requests += report.requests
@@ -393,7 +409,8 @@ class SyncWorker(WorkerRequests):
         facts: dict[str, Any] = {
             "syncing": False, "checking_since": None, "transfer": None, "current_path": None,
             "phase": "running", "problem": None, "problem_message": "", "retry_at": None,
-            "errors": len(self._retry), "pending_up": len(self._work.dirty),
+            "errors": len(self._retry), "pending_up": len(self._work.awaiting),
+            "pending_down": len(getattr(report, "waiting_down", ())),
             "requests": self._requests,
         }
         if busy or not self._synced_once:
@@ -430,11 +447,7 @@ class SyncWorker(WorkerRequests):
             self.scheduler.poll_in(self._push_poll_interval if self._push else self._poll_interval)
 
     def _full_scan_every(self) -> float:
-        """Seconds between the periodic stat-only full scans: the configured
-        interval, stretched so that scans take at most 0.5 % of the time
-        (200 × the last scan's duration: a 30,000-file mirror scanned in 2 s
-        is scanned every 400 s)."""
-        return max(self._scan_interval, min(MAX_SCAN_INTERVAL, SCAN_COST_FACTOR * self._last_scan_seconds))
+        return full_scan_every(self._scan_interval, self._last_scan_seconds)
 
     def _engine_head(self) -> str | None:
         """The head commit the engine saw last (None when it cannot say)."""

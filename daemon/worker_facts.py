@@ -182,6 +182,9 @@ class MirrorFacts:
 
     def on_event(self, event: SyncEvent) -> None:
         """Called by the engine inside a pass (worker thread)."""
+        if event.kind == "pending":  # the pass's changes still to carry, per direction
+            self._status.update(**{"pending_up" if event.direction == "up" else "pending_down": event.total})
+            return
         if event.kind == "transfer":
             self._status.update(syncing=True, current_path=event.path, transfer={
                 "path": event.path, "direction": event.direction, "done": event.done, "total": event.total})
