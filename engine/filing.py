@@ -122,7 +122,7 @@ def upload_resumable(client: Any, repo_id: str, remote_path: str, fh: BinaryIO, 
                      on_start: Callable[[], None] | None = None,
                      before_chunk: Callable[[int, int], None] | None = None) -> UploadResult:
     """Upload a new file (never ``replace``): above ``chunk_size`` in
-    resumable chunks, through the client's ``upload_chunked`` (API §4.7).
+    resumable chunks, through the client's ``upload_chunked`` (API §5.5).
 
     A name taken meanwhile is auto-renamed by the server (see the result's
     ``path``).  A client without ``upload_chunked`` gets one ``upload``.
