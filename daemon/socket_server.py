@@ -8,7 +8,9 @@ One selector thread reads and writes every connection, so idle connections
 and subscribers cost a file descriptor and a few bytes each, never a thread.
 Requests run on a small bounded pool of handler threads (a handler may
 block, e.g. ``wait``), one request at a time per connection, answers in
-order.  A request line over :data:`~ohsync.daemon.protocol.MAX_REQUEST` bytes or
+order; the quick methods (``status``, ``ping``: see ``add_handlers``) are
+answered on the selector thread itself, so that an answer costs one thread
+wake-up, not three, while a sync thread keeps the GIL busy.  A request line over :data:`~ohsync.daemon.protocol.MAX_REQUEST` bytes or
 nested deeper than :data:`~ohsync.daemon.protocol.MAX_DEPTH` gets a -32600 answer
 and the connection is closed; the parser never sees it.
 
@@ -32,7 +34,7 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,7 @@ class SocketServer:
     ) -> None:
         self.path = path
         self._handlers = dict(handlers)
+        self._quick: set[str] = set()
         self._uid = os.getuid() if allowed_uid is None else allowed_uid
         self._handler_threads = handler_threads
         self._sock: socket.socket | None = None
@@ -177,9 +180,14 @@ class SocketServer:
             except OSError:
                 pass
 
-    def add_handlers(self, handlers: Mapping[str, Handler]) -> None:
-        """Answer more methods (services register theirs; call before :meth:`start`)."""
+    def add_handlers(self, handlers: Mapping[str, Handler], *, quick: Iterable[str] = ()) -> None:
+        """Answer more methods (services register theirs; call before :meth:`start`).
+
+        :param quick: names among ``handlers`` run on the selector thread:
+            only handlers that read facts in memory and never block.
+        """
         self._handlers.update(handlers)
+        self._quick.update(name for name in quick if name in handlers)
 
     def publish(self, params: dict[str, Any]) -> None:
         """Push ``params`` as an ``event`` notification to every subscriber (any thread)."""
@@ -371,6 +379,11 @@ class SocketServer:
                     self._subscribers += 1
                 self._send(conn, encode({"jsonrpc": "2.0", "id": msg.get("id"), "result": {"subscribed": True}}))
                 return
+            if msg.get("method") in self._quick:
+                reply = self._dispatch(msg)  # answers its own errors
+                if reply is not None:
+                    self._send(conn, encode(reply))
+                continue
             assert self._pool is not None
             conn.busy = True
             try:
