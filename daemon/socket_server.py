@@ -16,7 +16,10 @@ and the connection is closed; the parser never sees it.
 
 It knows no method itself: the daemon passes a table ``name →
 handler(params) → result``.  Handlers raise :class:`InvalidParams` (-32602)
-or :class:`CannotNow` (-32000); unknown names get -32601.  ``subscribe`` is
+or :class:`CannotNow` (-32000); an ohsync error or an OSError is answered
+-32000 with the sentence of its one classification
+(``engine.errors.classify``; ``data`` carries its scope, behaviour and
+needs); unknown names get -32601.  ``subscribe`` is
 built in: the connection stays open and every :meth:`SocketServer.publish`\\
 ed event is pushed as a notification ``{"jsonrpc": "2.0", "method": "event",
 "params": {...}}``; a subscriber that does not read is dropped once
@@ -56,6 +59,7 @@ from ohsync.daemon.protocol import (
 from ohsync.daemon.socket_conn import Conn as _Conn
 from ohsync.daemon.socket_conn import Pool as _Pool
 from ohsync.daemon.socket_dir import UnsafeSocketDir, prepare_socket_dir
+from ohsync.engine.errors import OhsyncError, classify
 
 __all__ = ["Handler", "InvalidParams", "CannotNow", "SocketInUse", "SocketServer", "UnsafeSocketDir",
            "peer_uid", "HANDLER_THREADS", "MAX_BACKLOG"]
@@ -495,6 +499,12 @@ class SocketServer:
             return _error(req_id, INVALID_PARAMS, str(exc) or "invalid params")
         except CannotNow as exc:
             return _error(req_id, CANNOT_NOW, str(exc))
+        except (OhsyncError, OSError) as exc:  # a failure ohsync knows: its one classification answers
+            failure = classify(exc)
+            log.warning("socket method %s: %s: %s", method, failure.title, failure.message)
+            answer = _error(req_id, CANNOT_NOW, f"{failure.title}: {failure.message}")
+            answer["error"]["data"] = {"scope": failure.scope, "behaviour": failure.behaviour, "needs": failure.needs}
+            return answer
         except Exception as exc:  # noqa: BLE001 - answer, log, keep serving
             log.exception("socket method %s failed", method)
             return _error(req_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
