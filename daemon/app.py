@@ -160,7 +160,9 @@ class Daemon:
             self._failed.add(index)
             if self._fatal is None or index == 0:
                 self._fatal = exc
-            every = len(self._failed) == len(self.mirrors)
+            # a mirror that failed once but synced since (a refresh after the fix) counts as running
+            every = all(i in self._failed and m.worker.control.problem is not None
+                        for i, m in enumerate(self.mirrors))
         if len(self.mirrors) == 1 or every:
             self.request_stop()
         else:
@@ -235,7 +237,7 @@ class Daemon:
         finally:
             self._teardown()
             self._restore_signals(old_handlers)
-        if self._fatal is not None and (len(self.mirrors) == 1 or len(self._failed) == len(self.mirrors)):
+        if self._fatal is not None and (len(self.mirrors) == 1 or self._failed == set(range(len(self.mirrors)))):
             if isinstance(self._fatal, OhsyncError):
                 raise self._fatal
             raise OhsyncError(f"The sync worker failed: {self._fatal!r}. See the log.")
