@@ -7,7 +7,8 @@ tree, classified by behaviour (what the scheduler should do next)::
     OhsyncError                      title + message
     ├── RemoteError                  anything the server or the network did
     │   ├── AuthError                401/403 on a token view: stop, ask for login
-    │   ├── NotFoundError            404: library, folder or file missing
+    │   ├── NotFoundError            404: folder or file missing
+    │   │   └── LibraryGoneError     404 "Library … not found": the whole mirror
     │   ├── QuotaError               443 (or 442 too large): stop uploading
     │   ├── ThrottledError           429: retry after ``retry_after`` seconds
     │   ├── ServerError              5xx/520, FS errors: retry with backoff
@@ -52,6 +53,7 @@ __all__ = [
     "local_error",
     "server_down",
     "UnreachableError",
+    "LibraryGoneError",
     "TooLargeError",
     "NameRejectedError",
     "DiskFullError",
@@ -133,6 +135,14 @@ class NotFoundError(RemoteError):
 
     title = "Not found"
     scope = "path"
+
+
+class LibraryGoneError(NotFoundError):
+    """The server answered that the library itself is not found (deleted,
+    or no longer shared with this account): every request would fail."""
+
+    title = "Library gone"
+    scope = "mirror"
 
 
 class QuotaError(RemoteError):
