@@ -286,7 +286,9 @@ class Daemon:
         self._check_watcher()
         self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
-            self.filing.attach(self.filing.new_filer(session.engine, list(self.cfg.filing.rules),
+            from ohsync.engine.mirror_api import for_engine
+
+            self.filing.attach(self.filing.new_filer(for_engine(session.engine), list(self.cfg.filing.rules),
                                                      self.cfg.filing.default,
                                                      self.cfg.mirror_state_dir(session.library_id) / "filing.db"))
             if not self.filing.is_alive():

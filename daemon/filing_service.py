@@ -37,6 +37,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from ohsync.engine.filing import Filer, FilingResult
+from ohsync.engine.filing_api import MirrorAPI
 from ohsync.engine.names import is_ignored_name, is_partial_name
 
 from .stability import StabilityGate
@@ -156,13 +157,14 @@ class FilingService:
         """True while the observer and the stability thread run."""
         return bool(self._observer and self._observer.is_alive() and self._thread and self._thread.is_alive())
 
-    def new_filer(self, mirror: Any, rules: Iterable[Any], default_dest: str, db_path: Path,
+    def new_filer(self, mirror: MirrorAPI, rules: Iterable[Any], default_dest: str, db_path: Path,
                   **options: Any) -> Filer:
         """A :class:`Filer` for this drop folder whose readiness check is this
         service's :attr:`gate` (so the service and the filer decide alike).
 
-        :param mirror: the mirror filing writes into (what
-            :class:`~ohsync.engine.filing.Filer` takes as its first argument).
+        :param mirror: the mirror filing writes into
+            (:class:`~ohsync.engine.filing_api.MirrorAPI`, e.g.
+            :func:`ohsync.engine.mirror_api.for_engine` of the session's engine).
         :param rules: the config's ``[filing] rules``.
         :param default_dest: ``[filing] default``.
         :param db_path: the filing database, e.g. ``state_dir/filing.db``.

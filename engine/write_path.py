@@ -10,10 +10,10 @@ Every writer uses these two: the sync's read-merge-write of small files
   memory in one request (``upload`` / ``update``), a file object streamed
   in chunks (``upload_chunked``, resumable).
 * :func:`read_back` decides whether the server now holds exactly what was
-  sent: the live entry must carry the id the upload answered, and unless
-  the file is large and that id is the content id computed locally (the
-  sha1 of the 8 MiB blocks' sha1s), the file is downloaded again (streamed)
-  and compared by sha1 and size.
+  sent: the live entry must carry the id the upload answered, and
+  (:func:`holds_content`) unless the file is large and that id is the
+  content id computed locally (the sha1 of the 8 MiB blocks' sha1s), the
+  file is downloaded again (streamed) and compared by sha1 and size.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .context import MirrorContext
 from .errors import NotFoundError
 from .models import RemoteEntry, UploadResult
 
-__all__ = ["current_remote", "read_back", "send"]
+__all__ = ["current_remote", "holds_content", "read_back", "send"]
 
 
 def current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
@@ -114,11 +114,9 @@ def read_back(ctx: MirrorContext, rel_path: str, uploaded_id: str, *, sha1: str,
               file_id: str) -> RemoteEntry | None:
     """Is what the server holds at ``rel_path`` now exactly what was sent?
 
-    ``GET …/file/detail/``: the live id must be ``uploaded_id``.  Files up
-    to ``readback_full_limit`` bytes, and any file whose id is not the
-    locally computed ``file_id``, are then downloaded (streamed, never held
-    in memory) and compared by sha1 and size.  On success the snapshot
-    entry of ``rel_path`` is updated.
+    ``GET …/file/detail/``: the live id must be ``uploaded_id``; then
+    :func:`holds_content`.  On success the snapshot entry of ``rel_path``
+    is updated.
 
     :param uploaded_id: the id the upload answered.
     :param sha1: hex sha1 of the bytes sent.
@@ -132,10 +130,25 @@ def read_back(ctx: MirrorContext, rel_path: str, uploaded_id: str, *, sha1: str,
     current = current_remote(ctx, rel_path)
     if current is None or current.id != uploaded_id:
         return None
-    if size <= ctx.options.readback_full_limit or uploaded_id != file_id:
-        sink = _HashSink()
-        ctx.client.download(ctx.repo_id, ctx.remote_path(rel_path), sink)
-        if sink.sha1.hexdigest() != sha1 or sink.size != size:
-            return None
+    if not holds_content(ctx, current, sha1=sha1, size=size, file_id=file_id):
+        return None
     ctx.snapshot[rel_path] = current
     return current
+
+
+def holds_content(ctx: MirrorContext, entry: RemoteEntry, *, sha1: str, size: int, file_id: str) -> bool:
+    """Does the server's file ``entry`` (just read) hold exactly the bytes
+    with this sha1, size and content id?
+
+    A large file (over ``readback_full_limit``) whose id is the locally
+    computed ``file_id`` does: that id is the sha1 of the 8 MiB blocks'
+    sha1s.  Anything else is downloaded (streamed, never held in memory) and
+    compared by sha1 and size.
+
+    :raises RemoteError: from the client.
+    """
+    if size > ctx.options.readback_full_limit and entry.id == file_id:
+        return True
+    sink = _HashSink()
+    ctx.client.download(ctx.repo_id, ctx.remote_path(entry.path), sink)
+    return sink.sha1.hexdigest() == sha1 and sink.size == size
