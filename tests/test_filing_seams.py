@@ -129,9 +129,9 @@ def test_the_service_waits_on_its_gate_before_it_hands_a_file_on(tmp_path):
     path = service.drop_dir / "x.txt"
     path.write_bytes(b"x")
     service._note(path)
-    with service._cond:
-        assert service._due_paths() == []  # first sight: the fingerprint is new
+    with service.cond:
         assert service._due_paths() == []  # quiet, but the gate says it is being written
+        assert service._due_paths() == [] and service.status()["waiting"] == 1
         answers["busy"] = False
         assert service._due_paths() == [str(path)]
 
@@ -284,3 +284,35 @@ def test_on_the_fake_a_read_back_that_does_not_match_removes_our_upload(tmp_path
         filer.close()
     assert result.status == "failed" and result.retryable and "did not match" in result.message
     assert mirror.remote == {} and source.exists() and [p["step"] for p in pending] == ["planned"]
+
+
+# -- one thread base and one debouncer for both folder services ---------------------------------------
+
+def test_watcher_and_filing_service_share_the_thread_base_and_the_debouncer(tmp_path):
+    from ohsync.daemon.debounce import Debouncer
+    from ohsync.daemon.service_thread import ServiceThread
+    from ohsync.daemon.watcher import Watcher
+
+    watcher = Watcher(tmp_path, lambda p: p, lambda paths, scan: None)
+    service = FilingService(tmp_path / "drop", lambda fn: fn(), lambda r: None)
+    assert isinstance(watcher, ServiceThread) and isinstance(service, ServiceThread)
+    assert isinstance(watcher._paths, Debouncer) and isinstance(service._waiting, Debouncer)
+
+
+def test_debouncer_restarts_a_key_on_each_touch_and_honours_holds():
+    from ohsync.daemon.debounce import Debouncer
+
+    clock = [100.0]
+    d: Debouncer[str] = Debouncer(2.0, clock=lambda: clock[0])
+    d.touch("a")
+    d.hold("b", until=110.0)
+    clock[0] = 101.5
+    d.touch("a")  # an event during the quiet period restarts it
+    assert d.pop_due() == [] and d.next_due() == 103.5 and d.newest() == 101.5
+    clock[0] = 103.5
+    assert d.pop_due() == ["a"] and "a" not in d and len(d) == 1
+    d.touch("b")  # a new event keeps the hold
+    clock[0] = 106.0
+    assert d.pop_due() == []
+    d.release_holds()
+    assert d.pop_due() == ["b"] and d.next_due() is None and d.pop_all() == []
