@@ -11,9 +11,12 @@ What happens after a result:
 
 * ``filed``: the file left the drop folder; done.
 * ``not_ready`` / ``failed`` with ``retryable``: watched again and retried
-  after a backoff (30 s doubling up to 10 min).
-* ``over_quota``: held; retried every 10 minutes and on :meth:`retry_held`
-  (call it on ``refresh``).
+  after a backoff (30 s doubling up to 10 min, at least the server's
+  ``Retry-After``).
+* ``over_quota``, and ``failed`` with ``needs`` (the failure's one
+  classification, ``engine.errors.classify``, says only the person can fix
+  it: a login, free space, a permission): held; retried every 10 minutes
+  and on :meth:`retry_held` (call it on ``refresh``).
 * ``duplicate`` / ``failed`` without ``retryable``: left alone until the
   file changes (a new size or mtime makes it a new candidate).
 
@@ -127,7 +130,7 @@ class FilingService(ServiceThread):
         self._attempts: dict[str, int] = {}  # path -> failed attempts in a row (backoff)
         self._in_flight: set[str] = set()
         self._settled: dict[str, Fingerprint | None] = {}  # path -> fingerprint with a final outcome
-        self._held: dict[str, FilingResult] = {}  # over quota, waiting
+        self._held: dict[str, FilingResult] = {}  # over quota or needing the person, waiting
         self._reported: dict[str, tuple[str, str]] = {}  # path -> (status, message) last announced
         self._last: list[dict[str, Any]] = []
 
@@ -390,15 +393,15 @@ class FilingService(ServiceThread):
                 if fingerprint is not None and self._wanted(Path(key)):
                     # a file still stands there (replaced while it was being filed): a new candidate
                     self._touch(key, fingerprint)
-            elif result.status == "over_quota":
+            elif result.status == "over_quota" or (result.status == "failed" and result.needs is not None):
                 self._held[key] = result
                 self._touch(key, fingerprint, until=now + _QUOTA_RETRY)
             elif result.retryable and self._wanted(Path(key)):
                 if result.status == "not_ready":
                     delay = self.quiet_seconds
-                else:  # failures in a row back off: 30 s, 60 s, … up to 10 min
+                else:  # failures in a row back off: 30 s, 60 s, … up to 10 min, at least Retry-After
                     attempts = self._attempts[key] = self._attempts.get(key, 0) + 1
-                    delay = min(_RETRY_CAP, _RETRY_FIRST * 2 ** (attempts - 1))
+                    delay = max(result.retry_after or 0.0, min(_RETRY_CAP, _RETRY_FIRST * 2 ** (attempts - 1)))
                 self._touch(key, fingerprint, until=now + delay)
             else:
                 self._settled[key] = fingerprint
