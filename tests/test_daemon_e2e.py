@@ -21,7 +21,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import (  # noqa: E402,F401
     DEMO_LIBRARY,
     DaemonProc,
-    isolated_env,
     ohsync_cmd,
     read_tree,
     wait_for,
@@ -35,29 +34,9 @@ LINE = "- [observation] 2026-11-30 10:00 在桌面端追加的一行 #测试 (e2
 
 
 @pytest.fixture
-def setup(isolated_env, devserver, tmp_path: Path):
+def setup(seed_daemon):
     """A library seeded from the demo tree, a login in the test keyring, a config."""
-    repo_id = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
-    procs: list[DaemonProc] = []
-
-    class S:
-        env = isolated_env
-        srv = devserver
-
-    S.repo_id, S.mirror = repo_id, mirror
-
-    def start(*args: str) -> DaemonProc:
-        p = DaemonProc(isolated_env, args=args)
-        procs.append(p)
-        return p
-
-    S.start = staticmethod(start)
-    yield S
-    for p in procs:
-        p.stop()
+    return seed_daemon(tree=DEMO_LIBRARY, poll_interval=1.0)
 
 
 def _same(srv, repo_id: str, mirror: Path) -> bool:
@@ -68,8 +47,9 @@ def test_cold_start_edits_both_ways_and_stop(setup) -> None:
     srv, repo_id, mirror = setup.srv, setup.repo_id, setup.mirror
     d = setup.start()
     st = d.wait_state("idle", timeout=90)
-    assert st["mirrors"][0] == {"library": "OH-Memory", "local": str(mirror), "state": "idle",
-                                "message": "Up to date"}
+    [item] = st["mirrors"]
+    assert (item["name"], item["library"], item["local"], item["state"], item["message"]) == (
+        "OH-Memory", "OH-Memory", str(mirror), "idle", "Up to date")
     assert read_tree(mirror) == srv.tree(repo_id) == read_tree(DEMO_LIBRARY)  # byte-identical
 
     # a local edit reaches the server

@@ -57,10 +57,12 @@ def test_one_remote_change_writes_the_same_few_rows_in_a_small_and_a_large_libra
 _CRASHING_PASS = textwrap.dedent("""
     import sys
     from pathlib import Path
+    from ohsync.daemon.crash_at import install_from_env
     from ohsync.engine.client import SeafileClient
     from ohsync.engine.context import EngineOptions
     from ohsync.engine.state import StateStore
     from ohsync.engine.sync import SyncEngine
+    assert install_from_env()  # OHSYNC_CRASH_AT kills this process at the point
     base = Path({base!r})
     state = StateStore(base / "m-state" / "state.db", base / "m-state" / "blobs")
     client = SeafileClient({url!r}, {token!r}, retries=0)
