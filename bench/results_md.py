@@ -34,11 +34,15 @@ def _header(bench: Any, seconds: float, what: str) -> str:
                   f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end)")
     if args.note:
         shared += f"; {args.note}"
+    if what == "make bench-scale":
+        opts = (f"--scale-files {args.scale_files} --seed {args.seed} --scale-idle-seconds "
+                f"{args.scale_idle_seconds:g} --scale-poll {args.scale_poll:g}")
+    else:
+        opts = (f"--files {args.files} --seed {args.seed} --big-mb {args.big_mb} --latency {args.latency:g} "
+                f"--runs {args.runs} --saves {args.saves} --burst {args.burst}")
     return (f"Written by `{what}` (`bench/run.py`) on {time.strftime('%Y-%m-%d %H:%M %Z')}: "
             f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}, "
-            f"{bench.rc.version or 'rclone not installed'}; `--files {args.files} --seed {args.seed} "
-            f"--big-mb {args.big_mb} --latency {args.latency:g} --runs {args.runs} --saves {args.saves} "
-            f"--burst {args.burst} --scale-files {args.scale_files}`{only}; {seconds:.0f} s in all "
+            f"{bench.rc.version or 'rclone not installed'}; `{opts}`{only}; {seconds:.0f} s in all "
             f"({per}){shared}.")
 
 
