@@ -37,7 +37,6 @@ from ohsync.daemon.worker_facts import MirrorFacts
 from ohsync.daemon.worker_requests import Control, FatalError, Session, SessionFactory, WorkerRequests
 from ohsync.engine.errors import (
     LibraryNotFound,
-    NetworkError,
     OhsyncError,
     StateTooNew,
     TwoFactorRequired,
@@ -500,13 +499,13 @@ class SyncWorker(WorkerRequests):
             delay = max(failure.retry_after, 1.0)
         else:
             delay = backoff_delay(self._attempt, cap=max(300.0, self._poll_interval))
-        if isinstance(exc, NetworkError):
-            problem, message = "offline", f"Cannot reach the server ({exc.message})"
-        elif isinstance(exc, OhsyncError):
-            problem, message = "error", f"{exc.title}: {exc.message}"
-        else:
-            problem, message = "error", f"Internal error: {exc!r}; see the log"
+        if failure.origin == "network":
+            problem, message = "offline", f"Cannot reach the server ({failure.message})"
+        elif failure.origin == "internal":
+            problem, message = "error", failure.message
             log.error("sync pass failed", exc_info=exc)
+        else:
+            problem, message = "error", f"{failure.title}: {failure.message}"
         log.warning("%s; retry in %.0f s", message, delay)
         self._set_problem(problem, message, time.time() + delay)
         if not self._shutdown.is_set():
