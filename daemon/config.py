@@ -24,7 +24,8 @@ from typing import Any
 import platformdirs
 
 from ohsync.engine.ignore import pattern_problem
-import tomli_w
+import tomlkit
+import tomlkit.items
 
 from ohsync.daemon.protocol import default_socket_path
 from ohsync.engine.errors import OhsyncError
@@ -53,7 +54,7 @@ DEFAULT_PUSH_SAFETY_POLL = 300.0
 _TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
              "push_safety_poll"}
-_MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore"}
+_MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore", "server", "username"}
 _SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 _FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
 _MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin"}
@@ -74,6 +75,9 @@ class MirrorConfig:
 
     :ivar name: what status, CLI and tray call this mirror (``name``; default
         :attr:`label`); ``--mirror`` accepts it, the library or the folder.
+    :ivar server: this mirror's server when it is not the top-level one
+        (another account; its token is saved by ``ohsync login --mirror NAME``).
+    :ivar username: this mirror's account when it is not the top-level one.
     """
 
     library: str | None = DEFAULT_LIBRARY
@@ -82,6 +86,8 @@ class MirrorConfig:
     local: Path = field(default_factory=lambda: Path.home() / DEFAULT_LIBRARY)
     ignore: tuple[str, ...] = ()
     name: str | None = None
+    server: str | None = None
+    username: str | None = None
 
     @property
     def label(self) -> str:
@@ -171,6 +177,12 @@ class Config:
     def mirror(self) -> MirrorConfig:
         """The first mirror (the one the status object's top level describes)."""
         return self.mirrors[0]
+
+    def account(self, mirror: MirrorConfig | None = None) -> tuple[str, str]:
+        """``(server, username)`` that ``mirror`` (default: the first) signs in
+        with: its own keys where it sets them, else the top-level ones."""
+        mirror = mirror or self.mirror
+        return (mirror.server or self.server, mirror.username or self.username)
 
     @property
     def lock_path(self) -> Path:
@@ -270,6 +282,12 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
     name = raw.get("name")
     if name is not None:
         name = _typed(name, str, "mirror.name", path).strip() or None
+    server = raw.get("server")
+    if server is not None:
+        server = normalize_server_url(_typed(server, str, "mirror.server", path)) or None
+    username = raw.get("username")
+    if username is not None:
+        username = _typed(username, str, "mirror.username", path).strip() or None
     if library is not None:
         _typed(library, str, "mirror.library", path)
     if library_id is not None:
@@ -291,6 +309,8 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
                       "mirror.local", path),
         ignore=tuple(str(p) for p in ignore),
         name=name,
+        server=server,
+        username=username,
     )
 
 
@@ -426,19 +446,52 @@ def _memory(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
     )
 
 
-def update_config(path: Path, values: Mapping[str, Any]) -> None:
-    """Set top-level keys in the config file, keeping every other key.
+def _set_key(doc: Any, key: str, value: Any) -> None:
+    """``doc[key] = value``, updating existing tables in place (their comments stay)."""
+    current = doc.get(key)
+    if isinstance(value, Mapping) and isinstance(current, (tomlkit.items.Table, tomlkit.items.InlineTable)):
+        _update_table(current, value)
+    elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        if isinstance(current, tomlkit.items.AoT) and len(current) == len(value):
+            for table, new in zip(current, value):
+                _update_table(table, new)
+            return
+        tables = tomlkit.aot()
+        for v in value:
+            tables.append(tomlkit.item(dict(v)))
+        doc[key] = tables
+    else:
+        doc[key] = value
 
-    Comments are not preserved (TOML writers do not keep them); keys and
-    values are.  The file is replaced atomically and created ``0600`` with
-    its folder when missing.
+
+def _update_table(table: Any, value: Mapping[str, Any]) -> None:
+    for old in [k for k in table if k not in value]:
+        del table[old]
+    for k, v in value.items():
+        if table.get(k) != v:
+            table[k] = v
+
+
+def update_config(path: Path, values: Mapping[str, Any]) -> None:
+    """Set top-level keys in the config file, keeping every other key and the comments.
+
+    The file is edited with tomlkit, so what the person wrote stays as it
+    was; a table value (``filing``) updates that table in place; a list of
+    tables (``mirror``) is written as ``[[mirror]]`` tables, so another one
+    can be appended by hand as the README shows.  The file is replaced
+    atomically and created ``0600`` with its folder when missing.
 
     :raises ConfigError: the existing file is invalid or cannot be written.
     """
-    doc = read_document(path)
-    doc.update(values)
+    read_document(path)  # the same sentence as loading for an unreadable or invalid file
+    try:
+        doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        doc = tomlkit.document()
+    for key, value in values.items():
+        _set_key(doc, key, value)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = tomli_w.dumps(doc).encode("utf-8")
+    data = tomlkit.dumps(doc).encode("utf-8")
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:

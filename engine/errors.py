@@ -7,11 +7,13 @@ tree, classified by behaviour (what the scheduler should do next)::
     OhsyncError                      title + message
     ├── RemoteError                  anything the server or the network did
     │   ├── AuthError                401/403 on a token view: stop, ask for login
-    │   ├── NotFoundError            404: library, folder or file missing
+    │   ├── NotFoundError            404: folder or file missing
+    │   │   └── LibraryGoneError     404 "Library … not found": the whole mirror
     │   ├── QuotaError               443 (or 442 too large): stop uploading
     │   ├── ThrottledError           429: retry after ``retry_after`` seconds
     │   ├── ServerError              5xx/520, FS errors: retry with backoff
-    │   ├── NetworkError             connect/read failure, timeout: offline
+    │   ├── NetworkError             read failure, dropped connection, timeout
+    │   │   └── UnreachableError     no connection at all (refused, DNS): offline
     │   ├── ProtocolError            garbage from the server (bad JSON, shape)
     │   └── RemoteOperationError     4xx the request itself caused (bad name…)
     ├── LibraryNotFound              the configured library does not exist
@@ -26,11 +28,18 @@ returns a :class:`Failure`): its **scope** (``path``: only this file fails;
 **behaviour** (``retry_soon``: back off and try again; ``retry_after``: wait
 the time the server gave; ``needs_person``: retrying the same thing cannot
 help until the person acts, and ``needs`` says how: ``login``, ``space``,
-``name``, ``limit``, ``quota``, ``permission``).  The worker, the engine's
-failure book (``engine/failures.py``) and the CLI read that instead of
-their own isinstance chains.  Translators per boundary turn foreign failures
-into these classes: HTTP answers in ``client_errors.error_for_response``,
-local file-system errors in :func:`local_error`.
+``name``, ``limit``, ``quota``, ``permission``).  The engine, its failure
+book (``engine/failures.py``), the worker, filing, the socket and the CLI
+read that instead of their own isinstance chains.  Translators per boundary
+turn foreign failures into these classes: HTTP answers in
+``client_errors.error_for_response``, local file-system errors in
+:func:`local_error`.
+
+A failed request (a 5xx, a dropped connection, a 429) concerns the path it
+was for: the pass goes on with the other paths.  Only when the server fails
+several requests in a row does the engine widen the failure to the mirror
+(:func:`server_down`) and end the pass; a connection that cannot be made at
+all (:class:`UnreachableError`) ends it at once.
 """
 
 from __future__ import annotations
@@ -42,6 +51,9 @@ __all__ = [
     "Failure",
     "classify",
     "local_error",
+    "server_down",
+    "UnreachableError",
+    "LibraryGoneError",
     "TooLargeError",
     "NameRejectedError",
     "DiskFullError",
@@ -125,6 +137,14 @@ class NotFoundError(RemoteError):
     scope = "path"
 
 
+class LibraryGoneError(NotFoundError):
+    """The server answered that the library itself is not found (deleted,
+    or no longer shared with this account): every request would fail."""
+
+    title = "Library gone"
+    scope = "mirror"
+
+
 class QuotaError(RemoteError):
     """The account is out of quota (443) or the file is too large (442)."""
 
@@ -142,13 +162,14 @@ class TooLargeError(QuotaError):
 
 
 class ThrottledError(RemoteError):
-    """The server throttled us (429).
+    """The server throttled us (429): this request waits ``retry_after``.
 
     :param retry_after: seconds to wait, from ``Retry-After`` (default 1).
     """
 
     title = "Server busy"
     retryable = True
+    scope = "path"
     behaviour = "retry_after"
 
     def __init__(self, message: str, *, retry_after: float = 1.0, **kw: object) -> None:
@@ -157,16 +178,25 @@ class ThrottledError(RemoteError):
 
 
 class ServerError(RemoteError):
-    """The server failed (5xx, 520, a file-server error): retry with backoff."""
+    """The server failed one request (5xx, 520, a file-server error): retry with backoff."""
 
     retryable = True
+    scope = "path"
 
 
 class NetworkError(RemoteError):
-    """No answer: connection refused/reset, DNS failure, timeout."""
+    """No (complete) answer to one request: connection reset or dropped, timeout."""
 
     title = "Offline"
     retryable = True
+    scope = "path"
+
+
+class UnreachableError(NetworkError):
+    """No connection could be made at all (refused, DNS failure, no route):
+    every request would fail the same way."""
+
+    scope = "mirror"
 
 
 class ProtocolError(RemoteError):
@@ -174,6 +204,7 @@ class ProtocolError(RemoteError):
 
     title = "Unexpected server answer"
     retryable = True
+    scope = "path"
 
 
 class RemoteOperationError(RemoteError):
@@ -291,6 +322,11 @@ class Failure:
     :ivar retry_after: seconds the server asked us to wait (``retry_after``).
     :ivar title: a short heading.
     :ivar message: a sentence saying what happened and what to do.
+    :ivar origin: where it happened: ``network`` (no answer from the
+        server: offline), ``server`` (the server answered, with a refusal or
+        garbage), ``local`` (this computer's files), ``internal`` (a bug in
+        ohsync: the message says to see the log), ``ohsync`` (a state of
+        ohsync's own, such as a missing library or login).
     """
 
     scope: str
@@ -299,6 +335,7 @@ class Failure:
     retry_after: float | None
     title: str
     message: str
+    origin: str = "ohsync"
 
     @property
     def permanent(self) -> bool:
@@ -317,8 +354,11 @@ def classify(exc: BaseException) -> Failure:
         exc = local_error(exc)
     if isinstance(exc, OhsyncError):
         retry_after = getattr(exc, "retry_after", None) if exc.behaviour == "retry_after" else None
-        return Failure(exc.scope, exc.behaviour, exc.needs, retry_after, exc.title, exc.message)
-    return Failure("mirror", "retry_soon", None, None, "Internal error", f"Internal error: {exc!r}; see the log")
+        origin = "network" if isinstance(exc, NetworkError) else "server" if isinstance(exc, RemoteError) \
+            else "local" if isinstance(exc, LocalError) else "ohsync"
+        return Failure(exc.scope, exc.behaviour, exc.needs, retry_after, exc.title, exc.message, origin)
+    return Failure("mirror", "retry_soon", None, None, "Internal error", f"Internal error: {exc!r}; see the log",
+                   "internal")
 
 
 _ERRNO_CLASSES: dict[int, tuple[type[LocalError], str]] = {
@@ -354,3 +394,14 @@ def local_error(exc: OSError, rel_path: str | None = None, *, what: str = "") ->
     err = cls(message, path=rel_path)
     err.__cause__ = exc
     return err
+
+
+def server_down(exc: RemoteError, failures: int) -> RemoteError:
+    """Widen a failed request to the whole mirror: the server failed
+    ``failures`` requests in a row, so the pass ends and the worker retries
+    it with backoff.  Returns ``exc`` itself (type, status and
+    ``retry_after`` kept; scope ``mirror``; the message says so)."""
+    exc.scope = "mirror"
+    exc.message = f"The server failed {failures} requests in a row; the last: {exc.message}"
+    exc.args = (exc.message,)
+    return exc
