@@ -25,7 +25,7 @@ from ohsync.daemon.attention import natural_key
 from ohsync.daemon.cli_resync import add_resync
 from ohsync.daemon.cli_status import cmd_status, shown as _shown
 from ohsync.daemon.protocol import MIRROR_PARAM, DaemonNotRunning, Method, RpcClient, RpcError
-from ohsync.engine.errors import OhsyncError
+from ohsync.engine.errors import OhsyncError, classify, local_error
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING"]
 
@@ -469,7 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(f"the daemon refused: {exc.message.removeprefix('refused: ')}")
         code = EXIT_FAILED
     except OhsyncError as exc:
-        _err(f"{exc.title}: {exc.message}")
+        failure = classify(exc)
+        _err(f"{failure.title}: {failure.message}")
         code = EXIT_FAILED
     except KeyboardInterrupt:
         code = 130
@@ -479,6 +480,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = EXIT_OK
     except (ConnectionError, TimeoutError) as exc:
         _err(f"lost the connection to the daemon ({exc}); check `ohsync status`")
+        code = EXIT_FAILED
+    except OSError as exc:  # a local file the command reads or writes (config, log, a path given)
+        failure = classify(local_error(exc, exc.filename if isinstance(exc.filename, str) else None))
+        _err(f"{failure.title}: {failure.message}")
         code = EXIT_FAILED
     if __name__ == "__main__" or argv is None:
         sys.exit(code)

@@ -37,7 +37,6 @@ from ohsync.daemon.worker_facts import MirrorFacts
 from ohsync.daemon.worker_requests import Control, FatalError, Session, SessionFactory, WorkerRequests
 from ohsync.engine.errors import (
     LibraryNotFound,
-    NetworkError,
     OhsyncError,
     StateTooNew,
     TwoFactorRequired,
@@ -427,7 +426,8 @@ class SyncWorker(WorkerRequests):
                 self._last_scan_seconds = now - started
         carried = len(report.uploaded) + len(report.downloaded) + len(report.merged) + len(report.moved) + \
             len(report.deleted_local) + len(report.deleted_remote)
-        self._big_pass = worth_releasing(full_scan=work.full_scan, carried=carried)
+        self._big_pass = worth_releasing(full_scan=work.full_scan, carried=carried, dirty=len(work.dirty),
+                                         seconds=now - started)
         if not getattr(report, "idle", False) or not self.facts.loaded:
             self._refresh_caches()  # an idle pass read and changed nothing: the caches hold
         self._status.update(**facts)
@@ -500,13 +500,13 @@ class SyncWorker(WorkerRequests):
             delay = max(failure.retry_after, 1.0)
         else:
             delay = backoff_delay(self._attempt, cap=max(300.0, self._poll_interval))
-        if isinstance(exc, NetworkError):
-            problem, message = "offline", f"Cannot reach the server ({exc.message})"
-        elif isinstance(exc, OhsyncError):
-            problem, message = "error", f"{exc.title}: {exc.message}"
-        else:
-            problem, message = "error", f"Internal error: {exc!r}; see the log"
+        if failure.origin == "network":
+            problem, message = "offline", f"Cannot reach the server ({failure.message})"
+        elif failure.origin == "internal":
+            problem, message = "error", failure.message
             log.error("sync pass failed", exc_info=exc)
+        else:
+            problem, message = "error", f"{failure.title}: {failure.message}"
         log.warning("%s; retry in %.0f s", message, delay)
         self._set_problem(problem, message, time.time() + delay)
         if not self._shutdown.is_set():

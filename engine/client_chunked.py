@@ -1,5 +1,5 @@
 """Chunked, resumable upload of one large file (a mixin of
-:class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §4.7.
+:class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.5.
 
 A large file goes up in ``Content-Range`` chunks to an upload link (new
 file) or an update link (existing file), resumable from the server's
@@ -23,7 +23,7 @@ from .client_answers import as_int, check_repo_id, parse_update_answer
 from .client_errors import check_id, error_for_response, parse_json, translate_errors
 from .client_http import TRANSIENT, SeafileHTTP
 from .client_paths import join_remote, name_problem, upload_target
-from .errors import LocalError, ProtocolError, RemoteError, ThrottledError
+from .errors import LocalError, ProtocolError, RemoteError, ThrottledError, local_error
 from .ids import BLOCK_SIZE
 from .models import UploadResult
 
@@ -240,7 +240,7 @@ def _read_at(fh: BinaryIO, offset: int, length: int, target: str) -> bytes:
         fh.seek(offset)
         data = fh.read(length)
     except OSError as exc:
-        raise LocalError(f"Reading the file for {target} failed: {exc.strerror or exc}.", path=target) from exc
+        raise local_error(exc, target, what="reading the file to upload") from exc
     if len(data) != length:
         raise LocalError(f"The file for {target} became shorter while uploading.", path=target)
     return data
@@ -257,7 +257,7 @@ def _read_chunk(fh: BinaryIO, offset: int, view: memoryview, target: str) -> _Ch
                 break
             got += n
     except OSError as exc:
-        raise LocalError(f"Reading the file for {target} failed: {exc.strerror or exc}.", path=target) from exc
+        raise local_error(exc, target, what="reading the file to upload") from exc
     if got != len(view):
         raise LocalError(f"The file for {target} became shorter while uploading.", path=target)
     return _ChunkBody(view)
