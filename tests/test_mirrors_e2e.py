@@ -35,34 +35,16 @@ def _config(env: Any, server: str, mirrors: list[dict[str, Any]], **extra: Any) 
 
 
 @pytest.fixture
-def two(isolated_env, devserver, tmp_path: Path):
+def two(seed_daemon, tmp_path: Path):
     """OH-Memory (the demo tree) and Docs (two files) mirrored by one daemon."""
-    mem_id = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-    docs_id = devserver.create_library(USER, "Docs")
-    devserver.put_file(docs_id, "/readme.txt", b"docs library\n")
-    devserver.put_file(docs_id, "/plans/q1.txt", b"plan\n")
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mem, docs = tmp_path / "OH-Memory", tmp_path / "Docs"
-    _config(isolated_env, devserver.url, [{"library": "OH-Memory", "local": str(mem)},
-                                          {"library": "Docs", "local": str(docs)}],
+    s = seed_daemon(tree=DEMO_LIBRARY, config=False)
+    docs = seed_daemon(library="Docs", put={"/readme.txt": b"docs library\n", "/plans/q1.txt": b"plan\n"},
+                       config=False)
+    s.mem_id, s.docs_id, s.mem, s.docs = s.repo_id, docs.repo_id, tmp_path / "OH-Memory", tmp_path / "Docs"
+    _config(s.env, s.srv.url, [{"library": "OH-Memory", "local": str(s.mem)},
+                               {"library": "Docs", "local": str(s.docs)}],
             filing={"drop_dir": str(tmp_path / "drop")})
-    procs: list[DaemonProc] = []
-
-    class S:
-        env = isolated_env
-        srv = devserver
-
-    S.mem_id, S.docs_id, S.mem, S.docs = mem_id, docs_id, mem, docs
-
-    def start() -> DaemonProc:
-        p = DaemonProc(isolated_env)
-        procs.append(p)
-        return p
-
-    S.start = staticmethod(start)
-    yield S
-    for p in procs:
-        p.stop()
+    return s
 
 
 def _mirrors(d: DaemonProc) -> dict[str, dict[str, Any]]:
@@ -198,20 +180,15 @@ def test_a_deleted_library_stops_only_its_mirror(two) -> None:
     assert d.proc.poll() is None
 
 
-def test_a_missing_library_at_start_stops_only_its_mirror(isolated_env, devserver, tmp_path: Path) -> None:
-    mem_id = devserver.create_library(USER, "OH-Memory")
-    devserver.put_file(mem_id, "/a.md", b"a\n")
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    _config(isolated_env, devserver.url, [{"library": "OH-Memory", "local": str(tmp_path / "m")},
-                                          {"library": "Nowhere", "local": str(tmp_path / "n")}])
-    d = DaemonProc(isolated_env)
-    try:
-        mirrors = _wait_states(d, **{"OH-Memory": "idle", "Nowhere": "stopped"})
-        assert "Nowhere" in mirrors["Nowhere"]["message"]
-        assert (tmp_path / "m" / "a.md").read_bytes() == b"a\n"
-        assert d.proc.poll() is None
-    finally:
-        d.stop()
+def test_a_missing_library_at_start_stops_only_its_mirror(seed_daemon, tmp_path: Path) -> None:
+    s = seed_daemon(put={"/a.md": b"a\n"}, config=False)
+    _config(s.env, s.srv.url, [{"library": "OH-Memory", "local": str(tmp_path / "m")},
+                               {"library": "Nowhere", "local": str(tmp_path / "n")}])
+    d = s.start()
+    mirrors = _wait_states(d, **{"OH-Memory": "idle", "Nowhere": "stopped"})
+    assert "Nowhere" in mirrors["Nowhere"]["message"]
+    assert (tmp_path / "m" / "a.md").read_bytes() == b"a\n"
+    assert d.proc.poll() is None
 
 
 def test_two_mirrors_on_one_folder_refuse_to_start(isolated_env, devserver, tmp_path: Path) -> None:
