@@ -146,7 +146,7 @@ class FakeMirror:
         self.local_root, self.remote_root = root, "/"
         root.mkdir(parents=True, exist_ok=True)
         self.remote: dict[str, bytes] = {}
-        self.folders: set[str] = set()
+        self.folders: set[str] = set()  # created by upload_new
         self.adopted: dict[str, str] = {}
         self.events: list[SyncEvent] = []
         self.free = free
@@ -171,9 +171,6 @@ class FakeMirror:
 
     def free_space(self):
         return self.free
-
-    def ensure_folder(self, rel):
-        self.folders.add(rel)
 
     def upload_new(self, rel, fh, size, *, resume, attempts, chunk_size, progress, before_chunk):
         self.calls.append(f"upload {rel}")
