@@ -108,6 +108,17 @@ def test_two_libraries_sync_side_by_side(two) -> None:
     # a folder names a mirror as well as its library does
     r = d.cli("status", "--json", "--mirror", str(two.docs))
     assert r.returncode == 0 and json.loads(r.stdout)["mirrors"][0]["name"] == "Docs"
+    # lists cover every mirror, each item naming its own
+    activity = d.client().call("activity", {"limit": 200})
+    assert {"OH-Memory", "Docs"} <= {a["mirror"] for a in activity}
+    assert any(a["mirror"] == "Docs" and a["path"] == "plans/q2.txt" for a in activity)
+    assert "[Docs] " in d.cli("activity", "--limit", "200").stdout
+    # the memory tools work on one library: named, or refused with the choices
+    r = d.cli("memory", "search", "哈希表")
+    assert r.returncode == 1 and "--mirror NAME" in r.stderr
+    r = d.cli("memory", "search", "哈希表", "--mirror", "OH-Memory", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["results"]
     # each mirror keeps its own state database
     dbs = sorted((two.env.root / "state" / "mirrors").glob("*/state.sqlite3"))
     assert len(dbs) == 2 and {p.parent.name.rsplit("-", 1)[0] for p in dbs} == {two.mem_id, two.docs_id}
