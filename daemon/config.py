@@ -315,8 +315,11 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
 
 
 def _overlap(a: Path, b: Path) -> bool:
-    """True when one folder is the other or lies inside it."""
-    return a == b or a in b.parents or b in a.parents
+    """True when one folder is the other or lies inside it (as written, or once symlinks are followed)."""
+    for x, y in ((a, b), (Path(os.path.realpath(a)), Path(os.path.realpath(b)))):
+        if x == y or x in y.parents or y in x.parents:
+            return True
+    return False
 
 
 def _check_mirrors(mirrors: list[MirrorConfig], path: Path) -> None:
@@ -329,7 +332,8 @@ def _check_mirrors(mirrors: list[MirrorConfig], path: Path) -> None:
         for j in range(i):
             b = mirrors[j]
             if _overlap(a.local, b.local):
-                how = "the same folder" if a.local == b.local else "folders inside each other"
+                same = os.path.realpath(a.local) == os.path.realpath(b.local)
+                how = "the same folder" if same else "folders inside each other"
                 raise ConfigError(
                     f"{path}: [[mirror]] tables {j + 1} ({b.label}) and {i + 1} ({a.label}) use {how} "
                     f"({b.local} and {a.local}); each mirror needs a folder of its own: change `local` "

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ohsync.daemon.config import Config, MirrorConfig
 from ohsync.engine.models import RepoInfo
+from ohsync.engine.state_schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from ohsync.daemon.doctor import Finding, Probes
@@ -270,10 +271,16 @@ def _state_check(db: Path | None) -> Finding:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
             rows = conn.execute("PRAGMA integrity_check").fetchall()
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         return _finding("state_db", "error", f"The state database {db} cannot be read: {exc}.", fix)
+    if version > SCHEMA_VERSION:
+        return _finding("state_db", "error", f"The state database {db} was written by a newer ohsync (state "
+                        f"version {version}; this ohsync knows up to {SCHEMA_VERSION}).",
+                        "Upgrade ohsync, or run `ohsync resync`: it sets that database aside and compares both "
+                        "sides afresh. Nothing is deleted.")
     if rows != [("ok",)]:
         detail = "; ".join(str(r[0]) for r in rows[:3])
         return _finding("state_db", "error", f"The state database {db} is damaged: {detail}.", fix)

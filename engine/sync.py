@@ -334,6 +334,7 @@ class SyncEngine(FolderSteps):
                 # nothing of this pass is in flight any more, so the next scan may remove it
                 self._started, self._temps_cleaned = time.time(), False
         finally:
+            # our own writes of this pass: their folders are marked for listing again (remote_written)
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.waiting_up, report.waiting_down = sorted(self._pending.up), sorted(self._pending.down)
             self._pending = PendingLedger(self.ctx.emit)

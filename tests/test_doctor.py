@@ -342,3 +342,18 @@ def test_state_database_integrity(setup_done, probes) -> None:
     db.write_bytes(b"this is not a database at all" * 200)
     found = _check(_run(setup_done, probes), "state_db")
     assert found.level == ERROR and "cannot be read" in found.message and "ohsync stop" in found.fix
+
+
+def test_state_database_of_a_newer_ohsync(setup_done, probes) -> None:
+    from ohsync.engine.state_schema import SCHEMA_VERSION
+
+    cfg = load_config(setup_done.config)
+    db = cfg.mirror_state_dir(_library_id(cfg)) / "state.sqlite3"
+    db.parent.mkdir(parents=True)
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    found = _check(_run(setup_done, probes), "state_db")
+    assert found.level == ERROR and "newer ohsync" in found.message
+    assert "Upgrade ohsync" in found.fix and "`ohsync resync`" in found.fix
