@@ -14,6 +14,7 @@ import argparse
 import getpass
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -271,6 +272,23 @@ def _simple(method: str, done: str) -> Callable[[argparse.Namespace], int]:
     return command
 
 
+def _pause_resume(method: str, done: str) -> Callable[[argparse.Namespace], int]:
+    """``pause`` / ``resume``: the answer names the mirror when ``--mirror`` picked one (the others
+    keep their state, so "Syncing paused." alone would say more than happened)."""
+    def command(args: argparse.Namespace) -> int:
+        _client(args).call(method)
+        mirror = getattr(args, "mirror", None)
+        if not mirror:
+            print(f"Syncing {done}.")
+        elif method == Method.PAUSE:
+            print(f"Syncing of {mirror} paused (the other mirrors go on); "
+                  f"`ohsync resume --mirror {shlex.quote(mirror)}` continues it.")
+        else:
+            print(f"Syncing of {mirror} resumed.")
+        return EXIT_OK
+    return command
+
+
 def cmd_wait(args: argparse.Namespace) -> int:
     result = _client(args, timeout=args.timeout + 30).call(Method.WAIT, {"timeout": args.timeout})
     if result.get("synced"):
@@ -412,8 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the status object")
     add("refresh", _simple(Method.REFRESH, "Checking the server and the local folder now."),
         "check the server and the local folder now")
-    add("pause", _simple(Method.PAUSE, "Syncing paused."), "pause syncing")
-    add("resume", _simple(Method.RESUME, "Syncing resumed."), "resume syncing")
+    add("pause", _pause_resume(Method.PAUSE, "paused"), "pause syncing")
+    add("resume", _pause_resume(Method.RESUME, "resumed"), "resume syncing")
     sp = add("wait", cmd_wait, "wait until everything on disk now is synced")
     sp.add_argument("--timeout", type=float, default=60.0, metavar="S")
     sp = add("conflicts", cmd_conflicts, "list conflicts and where the other versions are")
