@@ -26,8 +26,10 @@ venv: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/ohsync demo
 
+# Two workers (pytest-xdist): the suite mostly waits on daemons, polls and quiet periods, and
+# every test has its own ports, folders, socket and keyring; on 2 cores it takes about half the time.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # ruff over the tree, mypy (strict on engine/): .ci/lint.sh
 lint: $(VENV)/.installed-test
@@ -41,3 +43,8 @@ clean:
 bench: $(VENV)/.installed
 	bash .ci/rclone-deps.sh || echo "bench: no rclone; its columns stay empty"
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+# The 30,000-file scenario (about 6 minutes): its own section of bench/RESULTS.md.
+.PHONY: bench-scale
+bench-scale: $(VENV)/.installed
+	$(BIN)/python bench/run.py --only scale $(BENCH_ARGS)

@@ -335,6 +335,7 @@ class SyncEngine(FolderSteps):
                 # nothing of this pass is in flight any more, so the next scan may remove it
                 self._started, self._temps_cleaned = time.time(), False
         finally:
+            # our own writes of this pass: their folders are marked for listing again (remote_written)
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.waiting_up, report.waiting_down = sorted(self._pending.up), sorted(self._pending.down)
             self._pending = PendingLedger(self.ctx.emit)
@@ -343,7 +344,10 @@ class SyncEngine(FolderSteps):
             # a pass over some paths keeps what earlier passes skipped elsewhere
             kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]
             self._skipped_pass = sorted(set(kept) | set(report.skipped))
-        if idle_shaped and not candidates and self._nothing_waits(report, generation):
+        # settled: an idle-shaped pass, or a full scan with the server checked, that found nothing
+        # (else every periodic full scan would be followed by a pass that reads every base again)
+        quiet_full = local_paths is None and check_remote
+        if (idle_shaped and not candidates or quiet_full) and self._nothing_waits(report, generation):
             self._settled = (self.state.generation, bool(bases), self.state.get_meta("head") or "")
         return report
 
