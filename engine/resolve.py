@@ -14,6 +14,7 @@ situation          merge result                     outcome          live file  
 =================  ===============================  ===============  =============  =============
 EDIT               clean, bytes are theirs          THEIRS_WINS      theirs         none (ours is backed up locally)
 EDIT               clean, anything else             MERGED           merged bytes   none
+EDIT               not clean, FIGHT_LIMIT recent    PAUSED           untouched      none (the path is left alone)
 EDIT               parts conflict, ``partial``      BOTH_KEPT        partial merge  theirs, uploaded
 EDIT               does not merge                   OURS_WINS        ours           theirs, uploaded
 LARGE              (not merged: too large)          OURS_WINS        ours           theirs, moved on the server
@@ -36,12 +37,17 @@ import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .conflict_names import CONFLICT_DIR, conflict_copy_path, origin_of
 from .text_merge import MergeResult
 
-__all__ = ["Situation", "Outcome", "Facts", "Copy", "Decision", "decide", "REASONS"]
+__all__ = ["Situation", "Outcome", "Facts", "Copy", "Decision", "decide", "REASONS", "FIGHT_LIMIT", "FIGHT_WINDOW"]
+
+#: A path that conflicted this many times within FIGHT_WINDOW is left alone
+#: (two writers fighting): :attr:`Outcome.PAUSED`.
+FIGHT_LIMIT = 3
+FIGHT_WINDOW = timedelta(minutes=10)
 
 
 class Situation(enum.Enum):
@@ -66,6 +72,7 @@ class Outcome(enum.Enum):
     OURS_WINS = "ours_wins"      #: ours stays live, theirs is archived
     THEIRS_WINS = "theirs_wins"  #: theirs goes live, ours is backed up locally
     BOTH_KEPT = "both_kept"      #: every part that merged is live, theirs is archived whole
+    PAUSED = "paused"            #: nothing is written: the path keeps conflicting
 
 
 #: The conflict record's reason per situation (EDIT has its own sentences).
@@ -94,6 +101,8 @@ class Facts:
         or None when no merge was tried (too large, no local file, a rollback).
     :ivar source: where theirs lives on the server when it is moved (an
         SFConflict file's rel path); None means ``rel_path``.
+    :ivar recent_conflicts: conflicts recorded for the path within
+        :data:`FIGHT_WINDOW`, or None when not counted (no pause then).
     """
 
     situation: Situation
@@ -102,6 +111,7 @@ class Facts:
     theirs: bytes | None = None
     merge: MergeResult | None = None
     source: str | None = None
+    recent_conflicts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +203,8 @@ def decide(facts: Facts) -> Decision:
         if s is Situation.EDIT and merge.content == facts.theirs and merge.content != facts.ours:
             return Decision(Outcome.THEIRS_WINS, live=merge.content)
         return Decision(Outcome.MERGED, live=merge.content, drop_source=s is Situation.SEAFILE_COPY)
+    if facts.recent_conflicts is not None and facts.recent_conflicts >= FIGHT_LIMIT:
+        return Decision(Outcome.PAUSED)
     partial = merge.partial if merge is not None and s in (Situation.EDIT, Situation.SEAFILE_COPY) else None
     outcome = Outcome.BOTH_KEPT if partial is not None else Outcome.OURS_WINS
     live = partial if partial is not None else facts.ours

@@ -17,7 +17,7 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from .conflict_archive import archive
 from .crashpoints import reach
@@ -29,7 +29,7 @@ from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
 from .merge import is_text, merge_versions
 from .models import RemoteEntry
 from .paths import parent_rel
-from .resolve import Facts, Situation, decide
+from .resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .state import Base
 from .write_path import current_remote, read_back, send
 
@@ -37,9 +37,6 @@ __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "ad
            "remote_written", "head_for"]
 
 
-#: A path that conflicted this many times within FIGHT_WINDOW is paused.
-FIGHT_LIMIT = 3
-FIGHT_WINDOW = timedelta(minutes=10)
 
 
 class WritersFighting(LocalError):
@@ -331,7 +328,14 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             result = merge_versions(rel_path, base_content, ours, theirs)
             if result.damaged:
                 ctx.state.set_issue("damaged", rel_path, result.damaged)
-            decision = decide(Facts(Situation.EDIT, rel_path, ours=ours, theirs=theirs, merge=result))
+            since = (datetime.now(timezone.utc) - FIGHT_WINDOW).isoformat(timespec="seconds")
+            decision = decide(Facts(Situation.EDIT, rel_path, ours=ours, theirs=theirs, merge=result,
+                                    recent_conflicts=ctx.state.conflicts_since(rel_path, since)))
+            if decision.outcome is Outcome.PAUSED:
+                raise WritersFighting(
+                    f"{rel_path} conflicted {FIGHT_LIMIT} times within {FIGHT_WINDOW.seconds // 60} minutes "
+                    "(two writers keep changing it); it is left alone on both sides for now. Settle the "
+                    "file, then run `ohsync refresh`.", path=rel_path)
             if decision.copy is None:
                 assert decision.live is not None  # merged (or theirs won): the bytes to keep
                 content = decision.live
@@ -339,12 +343,6 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                 if content != ours:
                     fp = _replace_local(ctx, rel_path, content, fp)
             else:
-                since = (datetime.now(timezone.utc) - FIGHT_WINDOW).isoformat(timespec="seconds")
-                if ctx.state.conflicts_since(rel_path, since) >= FIGHT_LIMIT:
-                    raise WritersFighting(
-                        f"{rel_path} conflicted {FIGHT_LIMIT} times within {FIGHT_WINDOW.seconds // 60} minutes "
-                        "(two writers keep changing it); it is left alone on both sides for now. Settle the "
-                        "file, then run `ohsync refresh`.", path=rel_path)
                 if decision.live is not None:
                     # Every part that merged stays live; only the conflicting
                     # parts' other version is left to the conflict copy.

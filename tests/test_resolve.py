@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from ohsync.engine.merge import merge_versions
-from ohsync.engine.resolve import REASONS, Copy, Decision, Facts, Outcome, Situation, decide
+from ohsync.engine.resolve import FIGHT_LIMIT, REASONS, Copy, Decision, Facts, Outcome, Situation, decide
 from ohsync.engine.text_merge import MergeResult
 
 WHEN = datetime(2026, 12, 1, 8, 2, 24, tzinfo=timezone.utc)
@@ -130,3 +130,15 @@ def test_real_memory_merge_with_one_conflicting_field_keeps_both() -> None:
     assert decision.live is not None and b"- [fact] ours" in decision.live and b"- [fact] theirs" in decision.live
     assert decision.copy is not None and decision.copy.how == "upload"
     assert decision.copy.reason.startswith("everything else merged into the live file; not merged: ")
+
+
+def test_a_path_that_keeps_conflicting_is_paused_and_nothing_is_archived() -> None:
+    facts = Facts(Situation.EDIT, "notes/plan.md", OURS, THEIRS, NOT_AT_ALL, recent_conflicts=FIGHT_LIMIT)
+    assert decide(facts) == Decision(Outcome.PAUSED)
+
+
+def test_fewer_recent_conflicts_still_archive_and_a_clean_merge_is_never_paused() -> None:
+    below = Facts(Situation.EDIT, "notes/plan.md", OURS, THEIRS, NOT_AT_ALL, recent_conflicts=FIGHT_LIMIT - 1)
+    assert decide(below).outcome is Outcome.OURS_WINS
+    clean = Facts(Situation.EDIT, "notes/plan.md", OURS, THEIRS, CLEAN, recent_conflicts=FIGHT_LIMIT + 5)
+    assert decide(clean) == Decision(Outcome.MERGED, live=MERGED)
