@@ -23,6 +23,7 @@ from ohsync.daemon import cli_autostart, cli_log
 from ohsync.daemon.about import version
 from ohsync.daemon.attention import natural_key
 from ohsync.daemon.cli_resync import add_resync
+from ohsync.daemon.cli_status import cmd_status, shown as _shown
 from ohsync.daemon.protocol import MIRROR_PARAM, DaemonNotRunning, Method, RpcClient, RpcError
 from ohsync.engine.errors import OhsyncError, classify, local_error
 
@@ -258,81 +259,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- socket clients
 
 
-#: How ``ohsync status`` names each kind of attention item (daemon/attention.py).
-_ATTENTION_LABEL = {"held_delete": "deletion held", "damaged": "damaged", "skipped": "cannot sync"}
-
-
-def _shown(path: Any) -> str:
-    """A path in quotes as it is; only control characters are escaped (a newline shows as \\n)."""
-    text = str(path)
-    return "'" + "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text) + "'"
-
-
 #: Most reasons ``ohsync wait`` lists one per line (the summary line names them all by count).
 WAIT_LINES = 10
-
-
-def _print_status(st: dict[str, Any]) -> None:
-    mirrors = [m for m in st.get("mirrors") or [] if isinstance(m, dict)]
-    if len(mirrors) > 1:
-        _print_mirrors(st, mirrors)
-        return
-    print(f"{st['state']}: {st['message']}")
-    for m in mirrors:
-        print(f"  {m['library']} ↔ {m['local']}")
-    print(f"  last sync: {st.get('last_sync') or 'never'}")
-    if st.get("notifications"):
-        print(f"  notifications: {st['notifications']}")
-    counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
-              ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
-    if counts:
-        print("  " + ", ".join(counts))
-    items = st.get("attention") or []
-    for item in items:
-        print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {_shown(item.get('path'))} — {item.get('reason')}")
-    listed = sum(int(st.get(k) or 0) for k in ("held_deletes", "damaged", "skipped"))
-    if listed > len(items):
-        print(f"  … {listed - len(items)} more: see `ohsync confirm-deletes --list` and `ohsync damaged`")
-    for item in (st.get("filing") or {}).get("held", []):
-        print(f"  not filed: {item['message']}")
-    if st.get("transfer"):
-        t = st["transfer"]
-        print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
-
-
-def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
-    """``ohsync status`` of a daemon with several mirrors: one block per mirror."""
-    for i, m in enumerate(mirrors):
-        if i:
-            print()
-        name = m.get("name") or m.get("library")
-        library = f" ({m['library']})" if m.get("library") and m.get("library") != name else ""
-        print(f"{name}{library} ↔ {m.get('local')}")
-        print(f"  {m.get('state')}: {m.get('message')}")
-        print(f"  last sync: {m.get('last_sync') or 'never'}")
-        counts = [f"{k.replace('_', ' ')} {m[k]}" for k in
-                  ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if m.get(k)]
-        if counts:
-            print("  " + ", ".join(counts))
-        for item in m.get("attention") or []:
-            print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {_shown(item.get('path'))} — "
-                  f"{item.get('reason')}")
-        if m.get("transfer"):
-            t = m["transfer"]
-            print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
-    if st.get("notifications"):
-        print(f"notifications: {st['notifications']}")
-    for item in (st.get("filing") or {}).get("held", []):
-        print(f"not filed: {item['message']}")
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    st = _client(args).call(Method.STATUS)
-    if args.json:
-        print(json.dumps(st, ensure_ascii=False))
-    else:
-        _print_status(st)
-    return EXIT_OK
 
 
 def _simple(method: str, done: str) -> Callable[[argparse.Namespace], int]:

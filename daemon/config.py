@@ -24,7 +24,8 @@ from typing import Any
 import platformdirs
 
 from ohsync.engine.ignore import pattern_problem
-import tomli_w
+import tomlkit
+import tomlkit.items
 
 from ohsync.daemon.protocol import default_socket_path
 from ohsync.engine.errors import OhsyncError
@@ -314,8 +315,11 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
 
 
 def _overlap(a: Path, b: Path) -> bool:
-    """True when one folder is the other or lies inside it."""
-    return a == b or a in b.parents or b in a.parents
+    """True when one folder is the other or lies inside it (as written, or once symlinks are followed)."""
+    for x, y in ((a, b), (Path(os.path.realpath(a)), Path(os.path.realpath(b)))):
+        if x == y or x in y.parents or y in x.parents:
+            return True
+    return False
 
 
 def _check_mirrors(mirrors: list[MirrorConfig], path: Path) -> None:
@@ -328,7 +332,8 @@ def _check_mirrors(mirrors: list[MirrorConfig], path: Path) -> None:
         for j in range(i):
             b = mirrors[j]
             if _overlap(a.local, b.local):
-                how = "the same folder" if a.local == b.local else "folders inside each other"
+                same = os.path.realpath(a.local) == os.path.realpath(b.local)
+                how = "the same folder" if same else "folders inside each other"
                 raise ConfigError(
                     f"{path}: [[mirror]] tables {j + 1} ({b.label}) and {i + 1} ({a.label}) use {how} "
                     f"({b.local} and {a.local}); each mirror needs a folder of its own: change `local` "
@@ -445,19 +450,52 @@ def _memory(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
     )
 
 
-def update_config(path: Path, values: Mapping[str, Any]) -> None:
-    """Set top-level keys in the config file, keeping every other key.
+def _set_key(doc: Any, key: str, value: Any) -> None:
+    """``doc[key] = value``, updating existing tables in place (their comments stay)."""
+    current = doc.get(key)
+    if isinstance(value, Mapping) and isinstance(current, (tomlkit.items.Table, tomlkit.items.InlineTable)):
+        _update_table(current, value)
+    elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        if isinstance(current, tomlkit.items.AoT) and len(current) == len(value):
+            for table, new in zip(current, value):
+                _update_table(table, new)
+            return
+        tables = tomlkit.aot()
+        for v in value:
+            tables.append(tomlkit.item(dict(v)))
+        doc[key] = tables
+    else:
+        doc[key] = value
 
-    Comments are not preserved (TOML writers do not keep them); keys and
-    values are.  The file is replaced atomically and created ``0600`` with
-    its folder when missing.
+
+def _update_table(table: Any, value: Mapping[str, Any]) -> None:
+    for old in [k for k in table if k not in value]:
+        del table[old]
+    for k, v in value.items():
+        if table.get(k) != v:
+            table[k] = v
+
+
+def update_config(path: Path, values: Mapping[str, Any]) -> None:
+    """Set top-level keys in the config file, keeping every other key and the comments.
+
+    The file is edited with tomlkit, so what the person wrote stays as it
+    was; a table value (``filing``) updates that table in place; a list of
+    tables (``mirror``) is written as ``[[mirror]]`` tables, so another one
+    can be appended by hand as the README shows.  The file is replaced
+    atomically and created ``0600`` with its folder when missing.
 
     :raises ConfigError: the existing file is invalid or cannot be written.
     """
-    doc = read_document(path)
-    doc.update(values)
+    read_document(path)  # the same sentence as loading for an unreadable or invalid file
+    try:
+        doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        doc = tomlkit.document()
+    for key, value in values.items():
+        _set_key(doc, key, value)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = tomli_w.dumps(doc).encode("utf-8")
+    data = tomlkit.dumps(doc).encode("utf-8")
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:

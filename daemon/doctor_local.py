@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ohsync.daemon.config import Config
+from ohsync.daemon.config import Config, MirrorConfig
 from ohsync.engine.models import RepoInfo
+from ohsync.engine.state_schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from ohsync.daemon.doctor import Finding, Probes
@@ -38,11 +39,12 @@ def _finding(check: str, level: str, message: str, fix: str = "") -> Finding:
     return Finding(check, level, message, fix)
 
 
-def state_db_path(cfg: Config, repo: RepoInfo | None) -> Path | None:
-    """The state database of the first mirror: exact when the library is known, else found by folder."""
+def state_db_path(cfg: Config, repo: RepoInfo | None, mirror: MirrorConfig | None = None) -> Path | None:
+    """The state database of ``mirror`` (default: the first): exact when the library is known, else
+    found by folder."""
     if repo is not None:
-        return cfg.mirror_state_dir(repo.id) / "state.sqlite3"
-    local_key = cfg.mirror_state_dir("x").name.rsplit("-", 1)[1]
+        return cfg.mirror_state_dir(repo.id, mirror) / "state.sqlite3"
+    local_key = cfg.mirror_state_dir("x", mirror).name.rsplit("-", 1)[1]
     found = sorted((cfg.state_dir / "mirrors").glob(f"*-{local_key}/state.sqlite3"))
     return found[0] if found else None
 
@@ -269,10 +271,16 @@ def _state_check(db: Path | None) -> Finding:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
             rows = conn.execute("PRAGMA integrity_check").fetchall()
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         return _finding("state_db", "error", f"The state database {db} cannot be read: {exc}.", fix)
+    if version > SCHEMA_VERSION:
+        return _finding("state_db", "error", f"The state database {db} was written by a newer ohsync (state "
+                        f"version {version}; this ohsync knows up to {SCHEMA_VERSION}).",
+                        "Upgrade ohsync, or run `ohsync resync`: it sets that database aside and compares both "
+                        "sides afresh. Nothing is deleted.")
     if rows != [("ok",)]:
         detail = "; ".join(str(r[0]) for r in rows[:3])
         return _finding("state_db", "error", f"The state database {db} is damaged: {detail}.", fix)
@@ -290,6 +298,10 @@ def local_checks(cfg: Config, probes: Probes, repo: RepoInfo | None) -> list[Fin
                             "`ohsync setup`."))
     else:
         out.append(_folder_check("drop_folder", "drop folder", drop, False))
+    for mirror in cfg.mirrors[1:]:
+        other_db = state_db_path(cfg, None, mirror)
+        out.append(_folder_check(f"mirror_folder:{mirror.label}", f"mirror folder of {mirror.label}",
+                                 mirror.local, other_db is not None and other_db.exists()))
     out.append(_inotify_check(cfg, probes.inotify_limit_file))
     out.extend(_desktop_checks(probes))
     out.append(_instance_check(probes.socket or cfg.socket, cfg.path))

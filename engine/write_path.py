@@ -47,7 +47,7 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
 
     :param content: bytes (one request: ``POST`` to the upload or update
         link, API §4.5/§4.6), or a seekable binary file read from offset 0
-        (chunked, API §4.7; a file of at most ``chunk_size`` bytes still
+        (chunked, API §5.5; a file of at most ``chunk_size`` bytes still
         goes in one request).
     :param size: bytes in ``content``.
     :param exists: update the existing file in place (``update-link``,

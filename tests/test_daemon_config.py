@@ -139,6 +139,16 @@ def test_two_mirrors_on_one_folder_are_a_config_error(isolated_env, tmp_path: Pa
     assert "tables 1 (A) and 2 (B)" in e.value.message and "change `local`" in e.value.message
 
 
+def test_a_symlink_to_another_mirrors_folder_is_the_same_folder(isolated_env, tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    path = tmp_path / "c.toml"
+    path.write_text(f'[[mirror]]\nlibrary = "A"\nlocal = "{tmp_path}/a"\n'
+                    f'[[mirror]]\nlibrary = "B"\nlocal = "{tmp_path}/link"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="the same folder"):
+        load_config(path)
+
+
 def test_default_folders_of_two_mirrors_collide(isolated_env, tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text('[[mirror]]\nlibrary = "A"\n[[mirror]]\nlibrary = "B"\n', encoding="utf-8")
