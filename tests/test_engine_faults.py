@@ -136,10 +136,9 @@ def test_a_server_failing_every_request_ends_the_pass(devserver, synced):
     failure = classify(info.value)
     assert failure.scope == "mirror" and not failure.permanent
     assert f"{SERVER_STRIKES} requests in a row" in info.value.message
-    assert len(synced.engine.failures()) == SERVER_STRIKES - 1  # the pass stopped at the third
+    assert synced.engine.failures() == []  # the server's outage, not charged to the files it hit first
     devserver.clear_faults()
-    synced.engine.release_failures()
-    assert synced.sync().errors == []
+    assert synced.sync().errors == []  # the next pass, with no wait per file
     assert all(devserver.read_file(synced.repo_id, f"/knowledge/edit-{i}.md") == f"edit {i}, again\n".encode()
                for i in range(6))
 
