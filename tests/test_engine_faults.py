@@ -143,6 +143,21 @@ def test_a_server_failing_every_request_ends_the_pass(devserver, synced):
                for i in range(6))
 
 
+def test_failures_between_successes_never_add_up_to_an_outage(devserver, synced):
+    names = [f"knowledge/{i}-{'bad' if i % 2 == 0 else 'good'}.md" for i in range(2 * SERVER_STRIKES)]
+    for rel in names:
+        synced.write(rel, f"{rel} v1\n".encode())
+    synced.sync()
+    for rel in names:
+        synced.write(rel, f"{rel} v2\n".encode())
+    devserver.inject_fault(None, r"/file/detail/.*-bad", status=503, count=10_000)
+
+    report = synced.sync(names)  # bad, good, bad, good…: each success resets the count
+
+    assert sorted(p for p, _ in report.errors) == [n for n in names if "-bad" in n]
+    assert sorted(report.uploaded) == [n for n in names if "-good" in n]
+
+
 def test_a_refused_connection_ends_the_pass_with_a_mirror_wide_error(devserver, synced, monkeypatch):
     repo = synced.repo_id
     devserver.put_file(repo, "/knowledge/from-phone.md", b"written on the phone\n")
