@@ -89,6 +89,7 @@ class SyncEngine(FolderSteps):
         # and left nothing waiting: while both hold, an idle poll is one request
         self._settled: tuple[int, bool, str] | None = None
         self._pending = PendingLedger(self.ctx.emit)  # the running pass's changes not carried yet
+        self._strikes, self._struck = 0, []  # failed requests in a row (see RunSteps._per_path)
 
     # -- queries for the daemon ----------------------------------------
     def failures(self) -> list[dict[str, Any]]:
@@ -252,7 +253,7 @@ class SyncEngine(FolderSteps):
                 report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
                 return report
         self._settled = None
-        self._strikes = 0
+        self._strikes, self._struck = 0, []
         generation = self.state.generation
         bases = self.state.all_bases()
         check_root(self.local_root, marker_expected=bool(bases))

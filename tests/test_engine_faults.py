@@ -136,12 +136,26 @@ def test_a_server_failing_every_request_ends_the_pass(devserver, synced):
     failure = classify(info.value)
     assert failure.scope == "mirror" and not failure.permanent
     assert f"{SERVER_STRIKES} requests in a row" in info.value.message
-    assert len(synced.engine.failures()) == SERVER_STRIKES - 1  # the pass stopped at the third
+    assert synced.engine.failures() == []  # the server's outage, not charged to the files it hit first
     devserver.clear_faults()
-    synced.engine.release_failures()
-    assert synced.sync().errors == []
+    assert synced.sync().errors == []  # the next pass, with no wait per file
     assert all(devserver.read_file(synced.repo_id, f"/knowledge/edit-{i}.md") == f"edit {i}, again\n".encode()
                for i in range(6))
+
+
+def test_failures_between_successes_never_add_up_to_an_outage(devserver, synced):
+    names = [f"knowledge/{i}-{'bad' if i % 2 == 0 else 'good'}.md" for i in range(2 * SERVER_STRIKES)]
+    for rel in names:
+        synced.write(rel, f"{rel} v1\n".encode())
+    synced.sync()
+    for rel in names:
+        synced.write(rel, f"{rel} v2\n".encode())
+    devserver.inject_fault(None, r"/file/detail/.*-bad", status=503, count=10_000)
+
+    report = synced.sync(names)  # bad, good, bad, good…: each success resets the count
+
+    assert sorted(p for p, _ in report.errors) == [n for n in names if "-bad" in n]
+    assert sorted(report.uploaded) == [n for n in names if "-good" in n]
 
 
 def test_a_refused_connection_ends_the_pass_with_a_mirror_wide_error(devserver, synced, monkeypatch):
