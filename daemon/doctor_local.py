@@ -291,8 +291,11 @@ def local_checks(cfg: Config, probes: Probes, repo: RepoInfo | None) -> list[Fin
     """Mirror folder, drop folder, inotify, display and tray, running instance, state database."""
     db = state_db_path(cfg, repo)
     out = [_folder_check("mirror_folder", "mirror folder", cfg.mirror.local, db is not None and db.exists())]
-    drop, local = cfg.filing.drop_dir, cfg.mirror.local
-    if drop == local or local in drop.parents or drop in local.parents:
+    drop = cfg.filing.drop_dir
+    # the daemon turns filing off when the drop folder overlaps any mirror, so check them all
+    local = next((m.local for m in cfg.mirrors
+                  if drop == m.local or m.local in drop.parents or drop in m.local.parents), None)
+    if local is not None:
         out.append(_finding("drop_folder", "error", f"The drop folder {drop} overlaps the mirror {local}: "
                             "filing is off.", f"Set another `drop_dir` under [filing] in {cfg.path}, or run "
                             "`ohsync setup`."))

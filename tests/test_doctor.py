@@ -249,6 +249,11 @@ def test_drop_folder_overlapping_the_mirror(setup_done, probes) -> None:
     found = _check(_run(setup_done, probes, filing=replace(cfg.filing, drop_dir=cfg.mirror.local / "drop")),
                    "drop_folder")
     assert found.level == ERROR and "drop_dir" in found.fix
+    # inside a second mirror: the daemon turns filing off just the same
+    notes = replace(cfg.mirror, library="Notes", local=setup_done.root / "home" / "Notes")
+    found = _check(_run(setup_done, probes, mirrors=(cfg.mirror, notes),
+                        filing=replace(cfg.filing, drop_dir=notes.local / "drop")), "drop_folder")
+    assert found.level == ERROR and str(notes.local) in found.message and "filing is off" in found.message
 
 
 def test_inotify_limit(setup_done, probes) -> None:
