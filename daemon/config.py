@@ -23,6 +23,7 @@ from typing import Any
 
 import platformdirs
 
+from ohsync.engine.client_paths import normalize_remote_path
 from ohsync.engine.ignore import pattern_problem
 import tomlkit
 import tomlkit.items
@@ -301,10 +302,17 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
         if problem is not None:
             raise ConfigError(f"{path}: `mirror.ignore` pattern {pattern!r} is not valid gitignore syntax "
                               f"({problem}).")
+    remote = _typed(raw.get("remote", "/"), str, "mirror.remote", path) or "/"
+    try:
+        normalize_remote_path(remote)
+    except ValueError as exc:  # else every sync pass fails with an internal error
+        raise ConfigError(f"{path}: `mirror.remote` {remote!r} is not a folder of the library "
+                          f"({str(exc).rsplit(': ', 1)[-1]}); write it from the library's top, "
+                          "such as \"/Files\".") from None
     return MirrorConfig(
         library=library,
         library_id=library_id.lower() if library_id else None,
-        remote=_typed(raw.get("remote", "/"), str, "mirror.remote", path) or "/",
+        remote=remote,
         local=_folder(_typed(raw.get("local", f"~/{DEFAULT_LIBRARY}"), str, "mirror.local", path),
                       "mirror.local", path),
         ignore=tuple(str(p) for p in ignore),

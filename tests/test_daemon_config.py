@@ -176,3 +176,15 @@ def test_env_overrides(isolated_env, tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_normalize_server_url() -> None:
     assert normalize_server_url("cloud.tsinghua.edu.cn/") == "https://cloud.tsinghua.edu.cn"
     assert normalize_server_url("http://127.0.0.1:8000") == "http://127.0.0.1:8000"
+
+
+def test_a_remote_outside_the_library_is_a_config_error(isolated_env, tmp_path: Path) -> None:
+    """`remote = "../x"` used to load, then fail every sync pass as an internal error."""
+    path = tmp_path / "c.toml"
+    for remote in ("../knowledge", "/Files/./x"):
+        path.write_text(f'[[mirror]]\nlibrary = "OH-Memory"\nremote = "{remote}"\n', encoding="utf-8")
+        with pytest.raises(ConfigError, match=r"`mirror.remote` .* is not a folder of the library") as info:
+            load_config(path)
+        assert "Internal" not in str(info.value)
+    path.write_text('[[mirror]]\nlibrary = "OH-Memory"\nremote = "Files/"\n', encoding="utf-8")
+    assert load_config(path).mirror.remote == "Files/"
