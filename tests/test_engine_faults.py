@@ -335,3 +335,25 @@ def test_large_download_survives_a_dropped_connection(devserver, synced):
     devserver.inject_fault("GET", r"/files/", drop=True, count=1)
     synced.sync()
     assert synced.read("Files/remote-big.bin") == big
+
+
+def test_a_remote_folder_that_does_not_exist_stops_the_mirror_with_a_sentence(devserver, tmp_path):
+    """`remote = "/Nope"`: the mirror stops for the person (not retried for ever as "Not found")."""
+    from ohsync.engine.client import SeafileClient
+    from ohsync.engine.errors import NotFoundError
+    from ohsync.engine.state import StateStore
+    from ohsync.engine.sync import SyncEngine
+
+    repo = devserver.create_library(USER, "Sub")
+    devserver.put_file(repo, "/Files/a.md", b"a\n")
+    root = tmp_path / "m"
+    state = StateStore(tmp_path / "st" / "state.db", tmp_path / "st" / "blobs")
+    with SeafileClient(devserver.url, devserver.token_for(USER), retries=0) as client:
+        engine = SyncEngine(client, repo, root, state, remote_root="/Nope")
+        with pytest.raises(NotFoundError) as info:
+            engine.sync()
+        failure = classify(info.value)
+        assert failure.scope == "mirror" and failure.permanent
+        assert "/Nope" in failure.message and "`remote`" in failure.message
+        assert not root.exists() or not any(root.iterdir())
+    state.close()
