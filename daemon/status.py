@@ -164,6 +164,10 @@ def _state(s: Snapshot) -> tuple[str, str]:
     needs = summary(held=s.held_deletes, damaged=s.damaged, skipped=s.skipped)
     if needs:
         return "attention", needs + note
+    if s.conflicts:
+        # the live files are synced, but an archived version waits to be looked at and settled
+        note = (f"; {s.conflicts} conflict cop{'y' if s.conflicts == 1 else 'ies'} in /.conflict/ to look at "
+                "(`ohsync conflicts`)") + note
     return "idle", "Up to date" + note
 
 
