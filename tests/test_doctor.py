@@ -101,6 +101,7 @@ def test_broken_config_file_is_the_finding(isolated_env, capsys) -> None:
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "not valid TOML" in out and "ohsync setup" in out
+    assert out.count("move it away") == 1  # said once, on the fix line
 
 
 def test_keyring_missing_or_without_login(setup_done, probes, monkeypatch) -> None:
