@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,13 @@ def _header(bench: Any, seconds: float, what: str) -> str:
     else:
         opts = (f"--files {args.files} --seed {args.seed} --big-mb {args.big_mb} --latency {args.latency:g} "
                 f"--runs {args.runs} --saves {args.saves} --burst {args.burst}")
-    return (f"Written by `{what}` (`bench/run.py`) on {time.strftime('%Y-%m-%d %H:%M %Z')}: "
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+                                cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    at = f" at commit {commit}" if commit else ""
+    return (f"Written by `{what}` (`bench/run.py`{at}) on {time.strftime('%Y-%m-%d %H:%M %Z')}: "
             f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}, "
             f"{bench.rc.version or 'rclone not installed'}; `{opts}`{only}; {seconds:.0f} s in all "
             f"({per}){shared}.")
