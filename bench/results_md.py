@@ -2,9 +2,9 @@
 
 The file has two parts, each rewritten only by a run that produced rows for
 it, so one file holds every scenario although they come from two commands:
-``make bench`` (every scenario but ``scale``, 3,000 files) writes the main
-table, ``make bench-scale`` (``--only scale``, 30,000 files) the section
-between the ``<!-- scale -->`` markers.  Each part's header line says how it
+``--only`` runs without ``scale`` write the main table, ``make bench-scale``
+(``--only scale``, 30,000 files) the section between the ``<!-- scale -->``
+markers.  Each part's header line says how it
 was made: options, the wall time of each scenario, and whether the run
 shared the machine (load average before it 0.5 or more).
 """
@@ -35,7 +35,7 @@ def _header(bench: Any, seconds: float, what: str) -> str:
                   f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end)")
     if args.note:
         shared += f"; {args.note}"
-    if what == "make bench-scale":
+    if bench.args.only == "scale":
         opts = (f"--scale-files {args.scale_files} --seed {args.seed} --scale-idle-seconds "
                 f"{args.scale_idle_seconds:g} --scale-poll {args.scale_poll:g}")
     else:
@@ -80,7 +80,7 @@ def write_results_md(bench: Any, path: Path, seconds: float) -> None:
             _BEGIN,
             f"## Scale: {bench.args.scale_files:,} files",
             "",
-            _header(bench, seconds, "make bench-scale"),
+            _header(bench, seconds, "make bench-scale" if bench.args.only == "scale" else "make bench"),
             "",
             bench.table(scale_rows),
             _END,
