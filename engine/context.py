@@ -6,6 +6,7 @@ argument instead of eight.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,8 @@ class EngineOptions:
     :ivar library_name: the library's name, used in backup paths.
     :ivar ignore: extra gitignore-style patterns (config ``ignore``).
     :ivar readback_full_limit: files up to this many bytes are downloaded
-        again after an upload and compared by sha1 (docs/architecture.md §5, step 3).
+        again after an upload and compared by sha1 when the id the server
+        reports is not the content hash computed locally (docs/architecture.md §5, step 3).
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
     :ivar backup_days: backups older than this many days are pruned.
@@ -76,6 +78,7 @@ class MirrorContext:
         read since (the ``head`` an update is based on), None when unknown.
     :ivar head_stale: rel paths we wrote after ``head`` was read: an update
         of one of them needs a fresh head.
+    :ivar head_read_at: ``time.monotonic()`` when ``head`` was last set.
     """
 
     client: Any
@@ -94,6 +97,19 @@ class MirrorContext:
     #: the running pass's ``should_stop`` (True once the daemon saw a local
     #: folder moved or deleted, or is shutting down); None between passes
     should_stop: Callable[[], bool] | None = None
+    #: ``time.monotonic()`` when ``head`` was last set (kept by ``__setattr__``)
+    head_read_at: float = 0.0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Every writer of ``head`` (the pass's scan, ``transfer.head_for``)
+        # stamps the time, so a push can tell how fresh the head is.
+        if name == "head":
+            object.__setattr__(self, "head_read_at", time.monotonic())
+        object.__setattr__(self, name, value)
+
+    def head_age(self) -> float:
+        """Seconds since ``head`` was read (infinite when it is unknown)."""
+        return time.monotonic() - self.head_read_at if self.head else float("inf")
 
     def stopping(self) -> bool:
         """True when the running pass was asked to stop between two files."""

@@ -5,8 +5,9 @@ local file did not change since the plan was made, backs the old version
 up and renames.  ``push`` follows docs/architecture.md §5: read the current remote entry;
 unchanged since base ⇒ upload; else fetch theirs, merge base/ours/theirs,
 write the merge locally first, upload; then read back (the id must be the
-one the upload returned, and small files are downloaded again and compared
-by sha1).  A mismatch means another writer slipped in: go round again.
+one the upload returned and the content hash of the bytes sent; only when
+the server's id is not that hash is a small file downloaded again and
+compared by sha1).  A mismatch means another writer slipped in: go round again.
 Whatever does not merge is archived as a conflict copy on both sides.
 """
 
@@ -24,7 +25,7 @@ from .crashpoints import reach
 from .context import MirrorContext
 from .errors import RemoteOperationError, LocalError, NotFoundError
 from .events import ConflictRecord, SyncEvent
-from .ids import file_hashes, seafile_file_id, sha1_bytes
+from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
 from .merge import is_text, merge_versions
 from .models import RemoteEntry
@@ -141,14 +142,13 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     with temp_beside(target) as (fh, tmp):
         def progress(done: int, total: int) -> None:
             ctx.emit(SyncEvent("transfer", rel_path, "down", done=done, total=total))
+        # hashed while it streams in: no second read of the file
+        hasher = ContentHasher(keep=ctx.options.readback_full_limit * 4)
         file_id = ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(rel_path), fh,
-                                                progress=progress)
+                                                progress=progress, hasher=hasher)
         fh.flush()
         os.fsync(fh.fileno())
-        fh.seek(0)
-        sha1, _, size = file_hashes(fh)
-        fh.seek(0)
-        text = fh.read() if size <= ctx.options.readback_full_limit * 4 else None
+        sha1, size, text = hasher.sha1(), hasher.size, hasher.kept()
         fh.close()
         if remote.mtime > 0:
             os.utime(tmp, (remote.mtime, remote.mtime))
@@ -273,11 +273,19 @@ class _Raced(Exception):
 
 
 def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str) -> bool:
-    """docs/architecture.md §5, step 3: is what the server holds now exactly what we wrote?"""
+    """docs/architecture.md §5, step 3: is what the server holds now exactly what we wrote?
+
+    The live file at ``rel_path`` must have the id the upload answered
+    (``file/detail``: one request).  That id is a content hash (sha1 of the
+    8 MiB blocks' sha1s): when it equals the id computed here from the bytes
+    sent, the server provably stored those bytes and nothing is downloaded.
+    Only a server that cut the blocks otherwise (another block size) gets
+    the small file downloaded again and compared by sha1.
+    """
     current = current_remote(ctx, rel_path)
     if current is None or current.id != uploaded_id:
         return False
-    if len(data) <= ctx.options.readback_full_limit:
+    if uploaded_id != seafile_file_id(data) and len(data) <= ctx.options.readback_full_limit:
         content, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
         if sha1_bytes(content) != sha1_bytes(data):
             return False
@@ -353,6 +361,17 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
     return record
 
 
+#: Seconds a head read by the pass vouches for the remote snapshot: a push
+#: started within them takes the path's remote entry from the snapshot
+#: instead of reading ``file/detail`` again.  Safe because the update carries
+#: that head: an edit that landed after it stays live on the server and ours
+#: becomes an SFConflict file, which the read-back finds (a new file is
+#: uploaded without replace, so a name taken meanwhile is auto-renamed and
+#: caught the same way).  On a server that ignored ``head`` the window in
+#: which another writer's edit could be replaced unseen is this long instead
+#: of one round trip.
+FRESH_HEAD = 2.0
+
 #: State meta key: the server was seen keeping a concurrent edit for an update with ``head``.
 HEAD_HONOURED = "head_honoured"
 
@@ -395,8 +414,11 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             time.sleep(random.uniform(0.05, 0.3) * attempt)  # jitter against a racing writer
         ours, fp = _read_local(ctx, rel_path)
         head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
-        remote = current_remote(ctx, rel_path)
         known = ctx.snapshot.get(rel_path)
+        if attempt == 0 and not fetched and ctx.head_age() < FRESH_HEAD and (known is None or not known.is_dir):
+            remote = known  # the pass listed it just now, at ``head``: see FRESH_HEAD
+        else:
+            remote = current_remote(ctx, rel_path)
         if not fetched and remote is not None and (known is None or known.id != remote.id):
             # Changed since the listing: the head we hold may be older than
             # the version we are about to merge with.

@@ -34,13 +34,18 @@ def everything_in(text: bytes, *lines: bytes) -> bool:
     return all(text.count(line) == 1 for line in lines)
 
 
-def test_server_errors_abort_the_pass_and_the_next_pass_finishes(devserver, synced):
+@pytest.mark.parametrize("method, path", [("POST", r"/update-api/"), ("GET", r"/file/detail/")],
+                         ids=["update-refused", "read-back-fails"])
+def test_server_errors_abort_the_pass_and_the_next_pass_finishes(devserver, synced, method, path):
     line = b"- [x] 2026-11-30 10:00 written while the server failed\n"
+    base = synced.state.get_base(JOURNAL)
     synced.write(JOURNAL, synced.read(JOURNAL) + line)
-    devserver.inject_fault("GET", r"/file/detail/", status=503, count=10)
+    devserver.inject_fault(method, path, status=503, count=10)
     with pytest.raises(ServerError):
         synced.sync([JOURNAL])
-    assert line not in devserver.read_file(synced.repo_id, "/" + JOURNAL)
+    if method == "POST":
+        assert line not in devserver.read_file(synced.repo_id, "/" + JOURNAL)
+    assert synced.state.get_base(JOURNAL).remote_id == base.remote_id  # nothing counts as synced unverified
     devserver.clear_faults()
     synced.sync([JOURNAL])
     assert everything_in(devserver.read_file(synced.repo_id, "/" + JOURNAL), line)
