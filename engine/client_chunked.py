@@ -64,7 +64,7 @@ class ChunkedUploads(LinkCache):
         hasher: ContentHasher | None = None,
         executor: Any = None,
         in_flight: int = IN_FLIGHT,
-        resume_rewind: int = 0,
+        resume_cap: int | None = None,
     ) -> UploadResult:
         """Upload bytes ``[0, size)`` of ``fh`` to ``remote_path`` in chunks.
 
@@ -101,10 +101,10 @@ class ChunkedUploads(LinkCache):
 
         Resuming: with ``resume`` the server is first asked
         ``GET /api/v2.1/repos/{id}/file-uploaded-bytes/?parent_dir=&file_name=``
-        → ``{"uploadedBytes": N}`` and the upload continues at
-        ``N - resume_rewind`` (the server reports the end of its temp file,
-        which may lie past a gap left by chunks in flight when the program
-        stopped: pass the ``in_flight * chunk_size`` of that run).  Only pass
+        → ``{"uploadedBytes": N}`` and the upload continues at ``N``, or at
+        ``resume_cap`` when that is lower (the server reports the end of its
+        temp file, which may lie past a gap left by chunks in flight when the
+        program stopped: pass the prefix ``progress`` last reported).  Only pass
         ``resume=True`` when an interrupted upload to this path can only
         have been of this same content: the server keeps one partial file
         per path.  A chunk that fails with a dropped connection, a 5xx or an
@@ -138,7 +138,7 @@ class ChunkedUploads(LinkCache):
         :param hasher: receives the content as it is sent (see above).
         :param executor: runs chunk requests; None sends them one by one.
         :param in_flight: chunk requests at most at once (with an executor).
-        :param resume_rewind: bytes to step back from the server's count.
+        :param resume_cap: resume at most from this offset (see above).
         :returns: :class:`UploadResult` (``path`` as stored: a new file may
             be auto-renamed ``name (1).ext``; ``id``; ``size`` in bytes).
         :raises RemoteOperationError: a name the form cannot carry (refused
@@ -164,7 +164,8 @@ class ChunkedUploads(LinkCache):
         offset = 0
         if resume and not single:
             held = self._uploaded_bytes(repo, parent, name, target)
-            offset = max(0, held - max(0, resume_rewind)) if 0 <= held < size else 0
+            offset = min(held, max(0, resume_cap)) if resume_cap is not None else held
+            offset = offset if 0 <= held < size else 0
         window = max(1, in_flight) if executor is not None and not single else 1
         return run.go(offset, executor if window > 1 else _Inline(), window)
 

@@ -33,6 +33,8 @@ class EngineOptions:
         reports is not the content hash computed locally (docs/architecture.md §5, step 3).
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
+    :ivar upload_in_flight: chunk requests of one chunked upload sent at once
+        when the engine has a transfer pool (1: strictly one after another).
     :ivar backup_days: backups older than this many days are pruned.
     :ivar history_check: after a verified update, read the file's history to
         make sure the revision ours replaced is the one we merged with (for
@@ -58,6 +60,7 @@ class EngineOptions:
     max_attempts: int = 4
     max_delete_files: int = 50
     upload_chunk: int = 8 * 1024 * 1024
+    upload_in_flight: int = 4
     backup_days: int = 30
     max_delete_percent: float = 25.0
     percent_floor: int = 10
@@ -97,6 +100,9 @@ class MirrorContext:
     #: the running pass's ``should_stop`` (True once the daemon saw a local
     #: folder moved or deleted, or is shutting down); None between passes
     should_stop: Callable[[], bool] | None = None
+    #: runs transfer requests in parallel (``submit(fn, *args)`` → future;
+    #: the daemon's transfer pool); None: one after the other
+    executor: Any = None
     #: ``time.monotonic()`` when ``head`` was last set (kept by ``__setattr__``)
     head_read_at: float = 0.0
 

@@ -150,3 +150,58 @@ def test_a_new_file_raced_by_another_writer_is_merged_not_doubled(devserver, mir
     live = tree["/journal/new.md"].decode()
     kept = live + "".join(v.decode() for p, v in tree.items() if p.startswith("/.conflict/"))
     assert "from the phone" in kept and "from the desk" in kept
+
+
+# ---------------------------------------------------------------- cold mirror
+
+def test_the_cheaper_cold_path_by_the_documented_rule():
+    from ohsync.engine.bulk import choose_path
+    assert choose_path(1, 100, 100, 4) == "files"
+    assert choose_path(2, 200, 200, 1) == "files"
+    assert choose_path(3, 300, 300, 1) == "zip"  # 4 requests beat 6
+    assert choose_path(8, 800, 800, 4) == "files"  # two rounds of 4 downloads beat the zip's 4 requests
+    assert choose_path(19, 19_000, 19_000, 4) == "zip"
+    # a zip that would carry 100 MB of files not wanted loses to 19 downloads
+    assert choose_path(19, 19_000, 100 * 1024 * 1024, 4) == "files"
+
+
+def _cold(devserver, tmp_path, count, executor=None):
+    repo_id = devserver.create_library(USER, "OH-Memory")
+    files = {f"/d{i % 5}/sub/n{i:03}.md": f"note {i}\n".encode() * (i + 1) for i in range(count)}
+    for path, data in files.items():
+        devserver.put_file(repo_id, path, data)
+    m = make_mirror(devserver, repo_id, tmp_path)
+    m.engine.ctx.executor = executor
+    devserver.reset_counters()
+    report = m.sync()
+    assert report.errors == []
+    for path, data in files.items():
+        assert (m.root / path.lstrip("/")).read_bytes() == data
+        base = m.state.get_base(path.lstrip("/"))
+        assert base is not None and base.remote_id == seafile_file_id(data)
+    return m
+
+
+def test_a_small_cold_mirror_takes_the_zip_without_a_pool(devserver, tmp_path):
+    _cold(devserver, tmp_path, 19)
+    assert devserver.request_count(r"/zip-task/") == 1
+    assert devserver.request_count(DOWNLOADS) == 0
+    assert devserver.request_count(r"/file/\?") == 0  # no per-file links
+
+
+def test_a_few_files_come_down_in_parallel_on_the_pool(devserver, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(4) as pool:
+        m = _cold(devserver, tmp_path, 6, executor=pool)
+    assert devserver.request_count(r"/zip-task/") == 0
+    assert devserver.request_count(DOWNLOADS) == 6  # one each, and nothing downloaded twice
+    assert not [p for p in m.root.rglob(".ohsync-tmp-*")]
+    assert m.sync().transferred == 0
+
+
+def test_a_failing_download_on_the_pool_falls_back_to_the_ordinary_pull(devserver, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    devserver.inject_fault("GET", r"^/seafhttp/files/", drop=True, count=2)
+    with ThreadPoolExecutor(4) as pool:
+        m = _cold(devserver, tmp_path, 5, executor=pool)
+    assert not [p for p in m.root.rglob(".ohsync-tmp-*")]
