@@ -40,7 +40,7 @@ def _latency(bench: Any, ms: float) -> None:
 
 
 def s_upload(bench: Any) -> None:
-    from run import EngineMirror, Measure, log, measured, rclone_measure, report_extra
+    from common import EngineMirror, Measure, log, measured, rclone_measure, report_extra
 
     n = bench.args.files
     runs = bench.args.runs
@@ -107,7 +107,7 @@ def s_notify(bench: Any) -> None:
     import tomli_w
 
     from ohsync.daemon.protocol import Method, RpcClient
-    from run import LIB, USER, Measure, daemon_env, log, stop_process
+    from common import LIB, USER, Measure, daemon_env, log, stop_process
 
     srv = bench.srv
     srv.http.post("/notifications", json={"state": "up"})
@@ -197,13 +197,24 @@ def write_results_md(bench: Any, path: Path, seconds: float) -> None:
     import platform
 
     args = bench.args
+    only = f" `--only {args.only}`" if args.only else ""
+    per = ", ".join(f"{k} {v:.0f} s" for k, v in bench.seconds.items())
+    load = getattr(bench, "loadavg", "")
+    shared = ""
+    if load and float(load.split()[0]) >= 0.5:
+        shared = (f"; the run shared the machine with other work (load average {load} before it, "
+                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end)")
+    if args.note:
+        shared += f"; {args.note}"
     lines = [
         "# Benchmark results",
         "",
         f"Written by `make bench` (`bench/run.py`) on {time.strftime('%Y-%m-%d %H:%M %Z')}: "
         f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}, "
         f"{bench.rc.version or 'rclone not installed'}; `--files {args.files} --seed {args.seed} "
-        f"--big-mb {args.big_mb} --latency {args.latency:g} --runs {args.runs}`; {seconds:.0f} s in all.",
+        f"--big-mb {args.big_mb} --latency {args.latency:g} --runs {args.runs} --saves {args.saves} "
+        f"--burst {args.burst} --scale-files {args.scale_files}`{only}; {seconds:.0f} s in all "
+        f"({per}){shared}.",
         "devserver on 127.0.0.1 in its own process; requests counted by devserver. Ratios are "
         "ohsync ÷ other (below 1: ohsync needed less time / fewer requests). See `bench/README.md` "
         "for what each row measures.",

@@ -2,11 +2,17 @@
 
 Owns the lifecycle: the single-instance lock (``state_dir/ohsync.lock``,
 filelock; a second daemon is told who holds it), the socket server and its
-method table, the sync worker and its scheduler, the watcher (started once
-the engine is open), the tray on the main thread when there is a display,
-and a clean exit on SIGTERM/SIGINT or the ``shutdown`` method: the watcher
-stops, the worker finishes its current pass, the socket goes away, the lock
-is released.
+method table (``daemon/daemon_methods.py``), one
+:class:`~ohsync.daemon.mirror.Mirror` per ``[[mirror]]`` (each with its
+worker, watcher, status and state database), the tray on the main thread
+when there is a display, and a clean exit on SIGTERM/SIGINT or the
+``shutdown`` method: the watchers stop, every worker finishes its current
+pass, the socket goes away, the locks are released.
+
+With one mirror, a mirror that cannot run (no login, no library, its folder
+synced by another daemon) ends the daemon with its sentence, as always.
+With several, that mirror stops with the sentence in its status and the
+others go on; the daemon exits only once none can run.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +33,13 @@ from filelock import FileLock, Timeout
 
 from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
-from ohsync.daemon.filing_service import FilingService, FilingUnavailable
-from ohsync.daemon.memory_service import MemoryService
-from ohsync.daemon.mirror_lock import MirrorLock
-from ohsync.daemon.notifications import PushChannel
-from ohsync.daemon.protocol import PROTOCOL, Event, Method
-from ohsync.daemon.socket_dir import UnsafeSocketDir
-from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketInUse, SocketServer
-from ohsync.daemon.status import StatusModel, iso_time
-from ohsync.daemon.watcher import Watcher
-from ohsync.daemon.worker import Session, SessionFactory, SyncWorker
+from ohsync.daemon.daemon_methods import Methods
+from ohsync.daemon.mirror import Mirror
+from ohsync.daemon.protocol import Event, combine_status
+from ohsync.daemon.socket_server import SocketInUse, SocketServer
+from ohsync.daemon.status import iso_time
+from ohsync.daemon.worker import SessionFactory
 from ohsync.engine.errors import OhsyncError
-from ohsync.engine.filing import FilingResult
-from ohsync.engine.filing_rules import RuleError, parse_dest, parse_rules
 
 __all__ = ["AlreadyRunning", "Daemon", "display_available"]
 
@@ -70,20 +69,15 @@ def _is_default_socket_dir(directory: Path) -> bool:
     return directory in candidates
 
 
-def _number(params: dict[str, Any], name: str, default: float, lo: float, hi: float) -> float:
-    value = params.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-        raise InvalidParams(f"`{name}` must be a number from {lo:g} to {hi:g}")
-    return float(value)
 
 
 class Daemon:
-    """One running daemon for one config.
+    """One running daemon for one config: its mirrors, the socket, the tray.
 
     :param cfg: the configuration.
     :param tray: show the tray icon when a display is available.
     :param session_factory: opens the engine (default
-        :func:`ohsync.daemon.session.open_session` with ``cfg``).
+        :func:`ohsync.daemon.session.open_session` for each mirror).
     :param install_signals: handle SIGTERM/SIGINT (main thread only).
     :param ready: set once the socket answers (tests, the demo).
     """
@@ -101,268 +95,74 @@ class Daemon:
         self.cfg = cfg
         self._tray = tray
         self._install_signals = install_signals
-        self._watcher_quiet = watcher_quiet
         self.ready = ready or threading.Event()
         self._stop = threading.Event()
         self._fatal: BaseException | None = None
-        self._watcher: Watcher | None = None
-        self._engine: Any = None
-        self._root: Path | None = None
-        self._login_token: str | None = None
-        self._mirror_lock: MirrorLock | None = None
-        if session_factory is None:
-            from ohsync.daemon.session import open_session
+        self._fatal_lock = threading.Lock()
+        self._failed: set[int] = set()  # mirrors that cannot run (several mirrors)
+        self._status_lock = threading.Lock()
+        self._last_status: dict[str, Any] | None = None
+        self.server = SocketServer(cfg.socket, {}, own_dir=_is_default_socket_dir(cfg.socket.parent))
+        alone = len(cfg.mirrors) == 1
+        self.mirrors: list[Mirror] = []
+        for index in range(len(cfg.mirrors)):
+            self.mirrors.append(Mirror(
+                cfg, index, publish=self.server.publish, on_status=self._publish_status,
+                on_fatal=lambda exc, i=index: self._on_fatal(i, exc), session_factory=session_factory,
+                exit_on_fatal=alone, watcher_quiet=watcher_quiet))
+        self.methods = Methods(self)
+        self.server.add_handlers(self.methods.table())
 
-            def session_factory(on_event: Callable[..., None]) -> Session:
-                self._login_token = self._saved_token()
-                return open_session(cfg, on_event, token=self._login_token)
+    # the first mirror's parts, by their names from before there were several
+    @property
+    def worker(self) -> Any:
+        """The first mirror's sync worker."""
+        return self.mirrors[0].worker
 
-            login_changed: Callable[[], bool] = self._login_changed
+    @property
+    def status(self) -> Any:
+        """The first mirror's status model."""
+        return self.mirrors[0].status
+
+    @property
+    def memory(self) -> Any:
+        """The first mirror's memory tools."""
+        return self.mirrors[0].memory
+
+    @property
+    def filing(self) -> Any:
+        """The drop folder's service (of the mirror ``[filing] mirror`` names), or None."""
+        return self.mirrors[self.cfg.filing.mirror].filing
+
+    def status_object(self) -> dict[str, Any]:
+        """The status object the ``status`` method answers."""
+        return combine_status([m.status.status() for m in self.mirrors])
+
+    def _publish_status(self) -> None:
+        """A mirror's status changed: push the whole object to subscribers once it differs."""
+        if not hasattr(self, "mirrors") or len(self.mirrors) < len(self.cfg.mirrors):
+            return  # still building the mirrors
+        status = self.status_object()
+        with self._status_lock:
+            key = {k: v for k, v in status.items() if k not in ("last_poll", "last_scan", "polls", "clock_offset")}
+            if key == self._last_status:
+                return
+            self._last_status = key
+        self.server.publish({"type": Event.STATUS, "status": status})
+
+    def _on_fatal(self, index: int, exc: BaseException) -> None:
+        """A mirror cannot run: alone, the daemon exits with its error; among
+        several, it stays stopped with its sentence until none can run."""
+        with self._fatal_lock:
+            self._failed.add(index)
+            if self._fatal is None or index == 0:
+                self._fatal = exc
+            every = len(self._failed) == len(self.mirrors)
+        if len(self.mirrors) == 1 or every:
+            self.request_stop()
         else:
-            login_changed = lambda: False  # noqa: E731 - a test's factory brings its own login
-
-        self.status = StatusModel(library=cfg.mirror.label, local=str(cfg.mirror.local),
-                                  poll_interval=cfg.poll_interval, push_poll_interval=cfg.push_safety_poll)
-        self.status.watcher_alive = lambda: self._watcher is not None and self._watcher.is_alive()
-        self.server = SocketServer(cfg.socket, self._handlers(), own_dir=_is_default_socket_dir(cfg.socket.parent))
-        self.worker = SyncWorker(session_factory, self.status, poll_interval=cfg.poll_interval,
-                                 publish=self._publish, on_ready=self._on_ready, login_changed=login_changed,
-                                 on_fatal=self._on_fatal, before_pass=self._check_watcher,
-                                 push_poll_interval=cfg.push_safety_poll)
-        self._push: PushChannel | None = None
-        self.status.add_listener(lambda st: self.server.publish({"type": Event.STATUS, "status": st}))
-        self.filing, self._filing_problem = self._make_filing_service()
-        self.memory = MemoryService(cfg.mirror.local, cfg.memory.time_offset, self.worker.submit, self.status.get,
-                                    self._memory_refresh, self.worker.post_dirty,
-                                    write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin)
-        self.server.add_handlers(self.memory.handlers())
-
-    def _publish(self, event: dict[str, Any]) -> None:
-        """Worker events: the memory index re-reads changed paths, then subscribers hear of them."""
-        memory = getattr(self, "memory", None)
-        if memory is not None:
-            memory.note_event(event)
-        self.server.publish(event)
-
-    def _memory_refresh(self, timeout: float) -> tuple[bool, str]:
-        """Poll the server now and wait for that pass (``memory.refresh``)."""
-        self.worker.refresh()
-        return self.worker.wait(timeout)
-
-    def _on_dirty(self, paths: list[str], full_scan: bool = False) -> None:
-        """Watcher paths: re-read memory entities at once, then sync them."""
-        self.memory.note_paths(paths)
-        self.worker.post_dirty(paths, full_scan)
-
-    def _make_filing_service(self) -> tuple[FilingService | None, str]:
-        """The drop-folder service, or None with the reason it is off."""
-        drop = self.cfg.filing.drop_dir
-        mirror = self.cfg.mirror.local
-        if drop == mirror or mirror in drop.parents or drop in mirror.parents:
-            reason = (f"filing is off: the drop folder {drop} overlaps the mirror {mirror}; "
-                      "set another [filing] drop_dir")
-            log.error("%s", reason)
-            return None, reason
-        try:
-            parse_rules(list(self.cfg.filing.rules))
-            parse_dest(self.cfg.filing.default)
-        except RuleError as exc:
-            reason = f"filing is off: {exc}"
-            log.error("%s", reason)
-            return None, reason
-        self.status.update(drop_dir=str(drop))
-        return FilingService(drop, self.worker.submit, self._on_filed), ""
-
-    def _on_filed(self, result: FilingResult) -> None:
-        """Announce a filing outcome (socket event, activity, status)."""
-        self.server.publish({"type": Event.FILED, **result.as_dict()})
-        self.worker.note_activity(result.source, "file", result.status, result.message)
-        if self.filing is not None:
-            self.status.update(filing=self.filing.status())
-
-    # ----------------------------------------------------------------- socket methods
-
-    def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
-        return {
-            Method.STATUS: lambda p: self.status.status(),
-            Method.REFRESH: self._refresh,
-            Method.PAUSE: self._pause,
-            Method.RESUME: self._resume,
-            Method.CONFLICTS: lambda p: self.worker.conflicts(),
-            Method.DAMAGED: lambda p: self.worker.damaged(),
-            Method.ACTIVITY: lambda p: self.worker.activity(int(_number(p, "limit", 50, 1, 10_000))),
-            Method.WAIT: self._wait,
-            Method.SHUTDOWN: self._shutdown,
-            Method.PING: lambda p: {"pid": os.getpid(), "protocol": PROTOCOL, "config": str(self.cfg.path)},
-            Method.FILE: self._file,
-            Method.CONFIRM_DELETES: lambda p: {"confirmed": self.worker.confirm_deletes()},
-            Method.HELD_DELETES: lambda p: self.worker.held_deletes(),
-            Method.SKIPPED: lambda p: self.worker.skipped(),
-            Method.RESYNC: self._resync,
-        }
-
-    def _saved_token(self) -> str | None:
-        from ohsync.daemon.credentials import load_token
-
-        if not self.cfg.server or not self.cfg.username:
-            return None
-        return load_token(self.cfg.server, self.cfg.username)
-
-    def _login_changed(self) -> bool:
-        """True when the keyring holds another token than the one the server
-        just rejected (the person signed in again meanwhile)."""
-        try:
-            saved = self._saved_token()
-        except OhsyncError:
-            return False
-        return bool(saved) and saved != self._login_token
-
-    def _refresh(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.worker.refresh()
-        if self.filing is not None:
-            self.filing.retry_held()
-        return {"queued": True}
-
-    def _resync(self, params: dict[str, Any]) -> dict[str, Any]:
-        keep = params.get("keep") if isinstance(params, dict) else None
-        if keep not in (None, "newer", "afresh"):
-            raise InvalidParams("`keep` must be \"newer\" or \"afresh\"")
-        regression = self.status.get("regression")
-        self.worker.resync(keep)
-        return {"queued": True, "regression": regression,
-                "keep": keep or ("newer" if regression else "afresh")}
-
-    def _file(self, params: dict[str, Any]) -> list[dict[str, Any]]:
-        paths = params.get("paths")
-        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and os.path.isabs(p) for p in paths):
-            raise InvalidParams("`paths` must be a non-empty list of absolute paths")
-        folders = [p for p in paths if not os.path.isfile(p)]
-        if folders:
-            raise InvalidParams(f"not a file: {folders[0]} (documents are filed one by one)")
-        if self.filing is None:
-            raise CannotNow(self._filing_problem or "filing is not available")
-        try:
-            results = self.filing.file_now(paths)
-        except FilingUnavailable as exc:
-            raise CannotNow(str(exc)) from None
-        return [r.as_dict() for r in results]
-
-    def _pause(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.worker.pause()
-        return {"paused": True}
-
-    def _resume(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.worker.resume()
-        return {"paused": False}
-
-    def _wait(self, params: dict[str, Any]) -> dict[str, Any]:
-        timeout = _number(params, "timeout", 30, 0, 86_400)
-        synced, message, reasons = self.worker.wait_detail(timeout)
-        result: dict[str, Any] = {"synced": synced}
-        if message:
-            result["message"] = message
-        if reasons:
-            result["reasons"] = reasons
-        return result
-
-    def _shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.request_stop()
-        return {"stopping": True}
-
-    # ----------------------------------------------------------------- worker hooks
-
-    def _on_ready(self, session: Session) -> None:
-        """The engine is open: remember it, watch its folder, attach filing."""
-        self._engine = session.engine
-        self._root = Path(getattr(session, "local_root", self.cfg.mirror.local))
-        prepare = getattr(session.engine, "prepare_root", None)
-        if prepare is not None:
-            try:
-                prepare()   # a new mirror's folder exists before the first pass: watched from the start
-            except OhsyncError as exc:
-                log.error("%s", exc.message)   # the first pass reports it (a safety stop)
-        self._lock_mirror()
-        self.memory.attach(session.engine)
-        self._check_watcher()
-        self._start_push(session)
-        if self.filing is not None and hasattr(session, "library_id"):
-            from ohsync.engine.filing import Filer
-
-            self.filing.attach(Filer(session.engine, self.cfg.filing.drop_dir, list(self.cfg.filing.rules),
-                                     self.cfg.filing.default,
-                                     self.cfg.mirror_state_dir(session.library_id) / "filing.db"))
-            if not self.filing.is_alive():
-                try:
-                    self.filing.start()
-                except OSError as exc:
-                    log.error("cannot watch the drop folder %s (%s); `ohsync file` still works",
-                              self.cfg.filing.drop_dir, exc.strerror or exc)
-            self.status.update(filing=self.filing.status())
-
-    def _start_push(self, session: Session) -> None:
-        """Subscribe to the server's notification service (if it runs one) for this session."""
-        if self._push is not None:
-            self._push.stop()
-            self._push = None
-        client, library_id = getattr(session, "client", None), getattr(session, "library_id", None)
-        if not self.cfg.notifications or not library_id or not hasattr(client, "notification_ping"):
-            return
-        self._push = PushChannel(client, library_id, on_update=self.worker.push_update,
-                                 on_mode=self.worker.set_push)
-        self._push.start()
-
-    def _lock_mirror(self) -> None:
-        """Hold the mirror folder's lock (one daemon per folder, whatever its config).
-
-        :raises MirrorInUse: another daemon holds it (the worker stops the daemon).
-        """
-        if self._mirror_lock is not None or self._root is None or not self._root.is_dir():
-            return
-        lock = MirrorLock(self._root)
-        try:
-            lock.acquire()
-        except UnsafeSocketDir as exc:
-            log.warning("%s A second daemon on %s would not be refused.", exc.message, self._root)
-            return
-        except OSError as exc:   # e.g. a full /tmp: sync without it, but say so
-            log.warning("cannot create the folder lock %s (%s); a second daemon on %s would not be "
-                        "refused", lock.path, exc.strerror or exc, self._root)
-            return
-        self._mirror_lock = lock
-
-    def _check_watcher(self) -> None:
-        """Start the watcher, or restart one that died (its folder vanished and came back).
-
-        Called before and after every pass.  The mirror folder is never created
-        here: a missing folder is the engine's call (new mirror → create it;
-        synced before → a safety stop).
-        """
-        watcher, root = self._watcher, self._root
-        if root is None or self._engine is None or (watcher is not None and watcher.is_alive()):
-            return
-        if not root.is_dir():
-            return
-        if watcher is not None:
-            log.warning("the file watcher had stopped; restarting it and scanning the folder")
-            watcher.stop()
-        fresh = Watcher(root, lambda p: self._engine.rel_path(p), self._on_dirty,
-                        quiet=self._watcher_quiet, on_restructure=self.worker.note_restructure)
-        try:
-            fresh.start()
-        except OSError as exc:
-            log.error("cannot watch %s (%s); local edits are noticed only by the periodic scan",
-                      root, exc.strerror or exc)
-            fresh.stop()
-            return
-        self._watcher = fresh
-        log.info("watching %s", root)
-        self.status.notify()  # subscribers learn that the watcher runs now
-        if watcher is not None:
-            self.worker.post_dirty([], full_scan=True)
-
-    def _on_fatal(self, exc: BaseException) -> None:
-        self._fatal = exc
-        self.request_stop()
+            log.error("the mirror %s stopped (%s); the other mirrors go on syncing",
+                      self.mirrors[index].name, getattr(exc, "message", exc))
 
     def request_stop(self) -> None:
         """Ask the daemon to exit (any thread)."""
@@ -419,36 +219,27 @@ class Daemon:
             raise OhsyncError(f"Cannot create the socket {self.cfg.socket}: {exc.strerror}.",
                               title="Socket error") from exc
         log.info("ohsync %s listening on %s (pid %d)", "daemon", self.cfg.socket, os.getpid())
-        self.memory.start()
         old_handlers = self._signals()
         try:
-            self.worker.start()
+            for mirror in self.mirrors:
+                mirror.start()
             self.ready.set()
-            sd_notify.ready(f"{self.cfg.mirror.label} ↔ {self.cfg.mirror.local}")
+            sd_notify.ready(", ".join(f"{m.name} ↔ {m.local}" for m in self.mirrors))
             self._main_loop()
         finally:
             self._teardown()
             self._restore_signals(old_handlers)
-        if self._fatal is not None:
+        if self._fatal is not None and (len(self.mirrors) == 1 or len(self._failed) == len(self.mirrors)):
             if isinstance(self._fatal, OhsyncError):
                 raise self._fatal
             raise OhsyncError(f"The sync worker failed: {self._fatal!r}. See the log.")
         return 0
 
     def _guard_root(self) -> None:
-        """Notice a mirror folder that vanished (unmounted, moved away) within
-        seconds, even when no poll is due for minutes (push mode): one full
-        scan then stops syncing with the engine's sentence."""
-        reported = False
+        """Every few seconds, each mirror checks that its folder is still there."""
         while not self._stop.wait(ROOT_CHECK_SECONDS):
-            root = self._root
-            if root is None:
-                continue
-            missing = not root.is_dir()
-            if missing and not reported:
-                log.warning("the mirror folder %s is gone; checking it now", root)
-                self.worker.post_dirty([], full_scan=True)
-            reported = missing
+            for mirror in self.mirrors:
+                mirror.check_root()
 
     def _main_loop(self) -> None:
         threading.Thread(target=self._guard_root, name="ohsync-root-guard", daemon=True).start()
@@ -496,16 +287,15 @@ class Daemon:
 
     def _teardown(self) -> None:
         sd_notify.stopping()
-        self.status.update(phase="stopping")
-        if self._watcher is not None:
-            self._watcher.stop()
-        if self.filing is not None:
-            self.filing.stop()
-        if self._push is not None:
-            self._push.stop()
-        if not self.worker.shutdown(timeout=120):
-            log.warning("the sync worker did not finish within 120 s; exiting anyway")
+        for mirror in self.mirrors:
+            mirror.stop_helpers()
+        for mirror in self.mirrors:  # every worker stops after its current file, together
+            mirror.worker.request_shutdown()
+        deadline = time.monotonic() + 120
+        for mirror in self.mirrors:
+            if not mirror.worker.shutdown(timeout=max(1.0, deadline - time.monotonic())):
+                log.warning("the sync worker of %s did not finish within 120 s; exiting anyway", mirror.name)
         self.server.stop()
-        if self._mirror_lock is not None:
-            self._mirror_lock.release()
+        for mirror in self.mirrors:
+            mirror.release()
         log.info("ohsync stopped")

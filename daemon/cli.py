@@ -23,7 +23,7 @@ from ohsync.daemon import cli_autostart, cli_log
 from ohsync.daemon.about import version
 from ohsync.daemon.attention import natural_key
 from ohsync.daemon.cli_resync import add_resync
-from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcClient, RpcError
+from ohsync.daemon.protocol import MIRROR_PARAM, DaemonNotRunning, Method, RpcClient, RpcError
 from ohsync.engine.errors import OhsyncError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING"]
@@ -51,8 +51,27 @@ def _config(args: argparse.Namespace) -> Any:
     return cfg
 
 
+class _MirrorClient(RpcClient):
+    """An :class:`RpcClient` that adds ``--mirror NAME`` to every request's params."""
+
+    def __init__(self, path: Any, timeout: float | None, mirror: str | None) -> None:
+        super().__init__(path, timeout=timeout)
+        self.mirror = mirror
+
+    def call(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
+        if self.mirror:
+            params = {**(params or {}), MIRROR_PARAM: self.mirror}
+        return super().call(method, params, timeout=timeout)
+
+
 def _client(args: argparse.Namespace, timeout: float | None = 10.0) -> RpcClient:
-    return RpcClient(_config(args).socket, timeout=timeout)
+    return _MirrorClient(_config(args).socket, timeout, getattr(args, "mirror", None))
+
+
+#: Commands that act on one mirror take ``--mirror NAME`` (daemon/daemon_methods.py says what
+#: each does without it when there are several).
+MIRROR_COMMANDS = ("status", "refresh", "pause", "resume", "wait", "conflicts", "damaged", "activity",
+                   "confirm-deletes", "resync", "mcp")
 
 
 # --------------------------------------------------------------------------- login / logout
@@ -177,10 +196,12 @@ def cmd_logout(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ohsync.daemon.app import Daemon
+    from ohsync.daemon.crash_at import install_from_env
     from ohsync.daemon.credentials import load_token
     from ohsync.daemon.logs import setup_logging
     from ohsync.daemon.session import no_login_message
 
+    install_from_env()  # crash tests: die at the engine's named point
     cfg = _config(args)
     if not cfg.server or not cfg.username or not load_token(cfg.server, cfg.username):
         raise OhsyncError(no_login_message(cfg), title="Not logged in")
@@ -232,8 +253,12 @@ WAIT_LINES = 10
 
 
 def _print_status(st: dict[str, Any]) -> None:
+    mirrors = [m for m in st.get("mirrors") or [] if isinstance(m, dict)]
+    if len(mirrors) > 1:
+        _print_mirrors(st, mirrors)
+        return
     print(f"{st['state']}: {st['message']}")
-    for m in st.get("mirrors", []):
+    for m in mirrors:
         print(f"  {m['library']} ↔ {m['local']}")
     print(f"  last sync: {st.get('last_sync') or 'never'}")
     if st.get("notifications"):
@@ -253,6 +278,32 @@ def _print_status(st: dict[str, Any]) -> None:
     if st.get("transfer"):
         t = st["transfer"]
         print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
+
+
+def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
+    """``ohsync status`` of a daemon with several mirrors: one block per mirror."""
+    for i, m in enumerate(mirrors):
+        if i:
+            print()
+        name = m.get("name") or m.get("library")
+        library = f" ({m['library']})" if m.get("library") and m.get("library") != name else ""
+        print(f"{name}{library} ↔ {m.get('local')}")
+        print(f"  {m.get('state')}: {m.get('message')}")
+        print(f"  last sync: {m.get('last_sync') or 'never'}")
+        counts = [f"{k.replace('_', ' ')} {m[k]}" for k in
+                  ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if m.get(k)]
+        if counts:
+            print("  " + ", ".join(counts))
+        for item in m.get("attention") or []:
+            print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {_shown(item.get('path'))} — "
+                  f"{item.get('reason')}")
+        if m.get("transfer"):
+            t = m["transfer"]
+            print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
+    if st.get("notifications"):
+        print(f"notifications: {st['notifications']}")
+    for item in (st.get("filing") or {}).get("held", []):
+        print(f"not filed: {item['message']}")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -294,8 +345,8 @@ def _print_items(args: argparse.Namespace, items: list[dict[str, Any]], empty: s
     elif not items:
         print(empty)
     else:
-        for item in items:
-            print(show(item))
+        for item in items:  # with several mirrors, each item names its own
+            print(f"[{item['mirror']}] {show(item)}" if item.get("mirror") else show(item))
     return EXIT_OK
 
 
@@ -354,11 +405,13 @@ def cmd_confirm_deletes(args: argparse.Namespace) -> int:
             print("No deletions are held.")
         for item in sorted(held, key=lambda h: natural_key(str(h.get("path")))):
             where = "on the server (into /.trash/)" if item["side"] == "remote" else "in this folder (backed up)"
-            print(f"{item['path']}  — would be deleted {where}")
+            mirror = f"[{item['mirror']}] " if item.get("mirror") else ""
+            print(f"{mirror}{item['path']}  — would be deleted {where}")
         return EXIT_OK
     result = client.call(Method.CONFIRM_DELETES)
     held = int(result.get("confirmed", 0))
-    print(f"Carrying out {held} held deletion(s) now." if held else "No deletions were held.")
+    where = f" in {result['mirror']}" if result.get("mirror") else ""
+    print(f"Carrying out {held} held deletion(s){where} now." if held else "No deletions were held.")
     return EXIT_OK
 
 
@@ -444,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
     cli_doctor.register(sub)
     cli_autostart.register(add)
     cli_log.register(add)
+    for name in MIRROR_COMMANDS:
+        sub.choices[name].add_argument(
+            "--mirror", metavar="NAME", help="the mirror to act on (its name, library or folder), "
+                                             "when the config has several [[mirror]]")
     return p
 
 

@@ -41,13 +41,15 @@ def _call(args: argparse.Namespace, method: str, params: dict[str, Any], *, writ
 
 def _call_daemon(args: argparse.Namespace, method: str, params: dict[str, Any], *, write: bool) -> Any:
     from ohsync.daemon.config import config_path, load_config
-    from ohsync.daemon.protocol import RpcClient
+    from ohsync.daemon.protocol import MIRROR_PARAM, RpcClient
 
     cfg = load_config(config_path(args.config))
     timeout = getattr(args, "timeout", None)
     if write:
         timeout = timeout or cfg.memory.write_timeout
         params = {**params, "timeout": timeout}
+    if getattr(args, "mirror", None):
+        params = {**params, MIRROR_PARAM: args.mirror}
     client = RpcClient(cfg.socket, timeout=(timeout or 30.0) + 10.0)
     return client.call(method, params)
 
@@ -164,7 +166,7 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from ohsync.daemon.mcp_server import run_stdio
 
-    return run_stdio(args.config)
+    return run_stdio(args.config, mirror=getattr(args, "mirror", None))
 
 
 def register(add: AddCommand) -> None:
@@ -180,6 +182,8 @@ def register(add: AddCommand) -> None:
         sp = sub.add_parser(name, help=help_, description=help_)
         sp.set_defaults(func=fn)
         sp.add_argument("--json", action="store_true", help="print the result object")
+        sp.add_argument("--mirror", metavar="NAME", help="the memory library's mirror (its name, library or "
+                                                         "folder), when the config has several [[mirror]]")
         if write:
             sp.add_argument("--timeout", type=float, default=None, metavar="S",
                             help="seconds to wait for the server (default: [memory] write_timeout)")

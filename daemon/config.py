@@ -53,7 +53,7 @@ DEFAULT_PUSH_SAFETY_POLL = 300.0
 _TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
              "push_safety_poll"}
-_MIRROR_KEYS = {"library", "library_id", "remote", "local", "ignore"}
+_MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore"}
 _SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 _FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
 _MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin"}
@@ -67,18 +67,26 @@ class ConfigError(OhsyncError):
 
 @dataclass(frozen=True)
 class MirrorConfig:
-    """One ``[[mirror]]`` table: a library (or a subtree of it) and a local folder."""
+    """One ``[[mirror]]`` table: a library (or a subtree of it) and a local folder.
+
+    A new per-mirror option is a field here, a key in ``_MIRROR_KEYS`` and a
+    line in :func:`_mirror`; it reaches the engine in ``daemon/session.py``.
+
+    :ivar name: what status, CLI and tray call this mirror (``name``; default
+        :attr:`label`); ``--mirror`` accepts it, the library or the folder.
+    """
 
     library: str | None = DEFAULT_LIBRARY
     library_id: str | None = None
     remote: str = "/"
     local: Path = field(default_factory=lambda: Path.home() / DEFAULT_LIBRARY)
     ignore: tuple[str, ...] = ()
+    name: str | None = None
 
     @property
     def label(self) -> str:
-        """What to call the library in messages: its name, else its id."""
-        return self.library or self.library_id or DEFAULT_LIBRARY
+        """What to call the mirror in messages: its ``name``, else the library's name, else its id."""
+        return self.name or self.library or self.library_id or DEFAULT_LIBRARY
 
 
 @dataclass(frozen=True)
@@ -161,7 +169,7 @@ class Config:
 
     @property
     def mirror(self) -> MirrorConfig:
-        """The mirror this version syncs: the first one."""
+        """The first mirror (the one the status object's top level describes)."""
         return self.mirrors[0]
 
     @property
@@ -169,13 +177,15 @@ class Config:
         """The single-instance lock: one daemon per state dir."""
         return self.state_dir / "ohsync.lock"
 
-    def mirror_state_dir(self, library_id: str) -> Path:
-        """Where the engine keeps the state DB and base blobs of the first mirror.
+    def mirror_state_dir(self, library_id: str, mirror: MirrorConfig | None = None) -> Path:
+        """Where the engine keeps the state DB and base blobs of ``mirror`` (default: the first).
 
         Keyed by library id and local folder, so pointing a mirror at another
-        folder starts a fresh, careful sync instead of reusing wrong bases.
+        folder starts a fresh, careful sync instead of reusing wrong bases,
+        and every mirror of one config has its own.
         """
-        local_key = hashlib.sha1(str(self.mirror.local).encode("utf-8")).hexdigest()[:8]
+        local = (mirror or self.mirror).local
+        local_key = hashlib.sha1(str(local).encode("utf-8")).hexdigest()[:8]
         return self.state_dir / "mirrors" / f"{library_id}-{local_key}"
 
 
@@ -257,6 +267,9 @@ def _number(value: Any, key: str, path: Path, lo: float, hi: float) -> float:
 def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
     library = raw.get("library")
     library_id = raw.get("library_id")
+    name = raw.get("name")
+    if name is not None:
+        name = _typed(name, str, "mirror.name", path).strip() or None
     if library is not None:
         _typed(library, str, "mirror.library", path)
     if library_id is not None:
@@ -277,7 +290,33 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
         local=_folder(_typed(raw.get("local", f"~/{DEFAULT_LIBRARY}"), str, "mirror.local", path),
                       "mirror.local", path),
         ignore=tuple(str(p) for p in ignore),
+        name=name,
     )
+
+
+def _overlap(a: Path, b: Path) -> bool:
+    """True when one folder is the other or lies inside it."""
+    return a == b or a in b.parents or b in a.parents
+
+
+def _check_mirrors(mirrors: list[MirrorConfig], path: Path) -> None:
+    """Two mirrors on one folder (or one inside the other) would sync each
+    other's files: refused, as are two mirrors answering to the same name.
+
+    :raises ConfigError: naming both tables and what to change.
+    """
+    for i, a in enumerate(mirrors):
+        for j in range(i):
+            b = mirrors[j]
+            if _overlap(a.local, b.local):
+                how = "the same folder" if a.local == b.local else "folders inside each other"
+                raise ConfigError(
+                    f"{path}: [[mirror]] tables {j + 1} ({b.label}) and {i + 1} ({a.label}) use {how} "
+                    f"({b.local} and {a.local}); each mirror needs a folder of its own: change `local` "
+                    "of one of them.")
+            if a.name and a.name == b.name:
+                raise ConfigError(f"{path}: [[mirror]] tables {j + 1} and {i + 1} are both named {a.name!r}; "
+                                  "give each mirror its own `name`.")
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -325,9 +364,7 @@ def load_config(path: Path | None = None) -> Config:
         _typed(raw, dict, f"mirror[{i}]", path)
         warnings += _unknown(raw, _MIRROR_KEYS, "mirror.", path)
         mirrors.append(_mirror(raw, path))
-    if len(mirrors) > 1:
-        warnings.append(f"{path}: {len(mirrors)} [[mirror]] tables; this version syncs only the first "
-                        f"({mirrors[0].label} → {mirrors[0].local})")
+    _check_mirrors(mirrors, path)
     if mirrors:
         kw["mirrors"] = tuple(mirrors)
 
@@ -350,13 +387,22 @@ def load_config(path: Path | None = None) -> Config:
     kw["filing"] = FilingConfig(
         drop_dir=_folder(_typed(filing.get("drop_dir", "~/OH-Drop"), str, "filing.drop_dir", path),
                          "filing.drop_dir", path),
-        mirror=int(_typed(filing.get("mirror", 0), int, "filing.mirror", path)),
+        mirror=_filing_mirror(filing.get("mirror", 0), max(1, len(mirrors)), path),
         default=_typed(filing.get("default", "/Files/_inbox/"), str, "filing.default", path),
         rules=tuple(_typed(filing.get("rules", []), list, "filing.rules", path)),
     )
     kw["memory"] = _memory(doc.get("memory", {}), path, warnings)
     kw["warnings"] = tuple(warnings)
     return Config(**kw)
+
+
+def _filing_mirror(value: Any, count: int, path: Path) -> int:
+    """``[filing] mirror``: which ``[[mirror]]`` (0 = the first) the drop folder files into."""
+    index = int(_typed(value, int, "filing.mirror", path))
+    if not 0 <= index < count:
+        raise ConfigError(f"{path}: `filing.mirror` is {index}, but there {'is' if count == 1 else 'are'} "
+                          f"{count} [[mirror]] table{'s' if count != 1 else ''} (0 is the first).")
+    return index
 
 
 def _memory(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:

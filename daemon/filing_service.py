@@ -37,7 +37,9 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from ohsync.engine.filing import Filer, FilingResult
-from ohsync.engine.filing_rules import is_ignored_name, is_partial_name
+from ohsync.engine.names import is_ignored_name, is_partial_name
+
+from .stability import StabilityGate
 
 __all__ = ["FilingService", "FilingUnavailable"]
 
@@ -94,12 +96,15 @@ class FilingService:
         ``PollingObserver``).
     :param tick: seconds between stability checks (default ``quiet/4``,
         at least 0.1).
+    :param gate: decides whether a file is finished; the same gate goes into
+        every :class:`Filer` made by :meth:`new_filer`.
     """
 
     def __init__(self, drop_dir: Path, submit: Submit, on_result: Callable[[FilingResult], None], *,
                  quiet_seconds: float = 3.0, observer_factory: Callable[[], BaseObserver] = Observer,
-                 tick: float | None = None) -> None:
+                 tick: float | None = None, gate: StabilityGate | None = None) -> None:
         self.drop_dir = Path(drop_dir).expanduser().absolute()
+        self.gate = gate or StabilityGate()
         self._submit = submit
         self._on_result = on_result
         self.quiet_seconds = float(quiet_seconds)
@@ -150,6 +155,21 @@ class FilingService:
     def is_alive(self) -> bool:
         """True while the observer and the stability thread run."""
         return bool(self._observer and self._observer.is_alive() and self._thread and self._thread.is_alive())
+
+    def new_filer(self, mirror: Any, rules: Iterable[Any], default_dest: str, db_path: Path,
+                  **options: Any) -> Filer:
+        """A :class:`Filer` for this drop folder whose readiness check is this
+        service's :attr:`gate` (so the service and the filer decide alike).
+
+        :param mirror: the mirror filing writes into (what
+            :class:`~ohsync.engine.filing.Filer` takes as its first argument).
+        :param rules: the config's ``[filing] rules``.
+        :param default_dest: ``[filing] default``.
+        :param db_path: the filing database, e.g. ``state_dir/filing.db``.
+        :param options: further :class:`Filer` keyword arguments (``now``…).
+        :raises RuleError: invalid rules or default destination.
+        """
+        return Filer(mirror, self.drop_dir, rules, default_dest, db_path, ready=self.gate.not_ready, **options)
 
     def attach(self, filer: Filer) -> None:
         """Give the service its :class:`Filer` (call on the worker thread, from
@@ -332,7 +352,7 @@ class FilingService:
                 continue
             if now - watch.since < self.quiet_seconds:
                 continue
-            if not Filer.is_stable(path, 0.0):
+            if not self.gate.is_stable(path, 0.0):
                 watch.since = now  # a partial companion beside it, or open for writing: wait more
                 continue
             del self._pending[key]

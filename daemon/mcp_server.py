@@ -129,8 +129,12 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
-def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None) -> tuple[bool, Any]:
+def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None,
+                mirror: str | None = None) -> tuple[bool, Any]:
     """Call the daemon for one tool (blocking).
+
+    :param mirror: the mirror holding the memory library (``ohsync mcp --mirror``),
+        for a daemon with several.
 
     :returns: ``(True, result)`` or ``(False, sentence)`` for a tool error.
     """
@@ -141,6 +145,9 @@ def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None) 
         return False, f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}"
     method = entry[0]
     params = dict(arguments or {})
+    params.pop("mirror", None)  # the person chose the mirror, not the agent
+    if mirror:
+        params["mirror"] = mirror
     wait = params.get("timeout") if isinstance(params.get("timeout"), (int, float)) else 30.0
     client = RpcClient(socket_path, timeout=float(wait) + 15.0)
     try:
@@ -154,7 +161,7 @@ def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None) 
         return False, f"lost the connection to the ohsync daemon ({exc}); check `ohsync status`"
 
 
-def build_server(socket_path: Path) -> Any:
+def build_server(socket_path: Path, mirror: str | None = None) -> Any:
     """The MCP ``Server`` answering the eight memory tools through the daemon at ``socket_path``."""
     import anyio
     import mcp.types as types
@@ -167,7 +174,8 @@ def build_server(socket_path: Path) -> Any:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: Any) -> Any:
-        ok, value = await anyio.to_thread.run_sync(call_daemon, socket_path, params.name, params.arguments)
+        ok, value = await anyio.to_thread.run_sync(call_daemon, socket_path, params.name, params.arguments,
+                                                   mirror)
         if not ok:
             return types.CallToolResult(content=[types.TextContent(text=str(value))], is_error=True)
         text = json.dumps(value, ensure_ascii=False)
@@ -262,10 +270,12 @@ def _version() -> str:
         return "0"
 
 
-def run_stdio(config: str | None = None) -> int:
+def run_stdio(config: str | None = None, mirror: str | None = None) -> int:
     """Serve MCP on stdin/stdout until the client closes them (``ohsync mcp``).
 
     :param config: the ``--config`` value (the socket path comes from the config).
+    :param mirror: the mirror holding the memory library (``--mirror``; needed
+        when the daemon syncs several).
     :returns: the exit code.
     """
     import anyio
@@ -279,7 +289,7 @@ def run_stdio(config: str | None = None) -> int:
 
     cfg = load_config(config_path(config))
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    server = build_server(cfg.socket)
+    server = build_server(cfg.socket, mirror)
 
     if sys.stdin.isatty():
         print("ohsync mcp is an MCP stdio server, meant to be started by an MCP client (see the README "

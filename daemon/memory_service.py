@@ -1,8 +1,10 @@
 """The memory tools inside the daemon: socket methods ``memory.search`` … ``memory.refresh``.
 
 Owns the mirror's :class:`~ohsync.engine.memory_index.MemoryIndex` (built
-when the daemon starts, then kept current from the paths the daemon reports:
-sync events, watcher events, its own writes) and the
+on the first ``memory.*`` request, not when the daemon starts: at 30,000
+files it holds about 140 MB that a daemon nobody asks for memory does not
+need; then kept current from the paths the daemon reports: sync events,
+watcher events, its own writes) and the
 :class:`~ohsync.engine.memory_tools.MemoryTools` over it.  Reads answer on the
 socket thread under one lock.  Writes run as jobs on the sync worker, the
 thread that owns the engine, through
@@ -60,12 +62,15 @@ class MemoryService:
     :param post_dirty: tells the worker a path needs syncing (after a failed push).
     :param write_timeout: default seconds a write waits for the server.
     :param origin: the ``origin`` of entities written here.
+    :param on_state: told the index's state whenever it changes:
+        ``"not built"`` (until the first ``memory.*`` request), ``"building"``,
+        ``"ready"`` (status field ``memory_index``).
     """
 
     def __init__(self, root: Path, time_offset: str, submit: Callable[[Callable[[], None]], None],
                  status: Callable[[str], Any], refresh: Callable[[float], tuple[bool, str]],
                  post_dirty: Callable[[list[str]], None], *, write_timeout: float = 30.0,
-                 origin: str = "desktop") -> None:
+                 origin: str = "desktop", on_state: Callable[[str], None] | None = None) -> None:
         tz = parse_offset(time_offset)
         self.index = MemoryIndex(root, tz)
         self.tools = MemoryTools(self.index, tz, origin=origin)
@@ -78,14 +83,31 @@ class MemoryService:
         self._engine: Any = None
         self._ready = threading.Event()
         self._building = False
+        self._requested = False  # a build was started (lazily, by the first memory.* request)
         self._missed: set[str] = set()  # paths that changed while the index was being built
         self._ready_wait = 25.0
+        self._on_state = on_state or (lambda state: None)
+        self._on_state("not built")
 
     # ----------------------------------------------------------------- wiring
 
     def start(self) -> None:
-        """Build the index in the background (a large library takes seconds);
-        reads wait for it, changes seen meanwhile are applied after it."""
+        """The daemon is up.  The index is built on the first ``memory.*``
+        request (:meth:`ensure_index`), not here."""
+
+    @property
+    def built(self) -> bool:
+        """The index has been read from the mirror (by a request or :meth:`rebuild`)."""
+        return self._ready.is_set()
+
+    def ensure_index(self) -> None:
+        """Start building the index in the background unless that has begun
+        (a large library takes seconds); reads wait for it, changes seen
+        meanwhile are applied after it."""
+        with self._lock:
+            if self._requested:
+                return
+            self._requested = True
         threading.Thread(target=self.rebuild, name="ohsync-memory-index", daemon=True).start()
 
     def rebuild(self) -> int:
@@ -95,8 +117,10 @@ class MemoryService:
         """
         fresh = MemoryIndex(self.index.root, self.index.tz)
         with self._lock:
+            self._requested = True
             self._building = True
             self._missed.clear()
+        self._on_state("building")
         try:
             count = fresh.rebuild() if fresh.root.is_dir() else 0
         except OSError as exc:
@@ -110,6 +134,7 @@ class MemoryService:
                 self.index = fresh
                 self.tools.index = fresh
                 self._ready.set()
+        self._on_state("ready")
         log.info("memory index: %d entities in %s", count, fresh.root)
         return count
 
@@ -123,6 +148,8 @@ class MemoryService:
         if not paths:
             return
         with self._lock:
+            if not self._requested:
+                return  # not built yet: the build reads every file anyway
             if self._building:
                 self._missed.update(paths)
                 return
@@ -132,6 +159,7 @@ class MemoryService:
                 log.warning("memory index: cannot re-read %s: %s", paths[0], exc)
 
     def _wait_ready(self) -> None:
+        self.ensure_index()
         if not self._ready.wait(self._ready_wait):
             raise CannotNow("the memory index is still being built (a large library takes a few seconds); "
                             "try again in a moment")
@@ -201,7 +229,9 @@ class MemoryService:
     def refresh(self, params: dict[str, Any]) -> dict[str, Any]:
         """``memory.refresh``: check the server now and wait for that pass."""
         timeout = self._timeout_of(params)
+        self.ensure_index()
         synced, message = self._refresh(timeout)
+        self._wait_ready()
         with self._lock:
             count = len(self.index)
         result: dict[str, Any] = {"refreshed": synced, "entities": count}

@@ -11,7 +11,11 @@ of the socket and nothing more) imports only this module of the daemon:
   served names :data:`DAEMON_METHODS` and :data:`MEMORY_METHODS`, the
   notification method :data:`EVENT` and its ``type`` values :class:`Event`;
 * the status object's shape (§7.2): :data:`STATUS_KEYS` (the contract keys,
-  in order), :data:`MIRROR_KEYS`, :data:`STATES` and :class:`State`;
+  in order), :data:`MIRROR_KEYS` (one item of ``mirrors`` per configured
+  mirror), :data:`STATES` and :class:`State`, :func:`combine_status` (the
+  daemon's answer from each mirror's own status object), :func:`worst_state`
+  (the tray's icon over several mirrors), the ``mirror`` selector param
+  :data:`MIRROR_PARAM`;
 * the client: :class:`RpcClient`, :class:`DaemonNotRunning`, :class:`RpcError`.
 
 The server side lives in ``daemon/socket_server.py``.  Error codes: -32700
@@ -46,6 +50,10 @@ __all__ = [
     "STATES",
     "STATUS_KEYS",
     "MIRROR_KEYS",
+    "MIRROR_PARAM",
+    "SEVERITY",
+    "combine_status",
+    "worst_state",
     "METHOD_NOT_FOUND",
     "INVALID_PARAMS",
     "CANNOT_NOW",
@@ -102,7 +110,7 @@ class Method:
     MEMORY_REFRESH = "memory.refresh"
 
 
-#: Methods of the daemon's own table (``Daemon._handlers`` in daemon/app.py).
+#: Methods of the daemon's own table (``Methods.table`` in daemon/daemon_methods.py).
 DAEMON_METHODS = (Method.STATUS, Method.REFRESH, Method.PAUSE, Method.RESUME, Method.CONFLICTS, Method.DAMAGED,
                   Method.ACTIVITY, Method.WAIT, Method.SHUTDOWN, Method.PING, Method.FILE, Method.CONFIRM_DELETES,
                   Method.HELD_DELETES, Method.SKIPPED, Method.RESYNC)
@@ -143,8 +151,50 @@ STATES = (State.STARTING, State.IDLE, State.SYNCING, State.ATTENTION, State.PAUS
 #: The first keys of the status object, in order: the contract, never renamed or retyped.
 STATUS_KEYS = ("protocol", "state", "message", "last_sync", "pending_up", "pending_down", "conflicts", "damaged",
                "skipped", "held_deletes", "transfer", "mirrors")
-#: The keys of each item of the status object's ``mirrors``.
-MIRROR_KEYS = ("library", "local", "state", "message")
+#: The keys of each item of the status object's ``mirrors``, one item per
+#: ``[[mirror]]`` in config order: ``name`` (what ``--mirror`` accepts, with
+#: the library and the folder), ``library``, ``local`` (the folder),
+#: ``state``/``message`` as the top level has them for that mirror, its
+#: counts, and ``attention`` (``{"kind", "path", "reason"}`` items).
+MIRROR_KEYS = ("name", "library", "local", "state", "message", "last_sync", "pending_up", "pending_down",
+               "conflicts", "damaged", "skipped", "held_deletes", "transfer", "attention")
+#: The optional param of methods that act on one mirror: a mirror's ``name``,
+#: its library's name or id, or its folder.  Without it, with several
+#: mirrors, ``refresh``/``pause``/``resume``/``wait`` act on all, lists
+#: (``conflicts``, ``activity``…) cover all with each item's ``mirror``, and
+#: the rest answer -32602 naming the choices.
+MIRROR_PARAM = "mirror"
+#: States from the best to the worst, for one picture over several mirrors.
+SEVERITY = (State.IDLE, State.SYNCING, State.STARTING, State.PAUSED, State.ATTENTION, State.OFFLINE,
+            State.AUTH_REQUIRED, State.STOPPED, State.ERROR)
+
+
+def worst_state(states: list[Any]) -> str:
+    """The worst of ``states`` by :data:`SEVERITY` (an unknown state counts as ``error``)."""
+    rank = {state: i for i, state in enumerate(SEVERITY)}
+    worst = State.IDLE
+    for state in states:
+        if rank.get(state, len(SEVERITY) - 1) > rank[worst]:
+            worst = state if state in rank else State.ERROR
+    return worst
+
+
+def combine_status(statuses: list[dict[str, Any]]) -> dict[str, Any]:
+    """The status object of a daemon with several mirrors, from each mirror's own.
+
+    The top level is the first mirror's object, unchanged (clients that know
+    one mirror keep working); ``mirrors`` lists every mirror's item; the
+    drop folder's fields come from the mirror that files.
+
+    :param statuses: one status object per mirror, in config order (at least one).
+    """
+    combined = dict(statuses[0])
+    combined["mirrors"] = [item for st in statuses for item in st.get("mirrors", [])]
+    for st in statuses:
+        if st.get("drop_dir"):
+            combined["drop_dir"], combined["filing"] = st.get("drop_dir"), st.get("filing")
+            break
+    return combined
 
 #: Longest request line the daemon reads (bytes); every request is far smaller.
 MAX_REQUEST = 1024 * 1024

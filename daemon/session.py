@@ -1,4 +1,4 @@
-"""Open the sync engine for the configured mirror.
+"""Open the sync engine for one configured mirror.
 
 One function's worth of wiring: read the token from the keyring, make the
 Seafile client, find (or create, when ``create_library = true``) the library,
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.config import Config
+from ohsync.daemon.config import Config, MirrorConfig
 from ohsync.daemon.credentials import load_token
 from ohsync.daemon.logs import redact
 from ohsync.daemon.worker import FatalError
@@ -70,11 +70,14 @@ def open_session(
     cfg: Config,
     on_event: Callable[[SyncEvent], None],
     *,
+    mirror: MirrorConfig | None = None,
     token: str | None = None,
     client_factory: Callable[..., Any] | None = None,
 ) -> MirrorSession:
-    """Open the engine of the first mirror.
+    """Open the engine of one mirror.
 
+    :param mirror: which ``[[mirror]]`` (default: the first); its state
+        lives in :meth:`Config.mirror_state_dir`.
     :param token: use this token instead of the keyring's (tests, demo).
     :param client_factory: makes the client (default ``SeafileClient``).
     :raises FatalError: no login or no such library (the daemon cannot run).
@@ -94,7 +97,7 @@ def open_session(
     redact(token)
     client = (client_factory or SeafileClient)(cfg.server, token)
     try:
-        mirror = cfg.mirror
+        mirror = mirror or cfg.mirror
         try:
             repo = resolve_library(client, name=None if mirror.library_id else mirror.library,
                                    library_id=mirror.library_id, create=cfg.create_library)
@@ -107,9 +110,11 @@ def open_session(
                 hint = (f" Create it in the web interface, fix `library` in {cfg.path}, "
                         "or set `create_library = true` to let ohsync create it.")
             raise FatalError(exc.message + hint, title=exc.title) from exc
-        state_dir = cfg.mirror_state_dir(repo.id)
+        state_dir = cfg.mirror_state_dir(repo.id, mirror)
         state_dir.mkdir(parents=True, exist_ok=True)
         state = StateStore(state_dir / "state.sqlite3", state_dir / "blobs")
+        if state.recovered is not None:
+            log.warning("%s", state.recovered.sentence(state.db_path))
         try:
             options = _engine_options(
                 EngineOptions, backup_dir=cfg.state_dir / "backups", library_name=repo.name,

@@ -66,6 +66,8 @@ class Snapshot:
 
     library: str = ""
     local: str = ""
+    #: what status, CLI and tray call the mirror (its config ``name``, else the library)
+    name: str = ""
     poll_interval: float = 30.0
     phase: str = "starting"
     paused: bool = False
@@ -101,6 +103,8 @@ class Snapshot:
     notifications: str = "polling"
     #: seconds between the safety polls while notifications are ``push``
     push_poll_interval: float = 300.0
+    #: the memory tools' index: ``not built`` until the first ``memory.*`` request, ``building``, ``ready``
+    memory_index: str = "not built"
     now: float = field(default_factory=time.time)
 
 
@@ -137,7 +141,8 @@ def _state(s: Snapshot) -> tuple[str, str]:
         return "error", ("The file watcher stopped, so local edits are only noticed by the periodic scan; "
                          "restart ohsync")
     if s.pending_up or s.pending_down:
-        return "syncing", f"{s.pending_up + s.pending_down} change(s) waiting to sync"
+        ways = [f"{n} to {way}" for n, way in ((s.pending_up, "upload"), (s.pending_down, "download")) if n]
+        return "syncing", f"{s.pending_up + s.pending_down} change(s) waiting to sync: {', '.join(ways)}"
     if s.failures:
         first = s.failures[0]
         waiting = "" if first.get("permanent") else " (retried later)"
@@ -177,7 +182,7 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "skipped": s.skipped,
         "held_deletes": s.held_deletes,
         "transfer": copy.deepcopy(s.transfer),
-        "mirrors": [{"library": s.library, "local": s.local, "state": state, "message": message}],
+        "mirrors": [_mirror_item(s, state, message)],
         # extra fields (docs/architecture.md §7.2: add freely)
         "last_poll": iso_time(s.last_poll),
         "last_scan": iso_time(s.last_scan),
@@ -186,6 +191,7 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "errors": s.errors,
         "polls": s.polls,
         "notifications": s.notifications,
+        "memory_index": s.memory_index,
         "clock_offset": None if s.clock_offset is None else round(s.clock_offset),
         "drop_dir": s.drop_dir,
         "filing": copy.deepcopy(s.filing),
@@ -193,6 +199,15 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "failures": [dict(f, since=iso_time(f.get("since")), retry_at=iso_time(f.get("retry_at")))
                      for f in s.failures[:200]],
     }
+
+
+def _mirror_item(s: Snapshot, state: str, message: str) -> dict[str, Any]:
+    """This mirror's item of ``mirrors`` (keys: ``protocol.MIRROR_KEYS``)."""
+    return {"name": s.name or s.library, "library": s.library, "local": s.local, "state": state,
+            "message": message, "last_sync": iso_time(s.last_sync), "pending_up": s.pending_up,
+            "pending_down": s.pending_down, "conflicts": s.conflicts, "damaged": s.damaged, "skipped": s.skipped,
+            "held_deletes": s.held_deletes, "transfer": copy.deepcopy(s.transfer),
+            "attention": [dict(item) for item in s.attention[:MAX_ITEMS]]}
 
 
 #: Fields that change on every pass without anything happening.

@@ -54,6 +54,7 @@ from .errors import (
     ServerError,
     ThrottledError,
     TooLargeError,
+    UnreachableError,
     local_error,
 )
 
@@ -321,12 +322,12 @@ def translate_errors(
         ) from exc
     except httpx.ConnectError as exc:
         if _plain_http_answer(exc):
-            raise NetworkError(
+            raise UnreachableError(
                 f"The server answered in plain HTTP to an https:// address while {what}: this port does "
                 "not speak HTTPS. Use http:// in the address if the server really is plain HTTP (a test "
                 "server on this computer), or the server's HTTPS port.", path=path
             ) from exc
-        raise NetworkError(f"Could not connect to the server while {what}. {_CONNECT_HINT}", path=path) from exc
+        raise UnreachableError(f"Could not connect to the server while {what}. {_CONNECT_HINT}", path=path) from exc
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
         raise NetworkError(
             f"The connection dropped while {what}. {_CONNECT_HINT}", path=path

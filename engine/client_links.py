@@ -12,7 +12,9 @@ file server instead of two.
 An expired (or otherwise unknown) link is answered by the file server with
 403 ``Access token not found`` before any byte is stored, so
 :meth:`LinkCache._with_link` drops the link, fetches a new one and sends the
-request once more; any other failure is raised as it is.
+request once more; any other failure is raised as it is (a network failure
+also drops the link: the next transfer asks for a new one, in case the file
+server moved).
 
 Safe to call from several threads at once (the cache has a lock; the httpx
 client may be shared between threads).
@@ -29,7 +31,7 @@ import httpx
 from .client_answers import check_repo_id
 from .client_http import SeafileHTTP
 from .client_paths import normalize_remote_path
-from .errors import ServerError
+from .errors import NetworkError, ServerError
 
 __all__ = ["LINK_TTL", "LinkCache"]
 
@@ -91,7 +93,14 @@ class LinkCache(SeafileHTTP):
         link = self._cached_link(kind, repo, folder, fresh=fresh)
         try:
             return send(link)
+        except NetworkError:
+            self._drop_link(kind, repo, folder)  # the file server may have moved: ask again next time
+            raise
         except ServerError as exc:
             if exc.status != 403 or fresh:
                 raise
         return send(self._cached_link(kind, repo, folder, fresh=True))
+
+    def _drop_link(self, kind: str, repo: str, folder: str) -> None:
+        with self._links_lock:
+            self._links.pop((kind, repo, folder if kind == "upload" else ""), None)

@@ -5,12 +5,16 @@ slash except the root ``/`` (see :mod:`ohsync.engine.models`).  Paths the
 *caller* passes are normalized strictly (:func:`normalize_remote_path` raises
 ``ValueError`` for ``..``, NUL, …: a programming error).  Names the *server*
 hands back are checked with :func:`name_problem`; the client drops unsafe
-ones from listings and reports them instead of raising.
+ones from listings and reports them instead of raising.  The name rules live
+in :mod:`.names` (``name_problem`` here is
+:func:`~ohsync.engine.names.server_name_problem`).
 """
 
 from __future__ import annotations
 
 from .errors import RemoteOperationError
+from .names import MAX_NAME_BYTES, upload_name_problem
+from .names import server_name_problem as name_problem
 
 __all__ = [
     "MAX_NAME_BYTES",
@@ -22,55 +26,6 @@ __all__ = [
     "upload_name_problem",
     "upload_target",
 ]
-
-#: Longest name (UTF-8 bytes) Seafile stores; 256 bytes are refused.
-MAX_NAME_BYTES = 255
-
-
-def name_problem(name: object) -> str | None:
-    """Why ``name`` (one path component from the server) is unsafe, or None.
-
-    Unsafe: not a string, empty, ``.``/``..``, containing ``/`` or NUL,
-    not encodable as UTF-8 (lone surrogates), longer than 255 UTF-8 bytes.
-    """
-    if not isinstance(name, str):
-        return "name is not a string"
-    if name == "":
-        return "empty name"
-    if name in (".", ".."):
-        return f"reserved name {name!r}"
-    if "/" in name:
-        return "name contains '/'"
-    if "\x00" in name:
-        return "name contains a NUL character"
-    try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError:
-        return "name is not valid UTF-8"
-    if size > MAX_NAME_BYTES:
-        return f"name is {size} bytes long (more than {MAX_NAME_BYTES})"
-    return None
-
-
-def upload_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be uploaded faithfully through a multipart form.
-
-    Besides :func:`name_problem`: ``"`` arrives as ``%22`` (it is
-    percent-encoded in the part header and the server does not decode it),
-    ``\\`` is escaped by httpx and cut by the C file server, and control
-    characters are percent-encoded.  Such names would be stored under a
-    different name, so they are refused instead of mangled silently.
-    """
-    problem = name_problem(name)
-    if problem:
-        return problem
-    if '"' in name:
-        return "name contains '\"', which the upload form cannot carry"
-    if "\\" in name:
-        return "name contains '\\', which the upload form cannot carry"
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
-        return "name contains a control character"
-    return None
 
 
 def normalize_remote_path(path: str) -> str:

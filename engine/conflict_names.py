@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from .paths import MAX_NAME_BYTES
+from .names import fit_name
 
 __all__ = ["CONFLICT_DIR", "is_conflict_path", "conflict_copy_path", "origin_of"]
 
@@ -48,14 +48,6 @@ def _split(name: str) -> tuple[str, str]:
     return name[:dot], name[dot:]
 
 
-def _fit(stem: str, suffix: str) -> str:
-    budget = MAX_NAME_BYTES - len(suffix.encode("utf-8"))
-    raw = stem.encode("utf-8")
-    if len(raw) <= budget:
-        return stem + suffix
-    return raw[:budget].decode("utf-8", errors="ignore") + suffix
-
-
 def conflict_copy_path(rel_path: str, origin: str, exists: Callable[[str], bool],
                        when: datetime | None = None, folder_name: str = CONFLICT_DIR) -> str:
     """A free rel path for the archived copy of ``rel_path``.
@@ -77,7 +69,7 @@ def conflict_copy_path(rel_path: str, origin: str, exists: Callable[[str], bool]
     n = 1 if not is_conflict_path(rel_path) else 2
     while True:
         tail = tag + (ext if n == 1 else f"-{n}{ext}")
-        candidate = f"{target_dir}/{_fit(stem, tail)}"
+        candidate = f"{target_dir}/{fit_name(stem, tail)}"
         if not exists(candidate):
             return candidate
         n += 1

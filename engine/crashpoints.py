@@ -1,21 +1,23 @@
-"""Named crash points, so tests can kill the process at an exact step.
+"""Named crash points: the engine names the exact step it reached.
 
-Set ``OHSYNC_CRASH_AT=<name>`` (or ``<name>:<n>`` for the n-th time the
-point is reached) in the environment of a daemon under test: when the
-engine reaches that point the process sends itself SIGKILL, as a power
-cut or an OOM kill would.  Without the variable a point costs one dict
-lookup.  The names are listed in :data:`POINTS`.
+The engine calls :func:`reach` at each point of :data:`POINTS`.  What
+happens there is not the engine's business: by default nothing (one
+``None`` check); the process that runs the engine may install a hook with
+:func:`set_hook`.  The daemon's ``ohsync run`` installs
+:func:`ohsync.daemon.crash_at.install_from_env`'s hook, which kills the
+process when ``OHSYNC_CRASH_AT=<name>[:<n>]`` names the point (as a power
+cut or an OOM kill would), so crash tests stop a real daemon mid-step.
 """
 
 from __future__ import annotations
 
-import os
-import signal
+from collections.abc import Callable
 
-__all__ = ["POINTS", "reach"]
+__all__ = ["POINTS", "CrashHook", "reach", "set_hook"]
 
 #: Every crash point, in the order a sync meets them.
 POINTS = (
+    "remote.snapshot_written",  # the listing's changed rows are written, its head not yet (one transaction)
     "pull.downloaded",        # the new version is in a temp file beside the target
     "pull.replaced",          # the target was replaced, base not yet recorded
     "push.uploaded",          # the server has our version, not yet read back
@@ -41,17 +43,24 @@ POINTS = (
     "filing.finishing",       # step `moved` recorded, the job not yet `done`
 )
 
-_counts: dict[str, int] = {}
+#: ``hook(name)``: called at each crash point the engine reaches.
+CrashHook = Callable[[str], None]
+
+_hook: CrashHook | None = None
+
+
+def set_hook(hook: CrashHook | None) -> CrashHook | None:
+    """Install ``hook`` (None removes it) for every later :func:`reach`.
+
+    :returns: the hook installed before (to restore it).
+    """
+    global _hook
+    previous, _hook = _hook, hook
+    return previous
 
 
 def reach(name: str) -> None:
-    """Mark that the engine reached crash point ``name``."""
-    spec = os.environ.get("OHSYNC_CRASH_AT")
-    if not spec:
-        return
-    target, _, nth = spec.partition(":")
-    if target != name:
-        return
-    _counts[name] = _counts.get(name, 0) + 1
-    if _counts[name] >= int(nth or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+    """Mark that the engine reached crash point ``name`` (one of :data:`POINTS`)."""
+    hook = _hook
+    if hook is not None:
+        hook(name)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 
-from .conflict_names import _fit, _split
+from .conflict_names import _split
+from .names import fit_name
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import NotFoundError
@@ -47,7 +48,7 @@ def trash_path(rel_path: str, taken: bool, when: datetime | None = None, folder_
     when = when or datetime.now(timezone.utc)
     folder, _, name = target.rpartition("/")
     stem, ext = _split(name)
-    return f"{folder}/{_fit(stem, '__' + when.strftime('%Y%m%dT%H%M%SZ') + ext)}"
+    return f"{folder}/{fit_name(stem, '__' + when.strftime('%Y%m%dT%H%M%SZ') + ext)}"
 
 
 def _backup_remote(ctx: MirrorContext, rel_path: str) -> None:

@@ -11,11 +11,13 @@ tree, classified by behaviour (what the scheduler should do next)::
     │   ├── QuotaError               443 (or 442 too large): stop uploading
     │   ├── ThrottledError           429: retry after ``retry_after`` seconds
     │   ├── ServerError              5xx/520, FS errors: retry with backoff
-    │   ├── NetworkError             connect/read failure, timeout: offline
+    │   ├── NetworkError             read failure, dropped connection, timeout
+    │   │   └── UnreachableError     no connection at all (refused, DNS): offline
     │   ├── ProtocolError            garbage from the server (bad JSON, shape)
     │   └── RemoteOperationError     4xx the request itself caused (bad name…)
     ├── LibraryNotFound              the configured library does not exist
     ├── TwoFactorRequired            auth-token asks for an OTP code
+    ├── StateTooNew                  the state database is from a newer ohsync
     └── LocalError                   an OSError on the mirror side
         └── MirrorMissingError       the mirror root is gone or not ours
 
@@ -25,11 +27,18 @@ returns a :class:`Failure`): its **scope** (``path``: only this file fails;
 **behaviour** (``retry_soon``: back off and try again; ``retry_after``: wait
 the time the server gave; ``needs_person``: retrying the same thing cannot
 help until the person acts, and ``needs`` says how: ``login``, ``space``,
-``name``, ``limit``, ``quota``, ``permission``).  The worker, the engine's
-failure book (``engine/failures.py``) and the CLI read that instead of
-their own isinstance chains.  Translators per boundary turn foreign failures
-into these classes: HTTP answers in ``client_errors.error_for_response``,
-local file-system errors in :func:`local_error`.
+``name``, ``limit``, ``quota``, ``permission``).  The engine, its failure
+book (``engine/failures.py``), the worker, filing, the socket and the CLI
+read that instead of their own isinstance chains.  Translators per boundary
+turn foreign failures into these classes: HTTP answers in
+``client_errors.error_for_response``, local file-system errors in
+:func:`local_error`.
+
+A failed request (a 5xx, a dropped connection, a 429) concerns the path it
+was for: the pass goes on with the other paths.  Only when the server fails
+several requests in a row does the engine widen the failure to the mirror
+(:func:`server_down`) and end the pass; a connection that cannot be made at
+all (:class:`UnreachableError`) ends it at once.
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ __all__ = [
     "Failure",
     "classify",
     "local_error",
+    "server_down",
+    "UnreachableError",
     "TooLargeError",
     "NameRejectedError",
     "DiskFullError",
@@ -61,6 +72,7 @@ __all__ = [
     "TwoFactorRequired",
     "LocalError",
     "MirrorMissingError",
+    "StateTooNew",
 ]
 
 
@@ -140,13 +152,14 @@ class TooLargeError(QuotaError):
 
 
 class ThrottledError(RemoteError):
-    """The server throttled us (429).
+    """The server throttled us (429): this request waits ``retry_after``.
 
     :param retry_after: seconds to wait, from ``Retry-After`` (default 1).
     """
 
     title = "Server busy"
     retryable = True
+    scope = "path"
     behaviour = "retry_after"
 
     def __init__(self, message: str, *, retry_after: float = 1.0, **kw: object) -> None:
@@ -155,16 +168,25 @@ class ThrottledError(RemoteError):
 
 
 class ServerError(RemoteError):
-    """The server failed (5xx, 520, a file-server error): retry with backoff."""
+    """The server failed one request (5xx, 520, a file-server error): retry with backoff."""
 
     retryable = True
+    scope = "path"
 
 
 class NetworkError(RemoteError):
-    """No answer: connection refused/reset, DNS failure, timeout."""
+    """No (complete) answer to one request: connection reset or dropped, timeout."""
 
     title = "Offline"
     retryable = True
+    scope = "path"
+
+
+class UnreachableError(NetworkError):
+    """No connection could be made at all (refused, DNS failure, no route):
+    every request would fail the same way."""
+
+    scope = "mirror"
 
 
 class ProtocolError(RemoteError):
@@ -172,6 +194,7 @@ class ProtocolError(RemoteError):
 
     title = "Unexpected server answer"
     retryable = True
+    scope = "path"
 
 
 class RemoteOperationError(RemoteError):
@@ -208,6 +231,27 @@ class TwoFactorRequired(OhsyncError):
     scope = "daemon"
     behaviour = "needs_person"
     needs = "login"
+
+
+class StateTooNew(OhsyncError):
+    """The mirror's state database was written by a newer ohsync than this one
+    (``engine/state_schema.py``); nothing was changed in it.
+
+    :param db_path: the database file.
+    :param found: its schema version; ``known``: the newest this build knows.
+    """
+
+    title = "State from a newer ohsync"
+    scope = "mirror"
+    behaviour = "needs_person"
+
+    def __init__(self, db_path: object, found: int, known: int) -> None:
+        super().__init__(
+            f"The state database {db_path} was written by a newer ohsync (state version {found}; this "
+            f"ohsync knows up to {known}), so this one leaves it untouched. Upgrade ohsync, or run "
+            "`ohsync resync` to set it aside and compare both sides afresh: nothing is deleted, files "
+            "equal on both sides are kept as they are.")
+        self.db_path, self.found, self.known = db_path, found, known
 
 
 class LocalError(OhsyncError):
@@ -331,3 +375,14 @@ def local_error(exc: OSError, rel_path: str | None = None, *, what: str = "") ->
     err = cls(message, path=rel_path)
     err.__cause__ = exc
     return err
+
+
+def server_down(exc: RemoteError, failures: int) -> RemoteError:
+    """Widen a failed request to the whole mirror: the server failed
+    ``failures`` requests in a row, so the pass ends and the worker retries
+    it with backoff.  Returns ``exc`` itself (type, status and
+    ``retry_after`` kept; scope ``mirror``; the message says so)."""
+    exc.scope = "mirror"
+    exc.message = f"The server failed {failures} requests in a row; the last: {exc.message}"
+    exc.args = (exc.message,)
+    return exc

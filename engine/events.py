@@ -20,7 +20,9 @@ class SyncEvent:
 
     :ivar kind: ``"transfer"`` (progress; ``done``/``total`` in bytes),
         ``"synced"`` (a path finished; ``action`` says what), ``"conflict"``,
-        ``"error"`` (a per-path failure, ``message`` says why), ``"skipped"``.
+        ``"error"`` (a per-path failure, ``message`` says why), ``"skipped"``,
+        ``"pending"`` (``total`` changes of the pass wait in ``direction``
+        ``up`` or ``down``; see ``engine/pending.py``).
     :ivar path: library-relative path.
     :ivar direction: ``"up"``, ``"down"`` or ``""``.
     :ivar action: for ``synced``: ``upload``, ``download``, ``merge``,
@@ -80,6 +82,11 @@ class SyncReport:
         one request and read or wrote no state (the caller's caches still hold).
     :ivar rescan: local deletes were seen; they are carried out by the next
         full scan (call ``sync(None)`` soon), where the valve sees them all.
+    :ivar waiting_up/waiting_down: paths whose planned change (a local one to
+        push, a remote one to apply here) was not carried out when the pass
+        ended: interrupted, or local deletes left for the full scan.  Failed
+        and held paths are not waiting (they are in ``errors`` and
+        ``held_deletes``).
     """
 
     remote_changed: bool = False
@@ -98,6 +105,8 @@ class SyncReport:
     interrupted: bool = False
     rescan: bool = False
     idle: bool = False
+    waiting_up: list[str] = field(default_factory=list)
+    waiting_down: list[str] = field(default_factory=list)
 
     @property
     def transferred(self) -> int:

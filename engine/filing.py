@@ -34,7 +34,7 @@ read-back, after the sidecar is written and pushed, after the journal line
 is written and pushed, after the move, and before the job is marked done.
 
 Before a job is created: partial downloads and busy files are refused
-(``not_ready``), content already under ``/Files/`` (same sha1 in state, or
+(``not_ready``; the ``ready`` check the daemon injects decides), content already under ``/Files/`` (same sha1 in state, or
 same content id in the remote snapshot, or a job in flight) is reported as
 ``duplicate`` without upload, and the account's free space is checked
 (``over_quota``).  Filing runs in the thread that owns the engine (the
@@ -73,16 +73,8 @@ from .events import SyncEvent
 from .filing_jobs import STEPS, Abandon, FilingJob, FilingResult, JobStore
 from .filing_journal import BEIJING, journal_line
 from .filing_plan import Planner
-from .filing_rules import (
-    DEFAULT_DEST,
-    FilingRule,
-    RuleError,
-    has_partial_sibling,
-    is_partial_name,
-    open_for_writing,
-    parse_dest,
-    parse_rules,
-)
+from .filing_api import ReadyCheck
+from .filing_rules import DEFAULT_DEST, FilingRule, RuleError, parse_dest, parse_rules
 from .filing_steps import (
     add_journal_line,
     move_into_mirror,
@@ -212,6 +204,9 @@ class Filer:
     :param default_dest: destination when no rule matches (``[filing]
         default``, ``/Files/_inbox/``).
     :param db_path: the filing database (created), e.g. ``state_dir/filing.db``.
+    :param ready: tells whether a file is finished (not downloading, not
+        open for writing): the daemon injects its stability gate
+        (:meth:`ohsync.daemon.stability.StabilityGate.not_ready`).
     :param now: returns the current time (aware datetime; converted to
         +08:00); tests pass a fixed clock.
     :param chunk_size: files larger than this (bytes) go up in chunks.
@@ -223,7 +218,7 @@ class Filer:
     """
 
     def __init__(self, engine: Any, drop_dir: Path, rules: Iterable[FilingRule | Mapping[str, Any]] = (),
-                 default_dest: str = DEFAULT_DEST, db_path: Path | None = None, *,
+                 default_dest: str = DEFAULT_DEST, db_path: Path | None = None, *, ready: ReadyCheck,
                  now: Callable[[], datetime] | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
                  upload_attempts: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
         self.engine = engine
@@ -242,7 +237,8 @@ class Filer:
         self.chunk_size = max(1, int(chunk_size))
         self.upload_attempts = max(1, int(upload_attempts))
         self._sleep = sleep
-        self._planner = Planner(self.ctx, self._jobs, self.drop_dir, self.rules, self.default_dest, self._now)
+        self._planner = Planner(self.ctx, self._jobs, self.drop_dir, self.rules, self.default_dest, self._now,
+                                ready)
 
     #: The method that takes a job from each recorded step to the next.
     _NEXT: ClassVar[dict[str, str]] = {"planned": "_do_upload", "uploaded": "_do_sidecar", "sidecar": "_do_journal",
@@ -253,34 +249,6 @@ class Filer:
         self._jobs.close()
 
     # ------------------------------------------------------------------ public API
-
-    @staticmethod
-    def is_stable(path: Path, quiet_seconds: float = 3.0, *, now: float | None = None) -> bool:
-        """Tell whether a file looks finished: a regular file, not a partial
-        download or lock file (by name, or by a ``.part``/``.crdownload``
-        companion beside it, as Firefox keeps an empty final file while it
-        downloads), not open for writing (Linux; elsewhere unknown), and its
-        mtime at least ``quiet_seconds`` in the past.
-
-        The daemon's service additionally watches size and mtime stay
-        unchanged for ``quiet_seconds`` between its own checks.
-
-        :param quiet_seconds: seconds since the last modification.
-        :param now: the current Unix time (default ``time.time()``).
-        :returns: True when the file may be filed now.
-        """
-        path = Path(path)
-        if is_partial_name(path.name) or has_partial_sibling(path):
-            return False
-        try:
-            st = path.lstat()
-        except OSError:
-            return False
-        if not path.is_file() or path.is_symlink():
-            return False
-        if (now if now is not None else time.time()) - st.st_mtime < quiet_seconds:
-            return False
-        return open_for_writing(path) is not True
 
     def pending(self) -> list[dict[str, Any]]:
         """Unfinished jobs: ``[{"source", "dest", "step", "note"}]`` (for status)."""

@@ -21,15 +21,8 @@ from .context import MirrorContext
 from .errors import NotFoundError, QuotaError
 from .filing_jobs import FilingJob, FilingResult, JobStore
 from .filing_journal import BEIJING
-from .filing_rules import (
-    FilingRule,
-    choose_rule,
-    has_partial_sibling,
-    is_partial_name,
-    open_for_writing,
-    render_dest,
-    unique_name,
-)
+from .filing_api import DOWNLOADING, ReadyCheck
+from .filing_rules import FilingRule, choose_rule, render_dest, unique_name
 from .filing_summary import human_size, summarize
 from .ids import file_hashes
 from .localfs import stat_fingerprint
@@ -52,12 +45,14 @@ class Planner:
     :param rules: parsed rules, first match wins.
     :param default_dest: the destination when no rule matches.
     :param now: the current time (aware datetime).
+    :param ready: tells whether a file is finished (the daemon's stability gate).
     """
 
     def __init__(self, ctx: MirrorContext, jobs: JobStore, drop_dir: Path, rules: list[FilingRule],
-                 default_dest: str, now: Callable[[], datetime]) -> None:
+                 default_dest: str, now: Callable[[], datetime], ready: ReadyCheck) -> None:
         self.ctx, self.jobs, self.drop_dir = ctx, jobs, drop_dir
         self.rules, self.default_dest, self.now = rules, default_dest, now
+        self.ready = ready
 
     def _drop_rel(self, source: Path) -> str | None:
         try:
@@ -88,12 +83,13 @@ class Planner:
             return FilingResult("failed", src, message=f"{name} does not exist (any more).")
         if source.is_symlink() or not source.is_file():
             return FilingResult("failed", src, message=f"{name} is not a regular file; only files are filed.")
-        if is_partial_name(name) or has_partial_sibling(source):
+        busy = self.ready(source)
+        if busy == DOWNLOADING:
             return FilingResult("not_ready", src, message=f"{name} is still downloading; it is filed "
                                 "once the download finished.", retryable=True)
         if st.st_size == 0:
             return FilingResult("failed", src, message=f"{name} is empty; empty files are not filed.")
-        if open_for_writing(source):
+        if busy is not None:
             return FilingResult("not_ready", src, message=f"{name} is still being written; it is filed once "
                                 "it is closed.", retryable=True)
         with open(source, "rb") as fh:

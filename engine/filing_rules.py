@@ -1,7 +1,10 @@
 """Filing rules for the drop folder (docs/architecture.md §8, config ``[filing]``).
 
-Pure functions, no I/O except :func:`open_for_writing` and
-:func:`has_partial_sibling`, which look at the local machine.
+Pure functions, no I/O.  The name rules it re-exports (:func:`split_name`,
+:func:`fit_name`, :func:`is_partial_name`, :func:`is_ignored_name`,
+:func:`has_partial_sibling`) live in :mod:`.names`; whether a file is
+finished (still downloading, open for writing) is the daemon's
+:mod:`ohsync.daemon.stability`.
 
 * :func:`parse_rules` turns the config's ``rules = [{match, dest}]`` into
   :class:`FilingRule` values.  ``match`` is a glob (``*.pdf``, matched
@@ -17,22 +20,29 @@ Pure functions, no I/O except :func:`open_for_writing` and
   a folder and the file keeps its name; otherwise the last component is the
   new file name.
 * :func:`unique_name` resolves name clashes with `` (1)``, `` (2)``…
-* :func:`is_partial_name` recognises partial downloads and lock files.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 import string
-import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
+
+from .names import (
+    MAX_NAME_BYTES,
+    PARTIAL_SUFFIXES,
+    fit_name,
+    has_partial_sibling,
+    is_ignored_name,
+    is_partial_name,
+    split_name,
+)
 
 __all__ = [
     "DEFAULT_DEST",
@@ -45,7 +55,6 @@ __all__ = [
     "has_partial_sibling",
     "is_ignored_name",
     "is_partial_name",
-    "open_for_writing",
     "parse_dest",
     "parse_rules",
     "render_dest",
@@ -57,30 +66,9 @@ __all__ = [
 #: Where a file goes when no rule matches (config ``[filing] default``).
 DEFAULT_DEST = "/Files/_inbox/"
 
-#: Name endings of downloads still in progress (browsers, download managers).
-PARTIAL_SUFFIXES: tuple[str, ...] = (
-    ".part",        # Firefox, wget2, many others
-    ".crdownload",  # Chrome, Edge
-    ".download",    # Safari (a bundle folder), some Linux tools
-    ".tmp",
-    ".partial",     # IE/old Edge, Transmission option
-    ".opdownload",  # Opera
-    ".!ut",         # uTorrent
-    ".!qb",         # qBittorrent
-    ".aria2",       # aria2 control file
-    ".filepart",    # WinSCP
-    ".dtapart",     # DownThemAll
-)
-#: Suffixes that, appended to a file's own name, mean that file is still
-#: being written (``x.pdf`` + ``x.pdf.part`` from Firefox, ``x.zip.aria2``).
-_SIBLING_SUFFIXES: tuple[str, ...] = (".part", ".crdownload", ".aria2", ".download", ".filepart")
-
 #: Placeholders a destination template may use.
 PLACEHOLDERS: frozenset[str] = frozenset({"yyyy", "mm", "dd", "stem", "ext", "name", "term", "dir"})
 
-_MAX_NAME_BYTES = 255
-_DOUBLE_EXTS = (".tar.gz", ".tar.bz2", ".tar.xz", ".tar.zst")
-_IGNORED_NAMES = {".ds_store", "thumbs.db", "desktop.ini", ".directory", "icon\r"}
 
 
 class RuleError(ValueError):
@@ -203,22 +191,6 @@ def choose_rule(rules: Iterable[FilingRule], name: str, drop_rel: str | None) ->
     return None
 
 
-def split_name(name: str) -> tuple[str, str]:
-    """``(stem, ext)`` with ``ext`` including its dot (``""`` when none).
-
-    Dot-files have no extension (``.bashrc`` → ``(".bashrc", "")``) and
-    ``.tar.gz``-style double extensions stay together.
-    """
-    lower = name.lower()
-    for double in _DOUBLE_EXTS:
-        if lower.endswith(double) and len(name) > len(double):
-            return name[: -len(double)], name[-len(double):]
-    dot = name.rfind(".")
-    if dot <= 0 or dot == len(name) - 1:
-        return name, ""
-    return name[:dot], name[dot:]
-
-
 def tsinghua_term(day: date | datetime) -> str:
     """The Tsinghua term a date falls in, e.g. ``2026-2027-1``.
 
@@ -277,16 +249,6 @@ def render_dest(template: str, *, name: str, when: datetime, drop_rel: str | Non
     return "/" + "/".join(parts), unicodedata.normalize("NFC", target_name)
 
 
-def fit_name(stem: str, suffix: str, *, limit: int = _MAX_NAME_BYTES) -> str:
-    """``stem + suffix`` within ``limit`` UTF-8 bytes (default 255),
-    shortening the stem only, on a character boundary."""
-    budget = limit - len(suffix.encode("utf-8"))
-    raw = stem.encode("utf-8")
-    if len(raw) <= budget:
-        return stem + suffix
-    return raw[:max(0, budget)].decode("utf-8", errors="ignore") + suffix
-
-
 def unique_name(name: str, taken: Callable[[str], bool], *, reserve: int = 0) -> str:
     """The first free name among ``name``, ``stem (1).ext``, ``stem (2).ext``…
 
@@ -301,87 +263,7 @@ def unique_name(name: str, taken: Callable[[str], bool], *, reserve: int = 0) ->
     n = 0
     while True:
         tail = ext if n == 0 else f" ({n}){ext}"
-        candidate = fit_name(stem, tail, limit=_MAX_NAME_BYTES - reserve)
+        candidate = fit_name(stem, tail, limit=MAX_NAME_BYTES - reserve)
         if not taken(candidate):
             return candidate
         n += 1
-
-
-def is_partial_name(name: str) -> bool:
-    """True for names of downloads in progress and editor lock files.
-
-    Partial-download suffixes (:data:`PARTIAL_SUFFIXES`, case-insensitive),
-    Office lock files (``~$x.docx``), LibreOffice locks (``.~lock.x#``),
-    our own temp files (``.ohsync-tmp-*``) and editor backups (``x~``).
-    """
-    lower = name.lower()
-    if lower.endswith(PARTIAL_SUFFIXES):
-        return True
-    if name.startswith(("~$", ".~lock.", ".ohsync-tmp-")):
-        return True
-    if name.startswith("Unconfirmed ") and lower.endswith(".crdownload"):
-        return True
-    return name.endswith("~") or (name.startswith(".#"))
-
-
-def is_ignored_name(name: str) -> bool:
-    """True for names that are never filed: partial downloads (see
-    :func:`is_partial_name`), hidden files (a leading ``.``) and desktop
-    plumbing (``.DS_Store``, ``Thumbs.db``, ``desktop.ini``)."""
-    return is_partial_name(name) or name.startswith(".") or name.lower() in _IGNORED_NAMES
-
-
-def has_partial_sibling(path: Path) -> bool:
-    """True when a partial-download companion of ``path`` exists beside it
-    (Firefox keeps an empty ``x.pdf`` while writing ``x.pdf.part``; aria2
-    keeps ``x.zip.aria2`` until done)."""
-    for suffix in _SIBLING_SUFFIXES:
-        if path.with_name(path.name + suffix).exists():
-            return True
-    return False
-
-
-def open_for_writing(path: Path) -> bool | None:
-    """Tell whether some process of ours has ``path`` open for writing.
-
-    Linux only: walks ``/proc/<pid>/fd`` of the processes we may inspect and
-    reads the open flags from ``/proc/<pid>/fdinfo``.  Other systems have
-    no cheap, reliable way to tell, and the caller relies on size and mtime
-    staying unchanged instead.
-
-    :returns: True (open for writing), False (not, as far as we can see),
-        None (cannot tell on this system).
-    """
-    if not sys.platform.startswith("linux") or not os.path.isdir("/proc/self/fd"):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    target = (st.st_dev, st.st_ino)
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return None
-    for pid in pids:
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue  # another user's process, or gone
-        for fd in fds:
-            try:
-                fst = os.stat(f"{fd_dir}/{fd}")
-            except OSError:
-                continue
-            if (fst.st_dev, fst.st_ino) != target:
-                continue
-            try:
-                with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as fh:
-                    info = fh.read()
-            except OSError:
-                continue
-            m = re.search(r"^flags:\s*([0-7]+)", info, re.MULTILINE)
-            if m and int(m.group(1), 8) & (os.O_WRONLY | os.O_RDWR):
-                return True
-    return False

@@ -10,9 +10,9 @@ file under a real name.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import stat
-import tempfile
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -180,16 +180,22 @@ def hash_file(path: Path) -> tuple[str, str, int, Fingerprint]:
     return sha1, fid, size, after
 
 
-def _umask() -> int:
-    """The process umask, read without changing it where the OS allows."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
+def _new_temp(folder: Path) -> tuple[int, Path]:
+    """Create a new temp file in ``folder`` (a name the watcher ignores) with
+    the mode a new file gets there: 0666 under the person's umask (and the
+    folder's default ACL), applied by the kernel, so the umask is never read
+    or changed here.
+
+    :returns: ``(open read-write file descriptor, path)``.
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        path = folder / f"{TEMP_PREFIX}{secrets.token_hex(6)}"
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp file name in {folder}")
 
 
 @contextmanager
@@ -202,16 +208,14 @@ def temp_beside(target: Path) -> Iterator[tuple[BinaryIO, Path]]:
     the block or after it.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
-    tmp = Path(name)
+    fd, tmp = _new_temp(target.parent)
     try:
-        # mkstemp makes 0600; the file gets the mode the target has, or a new
-        # file's usual mode under the person's umask.
+        # a rewritten file keeps its mode (a private file stays private); a
+        # new one keeps the usual mode it was created with
         try:
-            mode = stat.S_IMODE(os.stat(target).st_mode)
+            os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
         except OSError:
-            mode = 0o666 & ~_umask()
-        os.fchmod(fd, mode)
+            pass
         with os.fdopen(fd, "w+b") as fh:
             yield fh, tmp
             if not fh.closed:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ohsync.engine.memory_format import MemoryParseError, load_yaml, parse_memory
 from ohsync.engine.memory_index import FULLWIDTH
+from ohsync.engine.names import MAX_NAME_BYTES
 from ohsync.engine.text_merge import BOM, line_content, split_lines
 
 __all__ = ["MemoryToolError", "entity_filename", "slugify", "make_permalink", "render_entity",
@@ -26,7 +27,6 @@ __all__ = ["MemoryToolError", "entity_filename", "slugify", "make_permalink", "r
            "yaml_scalar", "journal_text"]
 
 _DATE_PREFIX = re.compile(r"^\d{4}-\d{2}-\d{2}")
-_MAX_NAME_BYTES = 255
 
 
 class MemoryToolError(ValueError):
@@ -46,7 +46,7 @@ def entity_filename(title: str) -> str:
     name = "".join(FULLWIDTH.get(c, c) for c in clean) + ".md"
     if name.startswith("."):
         name = "．" + name[1:]  # a leading dot would make it a hidden file
-    if len(name.encode("utf-8")) > _MAX_NAME_BYTES:
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
         raise MemoryToolError(f"the title is too long for a file name ({len(name.encode('utf-8'))} bytes with "
                               "'.md'; at most 255): shorten it")
     return name

@@ -3,7 +3,9 @@
 Three spaces, never mixed: ``rel_path`` (library-relative inside a mirror,
 POSIX, NFC, no leading slash: ``journal/2026-11.md``), ``remote_path``
 (absolute in the library: ``/journal/2026-11.md``) and ``local_path`` (a
-:class:`pathlib.Path` on this machine).
+:class:`pathlib.Path` on this machine).  The name rules live in
+:mod:`.names` (``name_problem`` here is
+:func:`~ohsync.engine.names.path_problem`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import os
 import posixpath
 import unicodedata
 from pathlib import Path, PurePosixPath
+
+from .names import MAX_NAME_BYTES
+from .names import path_problem as name_problem
 
 __all__ = [
     "MAX_NAME_BYTES",
@@ -22,9 +27,6 @@ __all__ = [
     "name_problem",
     "parent_rel",
 ]
-
-#: Longest file name, in UTF-8 bytes, Seafile and common file systems accept.
-MAX_NAME_BYTES = 255
 
 
 def normalize_rel(rel_path: str) -> str:
@@ -61,24 +63,3 @@ def to_local(local_root: Path, rel_path: str) -> Path:
 def parent_rel(rel_path: str) -> str:
     """The parent folder's rel path (``""`` for the root)."""
     return rel_path.rsplit("/", 1)[0] if "/" in rel_path else ""
-
-
-def name_problem(rel_path: str) -> str | None:
-    """Why ``rel_path`` cannot exist on both sides, or None when it can.
-
-    Checks each component for ``.``/``..``, empty parts, NUL, ``/`` or
-    ``\\`` (Seafile refuses backslashes in folder names), control
-    characters and names over 255 UTF-8 bytes.
-    """
-    if rel_path.startswith("/") or not rel_path:
-        return "absolute or empty path"
-    for part in rel_path.split("/"):
-        if part in ("", ".", ".."):
-            return f"'{part}' is not a valid name"
-        if "\x00" in part or "\\" in part:
-            return f"'{part}' contains a character Seafile does not accept"
-        if any(ord(c) < 32 for c in part):
-            return f"'{part}' contains a control character"
-        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
-            return f"name longer than {MAX_NAME_BYTES} bytes"
-    return None

@@ -6,17 +6,23 @@ the conflict list can be rebuilt by a full rescan; losing the database means
 a careful resync (both sides present and different ⇒ merge or conflict
 copy), never data loss.
 
-Tables: ``meta`` (key/value: head commit id, schema version), ``base``
-(per rel path: sha1, remote file id, local fingerprint, blob present),
-``remote`` (the last listing: per rel path: is_dir, id, size, mtime),
-``conflicts``, ``issues`` (damaged and skipped paths with reasons).
+Tables: ``meta`` (key/value: head commit id, root folder id, markers),
+``base`` (per rel path: sha1, remote file id, local fingerprint, blob
+present), ``remote`` (the last listing: per rel path: is_dir, id, size,
+mtime), ``conflicts``, ``issues`` (damaged and skipped paths with reasons).
+The schema's versions, their migrations and what happens to a damaged or
+newer file are in :mod:`.state_schema`.
+
+The remote snapshot is written by difference (only rows added, changed or
+gone), in the caller's transaction when one is open: the sync engine
+records it together with the head it belongs to, so the two never disagree
+after a crash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,25 +30,9 @@ from pathlib import Path
 
 from .events import ConflictRecord
 from .models import RemoteEntry
+from .state_schema import SCHEMA_VERSION, Recovered, StateTooNew, open_state_db
 
-__all__ = ["Base", "StateStore", "SCHEMA_VERSION"]
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS base (
-    path TEXT PRIMARY KEY, is_dir INTEGER NOT NULL, sha1 TEXT, remote_id TEXT,
-    size INTEGER, mtime_ns INTEGER, inode INTEGER, has_blob INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS remote (
-    path TEXT PRIMARY KEY, is_dir INTEGER NOT NULL, id TEXT NOT NULL,
-    size INTEGER NOT NULL, mtime INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS conflicts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL, archived TEXT NOT NULL,
-    time TEXT NOT NULL, reason TEXT NOT NULL, fields TEXT NOT NULL DEFAULT '');
-CREATE TABLE IF NOT EXISTS issues (
-    kind TEXT NOT NULL, path TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (kind, path));
-"""
+__all__ = ["Base", "StateStore", "SCHEMA_VERSION", "StateTooNew", "Recovered"]
 
 
 @dataclass(frozen=True)
@@ -72,26 +62,26 @@ class Base:
 class StateStore:
     """SQLite state of one mirror.
 
-    :param db_path: the database file (created with its folder).
+    :param db_path: the database file (created with its folder); an older
+        schema is migrated, a damaged file moved aside (:attr:`recovered`).
     :param blob_dir: folder for base contents, named by sha1.
-    :raises sqlite3.DatabaseError: the file is not a database.
+    :raises StateTooNew: the file was written by a newer ohsync (untouched).
+    :raises sqlite3.OperationalError: the file cannot be opened (locked, I/O).
+    :raises OSError: a damaged file could not be moved aside.
     """
 
     def __init__(self, db_path: Path, blob_dir: Path) -> None:
         db_path.parent.mkdir(parents=True, exist_ok=True)
         blob_dir.mkdir(parents=True, exist_ok=True)
+        self.db_path = db_path
         self.blob_dir = blob_dir
-        # check_same_thread off: the daemon's worker owns the store, but it
-        # is created on the main thread.
-        self._db = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._db, recovered = open_state_db(db_path)
+        #: set when the file was damaged and moved aside on open (the caller says so)
+        self.recovered: Recovered | None = recovered
         #: bumped by every write: equal values mean nothing was written in between
         self.generation = 0
         self._remote_cache: dict[str, RemoteEntry] | None = None  # what the ``remote`` table holds
-        if self.get_meta("schema") is None:
-            self.set_meta("schema", str(SCHEMA_VERSION))
+        self._tx_depth = 0
 
     def close(self) -> None:
         """Close the database."""
@@ -217,11 +207,14 @@ class StateStore:
         self._remote_cache = dict(snapshot)
         return snapshot
 
-    def replace_remote_snapshot(self, entries: Iterable[RemoteEntry]) -> None:
-        """Store a new listing snapshot in one transaction.
+    def replace_remote_snapshot(self, entries: Iterable[RemoteEntry]) -> int:
+        """Store a new listing snapshot atomically (inside the caller's
+        transaction when one is open, so that it commits with the head).
 
         Only the difference to what the table holds is written (rows added,
         changed or gone); an unchanged snapshot writes nothing.
+
+        :returns: how many rows were written or deleted.
         """
         new = {e.path: e for e in entries}
         old = self._remote_cache
@@ -230,7 +223,7 @@ class StateStore:
             old = self._remote_cache
         assert old is not None
         if new == old:  # entries are mostly the same objects: a fast identity compare
-            return
+            return 0
         self.generation += 1
         changed = [e for p, e in new.items() if old.get(p) != e]
         gone = [(p,) for p in old if p not in new]
@@ -239,7 +232,8 @@ class StateStore:
             self._db.executemany(
                 "INSERT OR REPLACE INTO remote(path,is_dir,id,size,mtime) VALUES (?,?,?,?,?)",
                 [(e.path, int(e.is_dir), e.id, e.size, e.mtime) for e in changed])
-        self._remote_cache = new
+            self._remote_cache = new  # dropped again if the transaction rolls back
+        return len(changed) + len(gone)
 
     # -- conflicts and issues ---------------------------------------------
     def add_conflict(self, rec: ConflictRecord) -> None:
@@ -283,19 +277,40 @@ class StateStore:
 
     # -- transactions -----------------------------------------------------
     def transaction(self) -> "_Tx":
-        """``with store.transaction():`` groups writes atomically."""
-        return _Tx(self._db)
+        """``with store.transaction():`` groups writes atomically.
+
+        Transactions nest: an inner one joins the outer one, and only the
+        outermost commits (or, on an exception, rolls everything back).
+        """
+        return _Tx(self)
+
+    def total_changes(self) -> int:
+        """Rows inserted, updated or deleted through this connection since it
+        was opened (SQLite's ``total_changes``): a measure of write cost."""
+        return self._db.total_changes
 
 
 class _Tx:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN")
+        store = self._store
+        if store._tx_depth == 0:
+            store._db.execute("BEGIN")
+        store._tx_depth += 1
 
     def __exit__(self, exc_type: object, *_: object) -> None:
-        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        store = self._store
+        store._tx_depth -= 1
+        if store._tx_depth:
+            return
+        if exc_type is None:
+            store._db.execute("COMMIT")
+            return
+        store._db.execute("ROLLBACK")
+        store._remote_cache = None  # the table holds what it held before: read it again when needed
+        store.generation += 1
 
 
 def _base(row: tuple) -> Base:  # type: ignore[type-arg]

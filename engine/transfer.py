@@ -362,8 +362,9 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
 
 
 #: Seconds a head read by the pass vouches for the remote snapshot: a push
-#: started within them takes the path's remote entry from the snapshot
-#: instead of reading ``file/detail`` again.  Safe because the update carries
+#: started within them, of a path the snapshot shows unchanged since its base
+#: (or absent, for a new file), takes the remote entry from the snapshot
+#: instead of reading ``file/detail`` again (a merge reads it first).  Safe because the update carries
 #: that head: an edit that landed after it stays live on the server and ours
 #: becomes an SFConflict file, which the read-back finds (a new file is
 #: uploaded without replace, so a name taken meanwhile is auto-renamed and
@@ -415,8 +416,10 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         ours, fp = _read_local(ctx, rel_path)
         head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
         known = ctx.snapshot.get(rel_path)
-        if attempt == 0 and not fetched and ctx.head_age() < FRESH_HEAD and (known is None or not known.is_dir):
-            remote = known  # the pass listed it just now, at ``head``: see FRESH_HEAD
+        unchanged = (known is None and base is None) or (
+            known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
+        if attempt == 0 and not fetched and unchanged and ctx.head_age() < FRESH_HEAD:
+            remote = known  # the pass listed it just now, at ``head``, as the base: see FRESH_HEAD
         else:
             remote = current_remote(ctx, rel_path)
         if not fetched and remote is not None and (known is None or known.id != remote.id):

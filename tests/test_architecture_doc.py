@@ -31,18 +31,18 @@ def _key(node: ast.expr) -> str:
         return node.value
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Method":
         return str(getattr(Method, node.attr))
-    raise AssertionError(f"daemon/app.py: a handler key that is not a method name: {ast.dump(node)}")
+    raise AssertionError(f"daemon/daemon_methods.py: a handler key that is not a method name: {ast.dump(node)}")
 
 
 def _daemon_methods() -> set[str]:
-    """The method names of ``Daemon._handlers`` in daemon/app.py (read from the source)."""
-    tree = ast.parse((REPO / "daemon" / "app.py").read_text(encoding="utf-8"))
+    """The method names of ``Methods.table`` in daemon/daemon_methods.py (read from the source)."""
+    tree = ast.parse((REPO / "daemon" / "daemon_methods.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "_handlers":
-            for ret in ast.walk(node):
-                if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Dict):
-                    return {_key(k) for k in ret.value.keys if k is not None}
-    raise AssertionError("daemon/app.py has no Daemon._handlers returning a dict")
+        if isinstance(node, ast.FunctionDef) and node.name == "table":
+            for table in ast.walk(node):
+                if isinstance(table, ast.Dict):
+                    return {_key(k) for k in table.keys if k is not None}
+    raise AssertionError("daemon/daemon_methods.py has no Methods.table building a dict")
 
 
 def test_every_file_the_page_names_exists() -> None:

@@ -117,12 +117,40 @@ def test_bad_values_are_clear_errors(isolated_env, tmp_path: Path) -> None:
         load_config(path)
 
 
-def test_several_mirrors_warn(isolated_env, tmp_path: Path) -> None:
+def test_several_mirrors_each_with_its_folder_and_state(isolated_env, tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[[mirror]]\nlibrary = "A"\nlocal = "{tmp_path}/a"\n'
+                    f'[[mirror]]\nlibrary = "B"\nname = "docs"\nlocal = "{tmp_path}/b"\n', encoding="utf-8")
+    cfg = load_config(path)
+    assert [m.library for m in cfg.mirrors] == ["A", "B"]
+    assert cfg.mirror.library == "A" and [m.label for m in cfg.mirrors] == ["A", "docs"]
+    assert not cfg.warnings
+    assert cfg.mirror_state_dir("id1", cfg.mirrors[0]) != cfg.mirror_state_dir("id1", cfg.mirrors[1])
+    assert cfg.mirror_state_dir("id1") == cfg.mirror_state_dir("id1", cfg.mirrors[0])
+
+
+@pytest.mark.parametrize("second", ["a", "a/inner"])
+def test_two_mirrors_on_one_folder_are_a_config_error(isolated_env, tmp_path: Path, second: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[[mirror]]\nlibrary = "A"\nlocal = "{tmp_path}/a"\n'
+                    f'[[mirror]]\nlibrary = "B"\nlocal = "{tmp_path}/{second}"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert "tables 1 (A) and 2 (B)" in e.value.message and "change `local`" in e.value.message
+
+
+def test_default_folders_of_two_mirrors_collide(isolated_env, tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text('[[mirror]]\nlibrary = "A"\n[[mirror]]\nlibrary = "B"\n', encoding="utf-8")
-    cfg = load_config(path)
-    assert cfg.mirror.library == "A"
-    assert any("only the first" in w for w in cfg.warnings)
+    with pytest.raises(ConfigError, match="the same folder"):
+        load_config(path)
+
+
+def test_filing_mirror_must_name_a_mirror(isolated_env, tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[[mirror]]\nlocal = "{tmp_path}/a"\n[filing]\nmirror = 1\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="`filing.mirror` is 1, but there is 1 \\[\\[mirror\\]\\] table"):
+        load_config(path)
 
 
 def test_env_overrides(isolated_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

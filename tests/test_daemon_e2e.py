@@ -68,8 +68,9 @@ def test_cold_start_edits_both_ways_and_stop(setup) -> None:
     srv, repo_id, mirror = setup.srv, setup.repo_id, setup.mirror
     d = setup.start()
     st = d.wait_state("idle", timeout=90)
-    assert st["mirrors"][0] == {"library": "OH-Memory", "local": str(mirror), "state": "idle",
-                                "message": "Up to date"}
+    [item] = st["mirrors"]
+    assert (item["name"], item["library"], item["local"], item["state"], item["message"]) == (
+        "OH-Memory", "OH-Memory", str(mirror), "idle", "Up to date")
     assert read_tree(mirror) == srv.tree(repo_id) == read_tree(DEMO_LIBRARY)  # byte-identical
 
     # a local edit reaches the server

@@ -29,8 +29,11 @@ def test_exact_shape_and_types() -> None:
         assert type(st[k]) is int
     assert st["conflicts"] == 1
     assert st["transfer"] is None
-    assert st["mirrors"] == [{"library": "OH-Memory", "local": "/home/u/OH-Memory",
-                              "state": "idle", "message": "Up to date"}]
+    [item] = st["mirrors"]
+    assert {k: item[k] for k in ("name", "library", "local", "state", "message")} == {
+        "name": "OH-Memory", "library": "OH-Memory", "local": "/home/u/OH-Memory",
+        "state": "idle", "message": "Up to date"}
+    assert item["conflicts"] == 1 and item["attention"] == [] and item["last_sync"] == st["last_sync"]
 
 
 def test_the_protocol_module_states_the_same_shape() -> None:

@@ -20,6 +20,7 @@ import yaml
 
 from engine_helpers import USER, make_mirror, read_tree, sample_library, SAMPLES
 from ohsync.daemon.filing_service import FilingService
+from ohsync.daemon.stability import StabilityGate
 from ohsync.engine.filing import Filer, FilingResult, _JobStore, journal_line
 from ohsync.engine.ids import seafile_file_id, sha1_bytes
 from ohsync.engine.memory_format import parse_memory
@@ -54,6 +55,7 @@ class Env:
 
     def filer(self, rules=RULES, now=NOW, **kw) -> Filer:
         kw.setdefault("sleep", lambda s: None)
+        kw.setdefault("ready", StabilityGate().not_ready)
         filer = Filer(self.mirror.engine, self.drop, rules, "/Files/_inbox/", self.db, now=lambda: now, **kw)
         self.filers.append(filer)
         return filer
@@ -221,7 +223,7 @@ def test_partial_download_is_not_filed_until_renamed(env):
     pdf = PDF.read_bytes()
     partial = env.drop_file("lecture.pdf.crdownload", pdf)
     filer = env.filer()
-    assert not Filer.is_stable(partial, 0)
+    assert not StabilityGate().is_stable(partial, 0)
     result = filer.file(partial)
     assert result.status == "not_ready" and result.retryable
     assert partial.exists() and env.copies(pdf) == []
@@ -232,7 +234,7 @@ def test_partial_download_is_not_filed_until_renamed(env):
     part.unlink()
     final.unlink()
     partial.rename(env.drop / "lecture.pdf")
-    assert Filer.is_stable(env.drop / "lecture.pdf", 3)
+    assert StabilityGate().is_stable(env.drop / "lecture.pdf", 3)
     result = filer.file(env.drop / "lecture.pdf")
     assert result.status == "filed", result.message
     assert env.copies(pdf) == ["/Files/downloads/2026-11/lecture.pdf"]

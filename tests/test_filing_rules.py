@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
+from ohsync.daemon.open_files import open_for_writing
 from ohsync.engine.filing_rules import (
     FilingRule,
     RuleError,
@@ -17,7 +18,6 @@ from ohsync.engine.filing_rules import (
     has_partial_sibling,
     is_ignored_name,
     is_partial_name,
-    open_for_writing,
     parse_dest,
     parse_rules,
     render_dest,

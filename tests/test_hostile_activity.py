@@ -56,3 +56,46 @@ def test_repeats_fold_into_one_line(tmp_path: Path) -> None:
                  what="a new run after the success")
     finally:
         w.shutdown(10)
+
+
+def test_a_file_the_server_fails_pass_after_pass_is_one_line_while_the_others_sync(devserver, tmp_path,
+                                                                                    monkeypatch) -> None:
+    """The real engine under the worker: a 503 on one file's reads, every pass."""
+    from engine_helpers import USER, make_mirror, sample_library
+
+    monkeypatch.setattr("ohsync.engine.failures.BACKOFF_BASE", 0.01)  # retried on every pass
+    repo_id = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
+    journal = "journal/2026-11.md"
+    mirrors = []
+
+    def open_session(on_event):
+        mirror = make_mirror(devserver, repo_id, tmp_path)  # in the worker thread: its SQLite is this thread's
+        mirror.engine.ctx.on_event = on_event
+        mirrors.append(mirror)
+        return FakeSession(mirror.engine)
+
+    status = StatusModel(library="OH-Memory", local=str(tmp_path / "m"), poll_interval=0.05)
+    status.watcher_alive = lambda: True
+    w = SyncWorker(open_session, status, poll_interval=0.05, activity_size=1000)
+    w.start()
+    try:
+        wait_for(lambda: status.status()["state"] in ("idle", "attention"), timeout=60, what="the first pass")
+        mirror = mirrors[0]
+        devserver.inject_fault("GET", r"/file/detail/.*2026-11", status=503, count=100_000)
+        mirror.write(journal, mirror.read(journal) + b"- [x] 2026-11-30 10:00 local line\n")
+        w.post_dirty([journal])
+        before = len(w.activity(1000))
+        lines = lambda: [a for a in w.activity(1000)[before:] if a["path"] == journal]  # noqa: E731
+        wait_for(lambda: any(a.get("count", 1) >= 4 for a in lines()), timeout=60, what="four failed passes")
+        (line,) = lines()
+        assert line["result"] == "error" and "503" in line["message"] and "times since" in line["message"]
+        # another file still syncs while the journal keeps failing
+        mirror.write("index.md", mirror.read("index.md") + b"\nedited meanwhile\n")
+        w.post_dirty(["index.md"])
+        wait_for(lambda: devserver.read_file(repo_id, "/index.md").endswith(b"\nedited meanwhile\n"),
+                 timeout=60, what="index.md uploaded")
+        assert len(lines()) == 1
+        devserver.clear_faults()
+        wait_for(lambda: any(a["result"] == "ok" for a in lines()), timeout=60, what="the journal synced")
+    finally:
+        w.shutdown(10)

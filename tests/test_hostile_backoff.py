@@ -23,6 +23,7 @@ from ohsync.engine.errors import (  # noqa: E402
     ReadOnlyError,
     ServerError,
     TooLargeError,
+    UnreachableError,
     classify,
     local_error,
 )
@@ -44,7 +45,8 @@ def test_classification_by_scope_and_behaviour() -> None:
         assert (f.scope, f.behaviour, f.needs) == (scope, behaviour, needs)
     assert classify(OSError(errno.EIO, "I/O error")).behaviour == "retry_soon"
     assert classify(AuthError("x")).scope == "daemon" and classify(AuthError("x")).needs == "login"
-    assert classify(NetworkError("x")).scope == "mirror" and not classify(NetworkError("x")).permanent
+    assert classify(NetworkError("x")).scope == "path" and not classify(NetworkError("x")).permanent
+    assert classify(UnreachableError("x")).scope == "mirror" and classify(ServerError("x")).scope == "path"
     assert classify(TooLargeError("x")).needs == "limit" and classify(TooLargeError("x")).permanent
     assert classify(QuotaError("x")).needs == "quota"
     assert classify(RuntimeError("bug")).behaviour == "retry_soon"

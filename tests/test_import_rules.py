@@ -112,3 +112,37 @@ def test_the_devserver_shares_no_code_with_ohsync(other: str) -> None:
 def test_the_daemon_imports_the_tray_only_lazily() -> None:
     found = _violations("daemon", lambda n: not _within(n, "ohsync.tray"), top_level_only=True)
     assert found == [], "daemon/ imports tray only inside the commands that show it (§2):\n" + "\n".join(found)
+
+
+def _process_reach(path: Path, root: Path = REPO) -> list[str]:
+    """Where a module kills a process, sends signals or reads ``/proc``."""
+    found = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name == "signal"]
+        elif isinstance(node, ast.ImportFrom) and node.module == "signal":
+            found.append("from signal import …")
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            found += [f"from os import {a.name}" for a in node.names if a.name in ("kill", "killpg")]
+        elif isinstance(node, ast.Attribute) and node.attr in ("kill", "killpg") \
+                and isinstance(node.value, ast.Name) and node.value.id == "os":
+            found.append(f"os.{node.attr}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "/proc" in node.value:
+            found.append(f"the string {node.value!r}")
+    return [f"{path.relative_to(root)}:{what}" for what in found]
+
+
+def test_the_process_checker_sees_kills_signals_and_proc(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import os, signal\nfrom os import kill\ndef f():\n    os.kill(1, signal.SIGKILL)\n"
+                     "    return open(f'/proc/{1}/fd')\n", encoding="utf-8")
+    found = sorted(hit.split(":", 1)[1] for hit in _process_reach(probe, tmp_path))
+    assert found == sorted(["import signal", "from os import kill", "os.kill", "the string '/proc/'"])
+
+
+def test_the_engine_kills_no_process_and_reads_no_proc() -> None:
+    found = [hit for path, _module in _sources("engine") for hit in _process_reach(path)]
+    assert found == [], ("engine/ is pure: no os.kill, no signals, no /proc (crash points only announce, "
+                         "the daemon decides; /proc checks live in daemon/):\n" + "\n".join(found))
+

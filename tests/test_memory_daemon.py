@@ -40,6 +40,15 @@ def running(isolated_env, devserver, tmp_path: Path):
         daemon.stop()
 
 
+def test_the_daemon_builds_the_memory_index_on_the_first_memory_request(running) -> None:
+    _repo, _mirror, daemon = running
+    rpc = daemon.client(60)
+    assert rpc.call("status")["memory_index"] == "not built"  # synced, but nobody asked for memory
+    hits = rpc.call("memory.search", {"query": "沟通风格"})["results"]
+    assert hits and hits[0]["permalink"] == "comm-style-pref-0e96"
+    assert rpc.call("status")["memory_index"] == "ready"
+
+
 def test_socket_append_and_a_concurrent_web_api_append_both_survive(devserver, running) -> None:
     repo, mirror, daemon = running
     other = SeafileClient(devserver.url, devserver.token_for(USER))

@@ -93,3 +93,35 @@ def test_a_write_without_an_engine_says_it_is_connecting(harness: Harness) -> No
         harness.service.handlers()["memory.append"]({"permalink": "comm-style-pref-0e96", "category": "k",
                                                       "text": "v", "timeout": 5})
     t.join(5)
+
+
+def test_the_index_is_built_on_the_first_memory_request_not_at_start(tmp_path: Path, monkeypatch) -> None:
+    from ohsync.engine.memory_index import MemoryIndex
+
+    root = tmp_path / "OH-Memory"
+    shutil.copytree(SAMPLES, root)
+    builds: list[Path] = []
+    real = MemoryIndex.rebuild
+
+    def counting(self: MemoryIndex) -> int:
+        builds.append(self.root)
+        return real(self)
+    monkeypatch.setattr(MemoryIndex, "rebuild", counting)
+    states: list[str] = []
+    h = Harness.__new__(Harness)
+    h.jobs, h.dirty = [], []
+    h.facts = {"paused": False, "problem": None, "problem_message": "", "retry_at": None}
+    h.service = MemoryService(root, "+08:00", h.jobs.append, h.facts.get, lambda timeout: (True, ""),
+                              h.dirty.extend, write_timeout=0.3, on_state=states.append)
+    h.service.start()
+    # a file the watcher reports before anyone asked: nothing is read for it yet
+    path = root / "preferences/沟通风格偏好.md"
+    path.write_bytes(path.read_bytes() + "- [tone] 懒加载之前的改动\n".encode())
+    h.service.note_paths(["preferences/沟通风格偏好.md"])
+    assert builds == [] and not h.service.built and len(h.service.index) == 0
+    assert states == ["not built"]
+    hits = h.service.handlers()["memory.search"]({"query": "懒加载之前的改动"})["results"]
+    assert [r["permalink"] for r in hits] == ["comm-style-pref-0e96"]
+    assert builds == [root] and h.service.built and states == ["not built", "building", "ready"]
+    h.service.handlers()["memory.list"]({"folder": "tasks"})
+    assert len(builds) == 1  # built once

@@ -264,3 +264,41 @@ def test_a_tray_that_did_not_start_the_daemon_offers_to_stop_it_separately():
     assert labels[-2:] == ["Stop ohsync and quit", "Quit"]
     owned = [e.text for e in build_menu(TrayView(status=status, owns_daemon=True))]
     assert "Stop ohsync and quit" not in owned and owned[-1] == "Quit"
+
+
+# --- several mirrors ----------------------------------------------------------------
+
+def _two(second_state: str, second_message: str, **second: Any) -> dict[str, Any]:
+    first = {"name": "OH-Memory", "library": "OH-Memory", "local": LOCAL, "state": "idle", "message": "Up to date",
+             "conflicts": 0, "held_deletes": 0, "damaged": 0, "skipped": 0, "attention": []}
+    other = {"name": "docs", "library": "Docs", "local": "/home/u/Docs", "state": second_state,
+             "message": second_message, "conflicts": 0, "held_deletes": 0, "damaged": 0, "skipped": 0,
+             "attention": [], **second}
+    return status(mirrors=[first, other])
+
+
+def test_the_icon_and_first_line_show_the_worst_mirror() -> None:
+    st = _two("stopped", "Local folder /home/u/Docs is missing")
+    assert st["state"] == "idle"  # the top level describes the first mirror
+    assert mm.icon_state(st) == ("stopped", False)
+    entries = menu(st)
+    assert entries[0].text == "Stopped — docs: Local folder /home/u/Docs is missing"
+    assert "OH-Memory: Up to date" in texts(entries) and "docs: Local folder /home/u/Docs is missing" in texts(entries)
+    assert mm.icon_state(_two("idle", "Up to date")) == ("idle", False)
+    assert mm.icon_state(_two("paused", "Syncing is paused"))[0] == "paused"
+
+
+def test_counts_and_attention_items_of_every_mirror_reach_the_menu() -> None:
+    item = {"kind": "damaged", "path": "notes/bad.md", "reason": "does not parse"}
+    st = _two("attention", "Needs attention", damaged=1, conflicts=2, attention=[item])
+    assert mm.icon_state(st) == ("attention", True)
+    damaged = entry(menu(st), "1 damaged file")
+    assert damaged.children is not None
+    assert damaged.children[0].action == Action("open", ("/home/u/Docs/notes/bad.md",))
+    assert entry(menu(st), "Conflicts (2)").enabled
+
+
+def test_a_conflict_of_the_second_mirror_opens_in_its_folder() -> None:
+    st = _two("idle", "Up to date", conflicts=1)
+    conflict = {"path": "x.md", "archived": ".conflict/x.md", "mirror": "docs"}
+    assert mm.conflict_local_paths(st, conflict) == ("/home/u/Docs/x.md", "/home/u/Docs/.conflict/x.md")

@@ -6,7 +6,10 @@ object of docs/architecture.md §7.2, the ``conflicts`` list, the time) into a t
 :class:`MenuEntry`; :func:`status_line` is the first, disabled line;
 :func:`icon_state` picks the picture; :class:`SyncProgress` turns the
 daemon's pending counts into "Syncing 3 of 12".  ``app.py`` maps entries to
-pystray items and :class:`Action` values to socket calls.
+pystray items and :class:`Action` values to socket calls.  With several
+mirrors, :func:`overall` folds the status object into one view first: the
+worst mirror's state (the icon), the sums of the counts, every mirror's
+attention items, and a line per mirror below the first.
 
 Paths: ``remote_path`` values are library-relative POSIX paths as the daemon
 reports them (``notes/a.md``); ``local_path`` values are absolute paths on
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ohsync.daemon.protocol import STATES, Method, State
+from ohsync.daemon.protocol import STATES, Method, State, worst_state
 
 __all__ = [
     "ICON_STATES",
@@ -35,6 +38,7 @@ __all__ = [
     "conflict_local_paths",
     "drop_dir",
     "icon_state",
+    "overall",
     "relative_time",
     "shorten",
     "status_from_event",
@@ -176,12 +180,44 @@ def status_from_event(event: dict[str, Any]) -> dict[str, Any]:
 
 # --- state --------------------------------------------------------------------
 
+_SUMMED = ("conflicts", "damaged", "skipped", "held_deletes", "pending_up", "pending_down")
+
+
+def overall(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The status as the tray shows it: unchanged for one mirror; for several,
+    ``state`` and ``message`` of the worst mirror (its message names it), the
+    counts summed over all, and every mirror's attention items (each with
+    its mirror's ``local``, so a damaged file opens in the right folder)."""
+    mirrors = _mirrors(status)
+    if status is None or len(mirrors) < 2:
+        return status
+    view = dict(status)
+    states = [m.get("state") for m in mirrors]
+    view["state"] = worst = worst_state(states)
+    culprit = next((m for m in mirrors if m.get("state") == worst), mirrors[0])
+    if worst != State.IDLE:
+        view["message"] = f"{_name(culprit)}: {culprit.get('message') or worst}"
+    for key in _SUMMED:
+        view[key] = sum(_count(m, key) for m in mirrors)
+    view["attention"] = [{**item, "local": m.get("local")} for m in mirrors
+                         for item in (m.get("attention") or []) if isinstance(item, dict)]
+    view["transfer"] = next((m["transfer"] for m in mirrors if isinstance(m.get("transfer"), dict)),
+                            status.get("transfer"))
+    return view
+
+
+def _name(mirror: dict[str, Any]) -> str:
+    return str(mirror.get("name") or mirror.get("library") or mirror.get("local") or "?")
+
+
 def icon_state(status: dict[str, Any] | None, *, starting: bool = False) -> tuple[str, bool]:
-    """The picture for a status: ``(state, conflict_badge)``.
+    """The picture for a status: ``(state, conflict_badge)``; with several
+    mirrors, the worst mirror's state (:func:`overall`).
 
     Unknown states draw as ``error`` so that a newer daemon never shows a
     green tick by mistake.
     """
+    status = overall(status)
     if status is None:
         return ("starting" if starting else NOT_RUNNING), False
     state = status.get("state")
@@ -222,7 +258,9 @@ class SyncProgress:
 
 def status_line(status: dict[str, Any] | None, *, now: datetime,
                 progress: tuple[int, int] | None = None, starting: bool = False) -> str:
-    """The first, disabled menu line: what the daemon is doing, in words."""
+    """The first, disabled menu line: what the daemon is doing, in words
+    (with several mirrors, the worst one's: :func:`overall`)."""
+    status = overall(status)
     if status is None:
         return "Starting…" if starting else "ohsync is not running"
     state = status.get("state")
@@ -288,10 +326,11 @@ def drop_dir(status: dict[str, Any] | None) -> str:
 
 def _mirror_for(status: dict[str, Any] | None, conflict: dict[str, Any]) -> str | None:
     mirrors = _mirrors(status)
-    wanted = conflict.get("library") or conflict.get("mirror")
-    for mirror in mirrors:
-        if wanted and mirror.get("library") == wanted and mirror.get("local"):
-            return str(mirror["local"])
+    wanted = conflict.get("mirror") or conflict.get("library")
+    for key in ("name", "library"):
+        for mirror in mirrors:
+            if wanted and mirror.get(key) == wanted and mirror.get("local"):
+                return str(mirror["local"])
     return str(mirrors[0]["local"]) if mirrors and mirrors[0].get("local") else None
 
 
@@ -339,7 +378,8 @@ def _attention_entry(status: dict[str, Any], text: str, kind: str, total: int) -
     for item in items[:MAX_CONFLICT_ITEMS]:
         path = str(item["path"]).translate(_VISIBLE)  # a name with a newline stays on one line
         label = _clip(f"{shorten(path, MAX_LINE // 2)} — {str(item.get('reason') or kind).translate(_VISIBLE)}")
-        action = Action("open", (_to_local(root, str(item["path"])),)) if kind == "damaged" and root else None
+        where = str(item.get("local") or root or "")
+        action = Action("open", (_to_local(where, str(item["path"])),)) if kind == "damaged" and where else None
         children.append(MenuEntry(label, action, enabled=action is not None))
     if total > len(children):
         children.append(MenuEntry(f"… and {total - len(children)} more — run ohsync status", enabled=False))
@@ -363,7 +403,7 @@ def _detail_lines(status: dict[str, Any]) -> list[MenuEntry]:
     mirrors = _mirrors(status)
     if len(mirrors) > 1:
         for mirror in mirrors:
-            entries.append(MenuEntry(shorten(f"{mirror.get('library', '?')}: "
+            entries.append(MenuEntry(shorten(f"{_name(mirror)}: "
                                              f"{mirror.get('message') or mirror.get('state', '')}"), enabled=False))
     return entries
 
@@ -374,13 +414,13 @@ def _open_folder_entry(status: dict[str, Any] | None) -> MenuEntry:
         local = str(mirrors[0]["local"]) if mirrors else None
         return MenuEntry("Open folder", Action("open", (local,)) if local else None,
                          enabled=local is not None, default=local is not None)
-    children = tuple(MenuEntry(shorten(str(m.get("library") or m["local"])),
+    children = tuple(MenuEntry(shorten(_name(m)),
                                Action("open", (str(m["local"]),))) for m in mirrors)
     return MenuEntry("Open folder", children=children)
 
 
 def _conflicts_entry(view: TrayView) -> MenuEntry:
-    status = view.status
+    status = overall(view.status)
     listed = list(view.conflicts or ())
     count = len(listed) if view.conflicts is not None else _count(status or {}, "conflicts")
     if status is None or count == 0:
@@ -404,7 +444,7 @@ def _conflicts_entry(view: TrayView) -> MenuEntry:
 
 def build_menu(view: TrayView) -> tuple[MenuEntry, ...]:
     """The whole menu, top to bottom."""
-    status = view.status
+    status = overall(view.status)
     running = status is not None
     entries: list[MenuEntry] = [MenuEntry(status_line(status, now=view.now, progress=view.progress,
                                                       starting=view.starting), enabled=False)]

@@ -155,7 +155,7 @@ class Announcer:
             notices.append(Notice("login", "Login needed",
                                   "ohsync cannot reach your library. Run: ohsync login"))
         self._state = str(state)
-        stopped = {str(m.get("library") or m.get("local") or "?"): str(m.get("message") or "")
+        stopped = {str(m.get("name") or m.get("library") or m.get("local") or "?"): str(m.get("message") or "")
                    for m in status.get("mirrors") or () if isinstance(m, dict) and m.get("state") == "stopped"}
         if state == "stopped" and not stopped:
             stopped = {"ohsync": str(status.get("message") or "")}

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Where an idle daemon's memory and CPU go: ``tracemalloc`` and ``py-spy``
+on ``ohsync run --no-tray`` over a generated library.
+
+    .venv/bin/python bench/idle_profile.py [--files 30000] [--idle-seconds 120] [--frames 6]
+
+Generates the library (``tests/data/samples/make_scale_library.py``), seeds
+a devserver process with it and runs the daemon as ``bench/load.py`` does,
+but under ``tracemalloc`` (``--frames`` frames per allocation; 0: off).
+After the cold mirror has settled and ``--idle-seconds`` passed, the
+daemon is sent ``SIGUSR1`` and writes the Python heap's largest holders
+(grouped by traceback, after a ``gc.collect()``) and the live object
+counts by type to ``OUT/idle-heap.txt``.  With ``--py-spy S`` (and py-spy
+installed, ``pip install py-spy``) the idle stretch is also sampled for
+``S`` seconds into ``OUT/idle-cpu.txt`` (py-spy's ``--format raw``
+collapsed stacks, hottest first).  The idle CPU and RSS are read from
+``/proc`` without any socket sampling.  tracemalloc slows the daemon
+(about 2× during the cold mirror) and adds its own memory, so the RSS
+printed here is above the real one: use ``bench/load.py`` for figures,
+this for where they come from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load import Daemon  # noqa: E402
+from common import GENERATOR, LIB, SETTLED, DevServerProc, log  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Runs inside the daemon process: tracemalloc, and a SIGUSR1 handler that writes the heap report.
+_WRAPPER = r"""
+import gc, os, signal, sys, threading, tracemalloc
+from collections import Counter
+frames, out = int(sys.argv[1]), sys.argv[2]
+if frames:
+    tracemalloc.start(frames)
+
+def report():
+    gc.collect()
+    lines = []
+    if tracemalloc.is_tracing():
+        snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        stats = snap.statistics("traceback")
+        total = sum(s.size for s in stats)
+        lines.append(f"traced Python heap: {total / 2**20:.1f} MiB in {sum(s.count for s in stats)} blocks")
+        for s in stats[:40]:
+            lines.append(f"\n{s.size / 2**20:8.2f} MiB {s.count:8d} blocks")
+            lines += ["    " + line for line in s.traceback.format(most_recent_first=True)]
+    kinds = Counter(type(o).__name__ for o in gc.get_objects())
+    lines.append("\nlive objects tracked by gc, by type:")
+    lines += [f"{n:10d} {k}" for k, n in kinds.most_common(25)]
+    with open(out, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+signal.signal(signal.SIGUSR1, lambda *a: threading.Thread(target=report, daemon=True).start())
+from ohsync.daemon.cli import main
+sys.exit(main(["run", "--no-tray"]))
+"""
+
+
+class ProfiledDaemon(Daemon):
+    """The benchmarked daemon, started under the tracemalloc wrapper."""
+
+    def __init__(self, work: Path, srv: DevServerProc, poll: float, frames: int, heap_out: Path) -> None:
+        super().__init__(work, srv, poll)
+        self.frames, self.heap_out = frames, heap_out
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _WRAPPER, str(self.frames), str(self.heap_out)],
+                                     env=self.env, stdout=self._out, stderr=subprocess.STDOUT, cwd=self.root)
+
+
+def wait_settled(daemon: Daemon, timeout: float) -> None:
+    from ohsync.daemon.protocol import Method, RpcClient
+
+    rpc = RpcClient(daemon.socket, timeout=30)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert daemon.proc is not None
+        if daemon.proc.poll() is not None:
+            raise RuntimeError(f"the daemon exited; see {daemon.root}/daemon-output.log")
+        try:
+            st = rpc.call(Method.STATUS)
+        except Exception:  # noqa: BLE001 - not up yet
+            st = {}
+        if st.get("state") in SETTLED and st.get("last_scan"):
+            return
+        time.sleep(1.0)
+    raise TimeoutError(f"the daemon did not settle within {timeout:.0f} s")
+
+
+def py_spy(pid: int, seconds: float, out: Path) -> str:
+    """Sample ``pid`` with py-spy for ``seconds``; hottest collapsed stacks into ``out``."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(exe).exists():
+        return "py-spy not installed (pip install py-spy)"
+    raw = out.with_suffix(".raw")
+    r = subprocess.run([exe, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "50",
+                        "--format", "raw", "--threads", "--output", str(raw)], capture_output=True,
+                       text=True, timeout=seconds + 120)
+    if r.returncode != 0 or not raw.exists():
+        return f"py-spy failed ({r.returncode}): {r.stderr.strip()[-300:]}"
+    stacks = []
+    for line in raw.read_text(encoding="utf-8").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if count.isdigit():
+            stacks.append((int(count), stack))
+    stacks.sort(reverse=True)
+    total = sum(c for c, _ in stacks) or 1
+    # without --idle py-spy keeps only samples of threads that run (or hold the GIL)
+    lines = [f"{total} samples of running threads at 50/s over {seconds:.0f} s"]
+    lines += [f"{c:6d} {s.replace(';', ' <- ')}" for c, s in stacks[:40]]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return lines[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=30000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--idle-seconds", type=float, default=120.0)
+    ap.add_argument("--poll", type=float, default=30.0)
+    ap.add_argument("--frames", type=int, default=6, help="tracemalloc frames per allocation (0: off)")
+    ap.add_argument("--py-spy", type=float, default=0.0, help="seconds of py-spy sampling while idle (0: none)")
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="ohsync-prof-"))
+    srv = daemon = None
+    try:
+        log(f"generating {args.files} files")
+        subprocess.run([sys.executable, str(GENERATOR), str(work / "gen"), "--files", str(args.files),
+                        "--seed", str(args.seed)], check=True, stdout=subprocess.DEVNULL, timeout=1800)
+        srv = DevServerProc(work / "devserver-data", {LIB: work / "gen" / LIB})
+        heap = args.out / "idle-heap.txt"
+        heap.unlink(missing_ok=True)
+        daemon = ProfiledDaemon(work, srv, args.poll, args.frames, heap)
+        t0 = time.perf_counter()
+        daemon.start()
+        wait_settled(daemon, args.timeout)
+        log(f"settled after {time.perf_counter() - t0:.0f} s; RSS {daemon.status_mib('VmRSS')} MiB; "
+            f"idle {args.idle_seconds:.0f} s")
+        assert daemon.proc is not None
+        c0, w0 = daemon.cpu_s(), time.perf_counter()
+        spy = py_spy(daemon.proc.pid, args.py_spy, args.out / "idle-cpu.txt") if args.py_spy else ""
+        time.sleep(max(0.0, args.idle_seconds - (time.perf_counter() - w0)))
+        c1, w1 = daemon.cpu_s(), time.perf_counter()
+        log(f"idle: {100 * (c1 - c0) / (w1 - w0):.2f} % CPU over {w1 - w0:.0f} s (py-spy attached: "
+            f"{bool(spy)}), RSS {daemon.status_mib('VmRSS')} MiB {spy}")
+        os.kill(daemon.proc.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 300
+        while not heap.exists() and time.monotonic() < deadline:
+            time.sleep(1.0)
+        time.sleep(1.0)
+        log(f"heap report: {heap}")
+        print(heap.read_text(encoding="utf-8")[:6000] if heap.exists() else "(no heap report)")
+    finally:
+        if daemon:
+            daemon.stop()
+        if srv:
+            srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

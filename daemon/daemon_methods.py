@@ -1,0 +1,231 @@
+"""The daemon's socket methods (docs/architecture.md §7.1), routed to its mirrors.
+
+:class:`Methods` builds the table ``name → handler(params)`` that
+``daemon/socket_server.py`` serves.  A method that acts on one mirror takes
+the optional ``mirror`` param (:data:`~ohsync.daemon.protocol.MIRROR_PARAM`:
+a mirror's name, its library's name or id, or its folder).  With one mirror
+nothing changes.  With several and no ``mirror``: ``refresh``, ``pause``,
+``resume`` and ``wait`` act on all; the lists (``conflicts``, ``damaged``,
+``activity``, ``held_deletes``, ``skipped``) cover all, each item with its
+``mirror``; ``confirm_deletes`` acts on the one mirror holding deletions;
+``resync`` and ``memory.*`` answer -32602 naming the choices.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ohsync.daemon.filing_service import FilingUnavailable
+from ohsync.daemon.protocol import MEMORY_METHODS, MIRROR_PARAM, PROTOCOL, Method, combine_status
+from ohsync.daemon.socket_server import CannotNow, InvalidParams
+
+if TYPE_CHECKING:
+    from ohsync.daemon.app import Daemon
+    from ohsync.daemon.mirror import Mirror
+
+__all__ = ["Methods", "choices"]
+
+Handler = Callable[[dict[str, Any]], Any]
+
+
+def _number(params: dict[str, Any], name: str, default: float, lo: float, hi: float) -> float:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise InvalidParams(f"`{name}` must be a number from {lo:g} to {hi:g}")
+    return float(value)
+
+
+def choices(mirrors: Sequence[Mirror]) -> str:
+    """``OH-Memory (/home/me/OH-Memory), docs (/home/me/Docs)``: how to name each mirror."""
+    return ", ".join(f"{m.name} ({m.local})" for m in mirrors)
+
+
+class Methods:
+    """The daemon's method table over its mirrors.
+
+    :param daemon: the running daemon (its ``mirrors``, ``cfg``, ``request_stop``).
+    """
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    @property
+    def _mirrors(self) -> list[Mirror]:
+        return self._daemon.mirrors
+
+    def table(self) -> dict[str, Handler]:
+        """Every method the daemon answers (``subscribe`` is the server's own)."""
+        table: dict[str, Handler] = {
+            Method.STATUS: self.status,
+            Method.REFRESH: self.refresh,
+            Method.PAUSE: self.pause,
+            Method.RESUME: self.resume,
+            Method.CONFLICTS: lambda p: self._lists(p, lambda m: m.worker.conflicts()),
+            Method.DAMAGED: lambda p: self._lists(p, lambda m: m.worker.damaged()),
+            Method.ACTIVITY: self.activity,
+            Method.WAIT: self.wait,
+            Method.SHUTDOWN: self.shutdown,
+            Method.PING: lambda p: {"pid": os.getpid(), "protocol": PROTOCOL, "config": str(self._daemon.cfg.path)},
+            Method.FILE: self.file,
+            Method.CONFIRM_DELETES: self.confirm_deletes,
+            Method.HELD_DELETES: lambda p: self._lists(p, lambda m: m.worker.held_deletes()),
+            Method.SKIPPED: lambda p: self._lists(p, lambda m: m.worker.skipped()),
+            Method.RESYNC: self.resync,
+        }
+        for name in MEMORY_METHODS:
+            table[name] = self._memory(name)
+        return table
+
+    # ----------------------------------------------------------------- choosing mirrors
+
+    def pick(self, params: dict[str, Any], *, several: bool) -> list[Mirror]:
+        """The mirrors a request names.
+
+        :param several: without a selector, all mirrors (else exactly one is needed).
+        :raises InvalidParams: no such mirror, an ambiguous name, or several
+            mirrors and none named (the message lists the choices).
+        """
+        selector = params.get(MIRROR_PARAM)
+        mirrors = self._mirrors
+        if selector is None or selector == "":
+            if len(mirrors) == 1 or several:
+                return list(mirrors)
+            raise InvalidParams(f"this daemon syncs {len(mirrors)} mirrors; name one with `mirror` "
+                                f"(--mirror NAME): {choices(mirrors)}")
+        if not isinstance(selector, str):
+            raise InvalidParams("`mirror` must be a mirror's name, library or folder")
+        named = [m for m in mirrors if m.answers_to(selector)]
+        if not named:
+            raise InvalidParams(f"no mirror is called {selector!r}; the mirrors are: {choices(mirrors)}")
+        if len(named) > 1:
+            raise InvalidParams(f"{selector!r} names {len(named)} mirrors; name one by its folder: "
+                                f"{choices(named)}")
+        return named
+
+    def one(self, params: dict[str, Any]) -> Mirror:
+        """The one mirror a request acts on (see :meth:`pick`)."""
+        return self.pick(params, several=False)[0]
+
+    def _lists(self, params: dict[str, Any], read: Callable[[Mirror], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """A list method: one mirror's list as it is, several mirrors' with each item's ``mirror``."""
+        mirrors = self.pick(params, several=True)
+        if len(self._mirrors) == 1:
+            return read(mirrors[0])
+        return [{**item, "mirror": m.name} for m in mirrors for item in read(m)]
+
+    # ----------------------------------------------------------------- methods
+
+    def status(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The status object: the first mirror's at the top, every mirror in ``mirrors``;
+        with ``mirror``, that mirror's own object."""
+        if params.get(MIRROR_PARAM):
+            return self.one(params).status.status()
+        return combine_status([m.status.status() for m in self._mirrors])
+
+    def refresh(self, params: dict[str, Any]) -> dict[str, Any]:
+        for m in self.pick(params, several=True):
+            m.worker.refresh()
+            if m.filing is not None:
+                m.filing.retry_held()
+        return {"queued": True}
+
+    def pause(self, params: dict[str, Any]) -> dict[str, Any]:
+        for m in self.pick(params, several=True):
+            m.worker.pause()
+        return {"paused": True}
+
+    def resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        for m in self.pick(params, several=True):
+            m.worker.resume()
+        return {"paused": False}
+
+    def activity(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        limit = int(_number(params, "limit", 50, 1, 10_000))
+        items = self._lists(params, lambda m: m.worker.activity(limit))
+        if len(self._mirrors) > 1:  # oldest first across mirrors (ISO times of one offset sort as text)
+            items = sorted(items, key=lambda a: str(a.get("time")))[-limit:]
+        return items
+
+    def wait(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Wait for each named mirror's pass (all at once); synced only if all are."""
+        timeout = _number(params, "timeout", 30, 0, 86_400)
+        mirrors = self.pick(params, several=True)
+        answers: list[tuple[bool, str, list[dict[str, str]]]] = [(False, "", [])] * len(mirrors)
+
+        def one(i: int, m: Mirror) -> None:
+            answers[i] = m.worker.wait_detail(timeout)
+
+        threads = [threading.Thread(target=one, args=(i, m), name="ohsync-wait", daemon=True)
+                   for i, m in enumerate(mirrors)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout + 5)
+        several = len(self._mirrors) > 1
+        messages, reasons = [], []
+        for m, (synced, message, why) in zip(mirrors, answers):
+            if message:
+                messages.append(f"{m.name}: {message}" if several else message)
+            reasons += [{**r, "mirror": m.name} if several else r for r in why]
+        result: dict[str, Any] = {"synced": all(a[0] for a in answers)}
+        if messages and not result["synced"]:
+            result["message"] = "; ".join(messages)
+        if reasons:
+            result["reasons"] = reasons
+        return result
+
+    def confirm_deletes(self, params: dict[str, Any]) -> dict[str, Any]:
+        mirrors = self.pick(params, several=True)
+        if len(mirrors) > 1:  # no mirror named: the one holding deletions, if only one does
+            holding = [m for m in mirrors if m.worker.held_deletes()]
+            if not holding:
+                return {"confirmed": 0}
+            if len(holding) > 1:
+                raise InvalidParams(f"{len(holding)} mirrors hold deletions; name one with `mirror` "
+                                    f"(--mirror NAME): {choices(holding)}")
+            mirrors = holding
+        result: dict[str, Any] = {"confirmed": mirrors[0].worker.confirm_deletes()}
+        if len(self._mirrors) > 1:
+            result["mirror"] = mirrors[0].name
+        return result
+
+    def resync(self, params: dict[str, Any]) -> dict[str, Any]:
+        keep = params.get("keep") if isinstance(params, dict) else None
+        if keep not in (None, "newer", "afresh"):
+            raise InvalidParams("`keep` must be \"newer\" or \"afresh\"")
+        m = self.one(params)
+        regression = m.worker.facts.regression
+        m.worker.resync(keep)
+        return {"queued": True, "regression": regression,
+                "keep": keep or ("newer" if regression else "afresh")}
+
+    def file(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        paths = params.get("paths")
+        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and os.path.isabs(p) for p in paths):
+            raise InvalidParams("`paths` must be a non-empty list of absolute paths")
+        folders = [p for p in paths if not os.path.isfile(p)]
+        if folders:
+            raise InvalidParams(f"not a file: {folders[0]} (documents are filed one by one)")
+        filer = self._mirrors[self._daemon.cfg.filing.mirror]
+        if filer.filing is None:
+            raise CannotNow(filer.filing_problem or "filing is not available")
+        try:
+            results = filer.filing.file_now(paths)
+        except FilingUnavailable as exc:
+            raise CannotNow(str(exc)) from None
+        return [r.as_dict() for r in results]
+
+    def shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._daemon.request_stop()
+        return {"stopping": True}
+
+    def _memory(self, name: str) -> Handler:
+        """A ``memory.*`` method of the one mirror named (the memory tools work on one library)."""
+        def handler(params: dict[str, Any]) -> Any:
+            mirror = self.one(params)
+            rest = {k: v for k, v in params.items() if k != MIRROR_PARAM}
+            return mirror.memory.handlers()[name](rest)
+        return handler

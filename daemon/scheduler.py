@@ -1,0 +1,113 @@
+"""When the sync worker runs a pass: the poll clock, the retry backoff, the coalesced work.
+
+:class:`Scheduler` is a thread that only keeps the clock: the worker tells
+it when the next poll is due (:meth:`Scheduler.poll_in`, after every pass:
+the poll interval, or a backoff from :func:`backoff_delay`) and it posts
+"poll" then.  :class:`Work` is what the next pass must cover, coalesced from
+many queued messages; :class:`Ticket` is a ``wait`` caller waiting for it.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["Scheduler", "Ticket", "Work", "backoff_delay"]
+
+
+def backoff_delay(attempt: int, *, base: float = 2.0, cap: float = 300.0) -> float:
+    """Seconds before retry number ``attempt`` (1, 2, …): exponential with ±20 % jitter."""
+    delay = min(cap, base ** max(1, attempt))
+    return delay * random.uniform(0.8, 1.2)
+
+
+class Scheduler:
+    """Posts "poll" to the worker when the next poll is due.
+
+    The worker decides *when* (:meth:`poll_in` after every pass: the poll
+    interval, or a backoff after an error; :meth:`halt` when polling must
+    stop); this thread only keeps the clock.
+
+    :param post_poll: called from the scheduler thread when a poll is due.
+    """
+
+    def __init__(self, post_poll: Callable[[], None]) -> None:
+        self._post = post_poll
+        self._cond = threading.Condition()
+        self._due: float | None = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="ohsync-scheduler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poll_in(self, seconds: float) -> None:
+        """Post the next poll ``seconds`` from now (replacing any earlier plan)."""
+        with self._cond:
+            self._due = time.monotonic() + max(0.0, seconds)
+            self._cond.notify_all()
+
+    def halt(self) -> None:
+        """No polls until the next :meth:`poll_in`."""
+        with self._cond:
+            self._due = None
+            self._cond.notify_all()
+
+    @property
+    def due_in(self) -> float | None:
+        """Seconds until the next poll, or None when halted."""
+        with self._cond:
+            return None if self._due is None else self._due - time.monotonic()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                if self._due is None:
+                    self._cond.wait()
+                    continue
+                wait = self._due - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(timeout=wait)
+                    continue
+                self._due = None
+            self._post()
+
+
+@dataclass
+class Ticket:
+    """A ``wait``/``refresh`` caller waiting for the next pass to finish."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    synced: bool = False
+    message: str = ""
+    reasons: tuple[dict[str, str], ...] = ()
+    #: conflicts known when the wait began (None: not read from the engine yet)
+    conflicts_before: frozenset[tuple[str, str]] | None = None
+    started: float = 0.0
+
+
+@dataclass
+class Work:
+    """What the next pass must cover (coalesced from many messages)."""
+
+    dirty: set[str] = field(default_factory=set)
+    #: the dirty paths awaiting push (echoes of our own writes left out): ``pending_up``
+    awaiting: set[str] = field(default_factory=set)
+    full_scan: bool = False
+    check_remote: bool = False
+    tickets: list[Ticket] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.dirty or self.full_scan or self.check_remote)

@@ -1,0 +1,166 @@
+"""The planning steps of a pass: look at both sides of each path and pick its action.
+
+:class:`PlanSteps` is the lowest layer of :class:`~ohsync.engine.sync.SyncEngine`
+(``PlanSteps`` → ``RunSteps`` → ``FolderSteps`` → ``SyncEngine``): it stats
+local paths, classifies each side against the base (same, changed, gone,
+absent), and turns the pair into a :class:`~ohsync.engine.valve.Plan` through
+the reconciliation table (``reconcile.decide``).  It writes nothing but a
+refreshed fingerprint of a file that was touched and not changed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from .context import EngineOptions, MirrorContext
+from .errors import LocalError, local_error
+from .events import SyncReport
+from .failures import FailureBook
+from .ignore import IgnoreRules
+from .library import probe_case_insensitive
+from .localfs import LocalFile, find_decomposed, hash_file, stat_fingerprint
+from .models import RemoteEntry
+from .pending import PendingLedger
+from .paths import name_problem
+from .reconcile import Action, Side, decide
+from .state import Base, StateStore
+from .valve import Plan
+
+__all__ = ["PlanSteps"]
+
+
+class PlanSteps:
+    """Planning helpers shared by the layers of the sync engine (no public API).
+
+    The attributes below are set by ``SyncEngine.__init__``.
+    """
+
+    ctx: MirrorContext
+    state: StateStore
+    options: EngineOptions
+    local_root: Path
+    ignore: IgnoreRules
+    failure_book: FailureBook
+    executor: Any
+    _case_insensitive: bool | None
+    _skipped_remote: list[tuple[str, str]]
+    _paused_paths: set[str]
+    _pending: PendingLedger
+
+    def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:
+        """Remote paths this disk cannot hold because they differ only by case.
+
+        On a case-insensitive file system (macOS, Windows defaults) ``A.md``
+        and ``a.md`` would overwrite each other: the one already synced (or
+        the first in sort order) is kept, the others are skipped and listed.
+        """
+        if self._case_insensitive is None:
+            self._case_insensitive = probe_case_insensitive(self.local_root)
+        if not self._case_insensitive:
+            return set()
+        groups: dict[str, list[str]] = {}
+        for path in self.ctx.snapshot:
+            groups.setdefault(path.casefold(), []).append(path)
+        clashing: set[str] = set()
+        for paths in groups.values():
+            if len(paths) < 2:
+                continue
+            keep = next((p for p in sorted(paths) if p in bases), sorted(paths)[0])
+            for other in paths:
+                if other != keep:
+                    clashing.add(other)
+                    report.skipped.append((other, f"differs only by letter case from {keep}; "
+                                                  "this disk cannot hold both"))
+        self._skipped_remote = [s for s in self._skipped_remote if s[0] not in clashing] + \
+            [s for s in report.skipped if s[0] in clashing]
+        return clashing
+
+    def _remote_differences(self, bases: dict[str, Base]) -> set[str]:
+        """Rel paths (files and folders) whose remote entry differs from its base."""
+        snap = self.ctx.snapshot
+        out = {p for p, e in snap.items()
+               if p not in bases or bases[p].is_dir != e.is_dir or (not e.is_dir and bases[p].remote_id != e.id)}
+        out |= {p for p in bases if p not in snap}
+        return out
+
+    def _stat_paths(self, paths: set[str]) -> dict[str, LocalFile]:
+        found: dict[str, LocalFile] = {}
+        for rel in paths:
+            if not rel or name_problem(rel) or self._through_symlink(rel):
+                continue
+            try:
+                st = os.lstat(self.ctx.local_path(rel))
+            except FileNotFoundError:
+                # the watcher names paths composed (NFC); the file may be written decomposed
+                if not find_decomposed(self.local_root, rel):
+                    continue
+                try:
+                    st = os.lstat(self.ctx.local_path(rel))
+                except OSError:
+                    continue
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                found[rel] = LocalFile(rel, True)
+            elif stat.S_ISREG(st.st_mode):
+                found[rel] = LocalFile(rel, False, stat_fingerprint(st))
+        return found
+
+    def _classify_local(self, rel: str, entry: LocalFile | None, base: Base | None) -> tuple[Side, tuple[int, int, int] | None]:
+        if entry is None:
+            return (Side.GONE if base is not None else Side.ABSENT), None
+        if base is None:
+            return Side.CHANGED, entry.fingerprint
+        if entry.fingerprint == base.fingerprint():
+            return Side.SAME, entry.fingerprint
+        sha1, _, _, fp = hash_file(self.ctx.local_path(rel))
+        if sha1 == base.sha1:
+            # Touched, not changed: remember the new fingerprint.
+            self.state.set_base(Base(rel, False, base.sha1, base.remote_id, *fp),
+                                self.state.base_content(base))
+            return Side.SAME, fp
+        return Side.CHANGED, fp
+
+    @staticmethod
+    def _classify_remote(remote: RemoteEntry | None, base: Base | None) -> Side:
+        if remote is None:
+            return Side.GONE if base is not None and base.remote_id else Side.ABSENT
+        if base is not None and base.remote_id == remote.id:
+            return Side.SAME
+        return Side.CHANGED
+
+    def _through_symlink(self, rel: str) -> bool:
+        """True when a folder on the way to ``rel`` is a symbolic link here:
+        writing or deleting there would touch files outside the mirror."""
+        parts = rel.split("/")[:-1]
+        path = self.local_root
+        for part in parts:
+            path = path / part
+            try:
+                if stat.S_ISLNK(os.lstat(path).st_mode):
+                    return True
+            except OSError:
+                return False
+        return False
+
+    def _plan_file(self, rel: str, entry: LocalFile | None, remote: RemoteEntry | None,
+                   base: Base | None, report: SyncReport) -> Plan | None:
+        """Classify both sides of one file and pick its action."""
+        if self._through_symlink(rel):
+            report.skipped.append((rel, "inside a symbolic link to a folder (not followed)"))
+            return None
+        try:
+            local_side, fp = self._classify_local(rel, entry, base)
+        except LocalError as exc:
+            report.errors.append((rel, str(exc)))
+            return None
+        except OSError as exc:
+            report.errors.append((rel, str(local_error(exc, rel, what="reading the file"))))
+            return None
+        action = decide(local_side, self._classify_remote(remote, base))
+        if action is Action.NOTHING:
+            return None
+        return Plan(rel, action, entry, remote, base, fp)

@@ -1,0 +1,242 @@
+"""The transfer steps of a pass: carry out the plans, record per-path failures.
+
+:class:`RunSteps` runs one :class:`~ohsync.engine.valve.Plan` at a time
+(download, read-merge-write upload, deletes, adopting equal files), many new
+files at once (a zip download on a cold start, batch uploads of new small
+files) and moves.  A failure of one path is reported and kept in the
+engine's :class:`~ohsync.engine.failures.FailureBook` (backoff, or held
+until the path changes or the person acts); the path keeps its base, so the
+next attempt merges against the right version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .bulk import bulk_pull
+from .deletes import delete_local, delete_remote
+from .errors import OhsyncError, RemoteError, classify, local_error, server_down
+from .events import SyncEvent, SyncReport
+from .history_merge import merge_back
+from .localfs import LocalFile, hash_file
+from .memory_check import memory_problem
+from .memory_merge import is_memory_file
+from .memory_stamp import stamp_edit
+from .folder_moves import apply_folder_move, find_folder_moves
+from .moves import move_local, move_remote
+from .reconcile import Action
+from .state import Base
+from .sync_plan import PlanSteps
+from .transfer import LocalChanged, WritersFighting, adopt, pull, push
+from .transfer_large import LARGE_FILE, push_large
+from .upload_batch import batchable, push_new_files
+from .valve import Plan
+
+__all__ = ["RunSteps", "SERVER_STRIKES"]
+
+#: Requests the server may fail in a row (no success between) before the pass
+#: ends: one failing file is that file's trouble, a run of them the server's.
+SERVER_STRIKES = 3
+
+
+class RunSteps(PlanSteps):
+    """Carrying out plans (no public API; a layer of the sync engine)."""
+
+    #: requests failed in a row in this pass (reset by every success)
+    _strikes: int = 0
+
+    def _per_path(self, exc: BaseException, rel: str | None, *, what: str = "") -> OhsyncError:
+        """The failure of one path's operation, as the error to report for it.
+
+        An OSError is translated first (:func:`~ohsync.engine.errors.local_error`).
+        Raises the error instead, ending the pass, when its classification is
+        wider than the path (a rejected login, a missing mirror folder, a
+        server that cannot be reached), and when the server failed
+        :data:`SERVER_STRIKES` requests in a row (:func:`server_down`).
+        Anything that is not a failure ohsync knows (a bug) is re-raised.
+        """
+        err = local_error(exc, rel, what=what) if isinstance(exc, OSError) and not isinstance(exc, OhsyncError) else exc
+        if not isinstance(err, OhsyncError):
+            raise exc
+        if classify(err).scope != "path":
+            raise err
+        if isinstance(err, RemoteError) and err.retryable:  # a 5xx, a drop, a 429, garbage
+            self._strikes += 1
+            if self._strikes >= SERVER_STRIKES:
+                raise server_down(err, self._strikes)
+        return err
+
+    def _went_through(self) -> None:
+        """A path's operation succeeded: the server is answering."""
+        self._strikes = 0
+
+    @staticmethod
+    def _version(plan: Plan) -> tuple[Any, Any]:
+        """What a failure of ``plan`` is remembered against: both sides' versions."""
+        fp = plan.fp if plan.fp is not None else (plan.entry.fingerprint if plan.entry is not None else None)
+        return (tuple(fp) if fp is not None else None, plan.remote.id if plan.remote is not None else None)
+
+    def _held_back(self, plan: Plan) -> bool:
+        """True when ``plan``'s path failed on these very versions and waits."""
+        return self.failure_book.held(plan.rel, self._version(plan)) is not None
+
+    def _path_failed(self, plan: Plan, exc: OhsyncError, report: SyncReport) -> None:
+        """Report one per-path failure and remember it (backoff, or held until a change)."""
+        need = plan.remote.size if plan.remote is not None and plan.action is Action.PULL else 0
+        item = self.failure_book.record(plan.rel, exc, self._version(plan), need_bytes=need)
+        message = str(exc)
+        if item.failure.permanent:
+            message += " (not retried until the file changes or you run `ohsync refresh`)"
+        report.errors.append((plan.rel, message))
+        self.ctx.emit(SyncEvent("error", plan.rel, message=message))
+
+    def _run(self, plan: Plan, report: SyncReport) -> None:
+        """Carry out one plan; per-path failures are reported, not raised."""
+        failed = len(report.errors)
+        self._run_plan(plan, report)
+        self._pending.done(plan.rel)
+        if len(report.errors) == failed:
+            self.failure_book.succeeded(plan.rel)
+            self._went_through()
+
+    def _run_plan(self, plan: Plan, report: SyncReport) -> None:
+        ctx, rel, action = self.ctx, plan.rel, plan.action
+        entry, remote, base = plan.entry, plan.remote, plan.base
+        try:
+            if action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None:
+                # Same bytes on both sides (e.g. a crash after an upload): adopt.
+                _, fid, _, _ = hash_file(ctx.local_path(rel))
+                if fid == remote.id:
+                    adopt(ctx, rel, remote.id)
+                    ctx.emit(SyncEvent("synced", rel, action="adopt"))
+                    self._check_damaged(rel)
+                    return
+            if action is Action.FORGET:
+                self.state.delete_base(rel)
+            elif action is Action.DELETE_LOCAL:
+                delete_local(ctx, rel, plan.fp)
+                report.deleted_local.append(rel)
+                ctx.emit(SyncEvent("synced", rel, "down", action="delete"))
+            elif action is Action.DELETE_REMOTE:
+                assert base is not None
+                delete_remote(ctx, rel, base)
+                report.deleted_remote.append(rel)
+                ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
+            elif action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None and \
+                    merge_back(ctx, rel, remote, base, report):
+                self._check_damaged(rel)
+            elif action is Action.PULL:
+                assert remote is not None
+                pull(ctx, rel, remote, plan.fp if entry is not None else None)
+                report.downloaded.append(rel)
+                ctx.emit(SyncEvent("synced", rel, "down", action="download"))
+                self._check_damaged(rel)
+            else:
+                large = entry is not None and entry.fingerprint[0] > LARGE_FILE
+                if not large and entry is not None and self.options.stamp_edits:
+                    stamp_edit(ctx, rel, plan.fp, base, remote_changed=action is Action.MERGE)
+                outcome = push_large(ctx, rel, base) if large else push(ctx, rel, base)
+                report.uploaded.append(rel)
+                if outcome.action == "merge":
+                    report.merged.append(rel)
+                if outcome.conflict is not None:
+                    report.conflicts.append(outcome.conflict)
+                ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
+                self._paused_paths.discard(rel)
+                self._check_damaged(rel)
+        except LocalChanged as exc:
+            report.errors.append((rel, str(exc)))
+        except WritersFighting as exc:
+            report.skipped.append((rel, str(exc)))
+            if rel not in self._paused_paths:
+                self._paused_paths.add(rel)
+                ctx.emit(SyncEvent("error", rel, message=str(exc)))
+        except (OhsyncError, OSError) as exc:
+            self._path_failed(plan, self._per_path(exc, rel), report)
+
+    def _bulk_pull(self, plans: list[Plan], report: SyncReport,
+                   should_stop: Callable[[], bool] | None = None) -> list[Plan]:
+        """Fetch many new remote files through one zip download (cold start)."""
+        fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None]
+        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop) if fresh else set()
+        for rel in sorted(done):
+            report.downloaded.append(rel)
+            self._pending.done(rel)
+            self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
+            self._check_damaged(rel)
+        return [p for p in plans if p.rel not in done]
+
+    def _batch_push(self, plans: list[Plan], report: SyncReport,
+                    should_stop: Callable[[], bool] | None) -> list[Plan]:
+        """Upload new small files several per request; returns the plans left."""
+        new = [p for p in plans if batchable(self.ctx, p)]
+        if not new:
+            return plans
+
+        uploaded: set[str] = set()
+
+        def done(rel: str) -> None:
+            uploaded.add(rel)
+            self._went_through()
+            report.uploaded.append(rel)
+            self._pending.done(rel)
+            self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
+            self._paused_paths.discard(rel)
+            self.failure_book.succeeded(rel)
+            self._check_damaged(rel)
+
+        try:
+            outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
+        except (OhsyncError, OSError) as exc:
+            # a batch request failed (a 5xx, a drop): ends the pass when it is the server's
+            # trouble; otherwise the files not verified take the per-file way
+            self._per_path(exc, None)
+            return [p for p in plans if p.rel not in uploaded]
+        for plan, refused in outcome.errors:
+            self._path_failed(plan, refused, report)
+            self._pending.done(plan.rel)
+        left = {p.rel for p in outcome.rest}
+        handled = {p.rel for p in new} - left
+        return [p for p in plans if p.rel not in handled]
+
+    def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base], report: SyncReport) -> set[str]:
+        """Carry whole-folder moves first; returns the paths they accounted for."""
+        done: set[str] = set()
+        for move in find_folder_moves(self.ctx, local, bases):
+            try:
+                done |= set(apply_folder_move(self.ctx, move, bases))
+            except (OhsyncError, OSError) as exc:
+                report.errors.append((move.old, f"folder move to {move.new} not done: "
+                                                f"{self._per_path(exc, move.old)}"))
+                continue
+            report.moved.append((move.old, move.new))
+            self.ctx.emit(SyncEvent("synced", move.new, "up" if move.local_side else "down", action="move",
+                                    message=f"folder moved from {move.old}"))
+        return done
+
+    def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> None:
+        """Carry out one move; on failure the two halves run as delete + create."""
+        local_move = old.action is Action.DELETE_REMOTE
+        self._pending.done(new.rel)
+        try:
+            if local_move:
+                move_remote(self.ctx, old, new)
+            else:
+                move_local(self.ctx, old, new)
+        except (OhsyncError, OSError) as exc:
+            report.errors.append((old.rel, f"move to {new.rel} not done: {self._per_path(exc, old.rel)}"))
+            return
+        report.moved.append((old.rel, new.rel))
+        self.ctx.emit(SyncEvent("synced", new.rel, "up" if local_move else "down", action="move",
+                                message=f"moved from {old.rel}"))
+
+    def _check_damaged(self, rel: str) -> None:
+        """Keep the ``damaged`` list true for a memory file just transferred."""
+        if not is_memory_file(rel):
+            return
+        try:
+            data = self.ctx.local_path(rel).read_bytes()
+        except OSError:
+            return
+        self.state.set_issue("damaged", rel, memory_problem(data))

@@ -1,0 +1,56 @@
+"""An idle daemon's memory: the real ``ohsync run --no-tray`` on a generated
+3,000-file library does not grow across full passes with nothing to do, and
+it does not read the memory tools' index until a ``memory.*`` request asks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+
+from ohsync.daemon import credentials  # noqa: E402
+
+USER = "user@example.edu.cn"
+GENERATOR = Path(__file__).resolve().parent / "data" / "samples" / "make_scale_library.py"
+FILES = 3000
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS in /proc/<pid>/status")
+
+
+def test_idle_rss_does_not_grow_across_full_passes(isolated_env, devserver, tmp_path: Path) -> None:
+    subprocess.run([sys.executable, str(GENERATOR), str(tmp_path / "gen"), "--files", str(FILES), "--seed", "3"],
+                   check=True, capture_output=True, timeout=300)
+    devserver.create_library(USER, "OH-Memory", from_tree=tmp_path / "gen" / "OH-Memory")
+    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
+    write_config(isolated_env, devserver.url, USER, tmp_path / "mirror", poll_interval=600.0,
+                 filing={"drop_dir": str(tmp_path / "drop")})
+    daemon = DaemonProc(isolated_env)
+    try:
+        daemon.wait_state("idle", "attention", timeout=240)
+        rpc = daemon.client(60)
+        rss: list[int] = []
+        for _ in range(8):
+            before = rpc.call("status")["last_scan"]
+            time.sleep(1.1)  # last_scan has one-second resolution
+            rpc.call("refresh")  # a full local scan and a poll; nothing changed on either side
+            wait_for(lambda: (st := rpc.call("status"))["last_scan"] != before and st["state"] in ("idle", "attention")
+                     and not st["pending_up"], timeout=120, what="the full pass")
+            rss.append(_rss_kib(daemon.proc.pid))
+        status = rpc.call("status")
+    finally:
+        daemon.stop()
+    assert len(list((tmp_path / "mirror").rglob("*.md"))) >= FILES - 10  # it did mirror the library
+    assert status["memory_index"] == "not built"  # nobody asked for memory: no index was read
+    # after the first passes settle the allocator, further passes add nothing that stays
+    growth = rss[-1] - min(rss[1:3])
+    assert growth < 3 * 1024, f"RSS grew by {growth} KiB over {len(rss) - 2} idle full passes: {rss}"
