@@ -103,19 +103,21 @@ class MirrorContext:
     #: runs transfer requests in parallel (``submit(fn, *args)`` → future;
     #: the daemon's transfer pool); None: one after the other
     executor: Any = None
-    #: ``time.monotonic()`` when ``head`` was last set (kept by ``__setattr__``)
+    #: ``time.monotonic()`` when ``head`` was set (by ``__setattr__``); a
+    #: writer of ``head`` that listed nothing with it resets it to 0
     head_read_at: float = 0.0
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # Every writer of ``head`` (the pass's scan, ``transfer.head_for``)
-        # stamps the time, so a push can tell how fresh the head is.
+        # The pass's scan sets ``head`` right after listing with it: stamp the
+        # time, so a push can tell whether the snapshot is as fresh as ``head``.
         if name == "head":
             object.__setattr__(self, "head_read_at", time.monotonic())
         object.__setattr__(self, name, value)
 
     def head_age(self) -> float:
-        """Seconds since ``head`` was read (infinite when it is unknown)."""
-        return time.monotonic() - self.head_read_at if self.head else float("inf")
+        """Seconds since ``head`` was set together with the snapshot (infinite
+        when it is unknown or was read later than the snapshot)."""
+        return time.monotonic() - self.head_read_at if self.head and self.head_read_at else float("inf")
 
     def stopping(self) -> bool:
         """True when the running pass was asked to stop between two files."""

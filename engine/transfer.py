@@ -242,6 +242,9 @@ def head_for(ctx: MirrorContext, rel_path: str, *, fresh: bool = False) -> tuple
     if not fresh and ctx.head and rel_path not in ctx.head_stale:
         return ctx.head, False
     ctx.head = ctx.client.repo_info(ctx.repo_id).head_commit_id or None
+    # This head is newer than the snapshot (nothing was listed with it): it
+    # must not vouch for snapshot entries (see FRESH_HEAD).
+    ctx.head_read_at = 0.0
     ctx.head_stale.clear()
     return ctx.head, True
 
@@ -361,7 +364,8 @@ def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str
     return record
 
 
-#: Seconds a head read by the pass vouches for the remote snapshot: a push
+#: Seconds a head read by the pass's scan (before its listings) vouches for
+#: the remote snapshot; a head read later for an update does not. A push
 #: started within them, of a path the snapshot shows unchanged since its base
 #: (or absent, for a new file), takes the remote entry from the snapshot
 #: instead of reading ``file/detail`` again (a merge reads it first).  Safe because the update carries

@@ -205,3 +205,18 @@ def test_a_failing_download_on_the_pool_falls_back_to_the_ordinary_pull(devserve
     with ThreadPoolExecutor(4) as pool:
         m = _cold(devserver, tmp_path, 5, executor=pool)
     assert not [p for p in m.root.rglob(".ohsync-tmp-*")]
+
+
+def test_a_head_read_for_an_update_does_not_vouch_for_older_listings(devserver, mirror):
+    """A watcher pass re-reads the head before updating a path it wrote; a
+    remote edit of another path that this head already holds, but the
+    snapshot does not, must be read and merged, never overwritten."""
+    devserver.put_file(mirror.repo_id, "/journal/n2.md", b"one\ntwo\nthree\nfour\nfive\n")
+    assert mirror.sync().errors == []
+    save(mirror, devserver, "journal/n1.md", b"note 1\nfirst\n")  # n1 now needs a fresh head
+    devserver.put_file(mirror.repo_id, "/journal/n2.md", b"one\ntwo\nthree\nfour\nfive phone\n")
+    mirror.write("journal/n1.md", b"note 1\nsecond\n")
+    mirror.write("journal/n2.md", b"one desk\ntwo\nthree\nfour\nfive\n")
+    report = mirror.engine.sync(["journal/n1.md", "journal/n2.md"], check_remote=False)
+    assert report.errors == []
+    assert devserver.read_file(mirror.repo_id, "/journal/n2.md") == b"one desk\ntwo\nthree\nfour\nfive phone\n"
