@@ -35,7 +35,7 @@ from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
 from ohsync.daemon.daemon_methods import Methods
 from ohsync.daemon.mirror import Mirror
-from ohsync.daemon.protocol import Event, combine_status
+from ohsync.daemon.protocol import QUICK_METHODS, Event, combine_status
 from ohsync.daemon.socket_server import SocketInUse, SocketServer
 from ohsync.daemon.status import iso_time
 from ohsync.daemon.worker import SessionFactory
@@ -47,6 +47,9 @@ __all__ = ["AlreadyRunning", "Daemon", "display_available"]
 ROOT_CHECK_SECONDS = 2.0
 
 log = logging.getLogger(__name__)
+
+#: Seconds between GIL hand-offs while several threads want it (see ``_run_locked``).
+SWITCH_INTERVAL = 0.001
 
 
 class AlreadyRunning(OhsyncError):
@@ -111,7 +114,7 @@ class Daemon:
                 on_fatal=lambda exc, i=index: self._on_fatal(i, exc), session_factory=session_factory,
                 exit_on_fatal=alone, watcher_quiet=watcher_quiet))
         self.methods = Methods(self)
-        self.server.add_handlers(self.methods.table())
+        self.server.add_handlers(self.methods.table(), quick=QUICK_METHODS)
 
     # the first mirror's parts, by their names from before there were several
     @property
@@ -157,7 +160,9 @@ class Daemon:
             self._failed.add(index)
             if self._fatal is None or index == 0:
                 self._fatal = exc
-            every = len(self._failed) == len(self.mirrors)
+            # a mirror that failed once but synced since (a refresh after the fix) counts as running
+            every = all(i in self._failed and m.worker.control.problem is not None
+                        for i, m in enumerate(self.mirrors))
         if len(self.mirrors) == 1 or every:
             self.request_stop()
         else:
@@ -211,6 +216,9 @@ class Daemon:
     def _run_locked(self) -> int:
         for warning in self.cfg.warnings:
             log.warning("%s", warning)
+        # a thread waiting for the GIL asks for it after this long (CPython: 5 ms):
+        # shorter, so the socket thread answers quickly while a sync thread runs
+        sys.setswitchinterval(SWITCH_INTERVAL)
         try:
             self.server.start()
         except SocketInUse as exc:
@@ -229,7 +237,7 @@ class Daemon:
         finally:
             self._teardown()
             self._restore_signals(old_handlers)
-        if self._fatal is not None and (len(self.mirrors) == 1 or len(self._failed) == len(self.mirrors)):
+        if self._fatal is not None and (len(self.mirrors) == 1 or self._failed == set(range(len(self.mirrors)))):
             if isinstance(self._fatal, OhsyncError):
                 raise self._fatal
             raise OhsyncError(f"The sync worker failed: {self._fatal!r}. See the log.")

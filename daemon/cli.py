@@ -24,7 +24,7 @@ from ohsync.daemon.about import version
 from ohsync.daemon.attention import natural_key
 from ohsync.daemon.cli_resync import add_resync
 from ohsync.daemon.protocol import MIRROR_PARAM, DaemonNotRunning, Method, RpcClient, RpcError
-from ohsync.engine.errors import OhsyncError
+from ohsync.engine.errors import OhsyncError, classify, local_error
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING"]
 
@@ -70,7 +70,7 @@ def _client(args: argparse.Namespace, timeout: float | None = 10.0) -> RpcClient
 
 #: Commands that act on one mirror take ``--mirror NAME`` (daemon/daemon_methods.py says what
 #: each does without it when there are several).
-MIRROR_COMMANDS = ("status", "refresh", "pause", "resume", "wait", "conflicts", "damaged", "activity",
+MIRROR_COMMANDS = ("login", "status", "refresh", "pause", "resume", "wait", "conflicts", "damaged", "activity",
                    "confirm-deletes", "resync", "mcp")
 
 
@@ -93,15 +93,18 @@ def cmd_login(args: argparse.Namespace) -> int:
 
     path = config_path(args.config)
     cfg = _config(args)
-    server = normalize_server_url(args.server or cfg.server)
-    username = (args.username or cfg.username).strip()
+    mirror = _config_mirror(cfg, args.mirror) if getattr(args, "mirror", None) else None
+    own_account = mirror is not None and bool(mirror.server or mirror.username)
+    default_server, default_username = cfg.account(mirror)
+    server = normalize_server_url(args.server or default_server)
+    username = (args.username or default_username).strip()
     if not server or not username:
         raise UsageError("login needs --server URL and --username EMAIL (or both set in the config)")
     if args.password_stdin and args.token_stdin:
         raise UsageError("give only one of --password-stdin and --token-stdin")
     load_token(server, username)  # fail early, before any prompt, when there is no usable keyring
 
-    entered = args.server or cfg.server
+    entered = args.server or default_server
     if args.token_stdin:
         token = _read_secret_line("token")
         try:
@@ -147,10 +150,26 @@ def cmd_login(args: argparse.Namespace) -> int:
         finally:
             password = ""
     save_token(server, username, token)
-    update_config(path, {"server": server, "username": username})
+    if not own_account:  # a mirror's own account stays in its [[mirror]] table
+        update_config(path, {"server": server, "username": username})
     print(f"Logged in as {username} at {server}. The token is in the keyring; the config is {path}.")
     _tell_daemon_to_refresh(args)
     return EXIT_OK
+
+
+def _config_mirror(cfg: Any, selector: str) -> Any:
+    """The ``[[mirror]]`` of ``cfg`` that ``selector`` names (its name, library, library id or folder).
+
+    :raises UsageError: none or several do.
+    """
+    folder = os.path.realpath(os.path.expanduser(selector))
+    named = [m for m in cfg.mirrors if selector in (m.label, m.library, m.library_id)
+             or os.path.realpath(m.local) == folder]
+    if len(named) != 1:
+        listed = ", ".join(f"{m.label} ({m.local})" for m in cfg.mirrors)
+        raise UsageError(f"{'no' if not named else 'more than one'} [[mirror]] is called {selector!r}; "
+                         f"the mirrors are: {listed}")
+    return named[0]
 
 
 def _this_configs_daemon(args: argparse.Namespace) -> bool:
@@ -203,7 +222,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     install_from_env()  # crash tests: die at the engine's named point
     cfg = _config(args)
-    if not cfg.server or not cfg.username or not load_token(cfg.server, cfg.username):
+    # with several mirrors, one without a login stops alone (its status says so); none at all: refuse
+    if not any(all(account) and load_token(*account) for account in map(cfg.account, cfg.mirrors)):
         raise OhsyncError(no_login_message(cfg), title="Not logged in")
     # OHSYNC_LOG_STDERR=0: stderr is kept for the last words (the tray's Start item reads them)
     log_file = setup_logging(cfg.log_dir, verbose=args.verbose, stderr=os.environ.get("OHSYNC_LOG_STDERR") != "0")
@@ -521,7 +541,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(f"the daemon refused: {exc.message.removeprefix('refused: ')}")
         code = EXIT_FAILED
     except OhsyncError as exc:
-        _err(f"{exc.title}: {exc.message}")
+        failure = classify(exc)
+        _err(f"{failure.title}: {failure.message}")
         code = EXIT_FAILED
     except KeyboardInterrupt:
         code = 130
@@ -531,6 +552,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = EXIT_OK
     except (ConnectionError, TimeoutError) as exc:
         _err(f"lost the connection to the daemon ({exc}); check `ohsync status`")
+        code = EXIT_FAILED
+    except OSError as exc:  # a local file the command reads or writes (config, log, a path given)
+        failure = classify(local_error(exc, exc.filename if isinstance(exc.filename, str) else None))
+        _err(f"{failure.title}: {failure.message}")
         code = EXIT_FAILED
     if __name__ == "__main__" or argv is None:
         sys.exit(code)

@@ -53,7 +53,7 @@ DEFAULT_PUSH_SAFETY_POLL = 300.0
 _TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
              "push_safety_poll"}
-_MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore"}
+_MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore", "server", "username"}
 _SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 _FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
 _MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin"}
@@ -74,6 +74,9 @@ class MirrorConfig:
 
     :ivar name: what status, CLI and tray call this mirror (``name``; default
         :attr:`label`); ``--mirror`` accepts it, the library or the folder.
+    :ivar server: this mirror's server when it is not the top-level one
+        (another account; its token is saved by ``ohsync login --mirror NAME``).
+    :ivar username: this mirror's account when it is not the top-level one.
     """
 
     library: str | None = DEFAULT_LIBRARY
@@ -82,6 +85,8 @@ class MirrorConfig:
     local: Path = field(default_factory=lambda: Path.home() / DEFAULT_LIBRARY)
     ignore: tuple[str, ...] = ()
     name: str | None = None
+    server: str | None = None
+    username: str | None = None
 
     @property
     def label(self) -> str:
@@ -171,6 +176,12 @@ class Config:
     def mirror(self) -> MirrorConfig:
         """The first mirror (the one the status object's top level describes)."""
         return self.mirrors[0]
+
+    def account(self, mirror: MirrorConfig | None = None) -> tuple[str, str]:
+        """``(server, username)`` that ``mirror`` (default: the first) signs in
+        with: its own keys where it sets them, else the top-level ones."""
+        mirror = mirror or self.mirror
+        return (mirror.server or self.server, mirror.username or self.username)
 
     @property
     def lock_path(self) -> Path:
@@ -270,6 +281,12 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
     name = raw.get("name")
     if name is not None:
         name = _typed(name, str, "mirror.name", path).strip() or None
+    server = raw.get("server")
+    if server is not None:
+        server = normalize_server_url(_typed(server, str, "mirror.server", path)) or None
+    username = raw.get("username")
+    if username is not None:
+        username = _typed(username, str, "mirror.username", path).strip() or None
     if library is not None:
         _typed(library, str, "mirror.library", path)
     if library_id is not None:
@@ -291,6 +308,8 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
                       "mirror.local", path),
         ignore=tuple(str(p) for p in ignore),
         name=name,
+        server=server,
+        username=username,
     )
 
 

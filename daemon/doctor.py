@@ -153,7 +153,9 @@ class _Remote:
             self.add("config", WARNING, "; ".join(cfg.warnings),
                      f"Remove or fix the keys named in {cfg.path}.")
         else:
-            self.add("config", OK, f"{cfg.path}: {cfg.mirror.label} at {cfg.server} as {cfg.username}.")
+            more = (f" (and {len(cfg.mirrors) - 1} more mirror(s); the checks below look at the first)"
+                    if len(cfg.mirrors) > 1 else "")
+            self.add("config", OK, f"{cfg.path}: {cfg.mirror.label} at {cfg.server} as {cfg.username}{more}.")
         return True
 
     def keyring(self) -> None:

@@ -147,7 +147,7 @@ def _inotify_check(cfg: Config, limit_file: Path) -> Finding:
     except (OSError, ValueError) as exc:
         return _finding("inotify", "warning", f"Cannot read the inotify watch limit from {limit_file} ({exc}).",
                         "Check it with `sysctl fs.inotify.max_user_watches`.")
-    needed = count_folders([cfg.mirror.local, cfg.filing.drop_dir], stop_after=max(limit, 1) * 4)
+    needed = count_folders([*(m.local for m in cfg.mirrors), cfg.filing.drop_dir], stop_after=max(limit, 1) * 4)
     suggest = 524288
     while suggest < needed * 4:
         suggest *= 2

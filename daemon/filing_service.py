@@ -11,9 +11,12 @@ What happens after a result:
 
 * ``filed``: the file left the drop folder; done.
 * ``not_ready`` / ``failed`` with ``retryable``: watched again and retried
-  after a backoff (30 s doubling up to 10 min).
-* ``over_quota``: held; retried every 10 minutes and on :meth:`retry_held`
-  (call it on ``refresh``).
+  after a backoff (30 s doubling up to 10 min, at least the server's
+  ``Retry-After``).
+* ``over_quota``, and ``failed`` with ``needs`` (the failure's one
+  classification, ``engine.errors.classify``, says only the person can fix
+  it: a login, free space, a permission): held; retried every 10 minutes
+  and on :meth:`retry_held` (call it on ``refresh``).
 * ``duplicate`` / ``failed`` without ``retryable``: left alone until the
   file changes (a new size or mtime makes it a new candidate).
 
@@ -118,7 +121,7 @@ class FilingService:
         self._pending: dict[str, _Watch] = {}
         self._in_flight: set[str] = set()
         self._settled: dict[str, tuple[int, int]] = {}  # path -> fingerprint with a final outcome
-        self._held: dict[str, FilingResult] = {}  # over quota, waiting
+        self._held: dict[str, FilingResult] = {}  # over quota or needing the person, waiting
         self._reported: dict[str, tuple[str, str]] = {}  # path -> (status, message) last announced
         self._last: list[dict[str, Any]] = []
 
@@ -400,14 +403,14 @@ class FilingService:
                 if fingerprint is not None and self._wanted(Path(key)):
                     # a file still stands there (replaced while it was being filed): a new candidate
                     self._pending[key] = _Watch(fingerprint, now)
-            elif result.status == "over_quota":
+            elif result.status == "over_quota" or (result.status == "failed" and result.needs is not None):
                 self._held[key] = result
                 self._pending[key] = _Watch(fingerprint, now, not_before=now + _QUOTA_RETRY)
             elif result.retryable and self._wanted(Path(key)):
                 previous = self._pending.get(key)
                 attempts = (previous.attempts if previous else 0) + 1
                 delay = self.quiet_seconds if result.status == "not_ready" else \
-                    min(_RETRY_CAP, _RETRY_FIRST * 2 ** (attempts - 1))
+                    max(result.retry_after or 0.0, min(_RETRY_CAP, _RETRY_FIRST * 2 ** (attempts - 1)))
                 self._pending[key] = _Watch(fingerprint, now, not_before=now + delay, attempts=attempts)
             else:
                 self._settled[key] = fingerprint

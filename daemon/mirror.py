@@ -23,6 +23,7 @@ stopped with its sentence while the others go on syncing.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,9 @@ class Mirror:
         self._login_token: str | None = None
         self._mirror_lock: MirrorLock | None = None
         self._push: PushChannel | None = None
+        # the worker thread starts helpers while stop_helpers may run: none starts after the stop
+        self._helpers_lock = threading.RLock()
+        self._stopping = False
         self._root_missing = False
         self.library_id: str | None = self.config.library_id
         if session_factory is None:
@@ -180,9 +184,10 @@ class Mirror:
     def _saved_token(self) -> str | None:
         from ohsync.daemon.credentials import load_token
 
-        if not self.cfg.server or not self.cfg.username:
+        server, username = self.cfg.account(self.config)
+        if not server or not username:
             return None
-        return load_token(self.cfg.server, self.cfg.username)
+        return load_token(server, username)
 
     def _login_changed(self) -> bool:
         """True when the keyring holds another token than the one the server
@@ -214,16 +219,22 @@ class Mirror:
             self.filing.attach(self.filing.new_filer(
                 session.engine, list(self.cfg.filing.rules), self.cfg.filing.default,
                 self.cfg.mirror_state_dir(session.library_id, self.config) / "filing.db"))
-            if not self.filing.is_alive():
-                try:
-                    self.filing.start()
-                except OSError as exc:
-                    log.error("cannot watch the drop folder %s (%s); `ohsync file` still works",
-                              self.cfg.filing.drop_dir, exc.strerror or exc)
+            with self._helpers_lock:
+                if not self._stopping and not self.filing.is_alive():
+                    try:
+                        self.filing.start()
+                    except OSError as exc:
+                        log.error("cannot watch the drop folder %s (%s); `ohsync file` still works",
+                                  self.cfg.filing.drop_dir, exc.strerror or exc)
             self.status.update(filing=self.filing.status())
 
     def _start_push(self, session: Session) -> None:
         """Subscribe to the server's notification service (if it runs one) for this session."""
+        with self._helpers_lock:
+            if not self._stopping:
+                self._start_push_locked(session)
+
+    def _start_push_locked(self, session: Session) -> None:
         if self._push is not None:
             self._push.stop()
             self._push = None
@@ -260,6 +271,11 @@ class Mirror:
         here: a missing folder is the engine's call (new mirror → create it;
         synced before → a safety stop).
         """
+        with self._helpers_lock:
+            if not self._stopping:
+                self._check_watcher_locked()
+
+    def _check_watcher_locked(self) -> None:
         watcher, root = self._watcher, self._root
         if root is None or self._engine is None or (watcher is not None and watcher.is_alive()):
             return
@@ -305,8 +321,11 @@ class Mirror:
         self.worker.start()
 
     def stop_helpers(self) -> None:
-        """Stop the threads that feed the worker (watcher, drop folder, push channel)."""
+        """Stop the threads that feed the worker (watcher, drop folder, push channel);
+        none of them starts again afterwards."""
         self.status.update(phase="stopping")
+        with self._helpers_lock:
+            self._stopping = True
         if self._watcher is not None:
             self._watcher.stop()
         if self.filing is not None:

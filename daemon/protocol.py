@@ -114,6 +114,11 @@ class Method:
 DAEMON_METHODS = (Method.STATUS, Method.REFRESH, Method.PAUSE, Method.RESUME, Method.CONFLICTS, Method.DAMAGED,
                   Method.ACTIVITY, Method.WAIT, Method.SHUTDOWN, Method.PING, Method.FILE, Method.CONFIRM_DELETES,
                   Method.HELD_DELETES, Method.SKIPPED, Method.RESYNC)
+#: Methods answered at once from facts in memory (they never block nor touch
+#: the state database): the socket serves them on its own thread, with no
+#: hand-off to a handler thread that would queue once more for the GIL behind
+#: a busy sync thread.
+QUICK_METHODS = (Method.STATUS, Method.PING)
 #: Methods of the memory tools (daemon/memory_service.py).
 MEMORY_METHODS = (Method.MEMORY_SEARCH, Method.MEMORY_READ, Method.MEMORY_LIST, Method.MEMORY_WRITE,
                   Method.MEMORY_APPEND, Method.MEMORY_EDIT, Method.MEMORY_DELETE, Method.MEMORY_REFRESH)

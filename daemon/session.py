@@ -30,13 +30,21 @@ __all__ = ["MirrorSession", "open_session", "no_login_message"]
 log = logging.getLogger(__name__)
 
 
-def no_login_message(cfg: Config) -> str:
-    """The sentence for "there is no saved login"."""
-    if not cfg.server or not cfg.username:
+def no_login_message(cfg: Config, mirror: MirrorConfig | None = None) -> str:
+    """The sentence for "there is no saved login" (of ``mirror``'s account, default the first's)."""
+    server, username = cfg.account(mirror)
+    if not server or not username:
         return (f"No server or username in {cfg.path}. Run "
                 "`ohsync login --server URL --username EMAIL` first.")
-    return (f"No saved login for {cfg.username} at {cfg.server}. Run "
-            f"`ohsync login --server {cfg.server} --username {cfg.username}` first.")
+    if mirror is not None and (mirror.server or mirror.username):  # an account of its own
+        return (f"No saved login for {username} at {server} (the mirror {mirror.label}). Run "
+                f"`ohsync login --mirror {_quoted(mirror.label)}` first.")
+    return (f"No saved login for {username} at {server}. Run "
+            f"`ohsync login --server {server} --username {username}` first.")
+
+
+def _quoted(text: str) -> str:
+    return f'"{text}"' if any(c.isspace() for c in text) else text
 
 
 @dataclass
@@ -88,16 +96,17 @@ def open_session(
     from ohsync.engine.state import StateStore
     from ohsync.engine.sync import EngineOptions, SyncEngine, resolve_library
 
-    if not cfg.server or not cfg.username:
-        raise FatalError(no_login_message(cfg), title="Not logged in")
+    mirror = mirror or cfg.mirror
+    server, username = cfg.account(mirror)
+    if not server or not username:
+        raise FatalError(no_login_message(cfg, mirror), title="Not logged in")
     if token is None:
-        token = load_token(cfg.server, cfg.username)
+        token = load_token(server, username)
     if not token:
-        raise FatalError(no_login_message(cfg), title="Not logged in")
+        raise FatalError(no_login_message(cfg, mirror), title="Not logged in")
     redact(token)
-    client = (client_factory or SeafileClient)(cfg.server, token)
+    client = (client_factory or SeafileClient)(server, token)
     try:
-        mirror = mirror or cfg.mirror
         try:
             repo = resolve_library(client, name=None if mirror.library_id else mirror.library,
                                    library_id=mirror.library_id, create=cfg.create_library)

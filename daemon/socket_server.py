@@ -8,13 +8,18 @@ One selector thread reads and writes every connection, so idle connections
 and subscribers cost a file descriptor and a few bytes each, never a thread.
 Requests run on a small bounded pool of handler threads (a handler may
 block, e.g. ``wait``), one request at a time per connection, answers in
-order.  A request line over :data:`~ohsync.daemon.protocol.MAX_REQUEST` bytes or
+order; the quick methods (``status``, ``ping``: see ``add_handlers``) are
+answered on the selector thread itself, so that an answer costs one thread
+wake-up, not three, while a sync thread keeps the GIL busy.  A request line over :data:`~ohsync.daemon.protocol.MAX_REQUEST` bytes or
 nested deeper than :data:`~ohsync.daemon.protocol.MAX_DEPTH` gets a -32600 answer
 and the connection is closed; the parser never sees it.
 
 It knows no method itself: the daemon passes a table ``name →
 handler(params) → result``.  Handlers raise :class:`InvalidParams` (-32602)
-or :class:`CannotNow` (-32000); unknown names get -32601.  ``subscribe`` is
+or :class:`CannotNow` (-32000); an ohsync error or an OSError is answered
+-32000 with the sentence of its one classification
+(``engine.errors.classify``; ``data`` carries its scope, behaviour and
+needs); unknown names get -32601.  ``subscribe`` is
 built in: the connection stays open and every :meth:`SocketServer.publish`\\
 ed event is pushed as a notification ``{"jsonrpc": "2.0", "method": "event",
 "params": {...}}``; a subscriber that does not read is dropped once
@@ -32,7 +37,7 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +59,7 @@ from ohsync.daemon.protocol import (
 from ohsync.daemon.socket_conn import Conn as _Conn
 from ohsync.daemon.socket_conn import Pool as _Pool
 from ohsync.daemon.socket_dir import UnsafeSocketDir, prepare_socket_dir
+from ohsync.engine.errors import OhsyncError, classify
 
 __all__ = ["Handler", "InvalidParams", "CannotNow", "SocketInUse", "SocketServer", "UnsafeSocketDir",
            "peer_uid", "HANDLER_THREADS", "MAX_BACKLOG"]
@@ -105,6 +111,7 @@ class SocketServer:
     ) -> None:
         self.path = path
         self._handlers = dict(handlers)
+        self._quick: set[str] = set()
         self._uid = os.getuid() if allowed_uid is None else allowed_uid
         self._handler_threads = handler_threads
         self._sock: socket.socket | None = None
@@ -177,9 +184,14 @@ class SocketServer:
             except OSError:
                 pass
 
-    def add_handlers(self, handlers: Mapping[str, Handler]) -> None:
-        """Answer more methods (services register theirs; call before :meth:`start`)."""
+    def add_handlers(self, handlers: Mapping[str, Handler], *, quick: Iterable[str] = ()) -> None:
+        """Answer more methods (services register theirs; call before :meth:`start`).
+
+        :param quick: names among ``handlers`` run on the selector thread:
+            only handlers that read facts in memory and never block.
+        """
         self._handlers.update(handlers)
+        self._quick.update(name for name in quick if name in handlers)
 
     def publish(self, params: dict[str, Any]) -> None:
         """Push ``params`` as an ``event`` notification to every subscriber (any thread)."""
@@ -371,6 +383,11 @@ class SocketServer:
                     self._subscribers += 1
                 self._send(conn, encode({"jsonrpc": "2.0", "id": msg.get("id"), "result": {"subscribed": True}}))
                 return
+            if msg.get("method") in self._quick:
+                reply = self._dispatch(msg)  # answers its own errors
+                if reply is not None:
+                    self._send(conn, encode(reply))
+                continue
             assert self._pool is not None
             conn.busy = True
             try:
@@ -482,6 +499,12 @@ class SocketServer:
             return _error(req_id, INVALID_PARAMS, str(exc) or "invalid params")
         except CannotNow as exc:
             return _error(req_id, CANNOT_NOW, str(exc))
+        except (OhsyncError, OSError) as exc:  # a failure ohsync knows: its one classification answers
+            failure = classify(exc)
+            log.warning("socket method %s: %s: %s", method, failure.title, failure.message)
+            answer = _error(req_id, CANNOT_NOW, f"{failure.title}: {failure.message}")
+            answer["error"]["data"] = {"scope": failure.scope, "behaviour": failure.behaviour, "needs": failure.needs}
+            return answer
         except Exception as exc:  # noqa: BLE001 - answer, log, keep serving
             log.exception("socket method %s failed", method)
             return _error(req_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}")

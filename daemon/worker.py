@@ -31,13 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from ohsync.daemon.memory_trim import release_memory, worth_releasing
-from ohsync.daemon.scheduler import Scheduler, Work, backoff_delay
+from ohsync.daemon.scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, scan_interval
 from ohsync.daemon.worker_facts import MirrorFacts
 from ohsync.daemon.worker_requests import Control, FatalError, Session, SessionFactory, WorkerRequests
 from ohsync.engine.errors import (
     LibraryNotFound,
-    NetworkError,
     OhsyncError,
     StateTooNew,
     TwoFactorRequired,
@@ -45,17 +44,13 @@ from ohsync.engine.errors import (
 )
 from ohsync.engine.events import SyncEvent, SyncReport
 
-__all__ = ["Control", "Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
+__all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Control", "Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
 
 log = logging.getLogger(__name__)
 
 
 #: Seconds between local deletes seen by the watcher and the full scan that carries them out.
 RESCAN_DELAY = 2.0
-#: full scans are spaced by 200 × their measured duration (at most 0.5 % of the time) ...
-SCAN_COST_FACTOR = 200.0
-#: ... but a missed watcher event waits at most an hour
-MAX_SCAN_INTERVAL = 3600.0
 
 
 class SyncWorker(WorkerRequests):
@@ -451,11 +446,7 @@ class SyncWorker(WorkerRequests):
             self.scheduler.poll_in(self._push_poll_interval if self._push else self._poll_interval)
 
     def _full_scan_every(self) -> float:
-        """Seconds between the periodic stat-only full scans: the configured
-        interval, stretched so that scans take at most 0.5 % of the time
-        (200 × the last scan's duration: a 30,000-file mirror scanned in 2 s
-        is scanned every 400 s)."""
-        return max(self._scan_interval, min(MAX_SCAN_INTERVAL, SCAN_COST_FACTOR * self._last_scan_seconds))
+        return full_scan_every(self._scan_interval, self._last_scan_seconds)
 
     def _engine_head(self) -> str | None:
         """The head commit the engine saw last (None when it cannot say)."""
@@ -508,13 +499,13 @@ class SyncWorker(WorkerRequests):
             delay = max(failure.retry_after, 1.0)
         else:
             delay = backoff_delay(self._attempt, cap=max(300.0, self._poll_interval))
-        if isinstance(exc, NetworkError):
-            problem, message = "offline", f"Cannot reach the server ({exc.message})"
-        elif isinstance(exc, OhsyncError):
-            problem, message = "error", f"{exc.title}: {exc.message}"
-        else:
-            problem, message = "error", f"Internal error: {exc!r}; see the log"
+        if failure.origin == "network":
+            problem, message = "offline", f"Cannot reach the server ({failure.message})"
+        elif failure.origin == "internal":
+            problem, message = "error", failure.message
             log.error("sync pass failed", exc_info=exc)
+        else:
+            problem, message = "error", f"{failure.title}: {failure.message}"
         log.warning("%s; retry in %.0f s", message, delay)
         self._set_problem(problem, message, time.time() + delay)
         if not self._shutdown.is_set():

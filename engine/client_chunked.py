@@ -24,7 +24,7 @@ from .client_errors import check_id, error_for_response, parse_json, translate_e
 from .client_http import TRANSIENT
 from .client_links import LinkCache
 from .client_paths import join_remote, name_problem, upload_target
-from .errors import LocalError, ProtocolError, RemoteError, ThrottledError
+from .errors import LocalError, ProtocolError, RemoteError, ThrottledError, local_error
 from .ids import BLOCK_SIZE, ContentHasher
 from .models import UploadResult
 
@@ -245,7 +245,7 @@ def _read_chunk(fh: BinaryIO, offset: int, view: memoryview, target: str) -> _Ch
                 break
             got += n
     except OSError as exc:
-        raise LocalError(f"Reading the file for {target} failed: {exc.strerror or exc}.", path=target) from exc
+        raise local_error(exc, target, what="reading the file to upload") from exc
     if got != len(view):
         raise LocalError(f"The file for {target} became shorter while uploading.", path=target)
     return _ChunkBody(view)
@@ -414,7 +414,6 @@ class _Run:
                 self.hasher.update(piece)
                 done += len(piece)
         except OSError as exc:
-            raise LocalError(f"Reading the file for {self.target} failed: {exc.strerror or exc}.",
-                             path=self.target) from exc
+            raise local_error(exc, self.target, what="reading the file to upload") from exc
         if done != offset:
             raise LocalError(f"The file for {self.target} became shorter while uploading.", path=self.target)

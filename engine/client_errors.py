@@ -43,6 +43,7 @@ import httpx
 
 from .errors import (
     AuthError,
+    LibraryGoneError,
     NameRejectedError,
     NetworkError,
     NotFoundError,
@@ -173,6 +174,10 @@ def parse_retry_after(value: str | None, *, default: float = _DEFAULT_RETRY_AFTE
     return max(0.0, when.timestamp() - time.time())
 
 
+#: seahub's answer for a library that does not exist: "Library not found." / "Library <id> not found."
+_LIBRARY_NOT_FOUND = re.compile(r"^Library (?:[0-9a-f-]{36} )?not found\.?$", re.I)
+
+
 def _is_fileserver_token_error(message: str) -> bool:
     lowered = message.lower()
     return "access token" in lowered or "invalid url" in lowered
@@ -218,6 +223,11 @@ def error_for_response(
             f"Permission denied while {what}{where}.{said}", title="Permission denied", **kw
         )
     if status in (404, 441):
+        if _LIBRARY_NOT_FOUND.search(detail):
+            return LibraryGoneError(
+                f"The library is not on the server any more (deleted, or no longer shared with this "
+                f"account) while {what}.{said} Syncing waits until it is back; check it in Seafile's web "
+                "page, or point the [[mirror]] at another library.", **kw)
         return NotFoundError(f"Not found on the server while {what}{where}.{said}", **kw)
     if status == 429:
         retry_after = parse_retry_after(response.headers.get("Retry-After"))

@@ -7,7 +7,8 @@ tree, classified by behaviour (what the scheduler should do next)::
     OhsyncError                      title + message
     ├── RemoteError                  anything the server or the network did
     │   ├── AuthError                401/403 on a token view: stop, ask for login
-    │   ├── NotFoundError            404: library, folder or file missing
+    │   ├── NotFoundError            404: folder or file missing
+    │   │   └── LibraryGoneError     404 "Library … not found": the whole mirror
     │   ├── QuotaError               443 (or 442 too large): stop uploading
     │   ├── ThrottledError           429: retry after ``retry_after`` seconds
     │   ├── ServerError              5xx/520, FS errors: retry with backoff
@@ -52,6 +53,7 @@ __all__ = [
     "local_error",
     "server_down",
     "UnreachableError",
+    "LibraryGoneError",
     "TooLargeError",
     "NameRejectedError",
     "DiskFullError",
@@ -133,6 +135,14 @@ class NotFoundError(RemoteError):
 
     title = "Not found"
     scope = "path"
+
+
+class LibraryGoneError(NotFoundError):
+    """The server answered that the library itself is not found (deleted,
+    or no longer shared with this account): every request would fail."""
+
+    title = "Library gone"
+    scope = "mirror"
 
 
 class QuotaError(RemoteError):
@@ -312,6 +322,11 @@ class Failure:
     :ivar retry_after: seconds the server asked us to wait (``retry_after``).
     :ivar title: a short heading.
     :ivar message: a sentence saying what happened and what to do.
+    :ivar origin: where it happened: ``network`` (no answer from the
+        server: offline), ``server`` (the server answered, with a refusal or
+        garbage), ``local`` (this computer's files), ``internal`` (a bug in
+        ohsync: the message says to see the log), ``ohsync`` (a state of
+        ohsync's own, such as a missing library or login).
     """
 
     scope: str
@@ -320,6 +335,7 @@ class Failure:
     retry_after: float | None
     title: str
     message: str
+    origin: str = "ohsync"
 
     @property
     def permanent(self) -> bool:
@@ -338,8 +354,11 @@ def classify(exc: BaseException) -> Failure:
         exc = local_error(exc)
     if isinstance(exc, OhsyncError):
         retry_after = getattr(exc, "retry_after", None) if exc.behaviour == "retry_after" else None
-        return Failure(exc.scope, exc.behaviour, exc.needs, retry_after, exc.title, exc.message)
-    return Failure("mirror", "retry_soon", None, None, "Internal error", f"Internal error: {exc!r}; see the log")
+        origin = "network" if isinstance(exc, NetworkError) else "server" if isinstance(exc, RemoteError) \
+            else "local" if isinstance(exc, LocalError) else "ohsync"
+        return Failure(exc.scope, exc.behaviour, exc.needs, retry_after, exc.title, exc.message, origin)
+    return Failure("mirror", "retry_soon", None, None, "Internal error", f"Internal error: {exc!r}; see the log",
+                   "internal")
 
 
 _ERRNO_CLASSES: dict[int, tuple[type[LocalError], str]] = {

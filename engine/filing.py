@@ -61,13 +61,15 @@ from typing import Any, BinaryIO, ClassVar
 
 from .crashpoints import reach
 from .errors import (
-    LocalError,
+    Failure,
     NotFoundError,
     OhsyncError,
     QuotaError,
     RemoteError,
     RemoteOperationError,
     ServerError,
+    classify,
+    local_error,
 )
 from .events import SyncEvent
 from .filing_jobs import STEPS, Abandon, FilingJob, FilingResult, JobStore
@@ -280,12 +282,10 @@ class Filer:
                                 f"{exc.message}", retryable=False)
         except RuleError as exc:
             return FilingResult("failed", str(source), message=f"{source.name}: {exc}")
-        except OhsyncError as exc:
-            return FilingResult("failed", str(source), message=f"{source.name} was not filed: {exc.message}",
-                                retryable=exc.retryable or isinstance(exc, LocalError))
-        except OSError as exc:
-            return FilingResult("failed", str(source), message=f"{source.name} was not filed: "
-                                f"{exc.strerror or exc}", retryable=True)
+        except (OhsyncError, OSError) as exc:
+            failure = classify(exc)
+            return FilingResult("failed", str(source), message=f"{source.name} was not filed: {failure.message}",
+                                **_retry_fields(failure))
 
     def resume(self) -> list[FilingResult]:
         """Finish every job an earlier run left unfinished (call at start and
@@ -312,11 +312,12 @@ class Filer:
 
     # ------------------------------------------------------------------ running
 
-    def _result(self, job: _Job, status: str, message: str, *, retryable: bool = False) -> FilingResult:
+    def _result(self, job: _Job, status: str, message: str, *, retryable: bool = False,
+                needs: str | None = None, retry_after: float | None = None) -> FilingResult:
         return FilingResult(status, job.source, dest_rel=job.dest_rel,
                             sidecar_rel=job.sidecar_rel if STEPS.index(job.step) >= STEPS.index("sidecar") else None,
                             message=message, remote_path=self.ctx.remote_path(job.dest_rel),
-                            retryable=retryable, job_id=job.id)
+                            retryable=retryable, job_id=job.id, needs=needs, retry_after=retry_after)
 
     def _run(self, job: _Job) -> FilingResult:
         """Run ``job`` from its step to ``done``; errors become results."""
@@ -336,21 +337,15 @@ class Filer:
             if job.step == "planned" and not job.upload_started:
                 self._jobs.delete(job)
             return self._result(job, "over_quota", f"{name} stays in the drop folder: {exc.message}")
-        except OhsyncError as exc:
+        except (OhsyncError, OSError) as exc:
             job = self._jobs.get(job.id) or job
-            log.warning("filing %s stopped after step %s: %s", job.source, job.step, exc.message)
-            self._jobs.update(job, note=exc.message)
-            retryable = exc.retryable or isinstance(exc, LocalError)
-            later = "it is retried automatically" if retryable else \
-                "it is retried on the next start or refresh"
-            return self._result(job, "failed", f"{name} is not filed yet ({exc.title}: {exc.message}); {later}.",
-                                retryable=retryable)
-        except OSError as exc:
-            job = self._jobs.get(job.id) or job
-            log.warning("filing %s stopped after step %s: %s", job.source, job.step, exc)
-            self._jobs.update(job, note=str(exc))
-            return self._result(job, "failed", f"{name} is not filed yet (local error: {exc.strerror or exc}); "
-                                "it is retried automatically.", retryable=True)
+            failure = classify(exc if isinstance(exc, OhsyncError) else local_error(exc, what="filing"))
+            log.warning("filing %s stopped after step %s: %s", job.source, job.step, failure.message)
+            self._jobs.update(job, note=failure.message)
+            later = "it is retried on the next start or refresh" if failure.permanent else \
+                "it is retried automatically"
+            return self._result(job, "failed", f"{name} is not filed yet ({failure.title}: {failure.message}); "
+                                f"{later}.", **_retry_fields(failure))
         except Exception as exc:  # noqa: BLE001 - a bug must not take the sync worker down
             job = self._jobs.get(job.id) or job
             log.exception("filing %s failed after step %s", job.source, job.step)
@@ -494,3 +489,11 @@ class Filer:
         self.ctx.emit(SyncEvent("synced", job.dest_rel, "up", action="file",
                                 message=f"filed from {job.source}"))
         return self._jobs.update(job, step="done")
+
+
+def _retry_fields(failure: Failure) -> dict[str, Any]:
+    """The retry fields of a ``failed`` :class:`FilingResult`, from the one
+    classification (``engine.errors.classify``): retried by itself unless it
+    needs the person, and then ``needs`` says for what."""
+    return {"retryable": not failure.permanent, "needs": failure.needs if failure.permanent else None,
+            "retry_after": failure.retry_after}

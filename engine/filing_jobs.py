@@ -69,6 +69,9 @@ class FilingResult:
     :ivar retryable: True when filing the same file later may succeed
         without anyone doing anything (network trouble, busy file).
     :ivar job_id: the job in the filing database (None when no job was made).
+    :ivar needs: for a failure only the person can fix (``engine.errors.Failure.needs``:
+        ``login``, ``space``, ``permission``…); None otherwise.
+    :ivar retry_after: seconds the server asked to wait before a retry (a 429), or None.
     """
 
     status: str
@@ -79,6 +82,8 @@ class FilingResult:
     remote_path: str | None = None
     retryable: bool = False
     job_id: int | None = None
+    needs: str | None = None
+    retry_after: float | None = None
 
     @property
     def ok(self) -> bool:

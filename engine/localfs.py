@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import LocalError, MirrorMissingError
+from .errors import LocalError, MirrorMissingError, local_error
 from .ids import file_hashes
 from .ignore import TEMP_PREFIX, IgnoreRules
 from .paths import name_problem, normalize_rel, to_local
@@ -70,7 +70,8 @@ def check_root(local_root: Path, marker_expected: bool) -> None:
         try:
             local_root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise MirrorMissingError(f"Cannot create the mirror folder {local_root}: {exc.strerror}") from exc
+            raise MirrorMissingError(f"Cannot create the mirror folder {local_root}: "
+                                     f"{local_error(exc, what='creating it').message}") from exc
 
 
 def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFile], list[tuple[str, str]]]:

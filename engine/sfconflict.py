@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 
 from .conflict_names import CONFLICT_DIR
 from .context import MirrorContext
-from .errors import LocalError, NotFoundError, RemoteOperationError
+from .errors import LocalError, NotFoundError, OhsyncError, classify, local_error
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .localfs import atomic_write, backup_file, stat_fingerprint
 from .merge import merge_versions
@@ -103,10 +103,11 @@ def fold_foreign(ctx: MirrorContext, report: SyncReport) -> set[str]:
     for rel in found:
         try:
             _fold_one(ctx, rel, original_of(rel) or "", report)
-        except (LocalError, NotFoundError, RemoteOperationError) as exc:
-            report.errors.append((rel, str(exc)))
-        except OSError as exc:
-            report.errors.append((rel, f"{rel}: {exc.strerror or exc}"))
+        except (OhsyncError, OSError) as exc:
+            failure = classify(local_error(exc, rel) if isinstance(exc, OSError) else exc)
+            if failure.scope != "path":
+                raise  # a login, the mirror, an unreachable server: the pass ends
+            report.errors.append((rel, failure.message))
     return set(found)
 
 

@@ -43,9 +43,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, Env, read_tree, wait_for, write_config  # noqa: E402
+from daemon_helpers import USER, DaemonProc, Env, read_tree, seed_daemon_setup, wait_for  # noqa: E402
 
-USER = "user@example.edu.cn"
 MEMORY_HEAD = ("---\ntitle: {title}\ntype: note\npermalink: {slug}\ntags: [chaos]\n"
                "created: 2026-11-01T10:00:00+08:00\nmodified: 2026-11-01T10:00:00+08:00\n"
                "origin: desktop\nsensitivity: normal\n---\n\n# {title}\n\n## Observations\n"
@@ -110,21 +109,13 @@ class Chaos:
     # ------------------------------------------------------------------ setup
 
     def seed_library(self) -> str:
-        seed = self.root / "seed"
         files: dict[str, bytes] = {"index.md": MEMORY_HEAD.format(title="index", slug="index-0000").encode()}
         for i in range(8):
             files[f"notes/n{i}.md"] = MEMORY_HEAD.format(title=f"n{i}", slug=f"n{i}-{i:04x}").encode()
         for i in range(6):
             files[f"docs/d{i}.txt"] = f"document {i}\nline two\nline three\n".encode()
         files["journal/2026-11.md"] = MEMORY_HEAD.format(title="2026-11", slug="j-2026-11").encode()
-        for rel, data in files.items():
-            (seed / rel).parent.mkdir(parents=True, exist_ok=True)
-            (seed / rel).write_bytes(data)
-        self.repo = self.srv.create_library(USER, "OH-Memory", from_tree=seed)
-        from ohsync.daemon import credentials
-
-        credentials.save_token(self.srv.url, USER, self.srv.token_for(USER))
-        write_config(self.env, self.srv.url, USER, self.mirror, poll_interval=1.0)
+        self.repo = seed_daemon_setup(self.env, self.srv, self.mirror, files=files, poll_interval=1.0).repo_id
         return self.repo
 
     def start_daemon(self) -> None:

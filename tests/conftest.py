@@ -8,11 +8,23 @@ devserver fixtures (owned by the devserver work; add other fixtures below):
   ``DEVSERVER_PASSWORD``).  Function-scoped; stopped afterwards.
 * ``devserver_token`` — that user's API token (40 hex) on that server.
 
-Leak guard (every test): a test that leaves a non-daemon thread it started
-still running, or a child process of the test run still alive, fails in its
-teardown, after :data:`LEAK_GRACE` seconds for them to end.  Leftover child
-processes are then killed so they cannot disturb later tests.  A test that
-must leave something behind says so: ``@pytest.mark.leaves_running("why")``.
+Daemon fixtures (``tests/daemon_helpers.py``, available to every test):
+
+* ``isolated_env`` — config, state, logs, socket and a file keyring in a
+  temporary folder.
+* ``seed_daemon`` — a factory: a library on ``devserver``, the user's token
+  saved, a config written; ``.start(wait="idle")`` runs ``ohsync run
+  --no-tray``; every daemon it started is stopped afterwards.
+
+Leak guard (every test): a test that leaves a thread it started still
+running (daemon threads too: a daemon thread left behind still holds sockets,
+files and servers and still acts on later tests), or a child process of the
+test run still alive, fails in its teardown, after :data:`LEAK_GRACE`
+seconds for them to end.  Only threads that the interpreter or a library
+keeps for the rest of the run are let through (:data:`FOREVER_THREADS`, each
+with its reason).  Leftover child processes are then killed so they cannot
+disturb later tests.  A test that must leave something behind says so:
+``@pytest.mark.leaves_running("why")``.
 """
 from __future__ import annotations
 
@@ -23,6 +35,7 @@ import time
 from pathlib import Path
 
 import pytest
+from daemon_helpers import isolated_env, seed_daemon  # noqa: F401 - fixtures for every test module
 
 DEVSERVER_USER = "user@example.edu.cn"
 DEVSERVER_PASSWORD = "secret"
@@ -51,6 +64,14 @@ def devserver_token(devserver) -> str:
 
 #: Seconds a test's threads and child processes get to end after its teardown.
 LEAK_GRACE = 3.0
+
+#: Threads started during a test that are not the test's to stop: (name prefix, why it may stay).
+FOREVER_THREADS: tuple[tuple[str, str], ...] = (
+)
+
+
+def _forever(thread: threading.Thread) -> bool:
+    return any(thread.name.startswith(prefix) for prefix, _why in FOREVER_THREADS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,7 +121,7 @@ def _kill(pids: set[int]) -> None:
 
 @pytest.fixture(autouse=True)
 def _leak_guard(request: pytest.FixtureRequest):
-    """Fail a test that leaves its non-daemon threads or child processes running (see the module doc)."""
+    """Fail a test that leaves its threads or child processes running (see the module doc)."""
     if request.node.get_closest_marker("leaves_running"):
         yield
         return
@@ -110,13 +131,13 @@ def _leak_guard(request: pytest.FixtureRequest):
     deadline = time.monotonic() + LEAK_GRACE
     while True:
         threads = [t for t in threading.enumerate()
-                   if t not in threads_before and not t.daemon and t.is_alive()]
+                   if t not in threads_before and t.is_alive() and not _forever(t)]
         children = _alive_children() - children_before
         if not (threads or children) or time.monotonic() >= deadline:
             break
         time.sleep(0.05)
     if threads or children:
-        lines = [f"thread {t.name!r} ({t.__class__.__name__})" for t in threads]
+        lines = [f"thread {t.name!r} ({t.__class__.__name__}{', daemon' if t.daemon else ''})" for t in threads]
         lines += [_describe(pid) for pid in sorted(children)]
         _kill(children)
         pytest.fail("the test left running (stop them in its teardown, or mark it leaves_running(reason)):\n  "

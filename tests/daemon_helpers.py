@@ -38,7 +38,8 @@ class Env:
     def vars(self) -> dict[str, str]:
         """The environment for a subprocess (``ohsync run``…)."""
         env = dict(os.environ)
-        for k in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "OHSYNC_SOCKET"):
+        # a crash point comes only from the test that asks for it (DaemonProc's extra_env)
+        for k in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "OHSYNC_SOCKET", "OHSYNC_CRASH_AT"):
             env.pop(k, None)
         env.update({
             "PYTHON_KEYRING_BACKEND": KEYRING_BACKEND,
@@ -193,12 +194,16 @@ def write_config(env: Env, server: str, username: str, mirror: Path, *, poll_int
 
 
 class DaemonProc:
-    """``ohsync run --no-tray`` as a subprocess, with helpers to talk to it."""
+    """``ohsync run --no-tray`` as a subprocess, with helpers to talk to it.
 
-    def __init__(self, env: Env, *, args: tuple[str, ...] = ()) -> None:
+    ``extra_env`` is added to the environment of ``env`` (for example
+    ``{"OHSYNC_CRASH_AT": point}``); output goes to ``env.root/daemon-output.log``.
+    """
+
+    def __init__(self, env: Env, *, args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> None:
         self.env = env
         self.log = open(env.root / "daemon-output.log", "ab")
-        self.proc = subprocess.Popen([*ohsync_cmd(), "run", "--no-tray", *args], env=env.vars(),
+        self.proc = subprocess.Popen([*ohsync_cmd(), "run", "--no-tray", *args], env={**env.vars(), **(extra_env or {})},
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=env.root)
 
     def client(self, timeout: float = 30.0) -> Any:
@@ -248,3 +253,117 @@ def read_tree(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` as ``{"/rel/path": bytes}`` (the devserver's tree format)."""
     return {"/" + p.relative_to(root).as_posix(): p.read_bytes()
             for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------- a seeded daemon setup
+
+#: The devserver account every daemon test signs in as (``conftest.DEVSERVER_USER``).
+USER = "user@example.edu.cn"
+
+
+@dataclass
+class DaemonSetup:
+    """A library on devserver, its user's token in the test keyring, a config, and the daemons started.
+
+    ``repo_id`` is the library's id, ``mirror`` the local folder the config
+    names (created by the daemon), ``procs`` every :class:`DaemonProc` that
+    :meth:`start` made; the ``seed_daemon`` fixture stops them all.
+    """
+
+    env: Env
+    srv: Any
+    repo_id: str
+    mirror: Path
+    library: str = "OH-Memory"
+    procs: list[DaemonProc] = field(default_factory=list)
+
+    def configure(self, *, poll_interval: float = 1.0, **extra: Any) -> Path:
+        """(Re)write the config for ``mirror`` (keys as :func:`write_config`); returns its path."""
+        extra.setdefault("library", self.library)
+        return write_config(self.env, self.srv.url, USER, self.mirror, poll_interval=poll_interval, **extra)
+
+    def start(self, *args: str, wait: str | tuple[str, ...] | None = None, timeout: float = 90.0,
+              env: Env | None = None, extra_env: dict[str, str] | None = None) -> DaemonProc:
+        """Start ``ohsync run --no-tray ARGS`` (under ``env``, by default this setup's, plus
+        ``extra_env``); with ``wait``, return once its state is one of them (else AssertionError
+        after ``timeout`` seconds)."""
+        proc = DaemonProc(env or self.env, args=args, extra_env=extra_env)
+        self.procs.append(proc)
+        if wait is not None:
+            proc.wait_state(*((wait,) if isinstance(wait, str) else wait), timeout=timeout)
+        return proc
+
+    def converged(self) -> bool:
+        """Whether the mirror and the library hold the same files, byte for byte."""
+        return read_tree(self.mirror) == self.srv.tree(self.repo_id)
+
+    def stop_all(self) -> None:
+        """Stop every daemon :meth:`start` made (SIGTERM, then SIGKILL)."""
+        for proc in self.procs:
+            proc.stop()
+
+
+def seed_daemon_setup(env: Env, srv: Any, mirror: Path, *, tree: Path | None = None,
+                      files: dict[str, bytes] | None = None, put: dict[str, bytes] | None = None,
+                      library: str = "OH-Memory", config: bool = True, poll_interval: float = 1.0,
+                      **extra: Any) -> DaemonSetup:
+    """Seed a library and sign in, for a daemon under ``env``.
+
+    Creates ``library`` on ``srv`` in one commit from the folder ``tree`` plus
+    ``files`` (``{"rel/path": bytes}``, written over a copy of it), then puts
+    each of ``put`` (``{"/path": bytes}``) as a commit of its own; saves the
+    user's token in the keyring of ``env``; with ``config``, writes a config
+    for ``mirror`` (``poll_interval`` in seconds, other keys as
+    :func:`write_config`).
+    """
+    from ohsync.daemon import credentials
+
+    if files:
+        seed = Path(tempfile.mkdtemp(prefix="seed-", dir=env.root))
+        if tree is not None:
+            shutil.copytree(tree, seed, dirs_exist_ok=True)
+        for rel, data in files.items():
+            (seed / rel).parent.mkdir(parents=True, exist_ok=True)
+            (seed / rel).write_bytes(data)
+        tree = seed
+    repo_id = srv.create_library(USER, library, from_tree=tree)
+    for path, data in (put or {}).items():
+        srv.put_file(repo_id, path, data)
+    credentials.save_token(srv.url, USER, srv.token_for(USER))
+    setup = DaemonSetup(env, srv, repo_id, mirror, library)
+    if config:
+        setup.configure(poll_interval=poll_interval, **extra)
+    return setup
+
+
+@pytest.fixture
+def seed_daemon(isolated_env: Env, devserver: Any, tmp_path: Path) -> Iterator[Callable[..., DaemonSetup]]:
+    """A factory: ``seed_daemon(tree=DEMO_LIBRARY, files=…, put=…, poll_interval=1.0, **config)`` →
+    :class:`DaemonSetup` on the ``devserver`` fixture, mirror ``tmp_path / "mirror"``
+    (arguments as :func:`seed_daemon_setup`).  Every daemon it started is
+    stopped at teardown."""
+    made: list[DaemonSetup] = []
+
+    def make(**kwargs: Any) -> DaemonSetup:
+        setup = seed_daemon_setup(isolated_env, devserver, tmp_path / "mirror", **kwargs)
+        made.append(setup)
+        return setup
+
+    try:
+        yield make
+    finally:
+        for setup in made:
+            setup.stop_all()
+
+
+def idle_snapshot(**kw: Any) -> Any:
+    """A :class:`ohsync.daemon.status.Snapshot` of a running, idle daemon (polled and
+    scanned 5 s ago), with the fields in ``kw`` changed."""
+    from ohsync.daemon.status import Snapshot
+
+    now = time.time()
+    base: dict[str, Any] = dict(library="OH-Memory", local="/home/u/OH-Memory", poll_interval=30,
+                                phase="running", watcher_alive=True, last_poll=now - 5, last_scan=now - 5,
+                                last_sync=now - 5, now=now)
+    base.update(kw)
+    return Snapshot(**base)

@@ -18,6 +18,26 @@ DATA = Path(__file__).resolve().parent / "data"
 SAMPLES = DATA / "samples"
 
 
+def samples_dir() -> Path:
+    """The sample OH-Memory library in ``tests/data/samples`` (fails if it is missing)."""
+    path = SAMPLES / "OH-Memory"
+    assert path.is_dir(), f"sample library not found at {path}"
+    return path
+
+
+def sample(rel: str) -> bytes:
+    """The bytes of one sample memory file, ``rel`` relative to :func:`samples_dir`."""
+    return (samples_dir() / rel).read_bytes()
+
+
+def synced_sample_mirror(devserver, tmp_path: Path) -> Mirror:  # noqa: ANN001
+    """A mirror of a library seeded from :func:`sample_library`, synced once without errors."""
+    repo = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
+    mirror = make_mirror(devserver, repo, tmp_path)
+    assert mirror.sync().errors == []
+    return mirror
+
+
 def sample_library(dest: Path) -> Path:
     """Copy the sample OH-Memory library, with ``Files/`` inside it, to ``dest``."""
     samples = SAMPLES

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import USER, make_mirror, read_tree, sample_library
+from engine_helpers import USER, read_tree, synced_sample_mirror
 
 TASKS = "tasks/申请 SRT 项目.md"
 OTHER = "tasks/数据结构大作业 1 - 哈希表.md"
@@ -17,11 +17,7 @@ ROOT_LISTING = r"/dir/\?p=(%2F|/)(&|$)"
 
 @pytest.fixture
 def synced(devserver, tmp_path):
-    tree = sample_library(tmp_path / "seed")
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=tree)
-    mirror = make_mirror(devserver, repo, tmp_path)
-    assert mirror.sync().errors == []
-    return mirror
+    return synced_sample_mirror(devserver, tmp_path)
 
 
 def _edit_remotely(devserver, mirror, rel: str) -> bytes:

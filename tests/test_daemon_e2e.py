@@ -21,7 +21,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import (  # noqa: E402,F401
     DEMO_LIBRARY,
     DaemonProc,
-    isolated_env,
     ohsync_cmd,
     read_tree,
     wait_for,
@@ -35,29 +34,9 @@ LINE = "- [observation] 2026-11-30 10:00 在桌面端追加的一行 #测试 (e2
 
 
 @pytest.fixture
-def setup(isolated_env, devserver, tmp_path: Path):
+def setup(seed_daemon):
     """A library seeded from the demo tree, a login in the test keyring, a config."""
-    repo_id = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
-    procs: list[DaemonProc] = []
-
-    class S:
-        env = isolated_env
-        srv = devserver
-
-    S.repo_id, S.mirror = repo_id, mirror
-
-    def start(*args: str) -> DaemonProc:
-        p = DaemonProc(isolated_env, args=args)
-        procs.append(p)
-        return p
-
-    S.start = staticmethod(start)
-    yield S
-    for p in procs:
-        p.stop()
+    return seed_daemon(tree=DEMO_LIBRARY, poll_interval=1.0)
 
 
 def _same(srv, repo_id: str, mirror: Path) -> bool:

@@ -11,31 +11,25 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, read_tree, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import DEMO_LIBRARY, read_tree, wait_for  # noqa: E402
 from engine_helpers import SAMPLES  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
 
-USER = "user@example.edu.cn"
 # The demo library already holds the sample PDF; a trailing comment makes another document.
 PDF_BYTES = (SAMPLES / "Files" / "learn" / "2026-2027-1" / "数据结构" / "第07讲-散列表.pdf"
              ).read_bytes() + b"\n% lecture 07, second printing\n"
 
 
 @pytest.fixture
-def daemon(isolated_env, devserver, tmp_path: Path):
-    repo_id = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror, drop = tmp_path / "mirror", tmp_path / "drop"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0,
-                 filing={"drop_dir": str(drop), "default": "/Files/_inbox/",
-                         "rules": [{"match": "*.pdf", "dest": "/Files/lectures/"}]},
-                 safety={"max_delete_files": 3, "max_delete_percent": 25})
-    proc = DaemonProc(isolated_env)
-    proc.wait_state("idle", timeout=90)
-    proc.repo_id, proc.mirror, proc.drop, proc.srv = repo_id, mirror, drop, devserver
-    yield proc
-    proc.stop()
+def daemon(seed_daemon, tmp_path: Path):
+    drop = tmp_path / "drop"
+    s = seed_daemon(tree=DEMO_LIBRARY, poll_interval=1.0,
+                    filing={"drop_dir": str(drop), "default": "/Files/_inbox/",
+                            "rules": [{"match": "*.pdf", "dest": "/Files/lectures/"}]},
+                    safety={"max_delete_files": 3, "max_delete_percent": 25})
+    proc = s.start(wait="idle")
+    proc.repo_id, proc.mirror, proc.drop, proc.srv = s.repo_id, s.mirror, drop, s.srv
+    return proc
 
 
 def test_a_dropped_pdf_is_filed_with_sidecar_and_journal_line(daemon) -> None:

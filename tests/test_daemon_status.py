@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import time
 
+from daemon_helpers import idle_snapshot
 from ohsync.daemon import protocol
-from ohsync.daemon.status import STATES, Snapshot, StatusModel, build_status
+from ohsync.daemon.status import STATES, StatusModel, build_status
 
 KEYS = ["protocol", "state", "message", "last_sync", "pending_up", "pending_down", "conflicts",
         "damaged", "skipped", "held_deletes", "transfer", "mirrors"]
 
 
 def _idle(**kw):
-    now = time.time()
-    base = dict(library="OH-Memory", local="/home/u/OH-Memory", poll_interval=30, phase="running",
-                watcher_alive=True, last_poll=now - 5, last_scan=now - 5, last_sync=now - 5, now=now)
-    base.update(kw)
-    return Snapshot(**base)
+    return idle_snapshot(**kw)
 
 
 def test_exact_shape_and_types() -> None:

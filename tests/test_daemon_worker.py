@@ -226,3 +226,28 @@ def test_submit_runs_on_the_worker_thread(tmp_path: Path) -> None:
         assert w.is_alive()
     finally:
         w.shutdown(10)
+
+
+def test_a_stop_while_the_engine_opens_leaves_no_watcher_running(isolated_env, tmp_path: Path) -> None:
+    """A stop that comes while the worker opens the engine: the watcher (and the other helpers)
+    it would start afterwards are not started, so no thread outlives the daemon."""
+    cfg = load_config(_config(isolated_env, tmp_path))
+    (tmp_path / "mirror").mkdir()
+    opening, stopped = threading.Event(), threading.Event()
+
+    def factory(on_event):
+        opening.set()
+        assert stopped.wait(10)      # the engine opens only once the stop has begun
+        return FakeSession(FakeEngine(cfg.mirror.local, on_event=on_event))
+
+    d = Daemon(cfg, session_factory=factory, install_signals=False)
+    t = threading.Thread(target=d.run, name="daemon-under-test")
+    t.start()
+    assert opening.wait(10)
+    for mirror in d.mirrors:          # what the daemon's teardown does first, then the engine opens
+        mirror.stop_helpers()
+    stopped.set()
+    d.request_stop()
+    t.join(30)
+    assert not t.is_alive()
+    assert [th.name for th in threading.enumerate() if th.name.startswith("ohsync-watch")] == []

@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import wait_for  # noqa: E402
 from engine_helpers import USER, make_mirror  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
 from ohsync.engine.context import EngineOptions  # noqa: E402
 
 MiB = 1024 * 1024
@@ -112,22 +111,9 @@ class MemorySampler:
 
 
 @pytest.fixture
-def daemon_setup(isolated_env, devserver, tmp_path: Path):
-    repo = devserver.create_library(USER, "OH-Memory")
-    devserver.put_file(repo, "/index.md", b"# index\n")
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
-    procs: list[DaemonProc] = []
-
-    def start() -> DaemonProc:
-        p = DaemonProc(isolated_env)
-        procs.append(p)
-        return p
-
-    yield repo, mirror, start
-    for p in procs:
-        p.stop()
+def daemon_setup(seed_daemon):
+    s = seed_daemon(put={"/index.md": b"# index\n"}, poll_interval=1.0)
+    return s.repo_id, s.mirror, s.start
 
 
 def test_200mb_up_resumed_after_kill_and_down_in_bounded_memory(devserver, daemon_setup, tmp_path):

@@ -22,12 +22,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, Env, isolated_env, ohsync_cmd, read_tree, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import DaemonProc, Env, read_tree, wait_for  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
 from ohsync.engine.crashpoints import POINTS  # noqa: E402
 
-USER = "user@example.edu.cn"
 FILLER = {f"filler/f{i:02}.md": f"filler {i}\n".encode() for i in range(24)}
 DOC_BASE = b"# Doc\n\nline one\nline two\n"
 DOC_LOCAL = b"# Doc\n\nline one, edited at the desk\nline two\n"
@@ -37,18 +35,6 @@ PIC_LOCAL = b"\x89PNG local\x00" * 50
 PIC_REMOTE = b"\x89PNG remote\x00" * 50
 MOVE_ME = b"a file that only moves\n" * 20
 GONE = b"a file that gets deleted\n" * 3
-
-
-class CrashingDaemon(DaemonProc):
-    """``ohsync run --no-tray`` with ``OHSYNC_CRASH_AT`` in its environment."""
-
-    def __init__(self, env: Env, crash_at: str) -> None:
-        self.env = env
-        self.log = open(env.root / "daemon-output.log", "ab")
-        penv = env.vars()
-        penv["OHSYNC_CRASH_AT"] = crash_at
-        self.proc = subprocess.Popen([*ohsync_cmd(), "run", "--no-tray"], env=penv,
-                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=env.root)
 
 
 @dataclass
@@ -181,18 +167,10 @@ def test_every_sync_crash_point_has_a_scenario() -> None:
 
 
 @pytest.fixture
-def setup(isolated_env, devserver, tmp_path: Path):
-    seed = tmp_path / "seed"
-    files = {**FILLER, "doc.md": DOC_BASE, "media/pic.bin": PIC_BASE, "dir/move-me.txt": MOVE_ME,
-             "gone.txt": GONE}
-    for rel, data in files.items():
-        (seed / rel).parent.mkdir(parents=True, exist_ok=True)
-        (seed / rel).write_bytes(data)
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=seed)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
-    return Setup(isolated_env, devserver, repo, mirror)
+def setup(seed_daemon):
+    s = seed_daemon(files={**FILLER, "doc.md": DOC_BASE, "media/pic.bin": PIC_BASE, "dir/move-me.txt": MOVE_ME,
+                           "gone.txt": GONE}, poll_interval=1.0)
+    return Setup(s.env, s.srv, s.repo_id, s.mirror)
 
 
 def _converged(s: Setup) -> bool:
@@ -212,7 +190,7 @@ def test_killed_at_crash_point_converges_without_loss(setup: Setup, sc: Scenario
 
     sc.change(s)
     s.srv.reset_counters()
-    crashing = CrashingDaemon(s.env, sc.point)
+    crashing = DaemonProc(s.env, extra_env={"OHSYNC_CRASH_AT": sc.point})
     try:
         code = crashing.proc.wait(timeout=90)
     except subprocess.TimeoutExpired:

@@ -19,10 +19,11 @@ import sys
 import textwrap
 import time
 
+import httpx
 import pytest
 
 from ohsync.devserver.seahub_api import SeahubBase
-from ohsync.engine.errors import ServerError, ThrottledError, UnreachableError, classify
+from ohsync.engine.errors import LibraryGoneError, ServerError, ThrottledError, UnreachableError, classify
 from ohsync.engine.failures import BACKOFF_BASE, FailureBook
 from ohsync.engine.sync_run import SERVER_STRIKES
 from engine_helpers import USER, make_mirror, read_tree, sample_library
@@ -164,6 +165,20 @@ def test_a_refused_connection_ends_the_pass_with_a_mirror_wide_error(devserver, 
     assert synced.sync().errors == []
     assert synced.read("knowledge/from-phone.md") == b"written on the phone\n"
     assert devserver.read_file(repo, "/index.md").endswith(b"\nedited while offline\n")
+
+
+def test_a_library_deleted_on_the_server_ends_the_pass_and_deletes_nothing_here(devserver, synced):
+    before = read_tree(synced.root)
+    synced.write("index.md", synced.read("index.md") + b"\nedited after the library went\n")
+    answer = httpx.delete(f"{devserver.url}/api2/repos/{synced.repo_id}/",
+                          headers={"Authorization": f"Token {devserver.token_for(USER)}"})
+    assert answer.status_code == 200
+
+    with pytest.raises(LibraryGoneError) as info:
+        synced.sync()
+
+    assert classify(info.value).scope == "mirror" and "not on the server any more" in info.value.message
+    assert read_tree(synced.root) == {**before, "/index.md": synced.read("index.md")}  # nothing removed here
 
 
 def test_throttling_is_a_typed_error_with_retry_after(devserver, synced):

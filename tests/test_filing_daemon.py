@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,15 +31,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import (
     DEMO_LIBRARY,
     DaemonProc,
-    Env,
-    isolated_env,  # noqa: F401 - the fixture
-    ohsync_cmd,
+    DaemonSetup,
     read_tree,
     wait_for,
-    write_config,
 )
 from engine_helpers import SAMPLES
-from ohsync.daemon import credentials
 from ohsync.engine.crashpoints import POINTS
 from ohsync.engine.filing import DEFAULT_CHUNK_SIZE
 from ohsync.engine.filing_journal import BEIJING
@@ -112,19 +107,6 @@ def conflict_paths(tree: dict[str, bytes]) -> list[str]:
 # --------------------------------------------------------------------------- harness
 
 
-class Daemon(DaemonProc):
-    """DaemonProc with extra environment (``OHSYNC_CRASH_AT``)."""
-
-    def __init__(self, env: Env, extra: dict[str, str] | None = None) -> None:
-        self.env = env
-        self.log = open(env.root / "daemon-output.log", "ab")  # noqa: SIM115 - closed by stop()
-        variables = env.vars()
-        variables.pop("OHSYNC_CRASH_AT", None)
-        variables.update(extra or {})
-        self.proc = subprocess.Popen([*ohsync_cmd(), "run", "--no-tray"], env=variables,
-                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=env.root)
-
-
 class Events:
     """Collects the daemon's socket events in a thread."""
 
@@ -145,14 +127,9 @@ class Events:
 
 
 class Harness:
-    def __init__(self, env: Env, srv: Any, tmp_path: Path) -> None:
-        self.env, self.srv = env, srv
-        self.repo = srv.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-        credentials.save_token(srv.url, USER, srv.token_for(USER))
-        self.mirror, self.drop = tmp_path / "mirror", tmp_path / "drop"
-        write_config(env, srv.url, USER, self.mirror, poll_interval=1.0,
-                     filing={"drop_dir": str(self.drop), "default": "/Files/_inbox/", "rules": RULES})
-        self.daemons: list[Daemon] = []
+    def __init__(self, setup: DaemonSetup, drop: Path) -> None:
+        self.setup, self.env, self.srv = setup, setup.env, setup.srv
+        self.repo, self.mirror, self.drop = setup.repo_id, setup.mirror, drop
 
     def seed_journal(self) -> str:
         """Give the server this month's journal (so filing appends to it)."""
@@ -160,18 +137,11 @@ class Harness:
         self.srv.put_file(self.repo, f"/journal/{m}.md", journal_header(m))
         return m
 
-    def start(self, crash_at: str | None = None) -> Daemon:
-        daemon = Daemon(self.env, {"OHSYNC_CRASH_AT": crash_at} if crash_at else None)
-        self.daemons.append(daemon)
-        daemon.wait_state("idle", timeout=90)
-        return daemon
+    def start(self, crash_at: str | None = None) -> DaemonProc:
+        return self.setup.start(wait="idle", extra_env={"OHSYNC_CRASH_AT": crash_at} if crash_at else None)
 
     def tree(self) -> dict[str, bytes]:
         return self.srv.tree(self.repo)
-
-    def stop(self) -> None:
-        for d in self.daemons:
-            d.stop()
 
     def wait_filed(self, remote: str, name: str, timeout: float = 60) -> dict[str, bytes]:
         """Wait until ``remote``, its sidecar and its journal line are on the server."""
@@ -200,13 +170,10 @@ class Harness:
 
 
 @pytest.fixture
-def harness(isolated_env, devserver, tmp_path: Path) -> Iterator[Harness]:  # noqa: F811
-    os.environ.pop("OHSYNC_CRASH_AT", None)
-    h = Harness(isolated_env, devserver, tmp_path)
-    try:
-        yield h
-    finally:
-        h.stop()
+def harness(seed_daemon, tmp_path: Path) -> Harness:
+    drop = tmp_path / "drop"
+    return Harness(seed_daemon(tree=DEMO_LIBRARY, poll_interval=1.0, filing={
+        "drop_dir": str(drop), "default": "/Files/_inbox/", "rules": RULES}), drop)
 
 
 def check_sidecar(tree: dict[str, bytes], remote: str, content: bytes, original_name: str) -> str:

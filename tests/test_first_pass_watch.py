@@ -16,31 +16,17 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, isolated_env, read_tree, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import read_tree, wait_for  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
-
-USER = "user@example.edu.cn"
 FOLDER = {f"A/f{i:02}.md": f"file {i} in A\n".encode() * 3 for i in range(12)}
 OTHER = {f"z/other{i}.txt": f"other {i}\n".encode() for i in range(3)}
 
 
 @pytest.fixture
-def slow_first_pass(isolated_env, devserver, tmp_path: Path):
-    seed = tmp_path / "seed"
-    for rel, data in {**FOLDER, **OTHER}.items():
-        (seed / rel).parent.mkdir(parents=True, exist_ok=True)
-        (seed / rel).write_bytes(data)
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=seed)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
+def slow_first_pass(seed_daemon, devserver):
+    s = seed_daemon(files={**FOLDER, **OTHER}, poll_interval=1.0)
     devserver.inject_fault("GET", r"^/seafhttp/files/", latency=0.4, count=len(FOLDER) + len(OTHER))
-    daemon = DaemonProc(isolated_env)
-    try:
-        yield devserver, repo, mirror, daemon
-    finally:
-        daemon.stop()
+    return devserver, s.repo_id, s.mirror, s.start()
 
 
 def _converged(srv, repo: str, mirror: Path) -> bool:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, wait_for, write_config  # noqa: F401
-from engine_helpers import USER, make_mirror, read_tree, sample_library
-from ohsync.daemon import credentials
+from daemon_helpers import DEMO_LIBRARY, wait_for
+from engine_helpers import USER, read_tree, synced_sample_mirror
 
 REMOTE_EDITED = "tasks/申请 SRT 项目.md"
 LOCAL_EDITED = "knowledge/哈希表冲突处理.md"
@@ -22,10 +21,8 @@ PHONE_EDITED = "preferences/沟通风格偏好.md"
 @pytest.fixture
 def rolled_back(devserver, tmp_path):
     """A mirror that synced newer versions, then a server restored to the first commit."""
-    tree = sample_library(tmp_path / "seed")
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=tree)
-    mirror = make_mirror(devserver, repo, tmp_path)
-    assert mirror.sync().errors == []
+    mirror = synced_sample_mirror(devserver, tmp_path)
+    repo = mirror.repo_id
     snapshot = devserver.head_commit(repo)
     older = {rel: mirror.read(rel) for rel in (REMOTE_EDITED, LOCAL_EDITED, PHONE_EDITED)}
 
@@ -91,10 +88,8 @@ def test_keep_newer_puts_the_newer_version_from_either_side_on_both(devserver, r
 
 
 def test_an_ordinary_new_head_is_not_a_regression(devserver, tmp_path):
-    tree = sample_library(tmp_path / "seed")
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=tree)
-    mirror = make_mirror(devserver, repo, tmp_path)
-    mirror.sync()
+    mirror = synced_sample_mirror(devserver, tmp_path)
+    repo = mirror.repo_id
     devserver.delete_path(repo, "/" + LOCAL_EDITED)
     devserver.put_file(repo, "/" + REMOTE_EDITED, b"---\ntitle: x\n---\n")
     report = mirror.sync()
@@ -117,37 +112,31 @@ def test_devserver_restore_control_moves_the_head_back(devserver, tmp_path):
     assert r.status_code == 404
 
 
-def test_daemon_names_the_state_and_resync_keeps_the_newer_side(isolated_env, devserver, tmp_path):
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
+def test_daemon_names_the_state_and_resync_keeps_the_newer_side(seed_daemon, devserver):
+    s = seed_daemon(tree=DEMO_LIBRARY, poll_interval=1.0)
+    repo, mirror = s.repo_id, s.mirror
     snapshot = devserver.head_commit(repo)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
-    proc = DaemonProc(isolated_env)
-    try:
-        proc.wait_state("idle", timeout=90)
-        rel = sorted(p.relative_to(mirror).as_posix() for p in mirror.rglob("*.md")
-                     if "Files" not in p.parts and ".conflict" not in p.parts)[0]
-        older = (mirror / rel).read_bytes()
-        newer = older + "- [note] 恢复之前写下的新内容 #新\n".encode()
-        (mirror / rel).write_bytes(newer)
-        wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the edit uploaded")
-        proc.wait_state("idle", timeout=60)
+    proc = s.start(wait="idle")
+    rel = sorted(p.relative_to(mirror).as_posix() for p in mirror.rglob("*.md")
+                 if "Files" not in p.parts and ".conflict" not in p.parts)[0]
+    older = (mirror / rel).read_bytes()
+    newer = older + "- [note] 恢复之前写下的新内容 #新\n".encode()
+    (mirror / rel).write_bytes(newer)
+    wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the edit uploaded")
+    proc.wait_state("idle", timeout=60)
 
-        devserver.restore_to_commit(repo, snapshot)
-        st = proc.wait_state("stopped", timeout=60)
-        assert "went back to an older state" in st["message"] and "ohsync resync" in st["message"]
-        assert st["mirrors"][0]["state"] == "stopped" and st["regression"] == st["message"]
-        assert (mirror / rel).read_bytes() == newer
+    devserver.restore_to_commit(repo, snapshot)
+    st = proc.wait_state("stopped", timeout=60)
+    assert "went back to an older state" in st["message"] and "ohsync resync" in st["message"]
+    assert st["mirrors"][0]["state"] == "stopped" and st["regression"] == st["message"]
+    assert (mirror / rel).read_bytes() == newer
 
-        r = proc.cli("resync")
-        assert r.returncode == 0, r.stderr
-        assert "keeping the newer version from either side" in r.stdout
-        wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the newer version back")
-        proc.wait_state("idle", timeout=60)
-        assert (mirror / rel).read_bytes() == newer
-    finally:
-        proc.stop()
+    r = proc.cli("resync")
+    assert r.returncode == 0, r.stderr
+    assert "keeping the newer version from either side" in r.stdout
+    wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the newer version back")
+    proc.wait_state("idle", timeout=60)
+    assert (mirror / rel).read_bytes() == newer
 
 
 class _History:

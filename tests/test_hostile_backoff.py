@@ -5,15 +5,13 @@ from __future__ import annotations
 import errno
 import os
 import sys
-import time
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import wait_for  # noqa: E402
 from engine_helpers import USER, make_mirror  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
 from ohsync.engine.errors import (  # noqa: E402
     AuthError,
     DiskFullError,
@@ -140,28 +138,21 @@ def test_full_local_disk_is_not_redownloaded_every_pass(devserver, tmp_path, mon
 
 
 @pytest.fixture
-def daemon_env(isolated_env, devserver, tmp_path):
-    repo_id = devserver.create_library(USER, "OH-Memory")
-    devserver.put_file(repo_id, "/notes/a.md", b"a\n")
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    procs: list[DaemonProc] = []
-    yield isolated_env, devserver, repo_id, tmp_path / "mirror", procs
-    for p in procs:
-        p.stop()
+def daemon_env(seed_daemon):
+    return seed_daemon(put={"/notes/a.md": b"a\n"}, poll_interval=1.0)
 
 
 def test_daemon_413_costs_a_few_requests_and_one_activity_line(daemon_env) -> None:
-    env, srv, repo_id, mirror, procs = daemon_env
-    write_config(env, srv.url, USER, mirror, poll_interval=1.0)
-    p = DaemonProc(env)
-    procs.append(p)
-    p.wait_state("idle", timeout=60)
+    srv, repo_id, mirror = daemon_env.srv, daemon_env.repo_id, daemon_env.mirror
+    p = daemon_env.start(wait="idle", timeout=60)
     srv.inject_fault("POST", r"/seafhttp/upload-api/.*", status=413, count=100_000)
     srv.reset_counters()
     (mirror / "Files").mkdir()
     (mirror / "Files" / "scan.pdf").write_bytes(os.urandom(1_000_000))
     st = wait_for(lambda: (s := p.status())["failures"] and s, timeout=30, what="the failure in status")
-    time.sleep(60)  # a minute of polls (every second) and scans
+    # half a minute of polls (every second) and a full scan after the failure: none retries the upload
+    wait_for(lambda: (now := p.status())["last_scan"] != st["last_scan"] and now["polls"] >= st["polls"] + 30,
+             timeout=150, interval=0.5, what="a full scan and 30 polls after the failure")
     assert srv.request_count(UPLOADS) <= 2, srv.requests
     st = p.status()
     assert st["state"] == "error"

@@ -273,23 +273,13 @@ def test_pipelined_requests_are_answered_in_order(server, isolated_env) -> None:
     assert ids == list(range(50))
 
 
-def test_the_daemon_refuses_an_open_socket_folder_with_the_fix(isolated_env, devserver) -> None:
-    from daemon_helpers import DaemonProc, write_config
-
-    from ohsync.daemon import credentials
-
-    user = "user@example.edu.cn"
-    devserver.create_library(user, "OH-Memory")
-    credentials.save_token(devserver.url, user, devserver.token_for(user))
-    write_config(isolated_env, devserver.url, user, isolated_env.root / "mirror")
+def test_the_daemon_refuses_an_open_socket_folder_with_the_fix(isolated_env, seed_daemon) -> None:
+    s = seed_daemon()
     folder = isolated_env.socket.parent
     folder.mkdir(mode=0o755)
     os.chmod(folder, 0o755)
-    p = DaemonProc(isolated_env)
-    try:
-        assert p.wait_exit(60) == 1
-        out = p.output()
-    finally:
-        p.stop()
+    p = s.start()
+    assert p.wait_exit(60) == 1
+    out = p.output()
     assert "mode 0755" in out and f"chmod 700 {folder}" in out and "Traceback" not in out
     assert not isolated_env.socket.exists()

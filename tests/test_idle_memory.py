@@ -11,11 +11,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import wait_for  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
-
-USER = "user@example.edu.cn"
 GENERATOR = Path(__file__).resolve().parent / "data" / "samples" / "make_scale_library.py"
 FILES = 3000
 
@@ -27,16 +24,13 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS in /proc/<pid>/status")
 
 
-def test_idle_rss_does_not_grow_across_full_passes(isolated_env, devserver, tmp_path: Path) -> None:
+def test_idle_rss_does_not_grow_across_full_passes(seed_daemon, tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(GENERATOR), str(tmp_path / "gen"), "--files", str(FILES), "--seed", "3"],
                    check=True, capture_output=True, timeout=300)
-    devserver.create_library(USER, "OH-Memory", from_tree=tmp_path / "gen" / "OH-Memory")
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    write_config(isolated_env, devserver.url, USER, tmp_path / "mirror", poll_interval=600.0,
-                 filing={"drop_dir": str(tmp_path / "drop")})
-    daemon = DaemonProc(isolated_env)
+    s = seed_daemon(tree=tmp_path / "gen" / "OH-Memory", poll_interval=600.0,
+                    filing={"drop_dir": str(tmp_path / "drop")})
+    daemon = s.start(wait=("idle", "attention"), timeout=240)
     try:
-        daemon.wait_state("idle", "attention", timeout=240)
         rpc = daemon.client(60)
         rss: list[int] = []
         for _ in range(8):

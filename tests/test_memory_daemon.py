@@ -13,31 +13,21 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import USER, wait_for, write_config  # noqa: E402
 from engine_helpers import sample_library  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
 from ohsync.daemon.protocol import RpcError  # noqa: E402
 from ohsync.engine.client import SeafileClient  # noqa: E402
 
-USER = "user@example.edu.cn"
 JOURNAL = "journal/2026-11.md"
 
 
 @pytest.fixture
-def running(isolated_env, devserver, tmp_path: Path):
+def running(seed_daemon, tmp_path: Path):
     """A daemon that has synced the sample library once (polls rarely: the test decides)."""
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=120.0)
-    daemon = DaemonProc(isolated_env)
-    try:
-        # synced; the sample's unclosed frontmatter keeps the state at "attention" (it is named there)
-        daemon.wait_state("attention", timeout=90)
-        yield repo, mirror, daemon
-    finally:
-        daemon.stop()
+    s = seed_daemon(tree=sample_library(tmp_path / "seed"), poll_interval=120.0)
+    # synced; the sample's unclosed frontmatter keeps the state at "attention" (it is named there)
+    return s.repo_id, s.mirror, s.start(wait="attention")
 
 
 def test_the_daemon_builds_the_memory_index_on_the_first_memory_request(running) -> None:

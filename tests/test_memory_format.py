@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
-from engine_helpers import SAMPLES
+from engine_helpers import sample, samples_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ohsync.engine.memory_format import (
@@ -16,16 +15,6 @@ from ohsync.engine.memory_format import (
 )
 
 FAST = settings(max_examples=200, deadline=None)
-
-
-def samples_dir() -> Path:
-    path = SAMPLES / "OH-Memory"
-    assert path.is_dir(), f"sample library not found at {path}"
-    return path
-
-
-def sample(rel: str) -> bytes:
-    return (samples_dir() / rel).read_bytes()
 
 
 DOC = """---

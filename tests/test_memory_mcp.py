@@ -15,12 +15,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, isolated_env, ohsync_cmd, write_config  # noqa: E402,F401
+from daemon_helpers import USER, ohsync_cmd, write_config  # noqa: E402
 from engine_helpers import sample_library  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
 
-USER = "user@example.edu.cn"
 TOOL_NAMES = {"memory_search", "memory_read", "memory_list", "memory_write", "memory_append", "memory_edit",
               "memory_delete", "memory_refresh"}
 
@@ -30,29 +28,25 @@ def _params(env) -> StdioServerParameters:  # noqa: ANN001
     return StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp"], env=env.vars(), cwd=str(env.root))
 
 
-def test_mcp_lists_tools_searches_appends_and_reads_back(isolated_env, devserver, tmp_path: Path) -> None:
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    write_config(isolated_env, devserver.url, USER, tmp_path / "mirror", poll_interval=60.0)
-    daemon = DaemonProc(isolated_env)
-    try:
-        daemon.wait_state("attention", timeout=90)  # synced; the sample's damaged file is named
+def test_mcp_lists_tools_searches_appends_and_reads_back(isolated_env, seed_daemon, devserver, tmp_path: Path) -> None:
+    s = seed_daemon(tree=sample_library(tmp_path / "seed"), poll_interval=60.0)
+    repo = s.repo_id
+    s.start(wait="attention")  # synced; the sample's damaged file is named
 
-        async def session() -> dict:
-            async with Client(_params(isolated_env), read_timeout_seconds=60) as client:
-                listed = await client.list_tools()
-                tools = {t.name: t for t in listed.tools}
-                found = await client.call_tool("memory_search", {"query": "沟通 风格"})
-                appended = await client.call_tool("memory_append", {
-                    "permalink": "comm-style-pref-0e96", "category": "tone", "text": "回答里少用感叹号"})
-                refused = await client.call_tool("memory_append", {
-                    "permalink": "comm-style-pref-0e96", "category": "key", "text": "Bearer abcdefgh12345678"})
-                read = await client.call_tool("memory_read", {"permalink": "comm-style-pref-0e96"})
-                return {"tools": tools, "found": found, "appended": appended, "refused": refused, "read": read}
+    async def session() -> dict:
+        async with Client(_params(isolated_env), read_timeout_seconds=60) as client:
+            listed = await client.list_tools()
+            tools = {t.name: t for t in listed.tools}
+            found = await client.call_tool("memory_search", {"query": "沟通 风格"})
+            appended = await client.call_tool("memory_append", {
+                "permalink": "comm-style-pref-0e96", "category": "tone", "text": "回答里少用感叹号"})
+            refused = await client.call_tool("memory_append", {
+                "permalink": "comm-style-pref-0e96", "category": "key", "text": "Bearer abcdefgh12345678"})
+            read = await client.call_tool("memory_read", {"permalink": "comm-style-pref-0e96"})
+            return {"tools": tools, "found": found, "appended": appended, "refused": refused, "read": read}
 
-        got = anyio.run(session)
-    finally:
-        daemon.stop()
+    got = anyio.run(session)
+    s.stop_all()
     tools = got["tools"]
     assert set(tools) == TOOL_NAMES
     assert tools["memory_write"].input_schema["required"] == ["title", "observations"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-from engine_helpers import SAMPLES
+from engine_helpers import sample, samples_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ohsync.engine.memory_format import parse_memory
@@ -15,16 +15,6 @@ from ohsync.engine.memory_merge import is_journal_file, is_memory_file, merge_me
 
 FAST = settings(max_examples=200, deadline=None)
 BOM = b"\xef\xbb\xbf"
-
-
-def samples_dir() -> Path:
-    path = SAMPLES / "OH-Memory"
-    assert path.is_dir(), f"sample library not found at {path}"
-    return path
-
-
-def sample(rel: str) -> bytes:
-    return (samples_dir() / rel).read_bytes()
 
 
 def insert_after_last(data: bytes, prefix: str, new: str) -> bytes:

@@ -225,3 +225,32 @@ def test_two_mirrors_on_one_folder_refuse_to_start(isolated_env, devserver, tmp_
         assert "Configuration error" in out and "use the same folder" in out and "Traceback" not in out
     finally:
         d.stop()
+
+
+def test_a_mirror_of_another_account_signs_in_with_its_own_login(isolated_env, devserver, tmp_path: Path) -> None:
+    other = "other@example.edu.cn"
+    devserver.add_user(other, "other-password")
+    mem_id = devserver.create_library(USER, "OH-Memory")
+    theirs = devserver.create_library(other, "Shared notes")
+    devserver.put_file(theirs, "/theirs.md", b"theirs\n")
+    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
+    _config(isolated_env, devserver.url, [
+        {"library": "OH-Memory", "local": str(tmp_path / "m")},
+        {"library": "Shared notes", "username": other, "local": str(tmp_path / "s")}])
+    d = DaemonProc(isolated_env)
+    try:
+        # no login for the second account yet: that mirror says how to sign in, the first syncs
+        mirrors = _wait_states(d, **{"OH-Memory": "idle", "Shared notes": "stopped"})
+        assert "ohsync login --mirror" in mirrors["Shared notes"]["message"]
+        r = d.cli("login", "--mirror", "Shared notes", "--password-stdin", input="other-password\n")
+        assert r.returncode == 0, r.stderr
+        assert credentials.load_token(devserver.url, other)
+        _wait_states(d, **{"OH-Memory": "idle", "Shared notes": "idle"})
+        assert (tmp_path / "s" / "theirs.md").read_bytes() == b"theirs\n"
+        (tmp_path / "s" / "mine.md").write_text("from here\n", encoding="utf-8")
+        wait_for(lambda: devserver.file_id(theirs, "/mine.md"), timeout=60, what="the edit in the other account")
+        assert devserver.file_id(mem_id, "/mine.md") is None
+        # the top-level login stays the first account's
+        assert f'username = "{USER}"' in isolated_env.config.read_text(encoding="utf-8")
+    finally:
+        d.stop()

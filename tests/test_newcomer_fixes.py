@@ -11,42 +11,33 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import DEMO_LIBRARY, USER, write_config  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
 from ohsync.daemon.mirror_lock import MirrorInUse, MirrorLock  # noqa: E402
 from ohsync.engine.client_errors import redact  # noqa: E402
 
-USER = "user@example.edu.cn"
-
 
 @pytest.fixture
-def library(isolated_env, devserver, tmp_path: Path):
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    return devserver, repo, tmp_path / "mirror"
+def library(seed_daemon):
+    return seed_daemon(tree=DEMO_LIBRARY, config=False)
 
 
 def test_second_daemon_on_the_same_folder_is_refused(library, isolated_env, tmp_path: Path) -> None:
-    srv, repo, mirror = library
-    write_config(isolated_env, srv.url, USER, mirror, poll_interval=1.0)
-    first = DaemonProc(isolated_env)
-    try:
-        first.wait_state("idle", "attention", timeout=90)
-        # a second config: its own state dir and socket, the same mirror folder
-        other = tmp_path / "other"
-        other.mkdir()
-        env2 = type(isolated_env)(root=other, sock_dir=other / "run", keyring_file=isolated_env.keyring_file,
-                                  config=other / "config.toml")
-        (other / "run").mkdir(mode=0o700)
-        write_config(env2, srv.url, USER, mirror, poll_interval=1.0)
-        second = DaemonProc(env2)
-        code = second.wait_exit(timeout=60)
-        assert code != 0
-        assert "Another ohsync daemon already syncs the folder" in second.output()
-        assert first.status()["state"] in ("idle", "attention")     # the first one is untouched
-    finally:
-        first.stop()
+    s = library
+    s.configure(poll_interval=1.0)
+    first = s.start(wait=("idle", "attention"))
+    # a second config: its own state dir and socket, the same mirror folder
+    other = tmp_path / "other"
+    other.mkdir()
+    env2 = type(isolated_env)(root=other, sock_dir=other / "run", keyring_file=isolated_env.keyring_file,
+                              config=other / "config.toml")
+    (other / "run").mkdir(mode=0o700)
+    write_config(env2, s.srv.url, USER, s.mirror, poll_interval=1.0)
+    second = s.start(env=env2)
+    code = second.wait_exit(timeout=60)
+    assert code != 0
+    assert "Another ohsync daemon already syncs the folder" in second.output()
+    assert first.status()["state"] in ("idle", "attention")     # the first one is untouched
 
 
 def test_mirror_lock_is_per_folder_and_released(tmp_path: Path) -> None:
@@ -64,20 +55,16 @@ def test_mirror_lock_is_per_folder_and_released(tmp_path: Path) -> None:
     assert (os.stat(locks).st_mode & 0o777) == 0o700
 
 
-def test_vanished_mirror_folder_stops_within_seconds_when_no_poll_is_due(library, isolated_env) -> None:
-    srv, repo, mirror = library
+def test_vanished_mirror_folder_stops_within_seconds_when_no_poll_is_due(library) -> None:
+    s = library
     # polls every 10 minutes (as with push on): only the folder guard can notice
-    write_config(isolated_env, srv.url, USER, mirror, poll_interval=600.0)
-    d = DaemonProc(isolated_env)
-    try:
-        d.wait_state("idle", "attention", timeout=90)
-        before = srv.tree(repo)
-        shutil.move(str(mirror), str(mirror.with_name("mirror.away")))
-        st = d.wait_state("stopped", timeout=20)
-        assert "missing" in st["message"]
-        assert srv.tree(repo) == before                # nothing deleted on the server
-    finally:
-        d.stop()
+    s.configure(poll_interval=600.0)
+    d = s.start(wait=("idle", "attention"))
+    before = s.srv.tree(s.repo_id)
+    shutil.move(str(s.mirror), str(s.mirror.with_name("mirror.away")))
+    st = d.wait_state("stopped", timeout=20)
+    assert "missing" in st["message"]
+    assert s.srv.tree(s.repo_id) == before                # nothing deleted on the server
 
 
 def test_short_password_does_not_mangle_the_servers_message() -> None:

@@ -24,9 +24,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import DaemonProc, wait_for  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
 from ohsync.daemon.notifications import PushChannel  # noqa: E402
 from ohsync.engine.client import SeafileClient  # noqa: E402
 
@@ -201,22 +200,14 @@ def test_channel_stays_on_polling_without_a_service(devserver):
 # ------------------------------------------------------------------ the daemon
 
 @pytest.fixture
-def daemon_setup(isolated_env, devserver, tmp_path: Path):
-    repo_id = devserver.create_library(USER, "OH-Memory")
-    devserver.put_file(repo_id, "/index.md", b"# Index\n")
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    procs: list[DaemonProc] = []
+def daemon_setup(seed_daemon, devserver):
+    s = seed_daemon(put={"/index.md": b"# Index\n"}, config=False)
 
     def start(poll_interval: float, safety: float = 600.0, **extra: object) -> DaemonProc:
-        write_config(isolated_env, devserver.url, USER, tmp_path / "mirror", poll_interval=poll_interval,
-                     push_safety_poll=safety, **extra)
-        proc = DaemonProc(isolated_env)
-        procs.append(proc)
-        return proc
+        s.configure(poll_interval=poll_interval, push_safety_poll=safety, **extra)
+        return s.start()
 
-    yield devserver, repo_id, tmp_path / "mirror", start
-    for p in procs:
-        p.stop()
+    return devserver, s.repo_id, s.mirror, start
 
 
 def _local(mirror: Path, rel: str) -> bytes | None:

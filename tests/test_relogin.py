@@ -14,25 +14,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import DEMO_LIBRARY, USER, wait_for  # noqa: E402
 
 from ohsync.daemon import credentials  # noqa: E402
 
-USER = "user@example.edu.cn"
-
 
 @pytest.fixture
-def daemon(isolated_env, devserver, tmp_path: Path):
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
-    d = DaemonProc(isolated_env)
-    try:
-        d.wait_state("idle", timeout=90)
-        yield d, devserver, repo, mirror
-    finally:
-        d.stop()
+def daemon(seed_daemon, devserver):
+    s = seed_daemon(tree=DEMO_LIBRARY, poll_interval=1.0)
+    return s.start(wait="idle"), devserver, s.repo_id, s.mirror
 
 
 def test_ohsync_login_wakes_a_daemon_that_waits_for_a_login(daemon) -> None:

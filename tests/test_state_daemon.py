@@ -8,39 +8,26 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, Env, isolated_env, read_tree, wait_for, write_config  # noqa: E402,F401
+from daemon_helpers import DaemonProc, Env, read_tree, wait_for  # noqa: E402
 
-from ohsync.daemon import credentials  # noqa: E402
 from ohsync.engine.state_schema import SCHEMA_VERSION  # noqa: E402
 
-USER = "user@example.edu.cn"
 FILES = {f"notes/n{i}.md": f"# note {i}\n".encode() for i in range(8)} | {"pic.bin": b"\x89PNG\x00" * 40}
 
 
 @pytest.fixture
-def synced(isolated_env: Env, devserver, tmp_path: Path):
-    seed = tmp_path / "seed"
-    for rel, data in FILES.items():
-        (seed / rel).parent.mkdir(parents=True, exist_ok=True)
-        (seed / rel).write_bytes(data)
-    repo = devserver.create_library(USER, "OH-Memory", from_tree=seed)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=1.0)
-    first = DaemonProc(isolated_env)
-    try:
-        first.wait_state("idle", timeout=90)
-        wait_for(lambda: read_tree(mirror) == devserver.tree(repo), timeout=60, what="the first sync")
-    finally:
-        first.stop()
+def synced(isolated_env: Env, devserver, seed_daemon):
+    s = seed_daemon(files=FILES, poll_interval=1.0)
+    first = s.start(wait="idle")
+    wait_for(s.converged, timeout=60, what="the first sync")
+    first.stop()
     (db,) = (isolated_env.root / "state" / "mirrors").glob("*/state.sqlite3")
     devserver.reset_counters()
-    return repo, mirror, db
+    return s.repo_id, s.mirror, db
 
 
 def _no_transfers(devserver) -> None:

@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,33 +22,25 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import (  # noqa: E402,F401
+from daemon_helpers import (  # noqa: E402
     DEMO_LIBRARY,
-    DaemonProc,
     FakeEngine,
     FakeSession,
-    isolated_env,
+    idle_snapshot,
     wait_for,
-    write_config,
 )
 
-from ohsync.daemon import credentials  # noqa: E402
 from ohsync.daemon.attention import attention_items, wait_verdict  # noqa: E402
 from ohsync.daemon.status import CHECK_GRACE, STATES, Snapshot, StatusModel, build_status  # noqa: E402
 from ohsync.daemon.worker import SyncWorker  # noqa: E402
 from ohsync.engine.events import ConflictRecord, SyncReport  # noqa: E402
 from ohsync.engine.memory_check import memory_problem  # noqa: E402
 
-USER = "user@example.edu.cn"
 TWO_BLOCKS = b"---\ntitle: Two blocks\n---\n---\ntags: [pasted]\n---\nbody\n"
 
 
 def _idle(**kw: Any) -> Snapshot:
-    now = time.time()
-    base = dict(library="OH-Memory", local="/home/u/OH-Memory", poll_interval=30, phase="running",
-                watcher_alive=True, last_poll=now - 5, last_scan=now - 5, last_sync=now - 5, now=now)
-    base.update(kw)
-    return Snapshot(**base)
+    return idle_snapshot(**kw)
 
 
 # --------------------------------------------------------------------------- the status object
@@ -261,19 +254,13 @@ def test_a_second_frontmatter_block_is_damage_and_a_rule_is_not() -> None:
 
 
 @pytest.fixture
-def daemon(isolated_env, devserver, tmp_path: Path):
-    repo_id = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-    devserver.put_file(repo_id, "/back\\slash.md", b"a name this disk is not given\n")
-    devserver.put_file(repo_id, "/knowledge/two-blocks.md", TWO_BLOCKS)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=0.5,
-                 safety={"max_delete_files": 3, "max_delete_percent": 25})
-    proc = DaemonProc(isolated_env)
-    proc.wait_state("attention", timeout=90)
-    proc.repo_id, proc.mirror, proc.srv = repo_id, mirror, devserver
-    yield proc
-    proc.stop()
+def daemon(seed_daemon):
+    s = seed_daemon(tree=DEMO_LIBRARY, put={"/back\\slash.md": b"a name this disk is not given\n",
+                                            "/knowledge/two-blocks.md": TWO_BLOCKS},
+                    poll_interval=0.5, safety={"max_delete_files": 3, "max_delete_percent": 25})
+    proc = s.start(wait="attention")
+    proc.repo_id, proc.mirror, proc.srv = s.repo_id, s.mirror, s.srv
+    return proc
 
 
 def test_held_delete_makes_wait_fail_and_status_names_everything(daemon) -> None:
@@ -318,8 +305,10 @@ def test_held_delete_makes_wait_fail_and_status_names_everything(daemon) -> None
     assert r.returncode == 1 and "held" not in r.stderr and "back\\slash.md" in r.stderr
 
 
-def _read_events(sock_path: Path, seconds: float) -> list[dict[str, Any]]:
-    """Subscribe on the daemon's socket and collect event params for ``seconds``."""
+def _read_events(sock_path: Path, seconds: float,
+                 until: Callable[[list[dict[str, Any]]], bool] | None = None) -> list[dict[str, Any]]:
+    """Subscribe on the daemon's socket and collect event params for ``seconds``
+    (or until ``until(events)`` holds)."""
     events: list[dict[str, Any]] = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(str(sock_path))
@@ -340,36 +329,37 @@ def _read_events(sock_path: Path, seconds: float) -> list[dict[str, Any]]:
                 msg = json.loads(line)
                 if msg.get("method") == "event":
                     events.append(msg["params"])
+            if until is not None and until(events):
+                break
     return events
 
 
-def test_idle_polls_send_no_status_events_on_the_socket(isolated_env, devserver, tmp_path: Path) -> None:
-    devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mirror = tmp_path / "mirror"
-    write_config(isolated_env, devserver.url, USER, mirror, poll_interval=0.5)
-    proc = DaemonProc(isolated_env)
-    try:
-        proc.wait_state("idle", timeout=90)
-        time.sleep(1.0)
-        polls = proc.status()["polls"]
-        collected: list[list[dict[str, Any]]] = []
-        reader = threading.Thread(target=lambda: collected.append(_read_events(isolated_env.socket, 4.0)))
-        reader.start()
-        reader.join(20)
-        assert proc.status()["polls"] >= polls + 4  # the server was checked several times meanwhile
-        assert collected and [e for e in collected[0] if e.get("type") == "status"] == []
-        # the same stream does carry a real change
-        collected.clear()
-        reader = threading.Thread(target=lambda: collected.append(_read_events(isolated_env.socket, 8.0)))
-        reader.start()
-        time.sleep(0.5)
-        (mirror / "knowledge" / "fresh.md").write_bytes(b"a new note\n")
-        reader.join(20)
-        states = [e["status"]["state"] for e in collected[0] if e.get("type") == "status"]
-        assert "syncing" in states and states[-1] == "idle"
-    finally:
-        proc.stop()
+def test_idle_polls_send_no_status_events_on_the_socket(isolated_env, seed_daemon) -> None:
+    s = seed_daemon(tree=DEMO_LIBRARY, poll_interval=0.5)
+    mirror = s.mirror
+    proc = s.start(wait="idle")
+    time.sleep(1.0)
+    polls = proc.status()["polls"]
+    collected: list[list[dict[str, Any]]] = []
+    reader = threading.Thread(target=lambda: collected.append(_read_events(isolated_env.socket, 4.0)))
+    reader.start()
+    reader.join(20)
+    assert proc.status()["polls"] >= polls + 4  # the server was checked several times meanwhile
+    assert collected and [e for e in collected[0] if e.get("type") == "status"] == []
+    # the same stream does carry a real change
+    collected.clear()
+    def synced_again(events: list[dict[str, Any]]) -> bool:
+        states = [e["status"]["state"] for e in events if e.get("type") == "status"]
+        return "syncing" in states and states[-1] == "idle"
+
+    reader = threading.Thread(target=lambda: collected.append(
+        _read_events(isolated_env.socket, 8.0, until=synced_again)))
+    reader.start()
+    time.sleep(0.5)
+    (mirror / "knowledge" / "fresh.md").write_bytes(b"a new note\n")
+    reader.join(20)
+    states = [e["status"]["state"] for e in collected[0] if e.get("type") == "status"]
+    assert "syncing" in states and states[-1] == "idle"
 
 
 def test_a_login_during_a_failing_pass_is_not_reported_as_login_needed(tmp_path: Path) -> None:
