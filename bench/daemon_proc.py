@@ -131,10 +131,10 @@ class BenchDaemon:
             return {}
 
     def wait_settled(self, timeout: float, after_poll: str | None = None,
-                     after_scan: str | None = None) -> dict[str, Any]:
+                     after_scan: str | None = None, min_polls: int = 0) -> dict[str, Any]:
         """Wait for a settled state (idle, or attention for named files) with a scan done
         and nothing pending; with ``after_poll`` / ``after_scan``, a poll / full scan
-        later than that ISO time.
+        later than that ISO time; with ``min_polls``, at least that many polls done.
 
         :raises RuntimeError: the daemon exited or did not settle within ``timeout`` s.
         """
@@ -146,7 +146,8 @@ class BenchDaemon:
             st = self.status()
             if st.get("state") in SETTLED and st.get("last_scan") and not st.get("pending_up") and \
                     not st.get("pending_down") and (after_poll is None or (st.get("last_poll") or "") > after_poll) and \
-                    (after_scan is None or (st.get("last_scan") or "") > after_scan):
+                    (after_scan is None or (st.get("last_scan") or "") > after_scan) and \
+                    (st.get("polls") or 0) >= min_polls:
                 return st
             time.sleep(0.2)
         raise RuntimeError(f"the daemon did not settle within {timeout:.0f} s (last state {st.get('state')!r}); "

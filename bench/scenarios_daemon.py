@@ -19,8 +19,9 @@
   as rclone's seafile backend is paced at about 10 calls per second).
 
 The three share one daemon (poll every ``--daemon-poll`` s), started by the
-first of them and stopped before ``notify``.  While rclone runs the daemon
-is paused, so each tool's requests are counted alone.
+first of them and stopped before ``notify`` (and before ``burst``'s rclone
+run).  While rclone runs in ``save`` the daemon is paused, so each tool's
+requests are counted alone.
 """
 
 from __future__ import annotations
@@ -223,33 +224,30 @@ def s_burst(bench: Any) -> None:
     if bench.rc.bin:
         from scenarios_engine import ensure_rc_dir
 
-        d.pause()
-        try:
-            rc_dir = ensure_rc_dir(bench)
-            # n other files (rclone's copy of those ohsync just changed is older than the server's)
-            rchosen = (files[n:] + files[:n])[:n]
-            for rel in rchosen:
-                p = rc_dir / rel
-                p.write_bytes(p.read_bytes() + f"- [bench] rclone 批量修改 {time.time():.3f}\n".encode())
-            listing = bench.work / "rclone-burst-files.txt"
-            listing.write_text("".join(rel + "\n" for rel in rchosen), encoding="utf-8")
-            other = rclone_measure(bench.srv, bench.rc, ["copy", "--files-from", str(listing), str(rc_dir),
-                                                         bench.rc.remote(LIB)], bench.args.rclone_burst_timeout,
-                                   "rclone burst")
-            uploads = sum(v for k, v in other.endpoints.items() if k.startswith("POST /seafhttp/"))
-            if other.extra.get("timed_out") and uploads:
-                fixed = other.requests - 2 * uploads  # login and listings; then link + POST per file
-                total = fixed + 2 * len(rchosen)
-                other.extra.update({"measured_seconds": round(other.seconds or 0, 2),
-                                    "measured_requests": other.requests, "files_done": uploads, "extrapolated": True})
-                other.seconds = (other.seconds or 0) * total / max(1, other.requests or 1)
-                other.requests = total
-                other.error = None
-            other.extra["requests_per_file"] = round((other.requests or 0) / max(1, len(rchosen)), 3)
-            log(f"  rclone copy: {other.seconds:.1f} s{' (extrapolated)' if other.extra.get('extrapolated') else ''}, "
-                f"{other.requests} requests")
-        finally:
-            d.resume(bench.args.timeout)
+        stop_daemon(bench)  # the last scenario of the shared daemon: it would pull what rclone pushes
+        rc_dir = ensure_rc_dir(bench)
+        # n other files (rclone's copy of those ohsync just changed is older than the server's)
+        rchosen = (files[n:] + files[:n])[:n]
+        for rel in rchosen:
+            p = rc_dir / rel
+            p.write_bytes(p.read_bytes() + f"- [bench] rclone 批量修改 {time.time():.3f}\n".encode())
+        listing = bench.work / "rclone-burst-files.txt"
+        listing.write_text("".join(rel + "\n" for rel in rchosen), encoding="utf-8")
+        other = rclone_measure(bench.srv, bench.rc, ["copy", "--files-from", str(listing), str(rc_dir),
+                                                     bench.rc.remote(LIB)], bench.args.rclone_burst_timeout,
+                               "rclone burst")
+        uploads = sum(v for k, v in other.endpoints.items() if k.startswith("POST /seafhttp/"))
+        if other.extra.get("timed_out") and uploads:
+            fixed = other.requests - 2 * uploads  # login and listings; then link + POST per file
+            total = fixed + 2 * len(rchosen)
+            other.extra.update({"measured_seconds": round(other.seconds or 0, 2),
+                                "measured_requests": other.requests, "files_done": uploads, "extrapolated": True})
+            other.seconds = (other.seconds or 0) * total / max(1, other.requests or 1)
+            other.requests = total
+            other.error = None
+        other.extra["requests_per_file"] = round((other.requests or 0) / max(1, len(rchosen)), 3)
+        log(f"  rclone copy: {other.seconds:.1f} s{' (extrapolated)' if other.extra.get('extrapolated') else ''}, "
+            f"{other.requests} requests")
     bench.add_row("burst", f"{n} local edits -> all verified, daemon", m, other, other_name="rclone copy",
                   oh_value=f"{m.extra['requests_per_file']} req/file",
                   other_value=f"{other.extra['requests_per_file']} req/file" if other else None,

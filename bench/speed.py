@@ -1,5 +1,4 @@
-"""Scenarios of ``bench/run.py`` for new-file uploads and push notifications,
-and the writer of ``bench/RESULTS.md``.
+"""Scenarios of ``bench/run.py`` for new-file uploads and push notifications.
 
 * ``upload``: cold upload of the N generated files into an empty library:
   the engine (new files batched per folder, a pool of 4 upload requests, as
@@ -17,7 +16,6 @@ and the writer of ``bench/RESULTS.md``.
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import subprocess
@@ -28,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["s_upload", "s_notify", "write_results_md"]
+__all__ = ["s_upload", "s_notify"]
 
 
 def _latency(bench: Any, ms: float) -> None:
@@ -190,36 +188,3 @@ def s_notify(bench: Any) -> None:
         out.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
         srv.http.post("/notifications", json={"state": "absent"})
-
-
-def write_results_md(bench: Any, path: Path, seconds: float) -> None:
-    """``bench/RESULTS.md``: the table of this run and how it was made."""
-    import platform
-
-    args = bench.args
-    only = f" `--only {args.only}`" if args.only else ""
-    per = ", ".join(f"{k} {v:.0f} s" for k, v in bench.seconds.items())
-    load = getattr(bench, "loadavg", "")
-    shared = ""
-    if load and float(load.split()[0]) >= 0.5:
-        shared = (f"; the run shared the machine with other work (load average {load} before it, "
-                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end)")
-    if args.note:
-        shared += f"; {args.note}"
-    lines = [
-        "# Benchmark results",
-        "",
-        f"Written by `make bench` (`bench/run.py`) on {time.strftime('%Y-%m-%d %H:%M %Z')}: "
-        f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}, "
-        f"{bench.rc.version or 'rclone not installed'}; `--files {args.files} --seed {args.seed} "
-        f"--big-mb {args.big_mb} --latency {args.latency:g} --runs {args.runs} --saves {args.saves} "
-        f"--burst {args.burst} --scale-files {args.scale_files}`{only}; {seconds:.0f} s in all "
-        f"({per}){shared}.",
-        "devserver on 127.0.0.1 in its own process; requests counted by devserver. Ratios are "
-        "ohsync ÷ other (below 1: ohsync needed less time / fewer requests). See `bench/README.md` "
-        "for what each row measures.",
-        "",
-        bench.table(),
-        "",
-    ]
-    path.write_text("\n".join(lines), encoding="utf-8")

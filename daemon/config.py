@@ -24,7 +24,8 @@ from typing import Any
 import platformdirs
 
 from ohsync.engine.ignore import pattern_problem
-import tomli_w
+import tomlkit
+import tomlkit.items
 
 from ohsync.daemon.protocol import default_socket_path
 from ohsync.engine.errors import OhsyncError
@@ -445,19 +446,52 @@ def _memory(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
     )
 
 
-def update_config(path: Path, values: Mapping[str, Any]) -> None:
-    """Set top-level keys in the config file, keeping every other key.
+def _set_key(doc: Any, key: str, value: Any) -> None:
+    """``doc[key] = value``, updating existing tables in place (their comments stay)."""
+    current = doc.get(key)
+    if isinstance(value, Mapping) and isinstance(current, (tomlkit.items.Table, tomlkit.items.InlineTable)):
+        _update_table(current, value)
+    elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        if isinstance(current, tomlkit.items.AoT) and len(current) == len(value):
+            for table, new in zip(current, value):
+                _update_table(table, new)
+            return
+        tables = tomlkit.aot()
+        for v in value:
+            tables.append(tomlkit.item(dict(v)))
+        doc[key] = tables
+    else:
+        doc[key] = value
 
-    Comments are not preserved (TOML writers do not keep them); keys and
-    values are.  The file is replaced atomically and created ``0600`` with
-    its folder when missing.
+
+def _update_table(table: Any, value: Mapping[str, Any]) -> None:
+    for old in [k for k in table if k not in value]:
+        del table[old]
+    for k, v in value.items():
+        if table.get(k) != v:
+            table[k] = v
+
+
+def update_config(path: Path, values: Mapping[str, Any]) -> None:
+    """Set top-level keys in the config file, keeping every other key and the comments.
+
+    The file is edited with tomlkit, so what the person wrote stays as it
+    was; a table value (``filing``) updates that table in place; a list of
+    tables (``mirror``) is written as ``[[mirror]]`` tables, so another one
+    can be appended by hand as the README shows.  The file is replaced
+    atomically and created ``0600`` with its folder when missing.
 
     :raises ConfigError: the existing file is invalid or cannot be written.
     """
-    doc = read_document(path)
-    doc.update(values)
+    read_document(path)  # the same sentence as loading for an unreadable or invalid file
+    try:
+        doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        doc = tomlkit.document()
+    for key, value in values.items():
+        _set_key(doc, key, value)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = tomli_w.dumps(doc).encode("utf-8")
+    data = tomlkit.dumps(doc).encode("utf-8")
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:

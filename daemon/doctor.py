@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.config import Config
+from ohsync.daemon.config import Config, MirrorConfig
 from ohsync.daemon.credentials import KeyringUnavailable, describe_backend, load_token
 from ohsync.daemon.status import CLOCK_SKEW_WARN
 from ohsync.engine.errors import AuthError, LibraryNotFound, NetworkError, RemoteError
@@ -153,8 +153,8 @@ class _Remote:
             self.add("config", WARNING, "; ".join(cfg.warnings),
                      f"Remove or fix the keys named in {cfg.path}.")
         else:
-            more = (f" (and {len(cfg.mirrors) - 1} more mirror(s); the checks below look at the first)"
-                    if len(cfg.mirrors) > 1 else "")
+            more = (f" (and {len(cfg.mirrors) - 1} more mirror(s), checked below as library:NAME and "
+                    "mirror_folder:NAME)" if len(cfg.mirrors) > 1 else "")
             self.add("config", OK, f"{cfg.path}: {cfg.mirror.label} at {cfg.server} as {cfg.username}{more}.")
         return True
 
@@ -252,34 +252,41 @@ class _Remote:
             self.add("clock", OK, f"This computer's clock is within {max(1, round(abs(offset)))} s of the "
                      "server's.")
 
-    def library(self, client: Any) -> None:
+    def library(self, client: Any, mirror: MirrorConfig | None = None, check: str = "library") -> None:
+        """Whether ``mirror``'s (default: the first) library exists and is writable; the first one's
+        :class:`RepoInfo` is kept in :attr:`repo` for the local checks."""
         from ohsync.engine.sync import resolve_library
 
-        mirror = self.cfg.mirror
+        first = mirror is None
+        mirror = mirror or self.cfg.mirror
         try:
             repo = resolve_library(client, name=None if mirror.library_id else mirror.library,
                                    library_id=mirror.library_id, create=False)
         except LibraryNotFound as exc:
             if self.cfg.create_library and not mirror.library_id:
-                self.add("library", WARNING, f"The library '{mirror.label}' does not exist yet; ohsync "
+                self.add(check, WARNING, f"The library '{mirror.label}' does not exist yet; ohsync "
                          "creates it when it starts (create_library = true).")
+            elif first:
+                self.add(check, ERROR, exc.message, "Run `ohsync setup` to pick or create the library.")
             else:
-                self.add("library", ERROR, exc.message,
-                         "Run `ohsync setup` to pick or create the library.")
+                self.add(check, ERROR, f"Mirror {mirror.label}: {exc.message}",
+                         f"Fix `library` of this [[mirror]] in {self.cfg.path}, or create the library in the "
+                         "web interface.")
             return
         except RemoteError as exc:
-            self.add("library", ERROR, f"Listing the libraries failed: {exc.message}", "Try again later.")
+            self.add(check, ERROR, f"Listing the libraries failed: {exc.message}", "Try again later.")
             return
-        self.repo = repo
+        if first:
+            self.repo = repo
         if repo.encrypted:
-            self.add("library", ERROR, f"'{repo.name}' is an encrypted library, which ohsync cannot sync.",
+            self.add(check, ERROR, f"'{repo.name}' is an encrypted library, which ohsync cannot sync.",
                      "Run `ohsync setup` and pick or create an unencrypted library.")
         elif repo.permission != "rw":
-            self.add("library", ERROR, f"'{repo.name}' is read-only for {self.cfg.username}: local edits "
+            self.add(check, ERROR, f"'{repo.name}' is read-only for {self.cfg.username}: local edits "
                      "cannot be uploaded.", "Ask the library's owner for write access, or run `ohsync setup` "
                      "and pick another library.")
         else:
-            self.add("library", OK, f"'{repo.name}' ({repo.id}) is there and writable.")
+            self.add(check, OK, f"'{repo.name}' ({repo.id}) is there and writable.")
 
     def run(self) -> None:
         if not self.config():
@@ -301,8 +308,28 @@ class _Remote:
         try:
             self.library(client)
             self.clock(client)
+            for mirror in self.cfg.mirrors[1:]:
+                self.other_library(client, mirror)
         finally:
             client.close()
+
+    def other_library(self, client: Any, mirror: MirrorConfig) -> None:
+        """The library check of a mirror after the first, as ``library:NAME``; one signed in with
+        another account is only checked for a saved login (the daemon signs it in on its own)."""
+        check = f"library:{mirror.label}"
+        if self.cfg.account(mirror) == (self.cfg.server, self.cfg.username):
+            self.library(client, mirror, check)
+            return
+        server, username = self.cfg.account(mirror)
+        try:
+            token = load_token(server, username)
+        except KeyringUnavailable:
+            token = None
+        if token:
+            self.add(check, SKIPPED, f"Not checked: mirror {mirror.label} signs in as {username} at {server}.")
+        else:
+            self.add(check, ERROR, f"No saved login for {username} at {server}, which mirror {mirror.label} "
+                     "uses.", f"Run `ohsync login --mirror {mirror.label}`.")
 
 
 def run_checks(cfg: Config, probes: Probes | None = None) -> list[Finding]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ohsync.daemon.config import Config
+from ohsync.daemon.config import Config, MirrorConfig
 from ohsync.engine.models import RepoInfo
 
 if TYPE_CHECKING:
@@ -38,11 +38,12 @@ def _finding(check: str, level: str, message: str, fix: str = "") -> Finding:
     return Finding(check, level, message, fix)
 
 
-def state_db_path(cfg: Config, repo: RepoInfo | None) -> Path | None:
-    """The state database of the first mirror: exact when the library is known, else found by folder."""
+def state_db_path(cfg: Config, repo: RepoInfo | None, mirror: MirrorConfig | None = None) -> Path | None:
+    """The state database of ``mirror`` (default: the first): exact when the library is known, else
+    found by folder."""
     if repo is not None:
-        return cfg.mirror_state_dir(repo.id) / "state.sqlite3"
-    local_key = cfg.mirror_state_dir("x").name.rsplit("-", 1)[1]
+        return cfg.mirror_state_dir(repo.id, mirror) / "state.sqlite3"
+    local_key = cfg.mirror_state_dir("x", mirror).name.rsplit("-", 1)[1]
     found = sorted((cfg.state_dir / "mirrors").glob(f"*-{local_key}/state.sqlite3"))
     return found[0] if found else None
 
@@ -290,6 +291,10 @@ def local_checks(cfg: Config, probes: Probes, repo: RepoInfo | None) -> list[Fin
                             "`ohsync setup`."))
     else:
         out.append(_folder_check("drop_folder", "drop folder", drop, False))
+    for mirror in cfg.mirrors[1:]:
+        other_db = state_db_path(cfg, None, mirror)
+        out.append(_folder_check(f"mirror_folder:{mirror.label}", f"mirror folder of {mirror.label}",
+                                 mirror.local, other_db is not None and other_db.exists()))
     out.append(_inotify_check(cfg, probes.inotify_limit_file))
     out.extend(_desktop_checks(probes))
     out.append(_instance_check(probes.socket or cfg.socket, cfg.path))

@@ -22,6 +22,12 @@ What happens after a result:
 
 ``on_result`` is called once per change of a path's outcome (a file that
 stays over quota is announced once, not every ten minutes).
+
+The threads are those of :class:`~ohsync.daemon.service_thread.ServiceThread`
+and the quiet period (with the backoff holds) that of
+:class:`~ohsync.daemon.debounce.Debouncer`, shared with the mirror's
+watcher; whether a file is finished is the
+:class:`~ohsync.daemon.stability.StabilityGate`'s decision.
 """
 
 from __future__ import annotations
@@ -29,9 +35,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +44,11 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from ohsync.engine.filing import Filer, FilingResult
+from ohsync.engine.filing_api import MirrorAPI
 from ohsync.engine.names import is_ignored_name, is_partial_name
 
+from .debounce import Debouncer
+from .service_thread import ServiceThread
 from .stability import StabilityGate
 
 __all__ = ["FilingService", "FilingUnavailable"]
@@ -60,12 +67,16 @@ class FilingUnavailable(RuntimeError):
     """Filing cannot run now (the engine is not open yet, or the service is stopped)."""
 
 
-@dataclass
-class _Watch:
-    fingerprint: tuple[int, int] | None  # (size, mtime_ns) last seen
-    since: float  # monotonic time the fingerprint was first seen
-    not_before: float = 0.0  # monotonic time before which it is not checked
-    attempts: int = 0
+#: ``(size, mtime_ns)`` of a file as last seen.
+Fingerprint = tuple[int, int]
+
+
+def _fingerprint(path: str | Path) -> Fingerprint | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
 
 
 class _Handler(FileSystemEventHandler):
@@ -84,7 +95,7 @@ class _Handler(FileSystemEventHandler):
         self._service._note(Path(path))
 
 
-class FilingService:
+class FilingService(ServiceThread):
     """Drop-folder filing for the daemon (see the module docstring).
 
     :param drop_dir: the drop folder (``[filing] drop_dir``, already
@@ -106,21 +117,19 @@ class FilingService:
     def __init__(self, drop_dir: Path, submit: Submit, on_result: Callable[[FilingResult], None], *,
                  quiet_seconds: float = 3.0, observer_factory: Callable[[], BaseObserver] = Observer,
                  tick: float | None = None, gate: StabilityGate | None = None) -> None:
+        super().__init__("ohsync-filing", observer_factory, observer_name="ohsync-drop-observer")
         self.drop_dir = Path(drop_dir).expanduser().absolute()
         self.gate = gate or StabilityGate()
         self._submit = submit
         self._on_result = on_result
         self.quiet_seconds = float(quiet_seconds)
         self._tick = tick if tick is not None else max(0.1, self.quiet_seconds / 4)
-        self._observer_factory = observer_factory
-        self._observer: BaseObserver | None = None
-        self._thread: threading.Thread | None = None
-        self._cond = threading.Condition()
-        self._stopping = False
         self._filer: Filer | None = None  # used on the worker thread only
-        self._pending: dict[str, _Watch] = {}
+        self._waiting: Debouncer[str] = Debouncer(self.quiet_seconds)  # quiet period and retry holds
+        self._seen: dict[str, Fingerprint | None] = {}  # path -> fingerprint when last touched
+        self._attempts: dict[str, int] = {}  # path -> failed attempts in a row (backoff)
         self._in_flight: set[str] = set()
-        self._settled: dict[str, tuple[int, int]] = {}  # path -> fingerprint with a final outcome
+        self._settled: dict[str, Fingerprint | None] = {}  # path -> fingerprint with a final outcome
         self._held: dict[str, FilingResult] = {}  # over quota or needing the person, waiting
         self._reported: dict[str, tuple[str, str]] = {}  # path -> (status, message) last announced
         self._last: list[dict[str, Any]] = []
@@ -134,38 +143,18 @@ class FilingService:
         :raises OSError: the folder cannot be created or watched.
         """
         self.drop_dir.mkdir(parents=True, exist_ok=True)
-        observer = self._observer_factory()
-        observer.name = "ohsync-drop-observer"
-        observer.schedule(_Handler(self), str(self.drop_dir), recursive=True)
-        observer.start()
-        self._observer = observer
-        self._thread = threading.Thread(target=self._loop, name="ohsync-filing", daemon=True)
-        self._thread.start()
+        self.start_watching(self.drop_dir, _Handler(self))
         self._note_tree(self.drop_dir)
         log.info("watching the drop folder %s", self.drop_dir)
 
-    def stop(self) -> None:
-        """Stop watching; files not yet filed are found again on the next start."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer.join(timeout=5)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def is_alive(self) -> bool:
-        """True while the observer and the stability thread run."""
-        return bool(self._observer and self._observer.is_alive() and self._thread and self._thread.is_alive())
-
-    def new_filer(self, mirror: Any, rules: Iterable[Any], default_dest: str, db_path: Path,
+    def new_filer(self, mirror: MirrorAPI, rules: Iterable[Any], default_dest: str, db_path: Path,
                   **options: Any) -> Filer:
         """A :class:`Filer` for this drop folder whose readiness check is this
         service's :attr:`gate` (so the service and the filer decide alike).
 
-        :param mirror: the mirror filing writes into (what
-            :class:`~ohsync.engine.filing.Filer` takes as its first argument).
+        :param mirror: the mirror filing writes into
+            (:class:`~ohsync.engine.filing_api.MirrorAPI`, e.g.
+            :func:`ohsync.engine.mirror_api.for_engine` of the session's engine).
         :param rules: the config's ``[filing] rules``.
         :param default_dest: ``[filing] default``.
         :param db_path: the filing database, e.g. ``state_dir/filing.db``.
@@ -189,8 +178,7 @@ class FilingService:
                 log.exception("closing the previous filer failed")
         for result in filer.resume():
             self._handle_result(result)
-        with self._cond:
-            self._cond.notify_all()
+        self.wake()
 
     def detach(self) -> None:
         """Forget the filer (the session closed); paths wait for the next :meth:`attach`."""
@@ -231,7 +219,7 @@ class FilingService:
             finally:
                 done.set()
 
-        if self._stopping:
+        if not self.should_keep_running():
             raise FilingUnavailable("ohsync is shutting down")
         self._submit(job)
         if not done.wait(timeout):
@@ -245,23 +233,21 @@ class FilingService:
 
     def retry_held(self) -> None:
         """Re-check files held for quota or after failures now (call on ``refresh``)."""
-        now = time.monotonic()
-        with self._cond:
+        with self.cond:
             for path in list(self._held):
                 self._held.pop(path)
                 self._settled.pop(path, None)
-                self._pending[path] = _Watch(None, now)
-            for watch in self._pending.values():
-                watch.not_before = 0.0
-            self._cond.notify_all()
+                self._touch(path, None)
+            self._waiting.release_holds()
+            self.cond.notify_all()
 
     def status(self) -> dict[str, Any]:
         """For the status object: ``{"drop_dir", "waiting", "filing", "held":
         [{"path", "status", "message"}], "last": [result dicts]}``."""
-        with self._cond:
+        with self.cond:
             return {
                 "drop_dir": str(self.drop_dir),
-                "waiting": len(self._pending),
+                "waiting": len(self._waiting),
                 "filing": len(self._in_flight),
                 "held": [{"path": p, "status": r.status, "message": r.message} for p, r in self._held.items()],
                 "last": list(self._last),
@@ -293,6 +279,20 @@ class FilingService:
             return False
         return not is_ignored_name(parts[-1])
 
+    def _touch(self, key: str, fingerprint: Fingerprint | None, *, until: float | None = None) -> None:
+        """(Re)start ``key``'s quiet period, remembering its fingerprint now
+        (call with the lock); ``until`` also holds it back until then."""
+        self._seen[key] = fingerprint
+        if until is None:
+            self._waiting.touch(key)
+        else:
+            self._waiting.hold(key, until)
+
+    def _forget(self, key: str) -> None:
+        self._waiting.discard(key)
+        self._seen.pop(key, None)
+        self._attempts.pop(key, None)
+
     def _note(self, path: Path) -> None:
         """A file event: (re)start its quiet period."""
         if not self._wanted(path):
@@ -300,14 +300,10 @@ class FilingService:
                 log.debug("waiting for %s to finish downloading", path.name)
             return
         key = str(path)
-        now = time.monotonic()
-        with self._cond:
-            watch = self._pending.get(key)
-            if watch is None:
-                self._pending[key] = _Watch(None, now)
-            else:
-                watch.since = now
-            self._cond.notify_all()
+        fingerprint = _fingerprint(key)
+        with self.cond:
+            self._touch(key, fingerprint)
+            self.cond.notify_all()
 
     def _note_tree(self, folder: Path) -> None:
         """A folder appeared (or the start scan): note every file below it."""
@@ -319,13 +315,14 @@ class FilingService:
         except OSError as exc:
             log.warning("cannot list %s: %s", folder, exc)
 
-    def _loop(self) -> None:
+    def run_loop(self) -> None:
+        """The stability thread: every ``tick``, hand files that held still on to the worker."""
         while True:
-            with self._cond:
-                if self._stopping:
+            with self.cond:
+                if not self.should_keep_running():
                     return
-                self._cond.wait(timeout=self._tick)
-                if self._stopping:
+                self.cond.wait(timeout=self._tick)
+                if not self.should_keep_running():
                     return
                 if self._filer is None:
                     continue  # nothing can be filed before the engine is open
@@ -334,31 +331,27 @@ class FilingService:
                 self._submit(lambda p=path: self._file_on_worker(p))
 
     def _due_paths(self) -> list[str]:
-        """Paths whose size and mtime held still long enough (call with the lock)."""
-        now = time.monotonic()
+        """Paths whose size and mtime held still for the quiet period and that
+        the gate finds finished (call with the lock)."""
         due: list[str] = []
-        for key, watch in list(self._pending.items()):
-            if now < watch.not_before or key in self._in_flight:
+        for key in self._waiting.pop_due():
+            if key in self._in_flight:
+                self._touch(key, self._seen.get(key))  # still being filed: look again later
                 continue
-            path = Path(key)
-            try:
-                st = path.lstat()
-            except OSError:
-                del self._pending[key]
+            fingerprint = _fingerprint(key)
+            if fingerprint is None:
+                self._forget(key)
                 continue
-            fingerprint = (st.st_size, st.st_mtime_ns)
-            if fingerprint != watch.fingerprint:
-                watch.fingerprint, watch.since = fingerprint, now
+            if fingerprint != self._seen.get(key):
+                self._touch(key, fingerprint)  # it changed (or was first seen) during the quiet period
                 continue
             if self._settled.get(key) == fingerprint:
-                del self._pending[key]  # outcome known for exactly this version
+                self._forget(key)  # outcome known for exactly this version
                 continue
-            if now - watch.since < self.quiet_seconds:
+            if not self.gate.is_stable(Path(key), 0.0):
+                self._touch(key, fingerprint)  # a partial companion beside it, or open for writing: wait more
                 continue
-            if not self.gate.is_stable(path, 0.0):
-                watch.since = now  # a partial companion beside it, or open for writing: wait more
-                continue
-            del self._pending[key]
+            self._seen.pop(key, None)
             self._in_flight.add(key)
             due.append(key)
         return due
@@ -370,8 +363,9 @@ class FilingService:
         try:
             filer = self._filer
             if filer is None:
-                with self._cond:
-                    self._pending.setdefault(key, _Watch(None, time.monotonic()))
+                with self.cond:
+                    if key not in self._waiting:
+                        self._touch(key, None)
                 return
             if not os.path.lexists(key):
                 return  # filed meanwhile (resume, `ohsync file`) or removed
@@ -383,35 +377,32 @@ class FilingService:
                                       f"{exc!r}", retryable=True)
             self._handle_result(result)
         finally:
-            with self._cond:
+            with self.cond:
                 self._in_flight.discard(key)
 
     def _handle_result(self, result: FilingResult, *, announce: bool = True) -> None:
         key = result.source
-        now = time.monotonic()
-        try:
-            st = os.lstat(key)
-            fingerprint: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            fingerprint = None
-        with self._cond:
+        fingerprint = _fingerprint(key)
+        with self.cond:
+            now = self._waiting.now()
             self._last = (self._last + [result.as_dict()])[-20:]
             if result.status == "filed" or fingerprint is None:
                 self._held.pop(key, None)
                 self._settled.pop(key, None)
-                self._pending.pop(key, None)
+                self._forget(key)
                 if fingerprint is not None and self._wanted(Path(key)):
                     # a file still stands there (replaced while it was being filed): a new candidate
-                    self._pending[key] = _Watch(fingerprint, now)
+                    self._touch(key, fingerprint)
             elif result.status == "over_quota" or (result.status == "failed" and result.needs is not None):
                 self._held[key] = result
-                self._pending[key] = _Watch(fingerprint, now, not_before=now + _QUOTA_RETRY)
+                self._touch(key, fingerprint, until=now + _QUOTA_RETRY)
             elif result.retryable and self._wanted(Path(key)):
-                previous = self._pending.get(key)
-                attempts = (previous.attempts if previous else 0) + 1
-                delay = self.quiet_seconds if result.status == "not_ready" else \
-                    max(result.retry_after or 0.0, min(_RETRY_CAP, _RETRY_FIRST * 2 ** (attempts - 1)))
-                self._pending[key] = _Watch(fingerprint, now, not_before=now + delay, attempts=attempts)
+                if result.status == "not_ready":
+                    delay = self.quiet_seconds
+                else:  # failures in a row back off: 30 s, 60 s, … up to 10 min, at least Retry-After
+                    attempts = self._attempts[key] = self._attempts.get(key, 0) + 1
+                    delay = max(result.retry_after or 0.0, min(_RETRY_CAP, _RETRY_FIRST * 2 ** (attempts - 1)))
+                self._touch(key, fingerprint, until=now + delay)
             else:
                 self._settled[key] = fingerprint
                 self._held.pop(key, None)

@@ -18,7 +18,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-__all__ = ["release_memory", "worth_releasing", "BIG_PASS"]
+__all__ = ["release_memory", "worth_releasing", "BIG_PASS", "BIG_PASS_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +45,20 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return _trim
 
 
-def worth_releasing(*, full_scan: bool, carried: int) -> bool:
-    """A pass that scanned the whole folder, or carried :data:`BIG_PASS` paths or more.
+#: Seconds of pass from which the pass counts as big (it read every base of a large mirror).
+BIG_PASS_SECONDS = 1.0
+
+
+def worth_releasing(*, full_scan: bool, carried: int, dirty: int = 0, seconds: float = 0.0) -> bool:
+    """A pass that scanned the whole folder, carried or looked at :data:`BIG_PASS`
+    paths or more, or took :data:`BIG_PASS_SECONDS` or longer.
 
     :param full_scan: the pass walked the whole local folder.
     :param carried: paths uploaded, downloaded, merged, moved or deleted in it.
+    :param dirty: local paths it was asked to look at (e.g. the watcher's echo of a cold mirror).
+    :param seconds: its wall time.
     """
-    return full_scan or carried >= BIG_PASS
+    return full_scan or carried >= BIG_PASS or dirty >= BIG_PASS or seconds >= BIG_PASS_SECONDS
 
 
 def release_memory() -> bool:

@@ -216,8 +216,10 @@ class Mirror:
         self._check_watcher()
         self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
+            from ohsync.engine.mirror_api import for_engine
+
             self.filing.attach(self.filing.new_filer(
-                session.engine, list(self.cfg.filing.rules), self.cfg.filing.default,
+                for_engine(session.engine), list(self.cfg.filing.rules), self.cfg.filing.default,
                 self.cfg.mirror_state_dir(session.library_id, self.config) / "filing.db"))
             with self._helpers_lock:
                 if not self._stopping and not self.filing.is_alive():

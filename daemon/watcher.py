@@ -12,14 +12,15 @@ it, so after a directory creation the observer is started afresh (it then
 watches the whole tree again) before the full scan is reported: later
 edits inside the moved-in folder are seen, and anything written during the
 swap is found by that scan.  The watcher never touches state: it only calls
-``on_dirty``.
+``on_dirty``.  Its threads are those of :class:`~ohsync.daemon.service_thread.ServiceThread`
+and the quiet period that of :class:`~ohsync.daemon.debounce.Debouncer`,
+shared with the drop-folder service.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -27,6 +28,9 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
+
+from .debounce import Debouncer
+from .service_thread import ServiceThread
 
 __all__ = ["Watcher", "DirtyCallback"]
 
@@ -37,6 +41,9 @@ log = logging.getLogger(__name__)
 DirtyCallback = Callable[[list[str], bool], None]
 
 _IGNORED_TYPES = {"opened", "closed_no_write"}
+
+#: Seconds between two sweeps of watchdog's move records (see :meth:`Watcher._sweep_move_records`).
+MOVE_RECORD_SWEEP = 60.0
 
 
 class _Handler(FileSystemEventHandler):
@@ -58,7 +65,7 @@ class _Handler(FileSystemEventHandler):
         self._watcher._note(os.fsdecode(p) for p in paths)
 
 
-class Watcher:
+class Watcher(ServiceThread):
     """Watch one mirror folder and report dirty paths after a quiet period.
 
     :param root: the local mirror folder.
@@ -83,76 +90,37 @@ class Watcher:
         observer_factory: Callable[[], BaseObserver] = Observer,
         on_restructure: Callable[[], None] = lambda: None,
     ) -> None:
+        super().__init__("ohsync-watcher", observer_factory, observer_name="ohsync-watch-observer")
         self.root = root
         self._rel_path = rel_path
         self._on_dirty = on_dirty
         self._quiet = quiet
-        self._observer_factory = observer_factory
         self._on_restructure = on_restructure
-        self._observer: BaseObserver | None = None
-        self._pending: dict[str, float] = {}
+        self._paths: Debouncer[str] = Debouncer(quiet)
         self._scan_at: float | None = None
         self._rewatch = False  # a folder appeared: watch the tree afresh before the scan
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._old_moves: dict[int, set[int]] = {}  # inotify object id -> cookies seen at the last sweep
+        self._swept_at = time.monotonic()
+        self._sweep_due = False
 
     def start(self) -> None:
         """Start the observer and the debounce thread.
 
         :raises OSError: the folder cannot be watched (missing, inotify limit).
         """
-        self._observer = self._new_observer()
-        self._thread = threading.Thread(target=self._debounce_loop, name="ohsync-watcher", daemon=True)
-        self._thread.start()
-
-    def _new_observer(self) -> BaseObserver:
-        observer = self._observer_factory()
-        observer.name = "ohsync-watch-observer"
-        observer.schedule(_Handler(self), str(self.root), recursive=True)
-        try:
-            observer.start()
-        except BaseException:
-            observer.stop()
-            raise
-        return observer
+        self.start_watching(self.root, _Handler(self))
 
     def _renew_observer(self) -> None:
         """Watch the whole tree afresh (called from the debounce thread, no lock held)."""
-        old = self._observer
-        try:
-            self._observer = self._new_observer()
-        except OSError as exc:  # e.g. the mirror folder itself is gone: the scan says so
-            log.warning("cannot watch %s afresh (%s); keeping the current watch", self.root, exc.strerror or exc)
-            return
-        if old is not None:
-            old.stop()
-            old.join(timeout=5)
-
-    def stop(self) -> None:
-        """Stop both threads; pending paths that are not yet quiet are dropped
-        (the next start's full scan finds them)."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer.join(timeout=5)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def is_alive(self) -> bool:
-        """True while both the observer and the debounce thread run."""
-        return bool(self._observer and self._observer.is_alive() and self._thread and self._thread.is_alive())
+        self.replace_observer(self.root, _Handler(self))  # e.g. the mirror folder itself is gone: the scan says so
 
     @property
     def pending(self) -> int:
         """Paths seen but not yet reported (still in their quiet period)."""
-        with self._cond:
-            return len(self._pending)
+        with self.cond:
+            return len(self._paths)
 
     def _note(self, local_paths: Iterable[str]) -> None:
-        now = time.monotonic()
         rels = []
         for local_path in local_paths:
             try:
@@ -164,10 +132,11 @@ class Watcher:
                 rels.append(rel)
         if not rels:
             return
-        with self._cond:
+        with self.cond:
+            now = self._paths.now()
             for rel in rels:
-                self._pending[rel] = now
-            self._cond.notify_all()
+                self._paths.touch(rel, at=now)
+            self.cond.notify_all()
 
     def _restructured(self) -> None:
         try:
@@ -176,41 +145,47 @@ class Watcher:
             log.exception("restructure consumer failed")
 
     def _note_scan(self, rewatch: bool = False) -> None:
-        with self._cond:
-            self._scan_at = time.monotonic()
+        with self.cond:
+            self._scan_at = self._paths.now()
             self._rewatch = self._rewatch or rewatch
-            self._cond.notify_all()
+            self.cond.notify_all()
 
-    def _debounce_loop(self) -> None:
+    def run_loop(self) -> None:
+        """The debounce thread: report quiet paths; a full scan once the whole tree is quiet."""
+        paths = self._paths
         while True:
-            with self._cond:
-                if self._stopping:
+            with self.cond:
+                if not self.should_keep_running():
                     return
-                stamps = list(self._pending.values())
+                due = paths.next_due()
                 if self._scan_at is not None:
-                    stamps.append(self._scan_at)
-                if not stamps:
-                    self._cond.wait()
+                    due = min(d for d in (due, self._scan_at + self._quiet) if d is not None)
+                if due is None:
+                    # idle: wake only while watchdog holds move records to sweep
+                    self.cond.wait(timeout=MOVE_RECORD_SWEEP if self._old_moves or self._sweep_due else None)
+                    if not len(paths) and self._scan_at is None and self.should_keep_running():
+                        self.cond.release()
+                        try:
+                            self._sweep_move_records()
+                        finally:
+                            self.cond.acquire()
                     continue
-                wake = min(stamps) + self._quiet
-                now = time.monotonic()
-                if wake > now:
-                    self._cond.wait(timeout=wake - now)
+                now = paths.now()
+                if due > now:
+                    self.cond.wait(timeout=due - now)
                     continue
                 # a full scan waits for the whole tree to be quiet, then takes every path along
-                scan = self._scan_at is not None and max(stamps) + self._quiet <= now
+                newest = max(t for t in (paths.newest(), self._scan_at) if t is not None)
+                scan = self._scan_at is not None and newest + self._quiet <= now
                 rewatch = False
                 if scan:
-                    ready = list(self._pending)
-                    self._pending.clear()
+                    ready = paths.pop_all()
                     self._scan_at = None
                     rewatch, self._rewatch = self._rewatch, False
                 else:
-                    ready = [p for p, t in self._pending.items() if t + self._quiet <= now]
-                    for p in ready:
-                        del self._pending[p]
+                    ready = paths.pop_due(now)
                     if not ready:  # only the scan marker is due but the tree is still busy
-                        self._cond.wait(timeout=self._quiet / 4)
+                        self.cond.wait(timeout=self._quiet / 4)
                         continue
             if rewatch:
                 self._renew_observer()  # before the scan: what changes during the swap is in it
@@ -218,3 +193,35 @@ class Watcher:
                 self._on_dirty(sorted(ready), scan)
             except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
                 log.exception("dirty-path consumer failed")
+            if time.monotonic() - self._swept_at >= MOVE_RECORD_SWEEP:
+                self._sweep_move_records()
+            else:
+                self._sweep_due = True  # these events may have left records: sweep when idle
+
+    def _sweep_move_records(self) -> None:
+        """Drop watchdog's records of renames that are over.
+
+        watchdog 6's inotify backend keeps every ``IN_MOVED_FROM`` event by
+        its cookie to pair it with the ``IN_MOVED_TO`` that follows, and never
+        forgets it (gorakhargosh/watchdog#1041): one record per atomic save or
+        download, about 300 bytes each, 9 MiB after a 30,000-file cold mirror.
+        The kernel sends the two halves of a rename together, so a record
+        already present at the previous sweep (at least a minute ago) will never
+        be paired: it is dropped.  Reaches into watchdog's internals, so every
+        step is guarded; a watchdog without them is left alone.
+        """
+        self._swept_at = time.monotonic()
+        self._sweep_due = False
+        seen: dict[int, set[int]] = {}
+        for emitter in list(getattr(self._observer, "emitters", ()) or ()):
+            inotify = getattr(getattr(emitter, "_inotify", None), "_inotify", None)
+            records = getattr(inotify, "_moved_from_events", None)
+            lock = getattr(inotify, "_lock", None)
+            if not isinstance(records, dict) or lock is None:
+                continue
+            with lock:
+                for cookie in self._old_moves.get(id(inotify), set()) & records.keys():
+                    del records[cookie]
+                if records:
+                    seen[id(inotify)] = set(records)
+        self._old_moves = seen

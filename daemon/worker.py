@@ -426,7 +426,8 @@ class SyncWorker(WorkerRequests):
                 self._last_scan_seconds = now - started
         carried = len(report.uploaded) + len(report.downloaded) + len(report.merged) + len(report.moved) + \
             len(report.deleted_local) + len(report.deleted_remote)
-        self._big_pass = worth_releasing(full_scan=work.full_scan, carried=carried)
+        self._big_pass = worth_releasing(full_scan=work.full_scan, carried=carried, dirty=len(work.dirty),
+                                         seconds=now - started)
         if not getattr(report, "idle", False) or not self.facts.loaded:
             self._refresh_caches()  # an idle pass read and changed nothing: the caches hold
         self._status.update(**facts)

@@ -1,5 +1,5 @@
 """Chunked, resumable upload of one large file (a mixin of
-:class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §4.7.
+:class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.5.
 
 A large file goes up in ``Content-Range`` chunks to an upload link (new
 file) or an update link (existing file), resumable from the server's

@@ -3,7 +3,7 @@
 
 ``GET /api2/repos/{id}/dir/`` (with ``oid`` for the one-request "uptodate"
 check and ``recursive=1``) and ``POST …/dir/`` ``operation=mkdir``
-(``docs/seafile-api.md`` §3).  Listings are parsed by
+(``docs/seafile-api.md`` §4).  Listings are parsed by
 :mod:`ohsync.engine.client_listing`; unsafe names are left out and kept in
 :attr:`~ohsync.engine.client_http.SeafileHTTP.last_rejected`.
 """

@@ -1,6 +1,6 @@
 """File calls of the Seafile client (a mixin of
 :class:`~ohsync.engine.client.SeafileClient`): details, one-shot download,
-upload, update in place and delete (``docs/seafile-api.md`` §4).
+upload, update in place and delete (``docs/seafile-api.md`` §5).
 
 Uploads and updates take their link from the link cache
 (:mod:`ohsync.engine.client_links`): a save costs one request to the file

@@ -1,5 +1,5 @@
 """Rename and move of the Seafile client (a mixin of
-:class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §4.9.
+:class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.7 (files) and §4.2 (folders).
 
 File renames and moves answer 301 with a ``Location`` naming the result
 (never followed); folder renames and moves do not name it, so the folder is

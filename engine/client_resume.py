@@ -1,5 +1,5 @@
 """Resumable download of one file (a mixin of
-:class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §4.1–4.2:
+:class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.1:
 a ``reuse=1`` link fetched with ``Range: bytes=N-`` so a dropped connection
 continues where it stopped.  Memory is bounded by the pieces httpx hands
 over, whatever the file size.

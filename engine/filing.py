@@ -2,9 +2,11 @@
 
 :class:`Filer` files one document at a time as a small, resumable state
 machine whose progress lives in a SQLite file of its own (``db_path``, e.g.
-``state_dir/filing.db``; the mirror's state database is not touched except
-through :class:`~ohsync.engine.state.StateStore`'s public methods).  Each
-job goes through these steps, recorded after each one succeeded::
+``state_dir/filing.db``).  It sees the mirror only through the narrow
+:class:`~ohsync.engine.filing_api.MirrorAPI` (the engine's implementation
+is :class:`~ohsync.engine.mirror_api.EngineMirror`) and asks the injected
+``ready`` check (the daemon's stability gate) whether a file is finished.
+Each job goes through these steps, recorded after each one succeeded::
 
     planned ──upload + read-back──▶ uploaded ──sidecar──▶ sidecar
             ──journal line──▶ journal ──move into mirror──▶ moved ──▶ done
@@ -14,12 +16,15 @@ anywhere resumes on :meth:`Filer.resume` without a second upload, sidecar
 or journal line:
 
 * upload: if the destination already holds a file with our content id the
-  upload is done; large files go up in chunks through the client's
-  :meth:`~ohsync.engine.client_bulk.BulkTransfers.upload_chunked`, and a
-  resumed job continues from the server's ``file-uploaded-bytes``;
+  upload is done; otherwise the file goes up through the engine's one write
+  path (:meth:`MirrorAPI.upload_new <ohsync.engine.filing_api.MirrorAPI.upload_new>`:
+  large files in chunks, and a resumed job continues from the server's
+  ``file-uploaded-bytes``), then the engine's one read-back
+  (:meth:`~ohsync.engine.filing_api.MirrorAPI.verify`);
 * sidecar: written into the local mirror and pushed by read-merge-write
-  (:func:`~ohsync.engine.transfer.push`); a sidecar already on the server
-  with our content counts as done, one with other content is left alone;
+  (:meth:`~ohsync.engine.filing_api.MirrorAPI.push`); a sidecar already on
+  the server with our content counts as done, one with other content is
+  left alone;
 * journal: the line is appended to the local ``journal/<yyyy-mm>.md`` only
   when it is not there yet, then pushed by read-merge-write (the journal's
   memory-aware union merge keeps lines written elsewhere meanwhile);
@@ -34,23 +39,22 @@ read-back, after the sidecar is written and pushed, after the journal line
 is written and pushed, after the move, and before the job is marked done.
 
 Before a job is created: partial downloads and busy files are refused
-(``not_ready``; the ``ready`` check the daemon injects decides), content already under ``/Files/`` (same sha1 in state, or
-same content id in the remote snapshot, or a job in flight) is reported as
-``duplicate`` without upload, and the account's free space is checked
-(``over_quota``).  Filing runs in the thread that owns the engine (the
-daemon's sync worker).
+(``not_ready``; the injected ``ready`` check decides), content already
+under ``/Files/`` (same sha1 synced, same content id on the server, or a
+job in flight) is reported as ``duplicate`` without upload, and the
+account's free space is checked (``over_quota``).  Filing runs in the
+thread that owns the engine (the daemon's sync worker).
 
-Modules: this one is the pipeline (:class:`Filer`: planning, running the
-steps, upload + read-back); :mod:`.filing_jobs` the job database and
-results; :mod:`.filing_steps` the steps after the upload;
-:mod:`.filing_summary` the sidecar text; :mod:`.filing_journal` the journal
-line; :mod:`.filing_rules` the destination rules.
+Modules: this one is the pipeline (:class:`Filer`: running the steps,
+upload + read-back); :mod:`.filing_plan` planning a job;
+:mod:`.filing_jobs` the job database and results; :mod:`.filing_steps` the
+steps after the upload; :mod:`.filing_summary` the sidecar text;
+:mod:`.filing_journal` the journal line; :mod:`.filing_rules` the
+destination rules; :mod:`.filing_api` what filing needs of the engine.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import logging
 import os
 import time
@@ -62,45 +66,35 @@ from typing import Any, BinaryIO, ClassVar
 from .crashpoints import reach
 from .errors import (
     Failure,
-    NotFoundError,
     OhsyncError,
     QuotaError,
-    RemoteError,
     RemoteOperationError,
     ServerError,
     classify,
     local_error,
 )
 from .events import SyncEvent
+from .filing_api import MirrorAPI, ReadyCheck
 from .filing_jobs import STEPS, Abandon, FilingJob, FilingResult, JobStore
 from .filing_journal import BEIJING, journal_line
 from .filing_plan import Planner
-from .filing_api import ReadyCheck
 from .filing_rules import DEFAULT_DEST, FilingRule, RuleError, parse_dest, parse_rules
-from .filing_steps import (
-    add_journal_line,
-    move_into_mirror,
-    persist_snapshot,
-    remote_entry,
-    source_unchanged,
-    write_sidecar,
-)
+from .filing_steps import add_journal_line, move_into_mirror, source_unchanged, write_sidecar
 from .filing_summary import sidecar_text, summarize
 from .ids import BLOCK_SIZE
 from .localfs import stat_fingerprint
-from .models import RemoteEntry, UploadResult
-from .paths import from_remote, parent_rel
-from .transfer import ensure_remote_dir, remote_written
+from .models import RemoteEntry
+from .paths import parent_rel, to_remote
 
 __all__ = [
     "BEIJING",
+    "DEFAULT_CHUNK_SIZE",
     "STEPS",
     "Filer",
     "FilingResult",
     "journal_line",
     "sidecar_text",
     "summarize",
-    "upload_resumable",
 ]
 
 log = logging.getLogger("ohsync.filing")
@@ -117,46 +111,6 @@ _Abandon = Abandon
 # --------------------------------------------------------------------------- upload
 
 
-def upload_resumable(client: Any, repo_id: str, remote_path: str, fh: BinaryIO, size: int, *,
-                     chunk_size: int = DEFAULT_CHUNK_SIZE, resume: bool = False, attempts: int = 4,
-                     progress: Callable[[int, int], None] | None = None,
-                     sleep: Callable[[float], None] | None = None,
-                     on_start: Callable[[], None] | None = None,
-                     before_chunk: Callable[[int, int], None] | None = None) -> UploadResult:
-    """Upload a new file (never ``replace``): above ``chunk_size`` in
-    resumable chunks, through the client's ``upload_chunked`` (API §4.7).
-
-    A name taken meanwhile is auto-renamed by the server (see the result's
-    ``path``).  A client without ``upload_chunked`` gets one ``upload``.
-
-    :param fh: the content, seekable, read from offset 0.
-    :param size: bytes in ``fh``.
-    :param resume: continue an upload an earlier run started (the server's
-        ``file-uploaded-bytes``); False starts at byte 0.
-    :param attempts: failures in a row of one chunk before giving up.
-    :param progress: ``progress(done_bytes, total_bytes)`` after each chunk.
-    :param sleep: unused (the client's backoff applies); kept for callers.
-    :param on_start: called once before the first byte is sent (the
-        caller records that an upload may be pending on the server).
-    :param before_chunk: ``before_chunk(first, end)`` before each chunk.
-    :returns: the :class:`UploadResult` of the final chunk.
-    :raises QuotaError: the server refused for quota (443/442).
-    :raises NetworkError, ServerError: still failing after ``attempts``.
-    :raises RemoteError: anything else from the server.
-    """
-    if on_start is not None:
-        on_start()
-    if not hasattr(client, "upload_chunked"):
-        fh.seek(0)
-        result: UploadResult = client.upload(repo_id, remote_path, fh, replace=False)
-        if progress is not None:
-            progress(size, size)
-        return result
-    result = client.upload_chunked(repo_id, remote_path, fh, size=size, chunk_size=chunk_size, resume=resume,
-                                   attempts=attempts, progress=progress, before_chunk=before_chunk)
-    return result
-
-
 def _post_chunk(fh: BinaryIO, job: FilingJob, first: int, end: int) -> None:
     """Checkpoint run just before each chunk ``[first, end)`` of a filing
     upload is read and posted: the dropped file must still be the planned
@@ -171,34 +125,18 @@ def _post_chunk(fh: BinaryIO, job: FilingJob, first: int, end: int) -> None:
         raise Abandon(f"{job.original_name} changed while it was uploaded")
 
 
-class _HashWriter(io.RawIOBase):
-    """A write-only sink that hashes what the client downloads into it."""
-
-    def __init__(self) -> None:
-        self.sha1 = hashlib.sha1()
-        self.size = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b: Any) -> int:
-        self.sha1.update(b)
-        self.size += len(b)
-        return len(b)
-
-
-
 # --------------------------------------------------------------------------- the filer
 
 
 class Filer:
     """Files dropped documents into the mirror's ``/Files/`` tree.
 
-    Runs in the thread that owns ``engine`` (never concurrently with
-    ``engine.sync``).
+    Runs in the thread that owns the engine (never concurrently with a
+    sync pass).
 
-    :param engine: the mirror's :class:`~ohsync.engine.sync.SyncEngine`
-        (its ``ctx`` gives client, library id, roots, state and snapshot).
+    :param mirror: the mirror, as filing sees it
+        (:class:`~ohsync.engine.filing_api.MirrorAPI`; for a running engine
+        :func:`ohsync.engine.mirror_api.for_engine`).
     :param drop_dir: the drop folder (``[filing] drop_dir``); files in it
         match ``dir:`` rules by their subfolder.
     :param rules: :class:`FilingRule` values, or the config's raw
@@ -215,16 +153,15 @@ class Filer:
     :param upload_attempts: failures in a row of one chunk before the job
         stops (it is retried later).
     :param sleep: kept for callers; the client's backoff applies between
-        upload attempts (its ``sleep`` argument).
+        upload attempts.
     :raises RuleError: invalid rules or default destination.
     """
 
-    def __init__(self, engine: Any, drop_dir: Path, rules: Iterable[FilingRule | Mapping[str, Any]] = (),
+    def __init__(self, mirror: MirrorAPI, drop_dir: Path, rules: Iterable[FilingRule | Mapping[str, Any]] = (),
                  default_dest: str = DEFAULT_DEST, db_path: Path | None = None, *, ready: ReadyCheck,
                  now: Callable[[], datetime] | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
                  upload_attempts: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.engine = engine
-        self.ctx = engine.ctx
+        self.mirror = mirror
         self.drop_dir = Path(drop_dir).expanduser().absolute()
         rules = list(rules)
         if all(isinstance(r, FilingRule) for r in rules):
@@ -239,7 +176,7 @@ class Filer:
         self.chunk_size = max(1, int(chunk_size))
         self.upload_attempts = max(1, int(upload_attempts))
         self._sleep = sleep
-        self._planner = Planner(self.ctx, self._jobs, self.drop_dir, self.rules, self.default_dest, self._now,
+        self._planner = Planner(mirror, self._jobs, self.drop_dir, self.rules, self.default_dest, self._now,
                                 ready)
 
     #: The method that takes a job from each recorded step to the next.
@@ -250,11 +187,14 @@ class Filer:
         """Close the filing database."""
         self._jobs.close()
 
+    def _remote_path(self, rel: str) -> str:
+        return to_remote(self.mirror.remote_root, rel)
+
     # ------------------------------------------------------------------ public API
 
     def pending(self) -> list[dict[str, Any]]:
         """Unfinished jobs: ``[{"source", "dest", "step", "note"}]`` (for status)."""
-        return [{"source": j.source, "dest": self.ctx.remote_path(j.dest_rel), "step": j.step, "note": j.note}
+        return [{"source": j.source, "dest": self._remote_path(j.dest_rel), "step": j.step, "note": j.note}
                 for j in self._jobs.unfinished()]
 
     def file(self, path: Path | str) -> FilingResult:
@@ -316,7 +256,7 @@ class Filer:
                 needs: str | None = None, retry_after: float | None = None) -> FilingResult:
         return FilingResult(status, job.source, dest_rel=job.dest_rel,
                             sidecar_rel=job.sidecar_rel if STEPS.index(job.step) >= STEPS.index("sidecar") else None,
-                            message=message, remote_path=self.ctx.remote_path(job.dest_rel),
+                            message=message, remote_path=self._remote_path(job.dest_rel),
                             retryable=retryable, job_id=job.id, needs=needs, retry_after=retry_after)
 
     def _run(self, job: _Job) -> FilingResult:
@@ -352,7 +292,7 @@ class Filer:
             self._jobs.update(job, note=repr(exc))
             return self._result(job, "failed", f"{name} is not filed yet (internal error {exc!r}; see the log).",
                                 retryable=True)
-        where = self.ctx.remote_path(job.dest_rel)
+        where = self._remote_path(job.dest_rel)
         message = f"Filed {name} → {where}"
         if job.note:
             message += f" ({job.note})"
@@ -362,10 +302,7 @@ class Filer:
         return source_unchanged(job)
 
     def _remote_entry(self, rel: str) -> RemoteEntry | None:
-        return remote_entry(self.ctx, rel)
-
-    def _persist_snapshot(self) -> None:
-        persist_snapshot(self.ctx)
+        return self.mirror.remote_file(rel)
 
     # -- step 1: upload + read-back ------------------------------------------------
 
@@ -375,7 +312,7 @@ class Filer:
             if current is not None:
                 if current.id == job.file_id or (job.upload_id is not None and current.id == job.upload_id):
                     # an earlier run uploaded it (and perhaps did not get to record it)
-                    self._verify(job, current.id)
+                    self._verify(job, current)
                     return self._uploaded(job, current)
                 # someone else's file took the name meanwhile: pick another
                 folder = parent_rel(job.dest_rel)
@@ -390,104 +327,80 @@ class Filer:
             self._check_quota(job.size, job.original_name)
             return self._upload(job)
         raise RemoteOperationError(f"could not find a free name for {job.name} in "
-                                   f"{self.ctx.remote_path(parent_rel(job.dest_rel))}", path=job.dest_rel)
+                                   f"{self._remote_path(parent_rel(job.dest_rel))}", path=job.dest_rel)
 
     def _upload(self, job: _Job) -> _Job:
-        ctx = self.ctx
-        folder = parent_rel(job.dest_rel)
-        ensure_remote_dir(ctx, folder)
-        remote_path = ctx.remote_path(job.dest_rel)
+        mirror = self.mirror
         resume = job.upload_started
 
-        def started() -> None:
-            nonlocal job
-            if not job.upload_started:
-                job = self._jobs.update(job, upload_started=True)
-
         def progress(done: int, total: int) -> None:
-            ctx.emit(SyncEvent("transfer", job.dest_rel, "up", done=done, total=total))
+            mirror.emit(SyncEvent("transfer", job.dest_rel, "up", done=done, total=total))
             if done < total:
                 reach("filing.chunk_sent")
 
         with open(job.source, "rb") as fh:
             if stat_fingerprint(os.fstat(fh.fileno()))[:2] != (job.size, job.mtime_ns):
                 raise Abandon(f"{job.original_name} changed before it was uploaded")
+
             def checkpoint(first: int, end: int) -> None:
                 _post_chunk(fh, job, first, end)  # looked up at call time (tests patch it)
 
-            try:
-                result = upload_resumable(ctx.client, ctx.repo_id, remote_path, fh, job.size,
-                                          chunk_size=self.chunk_size, resume=resume,
-                                          attempts=self.upload_attempts, progress=progress,
-                                          on_start=started, before_chunk=checkpoint)
-            except NotFoundError:
-                # the folder vanished (stale snapshot): create it for real and retry once
-                ctx.client.mkdir(ctx.repo_id, ctx.remote_path(folder), parents=True)
-                result = upload_resumable(ctx.client, ctx.repo_id, remote_path, fh, job.size,
-                                          chunk_size=self.chunk_size, resume=False,
-                                          attempts=self.upload_attempts, progress=progress,
-                                          on_start=started, before_chunk=checkpoint)
+            if not job.upload_started:  # from now on a partial upload may be pending on the server
+                job = self._jobs.update(job, upload_started=True)
+            stored_rel, uploaded_id = mirror.upload_new(job.dest_rel, fh, job.size, resume=resume,
+                                                        attempts=self.upload_attempts, chunk_size=self.chunk_size,
+                                                        progress=progress, before_chunk=checkpoint)
         reach("filing.uploaded")
-        stored_rel = from_remote(ctx.remote_root, result.path) or job.dest_rel
         if stored_rel != job.dest_rel:
             # the name was taken between planning and the upload: the server
             # auto-renamed ours.  Keep that name (its sidecar follows it).
             log.info("the server stored %s as %s", job.dest_rel, stored_rel)
             job = self._jobs.update(job, dest_rel=stored_rel)
-        job = self._jobs.update(job, upload_id=result.id)
+        job = self._jobs.update(job, upload_id=uploaded_id)
         current = self._remote_entry(job.dest_rel)
-        if current is None or current.id != result.id:
-            raise ServerError(f"read-back of {remote_path} failed: the server does not hold what was "
-                              "uploaded", path=job.dest_rel)
-        self._verify(job, result.id)
+        if current is None or current.id != uploaded_id:
+            raise ServerError(f"read-back of {self._remote_path(job.dest_rel)} failed: the server does not hold "
+                              "what was uploaded", path=job.dest_rel)
+        self._verify(job, current)
         return self._uploaded(job, current)
 
-    def _verify(self, job: _Job, remote_id: str) -> None:
-        """Read-back (docs/architecture.md §5, step 3): the content behind ``remote_id`` is ours.
+    def _verify(self, job: _Job, current: RemoteEntry) -> None:
+        """Read-back (docs/architecture.md §5, step 3) through the engine's
+        one verification: the server's ``current`` holds the dropped bytes.
+        Our own upload that came out wrong is removed, so a retry starts clean.
 
-        Equal content ids prove it for files up to the full-read limit after
-        a download; larger files with an equal id count as verified (the id
-        is the hash of the content's block hashes); a differing id means a
-        download and sha1 comparison.
+        :raises ServerError: it does not.
         """
-        ctx = self.ctx
-        full = job.size <= ctx.options.readback_full_limit or remote_id != job.file_id
-        if not full:
+        if self.mirror.verify(current, sha1=job.sha1, size=job.size, file_id=job.file_id):
             return
-        sink = _HashWriter()
-        ctx.client.download(ctx.repo_id, ctx.remote_path(job.dest_rel), sink)
-        if sink.sha1.hexdigest() != job.sha1 or sink.size != job.size:
-            if job.upload_id == remote_id:
-                try:  # our own upload came out wrong: remove it so a retry starts clean
-                    ctx.client.delete(ctx.repo_id, ctx.remote_path(job.dest_rel))
-                except RemoteError:
-                    pass
-            self._jobs.update(job, upload_started=False, upload_id=None)
-            raise ServerError(f"read-back of {ctx.remote_path(job.dest_rel)} did not match the dropped file",
-                              path=job.dest_rel)
+        if job.upload_id == current.id:
+            try:
+                self.mirror.delete_remote(job.dest_rel)
+            except OhsyncError:
+                pass
+        self._jobs.update(job, upload_started=False, upload_id=None)
+        raise ServerError(f"read-back of {self._remote_path(job.dest_rel)} did not match the dropped file",
+                          path=job.dest_rel)
 
     def _uploaded(self, job: _Job, current: RemoteEntry) -> _Job:
         reach("filing.verified")
-        self.ctx.snapshot[job.dest_rel] = current
-        remote_written(self.ctx, job.dest_rel)
-        self._persist_snapshot()
         return self._jobs.update(job, step="uploaded", upload_id=current.id, note="")
 
     # -- steps 2-5 (see filing_steps) ---------------------------------------------------
 
     def _do_sidecar(self, job: _Job) -> _Job:
-        return write_sidecar(self.ctx, self._jobs, job)
+        return write_sidecar(self.mirror, self._jobs, job)
 
     def _do_journal(self, job: _Job) -> _Job:
-        return add_journal_line(self.ctx, self._jobs, job)
+        return add_journal_line(self.mirror, self._jobs, job)
 
     def _do_move(self, job: _Job) -> _Job:
-        return move_into_mirror(self.ctx, self._jobs, job)
+        return move_into_mirror(self.mirror, self._jobs, job)
 
     def _do_finish(self, job: _Job) -> _Job:
         reach("filing.finishing")
-        self.ctx.emit(SyncEvent("synced", job.dest_rel, "up", action="file",
-                                message=f"filed from {job.source}"))
+        self.mirror.emit(SyncEvent("synced", job.dest_rel, "up", action="file",
+                                   message=f"filed from {job.source}"))
         return self._jobs.update(job, step="done")
 
 

@@ -16,17 +16,16 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from .client_paths import upload_name_problem
-from .context import MirrorContext
-from .errors import NotFoundError, QuotaError
+from .errors import QuotaError
 from .filing_jobs import FilingJob, FilingResult, JobStore
 from .filing_journal import BEIJING
-from .filing_api import DOWNLOADING, ReadyCheck
+from .filing_api import DOWNLOADING, MirrorAPI, ReadyCheck
 from .filing_rules import FilingRule, choose_rule, render_dest, unique_name
 from .filing_summary import human_size, summarize
 from .ids import file_hashes
 from .localfs import stat_fingerprint
-from .paths import from_remote, name_problem, normalize_rel
+from .names import path_problem, upload_name_problem
+from .paths import from_remote, normalize_rel, to_local, to_remote
 
 __all__ = ["Planner", "QUOTA_MARGIN"]
 
@@ -39,7 +38,7 @@ QUOTA_MARGIN = 64 * 1024
 class Planner:
     """Plans filing jobs for one mirror (see the module docstring).
 
-    :param ctx: the mirror's context (client, roots, state, snapshot).
+    :param mirror: the mirror, as filing sees it.
     :param jobs: the filing database (new jobs are inserted there).
     :param drop_dir: the drop folder (``dir:`` rules match its subfolders).
     :param rules: parsed rules, first match wins.
@@ -48,9 +47,9 @@ class Planner:
     :param ready: tells whether a file is finished (the daemon's stability gate).
     """
 
-    def __init__(self, ctx: MirrorContext, jobs: JobStore, drop_dir: Path, rules: list[FilingRule],
+    def __init__(self, mirror: MirrorAPI, jobs: JobStore, drop_dir: Path, rules: list[FilingRule],
                  default_dest: str, now: Callable[[], datetime], ready: ReadyCheck) -> None:
-        self.ctx, self.jobs, self.drop_dir = ctx, jobs, drop_dir
+        self.mirror, self.jobs, self.drop_dir = mirror, jobs, drop_dir
         self.rules, self.default_dest, self.now = rules, default_dest, now
         self.ready = ready
 
@@ -72,7 +71,7 @@ class Planner:
         src = str(source)
         name = unicodedata.normalize("NFC", source.name)
         try:
-            source.relative_to(self.ctx.local_root)
+            source.relative_to(self.mirror.local_root)
             return FilingResult("failed", src, message=f"{name} is already inside the mirror folder; "
                                 "only files from outside it can be filed.")
         except ValueError:
@@ -101,7 +100,7 @@ class Planner:
                                 retryable=True)
         found = self._find_duplicate(sha1, file_id)
         if found is not None:
-            where = self.ctx.remote_path(found)
+            where = to_remote(self.mirror.remote_root, found)
             return FilingResult("duplicate", src, dest_rel=found, remote_path=where,
                                 message=f"{name} is already filed at {where}; it was not uploaded again "
                                 "and stays in the drop folder.")
@@ -110,13 +109,13 @@ class Planner:
         rule = choose_rule(self.rules, name, drop_rel)
         folder, target = render_dest(rule.dest if rule else self.default_dest, name=name, when=when,
                                      drop_rel=drop_rel)
-        folder_rel = from_remote(self.ctx.remote_root, folder)
+        folder_rel = from_remote(self.mirror.remote_root, folder)
         if folder_rel is None:
             return FilingResult("failed", src, message=f"{name}: the destination {folder} is outside the "
-                                f"mirrored folder {self.ctx.remote_root}; check [filing] rules.")
+                                f"mirrored folder {self.mirror.remote_root}; check [filing] rules.")
         self.check_quota(size, name)
         dest_rel = self.free_dest(folder_rel, target)
-        problem = name_problem(dest_rel + ".md") or upload_name_problem(dest_rel.rsplit("/", 1)[-1])
+        problem = path_problem(dest_rel + ".md") or upload_name_problem(dest_rel.rsplit("/", 1)[-1])
         if problem:
             return FilingResult("failed", src, message=f"{name} cannot be filed as {dest_rel}: {problem}. "
                                 "Rename it in the drop folder.")
@@ -130,30 +129,22 @@ class Planner:
     def _files_prefix(self) -> str | None:
         """Rel path of the library's ``/Files`` in this mirror ("" when the
         mirror *is* ``/Files``; None when the mirror does not contain it)."""
-        return from_remote(self.ctx.remote_root, "/Files")
+        return from_remote(self.mirror.remote_root, "/Files")
 
     def _find_duplicate(self, sha1: str, file_id: str) -> str | None:
         """Rel path where this content already is under ``/Files/``, or None."""
         prefix = self._files_prefix()
         if prefix is None:
             return None
-
-        def under_files(rel: str) -> bool:
-            return prefix == "" or rel.startswith(prefix + "/")
-
-        for rel, base in sorted(self.ctx.state.all_bases().items()):
-            if not base.is_dir and base.sha1 == sha1 and under_files(rel):
-                return rel
-        for rel, entry in sorted(self.ctx.snapshot.items()):
-            if not entry.is_dir and entry.id == file_id and under_files(rel):
-                return rel
+        found = self.mirror.find_copy(sha1, file_id, prefix)
+        if found is not None:
+            return found
         job = self.jobs.unfinished_with_sha1(sha1)
         return job.dest_rel if job is not None else None
 
     def check_quota(self, size: int, name: str) -> None:
         """:raises QuotaError: the account has less than ``size`` + 64 KiB free."""
-        info = self.ctx.client.account_info()
-        free = info.free
+        free = self.mirror.free_space()
         if free is not None and free < size + QUOTA_MARGIN:
             raise QuotaError(f"the server has {human_size(free)} free and {name} needs "
                              f"{human_size(size)}. Free some space (or ask for more quota), then file it again.",
@@ -161,19 +152,14 @@ class Planner:
 
     def free_dest(self, folder_rel: str, wanted: str, *, avoid: str | None = None) -> str:
         """A rel path in ``folder_rel`` whose name and sidecar name are free
-        on the server, in the mirror, in the snapshot and among jobs."""
-        remote_names: set[str] = set()
-        try:
-            listing = self.ctx.client.list_dir(self.ctx.repo_id, self.ctx.remote_path(folder_rel))
-            remote_names = {e.name for e in listing.entries}
-        except NotFoundError:
-            pass
+        on the server, in the mirror, in the engine's view and among jobs."""
+        remote_names = set(self.mirror.list_folder(folder_rel))
 
         def one_taken(candidate_rel: str) -> bool:
             name = candidate_rel.rsplit("/", 1)[-1]
-            return (name in remote_names or candidate_rel in self.ctx.snapshot
+            return (name in remote_names or self.mirror.known(candidate_rel)
                     or candidate_rel == avoid
-                    or os.path.lexists(self.ctx.local_path(candidate_rel))
+                    or os.path.lexists(to_local(self.mirror.local_root, candidate_rel))
                     or self.jobs.dest_taken(candidate_rel))
 
         def taken(candidate: str) -> bool:

@@ -3,8 +3,9 @@
 Each function takes a job from one recorded step to the next and returns
 it updated in the :class:`~ohsync.engine.filing_jobs.JobStore`; each checks
 the server or the mirror first, so running it again after a crash does
-nothing twice (see :mod:`ohsync.engine.filing`).  Text files are pushed by
-read-merge-write (:func:`~ohsync.engine.transfer.push`).
+nothing twice (see :mod:`ohsync.engine.filing`).  They see the mirror only
+through :class:`~ohsync.engine.filing_api.MirrorAPI`; text files are pushed
+by its read-merge-write (:meth:`~ohsync.engine.filing_api.MirrorAPI.push`).
 """
 
 from __future__ import annotations
@@ -13,33 +14,20 @@ import logging
 import os
 from pathlib import Path
 
-from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError
 from .events import SyncEvent
+from .filing_api import MirrorAPI
 from .filing_jobs import FilingJob, JobStore
 from .filing_journal import BEIJING, append_line, has_line, journal_line, new_journal
 from .filing_summary import sidecar_text
 from .ids import file_hashes, seafile_file_id
-from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
-from .merge import is_text
-from .models import RemoteEntry
-from .state import Base
-from .transfer import current_remote, pull, push, remote_written
+from .localfs import atomic_write, stat_fingerprint, temp_beside
+from .paths import to_local, to_remote
 
-__all__ = ["add_journal_line", "move_into_mirror", "persist_snapshot", "record_base", "remote_entry",
-           "source_unchanged", "write_sidecar"]
+__all__ = ["add_journal_line", "move_into_mirror", "record_base", "source_unchanged", "write_sidecar"]
 
 log = logging.getLogger("ohsync.filing")
-
-
-#: The server's entry of file ``rel`` now (``file/detail``), or None.
-remote_entry = current_remote
-
-
-def persist_snapshot(ctx: MirrorContext) -> None:
-    """Store the mirror's remote snapshot (kept current by the steps)."""
-    ctx.state.replace_remote_snapshot(ctx.snapshot.values())
 
 
 def source_unchanged(job: FilingJob) -> bool | None:
@@ -53,7 +41,7 @@ def source_unchanged(job: FilingJob) -> bool | None:
 
 # -- step 2: sidecar ---------------------------------------------------------------
 
-def write_sidecar(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJob:
+def write_sidecar(mirror: MirrorAPI, jobs: JobStore, job: FilingJob) -> FilingJob:
     """Step 2: write ``<dest>.md`` into the mirror and push it.
 
     A sidecar with other content already on the server or in the mirror is
@@ -62,8 +50,8 @@ def write_sidecar(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJ
     rel = job.sidecar_rel
     content = sidecar_text(name=job.name, sha1=job.sha1, size=job.size, filed=job.when,
                            original_name=job.original_name, summary=job.summary)
-    local = ctx.local_path(rel)
-    remote = remote_entry(ctx, rel)
+    local = to_local(mirror.local_root, rel)
+    remote = mirror.remote_file(rel)
     if remote is not None and remote.id != seafile_file_id(content):
         # a sidecar written by someone else (e.g. a summariser) is already there: keep it
         return jobs.update(job, step="sidecar", note=f"kept the existing sidecar {rel}")
@@ -73,16 +61,15 @@ def write_sidecar(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJ
         # a sidecar written locally meanwhile (not ours): the sync pushes it
         return jobs.update(job, step="sidecar", note=f"kept the existing sidecar {rel}")
     reach("filing.sidecar_written")
-    outcome = push(ctx, rel, ctx.state.get_base(rel))
+    action = mirror.push(rel)
     reach("filing.sidecar_pushed")
-    ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
-    persist_snapshot(ctx)
+    mirror.emit(SyncEvent("synced", rel, "up", action=action))
     return jobs.update(job, step="sidecar")
 
 
 # -- step 3: journal line ----------------------------------------------------------
 
-def add_journal_line(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJob:
+def add_journal_line(mirror: MirrorAPI, jobs: JobStore, job: FilingJob) -> FilingJob:
     """Step 3: append the job's line to ``journal/<yyyy-mm>.md`` (pulled
     first if only the server has it; created when new) unless it is there,
     then push by read-merge-write.
@@ -92,12 +79,10 @@ def add_journal_line(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> Fili
     when = job.when.astimezone(BEIJING)
     month = f"{when:%Y-%m}"
     rel = f"journal/{month}.md"
-    line = journal_line(job.name, ctx.remote_path(job.dest_rel), when)
-    local = ctx.local_path(rel)
+    line = journal_line(job.name, to_remote(mirror.remote_root, job.dest_rel), when)
+    local = to_local(mirror.local_root, rel)
     if not local.exists():
-        remote = remote_entry(ctx, rel)
-        if remote is not None:
-            pull(ctx, rel, remote, None)  # read first: never start a second month file
+        mirror.pull(rel)  # read first: never start a second month file
     if not local.exists():
         atomic_write(local, new_journal(month, when, line))
     else:
@@ -108,14 +93,12 @@ def add_journal_line(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> Fili
             new = append_line(data, line)
             if stat_fingerprint(os.stat(local)) != fp:
                 raise LocalError(f"{rel} is being edited; the journal line is added later", path=rel)
-            if ctx.options.backup_dir is not None:
-                backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
+            mirror.back_up(rel)
             atomic_write(local, new)
     reach("filing.journal_written")
-    outcome = push(ctx, rel, ctx.state.get_base(rel))
+    action = mirror.push(rel)
     reach("filing.journal_pushed")
-    ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
-    persist_snapshot(ctx)
+    mirror.emit(SyncEvent("synced", rel, "up", action=action))
     if not has_line(local.read_bytes(), line):
         # a merge dropped it: someone deleted this exact line on the server; respect that
         log.warning("the journal line for %s was removed by a merge; not adding it again", job.dest_rel)
@@ -124,13 +107,13 @@ def add_journal_line(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> Fili
 
 # -- step 4: move into the mirror --------------------------------------------------
 
-def move_into_mirror(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> FilingJob:
+def move_into_mirror(mirror: MirrorAPI, jobs: JobStore, job: FilingJob) -> FilingJob:
     """Step 4: move the dropped file to its place in the mirror and record
     its base; a changed or vanished source, or another file at the target,
     is left alone and noted.  A document filed from outside the drop folder
     (``ohsync file PATH``) is copied, never moved: the person's original stays.
     """
-    target = ctx.local_path(job.dest_rel)
+    target = to_local(mirror.local_root, job.dest_rel)
     source = Path(job.source)
     keep_source = job.drop_rel is None
     note = ""
@@ -150,7 +133,7 @@ def move_into_mirror(ctx: MirrorContext, jobs: JobStore, job: FilingJob) -> Fili
             move_file(source, target, keep_source=keep_source)
             reach("filing.moved")
     if target.exists() and local_sha1(target) == job.sha1:
-        record_base(ctx, job, target)
+        record_base(mirror, job)
     return jobs.update(job, step="moved", note=note)
 
 
@@ -188,23 +171,7 @@ def move_file(source: Path, target: Path, *, keep_source: bool = False) -> None:
         source.unlink()
 
 
-def record_base(ctx: MirrorContext, job: FilingJob, target: Path) -> None:
+def record_base(mirror: MirrorAPI, job: FilingJob) -> None:
     """The mirror's copy is the server's: record the base (no upload, no
-    download next pass) and the snapshot entry."""
-    remote = ctx.snapshot.get(job.dest_rel)
-    remote_id = job.upload_id or (remote.id if remote is not None else job.file_id)
-    fp = stat_fingerprint(os.stat(target))
-    content = None
-    if job.size <= ctx.options.readback_full_limit:
-        data = target.read_bytes()
-        content = data if is_text(data) else None
-    ctx.state.set_base(Base(job.dest_rel, False, job.sha1, remote_id, *fp), content)
-    if remote is None or remote.id != remote_id:
-        ctx.snapshot[job.dest_rel] = RemoteEntry(job.dest_rel, False, remote_id, job.size,
-                                                 int(fp[1] // 1_000_000_000))
-        remote_written(ctx, job.dest_rel)
-    parts = job.dest_rel.split("/")[:-1]
-    for i in range(1, len(parts) + 1):
-        sub = "/".join(parts[:i])
-        ctx.snapshot.setdefault(sub, RemoteEntry(sub, True, ""))
-    persist_snapshot(ctx)
+    download next pass) and the engine's view of the server."""
+    mirror.adopt(job.dest_rel, sha1=job.sha1, remote_id=job.upload_id or job.file_id, size=job.size)

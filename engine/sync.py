@@ -343,7 +343,10 @@ class SyncEngine(FolderSteps):
             # a pass over some paths keeps what earlier passes skipped elsewhere
             kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]
             self._skipped_pass = sorted(set(kept) | set(report.skipped))
-        if idle_shaped and not candidates and self._nothing_waits(report, generation):
+        # settled: an idle-shaped pass, or a full scan with the server checked, that found nothing
+        # (else every periodic full scan would be followed by a pass that reads every base again)
+        quiet_full = local_paths is None and check_remote
+        if (idle_shaped and not candidates or quiet_full) and self._nothing_waits(report, generation):
             self._settled = (self.state.generation, bool(bases), self.state.get_meta("head") or "")
         return report
 

@@ -23,7 +23,7 @@ from .conflict_names import CONFLICT_DIR, conflict_copy_path, origin_of
 from .special_dirs import working_dir
 from .crashpoints import reach
 from .context import MirrorContext
-from .errors import RemoteOperationError, LocalError, NotFoundError
+from .errors import RemoteOperationError, LocalError
 from .events import ConflictRecord, SyncEvent
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
@@ -31,6 +31,7 @@ from .merge import is_text, merge_versions
 from .models import RemoteEntry
 from .paths import from_remote, parent_rel
 from .state import Base
+from .write_path import current_remote, read_back, send
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
            "remote_written", "head_for", "archive_version"]
@@ -222,15 +223,6 @@ def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
             ctx.snapshot[sub] = RemoteEntry(sub, True, "")
 
 
-def current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
-    """The server's entry of file ``rel_path`` now (``GET …/file/detail/``), or None."""
-    try:
-        detail = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(rel_path))
-    except NotFoundError:
-        return None
-    return RemoteEntry(rel_path, False, detail.id, detail.size, detail.mtime)
-
-
 def head_for(ctx: MirrorContext, rel_path: str, *, fresh: bool = False) -> tuple[str | None, bool]:
     """The library commit an update of ``rel_path`` is based on: the head the
     pass read first, unless we wrote ``rel_path`` since (or ``fresh``): then
@@ -254,19 +246,16 @@ def _upload(ctx: MirrorContext, rel_path: str, data: bytes, exists: bool, head: 
     returns the new file id."""
     remote_path = ctx.remote_path(rel_path)
     ctx.emit(SyncEvent("transfer", rel_path, "up", done=0, total=len(data)))
-    if exists:
-        result = ctx.client.update(ctx.repo_id, remote_path, data, head=head)
-        remote_written(ctx, rel_path)
-    else:
+    if not exists:
         ensure_remote_dir(ctx, parent_rel(rel_path))
-        result = ctx.client.upload(ctx.repo_id, remote_path, data, replace=False)
-        remote_written(ctx, rel_path)
-        if result.path != remote_path:
-            # Someone created the path since we looked: the server stored
-            # ours under an auto-renamed name.  Remove that stray copy (its
-            # bytes are still local) and go round again to merge.
-            ctx.client.delete(ctx.repo_id, result.path)
-            raise _Raced()
+    result = send(ctx, rel_path, data, len(data), exists=exists, head=head)
+    remote_written(ctx, rel_path)
+    if not exists and result.path != remote_path:
+        # Someone created the path since we looked: the server stored
+        # ours under an auto-renamed name.  Remove that stray copy (its
+        # bytes are still local) and go round again to merge.
+        ctx.client.delete(ctx.repo_id, result.path)
+        raise _Raced()
     ctx.emit(SyncEvent("transfer", rel_path, "up", done=len(data), total=len(data)))
     return str(result.id)
 
@@ -276,24 +265,10 @@ class _Raced(Exception):
 
 
 def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str) -> bool:
-    """docs/architecture.md §5, step 3: is what the server holds now exactly what we wrote?
-
-    The live file at ``rel_path`` must have the id the upload answered
-    (``file/detail``: one request).  That id is a content hash (sha1 of the
-    8 MiB blocks' sha1s): when it equals the id computed here from the bytes
-    sent, the server provably stored those bytes and nothing is downloaded.
-    Only a server that cut the blocks otherwise (another block size) gets
-    the small file downloaded again and compared by sha1.
-    """
-    current = current_remote(ctx, rel_path)
-    if current is None or current.id != uploaded_id:
-        return False
-    if uploaded_id != seafile_file_id(data) and len(data) <= ctx.options.readback_full_limit:
-        content, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
-        if sha1_bytes(content) != sha1_bytes(data):
-            return False
-    ctx.snapshot[rel_path] = current
-    return True
+    """docs/architecture.md §5, step 3: is what the server holds now exactly
+    what we wrote? (:func:`ohsync.engine.write_path.read_back`)"""
+    return read_back(ctx, rel_path, uploaded_id, sha1=sha1_bytes(data), size=len(data),
+                     file_id=seafile_file_id(data)) is not None
 
 
 def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str, top: str = CONFLICT_DIR) -> str | None:

@@ -10,10 +10,12 @@ store ours as an SFConflict file, which is removed before the next round).
 The file is hashed while it is sent (no pass over it before the first
 byte; only a remote file of the same size is worth hashing first, to see
 whether it already holds our bytes), with several chunks in flight when the
-engine has a transfer pool.  Read-back compares the id the server reports
-with the id computed locally from the bytes sent.  An upload interrupted by
-a crash resumes (``file-uploaded-bytes``) only when the state says the
-partial upload was of exactly this file version (same fingerprint).
+engine has a transfer pool.  Upload and read-back are the shared ones of
+:mod:`.write_path` (the id the server reports must be the upload's and the
+id computed locally from the bytes sent, else the file is downloaded again
+and compared).  An upload interrupted by a crash resumes
+(``file-uploaded-bytes``) only when the state says the partial upload was
+of exactly this file version (same fingerprint).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from .localfs import hash_file, stat_fingerprint
 from .models import RemoteEntry
 from .paths import parent_rel
 from .state import Base
-from .transfer import HEAD_HONOURED, LocalChanged, PushOutcome, current_remote, ensure_remote_dir, head_for, remote_written
+from .transfer import HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, remote_written
+from .write_path import current_remote, read_back, send
 
 __all__ = ["LARGE_FILE", "push_large"]
 
@@ -100,12 +103,8 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
                                    path=rel_path)
 
         with open(path, "rb") as fh:
-            result = ctx.client.upload_chunked(ctx.repo_id, ctx.remote_path(rel_path), fh, size=size,
-                                               exists=remote is not None, progress=progress, resume=resume,
-                                               chunk_size=ctx.options.upload_chunk, before_chunk=unchanged,
-                                               head=head if remote is not None else None, hasher=hasher,
-                                               executor=ctx.executor, in_flight=ctx.options.upload_in_flight,
-                                               resume_cap=cap)
+            result = send(ctx, rel_path, fh, size, exists=remote is not None, head=head, resume=resume,
+                          progress=progress, before_chunk=unchanged, hasher=hasher, resume_cap=cap)
         ctx.state.set_meta(pending_key, None)
         sha1, fid = hasher.sha1(), hasher.file_id()
         remote_written(ctx, rel_path)
@@ -114,10 +113,8 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
         if result.path != ctx.remote_path(rel_path):
             ctx.client.delete(ctx.repo_id, result.path)  # raced with a new remote file: merge next round
             continue
-        current = current_remote(ctx, rel_path)
-        if current is not None and current.id == result.id == fid:
-            ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
-            ctx.snapshot[rel_path] = current
+        if read_back(ctx, rel_path, result.id, sha1=sha1, size=size, file_id=fid) is not None:
+            ctx.state.set_base(Base(rel_path, False, sha1, result.id, *fp))
             return PushOutcome("upload", conflict)
         own = find_own(ctx, rel_path, result.id) if remote is not None else None
         if own is not None:

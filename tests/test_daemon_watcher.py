@@ -83,3 +83,42 @@ def test_two_paths_and_a_new_folder(tmp_path: Path) -> None:
         wait_for(lambda: any(scan for _, scan in rec.batches), timeout=15, what="a full-scan request")
     finally:
         w.stop()
+
+
+def test_move_records_of_finished_renames_are_swept(tmp_path: Path, monkeypatch) -> None:
+    import ohsync.daemon.watcher as watcher_mod
+
+    monkeypatch.setattr(watcher_mod, "MOVE_RECORD_SWEEP", 3600.0)
+    rec = Recorder()
+    w = _watch(tmp_path, rec, quiet=0.2)
+
+    def records() -> int:
+        total = 0
+        for emitter in list(w._observer.emitters):  # type: ignore[union-attr]
+            inotify = getattr(getattr(emitter, "_inotify", None), "_inotify", None)
+            total += len(getattr(inotify, "_moved_from_events", {}))
+        return total
+
+    def saves(batch: int) -> None:  # atomic saves: a temp file, then a rename over the target
+        for i in range(50):
+            tmp = tmp_path / f".ohsync-tmp-{batch}-{i}"
+            tmp.write_text(f"v{batch}.{i}\n", encoding="utf-8")
+            os.replace(tmp, tmp_path / f"note-{i}.md")
+        wait_for(lambda: len(rec.paths()) >= 50 * batch, timeout=15, what="the renamed files")
+    try:
+        time.sleep(0.3)
+        saves(1)
+        assert records() >= 50  # watchdog keeps one record per rename
+        w._sweep_move_records()  # new since the last sweep: kept
+        assert records() >= 50
+        w._sweep_move_records()  # still there a sweep later: the renames are over
+        assert records() == 0
+        # the debounce thread does the same on its own, then sleeps without a timeout again
+        monkeypatch.setattr(watcher_mod, "MOVE_RECORD_SWEEP", 0.3)
+        saves(2)
+        wait_for(lambda: records() == 0, timeout=15, what="the move records swept")
+        wait_for(lambda: not w._old_moves, timeout=15, what="nothing left to sweep")
+        assert sorted(set(rec.paths())) == sorted(f"note-{i}.md" for i in range(50))
+        assert w.is_alive()
+    finally:
+        w.stop()

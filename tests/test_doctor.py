@@ -172,6 +172,28 @@ def test_library_missing(setup_done, probes) -> None:
     assert found.level == WARNING and "creates it" in found.message
 
 
+def test_every_mirror_is_checked(setup_done, devserver, probes) -> None:
+    """A second [[mirror]] with a library that does not exist is an error, not "syncing works"."""
+    cfg = load_config(setup_done.config)
+    home = setup_done.root / "home"
+    devserver.create_library(USER, "Notes")
+    notes = replace(cfg.mirror, library="Notes", local=home / "Notes")
+    findings = _run(setup_done, probes, mirrors=(cfg.mirror, notes))
+    assert _check(findings, "library:Notes").level == OK
+    assert _check(findings, "mirror_folder:Notes").level == OK and "does not exist yet" in \
+        _check(findings, "mirror_folder:Notes").message
+    assert exit_code(findings) == 0
+    typo = replace(notes, library="Notez")
+    findings = _run(setup_done, probes, mirrors=(cfg.mirror, typo))
+    found = _check(findings, "library:Notez")
+    assert found.level == ERROR and "'Notez' does not exist" in found.message and "`library`" in found.fix
+    assert _check(findings, "library").level == OK and exit_code(findings) == 1
+    # another account without a saved login
+    other = replace(notes, username="other@example.edu.cn")
+    found = _check(_run(setup_done, probes, mirrors=(cfg.mirror, other)), "library:Notes")
+    assert found.level == ERROR and "ohsync login --mirror Notes" in found.fix
+
+
 def test_mirror_folder_problems(setup_done, probes, monkeypatch) -> None:
     cfg = load_config(setup_done.config)
     mirror = cfg.mirror.local

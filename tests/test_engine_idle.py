@@ -117,3 +117,20 @@ def test_snapshot_written_only_when_changed(devserver, tmp_path):
     m.state._db.set_trace_callback(None)
     m.state.close()
     m.client.close()
+
+
+def test_a_full_scan_that_finds_nothing_settles_the_mirror(devserver, tmp_path):
+    repo = devserver.create_library(USER, "Idle-full", from_tree=_tree(tmp_path / "seed", 120))
+    m = make_mirror(devserver, repo, tmp_path)
+    m.engine.sync()  # the cold mirror: busy, not settled
+    assert not m.engine.sync([], check_remote=True).idle  # the first poll after work compares once more
+    assert m.engine.sync([], check_remote=True).idle
+    report = m.engine.sync()  # a periodic full scan with the server checked: nothing to do
+    assert not report.idle and not report.uploaded and not report.downloaded
+    assert m.engine.sync([], check_remote=True).idle  # no second full comparison after it
+    # a full scan that did find something does not settle
+    m.write("d0/e0/note-2.md", b"changed here\n")
+    assert m.engine.sync().uploaded == ["d0/e0/note-2.md"]
+    assert not m.engine.sync([], check_remote=True).idle
+    m.state.close()
+    m.client.close()

@@ -24,6 +24,7 @@ from ohsync.daemon.stability import StabilityGate
 from ohsync.engine.filing import Filer, FilingResult, _JobStore, journal_line
 from ohsync.engine.ids import seafile_file_id, sha1_bytes
 from ohsync.engine.memory_format import parse_memory
+from ohsync.engine.mirror_api import for_engine
 
 CST = timezone(timedelta(hours=8))
 NOW = datetime(2026, 11, 30, 9, 12, 34, tzinfo=CST)
@@ -56,7 +57,7 @@ class Env:
     def filer(self, rules=RULES, now=NOW, **kw) -> Filer:
         kw.setdefault("sleep", lambda s: None)
         kw.setdefault("ready", StabilityGate().not_ready)
-        filer = Filer(self.mirror.engine, self.drop, rules, "/Files/_inbox/", self.db, now=lambda: now, **kw)
+        filer = Filer(for_engine(self.mirror.engine), self.drop, rules, "/Files/_inbox/", self.db, now=lambda: now, **kw)
         self.filers.append(filer)
         return filer
 

@@ -146,3 +146,17 @@ def test_the_engine_kills_no_process_and_reads_no_proc() -> None:
     assert found == [], ("engine/ is pure: no os.kill, no signals, no /proc (crash points only announce, "
                          "the daemon decides; /proc checks live in daemon/):\n" + "\n".join(found))
 
+
+def test_filing_sees_the_engine_only_through_its_api() -> None:
+    """engine/filing*.py import nothing of the engine's insides (context,
+    state, transfers, sync, client): they go through engine/filing_api.py."""
+    inside = ("context", "state", "transfer", "transfer_large", "sync", "client", "upload_batch", "mirror_api")
+    found = []
+    for path, module in _sources("engine"):
+        if not path.name.startswith("filing"):
+            continue
+        for line, name in imported_modules(path.read_text(encoding="utf-8"), module):
+            if any(_within(name, f"ohsync.engine.{m}") or name.startswith("ohsync.engine.client")
+                   for m in inside):
+                found.append(f"{path.relative_to(REPO)}:{line} imports {name}")
+    assert found == [], "filing uses only its narrow engine API (engine/filing_api.py):\n" + "\n".join(found)

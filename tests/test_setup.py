@@ -56,6 +56,30 @@ def test_scripted_setup_creates_library_writes_config_and_token(isolated_env, de
     assert token not in isolated_env.config.read_text() and token not in out + err
 
 
+def test_setup_writes_mirror_tables_a_second_one_can_be_appended_to(isolated_env, devserver, monkeypatch,
+                                                                    capsys) -> None:
+    """The README adds a library with a `[[mirror]]` block; an inline `mirror = [...]` written by
+    setup made that file invalid TOML ("Cannot mutate immutable namespace")."""
+    isolated_env.config.write_text('# my notes about this file\npoll_interval = 7  # fast\n')
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 0, capsys.readouterr().err
+    text = isolated_env.config.read_text()
+    assert "[[mirror]]" in text and "# my notes about this file" in text and "# fast" in text
+    home = isolated_env.root / "home"
+    with isolated_env.config.open("a") as f:
+        f.write(f'\n[[mirror]]\nlibrary = "Notes"\nlocal = "{home / "Notes"}"\n')
+    cfg = load_config(isolated_env.config)
+    assert [m.library for m in cfg.mirrors] == ["OH-Memory", "Notes"]
+    # setup again keeps both mirrors and what the person wrote in them
+    isolated_env.config.write_text(isolated_env.config.read_text().replace(
+        'library = "Notes"', 'library = "Notes"  # course notes'))
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver)) == 0, capsys.readouterr().err
+    text = isolated_env.config.read_text()
+    assert "# course notes" in text and text.count("[[mirror]]") == 2
+    assert [m.library for m in load_config(isolated_env.config).mirrors] == ["OH-Memory", "Notes"]
+
+
 def test_scripted_setup_with_a_token_takes_the_username_from_the_account(isolated_env, devserver, monkeypatch,
                                                                          capsys) -> None:
     devserver.create_library(USER, "OH-Memory")

@@ -1,0 +1,128 @@
+"""The thread base of the daemon's folder services: a watchdog observer
+feeding one loop thread of our own.
+
+:class:`~ohsync.daemon.watcher.Watcher` (the mirror folder) and
+:class:`~ohsync.daemon.filing_service.FilingService` (the drop folder) both
+are one: the observer's handler notes events under :attr:`ServiceThread.cond`,
+the loop (:meth:`ServiceThread.run_loop`) waits on it and hands work on.
+Modelled on watchdog's ``BaseThread``: a daemon thread that runs while
+:meth:`should_keep_running`, a :meth:`stop` that signals, wakes and joins,
+and hooks around the start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from watchdog.events import FileSystemEventHandler
+from watchdog.observers.api import BaseObserver
+
+__all__ = ["ServiceThread"]
+
+log = logging.getLogger(__name__)
+
+#: How long :meth:`ServiceThread.stop` waits for each thread.
+JOIN_TIMEOUT = 5.0
+
+
+class ServiceThread:
+    """A watched folder plus the loop thread that acts on its events.
+
+    :param name: the loop thread's name (the observer is ``<name>-observer``
+        unless ``observer_name`` says otherwise).
+    :param observer_factory: makes the watchdog observer (tests may pass a
+        polling observer).
+    :param observer_name: the observer thread's name.
+    """
+
+    def __init__(self, name: str, observer_factory: Callable[[], BaseObserver], *,
+                 observer_name: str | None = None) -> None:
+        self.thread_name = name
+        self.observer_name = observer_name or f"{name}-observer"
+        self._observer_factory = observer_factory
+        self._observer: BaseObserver | None = None
+        self._thread: threading.Thread | None = None
+        #: Guards the subclass's pending work; the loop waits on it.
+        self.cond = threading.Condition()
+        self._stopping = False
+
+    # ----------------------------------------------------------------- for subclasses
+
+    def run_loop(self) -> None:
+        """The loop thread's body: wait on :attr:`cond`, act, until
+        :meth:`should_keep_running` says no.  Subclasses implement it."""
+        raise NotImplementedError
+
+    def on_thread_start(self) -> None:
+        """Called right before the loop thread starts (observer already running)."""
+
+    def should_keep_running(self) -> bool:
+        """False once :meth:`stop` was called."""
+        return not self._stopping
+
+    def watch(self, folder: Path, handler: FileSystemEventHandler) -> BaseObserver:
+        """A started observer of ``folder`` (recursive) calling ``handler``.
+
+        :raises OSError: the folder cannot be watched (missing, inotify limit).
+        """
+        observer = self._observer_factory()
+        observer.name = self.observer_name
+        observer.schedule(handler, str(folder), recursive=True)
+        try:
+            observer.start()
+        except BaseException:
+            observer.stop()
+            raise
+        return observer
+
+    def replace_observer(self, folder: Path, handler: FileSystemEventHandler) -> bool:
+        """Watch ``folder`` afresh with a new observer, then stop the old one
+        (call without holding :attr:`cond`).
+
+        :returns: False (the old watch kept) when the new one cannot start.
+        """
+        old = self._observer
+        try:
+            self._observer = self.watch(folder, handler)
+        except OSError as exc:
+            log.warning("cannot watch %s afresh (%s); keeping the current watch", folder, exc.strerror or exc)
+            return False
+        if old is not None:
+            old.stop()
+            old.join(timeout=JOIN_TIMEOUT)
+        return True
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start_watching(self, folder: Path, handler: FileSystemEventHandler) -> None:
+        """Start the observer of ``folder``, then the loop thread.
+
+        :raises OSError: the folder cannot be watched.
+        """
+        self._observer = self.watch(folder, handler)
+        self.on_thread_start()
+        self._thread = threading.Thread(target=self.run_loop, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Wake the loop (new work, or a changed deadline)."""
+        with self.cond:
+            self.cond.notify_all()
+
+    def stop(self) -> None:
+        """Signal the loop to stop, wake it, stop the observer and join both."""
+        with self.cond:
+            self._stopping = True
+            self.cond.notify_all()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=JOIN_TIMEOUT)
+        if self._thread is not None:
+            self._thread.join(timeout=JOIN_TIMEOUT)
+
+    def is_alive(self) -> bool:
+        """True while both the observer and the loop thread run."""
+        return bool(self._observer and self._observer.is_alive() and self._thread and self._thread.is_alive())

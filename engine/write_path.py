@@ -1,0 +1,166 @@
+"""The one way bytes go to the server, and the one read-back
+(docs/architecture.md §5, steps 2 and 3).
+
+Every writer uses these two: the sync's read-merge-write of small files
+(:func:`ohsync.engine.transfer.push`), of large files
+(:func:`ohsync.engine.transfer_large.push_large`) and drop-folder filing
+(through :class:`ohsync.engine.mirror_api.EngineMirror`).
+
+* :func:`send` uploads a new file or updates an existing one: bytes in
+  memory in one request (``upload`` / ``update``), a file object streamed
+  in chunks (``upload_chunked``, resumable).
+* :func:`read_back` decides whether the server now holds exactly what was
+  sent: the live entry must carry the id the upload answered, and
+  (:func:`holds_content`) unless that id is the content id computed locally
+  (the sha1 of the 8 MiB blocks' sha1s), the file is downloaded again
+  (streamed) and compared by sha1 and size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable
+from typing import BinaryIO
+
+from .context import MirrorContext
+from .errors import NotFoundError
+from .ids import ContentHasher
+from .models import RemoteEntry, UploadResult
+
+__all__ = ["current_remote", "holds_content", "read_back", "send"]
+
+
+def current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
+    """The server's entry of file ``rel_path`` now (``GET …/file/detail/``), or None."""
+    try:
+        detail = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(rel_path))
+    except NotFoundError:
+        return None
+    return RemoteEntry(rel_path, False, detail.id, detail.size, detail.mtime)
+
+
+def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int, *, exists: bool,
+         head: str | None = None, resume: bool = False, attempts: int | None = None,
+         chunk_size: int | None = None, progress: Callable[[int, int], None] | None = None,
+         before_chunk: Callable[[int, int], None] | None = None, hasher: ContentHasher | None = None,
+         resume_cap: int | None = None) -> UploadResult:
+    """Upload ``content`` to ``rel_path``.
+
+    :param content: bytes (one request: ``POST`` to the upload or update
+        link, API §4.5/§4.6), or a seekable binary file read from offset 0
+        (chunked, API §5.5; a file of at most ``chunk_size`` bytes still
+        goes in one request).
+    :param size: bytes in ``content``.
+    :param exists: update the existing file in place (``update-link``,
+        based on ``head``); False uploads a new file, never replacing: a
+        name taken meanwhile is auto-renamed by the server (see the result's
+        ``path``).
+    :param head: the library commit an update is based on (ignored for new files).
+    :param resume: chunked only: continue a partial upload the server holds.
+    :param attempts: chunked only: failures in a row of one chunk before giving up.
+    :param chunk_size: chunked only: bytes per request (default the
+        mirror's ``upload_chunk``).
+    :param progress: chunked only: ``progress(done_bytes, size)`` after each chunk.
+    :param before_chunk: chunked only: ``before_chunk(first, end)`` before
+        each chunk; raising stops the upload.
+    :param hasher: chunked only: fed the bytes as they are sent (their sha1
+        and content id afterwards, with no pass over the file first).
+    :param resume_cap: chunked only: resume from at most this offset (the
+        prefix the server confirmed before the program stopped).
+
+    Chunked uploads keep ``ctx.options.upload_in_flight`` chunks in flight
+    on ``ctx.executor`` (the transfer pool) when there is one.
+    :returns: the server's :class:`UploadResult` (path as stored, id, size).
+    :raises RemoteError: from the client (QuotaError, NotFoundError for a
+        missing folder, …).
+    """
+    remote_path = ctx.remote_path(rel_path)
+    if isinstance(content, (bytes, bytearray)):
+        if exists:
+            result: UploadResult = ctx.client.update(ctx.repo_id, remote_path, content, head=head)
+        else:
+            result = ctx.client.upload(ctx.repo_id, remote_path, content, replace=False)
+        return result
+    result = ctx.client.upload_chunked(ctx.repo_id, remote_path, content, size=size, exists=exists,
+                                       progress=progress, resume=resume,
+                                       chunk_size=chunk_size or ctx.options.upload_chunk,
+                                       attempts=attempts, before_chunk=before_chunk,
+                                       head=head if exists else None, hasher=hasher,
+                                       executor=ctx.executor, in_flight=ctx.options.upload_in_flight,
+                                       resume_cap=resume_cap)
+    return result
+
+
+class _HashSink:
+    """A write-only file that hashes what the client downloads into it
+    (rewinding to 0 starts over, so the client may retry the download)."""
+
+    def __init__(self) -> None:
+        self.sha1 = hashlib.sha1()
+        self.size = 0
+
+    def tell(self) -> int:
+        return self.size
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if (offset, whence) != (0, 0):
+            raise io.UnsupportedOperation("a hash sink only rewinds to its start")
+        self.sha1, self.size = hashlib.sha1(), 0
+        return 0
+
+    def truncate(self, size: int | None = None) -> int:
+        return self.size
+
+    def write(self, data: bytes) -> int:
+        self.sha1.update(data)
+        self.size += len(data)
+        return len(data)
+
+    def writable(self) -> bool:
+        return True
+
+
+def read_back(ctx: MirrorContext, rel_path: str, uploaded_id: str, *, sha1: str, size: int,
+              file_id: str) -> RemoteEntry | None:
+    """Is what the server holds at ``rel_path`` now exactly what was sent?
+
+    ``GET …/file/detail/``: the live id must be ``uploaded_id``; then
+    :func:`holds_content`.  On success the snapshot entry of ``rel_path``
+    is updated.
+
+    :param uploaded_id: the id the upload answered.
+    :param sha1: hex sha1 of the bytes sent.
+    :param size: their size in bytes.
+    :param file_id: the Seafile id computed locally from them
+        (:func:`ohsync.engine.ids.file_hashes`).
+    :returns: the server's entry when verified, else None (another writer
+        slipped in, or the server stored something else).
+    :raises RemoteError: from the client.
+    """
+    current = current_remote(ctx, rel_path)
+    if current is None or current.id != uploaded_id:
+        return None
+    if not holds_content(ctx, current, sha1=sha1, size=size, file_id=file_id):
+        return None
+    ctx.snapshot[rel_path] = current
+    return current
+
+
+def holds_content(ctx: MirrorContext, entry: RemoteEntry, *, sha1: str, size: int, file_id: str) -> bool:
+    """Does the server's file ``entry`` (just read) hold exactly the bytes
+    with this sha1, size and content id?
+
+    A file whose id is the locally computed ``file_id`` does: that id is
+    the sha1 of the 8 MiB blocks' sha1s, so the server provably stored
+    those bytes, and nothing is downloaded.  Anything else (a server that
+    cut the blocks otherwise) is downloaded (streamed, never held in
+    memory) and compared by sha1 and size.
+
+    :raises RemoteError: from the client.
+    """
+    if entry.id == file_id and entry.size == size:
+        return True
+    sink = _HashSink()
+    ctx.client.download(ctx.repo_id, ctx.remote_path(entry.path), sink)
+    return sink.sha1.hexdigest() == sha1 and sink.size == size
