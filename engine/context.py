@@ -34,7 +34,11 @@ class EngineOptions:
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
     :ivar upload_in_flight: chunk requests of one chunked upload sent at once
-        when the engine has a transfer pool (1: strictly one after another).
+        when the engine has a transfer pool (1, the default: strictly one
+        after another).  More overlap the chunks' round trips, as both file
+        servers' source allows (``engine/client_chunked.py``), but a resume
+        after a kill then sends up to ``2 * upload_in_flight - 1`` chunks twice
+        and it was not checked against a live server.
     :ivar backup_days: backups older than this many days are pruned.
     :ivar history_check: after a verified update, read the file's history to
         make sure the revision ours replaced is the one we merged with (for
@@ -60,7 +64,7 @@ class EngineOptions:
     max_attempts: int = 4
     max_delete_files: int = 50
     upload_chunk: int = 8 * 1024 * 1024
-    upload_in_flight: int = 4
+    upload_in_flight: int = 1
     backup_days: int = 30
     max_delete_percent: float = 25.0
     percent_floor: int = 10

@@ -22,12 +22,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import wait_for  # noqa: E402
 from engine_helpers import USER, make_mirror  # noqa: E402
 
-from ohsync.engine.context import EngineOptions  # noqa: E402
 
 MiB = 1024 * 1024
 BIG = 200 * MiB
 CHUNK = 8 * MiB
-IN_FLIGHT = EngineOptions().upload_in_flight
 RSS_LIMIT_KB = 150 * 1024
 _UPLOAD = re.compile(r"^/seafhttp/(upload|update)-api/")
 
@@ -141,8 +139,7 @@ def test_200mb_up_resumed_after_kill_and_down_in_bounded_memory(devserver, daemo
     mem.stop()
     mem.check("uploading (first half)")
     sent_before = meter.bytes
-    # up to IN_FLIGHT chunks were on their way when the process was killed
-    assert chunks // 2 <= len(meter.posts) <= chunks // 2 + IN_FLIGHT
+    assert chunks // 2 <= len(meter.posts) <= chunks // 2 + 1
     assert devserver.file_id(repo, "/lecture-recording.bin") is None
 
     # --- restart: the upload continues where the server's partial file ends
@@ -154,12 +151,8 @@ def test_200mb_up_resumed_after_kill_and_down_in_bounded_memory(devserver, daemo
     d2.wait_state("idle", timeout=120)
     mem.stop()
     mem.check("uploading (resumed)")
-    # the rest, not everything again.  It resumes from the prefix the killed
-    # daemon had recorded as confirmed; above it were at most IN_FLIGHT - 1
-    # chunks confirmed out of order and IN_FLIGHT requests outstanding, so at
-    # most 2 * IN_FLIGHT - 1 chunks go twice
-    assert len(meter.posts) <= chunks - chunks // 2 + 2 * IN_FLIGHT - 1, len(meter.posts)
-    assert sent_before + meter.bytes < BIG + 2 * IN_FLIGHT * CHUNK, (sent_before, meter.bytes)
+    assert len(meter.posts) <= chunks - chunks // 2 + 1, len(meter.posts)   # the rest, not everything again
+    assert sent_before + meter.bytes < BIG * 1.1, (sent_before, meter.bytes)
     assert hashlib.sha1(devserver.read_file(repo, "/lecture-recording.bin")).hexdigest() == sha_up
 
     # --- a 200 MB file from another device comes down, streamed
