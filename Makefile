@@ -26,8 +26,10 @@ venv: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/ohsync demo
 
+# Two workers (pytest-xdist): the suite mostly waits on daemons, polls and quiet periods, and
+# every test has its own ports, folders, socket and keyring; on 2 cores it takes about half the time.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # ruff over the tree, mypy (strict on engine/): .ci/lint.sh
 lint: $(VENV)/.installed-test

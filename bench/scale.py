@@ -92,7 +92,9 @@ def s_scale(bench: Any) -> None:
         idle = Measure(seconds=w1 - w0, requests=c["total"], endpoints=c["endpoints"],
                        extra={"cpu_seconds": round(c1 - c0, 2), "cpu_percent": round(100 * (c1 - c0) / (w1 - w0), 3),
                               "rss_mib_median": statistics.median(rss), "rss_mib_max": max(rss),
-                              "settling_poll_cpu_seconds": settling.extra["cpu_seconds"]})
+                              "settling_poll_cpu_seconds": settling.extra["cpu_seconds"],
+                              # anonymous memory (heap, stacks) vs mapped files (interpreter, libraries)
+                              "rss_anon_mib": d.status_mib("RssAnon"), "rss_file_mib": d.status_mib("RssFile")})
 
         before = d.status().get("last_scan") or ""
         time.sleep(1.1)  # last_scan has one-second resolution
@@ -130,7 +132,8 @@ def s_scale(bench: Any) -> None:
                            f"the poll after it {settling.extra['cpu_seconds']} CPU s")
     bench.add_row("scale", f"idle {idle.seconds:.0f} s, {label} (poll {poll:g} s)", idle, None, other_name="-",
                   oh_value=f"{idle.extra['cpu_percent']} % CPU ({idle.extra['cpu_percent_with_scans']:.2f} % with "
-                           f"scans every {idle.extra['full_scan_every_s']} s), {idle.extra['rss_mib_median']} MiB RSS")
+                           f"scans every {idle.extra['full_scan_every_s']} s), {idle.extra['rss_mib_median']} MiB RSS "
+                           f"({idle.extra['rss_anon_mib']} anon + {idle.extra['rss_file_mib']} files)")
     bench.add_row("scale", f"full local rescan, {label}", rescan, None, other_name="-",
                   oh_value=f"{rescan.extra['cpu_seconds']} CPU s")
     bench.add_row("scale", f"first memory request (index build), {label}", first, None, other_name="-",

@@ -14,6 +14,7 @@ import argparse
 import getpass
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from ohsync.daemon import cli_autostart, cli_log
 from ohsync.daemon.about import version
 from ohsync.daemon.attention import natural_key
 from ohsync.daemon.cli_resync import add_resync
+from ohsync.daemon.cli_status import cmd_status, shown as _shown
 from ohsync.daemon.protocol import MIRROR_PARAM, DaemonNotRunning, Method, RpcClient, RpcError
 from ohsync.engine.errors import OhsyncError, classify, local_error
 
@@ -258,87 +260,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- socket clients
 
 
-#: How ``ohsync status`` names each kind of attention item (daemon/attention.py).
-_ATTENTION_LABEL = {"held_delete": "deletion held", "damaged": "damaged", "skipped": "cannot sync"}
-
-
-def _shown(path: Any) -> str:
-    """A path in quotes as it is; only control characters are escaped (a newline shows as \\n)."""
-    text = str(path)
-    return "'" + "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text) + "'"
-
-
 #: Most reasons ``ohsync wait`` lists one per line (the summary line names them all by count).
 WAIT_LINES = 10
-
-
-def _print_status(st: dict[str, Any]) -> None:
-    mirrors = [m for m in st.get("mirrors") or [] if isinstance(m, dict)]
-    if len(mirrors) > 1:
-        _print_mirrors(st, mirrors)
-        return
-    print(f"{st['state']}: {st['message']}")
-    for m in mirrors:
-        print(f"  {m['library']} ↔ {m['local']}")
-    print(f"  last sync: {st.get('last_sync') or 'never'}")
-    if st.get("notifications"):
-        print(f"  notifications: {st['notifications']}")
-    counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
-              ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
-    if counts:
-        print("  " + ", ".join(counts))
-    items = st.get("attention") or []
-    for item in items:
-        print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {_shown(item.get('path'))} — {item.get('reason')}")
-    listed = sum(int(st.get(k) or 0) for k in ("held_deletes", "damaged", "skipped"))
-    if listed > len(items):
-        print(f"  … {listed - len(items)} more: see `ohsync confirm-deletes --list` and `ohsync damaged`")
-    for item in (st.get("filing") or {}).get("held", []):
-        print(f"  not filed: {item['message']}")
-    if st.get("transfer"):
-        t = st["transfer"]
-        print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
-
-
-def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
-    """``ohsync status`` of a daemon with several mirrors: one block per mirror."""
-    for i, m in enumerate(mirrors):
-        if i:
-            print()
-        name = m.get("name") or m.get("library")
-        library = f" ({m['library']})" if m.get("library") and m.get("library") != name else ""
-        print(f"{name}{library} ↔ {m.get('local')}")
-        print(f"  {m.get('state')}: {m.get('message')}")
-        print(f"  last sync: {m.get('last_sync') or 'never'}")
-        counts = [f"{k.replace('_', ' ')} {m[k]}" for k in
-                  ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if m.get(k)]
-        if counts:
-            print("  " + ", ".join(counts))
-        for item in m.get("attention") or []:
-            print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {_shown(item.get('path'))} — "
-                  f"{item.get('reason')}")
-        if m.get("transfer"):
-            t = m["transfer"]
-            print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
-    if st.get("notifications"):
-        print(f"notifications: {st['notifications']}")
-    for item in (st.get("filing") or {}).get("held", []):
-        print(f"not filed: {item['message']}")
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    st = _client(args).call(Method.STATUS)
-    if args.json:
-        print(json.dumps(st, ensure_ascii=False))
-    else:
-        _print_status(st)
-    return EXIT_OK
 
 
 def _simple(method: str, done: str) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
         _client(args).call(method)
         print(done)
+        return EXIT_OK
+    return command
+
+
+def _pause_resume(method: str, done: str) -> Callable[[argparse.Namespace], int]:
+    """``pause`` / ``resume``: the answer names the mirror when ``--mirror`` picked one (the others
+    keep their state, so "Syncing paused." alone would say more than happened)."""
+    def command(args: argparse.Namespace) -> int:
+        _client(args).call(method)
+        mirror = getattr(args, "mirror", None)
+        if not mirror:
+            print(f"Syncing {done}.")
+        elif method == Method.PAUSE:
+            print(f"Syncing of {mirror} paused (the other mirrors go on); "
+                  f"`ohsync resume --mirror {shlex.quote(mirror)}` continues it.")
+        else:
+            print(f"Syncing of {mirror} resumed.")
         return EXIT_OK
     return command
 
@@ -484,8 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the status object")
     add("refresh", _simple(Method.REFRESH, "Checking the server and the local folder now."),
         "check the server and the local folder now")
-    add("pause", _simple(Method.PAUSE, "Syncing paused."), "pause syncing")
-    add("resume", _simple(Method.RESUME, "Syncing resumed."), "resume syncing")
+    add("pause", _pause_resume(Method.PAUSE, "paused"), "pause syncing")
+    add("resume", _pause_resume(Method.RESUME, "resumed"), "resume syncing")
     sp = add("wait", cmd_wait, "wait until everything on disk now is synced")
     sp.add_argument("--timeout", type=float, default=60.0, metavar="S")
     sp = add("conflicts", cmd_conflicts, "list conflicts and where the other versions are")

@@ -43,7 +43,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     try:
         findings = run_checks(load_config(path))
     except ConfigError as exc:
-        findings = [Finding("config", ERROR, exc.message, f"Fix {path}, or move it away and run `ohsync setup`.")]
+        # the fix line says what to do; the message's own advice would say it twice
+        message = exc.message.removesuffix(" Fix the file or move it away.")
+        findings = [Finding("config", ERROR, message, f"Fix {path}, or move it away and run `ohsync setup`.")]
     code = exit_code(findings)
     if args.json:
         print(json.dumps({"ok": code == 0, "checks": [f.as_dict() for f in findings]}, ensure_ascii=False))

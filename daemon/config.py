@@ -23,6 +23,7 @@ from typing import Any
 
 import platformdirs
 
+from ohsync.engine.client_paths import normalize_remote_path
 from ohsync.engine.ignore import pattern_problem
 import tomlkit
 import tomlkit.items
@@ -301,10 +302,17 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
         if problem is not None:
             raise ConfigError(f"{path}: `mirror.ignore` pattern {pattern!r} is not valid gitignore syntax "
                               f"({problem}).")
+    remote = _typed(raw.get("remote", "/"), str, "mirror.remote", path) or "/"
+    try:
+        normalize_remote_path(remote)
+    except ValueError as exc:  # else every sync pass fails with an internal error
+        raise ConfigError(f"{path}: `mirror.remote` {remote!r} is not a folder of the library "
+                          f"({str(exc).rsplit(': ', 1)[-1]}); write it from the library's top, "
+                          "such as \"/Files\".") from None
     return MirrorConfig(
         library=library,
         library_id=library_id.lower() if library_id else None,
-        remote=_typed(raw.get("remote", "/"), str, "mirror.remote", path) or "/",
+        remote=remote,
         local=_folder(_typed(raw.get("local", f"~/{DEFAULT_LIBRARY}"), str, "mirror.local", path),
                       "mirror.local", path),
         ignore=tuple(str(p) for p in ignore),
@@ -315,8 +323,11 @@ def _mirror(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
 
 
 def _overlap(a: Path, b: Path) -> bool:
-    """True when one folder is the other or lies inside it."""
-    return a == b or a in b.parents or b in a.parents
+    """True when one folder is the other or lies inside it (as written, or once symlinks are followed)."""
+    for x, y in ((a, b), (Path(os.path.realpath(a)), Path(os.path.realpath(b)))):
+        if x == y or x in y.parents or y in x.parents:
+            return True
+    return False
 
 
 def _check_mirrors(mirrors: list[MirrorConfig], path: Path) -> None:
@@ -329,7 +340,8 @@ def _check_mirrors(mirrors: list[MirrorConfig], path: Path) -> None:
         for j in range(i):
             b = mirrors[j]
             if _overlap(a.local, b.local):
-                how = "the same folder" if a.local == b.local else "folders inside each other"
+                same = os.path.realpath(a.local) == os.path.realpath(b.local)
+                how = "the same folder" if same else "folders inside each other"
                 raise ConfigError(
                     f"{path}: [[mirror]] tables {j + 1} ({b.label}) and {i + 1} ({a.label}) use {how} "
                     f"({b.local} and {a.local}); each mirror needs a folder of its own: change `local` "

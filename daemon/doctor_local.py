@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ohsync.daemon.config import Config, MirrorConfig
 from ohsync.engine.models import RepoInfo
+from ohsync.engine.state_schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from ohsync.daemon.doctor import Finding, Probes
@@ -270,10 +271,16 @@ def _state_check(db: Path | None) -> Finding:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
             rows = conn.execute("PRAGMA integrity_check").fetchall()
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         return _finding("state_db", "error", f"The state database {db} cannot be read: {exc}.", fix)
+    if version > SCHEMA_VERSION:
+        return _finding("state_db", "error", f"The state database {db} was written by a newer ohsync (state "
+                        f"version {version}; this ohsync knows up to {SCHEMA_VERSION}).",
+                        "Upgrade ohsync, or run `ohsync resync`: it sets that database aside and compares both "
+                        "sides afresh. Nothing is deleted.")
     if rows != [("ok",)]:
         detail = "; ".join(str(r[0]) for r in rows[:3])
         return _finding("state_db", "error", f"The state database {db} is damaged: {detail}.", fix)
@@ -284,8 +291,11 @@ def local_checks(cfg: Config, probes: Probes, repo: RepoInfo | None) -> list[Fin
     """Mirror folder, drop folder, inotify, display and tray, running instance, state database."""
     db = state_db_path(cfg, repo)
     out = [_folder_check("mirror_folder", "mirror folder", cfg.mirror.local, db is not None and db.exists())]
-    drop, local = cfg.filing.drop_dir, cfg.mirror.local
-    if drop == local or local in drop.parents or drop in local.parents:
+    drop = cfg.filing.drop_dir
+    # the daemon turns filing off when the drop folder overlaps any mirror, so check them all
+    local = next((m.local for m in cfg.mirrors
+                  if drop == m.local or m.local in drop.parents or drop in m.local.parents), None)
+    if local is not None:
         out.append(_finding("drop_folder", "error", f"The drop folder {drop} overlaps the mirror {local}: "
                             "filing is off.", f"Set another `drop_dir` under [filing] in {cfg.path}, or run "
                             "`ohsync setup`."))

@@ -103,7 +103,8 @@ class Mirror:
         self.worker = SyncWorker(session_factory, self.status, poll_interval=cfg.poll_interval,
                                  publish=self._publish, on_ready=self._on_ready, login_changed=login_changed,
                                  on_fatal=on_fatal, before_pass=self._check_watcher,
-                                 push_poll_interval=cfg.push_safety_poll, exit_on_fatal=exit_on_fatal)
+                                 push_poll_interval=cfg.push_safety_poll, exit_on_fatal=exit_on_fatal,
+                                 login_command=self._login_command())
         self.status.add_listener(lambda st: on_status())
         self.filing: FilingService | None = None
         self.filing_problem = f"the drop folder files into the mirror {cfg.mirrors[cfg.filing.mirror].label}"
@@ -180,6 +181,13 @@ class Mirror:
             self.status.update(filing=self.filing.status())
 
     # ----------------------------------------------------------------- login
+
+    def _login_command(self) -> str:
+        """``ohsync login``, or ``ohsync login --mirror NAME`` for a mirror with an account of its own."""
+        if self.config.server or self.config.username:
+            name = self.name if not any(c.isspace() for c in self.name) else f'"{self.name}"'
+            return f"ohsync login --mirror {name}"
+        return "ohsync login"
 
     def _saved_token(self) -> str | None:
         from ohsync.daemon.credentials import load_token

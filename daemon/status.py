@@ -123,7 +123,8 @@ def _state(s: Snapshot) -> tuple[str, str]:
     if s.problem == "offline":
         when = ""
         if s.retry_at is not None:
-            when = f"; retrying in {max(0, round(s.retry_at - s.now))} s"
+            secs = round(s.retry_at - s.now)
+            when = f"; retrying in {secs} s" if secs >= 1 else "; retrying now"
         return "offline", (s.problem_message or "Cannot reach the server") + when
     if s.problem == "error":
         return "error", s.problem_message or "Syncing failed"
@@ -164,6 +165,10 @@ def _state(s: Snapshot) -> tuple[str, str]:
     needs = summary(held=s.held_deletes, damaged=s.damaged, skipped=s.skipped)
     if needs:
         return "attention", needs + note
+    if s.conflicts:
+        # the live files are synced, but an archived version waits to be looked at and settled
+        note = (f"; {s.conflicts} conflict cop{'y' if s.conflicts == 1 else 'ies'} in /.conflict/ to look at "
+                "(`ohsync conflicts`)") + note
     return "idle", "Up to date" + note
 
 

@@ -72,6 +72,8 @@ class SyncWorker(WorkerRequests):
     :param exit_on_fatal: a fatal error at opening ends the worker (the
         daemon then exits); False keeps it, stopped with the sentence, until
         a ``refresh`` tries again (one mirror among several).
+    :param login_command: the command that signs this mirror's account in
+        again (named when the server rejects the token).
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class SyncWorker(WorkerRequests):
         activity_size: int = 200,
         push_poll_interval: float = 300.0,
         exit_on_fatal: bool = True,
+        login_command: str = "ohsync login",
     ) -> None:
         self._open_session = open_session
         self._status = status
@@ -102,6 +105,7 @@ class SyncWorker(WorkerRequests):
         self._before_pass = before_pass
         self._login_changed = login_changed
         self._exit_on_fatal = exit_on_fatal
+        self._login_command = login_command
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._session: Session | None = None
         self._work = Work(full_scan=True, check_remote=True)  # the initial sync
@@ -485,7 +489,7 @@ class SyncWorker(WorkerRequests):
         if failure.needs == "login":
             log.error("the server rejected the token: %s", failure.message)
             self._set_problem("auth_required", (
-                "The server rejected the saved login. Run `ohsync login` to sign in again; "
+                f"The server rejected the saved login. Run `{self._login_command}` to sign in again; "
                 "the running daemon then signs in with the new login."))
             self.scheduler.halt()
             self._close_session()

@@ -25,8 +25,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
     ap.add_argument("--data", type=Path, default=None, help="state directory (default: a temp dir)")
-    ap.add_argument("--user", action="append", default=[], metavar="EMAIL:PASSWORD")
-    ap.add_argument("--library", action="append", default=[], metavar="NAME=LOCAL_TREE")
+    ap.add_argument("--user", action="append", default=[], metavar="EMAIL:PASSWORD",
+                    help="an account that signs in with this password (repeatable; default "
+                         "user@example.edu.cn:secret)")
+    ap.add_argument("--library", action="append", default=[], metavar="NAME=LOCAL_TREE",
+                    help="a library NAME holding a copy of the folder LOCAL_TREE, owned by the first --user "
+                         "(repeatable; kept as it is when --data already has it)")
     ap.add_argument("--notifications", choices=("absent", "up", "down"), default="absent",
                     help="emulate Seafile's notification server (push); default: none")
     ap.add_argument("--seahub-version", type=int, choices=(12, 13), default=13,

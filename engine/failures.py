@@ -147,6 +147,14 @@ class FailureBook:
         self._items[path] = item
         return item
 
+    def restore(self, path: str, item: PathFailure | None) -> None:
+        """Put back the record ``path`` had before (None: no record): a failure
+        that turned out to be the server's, not the path's, is not charged."""
+        if item is None:
+            self._items.pop(path, None)
+        else:
+            self._items[path] = item
+
     def succeeded(self, path: str) -> None:
         """``path`` synced: forget its failures."""
         self._items.pop(path, None)

@@ -73,12 +73,6 @@ class MirrorAPI(Protocol):
 
     # -- writing a new document ------------------------------------------------------------------
 
-    def ensure_folder(self, rel: str) -> None:
-        """Create the server folder ``rel`` and its parents unless they exist.
-
-        :raises RemoteOperationError: a file stands where a folder must be.
-        """
-
     def upload_new(self, rel: str, fh: BinaryIO, size: int, *, resume: bool, attempts: int, chunk_size: int,
                    progress: Callable[[int, int], None], before_chunk: Callable[[int, int], None]) -> tuple[str, str]:
         """Upload ``size`` bytes of ``fh`` as a new file (never replacing;

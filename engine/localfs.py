@@ -66,7 +66,7 @@ def check_root(local_root: Path, marker_expected: bool) -> None:
             raise MirrorMissingError(
                 f"The mirror folder {local_root} is missing. Syncing is stopped so nothing is "
                 "deleted on the server; reconnect the drive or restore the folder, then run "
-                "`ohsync refresh`.")
+                "`ohsync refresh` (an empty folder made again: `ohsync resync` downloads the files).")
         try:
             local_root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -87,10 +87,6 @@ class EngineMirror:
 
     # -- writing a new document ------------------------------------------------------------------
 
-    def ensure_folder(self, rel: str) -> None:
-        """See :meth:`MirrorAPI.ensure_folder <ohsync.engine.filing_api.MirrorAPI.ensure_folder>`."""
-        ensure_remote_dir(self._ctx, rel)
-
     def upload_new(self, rel: str, fh: BinaryIO, size: int, *, resume: bool, attempts: int, chunk_size: int,
                    progress: Callable[[int, int], None], before_chunk: Callable[[int, int], None]) -> tuple[str, str]:
         """See :meth:`MirrorAPI.upload_new <ohsync.engine.filing_api.MirrorAPI.upload_new>`."""

@@ -9,7 +9,8 @@ files back.  So while a regression is recorded:
 
 * remote-driven deletes are held (the local file stays);
 * remote-driven overwrites and merges are held: the local version stays live
-  and the server's (older) version is archived into ``/.conflict/`` once;
+  and the server's (older) version is archived into ``/.conflict/`` once
+  (the resolver's ``ROLLBACK`` row, :mod:`.resolve`);
 * everything else (local edits of untouched paths, new files on either side)
   syncs as usual;
 * the mirror reports a named state with a sentence (:meth:`Regression.sentence`)
@@ -30,14 +31,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .conflict_archive import archive
 from .context import MirrorContext
 from .events import SyncEvent, SyncReport
 from .ids import seafile_file_id, sha1_bytes
 from .localfs import hash_file
 from .merge import is_text
 from .reconcile import Action
+from .resolve import Facts, Situation, decide
 from .state import Base, StateStore
-from .transfer import archive_version
 from .valve import Plan
 
 __all__ = ["Regression", "check_own_writes", "detect", "head_descends", "hold", "keep_newer", "load", "save", "seen"]
@@ -52,9 +54,6 @@ WROTE = "wrote_since_head"
 #: History pages read at most when looking for the last head (newest first).
 MAX_PAGES = 5
 PER_PAGE = 50
-
-_ARCHIVE_REASON = ("the library on the server went back to an older state; the newer local version stays "
-                   "live and this is the server's older version")
 
 
 @dataclass
@@ -217,7 +216,11 @@ def hold(ctx: MirrorContext, plans: list[Plan], regression: Regression, report: 
             # against the older one archived here.
             if rel not in regression.held:
                 theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel))
-                record = archive_version(ctx, rel, theirs, _ARCHIVE_REASON, ("older server version after a restore",))
+                with open(ctx.local_path(rel), "rb") as fh:
+                    ours_head = fh.read(4096)  # the live version's origin names the copy
+                decision = decide(Facts(Situation.ROLLBACK, rel, ours=ours_head, theirs=theirs))
+                assert decision.copy is not None
+                record = archive(ctx, rel, decision.copy, theirs=theirs)
                 report.conflicts.append(record)
                 regression.held[rel] = theirs_id
                 regression.archived[rel] = record.archived

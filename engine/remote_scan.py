@@ -16,9 +16,31 @@ from typing import Protocol
 
 from .models import DirListing, RemoteEntry, RepoInfo
 from .confirm import listing_problem
+from .errors import LibraryGoneError, NotFoundError
 from .paths import from_remote, name_problem, to_remote
 
 __all__ = ["RemoteScan", "scan_remote"]
+
+
+def _list_root(client: "_Lister", repo_id: str, remote_root: str, oid: str | None) -> DirListing:
+    """List the mirror's root folder.
+
+    :raises NotFoundError: widened to the mirror and marked for the person when the
+        configured ``remote`` folder does not exist: every pass would fail the same way.
+    """
+    try:
+        return client.list_dir(repo_id, to_remote(remote_root, ""), oid=oid)
+    except LibraryGoneError:
+        raise
+    except NotFoundError as exc:
+        folder = to_remote(remote_root, "")
+        exc.scope = "mirror"
+        exc.behaviour = "needs_person"
+        exc.message = (f"The folder {folder} that this mirror syncs (`remote`) does not exist in the "
+                       "library. Create it in Seafile's web page or fix `remote` of this [[mirror]], then "
+                       "run `ohsync refresh`; nothing was changed here.")
+        exc.args = (exc.message,)
+        raise
 
 
 class _Lister(Protocol):
@@ -86,14 +108,13 @@ def scan_remote(client: _Lister, repo_id: str, remote_root: str, *, prev_head: s
         children[entry.path.rpartition("/")[0]].append(entry)
 
     expected_root = info.root if whole_library and info.root else None
-    listing = client.list_dir(repo_id, to_remote(remote_root, ""),
-                              oid=None if force else prev_root_oid)
+    listing = _list_root(client, repo_id, remote_root, None if force else prev_root_oid)
     requests += 1
     if not listing.uptodate and listing_problem(listing, expected_root):
         # Perhaps a commit landed in between: read the head again, list again.
         info = client.repo_info(repo_id)
         expected_root = info.root if whole_library and info.root else None
-        listing = client.list_dir(repo_id, to_remote(remote_root, ""))
+        listing = _list_root(client, repo_id, remote_root, None)
         requests += 2
         problem = listing_problem(listing, expected_root)
         if problem:

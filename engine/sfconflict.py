@@ -11,20 +11,20 @@ them stays on either side:
   version into ours and uploads again;
 * any other (:func:`fold_foreign`, before a pass plans its files) is merged
   into the file it belongs to when that merges cleanly, else archived in
-  ``/.conflict/`` like every other conflict; it is never downloaded as a
-  normal file into the mirror.
+  ``/.conflict/`` like every other conflict (the resolver decides, situation
+  ``SEAFILE_COPY`` of :mod:`.resolve`); it is never downloaded as a normal
+  file into the mirror.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timezone
 
 from .conflict_names import CONFLICT_DIR
 from .context import MirrorContext
 from .errors import LocalError, NotFoundError, OhsyncError, classify, local_error
-from .events import ConflictRecord, SyncEvent, SyncReport
+from .events import SyncEvent, SyncReport
 from .localfs import atomic_write, backup_file, stat_fingerprint
 from .merge import merge_versions
 from .paths import from_remote, parent_rel
@@ -112,14 +112,19 @@ def fold_foreign(ctx: MirrorContext, report: SyncReport) -> set[str]:
 
 
 def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -> None:
-    from .conflict_archive import archive_remote_file
+    from .conflict_archive import archive
     from .merge import TEXT_LIMIT
+    from .resolve import Facts, Situation, decide
 
     entry = ctx.snapshot[rel]
     local = ctx.local_path(original)
     base = ctx.state.get_base(original)
     if not local.is_file() and base is None and original in ctx.snapshot:
         return  # its file is not here yet (a first pass): fold it next pass
+    ours: bytes | None = None
+    theirs: bytes | None = None
+    result = None
+    fp = None
     if entry.size <= TEXT_LIMIT and local.is_file():
         theirs, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel))
         with open(local, "rb") as fh:
@@ -127,37 +132,29 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
             ours = fh.read()
         base_content = ctx.state.base_content(base) if base is not None else None
         result = merge_versions(original, base_content, ours, theirs)
-        if result.content is not None and not result.conflicts:
-            if result.content != ours:
-                if stat_fingerprint(os.stat(local)) != fp:
-                    raise LocalError(f"{original} changed while a Seafile conflict file was merged; "
-                                     "will try again", path=original)
-                if ctx.options.backup_dir is not None:
-                    backup_file(ctx.local_root, original, ctx.options.backup_dir, ctx.options.library_name)
-                atomic_write(local, result.content)
-            remove_remote(ctx, rel)
-            _drop_local(ctx, rel)
-            report.merged.append(original)
-            ctx.emit(SyncEvent("synced", original, "down", action="merge",
-                               message=f"merged the Seafile conflict file {rel.rpartition('/')[2]}"))
-            return
-        reasons = list(result.conflicts) or ["content"]
-        if result.partial is not None and result.partial != ours and stat_fingerprint(os.stat(local)) == fp:
-            # What merged stays live (pushed by the next pass); the whole
-            # conflict file is archived below.
+    decision = decide(Facts(Situation.SEAFILE_COPY, original, ours=ours, theirs=theirs, merge=result, source=rel))
+    if decision.copy is None:
+        assert decision.live is not None and ours is not None
+        if decision.live != ours:
+            if stat_fingerprint(os.stat(local)) != fp:
+                raise LocalError(f"{original} changed while a Seafile conflict file was merged; "
+                                 "will try again", path=original)
             if ctx.options.backup_dir is not None:
                 backup_file(ctx.local_root, original, ctx.options.backup_dir, ctx.options.library_name)
-            atomic_write(local, result.partial)
-    else:
-        reasons = ["content"]
-    m = SFCONFLICT.match(rel.rpartition("/")[2])
-    who = re.sub(r"[^A-Za-z0-9_-]", "-", m.group("who").split("@")[0])[:32] if m else "remote"
-    stored = archive_remote_file(ctx, original, rel, entry, origin=who or "remote")
+            atomic_write(local, decision.live)
+        if decision.drop_source:
+            remove_remote(ctx, rel)
+        _drop_local(ctx, rel)
+        report.merged.append(original)
+        ctx.emit(SyncEvent("synced", original, "down", action="merge",
+                           message=f"merged the Seafile conflict file {rel.rpartition('/')[2]}"))
+        return
+    if decision.live is not None and decision.live != ours and stat_fingerprint(os.stat(local)) == fp:
+        # What merged stays live (pushed by the next pass); the whole
+        # conflict file is archived below.
+        if ctx.options.backup_dir is not None:
+            backup_file(ctx.local_root, original, ctx.options.backup_dir, ctx.options.library_name)
+        atomic_write(local, decision.live)
+    record = archive(ctx, original, decision.copy, remote=entry)
     _drop_local(ctx, rel)
-    record = ConflictRecord(original, stored, datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                            "another Seafile client's conflicting version does not merge", tuple(reasons))
-    ctx.state.add_conflict(record)
     report.conflicts.append(record)
-    ctx.emit(SyncEvent("conflict", original, action=stored,
-                       message=f"Seafile conflict file archived as {stored}"))
-

@@ -200,7 +200,8 @@ def _prepare(db: sqlite3.Connection, db_path: Path) -> None:
             _check(db, SCHEMA_VERSION)
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
 
 

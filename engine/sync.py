@@ -90,6 +90,7 @@ class SyncEngine(FolderSteps):
         # and left nothing waiting: while both hold, an idle poll is one request
         self._settled: tuple[int, bool, str] | None = None
         self._pending = PendingLedger(self.ctx.emit)  # the running pass's changes not carried yet
+        self._strikes, self._struck = 0, []  # failed requests in a row (see RunSteps._per_path)
 
     # -- queries for the daemon ----------------------------------------
     def failures(self) -> list[dict[str, Any]]:
@@ -253,7 +254,7 @@ class SyncEngine(FolderSteps):
                 report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
                 return report
         self._settled = None
-        self._strikes = 0
+        self._strikes, self._struck = 0, []
         generation = self.state.generation
         bases = self.state.all_bases()
         check_root(self.local_root, marker_expected=bool(bases))
@@ -335,6 +336,7 @@ class SyncEngine(FolderSteps):
                 # nothing of this pass is in flight any more, so the next scan may remove it
                 self._started, self._temps_cleaned = time.time(), False
         finally:
+            # our own writes of this pass: their folders are marked for listing again (remote_written)
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.waiting_up, report.waiting_down = sorted(self._pending.up), sorted(self._pending.down)
             self._pending = PendingLedger(self.ctx.emit)

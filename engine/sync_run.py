@@ -18,6 +18,7 @@ from .bulk import bulk_pull
 from .deletes import delete_local, delete_remote
 from .errors import OhsyncError, RemoteError, classify, local_error, server_down
 from .events import SyncEvent, SyncReport
+from .failures import PathFailure
 from .history_merge import merge_back
 from .localfs import LocalFile, hash_file
 from .memory_check import memory_problem
@@ -43,8 +44,10 @@ SERVER_STRIKES = 3
 class RunSteps(PlanSteps):
     """Carrying out plans (no public API; a layer of the sync engine)."""
 
-    #: requests failed in a row in this pass (reset by every success)
-    _strikes: int = 0
+    #: requests failed in a row in this pass (reset by every success) ...
+    _strikes: int
+    #: ... and the paths they were charged to, with the record each had before
+    _struck: list[tuple[str, PathFailure | None]]
 
     def _per_path(self, exc: BaseException, rel: str | None, *, what: str = "") -> OhsyncError:
         """The failure of one path's operation, as the error to report for it.
@@ -53,7 +56,9 @@ class RunSteps(PlanSteps):
         Raises the error instead, ending the pass, when its classification is
         wider than the path (a rejected login, a missing mirror folder, a
         server that cannot be reached), and when the server failed
-        :data:`SERVER_STRIKES` requests in a row (:func:`server_down`).
+        :data:`SERVER_STRIKES` requests in a row (:func:`server_down`); then
+        the paths of that run get their earlier failure records back (an
+        outage does not make them wait out a growing backoff afterwards).
         Anything that is not a failure ohsync knows (a bug) is re-raised.
         """
         err = local_error(exc, rel, what=what) if isinstance(exc, OSError) and not isinstance(exc, OhsyncError) else exc
@@ -64,12 +69,18 @@ class RunSteps(PlanSteps):
         if isinstance(err, RemoteError) and err.retryable:  # a 5xx, a drop, a 429, garbage
             self._strikes += 1
             if self._strikes >= SERVER_STRIKES:
+                for path, before in reversed(self._struck):
+                    self.failure_book.restore(path, before)
+                self._struck = []
                 raise server_down(err, self._strikes)
+            if rel is not None:
+                self._struck.append((rel, self.failure_book.get(rel)))
         return err
 
     def _went_through(self) -> None:
         """A path's operation succeeded: the server is answering."""
         self._strikes = 0
+        self._struck = []
 
     @staticmethod
     def _version(plan: Plan) -> tuple[Any, Any]:

@@ -6,9 +6,10 @@ up and renames.  ``push`` follows docs/architecture.md §5: read the current rem
 unchanged since base ⇒ upload; else fetch theirs, merge base/ours/theirs,
 write the merge locally first, upload; then read back (the id must be the
 one the upload returned and the content hash of the bytes sent; only when
-the server's id is not that hash is a small file downloaded again and
-compared by sha1).  A mismatch means another writer slipped in: go round again.
-Whatever does not merge is archived as a conflict copy on both sides.
+the server's id is not that hash is the file downloaded again and compared
+by sha1).  A mismatch means another writer slipped in: go round again.
+What happens when both sides changed it is the resolver's decision
+(:mod:`.resolve`); this module carries it out.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
-from .conflict_names import CONFLICT_DIR, conflict_copy_path, origin_of
-from .special_dirs import working_dir
+from .conflict_archive import archive
 from .crashpoints import reach
 from .context import MirrorContext
 from .errors import RemoteOperationError, LocalError
@@ -29,17 +29,15 @@ from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
 from .merge import is_text, merge_versions
 from .models import RemoteEntry
-from .paths import from_remote, parent_rel
+from .paths import parent_rel
+from .resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .state import Base
 from .write_path import current_remote, read_back, send
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
-           "remote_written", "head_for", "archive_version"]
+           "remote_written", "head_for"]
 
 
-#: A path that conflicted this many times within FIGHT_WINDOW is paused.
-FIGHT_LIMIT = 3
-FIGHT_WINDOW = timedelta(minutes=10)
 
 
 class WritersFighting(LocalError):
@@ -271,85 +269,17 @@ def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str)
                      file_id=seafile_file_id(data)) is not None
 
 
-def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str, top: str = CONFLICT_DIR) -> str | None:
-    """A conflict copy of ``rel_path`` already holding exactly theirs (a pass
-    that died after archiving), so it is not archived twice."""
-    folder, _, name = rel_path.rpartition("/")
-    stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    prefix = f"{top}/{folder}/{stem}__" if folder else f"{top}/{stem}__"
-    for path, entry in ctx.snapshot.items():
-        if path.startswith(prefix) and not entry.is_dir and entry.id == theirs_id:
-            return path
-    return None
-
-
-def archive_version(ctx: MirrorContext, rel_path: str, theirs: bytes, reason: str,
-                    fields: tuple[str, ...]) -> ConflictRecord:
-    """Archive a server version of ``rel_path`` as a conflict copy on both sides
-    (the local file stays live) and record the conflict with ``reason``.
-
-    :returns: the conflict record (``archived`` names the copy).
-    :raises RemoteError: from the client.
-    """
-    return _archive(ctx, rel_path, theirs, list(fields), reason=reason)
-
-
-def _archive(ctx: MirrorContext, rel_path: str, theirs: bytes, reasons: list[str],
-             details: list[str] | None = None, *, reason: str | None = None) -> ConflictRecord:
-    """Store the remote version as a conflict copy on both sides.
-
-    :param reasons: what could not merge (``fields`` of the record).
-    :param details: sentences naming what the live file kept for each
-        conflicting part (a partial merge); they make up the record's reason.
-    """
-    def taken(candidate: str) -> bool:
-        return candidate in ctx.snapshot or ctx.local_path(candidate).exists()
-
-    now = datetime.now(timezone.utc)
-    theirs_id = seafile_file_id(theirs)
-    top = working_dir(ctx, CONFLICT_DIR)
-    stored_rel = _existing_copy(ctx, rel_path, theirs_id, top)
-    if stored_rel is None:
-        # The loser's origin names who wrote it, unless both versions carry the
-        # same one (a field nobody updated): then it is just "remote".
-        origin = origin_of(theirs)
-        with open(ctx.local_path(rel_path), "rb") as fh:
-            same_origin = origin == origin_of(fh.read(4096))
-        if same_origin:
-            origin = "remote"
-        copy_rel = conflict_copy_path(rel_path, origin, taken, now, top)
-        ensure_remote_dir(ctx, parent_rel(copy_rel))
-        result = ctx.client.upload(ctx.repo_id, ctx.remote_path(copy_rel), theirs, replace=False)
-        stored_rel = from_remote(ctx.remote_root, result.path) or copy_rel
-        remote_written(ctx, stored_rel)
-        theirs_id = result.id
-        ctx.snapshot[stored_rel] = RemoteEntry(stored_rel, False, theirs_id, len(theirs))
-        reach("conflict.archived_remote")
-    fp = atomic_write(ctx.local_path(stored_rel), theirs)
-    _record_base(ctx, stored_rel, theirs, theirs_id, fp)
-    reach("conflict.archived")
-    fields = tuple(reasons) if reasons else ("content",)
-    if reason is None:
-        reason = "both sides changed it in ways that do not merge"
-        if details:
-            reason = "everything else merged into the live file; not merged: " + "; ".join(details)
-    record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"), reason, fields)
-    ctx.state.add_conflict(record)
-    ctx.emit(SyncEvent("conflict", rel_path, action=stored_rel, message=f"remote version archived as {stored_rel}"))
-    return record
-
-
 #: Seconds a head read by the pass's scan (before its listings) vouches for
 #: the remote snapshot; a head read later for an update does not. A push
 #: started within them, of a path the snapshot shows unchanged since its base
 #: (or absent, for a new file), takes the remote entry from the snapshot
-#: instead of reading ``file/detail`` again (a merge reads it first).  Safe because the update carries
-#: that head: an edit that landed after it stays live on the server and ours
-#: becomes an SFConflict file, which the read-back finds (a new file is
-#: uploaded without replace, so a name taken meanwhile is auto-renamed and
-#: caught the same way).  On a server that ignored ``head`` the window in
-#: which another writer's edit could be replaced unseen is this long instead
-#: of one round trip.
+#: instead of reading ``file/detail`` again (a merge reads it first).  Safe
+#: because the update carries that head: an edit that landed after it stays
+#: live on the server and ours becomes an SFConflict file, which the
+#: read-back finds (a new file is uploaded without replace, so a name taken
+#: meanwhile is auto-renamed and caught the same way).  On a server that
+#: ignored ``head`` the window in which another writer's edit could be
+#: replaced unseen is this long instead of one round trip.
 FRESH_HEAD = 2.0
 
 #: State meta key: the server was seen keeping a concurrent edit for an update with ``head``.
@@ -419,25 +349,28 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             result = merge_versions(rel_path, base_content, ours, theirs)
             if result.damaged:
                 ctx.state.set_issue("damaged", rel_path, result.damaged)
-            if result.content is not None and not result.conflicts:
-                content = result.content
+            since = (datetime.now(timezone.utc) - FIGHT_WINDOW).isoformat(timespec="seconds")
+            decision = decide(Facts(Situation.EDIT, rel_path, ours=ours, theirs=theirs, merge=result,
+                                    recent_conflicts=ctx.state.conflicts_since(rel_path, since)))
+            if decision.outcome is Outcome.PAUSED:
+                raise WritersFighting(
+                    f"{rel_path} conflicted {FIGHT_LIMIT} times within {FIGHT_WINDOW.seconds // 60} minutes "
+                    "(two writers keep changing it); it is left alone on both sides for now. Settle the "
+                    "file, then run `ohsync refresh`.", path=rel_path)
+            if decision.copy is None:
+                assert decision.live is not None  # merged (or theirs won): the bytes to keep
+                content = decision.live
                 action = "merge"
                 if content != ours:
                     fp = _replace_local(ctx, rel_path, content, fp)
             else:
-                since = (datetime.now(timezone.utc) - FIGHT_WINDOW).isoformat(timespec="seconds")
-                if ctx.state.conflicts_since(rel_path, since) >= FIGHT_LIMIT:
-                    raise WritersFighting(
-                        f"{rel_path} conflicted {FIGHT_LIMIT} times within {FIGHT_WINDOW.seconds // 60} minutes "
-                        "(two writers keep changing it); it is left alone on both sides for now. Settle the "
-                        "file, then run `ohsync refresh`.", path=rel_path)
-                if result.partial is not None:
+                if decision.live is not None:
                     # Every part that merged stays live; only the conflicting
                     # parts' other version is left to the conflict copy.
-                    content = result.partial
+                    content = decision.live
                     if content != ours:
                         fp = _replace_local(ctx, rel_path, content, fp)
-                conflict = _archive(ctx, rel_path, theirs, list(result.conflicts), list(result.details))
+                conflict = archive(ctx, rel_path, decision.copy, theirs=theirs)
                 action = "conflict"
             base_content = theirs  # theirs is now accounted for
             base = Base(rel_path, False, sha1_bytes(theirs), theirs_id)
@@ -460,16 +393,18 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                     # never saw: merge it in and write again.
                     unseen = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), crossed[0])
                     result = merge_versions(rel_path, read_content, content, unseen)
-                    if result.content is not None and not result.conflicts:
-                        fp = _replace_local(ctx, rel_path, result.content, fp)
+                    crossing = decide(Facts(Situation.EDIT, rel_path, ours=content, theirs=unseen, merge=result))
+                    if crossing.copy is None:
+                        assert crossing.live is not None
+                        fp = _replace_local(ctx, rel_path, crossing.live, fp)
                         base, base_content, action = Base(rel_path, False, sha1_bytes(content), new_id), content, "merge"
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue
-                    conflict = _archive(ctx, rel_path, unseen, list(result.conflicts), list(result.details))
+                    conflict = archive(ctx, rel_path, crossing.copy, theirs=unseen)
                     action = "conflict"
-                    if result.partial is not None and result.partial != content:
+                    if crossing.live is not None and crossing.live != content:
                         # What merged stays live; write that and upload it.
-                        fp = _replace_local(ctx, rel_path, result.partial, fp)
+                        fp = _replace_local(ctx, rel_path, crossing.live, fp)
                         base, base_content = Base(rel_path, False, sha1_bytes(content), new_id), content
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue

@@ -1,8 +1,8 @@
 """Pushing large files: streamed, chunked, resumable, never held in memory.
 
 Files above the merge limit cannot be three-way merged, so their
-read-merge-write is simpler: if the remote changed since base, the remote
-version is moved aside on the server into ``/.conflict/<dir>/`` (a
+read-merge-write is simpler: if the remote changed since base, the resolver
+(:mod:`.resolve`, situation ``LARGE``) has the remote version moved aside on the server into ``/.conflict/<dir>/`` (a
 server-side rename + move, no transfer) and fetched into the mirror's
 ``.conflict/``; then the local file is uploaded in chunks, an update based on
 the head read before (an edit landing meanwhile makes the server keep it and
@@ -21,16 +21,15 @@ of exactly this file version (same fingerprint).
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
 
-from .conflict_archive import archive_remote_file
+from .conflict_archive import archive
 from .context import MirrorContext
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
 from .ids import ContentHasher
 from .localfs import hash_file, stat_fingerprint
-from .models import RemoteEntry
 from .paths import parent_rel
+from .resolve import Facts, Situation, decide
 from .state import Base
 from .transfer import HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, remote_written
 from .write_path import current_remote, read_back, send
@@ -39,17 +38,6 @@ __all__ = ["LARGE_FILE", "push_large"]
 
 #: Files above this many bytes take the streamed path.
 LARGE_FILE = 4 * 1024 * 1024
-
-
-def _archive_remote(ctx: MirrorContext, rel_path: str, remote: RemoteEntry) -> ConflictRecord:
-    """Move the remote version aside into ``/.conflict/`` on the server and fetch it locally."""
-    now = datetime.now(timezone.utc)
-    stored_rel = archive_remote_file(ctx, rel_path, rel_path, remote, when=now)
-    record = ConflictRecord(rel_path, stored_rel, now.isoformat(timespec="seconds"),
-                            "both sides changed a file too large or not text to merge", ("content",))
-    ctx.state.add_conflict(record)
-    ctx.emit(SyncEvent("conflict", rel_path, message=f"remote version archived as {stored_rel}"))
-    return record
 
 
 def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutcome:
@@ -75,7 +63,10 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
                 ctx.snapshot[rel_path] = remote
                 return PushOutcome("upload", conflict)
         if remote is not None and (base is None or remote.id != base.remote_id):
-            conflict = _archive_remote(ctx, rel_path, remote)
+            # Too large to merge: the resolver says theirs is moved aside on the server.
+            decision = decide(Facts(Situation.LARGE, rel_path))
+            assert decision.copy is not None
+            conflict = archive(ctx, rel_path, decision.copy, remote=remote)
             remote = None
         ensure_remote_dir(ctx, parent_rel(rel_path))
         # A partial upload on the server is resumed only when it was of this

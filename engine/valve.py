@@ -7,7 +7,10 @@ delivering a mass delete in small batches is caught too) and held when
   Dropbox's and Seafile's own clients count), or
 * the count reaches ``percent_floor`` **and** exceeds ``max_delete_percent``
   of the mirror's files: the share only matters from a floor on, so tidying
-  up 6 notes in a library of 25 is ordinary use, not a mass delete.
+  up 6 notes in a library of 25 is ordinary use, not a mass delete; or
+* one pass deletes every file of a mirror of at least ``EMPTY_FLOOR`` files
+  (:func:`empties`): a small mirror whose folder was emptied or recreated
+  empty is under both limits, yet it is exactly the case the valve is for.
 
 Held deletes wait for :meth:`DeleteValve.confirm` (``ohsync
 confirm-deletes``) while everything else keeps syncing.  An emptied mount
@@ -24,12 +27,14 @@ from typing import Any
 
 from .reconcile import Action
 
-__all__ = ["Plan", "DeleteValve", "WINDOW_SECONDS", "PERCENT_FLOOR", "exceeds"]
+__all__ = ["Plan", "DeleteValve", "WINDOW_SECONDS", "PERCENT_FLOOR", "EMPTY_FLOOR", "exceeds", "empties"]
 
 #: Deletes executed within this many seconds count together.
 WINDOW_SECONDS = 300.0
 #: Fewest deletes on one side for which ``max_delete_percent`` applies.
 PERCENT_FLOOR = 10
+#: Fewest files of a mirror for which deleting all of them in one pass is held.
+EMPTY_FLOOR = 2
 
 
 def exceeds(count: int, tracked: int, *, max_files: int, max_percent: float,
@@ -46,6 +51,12 @@ def exceeds(count: int, tracked: int, *, max_files: int, max_percent: float,
     if count > max_files:
         return True
     return count >= floor and count > tracked * max_percent / 100.0
+
+
+def empties(count: int, tracked: int) -> bool:
+    """True when ``count`` file deletes in one pass remove every one of the
+    ``tracked`` files of a mirror of at least :data:`EMPTY_FLOOR` files."""
+    return tracked >= EMPTY_FLOOR and count >= tracked
 
 
 @dataclass(frozen=True)
@@ -125,7 +136,9 @@ class DeleteValve:
         for side, batch in by_side.items():
             if not batch:
                 continue
-            if self._confirmed or self.allows(len(batch) + len(self._recent[side]), tracked):
+            files = sum(1 for p in batch if not getattr(p.base, "is_dir", False))
+            if self._confirmed or (self.allows(len(batch) + len(self._recent[side]), tracked)
+                                   and not empties(files, tracked)):
                 keep.extend(batch)
                 self._recent[side].extend([now] * len(batch))
             else:

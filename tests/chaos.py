@@ -391,8 +391,11 @@ class Chaos:
 
         try:
             wait_for(settled, timeout=timeout, interval=1.0, what="quiescence")
-            time.sleep(2.5)     # one more poll: nothing may still be moving
-            wait_for(settled, timeout=60, interval=1.0, what="quiescence after one more poll")
+            # two more polls (counted, not slept for: a loaded machine polls late): nothing may still be moving
+            polls = self.daemon.status()["polls"]
+            wait_for(lambda: self.daemon.status()["polls"] >= polls + 2, timeout=60, interval=0.2,
+                     what="two more polls")
+            wait_for(settled, timeout=60, interval=1.0, what="quiescence after two more polls")
         except AssertionError:
             local, server = read_tree(self.mirror), self.srv.tree(self.repo)
             diff = sorted(k for k in set(local) | set(server) if local.get(k) != server.get(k))

@@ -66,8 +66,9 @@ def devserver_token(devserver) -> str:
 LEAK_GRACE = 3.0
 
 #: Threads started during a test that are not the test's to stop: (name prefix, why it may stay).
-FOREVER_THREADS: tuple[tuple[str, str], ...] = (
-)
+#: Empty: no library the suite uses keeps a thread for the rest of the run (anyio's and
+#: concurrent.futures' workers end with their event loop or executor, devserver's with stop()).
+FOREVER_THREADS: tuple[tuple[str, str], ...] = ()
 
 
 def _forever(thread: threading.Thread) -> bool:

@@ -31,7 +31,8 @@ def fake_daemon(isolated_env) -> Iterator[dict[str, Any]]:  # noqa: F811
             return value
         return handler
 
-    methods = ("status", "wait", "activity", "conflicts", "held_deletes", "refresh", "memory.read", "damaged")
+    methods = ("status", "wait", "activity", "conflicts", "held_deletes", "refresh", "memory.read", "damaged",
+               "pause", "resume")
     server = SocketServer(isolated_env.socket, {m: answer(m) for m in methods})
     server.start()
     ANSWERS.clear()
@@ -169,3 +170,15 @@ def test_damaged_files_are_listed_in_natural_order(fake_daemon, capsys) -> None:
     fake_daemon["damaged"] = [{"path": p, "reason": "bad"} for p in ("n10.md", "n2.md", "n1.md")]
     assert main(["damaged"]) == 0
     assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == ["n1.md", "n2.md", "n10.md"]
+
+
+def test_pause_of_one_mirror_says_which_and_how_to_resume_it(fake_daemon, capsys) -> None:
+    fake_daemon["pause"] = fake_daemon["resume"] = {}
+    assert main(["pause"]) == 0
+    assert capsys.readouterr().out == "Syncing paused.\n"
+    assert main(["pause", "--mirror", "Course notes"]) == 0
+    out = capsys.readouterr().out
+    assert "Syncing of Course notes paused (the other mirrors go on)" in out
+    assert "`ohsync resume --mirror 'Course notes'`" in out
+    assert main(["resume", "--mirror", "Course notes"]) == 0
+    assert capsys.readouterr().out == "Syncing of Course notes resumed.\n"

@@ -139,6 +139,16 @@ def test_two_mirrors_on_one_folder_are_a_config_error(isolated_env, tmp_path: Pa
     assert "tables 1 (A) and 2 (B)" in e.value.message and "change `local`" in e.value.message
 
 
+def test_a_symlink_to_another_mirrors_folder_is_the_same_folder(isolated_env, tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    path = tmp_path / "c.toml"
+    path.write_text(f'[[mirror]]\nlibrary = "A"\nlocal = "{tmp_path}/a"\n'
+                    f'[[mirror]]\nlibrary = "B"\nlocal = "{tmp_path}/link"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="the same folder"):
+        load_config(path)
+
+
 def test_default_folders_of_two_mirrors_collide(isolated_env, tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text('[[mirror]]\nlibrary = "A"\n[[mirror]]\nlibrary = "B"\n', encoding="utf-8")
@@ -166,3 +176,15 @@ def test_env_overrides(isolated_env, tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_normalize_server_url() -> None:
     assert normalize_server_url("cloud.tsinghua.edu.cn/") == "https://cloud.tsinghua.edu.cn"
     assert normalize_server_url("http://127.0.0.1:8000") == "http://127.0.0.1:8000"
+
+
+def test_a_remote_outside_the_library_is_a_config_error(isolated_env, tmp_path: Path) -> None:
+    """`remote = "../x"` used to load, then fail every sync pass as an internal error."""
+    path = tmp_path / "c.toml"
+    for remote in ("../knowledge", "/Files/./x"):
+        path.write_text(f'[[mirror]]\nlibrary = "OH-Memory"\nremote = "{remote}"\n', encoding="utf-8")
+        with pytest.raises(ConfigError, match=r"`mirror.remote` .* is not a folder of the library") as info:
+            load_config(path)
+        assert "Internal" not in str(info.value)
+    path.write_text('[[mirror]]\nlibrary = "OH-Memory"\nremote = "Files/"\n', encoding="utf-8")
+    assert load_config(path).mirror.remote == "Files/"

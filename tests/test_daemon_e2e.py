@@ -73,7 +73,7 @@ def test_cold_start_edits_both_ways_and_stop(setup) -> None:
     client = d.client()
     p0 = client.call("status")["polls"]
     srv.reset_counters()
-    time.sleep(5)
+    wait_for(lambda: client.call("status")["polls"] >= p0 + 4, timeout=30, what="four idle polls")
     p1 = client.call("status")["polls"]
     n = srv.request_count()
     assert p1 - p0 >= 3

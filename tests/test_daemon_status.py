@@ -20,7 +20,7 @@ def test_exact_shape_and_types() -> None:
     st = build_status(_idle(conflicts=1))
     assert list(st)[:len(KEYS)] == KEYS
     assert st["protocol"] == 1
-    assert st["state"] == "idle" and st["message"] == "Up to date"
+    assert st["state"] == "idle" and st["message"].startswith("Up to date; 1 conflict copy")
     assert isinstance(st["last_sync"], str) and st["last_sync"][10] == "T"
     for k in ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes"):
         assert type(st[k]) is int
@@ -29,7 +29,7 @@ def test_exact_shape_and_types() -> None:
     [item] = st["mirrors"]
     assert {k: item[k] for k in ("name", "library", "local", "state", "message")} == {
         "name": "OH-Memory", "library": "OH-Memory", "local": "/home/u/OH-Memory",
-        "state": "idle", "message": "Up to date"}
+        "state": "idle", "message": st["message"]}
     assert item["conflicts"] == 1 and item["attention"] == [] and item["last_sync"] == st["last_sync"]
 
 
@@ -65,7 +65,9 @@ def test_named_problems() -> None:
     st = build_status(_idle(problem="auth_required"))
     assert st["state"] == "auth_required" and "ohsync login" in st["message"]
     st = build_status(_idle(problem="offline", problem_message="Cannot reach the server", retry_at=time.time() + 10))
-    assert st["state"] == "offline" and "retrying in" in st["message"]
+    assert st["state"] == "offline" and "retrying in 10 s" in st["message"]
+    st = build_status(_idle(problem="offline", problem_message="Cannot reach the server", retry_at=time.time() - 1))
+    assert st["message"] == "Cannot reach the server; retrying now"
     assert build_status(_idle(problem="stopped", problem_message="gone"))["state"] == "stopped"
     assert build_status(_idle(paused=True))["state"] == "paused"
     assert build_status(_idle(problem="error", problem_message="boom"))["message"] == "boom"
@@ -95,3 +97,14 @@ def test_a_far_off_clock_is_reported_and_changes_nothing_else() -> None:
     st = build_status(Snapshot(**base, clock_offset=-3600.0))
     assert st["state"] == "idle" and "clock is 60 min ahead of the server" in st["message"]
     assert st["clock_offset"] == -3600
+
+
+def test_up_to_date_names_conflict_copies_waiting_to_be_settled() -> None:
+    """A conflict copy needs the person to look at it: "Up to date" alone would hide it."""
+    snap = idle_snapshot(conflicts=2)
+    st = build_status(snap)
+    assert st["state"] == "idle" and st["conflicts"] == 2
+    assert st["message"] == "Up to date; 2 conflict copies in /.conflict/ to look at (`ohsync conflicts`)"
+    assert build_status(idle_snapshot(conflicts=1))["message"].endswith("1 conflict copy in /.conflict/ to look "
+                                                                       "at (`ohsync conflicts`)")
+    assert build_status(idle_snapshot())["message"] == "Up to date"

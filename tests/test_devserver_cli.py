@@ -47,3 +47,14 @@ def test_cli_usage_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ohsync.devserver", "--data", str(tmp_path), "--user", "nocolon"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "EMAIL:PASSWORD" in r.stderr
+
+
+def test_help_names_the_default_account_and_who_owns_a_seeded_library(capsys):
+    import pytest
+
+    from ohsync.devserver.__main__ import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "default user@example.edu.cn:secret" in out and "owned by the first --user" in out

@@ -101,6 +101,7 @@ def test_broken_config_file_is_the_finding(isolated_env, capsys) -> None:
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "not valid TOML" in out and "ohsync setup" in out
+    assert out.count("move it away") == 1  # said once, on the fix line
 
 
 def test_keyring_missing_or_without_login(setup_done, probes, monkeypatch) -> None:
@@ -249,6 +250,11 @@ def test_drop_folder_overlapping_the_mirror(setup_done, probes) -> None:
     found = _check(_run(setup_done, probes, filing=replace(cfg.filing, drop_dir=cfg.mirror.local / "drop")),
                    "drop_folder")
     assert found.level == ERROR and "drop_dir" in found.fix
+    # inside a second mirror: the daemon turns filing off just the same
+    notes = replace(cfg.mirror, library="Notes", local=setup_done.root / "home" / "Notes")
+    found = _check(_run(setup_done, probes, mirrors=(cfg.mirror, notes),
+                        filing=replace(cfg.filing, drop_dir=notes.local / "drop")), "drop_folder")
+    assert found.level == ERROR and str(notes.local) in found.message and "filing is off" in found.message
 
 
 def test_inotify_limit(setup_done, probes) -> None:
@@ -342,3 +348,18 @@ def test_state_database_integrity(setup_done, probes) -> None:
     db.write_bytes(b"this is not a database at all" * 200)
     found = _check(_run(setup_done, probes), "state_db")
     assert found.level == ERROR and "cannot be read" in found.message and "ohsync stop" in found.fix
+
+
+def test_state_database_of_a_newer_ohsync(setup_done, probes) -> None:
+    from ohsync.engine.state_schema import SCHEMA_VERSION
+
+    cfg = load_config(setup_done.config)
+    db = cfg.mirror_state_dir(_library_id(cfg)) / "state.sqlite3"
+    db.parent.mkdir(parents=True)
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    found = _check(_run(setup_done, probes), "state_db")
+    assert found.level == ERROR and "newer ohsync" in found.message
+    assert "Upgrade ohsync" in found.fix and "`ohsync resync`" in found.fix

@@ -140,12 +140,26 @@ def test_a_server_failing_every_request_ends_the_pass(devserver, synced):
     failure = classify(info.value)
     assert failure.scope == "mirror" and not failure.permanent
     assert f"{SERVER_STRIKES} requests in a row" in info.value.message
-    assert len(synced.engine.failures()) == SERVER_STRIKES - 1  # the pass stopped at the third
+    assert synced.engine.failures() == []  # the server's outage, not charged to the files it hit first
     devserver.clear_faults()
-    synced.engine.release_failures()
-    assert synced.sync().errors == []
+    assert synced.sync().errors == []  # the next pass, with no wait per file
     assert all(devserver.read_file(synced.repo_id, f"/knowledge/edit-{i}.md") == f"edit {i}, again\n".encode()
                for i in range(6))
+
+
+def test_failures_between_successes_never_add_up_to_an_outage(devserver, synced):
+    names = [f"knowledge/{i}-{'bad' if i % 2 == 0 else 'good'}.md" for i in range(2 * SERVER_STRIKES)]
+    for rel in names:
+        synced.write(rel, f"{rel} v1\n".encode())
+    synced.sync()
+    for rel in names:
+        synced.write(rel, f"{rel} v2\n".encode())
+    devserver.inject_fault(None, r"/file/detail/.*-bad", status=503, count=10_000)
+
+    report = synced.sync(names)  # bad, good, bad, good…: each success resets the count
+
+    assert sorted(p for p, _ in report.errors) == [n for n in names if "-bad" in n]
+    assert sorted(report.uploaded) == [n for n in names if "-good" in n]
 
 
 def test_a_refused_connection_ends_the_pass_with_a_mirror_wide_error(devserver, synced, monkeypatch):
@@ -325,3 +339,25 @@ def test_large_download_survives_a_dropped_connection(devserver, synced):
     devserver.inject_fault("GET", r"/files/", drop=True, count=1)
     synced.sync()
     assert synced.read("Files/remote-big.bin") == big
+
+
+def test_a_remote_folder_that_does_not_exist_stops_the_mirror_with_a_sentence(devserver, tmp_path):
+    """`remote = "/Nope"`: the mirror stops for the person (not retried for ever as "Not found")."""
+    from ohsync.engine.client import SeafileClient
+    from ohsync.engine.errors import NotFoundError
+    from ohsync.engine.state import StateStore
+    from ohsync.engine.sync import SyncEngine
+
+    repo = devserver.create_library(USER, "Sub")
+    devserver.put_file(repo, "/Files/a.md", b"a\n")
+    root = tmp_path / "m"
+    state = StateStore(tmp_path / "st" / "state.db", tmp_path / "st" / "blobs")
+    with SeafileClient(devserver.url, devserver.token_for(USER), retries=0) as client:
+        engine = SyncEngine(client, repo, root, state, remote_root="/Nope")
+        with pytest.raises(NotFoundError) as info:
+            engine.sync()
+        failure = classify(info.value)
+        assert failure.scope == "mirror" and failure.permanent
+        assert "/Nope" in failure.message and "`remote`" in failure.message
+        assert not root.exists() or not any(root.iterdir())
+    state.close()

@@ -146,7 +146,7 @@ class FakeMirror:
         self.local_root, self.remote_root = root, "/"
         root.mkdir(parents=True, exist_ok=True)
         self.remote: dict[str, bytes] = {}
-        self.folders: set[str] = set()
+        self.folders: set[str] = set()  # created by upload_new
         self.adopted: dict[str, str] = {}
         self.events: list[SyncEvent] = []
         self.free = free
@@ -171,9 +171,6 @@ class FakeMirror:
 
     def free_space(self):
         return self.free
-
-    def ensure_folder(self, rel):
-        self.folders.add(rel)
 
     def upload_new(self, rel, fh, size, *, resume, attempts, chunk_size, progress, before_chunk):
         self.calls.append(f"upload {rel}")
@@ -316,3 +313,43 @@ def test_debouncer_restarts_a_key_on_each_touch_and_honours_holds():
     assert d.pop_due() == []
     d.release_holds()
     assert d.pop_due() == ["b"] and d.next_due() is None and d.pop_all() == []
+
+
+# -- the one read-back every writer uses --------------------------------------------------------------
+
+class _Client:
+    """Serves one file's bytes for downloads and counts them."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.downloads = data, 0
+
+    def download(self, repo_id, path, dest, **kw):
+        self.downloads += 1
+        dest.write(self.data)
+        return "id"
+
+
+def _ctx(client: _Client, limit: int):
+    from ohsync.engine.context import EngineOptions, MirrorContext
+
+    return MirrorContext(client, "r", "/", Path("/nonexistent"), state=None,  # type: ignore[arg-type]
+                         options=EngineOptions(readback_full_limit=limit))
+
+
+@pytest.mark.parametrize("size, same_id, downloads", [
+    (10, True, 1),       # small: always downloaded and compared
+    (10_000, True, 0),   # large with the locally computed content id: the id proves it
+    (10_000, False, 1),  # large with another id: downloaded and compared
+])
+def test_the_shared_read_back_downloads_unless_a_large_files_id_proves_it(size, same_id, downloads):
+    from ohsync.engine.write_path import holds_content
+
+    data = os.urandom(size)
+    client = _Client(data)
+    ctx = _ctx(client, limit=1000)
+    fid = seafile_file_id(data)
+    entry = RemoteEntry("a.bin", False, fid if same_id else "f" * 40, size)
+    assert holds_content(ctx, entry, sha1=sha1_bytes(data), size=size, file_id=fid)
+    assert client.downloads == downloads
+    client.data = data[:-1] + bytes([data[-1] ^ 1])  # the server holds other bytes
+    assert holds_content(ctx, entry, sha1=sha1_bytes(data), size=size, file_id=fid) is (downloads == 0)

@@ -35,34 +35,16 @@ def _config(env: Any, server: str, mirrors: list[dict[str, Any]], **extra: Any) 
 
 
 @pytest.fixture
-def two(isolated_env, devserver, tmp_path: Path):
+def two(seed_daemon, tmp_path: Path):
     """OH-Memory (the demo tree) and Docs (two files) mirrored by one daemon."""
-    mem_id = devserver.create_library(USER, "OH-Memory", from_tree=DEMO_LIBRARY)
-    docs_id = devserver.create_library(USER, "Docs")
-    devserver.put_file(docs_id, "/readme.txt", b"docs library\n")
-    devserver.put_file(docs_id, "/plans/q1.txt", b"plan\n")
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    mem, docs = tmp_path / "OH-Memory", tmp_path / "Docs"
-    _config(isolated_env, devserver.url, [{"library": "OH-Memory", "local": str(mem)},
-                                          {"library": "Docs", "local": str(docs)}],
+    s = seed_daemon(tree=DEMO_LIBRARY, config=False)
+    docs = seed_daemon(library="Docs", put={"/readme.txt": b"docs library\n", "/plans/q1.txt": b"plan\n"},
+                       config=False)
+    s.mem_id, s.docs_id, s.mem, s.docs = s.repo_id, docs.repo_id, tmp_path / "OH-Memory", tmp_path / "Docs"
+    _config(s.env, s.srv.url, [{"library": "OH-Memory", "local": str(s.mem)},
+                               {"library": "Docs", "local": str(s.docs)}],
             filing={"drop_dir": str(tmp_path / "drop")})
-    procs: list[DaemonProc] = []
-
-    class S:
-        env = isolated_env
-        srv = devserver
-
-    S.mem_id, S.docs_id, S.mem, S.docs = mem_id, docs_id, mem, docs
-
-    def start() -> DaemonProc:
-        p = DaemonProc(isolated_env)
-        procs.append(p)
-        return p
-
-    S.start = staticmethod(start)
-    yield S
-    for p in procs:
-        p.stop()
+    return s
 
 
 def _mirrors(d: DaemonProc) -> dict[str, dict[str, Any]]:
@@ -119,13 +101,28 @@ def test_two_libraries_sync_side_by_side(two) -> None:
     # a method that acts on one mirror names the choices when none is given
     r = d.cli("resync")
     assert r.returncode == 1
-    assert "name one with `mirror` (--mirror NAME)" in r.stderr
+    assert "name one with --mirror NAME" in r.stderr
     assert f"OH-Memory ({two.mem})" in r.stderr and f"Docs ({two.docs})" in r.stderr
     r = d.cli("conflicts", "--mirror", "nope")
     assert r.returncode == 1 and "no mirror is called 'nope'" in r.stderr
     # a folder names a mirror as well as its library does
     r = d.cli("status", "--json", "--mirror", str(two.docs))
     assert r.returncode == 0 and json.loads(r.stdout)["mirrors"][0]["name"] == "Docs"
+    # lists cover every mirror, each item naming its own
+    activity = d.client().call("activity", {"limit": 200})
+    assert {"OH-Memory", "Docs"} <= {a["mirror"] for a in activity}
+    assert any(a["mirror"] == "Docs" and a["path"] == "plans/q2.txt" for a in activity)
+    assert "[Docs] " in d.cli("activity", "--limit", "200").stdout
+    # the memory tools work on one library: named, or the memory library's mirror by default
+    r = d.cli("memory", "search", "哈希表", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["results"]
+    r = d.cli("memory", "search", "哈希表", "--mirror", "Docs", "--json")
+    assert r.returncode == 0, r.stderr
+    assert not json.loads(r.stdout)["results"]
+    r = d.cli("memory", "search", "哈希表", "--mirror", "OH-Memory", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["results"]
     # each mirror keeps its own state database
     dbs = sorted((two.env.root / "state" / "mirrors").glob("*/state.sqlite3"))
     assert len(dbs) == 2 and {p.parent.name.rsplit("-", 1)[0] for p in dbs} == {two.mem_id, two.docs_id}
@@ -198,20 +195,15 @@ def test_a_deleted_library_stops_only_its_mirror(two) -> None:
     assert d.proc.poll() is None
 
 
-def test_a_missing_library_at_start_stops_only_its_mirror(isolated_env, devserver, tmp_path: Path) -> None:
-    mem_id = devserver.create_library(USER, "OH-Memory")
-    devserver.put_file(mem_id, "/a.md", b"a\n")
-    credentials.save_token(devserver.url, USER, devserver.token_for(USER))
-    _config(isolated_env, devserver.url, [{"library": "OH-Memory", "local": str(tmp_path / "m")},
-                                          {"library": "Nowhere", "local": str(tmp_path / "n")}])
-    d = DaemonProc(isolated_env)
-    try:
-        mirrors = _wait_states(d, **{"OH-Memory": "idle", "Nowhere": "stopped"})
-        assert "Nowhere" in mirrors["Nowhere"]["message"]
-        assert (tmp_path / "m" / "a.md").read_bytes() == b"a\n"
-        assert d.proc.poll() is None
-    finally:
-        d.stop()
+def test_a_missing_library_at_start_stops_only_its_mirror(seed_daemon, tmp_path: Path) -> None:
+    s = seed_daemon(put={"/a.md": b"a\n"}, config=False)
+    _config(s.env, s.srv.url, [{"library": "OH-Memory", "local": str(tmp_path / "m")},
+                               {"library": "Nowhere", "local": str(tmp_path / "n")}])
+    d = s.start()
+    mirrors = _wait_states(d, **{"OH-Memory": "idle", "Nowhere": "stopped"})
+    assert "Nowhere" in mirrors["Nowhere"]["message"]
+    assert (tmp_path / "m" / "a.md").read_bytes() == b"a\n"
+    assert d.proc.poll() is None
 
 
 def test_two_mirrors_on_one_folder_refuse_to_start(isolated_env, devserver, tmp_path: Path) -> None:

@@ -120,3 +120,38 @@ def test_held_deletes_stay_held_through_a_watcher_pass(devserver, tmp_path: Path
     report = mirror.sync(rels)  # late watcher events for the same deletes
     assert report.rescan and report.deleted_remote == []
     assert sorted(p for p, _ in mirror.engine.held_deletes()) == sorted(rels)
+
+
+def test_deleting_every_file_of_a_small_mirror_is_held() -> None:
+    valve = DeleteValve(50, 25, clock=lambda: 0.0)
+    report = SimpleNamespace(held_deletes=None)
+    assert valve.filter(deletes(3), 3, report) == [] and len(valve.held()) == 3
+    assert valve.confirm() == 3 and len(valve.filter(deletes(3), 3, report)) == 3
+    # one file of one, or all but one, is ordinary use
+    assert len(valve.filter(deletes(1), 1, report)) == 1
+    assert len(valve.filter(deletes(2, "local"), 3, report)) == 2
+
+
+def test_a_small_mirror_folder_recreated_empty_does_not_empty_the_library(devserver, tmp_path: Path) -> None:
+    """`rm -r` of the folder and `mkdir` again (or an empty mount point): the 3 files stay live on the
+    server, held until `confirm-deletes`, instead of going to /.trash/ under the count limits."""
+    import shutil
+
+    repo = devserver.create_library(USER, "Notes")
+    for name in ("a.md", "b.md", "c.txt"):
+        devserver.put_file(repo, f"/{name}", f"{name}\n".encode())
+    mirror = make_mirror(devserver, repo, tmp_path)
+    mirror.sync()
+    assert sorted(p.name for p in mirror.root.iterdir()) == ["a.md", "b.md", "c.txt"]
+    shutil.rmtree(mirror.root)
+    mirror.root.mkdir()
+    report = mirror.sync()
+    assert sorted(p for p, _ in report.held_deletes) == ["a.md", "b.md", "c.txt"]
+    assert report.deleted_remote == []
+    tree = devserver.tree(repo)
+    assert {"/a.md", "/b.md", "/c.txt"} <= set(tree) and not any(p.startswith("/.trash/") for p in tree)
+    # confirmed, they go to /.trash/ as any delete does
+    mirror.engine.confirm_deletes()
+    mirror.sync()
+    tree = devserver.tree(repo)
+    assert "/a.md" not in tree and "/.trash/a.md" in tree
