@@ -8,7 +8,9 @@ nothing changes.  With several and no ``mirror``: ``refresh``, ``pause``,
 ``resume`` and ``wait`` act on all; the lists (``conflicts``, ``damaged``,
 ``activity``, ``held_deletes``, ``skipped``) cover all, each item with its
 ``mirror``; ``confirm_deletes`` acts on the one mirror holding deletions;
-``resync`` and ``memory.*`` answer -32602 naming the choices.
+``memory.*`` works on the mirror of the memory library (``OH-Memory``) when
+exactly one mirror holds it; ``resync`` (and ``memory.*`` otherwise) answer
+-32602 naming the choices.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ohsync.daemon.config import DEFAULT_LIBRARY
 from ohsync.daemon.filing_service import FilingUnavailable
 from ohsync.daemon.protocol import MEMORY_METHODS, MIRROR_PARAM, PROTOCOL, Method, combine_status
 from ohsync.daemon.socket_server import CannotNow, InvalidParams
@@ -93,8 +96,8 @@ class Methods:
         if selector is None or selector == "":
             if len(mirrors) == 1 or several:
                 return list(mirrors)
-            raise InvalidParams(f"this daemon syncs {len(mirrors)} mirrors; name one with `mirror` "
-                                f"(--mirror NAME): {choices(mirrors)}")
+            raise InvalidParams(f"this daemon syncs {len(mirrors)} mirrors; name one with --mirror NAME "
+                                f"(socket parameter `mirror`): {choices(mirrors)}")
         if not isinstance(selector, str):
             raise InvalidParams("`mirror` must be a mirror's name, library or folder")
         named = [m for m in mirrors if m.answers_to(selector)]
@@ -184,8 +187,8 @@ class Methods:
             if not holding:
                 return {"confirmed": 0}
             if len(holding) > 1:
-                raise InvalidParams(f"{len(holding)} mirrors hold deletions; name one with `mirror` "
-                                    f"(--mirror NAME): {choices(holding)}")
+                raise InvalidParams(f"{len(holding)} mirrors hold deletions; name one with --mirror NAME "
+                                    f"(socket parameter `mirror`): {choices(holding)}")
             mirrors = holding
         result: dict[str, Any] = {"confirmed": mirrors[0].worker.confirm_deletes()}
         if len(self._mirrors) > 1:
@@ -222,10 +225,25 @@ class Methods:
         self._daemon.request_stop()
         return {"stopping": True}
 
+    def memory_mirror(self, params: dict[str, Any]) -> Mirror:
+        """The mirror a ``memory.*`` request works on.
+
+        The one named by ``mirror``; without a selector, the only mirror, or
+        among several the one mirror of the memory library (``OH-Memory``).
+
+        :raises InvalidParams: as :meth:`pick` when none of those rules names
+            exactly one mirror.
+        """
+        if not params.get(MIRROR_PARAM) and len(self._mirrors) > 1:
+            memory = [m for m in self._mirrors if m.config.library == DEFAULT_LIBRARY]
+            if len(memory) == 1:
+                return memory[0]
+        return self.one(params)
+
     def _memory(self, name: str) -> Handler:
         """A ``memory.*`` method of the one mirror named (the memory tools work on one library)."""
         def handler(params: dict[str, Any]) -> Any:
-            mirror = self.one(params)
+            mirror = self.memory_mirror(params)
             rest = {k: v for k, v in params.items() if k != MIRROR_PARAM}
             return mirror.memory.handlers()[name](rest)
         return handler

@@ -123,7 +123,8 @@ def _state(s: Snapshot) -> tuple[str, str]:
     if s.problem == "offline":
         when = ""
         if s.retry_at is not None:
-            when = f"; retrying in {max(0, round(s.retry_at - s.now))} s"
+            secs = round(s.retry_at - s.now)
+            when = f"; retrying in {secs} s" if secs >= 1 else "; retrying now"
         return "offline", (s.problem_message or "Cannot reach the server") + when
     if s.problem == "error":
         return "error", s.problem_message or "Syncing failed"

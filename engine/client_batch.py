@@ -6,9 +6,9 @@ multipart POST and makes one commit of them (``docs/seafile-api.md``
 §5.3, verified: the Go file server answers in request order, the C one in
 reverse order).  An upload link is multi-use until it expires (1 h by
 default) and bound to its folder, so one link per folder serves every batch
-sent there: links are kept for :data:`LINK_TTL` seconds and fetched again
-when the file server answers 403 "Access token not found" (the request was
-refused before anything was stored, so sending it again is safe).
+sent there (:mod:`ohsync.engine.client_links`: kept while valid, fetched
+again when the file server answers 403 "Access token not found", which it
+does before anything is stored, so sending the batch again is safe).
 
 Safe to call from several threads at once (the link cache has a lock; the
 httpx client may be shared between threads).
@@ -16,58 +16,22 @@ httpx client may be shared between threads).
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Sequence
 
 import httpx
 
 from .client_answers import as_int, check_repo_id
 from .client_errors import check_id, error_for_response, parse_json, translate_errors
-from .client_http import SeafileHTTP
+from .client_links import LinkCache
 from .client_paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
-from .errors import ProtocolError, RemoteOperationError, ServerError
+from .errors import ProtocolError, RemoteOperationError
 from .models import UploadResult
 
-__all__ = ["BatchUploads", "LINK_TTL"]
-
-#: Seconds an upload link is reused (the server's default lifetime is 3600).
-LINK_TTL = 1800.0
+__all__ = ["BatchUploads"]
 
 
-class BatchUploads(SeafileHTTP):
-    """Multi-file upload and the upload-link cache (see the module docstring)."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._links: dict[tuple[str, str], tuple[httpx.URL, float]] = {}
-        self._links_lock = threading.Lock()
-        self._count_lock = threading.Lock()
-
-    def _count_request(self, request: httpx.Request) -> None:
-        with self._count_lock:  # batches may be sent from several threads
-            super()._count_request(request)
-
-    def upload_link(self, repo_id: str, folder: str, *, fresh: bool = False) -> httpx.URL:
-        """An upload link for ``folder``: ``GET /api2/repos/{id}/upload-link/?p=<folder>``,
-        or the one fetched less than :data:`LINK_TTL` seconds ago.
-
-        :param fresh: drop the cached link and fetch a new one.
-        :returns: the absolute link (without ``replace`` in its query).
-        :raises NotFoundError: the folder or the library does not exist.
-        :raises QuotaError: out of quota (checked by the server here already).
-        """
-        repo = check_repo_id(repo_id)
-        parent = normalize_remote_path(folder)
-        key = (repo, parent)
-        with self._links_lock:
-            known = self._links.get(key)
-            if known is not None and not fresh and time.monotonic() - known[1] < LINK_TTL:
-                return known[0]
-            link: httpx.URL = self._retrying(lambda: self._link(
-                f"/api2/repos/{repo}/upload-link/", parent, what="getting an upload link", path=parent))
-            self._links[key] = (link, time.monotonic())
-            return link
+class BatchUploads(LinkCache):
+    """Multi-file upload (see the module docstring)."""
 
     def upload_files(self, repo_id: str, folder: str, files: Sequence[tuple[str, bytes]]) -> list[UploadResult]:
         """Upload new files into one folder with one request:
@@ -102,13 +66,7 @@ class BatchUploads(SeafileHTTP):
                 raise RemoteOperationError(f"Cannot upload {join_remote(parent, name)!r}: "
                                            f"{problem or 'a name with /'}.", path=join_remote(parent, name),
                                            title="Name not allowed")
-        link = self.upload_link(repo, parent)
-        try:
-            resp = self._post_files(link, parent, files)
-        except ServerError as exc:
-            if exc.status != 403:
-                raise
-            resp = self._post_files(self.upload_link(repo, parent, fresh=True), parent, files)
+        resp = self._with_link("upload", repo, parent, lambda link: self._post_files(link, parent, files))
         return _results(resp, parent, len(files))
 
     def _post_files(self, link: httpx.URL, parent: str, files: Sequence[tuple[str, bytes]]) -> httpx.Response:

@@ -9,10 +9,10 @@ program.  Memory use is bounded by the chunk buffers, whatever the file size.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 from urllib.parse import quote
@@ -21,13 +21,14 @@ import httpx
 
 from .client_answers import as_int, check_repo_id, parse_update_answer
 from .client_errors import check_id, error_for_response, parse_json, translate_errors
-from .client_http import TRANSIENT, SeafileHTTP
+from .client_http import TRANSIENT
+from .client_links import LinkCache
 from .client_paths import join_remote, name_problem, upload_target
 from .errors import LocalError, ProtocolError, RemoteError, ThrottledError, local_error
-from .ids import BLOCK_SIZE
+from .ids import BLOCK_SIZE, ContentHasher
 from .models import UploadResult
 
-__all__ = ["CHUNK_SIZE", "ChunkedUploads", "Progress"]
+__all__ = ["CHUNK_SIZE", "IN_FLIGHT", "ChunkedUploads", "Progress"]
 
 log = logging.getLogger("ohsync.client")
 
@@ -37,9 +38,11 @@ CHUNK_SIZE = BLOCK_SIZE
 Progress = Callable[[int, int], None]
 
 _READ = 1024 * 1024
+#: Chunk requests at most at once when an executor is given.
+IN_FLIGHT = 4
 
 
-class ChunkedUploads(SeafileHTTP):
+class ChunkedUploads(LinkCache):
     """Chunked, resumable upload (see the module docstring)."""
 
     def upload_chunked(
@@ -58,32 +61,59 @@ class ChunkedUploads(SeafileHTTP):
         attempts: int | None = None,
         before_chunk: Callable[[int, int], None] | None = None,
         head: str | None = None,
+        hasher: ContentHasher | None = None,
+        executor: Any = None,
+        in_flight: int = IN_FLIGHT,
+        resume_cap: int | None = None,
     ) -> UploadResult:
         """Upload bytes ``[0, size)`` of ``fh`` to ``remote_path`` in chunks.
 
-        New file (``exists=False``): ``GET /api2/repos/{id}/upload-link/?p=<parent>``,
-        then ``POST <link>?ret-json=1`` multipart ``parent_dir``, ``replace``
-        (0/1), ``last_modify``, one ``file`` part.  Existing file
-        (``exists=True``): ``GET /api2/repos/{id}/update-link/?p=<parent>``,
-        then ``POST <link>`` multipart ``target_file``, ``file``.  Each chunk
-        carries ``Content-Range: bytes <first>-<last>/<size>`` and
+        New file (``exists=False``): ``POST <upload link>?ret-json=1``
+        multipart ``parent_dir``, ``replace`` (0/1), ``last_modify``, one
+        ``file`` part.  Existing file (``exists=True``): ``POST <update link>``
+        multipart ``target_file``, ``file``.  Links come from the link cache
+        (``GET /api2/repos/{id}/upload-link/?p=<parent>`` /
+        ``update-link/`` when none is held; a fresh one after a failure).
+        Each chunk carries ``Content-Range: bytes <first>-<last>/<size>`` and
         ``Content-Disposition: attachment; filename="<pct-encoded name>"``;
         non-final chunks answer ``{"success": true}``, the final one the
         normal answer (``[{"id","name","size"}]`` / the bare id).  A file of
         at most ``chunk_size`` bytes goes up in one ordinary request.
 
+        Chunks in flight: with an ``executor`` (``submit(fn, *args)`` →
+        future) up to ``in_flight`` chunks are sent at once, while the next
+        one is read and hashed here.  Both file servers write each chunk at
+        its ``first`` offset into one temp file per (library, path)
+        (seafile-server ``fileserver/fileop.go`` ``writeBlockDataToTmpFile``
+        seeks to the chunk's start; ``server/upload-file.c``
+        ``copy_block_to_tmp_file`` lseeks likewise), which the first chunk
+        creates and the chunk ending at ``size - 1`` assembles and commits.
+        So the first chunk goes alone, the middle ones in any order, and the
+        final one only after every other was confirmed.  This follows the
+        servers' source and devserver, not a live check; ``in_flight=1``
+        (or no executor) sends strictly in order.
+
+        Hashing: ``hasher`` (a new one when None) is fed the bytes in order
+        as they are read for sending, so no pass over the file precedes the
+        first byte; after the upload it holds the content's sha1 and Seafile
+        id.  A resumed upload first feeds it the bytes the server already
+        holds, read from ``fh``.
+
         Resuming: with ``resume`` the server is first asked
         ``GET /api/v2.1/repos/{id}/file-uploaded-bytes/?parent_dir=&file_name=``
-        → ``{"uploadedBytes": N}`` and the upload continues at ``N`` (after a
-        crash or restart).  Only pass ``resume=True`` when an interrupted
-        upload to this path can only have been of this same content: the
-        server keeps one partial file per path.  A chunk that fails with a
-        dropped connection, a 5xx or an expired link is sent again with a
-        fresh link from the last offset both sides agree on (the server's,
-        capped at what it confirmed), up to ``attempts`` failures in a row.
-        If the final chunk's answer was lost, the file on the server is
-        checked (``file/detail``) before anything is sent again, so a new
-        file is not stored twice as ``name (1)``.
+        → ``{"uploadedBytes": N}`` and the upload continues at ``N``, or at
+        ``resume_cap`` when that is lower (the server reports the end of its
+        temp file, which may lie past a gap left by chunks in flight when the
+        program stopped: pass the prefix ``progress`` last reported).  Only pass
+        ``resume=True`` when an interrupted upload to this path can only
+        have been of this same content: the server keeps one partial file
+        per path.  A chunk that fails with a dropped connection, a 5xx or an
+        expired link is sent again with a fresh link from the last offset
+        both sides agree on (the server's, capped at the contiguous prefix
+        confirmed here), up to ``attempts`` failures in a row.  If the final
+        chunk's answer was lost, the file on the server is checked
+        (``file/detail``) before anything is sent again, so a new file is not
+        stored twice as ``name (1)``.
 
         :param remote_path: the target file (its folder must exist).
         :param fh: seekable binary file; read ``chunk_size`` bytes at a time.
@@ -93,7 +123,8 @@ class ChunkedUploads(SeafileHTTP):
         :param exists: update the existing file in place (takes precedence
             over ``replace``).
         :param chunk_size: bytes per request (default 8 MiB).
-        :param progress: ``progress(done_bytes, size)`` after each chunk.
+        :param progress: ``progress(done_bytes, size)`` after each chunk
+            (``done`` = the contiguous prefix confirmed).
         :param resume: continue a partial upload the server holds.
         :param mtime: modification time, Unix seconds (``last_modify``;
             new files only).
@@ -104,6 +135,10 @@ class ChunkedUploads(SeafileHTTP):
             can be resumed later).
         :param head: update mode only: the library commit the content is
             based on (``?head=`` on the update link, see ``SeafileClient.update``).
+        :param hasher: receives the content as it is sent (see above).
+        :param executor: runs chunk requests; None sends them one by one.
+        :param in_flight: chunk requests at most at once (with an executor).
+        :param resume_cap: resume at most from this offset (see above).
         :returns: :class:`UploadResult` (``path`` as stored: a new file may
             be auto-renamed ``name (1).ext``; ``id``; ``size`` in bytes).
         :raises RemoteOperationError: a name the form cannot carry (refused
@@ -117,58 +152,22 @@ class ChunkedUploads(SeafileHTTP):
         target, parent, name = upload_target(remote_path)
         if size < 0 or chunk_size < 1:
             raise ValueError("size must be >= 0 and chunk_size >= 1")
-        limit = self._retries + 1 if attempts is None else max(1, attempts)
         form = {"target_file": target} if exists else {"parent_dir": parent, "replace": "1" if replace else "0"}
         if mtime is not None and not exists:
             form["last_modify"] = datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        kind = "update" if exists else "upload"
         single = size <= chunk_size  # one ordinary request, no Content-Range
-        confirmed = 0
+        run = _Run(self, repo, target, parent, name, fh, size, chunk_size, form, exists,
+                   head=check_id(head, what="the head commit id") if head and exists else None,
+                   hasher=hasher if hasher is not None else ContentHasher(), single=single,
+                   before_chunk=before_chunk, progress=progress,
+                   limit=self._retries + 1 if attempts is None else max(1, attempts))
+        offset = 0
         if resume and not single:
             held = self._uploaded_bytes(repo, parent, name, target)
-            confirmed = held if 0 <= held < size else 0
-        offset, failures, link = confirmed, 0, None
-        # One buffer for every chunk: httpx's request/response objects form
-        # reference cycles that outlive a chunk until the garbage collector
-        # runs; they only ever point at this buffer, so memory stays bounded.
-        view = memoryview(bytearray(min(chunk_size, size)))
-        while True:
-            end = min(size, offset + chunk_size)
-            if before_chunk is not None:
-                before_chunk(offset, end)
-            body = _read_chunk(fh, offset, view[:end - offset], target)
-            try:
-                if link is None:
-                    link = self._fresh_link(repo, kind, parent, target)
-                    if head and exists:
-                        link = link.copy_merge_params({"head": check_id(head, what="the head commit id")})
-                resp = self._post(link, form, name, body, None if single else (offset, size), target, exists)
-            except TRANSIENT as exc:
-                failures += 1
-                if failures >= limit or (isinstance(exc, ThrottledError)
-                                         and exc.retry_after > self._max_retry_after):
-                    raise
-                log.info("bytes %d-%d of %s failed (%s); resuming", offset, end, target, exc.title)
-                self._backoff(failures, exc)
-                link = None
-                held = 0 if single else self._uploaded_bytes(repo, parent, name, target, default=offset)
-                if end == size and held == 0:  # the final request may have been committed
-                    done = self._committed(repo, target, fh, size)
-                    if done is not None:
-                        return done
-                offset = min(max(held, 0), confirmed)
-                continue
-            failures = 0
-            confirmed = offset = end
-            if progress is not None:
-                progress(end, size)
-            if end == size:
-                return self._final_answer(resp, exists, target, parent, size)
-
-    def _fresh_link(self, repo: str, kind: str, parent: str, target: str) -> httpx.URL:
-        url: httpx.URL = self._retrying(lambda: self._link(
-            f"/api2/repos/{repo}/{kind}-link/", parent, what=f"getting an {kind} link", path=target))
-        return url
+            offset = min(held, max(0, resume_cap)) if resume_cap is not None else held
+            offset = offset if 0 <= held < size else 0
+        window = max(1, in_flight) if executor is not None and not single else 1
+        return run.go(offset, executor if window > 1 else _Inline(), window)
 
     def _post(self, link: httpx.URL, form: dict[str, str], name: str, data: _ChunkBody,
               crange: tuple[int, int] | None, target: str, exists: bool) -> httpx.Response:
@@ -219,9 +218,9 @@ class ChunkedUploads(SeafileHTTP):
         value = body.get("uploadedBytes") if isinstance(body, dict) else None
         return value if isinstance(value, int) and value >= 0 else default
 
-    def _committed(self, repo: str, target: str, fh: BinaryIO, size: int) -> UploadResult | None:
+    def _committed(self, repo: str, target: str, file_id: str, size: int) -> UploadResult | None:
         """After the final chunk's answer was lost: the result if the server's
-        file at ``target`` is provably ours (same size and content id)."""
+        file at ``target`` is provably ours (same size and content id ``file_id``)."""
         try:
             resp = self._request("GET", f"/api2/repos/{repo}/file/detail/", params={"p": target},
                                  what="checking the uploaded file", path=target)
@@ -230,20 +229,9 @@ class ChunkedUploads(SeafileHTTP):
             return None
         if not isinstance(body, dict) or body.get("size") != size:
             return None
-        if body.get("id") != _content_id(fh, size, target):
+        if body.get("id") != file_id:
             return None
         return UploadResult(path=target, id=check_id(body.get("id"), what="the file details"), size=size)
-
-
-def _read_at(fh: BinaryIO, offset: int, length: int, target: str) -> bytes:
-    try:
-        fh.seek(offset)
-        data = fh.read(length)
-    except OSError as exc:
-        raise local_error(exc, target, what="reading the file to upload") from exc
-    if len(data) != length:
-        raise LocalError(f"The file for {target} became shorter while uploading.", path=target)
-    return data
 
 
 def _read_chunk(fh: BinaryIO, offset: int, view: memoryview, target: str) -> _ChunkBody:
@@ -293,16 +281,139 @@ class _ChunkBody(io.RawIOBase):
         return self._pos
 
 
-def _content_id(fh: BinaryIO, size: int, target: str) -> str:
-    """The Seafile id of bytes ``[0, size)`` of ``fh`` (8 MiB blocks), streamed."""
-    blocks: list[str] = []
-    for first in range(0, size, BLOCK_SIZE):
-        block = hashlib.sha1()
-        for piece in range(first, min(size, first + BLOCK_SIZE), _READ):
-            block.update(_read_at(fh, piece, min(_READ, size - piece, first + BLOCK_SIZE - piece), target))
-        blocks.append(block.hexdigest())
-    if size == 0:
-        return "0" * 40
-    text = '{"block_ids": [%s], "size": %d, "type": 1, "version": 1}' % (
-        ", ".join('"%s"' % b for b in blocks), size)
-    return hashlib.sha1(text.encode("ascii")).hexdigest()
+class _Inline:
+    """A stand-in executor that runs each request at once, on this thread."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed over like a pool would
+            future.set_exception(exc)
+        return future
+
+
+class _Run:
+    """One chunked upload in progress (see ``ChunkedUploads.upload_chunked``).
+
+    ``confirmed`` is the prefix of the file the server acknowledged chunk by
+    chunk; chunks above it that were acknowledged out of order wait in
+    ``acked`` until the gap below them closes.
+    """
+
+    def __init__(self, client: ChunkedUploads, repo: str, target: str, parent: str, name: str, fh: BinaryIO,
+                 size: int, chunk_size: int, form: dict[str, str], exists: bool, *, head: str | None,
+                 hasher: ContentHasher, single: bool, before_chunk: Callable[[int, int], None] | None,
+                 progress: Progress | None, limit: int) -> None:
+        self.client, self.repo, self.target, self.parent, self.name = client, repo, target, parent, name
+        self.fh, self.size, self.chunk_size, self.form, self.exists = fh, size, chunk_size, form, exists
+        self.head, self.hasher, self.single, self.limit = head, hasher, single, limit
+        self.before_chunk, self.progress = before_chunk, progress
+        self.kind = "update" if exists else "upload"
+
+    def go(self, offset: int, executor: Any, window: int) -> UploadResult:
+        """Send everything from ``offset``; returns the final answer."""
+        self.hasher.reset()
+        self._hash_prefix(offset)
+        # Buffers are allocated once and reused: httpx's request/response
+        # objects form reference cycles that outlive a chunk until the
+        # garbage collector runs; they only ever point at these buffers, so
+        # memory stays bounded by ``window`` chunks whatever the file size.
+        free = [memoryview(bytearray(min(self.chunk_size, self.size))) for _ in range(window)]
+        failures, fresh = 0, False
+        while True:
+            outcome = self._round(offset, executor, free, fresh)
+            if isinstance(outcome, UploadResult):
+                return outcome
+            exc, final_failed, confirmed = outcome
+            failures = 1 if confirmed > offset else failures + 1  # a round that got bytes through starts over
+            if failures >= self.limit or (isinstance(exc, ThrottledError)
+                                          and exc.retry_after > self.client._max_retry_after):
+                raise exc
+            log.info("a chunk of %s failed after %d bytes (%s); resuming", self.target, confirmed, exc.title)
+            self.client._backoff(failures, exc)
+            held = 0 if self.single else self.client._uploaded_bytes(
+                self.repo, self.parent, self.name, self.target, default=confirmed)
+            if final_failed and held == 0:  # the final request may have been committed
+                done = self.client._committed(self.repo, self.target, self.hasher.file_id(), self.size)
+                if done is not None:
+                    return done
+            offset, fresh = min(max(held, 0), confirmed), True
+
+    def _round(self, offset: int, executor: Any, free: list[memoryview],
+               fresh: bool) -> UploadResult | tuple[RemoteError, bool, int]:
+        """Send from ``offset`` until done or a transient failure: the result,
+        or ``(error, whether the final chunk failed, confirmed prefix)``."""
+        try:
+            link = self.client._cached_link(self.kind, self.repo, self.parent, fresh=fresh)
+        except TRANSIENT as refused:
+            return refused, False, offset
+        if self.head:
+            link = link.copy_merge_params({"head": self.head})
+        confirmed = next_off = offset
+        acked: dict[int, int] = {}
+        pending: dict[Future[Any], tuple[int, int, memoryview]] = {}
+        failed: tuple[RemoteError, bool] | None = None
+        first = True  # the first chunk of a round goes alone: it creates the server's temp file
+        final_sent = False
+        try:
+            while True:
+                while failed is None and free and not final_sent:
+                    end = min(self.size, next_off + self.chunk_size)
+                    if (first and pending) or (end == self.size and (pending or confirmed != next_off)):
+                        break  # the final chunk only once everything below it is confirmed
+                    if self.before_chunk is not None:
+                        self.before_chunk(next_off, end)
+                    view = free.pop()
+                    body = _read_chunk(self.fh, next_off, view[:end - next_off], self.target)
+                    if end > self.hasher.size:
+                        self.hasher.update(view[self.hasher.size - next_off:end - next_off])
+                    crange = None if self.single else (next_off, self.size)
+                    future = executor.submit(self.client._post, link, self.form, self.name, body, crange,
+                                             self.target, self.exists)
+                    pending[future] = (next_off, end, view)
+                    next_off, final_sent = end, end == self.size
+                if not pending:
+                    assert failed is not None
+                    return failed[0], failed[1], confirmed
+                ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in ready:
+                    start, end, view = pending.pop(future)
+                    free.append(view)
+                    exc = future.exception()
+                    if exc is not None:
+                        if not isinstance(exc, TRANSIENT):
+                            raise exc
+                        assert isinstance(exc, RemoteError)
+                        failed = failed or (exc, end == self.size)
+                        continue
+                    if end == self.size:
+                        if self.progress is not None:
+                            self.progress(end, self.size)
+                        return self.client._final_answer(future.result(), self.exists, self.target,
+                                                         self.parent, self.size)
+                    first = False
+                    acked[start] = end
+                    while confirmed in acked:
+                        confirmed = acked.pop(confirmed)
+                    if self.progress is not None:
+                        self.progress(confirmed, self.size)
+        except BaseException:
+            wait(pending)  # no request may still read a buffer when we leave
+            raise
+
+    def _hash_prefix(self, offset: int) -> None:
+        """Feed the hasher bytes ``[0, offset)`` (a resumed upload), read from ``fh``."""
+        done = 0
+        try:
+            self.fh.seek(0)
+            while done < offset:
+                piece = self.fh.read(min(_READ, offset - done))
+                if not piece:
+                    break
+                self.hasher.update(piece)
+                done += len(piece)
+        except OSError as exc:
+            raise local_error(exc, self.target, what="reading the file to upload") from exc
+        if done != offset:
+            raise LocalError(f"The file for {self.target} became shorter while uploading.", path=self.target)

@@ -17,7 +17,8 @@ from typing import BinaryIO
 
 from .client_answers import as_int, check_repo_id, parse_update_answer, payload_size
 from .client_errors import check_id, parse_json
-from .client_http import Payload, SeafileHTTP
+from .client_http import Payload
+from .client_links import LinkCache
 from .client_paths import join_remote, name_problem, normalize_remote_path, split_remote, upload_target
 from .errors import ProtocolError
 from .models import RemoteEntry, UploadResult
@@ -25,7 +26,7 @@ from .models import RemoteEntry, UploadResult
 __all__ = ["FileCalls"]
 
 
-class FileCalls(SeafileHTTP):
+class FileCalls(LinkCache):
     """Per-file reads and writes (see the module docstring)."""
 
     def file_detail(self, repo_id: str, path: str) -> RemoteEntry:
@@ -102,11 +103,14 @@ class FileCalls(SeafileHTTP):
         replace: bool = False,
         mtime: float | None = None,
     ) -> UploadResult:
-        """Upload a new file: ``GET /api2/repos/{id}/upload-link/?p=<parent>``,
-        then ``POST <link>?ret-json=1`` multipart ``parent_dir``, ``replace``
-        (0/1), ``last_modify`` (ISO UTC, when ``mtime`` is given), ``file``.
+        """Upload a new file: ``POST <upload link>?ret-json=1`` multipart
+        ``parent_dir``, ``replace`` (0/1), ``last_modify`` (ISO UTC, when
+        ``mtime`` is given), ``file``; the link of ``<parent>`` comes from
+        the link cache (``GET /api2/repos/{id}/upload-link/?p=<parent>`` when
+        none is held).
 
-        Not retried (the engine re-plans). With ``replace=False`` a taken name
+        Not retried (the engine re-plans), except once with a new link when
+        the file server refused the cached one (403, nothing stored). With ``replace=False`` a taken name
         is stored as ``name (1).ext``; with ``replace=True`` the entry of that
         name is overwritten, **even a folder** — check the type first.
 
@@ -122,14 +126,11 @@ class FileCalls(SeafileHTTP):
         repo = check_repo_id(repo_id)
         target, parent, name = upload_target(remote_path)
         what = "uploading a file"
-        link = self._retrying(
-            lambda: self._link(f"/api2/repos/{repo}/upload-link/", parent, what="getting an upload link", path=target)
-        )
         form = {"parent_dir": parent, "replace": "1" if replace else "0"}
         if mtime is not None:
             form["last_modify"] = datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        url = link.copy_merge_params({"ret-json": "1"})
-        resp = self._fs_post(url, form, name, data, what=what, path=target)
+        resp = self._with_link("upload", repo, parent, lambda link: self._fs_post(
+            link.copy_merge_params({"ret-json": "1"}), form, name, data, what=what, path=target))
         body = parse_json(resp.content, what="the upload", path=target)
         if not isinstance(body, list) or len(body) != 1 or not isinstance(body[0], dict):
             raise ProtocolError("The upload answer has an unexpected shape.", path=target)
@@ -144,11 +145,14 @@ class FileCalls(SeafileHTTP):
         )
 
     def update(self, repo_id: str, remote_path: str, data: Payload, *, head: str | None = None) -> UploadResult:
-        """Replace an existing file's content in place:
-        ``GET /api2/repos/{id}/update-link/?p=<parent>``, then ``POST <link>[?head=]``
-        multipart ``target_file``, ``file``.  The answer is the bare new id.
+        """Replace an existing file's content in place: ``POST <update link>[?head=]``
+        multipart ``target_file``, ``file``; the library's update link comes
+        from the link cache (``GET /api2/repos/{id}/update-link/?p=<parent>``
+        when none is held).  The answer is the bare new id.
 
-        Not retried. Identical content returns the same id (no new commit).
+        Not retried, except once with a new link when the file server refused
+        the cached one (403, nothing stored).  Identical content returns the
+        same id (no new commit).
 
         :param head: the library commit the new content is based on (sent in
             the query, which both file servers read).  If the file changed
@@ -167,13 +171,10 @@ class FileCalls(SeafileHTTP):
         if not name:
             raise ValueError("cannot update the library root")
         what = "updating a file"
-        link = self._retrying(
-            lambda: self._link(f"/api2/repos/{repo}/update-link/", parent, what="getting an update link", path=target)
-        )
         size = payload_size(data)
-        if head:
-            link = link.copy_merge_params({"head": check_id(head, what="the head commit id", path=target)})
-        resp = self._fs_post(link, {"target_file": target}, name, data, what=what, path=target)
+        query = {"head": check_id(head, what="the head commit id", path=target)} if head else {}
+        resp = self._with_link("update", repo, parent, lambda link: self._fs_post(
+            link.copy_merge_params(query), {"target_file": target}, name, data, what=what, path=target))
         file_id = parse_update_answer(resp.content, target)
         return UploadResult(path=target, id=file_id, size=size)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, BinaryIO, Self
@@ -68,6 +69,7 @@ class SeafileHTTP:
         self._on_request = on_request
         #: HTTP requests sent so far (the engine reports them per pass).
         self.request_count = 0
+        self._count_lock = threading.Lock()  # transfers may run on several threads
         #: server clock minus ours, seconds, from the last ``Date`` header (None: unknown)
         self.clock_offset: float | None = None
         hooks: dict[str, list[Callable[..., Any]]] = {"request": [self._count_request],
@@ -109,9 +111,10 @@ class SeafileHTTP:
         self.clock_offset = server - time.time()
 
     def _count_request(self, request: httpx.Request) -> None:
-        self.request_count += 1
-        if self._on_request is not None:
-            self._on_request(request.method, str(request.url))
+        with self._count_lock:
+            self.request_count += 1
+            if self._on_request is not None:
+                self._on_request(request.method, str(request.url))
 
     def _request(
         self,

@@ -18,7 +18,8 @@ from .client_chunked import Progress
 from .client_errors import check_id, error_for_response, translate_errors
 from .client_http import TRANSIENT, SeafileHTTP
 from .client_paths import normalize_remote_path
-from .errors import NetworkError, ProtocolError, ServerError, ThrottledError
+from .errors import LocalError, NetworkError, ProtocolError, ServerError, ThrottledError
+from .ids import ContentHasher
 
 __all__ = ["ResumableDownloads"]
 
@@ -32,7 +33,8 @@ class ResumableDownloads(SeafileHTTP):
     """Resumable download (see the module docstring)."""
 
     def download_resumable(self, repo_id: str, path: str, dest: BinaryIO, *,
-                           progress: Progress | None = None, resume_id: str | None = None) -> str:
+                           progress: Progress | None = None, resume_id: str | None = None,
+                           hasher: ContentHasher | None = None) -> str:
         """Download a file into ``dest``, continuing after dropped connections.
 
         ``GET /api2/repos/{id}/file/?p=<path>&reuse=1`` gives a link usable
@@ -57,6 +59,11 @@ class ResumableDownloads(SeafileHTTP):
             ``resume_id`` (the id from a listing) from offset 0 and is
             positioned at their end.  If the server's current version is
             another one, ``dest`` is truncated to 0 and that version fetched.
+        :param hasher: fed every byte of the file in order as it is written
+            (reset when the download starts over), so the caller has the
+            file's hashes without reading it again; with ``resume_id`` the
+            bytes already in ``dest`` are read back into it first (``dest``
+            must then be readable).
         :returns: the id of the version downloaded (40 hex).
         :raises NotFoundError: no such file.
         :raises ProtocolError: the server answered with another range than asked.
@@ -67,7 +74,9 @@ class ResumableDownloads(SeafileHTTP):
         remote = normalize_remote_path(path)
         pos = tell_or_none(dest)
         st = _Fetch(dest, remote, start=0 if resume_id is not None else pos,
-                    held=(pos or 0) if resume_id is not None else 0)
+                    held=(pos or 0) if resume_id is not None else 0, hasher=hasher)
+        if hasher is not None and st.held:
+            st.feed_held()
         file_id: str = resume_id or ""   # "" differs from any listed id: a fresh start
         link: httpx.URL | None = None
         limit = self._retries + 1
@@ -135,6 +144,8 @@ class ResumableDownloads(SeafileHTTP):
             for chunk in resp.iter_bytes():  # unbuffered: a drop loses no received byte
                 st.dest.write(chunk)
                 st.held += len(chunk)
+                if st.hasher is not None:
+                    st.hasher.update(chunk)
                 if progress is not None and (st.held - reported >= _READ or st.held == total):
                     progress(st.held, max(total, 0))
                     reported = st.held
@@ -147,11 +158,29 @@ class _Fetch:
     """Where a resumable download stands: ``held`` bytes of the file are in
     ``dest``, which starts at offset ``start`` (None: not seekable)."""
 
-    def __init__(self, dest: BinaryIO, remote: str, *, start: int | None, held: int) -> None:
+    def __init__(self, dest: BinaryIO, remote: str, *, start: int | None, held: int,
+                 hasher: ContentHasher | None = None) -> None:
         self.dest, self.remote, self.start, self.held = dest, remote, start, held
+        self.hasher = hasher
+
+    def feed_held(self) -> None:
+        """Feed the bytes already in ``dest`` (a resumed download) to the hasher."""
+        assert self.hasher is not None and self.start is not None
+        with translate_errors(what="reading a partial download", path=self.remote):
+            self.dest.seek(self.start)
+            left = self.held
+            while left:
+                piece = self.dest.read(min(left, _READ))
+                if not piece:
+                    raise LocalError(f"The partial download of {self.remote} is shorter than expected.",
+                                     path=self.remote)
+                self.hasher.update(piece)
+                left -= len(piece)
 
     def restart(self) -> None:
         """Throw away what is held (rewind and truncate ``dest``)."""
+        if self.hasher is not None:
+            self.hasher.reset()
         if not self.held:
             return
         if self.start is None:

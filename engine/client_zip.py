@@ -17,7 +17,7 @@ import httpx
 
 from .client_answers import check_repo_id
 from .client_errors import parse_json
-from .client_http import SeafileHTTP
+from .client_links import LinkCache
 from .client_paths import name_problem, normalize_remote_path
 from .errors import NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError, ServerError
 
@@ -28,7 +28,7 @@ _ZIP_MAX_POLLS = 240  # bounded wait for a zip being prepared (≈ 2 min)
 _TOKEN = re.compile(r"^[0-9A-Za-z-]{8,64}$")
 
 
-class ZipDownloads(SeafileHTTP):
+class ZipDownloads(LinkCache):
     """Zip download (see the module docstring)."""
 
     _fs_root: str | None = None
@@ -116,8 +116,7 @@ class ZipDownloads(SeafileHTTP):
         no link can be had (read-only library)."""
         if self._fs_root is None:
             try:
-                link = self._retrying(lambda: self._link(
-                    f"/api2/repos/{repo}/upload-link/", parent, what="finding the file server", path=parent))
+                link = self.upload_link(repo, parent)
                 root = str(link.copy_with(query=None)).rsplit("/upload-api/", 1)
                 self._fs_root = root[0] if len(root) == 2 else self.server_url + "/seafhttp"
             except (RemoteOperationError, NotFoundError, ProtocolError, QuotaError):

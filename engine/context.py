@@ -6,6 +6,7 @@ argument instead of eight.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +29,16 @@ class EngineOptions:
     :ivar library_name: the library's name, used in backup paths.
     :ivar ignore: extra gitignore-style patterns (config ``ignore``).
     :ivar readback_full_limit: files up to this many bytes are downloaded
-        again after an upload and compared by sha1 (docs/architecture.md §5, step 3).
+        again after an upload and compared by sha1 when the id the server
+        reports is not the content hash computed locally (docs/architecture.md §5, step 3).
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
     :ivar upload_chunk: bytes per request of a chunked upload.
+    :ivar upload_in_flight: chunk requests of one chunked upload sent at once
+        when the engine has a transfer pool (1, the default: strictly one
+        after another).  More overlap the chunks' round trips, as both file
+        servers' source allows (``engine/client_chunked.py``), but a resume
+        after a kill then sends up to ``2 * upload_in_flight - 1`` chunks twice
+        and it was not checked against a live server.
     :ivar backup_days: backups older than this many days are pruned.
     :ivar history_check: after a verified update, read the file's history to
         make sure the revision ours replaced is the one we merged with (for
@@ -56,6 +64,7 @@ class EngineOptions:
     max_attempts: int = 4
     max_delete_files: int = 50
     upload_chunk: int = 8 * 1024 * 1024
+    upload_in_flight: int = 1
     backup_days: int = 30
     max_delete_percent: float = 25.0
     percent_floor: int = 10
@@ -76,6 +85,7 @@ class MirrorContext:
         read since (the ``head`` an update is based on), None when unknown.
     :ivar head_stale: rel paths we wrote after ``head`` was read: an update
         of one of them needs a fresh head.
+    :ivar head_read_at: ``time.monotonic()`` when ``head`` was last set.
     """
 
     client: Any
@@ -94,6 +104,24 @@ class MirrorContext:
     #: the running pass's ``should_stop`` (True once the daemon saw a local
     #: folder moved or deleted, or is shutting down); None between passes
     should_stop: Callable[[], bool] | None = None
+    #: runs transfer requests in parallel (``submit(fn, *args)`` → future;
+    #: the daemon's transfer pool); None: one after the other
+    executor: Any = None
+    #: ``time.monotonic()`` when ``head`` was set (by ``__setattr__``); a
+    #: writer of ``head`` that listed nothing with it resets it to 0
+    head_read_at: float = 0.0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The pass's scan sets ``head`` right after listing with it: stamp the
+        # time, so a push can tell whether the snapshot is as fresh as ``head``.
+        if name == "head":
+            object.__setattr__(self, "head_read_at", time.monotonic())
+        object.__setattr__(self, name, value)
+
+    def head_age(self) -> float:
+        """Seconds since ``head`` was set together with the snapshot (infinite
+        when it is unknown or was read later than the snapshot)."""
+        return time.monotonic() - self.head_read_at if self.head and self.head_read_at else float("inf")
 
     def stopping(self) -> bool:
         """True when the running pass was asked to stop between two files."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import BinaryIO
 
-__all__ = ["BLOCK_SIZE", "sha1_bytes", "sha1_file", "seafile_file_id", "file_hashes"]
+__all__ = ["BLOCK_SIZE", "ContentHasher", "sha1_bytes", "sha1_file", "seafile_file_id", "file_hashes"]
 
 #: Seafile's default fixed block size for Web API uploads, bytes.
 BLOCK_SIZE = 8 * 1024 * 1024
@@ -38,33 +38,73 @@ def seafile_file_id(data: bytes) -> str:
     return _id_from_blocks(blocks, len(data))
 
 
+class ContentHasher:
+    """The sha1 and the Seafile file id of bytes fed in order, computed as
+    they stream past (a download being written, an upload being sent), so
+    no second read of the file is needed.
+
+    :param keep: also keep the bytes while they total at most this many
+        (a small file's content for its base), else keep nothing.
+    """
+
+    def __init__(self, keep: int = 0) -> None:
+        self._keep = keep
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything fed so far (a transfer that starts over)."""
+        self._whole = hashlib.sha1()
+        self._block = hashlib.sha1()
+        self._block_ids: list[str] = []
+        self._in_block = 0
+        self.size = 0
+        self._kept: bytearray | None = bytearray() if self._keep > 0 else None
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed the next bytes of the stream."""
+        view = memoryview(data).cast("B")
+        self.size += len(view)
+        self._whole.update(view)
+        if self._kept is not None:
+            if len(self._kept) + len(view) <= self._keep:
+                self._kept += view
+            else:
+                self._kept = None
+        while len(view):
+            take = min(len(view), BLOCK_SIZE - self._in_block)
+            self._block.update(view[:take])
+            self._in_block += take
+            view = view[take:]
+            if self._in_block == BLOCK_SIZE:
+                self._block_ids.append(self._block.hexdigest())
+                self._block, self._in_block = hashlib.sha1(), 0
+
+    def sha1(self) -> str:
+        """Hex sha1 of everything fed."""
+        return self._whole.hexdigest()
+
+    def file_id(self) -> str:
+        """The Seafile file id of everything fed (40 hex)."""
+        blocks = self._block_ids + ([self._block.hexdigest()] if self._in_block else [])
+        return _id_from_blocks(blocks, self.size)
+
+    def kept(self) -> bytes | None:
+        """The bytes fed, when they total at most ``keep``; else None."""
+        return bytes(self._kept) if self._kept is not None else None
+
+
 def file_hashes(fh: BinaryIO) -> tuple[str, str, int]:
     """Stream a file once: ``(sha1, seafile_file_id, size_bytes)``.
 
     Memory use is bounded by the read size, not the file size.
     """
-    whole = hashlib.sha1()
-    block = hashlib.sha1()
-    block_ids: list[str] = []
-    in_block = 0
-    size = 0
+    hasher = ContentHasher()
     while True:
         chunk = fh.read(_READ)
         if not chunk:
             break
-        size += len(chunk)
-        whole.update(chunk)
-        while chunk:
-            take = min(len(chunk), BLOCK_SIZE - in_block)
-            block.update(chunk[:take])
-            in_block += take
-            chunk = chunk[take:]
-            if in_block == BLOCK_SIZE:
-                block_ids.append(block.hexdigest())
-                block, in_block = hashlib.sha1(), 0
-    if in_block:
-        block_ids.append(block.hexdigest())
-    return whole.hexdigest(), _id_from_blocks(block_ids, size), size
+        hasher.update(chunk)
+    return hasher.sha1(), hasher.file_id(), hasher.size
 
 
 def sha1_file(fh: BinaryIO) -> str:

@@ -73,6 +73,7 @@ class SyncEngine(FolderSteps):
         self.ignore = IgnoreRules(self.options.ignore, self.local_root)
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
                                  self.options, on_event, state.remote_snapshot())
+        self.ctx.executor = executor
         self.state = state
         self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent,
                                  floor=self.options.percent_floor)

@@ -5,7 +5,8 @@ local file did not change since the plan was made, backs the old version
 up and renames.  ``push`` follows docs/architecture.md §5: read the current remote entry;
 unchanged since base ⇒ upload; else fetch theirs, merge base/ours/theirs,
 write the merge locally first, upload; then read back (the id must be the
-one the upload returned, and small files are downloaded again and compared
+one the upload returned and the content hash of the bytes sent; only when
+the server's id is not that hash is the file downloaded again and compared
 by sha1).  A mismatch means another writer slipped in: go round again.
 What happens when both sides changed it is the resolver's decision
 (:mod:`.resolve`); this module carries it out.
@@ -24,7 +25,7 @@ from .crashpoints import reach
 from .context import MirrorContext
 from .errors import RemoteOperationError, LocalError
 from .events import ConflictRecord, SyncEvent
-from .ids import file_hashes, seafile_file_id, sha1_bytes
+from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
 from .merge import is_text, merge_versions
 from .models import RemoteEntry
@@ -140,14 +141,13 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     with temp_beside(target) as (fh, tmp):
         def progress(done: int, total: int) -> None:
             ctx.emit(SyncEvent("transfer", rel_path, "down", done=done, total=total))
+        # hashed while it streams in: no second read of the file
+        hasher = ContentHasher(keep=ctx.options.readback_full_limit * 4)
         file_id = ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(rel_path), fh,
-                                                progress=progress)
+                                                progress=progress, hasher=hasher)
         fh.flush()
         os.fsync(fh.fileno())
-        fh.seek(0)
-        sha1, _, size = file_hashes(fh)
-        fh.seek(0)
-        text = fh.read() if size <= ctx.options.readback_full_limit * 4 else None
+        sha1, size, text = hasher.sha1(), hasher.size, hasher.kept()
         fh.close()
         if remote.mtime > 0:
             os.utime(tmp, (remote.mtime, remote.mtime))
@@ -232,6 +232,9 @@ def head_for(ctx: MirrorContext, rel_path: str, *, fresh: bool = False) -> tuple
     if not fresh and ctx.head and rel_path not in ctx.head_stale:
         return ctx.head, False
     ctx.head = ctx.client.repo_info(ctx.repo_id).head_commit_id or None
+    # This head is newer than the snapshot (nothing was listed with it): it
+    # must not vouch for snapshot entries (see FRESH_HEAD).
+    ctx.head_read_at = 0.0
     ctx.head_stale.clear()
     return ctx.head, True
 
@@ -265,6 +268,19 @@ def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str)
     return read_back(ctx, rel_path, uploaded_id, sha1=sha1_bytes(data), size=len(data),
                      file_id=seafile_file_id(data)) is not None
 
+
+#: Seconds a head read by the pass's scan (before its listings) vouches for
+#: the remote snapshot; a head read later for an update does not. A push
+#: started within them, of a path the snapshot shows unchanged since its base
+#: (or absent, for a new file), takes the remote entry from the snapshot
+#: instead of reading ``file/detail`` again (a merge reads it first).  Safe
+#: because the update carries that head: an edit that landed after it stays
+#: live on the server and ours becomes an SFConflict file, which the
+#: read-back finds (a new file is uploaded without replace, so a name taken
+#: meanwhile is auto-renamed and caught the same way).  On a server that
+#: ignored ``head`` the window in which another writer's edit could be
+#: replaced unseen is this long instead of one round trip.
+FRESH_HEAD = 2.0
 
 #: State meta key: the server was seen keeping a concurrent edit for an update with ``head``.
 HEAD_HONOURED = "head_honoured"
@@ -308,8 +324,13 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             time.sleep(random.uniform(0.05, 0.3) * attempt)  # jitter against a racing writer
         ours, fp = _read_local(ctx, rel_path)
         head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
-        remote = current_remote(ctx, rel_path)
         known = ctx.snapshot.get(rel_path)
+        unchanged = (known is None and base is None) or (
+            known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
+        if attempt == 0 and not fetched and unchanged and ctx.head_age() < FRESH_HEAD:
+            remote = known  # the pass listed it just now, at ``head``, as the base: see FRESH_HEAD
+        else:
+            remote = current_remote(ctx, rel_path)
         if not fetched and remote is not None and (known is None or known.id != remote.id):
             # Changed since the listing: the head we hold may be older than
             # the version we are about to merge with.

@@ -6,13 +6,16 @@ read-merge-write is simpler: if the remote changed since base, the resolver
 server-side rename + move, no transfer) and fetched into the mirror's
 ``.conflict/``; then the local file is uploaded in chunks, an update based on
 the head read before (an edit landing meanwhile makes the server keep it and
-store ours as an SFConflict file, which is removed before the next
-round).  Upload and read-back are the shared ones of :mod:`.write_path`
-(the id the server reports must be the upload's and the id computed
-locally from the same bytes, else the file is downloaded again and
-compared).  An upload interrupted by a crash resumes
+store ours as an SFConflict file, which is removed before the next round).
+The file is hashed while it is sent (no pass over it before the first
+byte; only a remote file of the same size is worth hashing first, to see
+whether it already holds our bytes), with several chunks in flight when the
+engine has a transfer pool.  Upload and read-back are the shared ones of
+:mod:`.write_path` (the id the server reports must be the upload's and the
+id computed locally from the bytes sent, else the file is downloaded again
+and compared).  An upload interrupted by a crash resumes
 (``file-uploaded-bytes``) only when the state says the partial upload was
-of exactly this content.
+of exactly this file version (same fingerprint).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .conflict_archive import archive
 from .context import MirrorContext
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
+from .ids import ContentHasher
 from .localfs import hash_file, stat_fingerprint
 from .paths import parent_rel
 from .resolve import Facts, Situation, decide
@@ -47,13 +51,17 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
     from .sfconflict import find_own, remove_remote
 
     for attempt in range(ctx.options.max_attempts):
-        sha1, fid, size, fp = hash_file(path)
+        fp = stat_fingerprint(os.stat(path))
+        size = fp[0]
         head, _ = head_for(ctx, rel_path, fresh=attempt > 0)
         remote = current_remote(ctx, rel_path)
-        if remote is not None and remote.id == fid:
-            ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
-            ctx.snapshot[rel_path] = remote
-            return PushOutcome("upload", conflict)
+        if remote is not None and remote.size == size:
+            # Only a remote file of the same size can hold our bytes: hash first.
+            sha1, fid, _, fp = hash_file(path)
+            if remote.id == fid:
+                ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
+                ctx.snapshot[rel_path] = remote
+                return PushOutcome("upload", conflict)
         if remote is not None and (base is None or remote.id != base.remote_id):
             # Too large to merge: the resolver says theirs is moved aside on the server.
             decision = decide(Facts(Situation.LARGE, rel_path))
@@ -61,11 +69,21 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
             conflict = archive(ctx, rel_path, decision.copy, remote=remote)
             remote = None
         ensure_remote_dir(ctx, parent_rel(rel_path))
+        # A partial upload on the server is resumed only when it was of this
+        # very file version (same fingerprint), and from no further than the
+        # prefix the server confirmed to us: with chunks in flight its temp
+        # file may end past a gap.
         pending_key = f"upload:{rel_path}"
-        resume = ctx.state.get_meta(pending_key) == sha1
-        ctx.state.set_meta(pending_key, sha1)
+        version = ",".join(str(n) for n in fp)
+        recorded = (ctx.state.get_meta(pending_key) or "").split(":")
+        resume = recorded[0] == version
+        cap = int(recorded[1]) if resume and len(recorded) > 1 and recorded[1].isdigit() else 0
+        ctx.state.set_meta(pending_key, f"{version}:{cap}")
+        hasher = ContentHasher()  # hashed while sending: no pass over the file first
 
         def progress(done: int, total: int) -> None:
+            if done < total:
+                ctx.state.set_meta(pending_key, f"{version}:{done}")
             ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
 
         def unchanged(first: int, end: int) -> None:
@@ -77,8 +95,9 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
 
         with open(path, "rb") as fh:
             result = send(ctx, rel_path, fh, size, exists=remote is not None, head=head, resume=resume,
-                          progress=progress, before_chunk=unchanged)
+                          progress=progress, before_chunk=unchanged, hasher=hasher, resume_cap=cap)
         ctx.state.set_meta(pending_key, None)
+        sha1, fid = hasher.sha1(), hasher.file_id()
         remote_written(ctx, rel_path)
         if stat_fingerprint(os.stat(path)) != fp:
             raise LocalChanged(f"{rel_path} changed while it was uploaded; will upload again", path=rel_path)

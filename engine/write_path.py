@@ -11,9 +11,9 @@ Every writer uses these two: the sync's read-merge-write of small files
   in chunks (``upload_chunked``, resumable).
 * :func:`read_back` decides whether the server now holds exactly what was
   sent: the live entry must carry the id the upload answered, and
-  (:func:`holds_content`) unless the file is large and that id is the
-  content id computed locally (the sha1 of the 8 MiB blocks' sha1s), the
-  file is downloaded again (streamed) and compared by sha1 and size.
+  (:func:`holds_content`) unless that id is the content id computed locally
+  (the sha1 of the 8 MiB blocks' sha1s), the file is downloaded again
+  (streamed) and compared by sha1 and size.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import BinaryIO
 
 from .context import MirrorContext
 from .errors import NotFoundError
+from .ids import ContentHasher
 from .models import RemoteEntry, UploadResult
 
 __all__ = ["current_remote", "holds_content", "read_back", "send"]
@@ -42,7 +43,8 @@ def current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
 def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int, *, exists: bool,
          head: str | None = None, resume: bool = False, attempts: int | None = None,
          chunk_size: int | None = None, progress: Callable[[int, int], None] | None = None,
-         before_chunk: Callable[[int, int], None] | None = None) -> UploadResult:
+         before_chunk: Callable[[int, int], None] | None = None, hasher: ContentHasher | None = None,
+         resume_cap: int | None = None) -> UploadResult:
     """Upload ``content`` to ``rel_path``.
 
     :param content: bytes (one request: ``POST`` to the upload or update
@@ -62,6 +64,13 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
     :param progress: chunked only: ``progress(done_bytes, size)`` after each chunk.
     :param before_chunk: chunked only: ``before_chunk(first, end)`` before
         each chunk; raising stops the upload.
+    :param hasher: chunked only: fed the bytes as they are sent (their sha1
+        and content id afterwards, with no pass over the file first).
+    :param resume_cap: chunked only: resume from at most this offset (the
+        prefix the server confirmed before the program stopped).
+
+    Chunked uploads keep ``ctx.options.upload_in_flight`` chunks in flight
+    on ``ctx.executor`` (the transfer pool) when there is one.
     :returns: the server's :class:`UploadResult` (path as stored, id, size).
     :raises RemoteError: from the client (QuotaError, NotFoundError for a
         missing folder, …).
@@ -77,7 +86,9 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
                                        progress=progress, resume=resume,
                                        chunk_size=chunk_size or ctx.options.upload_chunk,
                                        attempts=attempts, before_chunk=before_chunk,
-                                       head=head if exists else None)
+                                       head=head if exists else None, hasher=hasher,
+                                       executor=ctx.executor, in_flight=ctx.options.upload_in_flight,
+                                       resume_cap=resume_cap)
     return result
 
 
@@ -140,14 +151,15 @@ def holds_content(ctx: MirrorContext, entry: RemoteEntry, *, sha1: str, size: in
     """Does the server's file ``entry`` (just read) hold exactly the bytes
     with this sha1, size and content id?
 
-    A large file (over ``readback_full_limit``) whose id is the locally
-    computed ``file_id`` does: that id is the sha1 of the 8 MiB blocks'
-    sha1s.  Anything else is downloaded (streamed, never held in memory) and
-    compared by sha1 and size.
+    A file whose id is the locally computed ``file_id`` does: that id is
+    the sha1 of the 8 MiB blocks' sha1s, so the server provably stored
+    those bytes, and nothing is downloaded.  Anything else (a server that
+    cut the blocks otherwise) is downloaded (streamed, never held in
+    memory) and compared by sha1 and size.
 
     :raises RemoteError: from the client.
     """
-    if size > ctx.options.readback_full_limit and entry.id == file_id:
+    if entry.id == file_id and entry.size == size:
         return True
     sink = _HashSink()
     ctx.client.download(ctx.repo_id, ctx.remote_path(entry.path), sink)

@@ -65,7 +65,9 @@ def test_named_problems() -> None:
     st = build_status(_idle(problem="auth_required"))
     assert st["state"] == "auth_required" and "ohsync login" in st["message"]
     st = build_status(_idle(problem="offline", problem_message="Cannot reach the server", retry_at=time.time() + 10))
-    assert st["state"] == "offline" and "retrying in" in st["message"]
+    assert st["state"] == "offline" and "retrying in 10 s" in st["message"]
+    st = build_status(_idle(problem="offline", problem_message="Cannot reach the server", retry_at=time.time() - 1))
+    assert st["message"] == "Cannot reach the server; retrying now"
     assert build_status(_idle(problem="stopped", problem_message="gone"))["state"] == "stopped"
     assert build_status(_idle(paused=True))["state"] == "paused"
     assert build_status(_idle(problem="error", problem_message="boom"))["message"] == "boom"

@@ -101,7 +101,7 @@ def test_two_libraries_sync_side_by_side(two) -> None:
     # a method that acts on one mirror names the choices when none is given
     r = d.cli("resync")
     assert r.returncode == 1
-    assert "name one with `mirror` (--mirror NAME)" in r.stderr
+    assert "name one with --mirror NAME" in r.stderr
     assert f"OH-Memory ({two.mem})" in r.stderr and f"Docs ({two.docs})" in r.stderr
     r = d.cli("conflicts", "--mirror", "nope")
     assert r.returncode == 1 and "no mirror is called 'nope'" in r.stderr
@@ -113,9 +113,13 @@ def test_two_libraries_sync_side_by_side(two) -> None:
     assert {"OH-Memory", "Docs"} <= {a["mirror"] for a in activity}
     assert any(a["mirror"] == "Docs" and a["path"] == "plans/q2.txt" for a in activity)
     assert "[Docs] " in d.cli("activity", "--limit", "200").stdout
-    # the memory tools work on one library: named, or refused with the choices
-    r = d.cli("memory", "search", "哈希表")
-    assert r.returncode == 1 and "--mirror NAME" in r.stderr
+    # the memory tools work on one library: named, or the memory library's mirror by default
+    r = d.cli("memory", "search", "哈希表", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["results"]
+    r = d.cli("memory", "search", "哈希表", "--mirror", "Docs", "--json")
+    assert r.returncode == 0, r.stderr
+    assert not json.loads(r.stdout)["results"]
     r = d.cli("memory", "search", "哈希表", "--mirror", "OH-Memory", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["results"]

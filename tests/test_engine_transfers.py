@@ -1,0 +1,222 @@
+"""Requests per change: links reused while valid, read-back without a
+download, a push that trusts the snapshot its pass just listed
+(engine/client_links.py, engine/transfer.py).
+
+Counts come from devserver's request counters; every test also checks that
+the server holds exactly the bytes the mirror recorded as synced.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_helpers import USER, make_mirror
+from ohsync.engine import transfer
+from ohsync.engine.ids import seafile_file_id
+
+UPDATE_LINKS = r"^GET /api2/repos/[^/]+/update-link/"
+UPLOAD_LINKS = r"^GET /api2/repos/[^/]+/upload-link/"
+UPDATES = r"^POST /seafhttp/update-api/"
+UPLOADS = r"^POST /seafhttp/upload-api/"
+DETAILS = r"^GET /api2/repos/[^/]+/file/detail/"
+DOWNLOADS = r"^GET /seafhttp/files/"
+
+
+@pytest.fixture
+def mirror(devserver, tmp_path):
+    repo_id = devserver.create_library(USER, "OH-Memory")
+    for i in range(3):
+        devserver.put_file(repo_id, f"/journal/n{i}.md", f"note {i}\n".encode())
+    m = make_mirror(devserver, repo_id, tmp_path)
+    assert m.sync().errors == []
+    return m
+
+
+def save(m, devserver, rel: str, data: bytes):  # noqa: ANN201 - SyncReport
+    m.write(rel, data)
+    devserver.reset_counters()
+    report = m.sync([rel])
+    assert report.errors == [] and report.uploaded == [rel]
+    assert devserver.read_file(m.repo_id, "/" + rel) == data
+    base = m.state.get_base(rel)
+    assert base is not None and base.remote_id == seafile_file_id(data)
+    return report
+
+
+def test_a_save_costs_four_requests_and_later_saves_reuse_the_link(devserver, mirror):
+    save(mirror, devserver, "journal/n1.md", b"note 1\nfirst save\n")
+    # head, update link, update, read-back by file id (no download)
+    assert devserver.request_count() == 4
+    assert devserver.request_count(UPDATE_LINKS) == 1 and devserver.request_count(DOWNLOADS) == 0
+    for k in range(3):
+        save(mirror, devserver, "journal/n1.md", f"note 1\nsave {k}\n".encode())
+        assert devserver.request_count(UPDATE_LINKS) == 0
+        assert devserver.request_count(UPDATES) == 1
+        assert devserver.request_count(DETAILS) == 1  # the read-back only
+        assert devserver.request_count(DOWNLOADS) == 0
+    # one update link serves every folder of the library
+    save(mirror, devserver, "journal/n2.md", b"note 2\nelsewhere\n")
+    devserver.put_file(mirror.repo_id, "/other/x.md", b"x\n")
+    assert mirror.sync().errors == []
+    save(mirror, devserver, "other/x.md", b"x\nlocal\n")
+    assert devserver.request_count(UPDATE_LINKS) == 0
+
+
+def test_an_expired_update_link_is_fetched_again_once(devserver, mirror):
+    save(mirror, devserver, "journal/n1.md", b"note 1\nfirst\n")
+    assert devserver.expire_links() >= 1
+    save(mirror, devserver, "journal/n1.md", b"note 1\nsecond\n")
+    assert devserver.request_count(UPDATE_LINKS) == 1
+    assert devserver.request_count(UPDATES) == 2  # refused with the old link, stored with the new one
+    save(mirror, devserver, "journal/n1.md", b"note 1\nthird\n")
+    assert devserver.request_count(UPDATE_LINKS) == 0
+
+
+def test_an_expired_upload_link_is_fetched_again_once(devserver, mirror):
+    client = mirror.client
+    first = client.upload(mirror.repo_id, "/journal/a.bin", b"\x00a")
+    devserver.expire_links()
+    devserver.reset_counters()
+    second = client.upload(mirror.repo_id, "/journal/b.bin", b"\x00b")
+    assert devserver.request_count(UPLOAD_LINKS) == 1 and devserver.request_count(UPLOADS) == 2
+    devserver.reset_counters()
+    client.upload(mirror.repo_id, "/journal/c.bin", b"\x00c")
+    assert devserver.request_count(UPLOAD_LINKS) == 0 and devserver.request_count(UPLOADS) == 1
+    tree = devserver.tree(mirror.repo_id)
+    assert tree["/journal/a.bin"] == b"\x00a" and tree["/journal/b.bin"] == b"\x00b"
+    assert (first.path, second.path) == ("/journal/a.bin", "/journal/b.bin")
+
+
+def test_a_link_refused_twice_is_an_error_not_a_loop(devserver, mirror):
+    save(mirror, devserver, "journal/n1.md", b"note 1\nfirst\n")
+    devserver.expire_links()  # and every new link expires at once
+    devserver.after_request("GET", r"/update-link/$", lambda srv: srv.expire_links(), count=5)
+    mirror.write("journal/n1.md", b"note 1\nrefused\n")
+    devserver.reset_counters()
+    report = mirror.sync(["journal/n1.md"])  # that file fails this pass, and is retried later
+    assert [p for p, _ in report.errors] == ["journal/n1.md"]
+    assert devserver.request_count(UPDATES) == 2  # the cached link, then one new link
+    assert mirror.state.get_base("journal/n1.md").remote_id == seafile_file_id(b"note 1\nfirst\n")
+    devserver.clear_faults()
+    mirror.engine.release_failures()
+    report = mirror.sync(["journal/n1.md"])
+    assert report.errors == [] and devserver.read_file(mirror.repo_id, "/journal/n1.md") == b"note 1\nrefused\n"
+
+
+def test_read_back_downloads_when_the_server_id_is_not_our_content_hash(devserver, mirror, monkeypatch):
+    """A server cutting blocks otherwise reports ids we cannot compute: the
+    read-back then compares the downloaded bytes."""
+    monkeypatch.setattr(transfer, "seafile_file_id", lambda data: "f" * 40)
+    mirror.write("journal/n1.md", b"note 1\nchecked by download\n")
+    devserver.reset_counters()
+    assert mirror.sync(["journal/n1.md"]).errors == []
+    assert devserver.request_count(DOWNLOADS) == 1
+    assert devserver.read_file(mirror.repo_id, "/journal/n1.md") == b"note 1\nchecked by download\n"
+
+
+def test_a_stale_snapshot_is_read_again(devserver, mirror, monkeypatch):
+    """Long after the pass read the head the push asks the server again."""
+    monkeypatch.setattr(transfer, "FRESH_HEAD", 0.0)
+    save(mirror, devserver, "journal/n1.md", b"note 1\nslow pass\n")
+    assert devserver.request_count(DETAILS) == 2  # before the update, and the read-back
+
+
+def test_an_edit_landing_after_the_pass_listed_stays_live_and_merges(devserver, mirror):
+    """The push trusts the pass's listing; an edit landing right after it
+    is kept by the server (the update carries the head) and merged next round."""
+    devserver.put_file(mirror.repo_id, "/journal/n1.md", b"one\ntwo\nthree\nfour\nfive\n")
+    assert mirror.sync().errors == []
+    devserver.after_request("GET", r"^/api2/repos/[0-9a-f-]{36}/$", lambda srv: srv.put_file(
+        mirror.repo_id, "/journal/n1.md", b"one\ntwo\nthree\nfour\nfive phone\n"))
+    mirror.write("journal/n1.md", b"one desk\ntwo\nthree\nfour\nfive\n")
+    devserver.reset_counters()
+    report = mirror.sync(["journal/n1.md"])
+    assert report.errors == []
+    live = devserver.read_file(mirror.repo_id, "/journal/n1.md").decode()
+    assert live == "one desk\ntwo\nthree\nfour\nfive phone\n"
+    assert devserver.request_count(r"update-api/.*head=[0-9a-f]{40}") == 2  # the first became an SFConflict file
+    assert mirror.read("journal/n1.md").decode() == live
+    assert not [p for p in devserver.tree(mirror.repo_id) if "SFConflict" in p]
+
+
+def test_a_new_file_raced_by_another_writer_is_merged_not_doubled(devserver, mirror):
+    devserver.after_request("GET", r"^/api2/repos/[0-9a-f-]{36}/$", lambda srv: srv.put_file(
+        mirror.repo_id, "/journal/new.md", b"from the phone\n"))
+    mirror.write("journal/new.md", b"from the desk\n")
+    report = mirror.sync(["journal/new.md"])
+    assert report.errors == []
+    tree = devserver.tree(mirror.repo_id)
+    assert not [p for p in tree if " (1)" in p]
+    live = tree["/journal/new.md"].decode()
+    kept = live + "".join(v.decode() for p, v in tree.items() if p.startswith("/.conflict/"))
+    assert "from the phone" in kept and "from the desk" in kept
+
+
+# ---------------------------------------------------------------- cold mirror
+
+def test_the_cheaper_cold_path_by_the_documented_rule():
+    from ohsync.engine.bulk import choose_path
+    assert choose_path(1, 100, 100, 4) == "files"
+    assert choose_path(2, 200, 200, 1) == "files"
+    assert choose_path(3, 300, 300, 1) == "zip"  # 4 requests beat 6
+    assert choose_path(8, 800, 800, 4) == "files"  # two rounds of 4 downloads beat the zip's 4 requests
+    assert choose_path(19, 19_000, 19_000, 4) == "zip"
+    # a zip that would carry 100 MB of files not wanted loses to 19 downloads
+    assert choose_path(19, 19_000, 100 * 1024 * 1024, 4) == "files"
+
+
+def _cold(devserver, tmp_path, count, executor=None):
+    repo_id = devserver.create_library(USER, "OH-Memory")
+    files = {f"/d{i % 5}/sub/n{i:03}.md": f"note {i}\n".encode() * (i + 1) for i in range(count)}
+    for path, data in files.items():
+        devserver.put_file(repo_id, path, data)
+    m = make_mirror(devserver, repo_id, tmp_path)
+    m.engine.ctx.executor = executor
+    devserver.reset_counters()
+    report = m.sync()
+    assert report.errors == []
+    for path, data in files.items():
+        assert (m.root / path.lstrip("/")).read_bytes() == data
+        base = m.state.get_base(path.lstrip("/"))
+        assert base is not None and base.remote_id == seafile_file_id(data)
+    return m
+
+
+def test_a_small_cold_mirror_takes_the_zip_without_a_pool(devserver, tmp_path):
+    _cold(devserver, tmp_path, 19)
+    assert devserver.request_count(r"/zip-task/") == 1
+    assert devserver.request_count(DOWNLOADS) == 0
+    assert devserver.request_count(r"/file/\?") == 0  # no per-file links
+
+
+def test_a_few_files_come_down_in_parallel_on_the_pool(devserver, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(4) as pool:
+        m = _cold(devserver, tmp_path, 6, executor=pool)
+    assert devserver.request_count(r"/zip-task/") == 0
+    assert devserver.request_count(DOWNLOADS) == 6  # one each, and nothing downloaded twice
+    assert not [p for p in m.root.rglob(".ohsync-tmp-*")]
+    assert m.sync().transferred == 0
+
+
+def test_a_failing_download_on_the_pool_falls_back_to_the_ordinary_pull(devserver, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    devserver.inject_fault("GET", r"^/seafhttp/files/", drop=True, count=2)
+    with ThreadPoolExecutor(4) as pool:
+        m = _cold(devserver, tmp_path, 5, executor=pool)
+    assert not [p for p in m.root.rglob(".ohsync-tmp-*")]
+
+
+def test_a_head_read_for_an_update_does_not_vouch_for_older_listings(devserver, mirror):
+    """A watcher pass re-reads the head before updating a path it wrote; a
+    remote edit of another path that this head already holds, but the
+    snapshot does not, must be read and merged, never overwritten."""
+    devserver.put_file(mirror.repo_id, "/journal/n2.md", b"one\ntwo\nthree\nfour\nfive\n")
+    assert mirror.sync().errors == []
+    save(mirror, devserver, "journal/n1.md", b"note 1\nfirst\n")  # n1 now needs a fresh head
+    devserver.put_file(mirror.repo_id, "/journal/n2.md", b"one\ntwo\nthree\nfour\nfive phone\n")
+    mirror.write("journal/n1.md", b"note 1\nsecond\n")
+    mirror.write("journal/n2.md", b"one desk\ntwo\nthree\nfour\nfive\n")
+    report = mirror.engine.sync(["journal/n1.md", "journal/n2.md"], check_remote=False)
+    assert report.errors == []
+    assert devserver.read_file(mirror.repo_id, "/journal/n2.md") == b"one desk\ntwo\nthree\nfour\nfive phone\n"
