@@ -2,7 +2,7 @@
 :class:`~ohsync.engine.client.SeafileClient`).
 
 Seafile's upload and update links are multi-use until they expire (1 h by
-default, ``web_token_expire_time``; ``docs/seafile-api.md`` §4.4, §4.6): an
+default, ``web_token_expire_time``; ``docs/seafile-api.md`` §5.3, §5.4): an
 upload link is bound to the folder it was asked for (every POST must name
 that ``parent_dir``), an update link to nothing but the library.  So the
 client keeps one upload link per (library, folder) and one update link per

@@ -337,11 +337,12 @@ def _ctx(client: _Client, limit: int):
 
 
 @pytest.mark.parametrize("size, same_id, downloads", [
-    (10, True, 1),       # small: always downloaded and compared
+    (10, True, 0),       # small with the locally computed content id: the id proves it
+    (10, False, 1),      # small with another id: downloaded and compared
     (10_000, True, 0),   # large with the locally computed content id: the id proves it
     (10_000, False, 1),  # large with another id: downloaded and compared
 ])
-def test_the_shared_read_back_downloads_unless_a_large_files_id_proves_it(size, same_id, downloads):
+def test_the_shared_read_back_downloads_unless_the_files_id_proves_it(size, same_id, downloads):
     from ohsync.engine.write_path import holds_content
 
     data = os.urandom(size)
