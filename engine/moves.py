@@ -16,7 +16,8 @@ from collections import Counter
 
 from .context import MirrorContext
 from .crashpoints import reach
-from .localfs import hash_file, stat_fingerprint
+from .errors import LocalError
+from .localfs import LocalFile, hash_file, stat_fingerprint
 from .models import EMPTY_ID, RemoteEntry
 from .paths import parent_rel
 from .reconcile import Action
@@ -24,7 +25,44 @@ from .state import Base
 from .transfer import LocalChanged, ensure_remote_dir, remote_written
 from .valve import Plan
 
-__all__ = ["pair_moves", "move_remote", "move_local"]
+__all__ = ["pair_moves", "move_remote", "move_local", "move_sources"]
+
+
+def move_sources(ctx: MirrorContext, local: dict[str, LocalFile], bases: dict[str, Base],
+                 candidates: set[str]) -> set[str]:
+    """Base paths outside ``candidates`` that a new local file among them may
+    have been moved from: same sha1, and the base file gone from the mirror.
+
+    A watcher can report the two halves of one move in different batches
+    (e.g. a file moved into a folder it has not started watching yet: the
+    new file comes with the folder's scan, the old path later as a delete),
+    so a pass over some paths looks at those bases too and
+    :func:`pair_moves` can pair them.
+
+    :param local: the stat results of ``candidates`` (rel path → file).
+    :returns: rel paths to add to the pass (possibly empty).
+    """
+    new = [rel for rel, f in local.items()
+           if not f.is_dir and f.fingerprint[0] and rel not in bases and rel not in ctx.snapshot]
+    if not new:
+        return set()
+    by_sha1: dict[str, list[str]] = {}
+    for path, base in bases.items():
+        if not base.is_dir and base.sha1 and path not in candidates:
+            by_sha1.setdefault(base.sha1, []).append(path)
+    sizes = {bases[p].size for paths in by_sha1.values() for p in paths}
+    found: set[str] = set()
+    for rel in new:
+        if local[rel].fingerprint[0] not in sizes:
+            continue  # no base of that size: not a move, no need to read the file
+        try:
+            sha1, _, size, _ = hash_file(ctx.local_path(rel))
+        except (OSError, LocalError):  # being written: the file goes as it is, nothing lost
+            continue
+        for path in by_sha1.get(sha1, []) if size else []:
+            if not ctx.local_path(path).exists():
+                found.add(path)
+    return found
 
 
 def pair_moves(ctx: MirrorContext, plans: list[Plan]) -> tuple[list[Plan], list[tuple[Plan, Plan]]]:

@@ -39,7 +39,7 @@ from .state import StateStore
 from .confirm import confirm_plans
 from .crashpoints import reach
 from . import regression
-from .moves import pair_moves
+from .moves import move_sources, pair_moves
 from .pending import PendingLedger
 from .sfconflict import fold_foreign, original_of
 from .sync_dirs import FolderSteps
@@ -283,6 +283,11 @@ class SyncEngine(FolderSteps):
                 candidates = dirty | self._remote_differences(bases) | {f.path for f in self.failure_book.items()}
                 considered = candidates
                 local = self._stat_paths(candidates)
+                # the old half of a move may come in a later batch than the new file
+                sources = move_sources(self.ctx, local, bases, candidates)
+                if sources:
+                    candidates |= sources
+                    local.update(self._stat_paths(sources))
             candidates |= {original_of(p) or p for p in folded}
             candidates -= folded
             candidates = {p for p in candidates if p and not self.ignore.match(p)}

@@ -246,6 +246,23 @@ def test_local_rename_and_move_become_server_side_moves(devserver, synced):
     assert synced.sync().transferred == 0
 
 
+def test_move_is_paired_when_the_watcher_names_only_the_new_path(devserver, synced):
+    # a file moved into a folder not yet watched: the new path comes first, the old one later
+    repo = synced.repo_id
+    content = synced.read("index.md")
+    trash_before = {k for k in devserver.tree(repo) if k.startswith("/.trash/")}
+    (synced.root / "moved").mkdir()
+    os.rename(synced.root / "index.md", synced.root / "moved/index.md")
+    devserver.reset_counters()
+    report = synced.sync(["moved", "moved/index.md"])
+    assert report.moved == [("index.md", "moved/index.md")]
+    tree = devserver.tree(repo)
+    assert tree["/moved/index.md"] == content and "/index.md" not in tree
+    assert {k for k in tree if k.startswith("/.trash/")} == trash_before   # a move, not a delete
+    assert devserver.request_count("upload-api") == 0
+    assert synced.sync(["index.md"]).transferred == 0
+
+
 def test_remote_move_becomes_local_rename_without_download(devserver, synced):
     repo = synced.repo_id
     path = "knowledge/校园服务入口速查.md"

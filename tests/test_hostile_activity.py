@@ -64,6 +64,10 @@ def test_a_file_the_server_fails_pass_after_pass_is_one_line_while_the_others_sy
     from engine_helpers import USER, make_mirror, sample_library
 
     monkeypatch.setattr("ohsync.engine.failures.BACKOFF_BASE", 0.01)  # retried on every pass
+    # Every push reads the file's detail before writing, so the fault below
+    # fails each attempt before anything is uploaded (a push right after its
+    # pass's listing would upload first and fail only at the read-back).
+    monkeypatch.setattr("ohsync.engine.transfer.FRESH_HEAD", 0.0)
     repo_id = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
     journal = "journal/2026-11.md"
     mirrors = []
@@ -89,6 +93,7 @@ def test_a_file_the_server_fails_pass_after_pass_is_one_line_while_the_others_sy
         wait_for(lambda: any(a.get("count", 1) >= 4 for a in lines()), timeout=60, what="four failed passes")
         (line,) = lines()
         assert line["result"] == "error" and "503" in line["message"] and "times since" in line["message"]
+        assert b"local line" not in devserver.read_file(repo_id, "/" + journal)  # it really failed every time
         # another file still syncs while the journal keeps failing
         mirror.write("index.md", mirror.read("index.md") + b"\nedited meanwhile\n")
         w.post_dirty(["index.md"])
