@@ -17,7 +17,7 @@ import httpx
 from .client_errors import check_id, parse_json
 from .client_paths import join_remote, name_problem, normalize_remote_path, split_remote
 from .errors import NotFoundError, ProtocolError
-from .models import RepoInfo
+from .models import RepoInfo, UploadResult
 
 __all__ = [
     "REPO_ID",
@@ -27,6 +27,7 @@ __all__ = [
     "location_path",
     "move_result",
     "parse_update_answer",
+    "parse_upload_answer",
     "payload_size",
     "repo_from_json",
     "tell_or_none",
@@ -121,6 +122,31 @@ def parse_update_answer(content: bytes, target: str) -> str:
         if isinstance(body, list) and body and isinstance(body[0], dict):
             return check_id(body[0].get("id"), what="the update answer", path=target)
     return check_id(text, what="the update answer", path=target)
+
+
+def parse_upload_answer(content: bytes, parent: str, target: str, *, size: int | None = None) -> UploadResult:
+    """The upload answer (``POST <upload link>?ret-json=1``): a one-item JSON
+    array ``[{"name", "id", "size"}]``.
+
+    :param parent: the folder uploaded into; ``target`` the path asked for
+        (named in errors).
+    :param size: bytes sent, when the answer's size must equal it.
+    :returns: :class:`UploadResult` with the path the server actually stored.
+    :raises ProtocolError: another shape, an unsafe stored name, or fewer
+        bytes stored than ``size``.
+    """
+    body = parse_json(content, what="the upload", path=target)
+    if not isinstance(body, list) or len(body) != 1 or not isinstance(body[0], dict):
+        raise ProtocolError("The upload answer has an unexpected shape.", path=target)
+    stored = body[0].get("name")
+    problem = name_problem(stored)
+    if problem:
+        raise ProtocolError(f"The server stored the upload under an unsafe name: {problem}.", path=target)
+    stored_size = as_int(body[0].get("size", size or 0), "the upload answer")
+    if size is not None and stored_size != size:
+        raise ProtocolError(f"The server stored {stored_size} of {size} bytes.", path=target)
+    return UploadResult(path=join_remote(parent, str(stored)),
+                        id=check_id(body[0].get("id"), what="the upload answer", path=target), size=stored_size)
 
 
 def payload_size(data: bytes | BinaryIO) -> int:

@@ -19,12 +19,12 @@ from urllib.parse import quote
 
 import httpx
 
-from .client_answers import as_int, check_repo_id, parse_update_answer
+from .client_answers import check_repo_id, parse_update_answer, parse_upload_answer
 from .client_errors import check_id, error_for_response, parse_json, translate_errors
 from .client_http import TRANSIENT
 from .client_links import LinkCache
-from .client_paths import join_remote, name_problem, upload_target
-from .errors import LocalError, ProtocolError, RemoteError, ThrottledError, local_error
+from .client_paths import upload_target
+from .errors import LocalError, RemoteError, ThrottledError, local_error
 from .ids import BLOCK_SIZE, ContentHasher
 from .models import UploadResult
 
@@ -193,18 +193,7 @@ class ChunkedUploads(LinkCache):
                       size: int) -> UploadResult:
         if exists:
             return UploadResult(path=target, id=parse_update_answer(resp.content, target), size=size)
-        body = parse_json(resp.content, what="the upload", path=target)
-        if not isinstance(body, list) or len(body) != 1 or not isinstance(body[0], dict):
-            raise ProtocolError("The upload answer has an unexpected shape.", path=target)
-        stored = body[0].get("name")
-        problem = name_problem(stored)
-        if problem:
-            raise ProtocolError(f"The server stored the upload under an unsafe name: {problem}.", path=target)
-        stored_size = as_int(body[0].get("size", size), "the upload answer")
-        if stored_size != size:
-            raise ProtocolError(f"The server stored {stored_size} of {size} bytes.", path=target)
-        return UploadResult(path=join_remote(parent, str(stored)),
-                            id=check_id(body[0].get("id"), what="the upload answer", path=target), size=size)
+        return parse_upload_answer(resp.content, parent, target, size=size)
 
     def _uploaded_bytes(self, repo: str, parent: str, name: str, target: str, *, default: int = 0) -> int:
         """``file-uploaded-bytes``: bytes of a partial upload the server holds

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import BinaryIO
 
-from .client_answers import as_int, check_repo_id, parse_update_answer, payload_size
-from .client_errors import check_id, parse_json
+from .client_answers import as_int, check_repo_id, parse_update_answer, parse_upload_answer, payload_size
+from .client_errors import check_id
 from .client_http import Payload
 from .client_links import LinkCache
-from .client_paths import join_remote, name_problem, normalize_remote_path, split_remote, upload_target
+from .client_paths import normalize_remote_path, split_remote, upload_target
 from .errors import ProtocolError
 from .models import RemoteEntry, UploadResult
 
@@ -131,18 +131,7 @@ class FileCalls(LinkCache):
             form["last_modify"] = datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         resp = self._with_link("upload", repo, parent, lambda link: self._fs_post(
             link.copy_merge_params({"ret-json": "1"}), form, name, data, what=what, path=target))
-        body = parse_json(resp.content, what="the upload", path=target)
-        if not isinstance(body, list) or len(body) != 1 or not isinstance(body[0], dict):
-            raise ProtocolError("The upload answer has an unexpected shape.", path=target)
-        stored = body[0].get("name")
-        problem = name_problem(stored)
-        if problem:
-            raise ProtocolError(f"The server stored the upload under an unsafe name: {problem}.", path=target)
-        return UploadResult(
-            path=join_remote(parent, str(stored)),
-            id=check_id(body[0].get("id"), what="the upload answer", path=target),
-            size=as_int(body[0].get("size", 0), "the upload answer"),
-        )
+        return parse_upload_answer(resp.content, parent, target)
 
     def update(self, repo_id: str, remote_path: str, data: Payload, *, head: str | None = None) -> UploadResult:
         """Replace an existing file's content in place: ``POST <update link>[?head=]``
