@@ -170,6 +170,8 @@ def _parallel_pull(ctx: MirrorContext, entries: list[RemoteEntry],
                 entry = queue.pop()
                 if ctx.local_path(entry.path).exists() or folder_vanished(ctx, entry.path):
                     continue
+                if not _folder_ready(ctx, entry.path):
+                    continue  # left to the ordinary pull, which knows a folder moved away
                 pending[ctx.executor.submit(_fetch, ctx, entry)] = entry
             if not pending:
                 break
@@ -186,13 +188,36 @@ def _parallel_pull(ctx: MirrorContext, entries: list[RemoteEntry],
     return done
 
 
+def _folder_ready(ctx: MirrorContext, rel_path: str) -> bool:
+    """Create the local folder of ``rel_path`` for a download on the pool,
+    unless it held synced files and is gone (renamed or deleted while the
+    pass runs, before the daemon could say so): writing there would create
+    the folder again under its old name and split a renamed folder in two.
+
+    :returns: True when the folder exists now.
+    """
+    parent = ctx.local_path(rel_path).parent
+    if parent.is_dir():
+        return True
+    folder = rel_path.rsplit("/", 1)[0] if "/" in rel_path else ""
+    while folder and not ctx.local_path(folder).is_dir():
+        if ctx.state.has_bases_under(folder):
+            return False
+        folder = folder.rsplit("/", 1)[0] if "/" in folder else ""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return True
+
+
 def _fetch(ctx: MirrorContext, entry: RemoteEntry) -> tuple[Path, str, ContentHasher]:
     """On a pool thread: download ``entry`` into a temp file beside its target.
 
     :returns: ``(temp path, file id, hasher fed with the content)``.
     """
     hasher = ContentHasher(keep=ctx.options.readback_full_limit * 4)
-    with temp_beside(ctx.local_path(entry.path)) as (fh, tmp):
+    with temp_beside(ctx.local_path(entry.path), make_parents=False) as (fh, tmp):
         file_id = ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(entry.path), fh, hasher=hasher)
     return tmp, str(file_id or entry.id), hasher
 

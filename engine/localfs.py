@@ -200,15 +200,20 @@ def _new_temp(folder: Path) -> tuple[int, Path]:
 
 
 @contextmanager
-def temp_beside(target: Path) -> Iterator[tuple[BinaryIO, Path]]:
+def temp_beside(target: Path, *, make_parents: bool = True) -> Iterator[tuple[BinaryIO, Path]]:
     """A temp file in ``target``'s folder, named so the watcher ignores it.
 
     Yields ``(open binary file, temp path)``.  The file is fsynced and
     closed when the block ends; if the block raises, the temp file is
     removed.  The caller renames it over ``target`` (``os.replace``) inside
     the block or after it.
+
+    :param make_parents: create missing folders; False raises
+        ``FileNotFoundError`` instead (a folder renamed away meanwhile is not
+        created again under its old name).
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if make_parents:
+        target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _new_temp(target.parent)
     try:
         # a rewritten file keeps its mode (a private file stays private); a
