@@ -85,7 +85,7 @@ class MirrorContext:
         read since (the ``head`` an update is based on), None when unknown.
     :ivar head_stale: rel paths we wrote after ``head`` was read: an update
         of one of them needs a fresh head.
-    :ivar head_read_at: ``time.monotonic()`` when ``head`` was last set.
+    :ivar head_read_at: ``time.monotonic()`` when ``head`` was set with a listing.
     """
 
     client: Any
@@ -107,16 +107,20 @@ class MirrorContext:
     #: runs transfer requests in parallel (``submit(fn, *args)`` → future;
     #: the daemon's transfer pool); None: one after the other
     executor: Any = None
-    #: ``time.monotonic()`` when ``head`` was set (by ``__setattr__``); a
-    #: writer of ``head`` that listed nothing with it resets it to 0
+    #: ``time.monotonic()`` when ``head`` was set together with a listing
+    #: (:meth:`set_head`); 0 when the head was read without one
     head_read_at: float = 0.0
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        # The pass's scan sets ``head`` right after listing with it: stamp the
-        # time, so a push can tell whether the snapshot is as fresh as ``head``.
-        if name == "head":
-            object.__setattr__(self, "head_read_at", time.monotonic())
-        object.__setattr__(self, name, value)
+    def set_head(self, head: str | None, *, listed: bool) -> None:
+        """Record the library head an update is based on.
+
+        :param listed: True when the snapshot was listed with this head (the
+            pass's scan), so a push may trust the snapshot while it is fresh;
+            False for a head read alone, which is newer than the snapshot and
+            must not vouch for it (see ``FRESH_HEAD`` in engine/transfer.py).
+        """
+        self.head = head
+        self.head_read_at = time.monotonic() if listed else 0.0
 
     def head_age(self) -> float:
         """Seconds since ``head`` was set together with the snapshot (infinite

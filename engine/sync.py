@@ -438,5 +438,5 @@ class SyncEngine(FolderSteps):
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
             regression.seen(self.state, scan.head, scan.head_mtime)
-        self.ctx.head = scan.head or None  # read before every listing: a safe base for updates
+        self.ctx.set_head(scan.head or None, listed=True)  # read before every listing: a safe base for updates
         self.ctx.head_stale.clear()

@@ -231,10 +231,7 @@ def head_for(ctx: MirrorContext, rel_path: str, *, fresh: bool = False) -> tuple
     """
     if not fresh and ctx.head and rel_path not in ctx.head_stale:
         return ctx.head, False
-    ctx.head = ctx.client.repo_info(ctx.repo_id).head_commit_id or None
-    # This head is newer than the snapshot (nothing was listed with it): it
-    # must not vouch for snapshot entries (see FRESH_HEAD).
-    ctx.head_read_at = 0.0
+    ctx.set_head(ctx.client.repo_info(ctx.repo_id).head_commit_id or None, listed=False)
     ctx.head_stale.clear()
     return ctx.head, True
 
