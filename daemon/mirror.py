@@ -295,7 +295,8 @@ class Mirror:
             log.warning("the file watcher had stopped; restarting it and scanning the folder")
             watcher.stop()
         fresh = Watcher(root, lambda p: self._engine.rel_path(p), self._on_dirty,
-                        quiet=self._watcher_quiet, on_restructure=self.worker.note_restructure)
+                        quiet=self._watcher_quiet, on_restructure=self.worker.note_restructure,
+                        own_folder=self._own_folder, forget_own_folders=self._forget_own_folders)
         try:
             fresh.start()
         except OSError as exc:
@@ -308,6 +309,16 @@ class Mirror:
         self.status.notify()  # subscribers learn that the watcher runs now
         if watcher is not None:
             self.worker.post_dirty([], full_scan=True)
+
+    def _own_folder(self, local_path: str) -> bool:
+        """A folder the open engine created itself (its watcher event is an echo)."""
+        check = getattr(self._engine, "own_folder", None)
+        return bool(check(local_path)) if check is not None else False
+
+    def _forget_own_folders(self) -> None:
+        forget = getattr(self._engine, "forget_own_folders", None)
+        if forget is not None:
+            forget()
 
     # ----------------------------------------------------------------- lifecycle
 

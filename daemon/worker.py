@@ -33,6 +33,7 @@ from typing import Any
 from ohsync.daemon.memory_trim import release_memory, worth_releasing
 from ohsync.daemon.scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, scan_interval
+from ohsync.daemon.worker_echoes import awaiting_push, sort_watched
 from ohsync.daemon.worker_facts import MirrorFacts
 from ohsync.daemon.worker_requests import Control, FatalError, Session, SessionFactory, WorkerRequests
 from ohsync.engine.errors import (
@@ -161,8 +162,9 @@ class SyncWorker(WorkerRequests):
         work = self._work
         if kind == "dirty":
             paths, full_scan = arg
-            work.dirty.update(paths)
-            work.awaiting |= self._awaiting_push(paths)
+            to_sync, awaiting = self._watched(paths)
+            work.dirty.update(to_sync)  # echoes of our own writes cost no pass
+            work.awaiting |= awaiting
             work.full_scan = work.full_scan or full_scan
         elif kind == "poll":
             work.check_remote = True
@@ -211,17 +213,12 @@ class SyncWorker(WorkerRequests):
         self._status.update(pending_up=len(work.awaiting))
 
     def _awaiting_push(self, paths: Iterable[str]) -> set[str]:
-        """The paths that await push, echoes of our own writes left out (the
-        engine compares them with their bases); all of them before a session
-        is open."""
-        check = getattr(getattr(self._session, "engine", None), "awaiting_push", None)
-        if check is None:
-            return set(paths)
-        try:
-            return set(check(paths))
-        except Exception:  # noqa: BLE001 - only a count: never stop the worker for it
-            log.exception("counting the changes waiting to sync failed")
-            return set(paths)
+        """The paths that await push, echoes of our own writes left out."""
+        return awaiting_push(getattr(self._session, "engine", None), paths)
+
+    def _watched(self, paths: Iterable[str]) -> tuple[set[str], set[str]]:
+        """``(still to sync, awaiting push)`` of the watcher's paths (echoes cost no pass)."""
+        return sort_watched(getattr(self._session, "engine", None), paths)
 
     def _finish_tickets(self, synced: bool, message: str) -> None:
         tickets, self._work.tickets = self._work.tickets, []
