@@ -175,6 +175,14 @@ class Config:
         folder starts a fresh, careful sync instead of reusing wrong bases,
         and every mirror of one config has its own.
         """
-        local = (mirror or self.mirror).local
-        local_key = hashlib.sha1(str(local).encode("utf-8")).hexdigest()[:8]
-        return self.state_dir / "mirrors" / f"{library_id}-{local_key}"
+        return self.state_dir / "mirrors" / f"{library_id}-{_folder_key(mirror or self.mirror)}"
+
+    def mirror_state_dirs(self, mirror: MirrorConfig | None = None) -> list[Path]:
+        """The state folders of ``mirror``'s local folder (default: the first's) that exist, of
+        any library, sorted: where its state is when the library cannot be found (deleted)."""
+        return sorted((self.state_dir / "mirrors").glob(f"*-{_folder_key(mirror or self.mirror)}"))
+
+
+def _folder_key(mirror: MirrorConfig) -> str:
+    """The part of a state folder's name that stands for the mirror's local folder."""
+    return hashlib.sha1(str(mirror.local).encode("utf-8")).hexdigest()[:8]

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from ohsync.daemon import last_sync
 from ohsync.daemon.memory_trim import release_memory, worth_releasing
 from ohsync.daemon.scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, scan_interval
@@ -347,6 +348,8 @@ class SyncWorker(WorkerRecovery):
         if busy or not self._synced_once:
             facts["last_sync"] = now  # the last time something was carried across: idle polls move nothing
             self._synced_once = True
+        if busy:  # kept for the status after a restart (an idle pass writes nothing)
+            last_sync.record(self._session.engine, now)
         if work.check_remote:
             self._polls += 1
             facts["last_poll"] = now
