@@ -11,6 +11,8 @@ import argparse
 import getpass
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ohsync.daemon.cli_common import EXIT_OK, UsageError, daemon_client, read_config
@@ -28,10 +30,30 @@ def _read_secret_line(what: str) -> str:
     return value
 
 
+@contextmanager
+def _scheme_named(entered: str, server: str) -> Iterator[None]:
+    """A failure of signing in at ``server`` says that ``https://`` was guessed
+    when the address ``entered`` had no scheme (``login.without_scheme``)."""
+    from ohsync.daemon.login import without_scheme
+
+    try:
+        yield
+    except OhsyncError as exc:
+        explained = without_scheme(entered, server, exc)
+        if explained is exc:
+            raise
+        raise explained from exc
+
+
 def cmd_login(args: argparse.Namespace) -> int:
+    """``ohsync login``: get a token (password and two-factor code, or ``--token-stdin``), save it in
+    the keyring and the account in the config; a running daemon of this config signs in with it.
+
+    :raises UsageError: no server or username, or both stdin options.
+    :raises OhsyncError: the server refused (the message says why), or the keyring is unusable."""
     from ohsync.daemon.config import config_path, normalize_server_url, update_config
     from ohsync.daemon.credentials import load_token, save_token
-    from ohsync.daemon.login import check_token, token_from_password, token_owner_note, without_scheme
+    from ohsync.daemon.login import check_token, token_from_password, token_owner_note
     from ohsync.engine.errors import TwoFactorRequired
 
     path = config_path(args.config)
@@ -50,13 +72,8 @@ def cmd_login(args: argparse.Namespace) -> int:
     entered = args.server or default_server
     if args.token_stdin:
         token = _read_secret_line("token")
-        try:
+        with _scheme_named(entered, server):
             account = check_token(server, token)
-        except OhsyncError as exc:
-            explained = without_scheme(entered, server, exc)
-            if explained is exc:
-                raise
-            raise explained from exc
         note = token_owner_note(username, account)
         if note:
             print(note, file=sys.stderr)
@@ -84,12 +101,8 @@ def cmd_login(args: argparse.Namespace) -> int:
             return input("Two-factor code: ").strip()
 
         try:
-            token = token_from_password(server, username, password, ask_code)
-        except OhsyncError as exc:
-            explained = without_scheme(entered, server, exc)
-            if explained is exc:
-                raise
-            raise explained from exc
+            with _scheme_named(entered, server):
+                token = token_from_password(server, username, password, ask_code)
         finally:
             password = ""
     save_token(server, username, token)
@@ -136,6 +149,7 @@ def _tell_daemon_to_refresh(args: argparse.Namespace) -> None:
 
 
 def cmd_logout(args: argparse.Namespace) -> int:
+    """``ohsync logout``: remove the saved token of the account from the keyring."""
     from ohsync.daemon.config import normalize_server_url
     from ohsync.daemon.credentials import delete_token
 

@@ -56,6 +56,7 @@ def pause_resume_command(method: str, done: str) -> Callable[[argparse.Namespace
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
+    """``ohsync wait``: wait until everything on disk now is synced (exit 1 with the reasons if not)."""
     result = daemon_client(args, timeout=args.timeout + 30).call(Method.WAIT, {"timeout": args.timeout})
     if result.get("synced"):
         print("Everything is synced.")
@@ -91,10 +92,12 @@ def _conflict_text(c: dict[str, Any]) -> str:
 
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
+    """``ohsync conflicts``: the conflicts and where the other versions were kept."""
     return _print_items(args, daemon_client(args).call(Method.CONFLICTS), "No conflicts.", _conflict_text)
 
 
 def cmd_damaged(args: argparse.Namespace) -> int:
+    """``ohsync damaged``: the memory files that do not parse."""
     damaged = sorted(daemon_client(args).call(Method.DAMAGED), key=lambda d: natural_key(str(d.get("path"))))
     return _print_items(args, damaged, "No damaged files.",
                         lambda d: f"{d['path']}: {d['reason']}")
@@ -109,11 +112,15 @@ def _activity_text(a: dict[str, Any]) -> str:
 
 
 def cmd_activity(args: argparse.Namespace) -> int:
+    """``ohsync activity``: the recent sync activity (at most ``--limit`` entries)."""
     return _print_items(args, daemon_client(args).call(Method.ACTIVITY, {"limit": args.limit}), "No activity yet.",
                         _activity_text)
 
 
 def cmd_file(args: argparse.Namespace) -> int:
+    """``ohsync file``: file documents into ``/Files/`` as if dropped into the drop folder.
+
+    :raises UsageError: a path is missing or not a file."""
     paths = [os.path.abspath(os.path.expanduser(p)) for p in args.paths]
     for p in paths:
         if not os.path.exists(p):
@@ -130,6 +137,7 @@ def cmd_file(args: argparse.Namespace) -> int:
 
 
 def cmd_confirm_deletes(args: argparse.Namespace) -> int:
+    """``ohsync confirm-deletes``: carry out the deletions the safety valve holds (``--list``: list them)."""
     client = daemon_client(args)
     if args.list:
         held = client.call(Method.HELD_DELETES)
@@ -148,6 +156,7 @@ def cmd_confirm_deletes(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    """``ohsync stop``: ask the daemon to exit and wait until it has (exit 1 after ``--timeout``)."""
     client = daemon_client(args)
     client.call(Method.SHUTDOWN)
     deadline = time.monotonic() + args.timeout

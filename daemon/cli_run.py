@@ -16,6 +16,9 @@ TRAY_EXTRA_HINT = ("Install the [tray] extra from the ohsync source folder: `pip
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``ohsync run``: the daemon in the foreground until it is stopped; returns its exit code.
+
+    :raises OhsyncError: no mirror has a saved login."""
     from ohsync.daemon.app import Daemon
     from ohsync.daemon.crash_at import install_from_env
     from ohsync.daemon.credentials import load_token
@@ -37,6 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_tray(args: argparse.Namespace) -> int:
+    """``ohsync tray``: the tray icon of a running daemon (needs the ``[tray]`` extra and a display)."""
     cfg = read_config(args)
     try:
         from ohsync.tray.app import default_start_command, run_tray
@@ -51,6 +55,7 @@ def cmd_tray(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """``ohsync demo``: the daemon against a local devserver with a sample library."""
     from ohsync.daemon.demo import run_demo
 
     return run_demo(seconds=args.seconds, directory=args.dir, tray=not args.no_tray,
