@@ -65,6 +65,7 @@ class WorkerRecovery(WorkerRequests):
         raise NotImplementedError
 
     def _open(self) -> bool:
+        """Open the session; False (the failure recorded by :meth:`_failed`) when it cannot open."""
         self._status.update(checking_since=time.time(), current_path=None)
         self._notify_if_slow()
         try:
@@ -80,9 +81,8 @@ class WorkerRecovery(WorkerRequests):
         try:
             self._on_ready(session)
         except FatalError as exc:   # e.g. another daemon already syncs this folder
-            log.error("%s: %s", exc.title, exc.message)
             self._close_session()
-            self._fatal(exc, exc.message)
+            self._failed(exc)
             return False
         except Exception:  # noqa: BLE001
             log.exception("starting the watcher failed; local edits are seen only by periodic scans")
