@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ohsync.daemon import last_sync
 from ohsync.daemon.config import Config, MirrorConfig
 from ohsync.daemon.filing_service import FilingService
 from ohsync.daemon.memory_service import MemoryService
@@ -98,7 +99,8 @@ class Mirror:
 
         self.status = StatusModel(library=self.config.library or self.config.label, local=str(self.local),
                                   name=self.name, poll_interval=cfg.poll_interval,
-                                  push_poll_interval=cfg.push_safety_poll)
+                                  push_poll_interval=cfg.push_safety_poll,
+                                  last_sync=last_sync.recorded(cfg.mirror_state_dirs(self.config)))
         self.status.watcher_alive = lambda: self._watcher is not None and self._watcher.is_alive()
         self.worker = SyncWorker(session_factory, self.status, poll_interval=cfg.poll_interval,
                                  publish=self._publish, on_ready=self._on_ready, login_changed=login_changed,
