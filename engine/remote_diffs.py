@@ -202,11 +202,17 @@ def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
         rejected = {from_remote(ctx.remote_root, path) for path, _ in getattr(ctx.client, "last_rejected", [])}
         if rejected & set(rels):
             return None
+        if not folder and ctx.remote_root.strip("/") == "" and info.root and listing.oid != info.root:
+            return None  # another root than the head's: a commit since, or an answer for another folder
         entries = {from_remote(ctx.remote_root, e.path): e for e in listing.entries}
         for rel in rels:
             entry = entries.get(rel)
             if entry is not None and entry.is_dir:
                 return None  # a file replaced by a folder since
+            if entry is None and touched[rel][-1] != "removed":
+                # created or changed, yet not listed: removed since, or the
+                # answer is for another folder (confirm.listing_problem): the walk tells
+                return None
             updates[rel] = None if entry is None else RemoteEntry(rel, False, entry.id, entry.size, entry.mtime)
     new = dict(snapshot)
     changed = False
