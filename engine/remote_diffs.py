@@ -31,7 +31,7 @@ from typing import Any
 
 from .client_commits import CommitInfo
 from .context import MirrorContext
-from .errors import NotFoundError, OhsyncError
+from .errors import LibraryGoneError, NotFoundError, OhsyncError
 from .models import RemoteEntry, RepoInfo
 from .paths import from_remote, name_problem, parent_rel
 from .regression import PER_PAGE, head_descends, last_seen, load
@@ -132,6 +132,8 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo]) -> dict[str, list[str]
     for commit in chain:
         try:
             changes = ctx.client.commit_changes(ctx.repo_id, commit.id)
+        except LibraryGoneError:
+            raise
         except NotFoundError:
             ctx.commit_diffs = False  # a server without the endpoint: walk from now on
             return None
@@ -195,25 +197,25 @@ def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
         return None
     updates: dict[str, RemoteEntry | None] = {}
     for folder, rels in sorted(folders.items()):
-        try:
-            listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(folder))
-        except NotFoundError:
-            return None  # gone since: the walk sorts it out
-        rejected = {from_remote(ctx.remote_root, path) for path, _ in getattr(ctx.client, "last_rejected", [])}
-        if rejected & set(rels):
+        if len(rels) == 1:
+            if touched[rels[0]][-1] == "removed":
+                updates[rels[0]] = None  # confirm.confirm_vanished asks the server before any delete
+                continue
+            # one path: its own detail, smaller than the folder's listing and
+            # never an answer for another folder; a 404 is the server's word
+            try:
+                entry = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(rels[0]))
+            except LibraryGoneError:
+                raise
+            except NotFoundError:
+                updates[rels[0]] = None
+            else:
+                updates[rels[0]] = RemoteEntry(rels[0], False, entry.id, entry.size, entry.mtime)
+            continue
+        listed = _listed(ctx, info, folder, rels, touched)
+        if listed is None:
             return None
-        if not folder and ctx.remote_root.strip("/") == "" and info.root and listing.oid != info.root:
-            return None  # another root than the head's: a commit since, or an answer for another folder
-        entries = {from_remote(ctx.remote_root, e.path): e for e in listing.entries}
-        for rel in rels:
-            entry = entries.get(rel)
-            if entry is not None and entry.is_dir:
-                return None  # a file replaced by a folder since
-            if entry is None and touched[rel][-1] != "removed":
-                # created or changed, yet not listed: removed since, or the
-                # answer is for another folder (confirm.listing_problem): the walk tells
-                return None
-            updates[rel] = None if entry is None else RemoteEntry(rel, False, entry.id, entry.size, entry.mtime)
+        updates.update(listed)
     new = dict(snapshot)
     changed = False
     for rel, entry in updates.items():
@@ -236,3 +238,35 @@ def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
               len(touched), len(folders))
     return RemoteScan(info.head_commit_id, "", changed, new if changed else snapshot, list(skipped), requests,
                       head_mtime=info.mtime)
+
+
+def _listed(ctx: MirrorContext, info: RepoInfo, folder: str, rels: list[str],
+            touched: dict[str, list[str]]) -> dict[str, RemoteEntry | None] | None:
+    """The entries of ``rels`` (files of ``folder``) from one listing of it,
+    None (absent) for those not listed; None when the walk must decide.
+
+    :raises RemoteError: from the listing other than a 404.
+    """
+    try:
+        listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(folder))
+    except LibraryGoneError:
+        raise
+    except NotFoundError:
+        return None  # gone since: the walk sorts it out
+    rejected = {from_remote(ctx.remote_root, path) for path, _ in getattr(ctx.client, "last_rejected", [])}
+    if rejected & set(rels):
+        return None
+    if not folder and ctx.remote_root.strip("/") == "" and info.root and listing.oid != info.root:
+        return None  # another root than the head's: a commit since, or an answer for another folder
+    entries = {from_remote(ctx.remote_root, e.path): e for e in listing.entries}
+    out: dict[str, RemoteEntry | None] = {}
+    for rel in rels:
+        entry = entries.get(rel)
+        if entry is not None and entry.is_dir:
+            return None  # a file replaced by a folder since
+        if entry is None and touched[rel][-1] != "removed":
+            # created or changed, yet not listed: removed since, or the answer
+            # is for another folder (confirm.listing_problem): the walk tells
+            return None
+        out[rel] = None if entry is None else RemoteEntry(rel, False, entry.id, entry.size, entry.mtime)
+    return out

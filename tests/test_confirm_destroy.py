@@ -62,6 +62,7 @@ def test_a_folder_deleted_on_the_server_is_confirmed_by_one_listing(devserver, s
 
 
 def test_root_listing_answered_for_another_folder_is_rejected(devserver, synced):
+    synced.engine.ctx.commit_diffs = False  # the walk's listings (a commit's change is asked for by path)
     before = read_tree(synced.root)
     edited = _edit_remotely(devserver, synced, "index.md")
     # three answers: the listing for the commit's change (engine/remote_diffs.py,
@@ -81,6 +82,7 @@ def test_root_listing_answered_for_another_folder_is_rejected(devserver, synced)
 
 
 def test_subfolder_listing_answered_for_another_folder_is_rejected(devserver, synced):
+    synced.engine.ctx.commit_diffs = False  # the walk's listings, as above
     before = read_tree(synced.root)
     edited = _edit_remotely(devserver, synced, TASKS)
     # three answers, as for the root above

@@ -17,6 +17,7 @@ from ohsync.engine.remote_scan import scan_remote
 LISTING = "GET /api2/repos/{id}/dir/"
 DIFF = "GET /api/v2.1/repos/{id}/commits/{commit}/"
 HISTORY = "GET /api2/repos/{id}/history/"
+DETAIL = "GET /api2/repos/{id}/file/detail/"
 DEEP = "a/b/c/deep.md"
 
 
@@ -64,9 +65,10 @@ def test_remote_change_three_deep_costs_depth_plus_three(mirror, devserver):
     devserver.put_file(mirror.repo_id, "/" + DEEP, b"deep, changed on the server\n")
     report = _poll(mirror, devserver)
     assert report.downloaded == [DEEP] and mirror.read(DEEP) == b"deep, changed on the server\n"
-    # head, history, one commit's changes, one listing (a/b/c), download link, download
+    # head, history, one commit's changes, the file's detail, download link, download
     assert devserver.request_count() == 6 <= DEEP.count("/") + 3
-    assert devserver.request_count(LISTING) == 1 and devserver.request_count(DIFF) == 1
+    assert devserver.request_count(LISTING) == 0 and devserver.request_count(DIFF) == 1
+    assert devserver.request_count(DETAIL) == 1
     assert devserver.request_count(HISTORY) == 1  # shared with the rollback check
     assert _snapshot_files(mirror) == _walked_files(mirror)
     # the folders above the change are to be listed again by a later walk
@@ -81,11 +83,15 @@ def test_several_commits_and_a_removed_file(mirror, devserver):
     devserver.put_file(repo, "/a/b/c/new.md", b"new file\n")
     devserver.delete_path(repo, "/x/n2.md")
     devserver.put_file(repo, "/a/n1.md", b"one, twice\n")
+    devserver.put_file(repo, "/a/n3.md", b"three\n")
     report = _poll(mirror, devserver)
-    assert sorted(report.downloaded) == ["a/b/c/new.md", "a/n1.md"]
+    assert sorted(report.downloaded) == ["a/b/c/new.md", "a/n1.md", "a/n3.md"]
     assert report.deleted_local == ["x/n2.md"] and not (mirror.root / "x/n2.md").exists()
     assert mirror.read("a/n1.md") == b"one, twice\n"
-    assert devserver.request_count(DIFF) == 4 and devserver.request_count(LISTING) == 3  # a, a/b/c, x
+    # five commits read; a (two paths) listed once, a/b/c/new.md asked directly,
+    # x/n2.md's removal confirmed by its 404 before the local delete (confirm.py)
+    assert devserver.request_count(DIFF) == 5 and devserver.request_count(LISTING) == 1
+    assert devserver.request_count(DETAIL) == 2
     assert _snapshot_files(mirror) == _walked_files(mirror)
 
 
@@ -156,7 +162,7 @@ def test_another_writer_after_our_upload_is_not_an_echo(mirror, devserver, same_
     devserver.put_file(mirror.repo_id, "/" + theirs, b"another writer, right after\n")
     report = _poll(mirror, devserver)
     assert report.downloaded == [theirs] and mirror.read(theirs) == b"another writer, right after\n"
-    assert devserver.request_count(LISTING) == 1
+    assert devserver.request_count(DETAIL) == 1 and devserver.request_count(LISTING) == 0
     if not same_file:
         assert mirror.read(DEEP) == b"edited here\n"
     assert _snapshot_files(mirror) == _walked_files(mirror)
@@ -255,7 +261,7 @@ def test_a_subtree_mirror_ignores_changes_outside_it(devserver, tmp_path):
         devserver.put_file(repo, "/a/b/n1.md", b"inside\n")
         report = _poll(m, devserver)
         assert report.downloaded == ["b/n1.md"] and m.read("b/n1.md") == b"inside\n"
-        assert devserver.request_count(LISTING) == 1
+        assert devserver.request_count(LISTING) == 0 and devserver.request_count(DETAIL) == 1
     finally:
         m.state.close()
         m.client.close()
