@@ -109,8 +109,8 @@ def incremental(ctx: MirrorContext, info: RepoInfo, skipped: list[tuple[str, str
     :returns: ``(scan or None, since or None)``: the scan when the diff path
         worked (else the caller walks), and what the history said (for the
         rollback check) when it was read.
-    :raises RemoteError: from the history read or a folder listing (the
-        caller keeps the old snapshot, as for a walk).
+    :raises RemoteError: from the history read (the caller keeps the old
+        snapshot, as for a walk); LibraryGoneError.
     """
     state = ctx.state
     prev_head = state.get_meta("head")
@@ -176,8 +176,8 @@ def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
     changed path that is not an echo of our own uploads.
 
     :returns: the scan (``rejected`` empty, ``root_oid`` ``""``: unknown),
-        or None when the walk must decide.
-    :raises RemoteError: from a folder listing other than a 404.
+        or None when the walk must decide (also after any failed request).
+    :raises LibraryGoneError: the library is gone.
     """
     before = getattr(ctx.client, "request_count", 0)
     touched = _changes(ctx, chain)
@@ -209,6 +209,9 @@ def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
                 raise
             except NotFoundError:
                 updates[rels[0]] = None
+            except OhsyncError as exc:
+                log.info("reading %s failed (%s); walking the tree instead", rels[0], exc)
+                return None  # one file's trouble must not fail the scan: the walk does not ask for it
             else:
                 updates[rels[0]] = RemoteEntry(rels[0], False, entry.id, entry.size, entry.mtime)
             continue
@@ -245,14 +248,14 @@ def _listed(ctx: MirrorContext, info: RepoInfo, folder: str, rels: list[str],
     """The entries of ``rels`` (files of ``folder``) from one listing of it,
     None (absent) for those not listed; None when the walk must decide.
 
-    :raises RemoteError: from the listing other than a 404.
     """
     try:
         listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(folder))
     except LibraryGoneError:
         raise
-    except NotFoundError:
-        return None  # gone since: the walk sorts it out
+    except OhsyncError as exc:
+        log.info("listing %s failed (%s); walking the tree instead", folder or "/", exc)
+        return None  # gone since (a 404), or trouble: the walk sorts it out
     rejected = {from_remote(ctx.remote_root, path) for path, _ in getattr(ctx.client, "last_rejected", [])}
     if rejected & set(rels):
         return None
