@@ -51,10 +51,12 @@ DEFAULT_LIBRARY = "OH-Memory"
 DEFAULT_POLL_INTERVAL = 30.0
 DEFAULT_TRANSFERS = 4
 DEFAULT_PUSH_SAFETY_POLL = 300.0
+#: MiB one upload request carries at most (``upload_request_mib``)
+DEFAULT_UPLOAD_REQUEST_MIB = 256
 
 _TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
-             "push_safety_poll"}
+             "push_safety_poll", "upload_request_mib"}
 _MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore", "server", "username"}
 _SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 _FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
@@ -173,6 +175,9 @@ class Config:
     notifications: bool = True
     #: seconds between polls while push notifications arrive
     push_safety_poll: float = DEFAULT_PUSH_SAFETY_POLL
+    #: MiB one upload request carries at most: a large file up to this size goes
+    #: up in one streamed request, a larger one in resumable chunks growing up to it
+    upload_request_mib: int = DEFAULT_UPLOAD_REQUEST_MIB
 
     @property
     def mirror(self) -> MirrorConfig:
@@ -386,6 +391,9 @@ def load_config(path: Path | None = None) -> Config:
         kw["notifications"] = _typed(doc["notifications"], bool, "notifications", path)
     if "push_safety_poll" in doc:
         kw["push_safety_poll"] = _number(doc["push_safety_poll"], "push_safety_poll", path, 1, 86_400)
+    if "upload_request_mib" in doc:
+        kw["upload_request_mib"] = int(_number(_typed(doc["upload_request_mib"], int, "upload_request_mib", path),
+                                               "upload_request_mib", path, 8, 4096))
 
     raw_mirrors = doc.get("mirror", [])
     if isinstance(raw_mirrors, dict):  # a single [mirror] table instead of [[mirror]]
