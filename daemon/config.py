@@ -114,6 +114,9 @@ def load_config(path: Path | None = None) -> Config:
         kw["notifications"] = typed(doc["notifications"], bool, "notifications", path)
     if "push_safety_poll" in doc:
         kw["push_safety_poll"] = number(doc["push_safety_poll"], "push_safety_poll", path, 1, 86_400)
+    if "upload_request_mib" in doc:
+        kw["upload_request_mib"] = int(number(typed(doc["upload_request_mib"], int, "upload_request_mib", path),
+                                              "upload_request_mib", path, 8, 4096))
 
     raw_mirrors = doc.get("mirror", [])
     if isinstance(raw_mirrors, dict):  # a single [mirror] table instead of [[mirror]]

@@ -29,10 +29,12 @@ DEFAULT_LIBRARY = "OH-Memory"
 DEFAULT_POLL_INTERVAL = 30.0
 DEFAULT_TRANSFERS = 4
 DEFAULT_PUSH_SAFETY_POLL = 300.0
+#: MiB one upload request carries at most (``upload_request_mib``)
+DEFAULT_UPLOAD_REQUEST_MIB = 256
 
 TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
-             "push_safety_poll"}
+             "push_safety_poll", "upload_request_mib"}
 MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore", "server", "username"}
 SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
@@ -151,6 +153,9 @@ class Config:
     notifications: bool = True
     #: seconds between polls while push notifications arrive
     push_safety_poll: float = DEFAULT_PUSH_SAFETY_POLL
+    #: MiB one upload request carries at most: a large file up to this size goes
+    #: up in one streamed request, a larger one in resumable chunks growing up to it
+    upload_request_mib: int = DEFAULT_UPLOAD_REQUEST_MIB
 
     @property
     def mirror(self) -> MirrorConfig:
