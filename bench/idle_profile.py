@@ -57,6 +57,21 @@ def report():
         for s in stats[:40]:
             lines.append(f"\n{s.size / 2**20:8.2f} MiB {s.count:8d} blocks")
             lines += ["    " + line for line in s.traceback.format(most_recent_first=True)]
+    lines.append("\n" + open("/proc/self/smaps_rollup").read())
+    maps, cur = Counter(), None
+    for row in open("/proc/self/smaps"):
+        head = row.split()
+        if "-" in head[0] and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else "[anon]"
+            cur = name.rsplit("/site-packages/", 1)[-1].split("/")[0] if "/site-packages/" in name else name
+        elif head[0] == "Rss:":
+            maps[cur] += int(head[1])
+    lines.append("resident memory by mapping (KiB; [anon]: malloc arenas, pymalloc, thread stacks):")
+    lines += [f"{kib:10d} {name}" for name, kib in maps.most_common(25)]
+    tops = Counter(m.split(".")[0] for m in list(sys.modules))
+    lines.append(f"\n{len(sys.modules)} modules imported, by top-level package:")
+    lines += [f"{n:6d} {k}" for k, n in tops.most_common(40)]
+    lines.append(f"\n{threading.active_count()} threads: " + ", ".join(t.name for t in threading.enumerate()))
     kinds = Counter(type(o).__name__ for o in gc.get_objects())
     lines.append("\nlive objects tracked by gc, by type:")
     lines += [f"{n:10d} {k}" for k, n in kinds.most_common(25)]
