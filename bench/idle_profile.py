@@ -68,6 +68,25 @@ def report():
             maps[cur] += int(head[1])
     lines.append("resident memory by mapping (KiB; [anon]: malloc arenas, pymalloc, thread stacks):")
     lines += [f"{kib:10d} {name}" for name, kib in maps.most_common(25)]
+    # pymalloc's arenas: how much of them live objects use (the rest is fragmentation)
+    import tempfile
+    with tempfile.TemporaryFile("w+") as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        stats = tmp.read().splitlines()
+    lines.append("pymalloc (sys._debugmallocstats):")
+    lines += ["    " + row for row in stats if row.startswith(("# arenas", "# bytes", "Total")) or "bytes/arena" in row]
+    sizes = Counter()
+    for o in gc.get_objects():
+        sizes[type(o).__name__] += sys.getsizeof(o)
+    lines.append("\nshallow size of gc-tracked objects by type (KiB; strings and ints not tracked):")
+    lines += [f"{n // 1024:10d} {k}" for k, n in sizes.most_common(15)]
     tops = Counter(m.split(".")[0] for m in list(sys.modules))
     lines.append(f"\n{len(sys.modules)} modules imported, by top-level package:")
     lines += [f"{n:6d} {k}" for k, n in tops.most_common(40)]

@@ -2,7 +2,8 @@
 remote listing between passes (it stays in the state database) and the next
 pass still finds every change on both sides; the sync worker does that after
 ``RELEASE_AFTER`` seconds without work; the push channel reads its token's
-expiry without importing PyJWT (and with it ``cryptography``)."""
+expiry without importing PyJWT (and with it ``cryptography``); httpx's
+command-line tool (click, pygments) is not loaded."""
 
 from __future__ import annotations
 
@@ -180,8 +181,10 @@ def test_an_unreadable_push_token_counts_as_valid_for_a_day(token):
     assert abs(_expiry(token) - (time.time() + 86_400)) < 60
 
 
-def test_the_daemon_imports_neither_pyjwt_nor_cryptography():
+def test_the_daemon_imports_neither_pyjwt_nor_cryptography_nor_httpx_cli():
+    # click and pygments are installed here (uvicorn's and pytest's): httpx would load them for its CLI
     code = ("import sys; import ohsync.daemon.cli, ohsync.daemon.app, ohsync.daemon.session, "
-            "ohsync.daemon.notifications; print(sorted(m for m in ('jwt', 'cryptography') if m in sys.modules))")
+            "ohsync.daemon.notifications, httpx; assert callable(httpx.main); "
+            "print(sorted(m for m in ('jwt', 'cryptography', 'click', 'pygments') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
