@@ -225,10 +225,20 @@ def rclone_measure(srv: DevServerProc, rc: Rclone, args: list[str], timeout: flo
 
 # ----------------------------------------------------------------------------- ohsync engine
 
-class EngineMirror:
-    """An engine mirror of one library in ``base/name`` (as tests/engine_helpers.py does)."""
+#: Workers of the transfer pool an engine mirror gets: the daemon's default
+#: (``transfers`` in daemon/config.py), which ``daemon/session.py`` hands every engine.
+TRANSFERS = 4
 
-    def __init__(self, srv: DevServerProc, repo_id: str, base: Path, name: str) -> None:
+
+class EngineMirror:
+    """An engine mirror of one library in ``base/name`` (as tests/engine_helpers.py does),
+    with a transfer pool of ``transfers`` workers as the daemon gives its engines
+    (0: none, transfers one after the other)."""
+
+    def __init__(self, srv: DevServerProc, repo_id: str, base: Path, name: str, *,
+                 transfers: int = TRANSFERS) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         from ohsync.engine.client import SeafileClient
         from ohsync.engine.context import EngineOptions
         from ohsync.engine.state import StateStore
@@ -239,11 +249,21 @@ class EngineMirror:
         st = base / f"{name}-state"
         self.state = StateStore(st / "state.db", st / "blobs")
         self.client = SeafileClient(srv.url, srv.token, retries=1)
+        self.pool = ThreadPoolExecutor(max_workers=transfers, thread_name_prefix="bench-transfer") \
+            if transfers else None
         self.engine = SyncEngine(self.client, repo_id, self.root, self.state,
-                                 options=EngineOptions(backup_dir=st / "backups", library_name=LIB))
+                                 options=EngineOptions(backup_dir=st / "backups", library_name=LIB),
+                                 executor=self.pool)
 
     def sync(self, paths: list[str] | None = None):  # noqa: ANN201 - SyncReport
         return self.engine.sync(paths)
+
+    def close(self) -> None:
+        """Stop the pool, close the state and the client."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+        self.state.close()
+        self.client.close()
 
 
 def report_extra(report: Any) -> dict[str, Any]:

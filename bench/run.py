@@ -11,7 +11,8 @@ Scenarios (``--only`` takes a comma-separated subset; the module that runs each 
   push     local save -> verified remote for one edited file: engine pass with the path vs ``rclone copyto``
            [scenarios_engine]
   upload   cold upload of N new files, no latency and --latency ms: engine vs ``rclone copy`` [speed]
-  bigfile  upload and download of one big file: engine vs a plain httpx stream vs ``rclone copyto`` [scenarios_big]
+  bigfile  one big file up and down, a cold mirror of 10 large files: engine vs plain httpx streams vs rclone,
+           no latency and --latency ms [scenarios_big]
   daemon   ``ohsync run --no-tray``: start to idle, then idle CPU and RSS [scenarios_daemon]
   save     local save -> verified on the server through the daemon, p50/p95 of --saves [scenarios_daemon]
   burst    --burst local edits at once -> all verified, through the daemon [scenarios_daemon]
@@ -193,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                                                "(default: all)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     ap.add_argument("--big-mb", type=int, default=200, help="big-file size in MiB (default 200)")
+    ap.add_argument("--cold-big-files", type=int, default=10,
+                    help="files of the large cold mirror in `bigfile` (default 10; 0: none)")
+    ap.add_argument("--cold-big-mb", type=int, default=50, help="MiB of each of them (default 50)")
     ap.add_argument("--rclone-cold-timeout", type=float, default=40.0,
                     help="bound on rclone's cold copy; past it the time is extrapolated (default 40 s)")
     ap.add_argument("--daemon-seconds", type=float, default=30.0)
@@ -200,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="bound on any one ohsync step (default 300 s)")
     ap.add_argument("--keep", action="store_true", help="keep the temp work dir")
     ap.add_argument("--latency", type=float, default=50.0,
-                    help="ms added to every request in the second round of `upload` (default 50)")
+                    help="ms added to every request in the second round of `upload` and `bigfile` (default 50)")
     ap.add_argument("--runs", type=int, default=3, help="ohsync runs per `upload` figure (median; default 3)")
     ap.add_argument("--rclone-upload-timeout", type=float, default=20.0,
                     help="bound on each rclone upload; past it the figure is extrapolated (default 20 s)")

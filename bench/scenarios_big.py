@@ -1,91 +1,209 @@
-"""The ``bigfile`` scenario of ``bench/run.py``: upload and download of one
-big file (``--big-mb`` MiB) by the engine, by a plain httpx stream (upload
-link + multipart POST; download link + streamed GET) and by ``rclone copyto``.
+"""The ``bigfile`` scenario of ``bench/run.py``: large files, with no added
+latency and with ``--latency`` ms per request.
+
+* one big file (``--big-mb`` MiB) up and down: an engine pass uploading it as
+  a new file, a pass downloading one put by another client; a plain httpx
+  stream (upload link + one multipart POST; download link + streamed GET);
+  ``rclone copyto``;
+* a cold mirror of ``--cold-big-files`` files of ``--cold-big-mb`` MiB
+  (10 × 50), at ``--latency`` ms only: an engine pass into an empty folder;
+  plain httpx streamed downloads of the same files one after the other
+  (download link + GET each); ``rclone copy``.
+
+The engine mirrors have the daemon's transfer pool (``common.TRANSFERS``).
+Every file's content is unique (the engine never finds its bytes already
+on the other side).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from common import BIG_LIB, MB, EngineMirror, engine_measure, log, measured, peak_rss_mib, rclone_measure, ratio
+from common import BIG_LIB, MB, EngineMirror, Measure, engine_measure, log, measured, peak_rss_mib, rclone_measure, ratio
 
 __all__ = ["s_bigfile"]
 
+COLD_LIB = "Bench-Big-Cold"
+#: where httpx and rclone upload to, so the engine's library holds only its own files
+OTHER_LIB = "Bench-Big-Others"
 
-# ---- 5. big file
-def s_bigfile(bench: Any) -> None:
-    size = bench.args.big_mb * MB
-    src = bench.work / "big-src.bin"
-    with open(src, "wb") as fh:
-        for _ in range(bench.args.big_mb):
+
+def _latency(bench: Any, ms: float) -> None:
+    from speed import _latency as set_latency
+
+    set_latency(bench, ms)
+
+
+def _unique_copy(src: Path, dest: Path, tag: str) -> None:
+    """``src`` copied to ``dest`` with its first bytes replaced by ``tag``
+    (same size, content of its own)."""
+    shutil.copyfile(src, dest)
+    with open(dest, "r+b") as fh:
+        fh.write(tag.encode().ljust(64, b"."))
+
+
+def _random_file(path: Path, mib: int) -> None:
+    with open(path, "wb") as fh:
+        for _ in range(mib):
             fh.write(os.urandom(MB))
-    repo = bench.srv.repo_id(BIG_LIB)
+
+
+def _mbps(size: int, m: Measure | None) -> float | None:
+    return None if not m or not m.seconds or m.error else round(size / MB / m.seconds, 1)
+
+
+def _log(label: str, m: Measure, size: int) -> None:
+    log(f"  {label}: {m.seconds or 0:.2f} s, {_mbps(size, m)} MiB/s, {m.requests} requests"
+        + (f", peak RSS +{m.extra['bench_peak_rss_growth_mib']} MiB" if "bench_peak_rss_growth_mib" in m.extra
+           else "")
+        + (f" ERROR {m.error}" if m.error else ""))
+
+
+def _rows(bench: Any, figure: str, size: int, oh: Measure, others: list[tuple[str, Measure | None]]) -> None:
+    for name, other in others:
+        if other is None:
+            continue
+        oh.extra["MiB_per_s"], other.extra["MiB_per_s"] = _mbps(size, oh), _mbps(size, other)
+        bench.add_row("bigfile", figure, oh, other, other_name=name, oh_value=f"{_mbps(size, oh)} MiB/s",
+                      other_value=f"{_mbps(size, other)} MiB/s", value_ratio=ratio(_mbps(size, oh), _mbps(size, other)))
+
+
+def s_bigfile(bench: Any) -> None:
+    mib = bench.args.big_mb
+    size = mib * MB
+    src = bench.work / "big-src.bin"
+    _random_file(src, mib)
+    repo, other = bench.srv.repo_id(BIG_LIB), bench.srv.repo_id(OTHER_LIB)
     base = bench.work / "big"
     base.mkdir()
     mirror = EngineMirror(bench.srv, repo, base, "ohsync")
     mirror.sync()  # empty library: establishes the base head (not measured)
-    mbps = lambda m: None if not m or not m.seconds or m.error else round(size / MB / m.seconds, 1)  # noqa: E731
     t = bench.args.timeout
+    hdr = {"Authorization": f"Token {bench.srv.token}"}
+    try:
+        for ms in sorted({0.0, float(bench.args.latency)}):
+            label = f"{ms:g} ms" if ms else "no latency"
+            tag = f"{int(ms)}"
+            log(f"bigfile: {mib} MiB upload/download, {label}")
+            _unique_copy(src, mirror.root / f"ohsync-up-{tag}.bin", f"ohsync up {tag}")
+            down = bench.work / f"down-src-{tag}.bin"
+            _unique_copy(src, down, f"server down {tag}")
 
-    log(f"bigfile: {bench.args.big_mb} MiB upload/download")
-    shutil.copyfile(src, mirror.root / "ohsync-up.bin")
-    rss0 = peak_rss_mib()
-    oh_up = engine_measure(bench.srv, mirror, ["ohsync-up.bin"], t, "ohsync big upload")
-    oh_up.extra["bench_peak_rss_growth_mib"] = peak_rss_mib() - rss0
-    bench.srv.put_file_from(repo, "/server-down.bin", src)
-    rss0 = peak_rss_mib()
-    oh_down = engine_measure(bench.srv, mirror, None, t, "ohsync big download")
-    oh_down.extra["bench_peak_rss_growth_mib"] = peak_rss_mib() - rss0
-    oh_down.extra["ok"] = (mirror.root / "server-down.bin").exists() and \
-        (mirror.root / "server-down.bin").stat().st_size == size
+            _latency(bench, ms)
+            rss0 = peak_rss_mib()
+            oh_up = engine_measure(bench.srv, mirror, [f"ohsync-up-{tag}.bin"], t, "ohsync big upload")
+            oh_up.extra["bench_peak_rss_growth_mib"] = peak_rss_mib() - rss0
+            bench.srv.put_file_from(repo, f"/server-down-{tag}.bin", down)  # by another client
+            down.unlink()
+            rss0 = peak_rss_mib()
+            oh_down = engine_measure(bench.srv, mirror, None, t, "ohsync big download")
+            oh_down.extra["bench_peak_rss_growth_mib"] = peak_rss_mib() - rss0
+            got = mirror.root / f"server-down-{tag}.bin"
+            oh_down.extra["ok"] = got.exists() and got.stat().st_size == size
 
-    def httpx_up() -> None:
+            def httpx_up() -> None:
+                with httpx.Client(timeout=600) as c:
+                    link = c.get(f"{bench.srv.url}/api2/repos/{other}/upload-link/", params={"p": "/"},
+                                 headers=hdr).json()
+                    with open(src, "rb") as fh:
+                        r = c.post(link, params={"ret-json": "1"}, data={"parent_dir": "/", "replace": "1"},
+                                   files={"file": (f"httpx-up-{tag}.bin", fh, "application/octet-stream")})
+                    r.raise_for_status()
+
+            def httpx_down() -> None:
+                with httpx.Client(timeout=600) as c:
+                    _stream_down(c, bench.srv.url, repo, f"/server-down-{tag}.bin", bench.work / "httpx-down.bin",
+                                 hdr)
+
+            hx_up, _ = measured(bench.srv, httpx_up, t, "httpx upload")
+            hx_down, _ = measured(bench.srv, httpx_down, t, "httpx download")
+            rc_up = rc_down = None
+            if bench.rc.bin:
+                rc_up = rclone_measure(bench.srv, bench.rc, ["copyto", str(src),
+                                                             bench.rc.remote(OTHER_LIB, f"rclone-up-{tag}.bin")],
+                                       t, "rclone big upload")
+                rc_down = rclone_measure(bench.srv, bench.rc, ["copyto", bench.rc.remote(BIG_LIB,
+                                                                                         f"server-down-{tag}.bin"),
+                                                             str(bench.work / "rclone-down.bin")], t,
+                                         "rclone big download")
+            _latency(bench, 0)
+            for name, m in (("ohsync up", oh_up), ("ohsync down", oh_down), ("httpx up", hx_up),
+                            ("httpx down", hx_down), ("rclone up", rc_up), ("rclone down", rc_down)):
+                if m:
+                    _log(name, m, size)
+            _rows(bench, f"{mib} MiB upload, {label}", size, oh_up, [("plain httpx", hx_up), ("rclone copyto", rc_up)])
+            _rows(bench, f"{mib} MiB download, {label}", size, oh_down,
+                  [("plain httpx", hx_down), ("rclone copyto", rc_down)])
+            for p in (bench.work / "httpx-down.bin", bench.work / "rclone-down.bin"):
+                p.unlink(missing_ok=True)
+    finally:
+        _latency(bench, 0)
+        mirror.close()
+        src.unlink(missing_ok=True)
+        shutil.rmtree(base, ignore_errors=True)
+    if bench.args.cold_big_files and bench.args.cold_big_mb:
+        _cold_big(bench)
+
+
+def _stream_down(c: httpx.Client, url: str, repo: str, path: str, dest: Path, hdr: dict[str, str]) -> None:
+    """A plain streamed download: the download link, then one GET written in 1 MiB pieces."""
+    link = c.get(f"{url}/api2/repos/{repo}/file/", params={"p": path}, headers=hdr).json()
+    with c.stream("GET", link) as r, open(dest, "wb") as out:
+        r.raise_for_status()
+        for chunk in r.iter_bytes(MB):
+            out.write(chunk)
+
+
+def _cold_big(bench: Any) -> None:
+    """Cold mirror of N large files: engine vs plain httpx streams vs rclone copy."""
+    n, mib = bench.args.cold_big_files, bench.args.cold_big_mb
+    total = n * mib * MB
+    repo = bench.srv.repo_id(COLD_LIB)
+    names = [f"/lecture-{i:02d}.bin" for i in range(n)]
+    one = bench.work / "cold-big-src.bin"
+    _random_file(one, mib)
+    for i, name in enumerate(names):  # n files of unique content, seeded as another client
+        _unique_copy(one, bench.work / "cold-big-part.bin", f"cold {i}")
+        bench.srv.put_file_from(repo, name, bench.work / "cold-big-part.bin")
+    one.unlink()
+    (bench.work / "cold-big-part.bin").unlink()
+    t = bench.args.timeout
+    hdr = {"Authorization": f"Token {bench.srv.token}"}
+    figure = f"cold mirror of {n} × {mib} MiB"
+    ms = float(bench.args.latency)  # one round, with latency: like a server across a network
+    label = f"{ms:g} ms" if ms else "no latency"
+    log(f"bigfile: {figure}, {label}")
+    base = bench.work / f"cold-big-{int(ms)}"
+    base.mkdir()
+    mirror = EngineMirror(bench.srv, repo, base, "ohsync")
+    plain_dir = base / "httpx"
+    plain_dir.mkdir()
+
+    def plain() -> None:
         with httpx.Client(timeout=600) as c:
-            hdr = {"Authorization": f"Token {bench.srv.token}"}
-            link = c.get(f"{bench.srv.url}/api2/repos/{repo}/upload-link/", params={"p": "/"}, headers=hdr).json()
-            with open(src, "rb") as fh:
-                r = c.post(link, params={"ret-json": "1"}, data={"parent_dir": "/", "replace": "1"},
-                           files={"file": ("httpx-up.bin", fh, "application/octet-stream")})
-            r.raise_for_status()
+            for name in names:
+                _stream_down(c, bench.srv.url, repo, name, plain_dir / name.lstrip("/"), hdr)
 
-    def httpx_down() -> None:
-        with httpx.Client(timeout=600) as c:
-            hdr = {"Authorization": f"Token {bench.srv.token}"}
-            link = c.get(f"{bench.srv.url}/api2/repos/{repo}/file/", params={"p": "/server-down.bin"},
-                         headers=hdr).json()
-            with c.stream("GET", link) as r, open(bench.work / "httpx-down.bin", "wb") as out:
-                r.raise_for_status()
-                for chunk in r.iter_bytes(MB):
-                    out.write(chunk)
-
-    hx_up, _ = measured(bench.srv, httpx_up, t, "httpx upload")
-    hx_down, _ = measured(bench.srv, httpx_down, t, "httpx download")
-    rc_up = rc_down = None
-    if bench.rc.bin:
-        rc_up = rclone_measure(bench.srv, bench.rc, ["copyto", str(src), bench.rc.remote(BIG_LIB, "rclone-up.bin")], t,
-                               "rclone big upload")
-        rc_down = rclone_measure(bench.srv, bench.rc, ["copyto", bench.rc.remote(BIG_LIB, "server-down.bin"),
-                                                     str(bench.work / "rclone-down.bin")], t, "rclone big download")
-    for label, m in (("ohsync up", oh_up), ("ohsync down", oh_down), ("httpx up", hx_up),
-                     ("httpx down", hx_down), ("rclone up", rc_up), ("rclone down", rc_down)):
+    try:
+        _latency(bench, ms)
+        oh = engine_measure(bench.srv, mirror, None, t, "ohsync cold big")
+        oh.extra["files_local"] = sum(1 for name in names if (mirror.root / name.lstrip("/")).is_file()
+                                      and (mirror.root / name.lstrip("/")).stat().st_size == mib * MB)
+        hx, _ = measured(bench.srv, plain, t, "httpx cold big")
+        rc = None
+        if bench.rc.bin:
+            rc = rclone_measure(bench.srv, bench.rc, ["copy", bench.rc.remote(COLD_LIB), str(base / "rclone")],
+                                t, "rclone cold big")
+    finally:
+        _latency(bench, 0)
+        mirror.close()
+    for name, m in (("ohsync", oh), ("httpx (one after the other)", hx), ("rclone copy", rc)):
         if m:
-            m.extra["MiB_per_s"] = mbps(m)
-            log(f"  {label}: {m.seconds or 0:.2f} s, {mbps(m)} MiB/s, {m.requests} requests"
-                + (f", peak RSS +{m.extra['bench_peak_rss_growth_mib']} MiB"
-                   if "bench_peak_rss_growth_mib" in m.extra else "")
-                + (f" ERROR {m.error}" if m.error else ""))
-    for direction, oh, hx, rc in (("upload", oh_up, hx_up, rc_up), ("download", oh_down, hx_down, rc_down)):
-        bench.add_row("bigfile", f"{bench.args.big_mb} MiB {direction}", oh, hx, other_name="plain httpx",
-                     oh_value=f"{mbps(oh)} MiB/s", other_value=f"{mbps(hx)} MiB/s",
-                     value_ratio=ratio(mbps(oh), mbps(hx)))
-        if rc:
-            bench.add_row("bigfile", f"{bench.args.big_mb} MiB {direction}", oh, rc, other_name="rclone copyto",
-                         oh_value=f"{mbps(oh)} MiB/s", other_value=f"{mbps(rc)} MiB/s",
-                         value_ratio=ratio(mbps(oh), mbps(rc)))
-    for p in (src, bench.work / "httpx-down.bin", bench.work / "rclone-down.bin"):
-        p.unlink(missing_ok=True)
+            _log(name, m, total)
+    _rows(bench, f"{figure}, {label}", total, oh, [("plain httpx", hx), ("rclone copy", rc)])
     shutil.rmtree(base, ignore_errors=True)

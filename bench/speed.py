@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -54,17 +53,15 @@ def s_upload(bench: Any) -> None:
             mirror.sync()  # empty library: the base head (not measured)
             shutil.copytree(bench.tree, mirror.root, dirs_exist_ok=True)
             _latency(bench, ms)
-            with ThreadPoolExecutor(max_workers=4) as pool:
-                mirror.engine.executor = pool
-                m, report = measured(bench.srv, lambda: mirror.sync(), bench.args.timeout, "ohsync upload")
+            # the mirror's transfer pool: 4 upload requests in flight, as the daemon runs it
+            m, report = measured(bench.srv, lambda: mirror.sync(), bench.args.timeout, "ohsync upload")
             _latency(bench, 0)
             m.extra.update(report_extra(report))
             m.extra["requests_per_file"] = round((m.requests or 0) / max(1, m.extra.get("uploaded", 0)), 3)
             log(f"upload ({label}) run {i + 1}: ohsync {m.seconds or 0:.1f} s, {m.requests} requests, "
                 f"{m.extra.get('uploaded')} files, {m.extra['requests_per_file']} requests/file")
             times.append(m)
-            mirror.state.close()
-            mirror.client.close()
+            mirror.close()
             shutil.rmtree(base, ignore_errors=True)
         oh = sorted(times, key=lambda m: m.seconds or 0)[len(times) // 2]
         oh.extra["seconds_each"] = [round(m.seconds or 0, 2) for m in times]

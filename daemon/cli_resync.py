@@ -16,7 +16,7 @@ __all__ = ["add_resync", "cmd_resync"]
 
 def cmd_resync(args: argparse.Namespace) -> int:
     """Send ``resync`` (``{"keep": "newer"|"afresh"}``) and say what it does."""
-    from ohsync.daemon.cli import EXIT_OK, _client
+    from ohsync.daemon.cli_common import EXIT_OK, daemon_client as _client
     from ohsync.daemon.protocol import Method
 
     keep = "newer" if args.keep_newer else "afresh" if args.afresh else None

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.cli import EXIT_FAILED, EXIT_OK, UsageError
+from ohsync.daemon.cli_common import EXIT_FAILED, EXIT_OK, UsageError
 
 __all__ = ["register", "cmd_setup", "autostart_enabler"]
 

@@ -27,6 +27,25 @@ def shown(path: Any) -> str:
     return "'" + "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text) + "'"
 
 
+#: States in which a mirror does not sync until its problem goes away (its message says what to do).
+_NOT_SYNCING = ("stopped", "error", "auth_required", "offline")
+
+
+def _last_sync(item: dict[str, Any]) -> str:
+    """The ``last sync`` line's value for a mirror (or the one-mirror status object).
+
+    A mirror that cannot sync points to its message rather than saying
+    "never" (which reads as "never worked"); the time is the state
+    database's when this run has synced nothing yet (daemon/last_sync.py).
+    """
+    when, state = item.get("last_sync"), item.get("state")
+    if state not in _NOT_SYNCING:
+        return when or "never"
+    if when:
+        return f"{when} (nothing synced since: see above for why and what to do)"
+    return "none recorded on this computer (see above for why and what to do)"
+
+
 def _print_status(st: dict[str, Any]) -> None:
     mirrors = [m for m in st.get("mirrors") or [] if isinstance(m, dict)]
     if len(mirrors) > 1:
@@ -35,7 +54,7 @@ def _print_status(st: dict[str, Any]) -> None:
     print(f"{st['state']}: {st['message']}")
     for m in mirrors:
         print(f"  {m['library']} ↔ {m['local']}")
-    print(f"  last sync: {st.get('last_sync') or 'never'}")
+    print(f"  last sync: {_last_sync(st)}")
     if st.get("notifications"):
         print(f"  notifications: {st['notifications']}")
     counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
@@ -64,7 +83,7 @@ def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
         library = f" ({m['library']})" if m.get("library") and m.get("library") != name else ""
         print(f"{name}{library} ↔ {m.get('local')}")
         print(f"  {m.get('state')}: {m.get('message')}")
-        print(f"  last sync: {m.get('last_sync') or 'never'}")
+        print(f"  last sync: {_last_sync(m)}")
         counts = [f"{k.replace('_', ' ')} {m[k]}" for k in
                   ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if m.get(k)]
         if counts:
@@ -83,7 +102,7 @@ def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print the status (``--json``: the object as it is; ``--mirror``: that mirror's own)."""
-    from ohsync.daemon.cli import EXIT_OK, _client
+    from ohsync.daemon.cli_common import EXIT_OK, daemon_client as _client
 
     st = _client(args).call(Method.STATUS)
     if args.json:

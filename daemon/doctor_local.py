@@ -44,8 +44,7 @@ def state_db_path(cfg: Config, repo: RepoInfo | None, mirror: MirrorConfig | Non
     found by folder."""
     if repo is not None:
         return cfg.mirror_state_dir(repo.id, mirror) / "state.sqlite3"
-    local_key = cfg.mirror_state_dir("x", mirror).name.rsplit("-", 1)[1]
-    found = sorted((cfg.state_dir / "mirrors").glob(f"*-{local_key}/state.sqlite3"))
+    found = [d / "state.sqlite3" for d in cfg.mirror_state_dirs(mirror) if (d / "state.sqlite3").exists()]
     return found[0] if found else None
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ohsync.daemon import last_sync
 from ohsync.daemon.config import Config, MirrorConfig
 from ohsync.daemon.filing_service import FilingService
 from ohsync.daemon.memory_service import MemoryService
@@ -98,7 +99,8 @@ class Mirror:
 
         self.status = StatusModel(library=self.config.library or self.config.label, local=str(self.local),
                                   name=self.name, poll_interval=cfg.poll_interval,
-                                  push_poll_interval=cfg.push_safety_poll)
+                                  push_poll_interval=cfg.push_safety_poll,
+                                  last_sync=last_sync.recorded(cfg.mirror_state_dirs(self.config)))
         self.status.watcher_alive = lambda: self._watcher is not None and self._watcher.is_alive()
         self.worker = SyncWorker(session_factory, self.status, poll_interval=cfg.poll_interval,
                                  publish=self._publish, on_ready=self._on_ready, login_changed=login_changed,
@@ -295,7 +297,8 @@ class Mirror:
             log.warning("the file watcher had stopped; restarting it and scanning the folder")
             watcher.stop()
         fresh = Watcher(root, lambda p: self._engine.rel_path(p), self._on_dirty,
-                        quiet=self._watcher_quiet, on_restructure=self.worker.note_restructure)
+                        quiet=self._watcher_quiet, on_restructure=self.worker.note_restructure,
+                        own_folder=self._own_folder, forget_own_folders=self._forget_own_folders)
         try:
             fresh.start()
         except OSError as exc:
@@ -308,6 +311,16 @@ class Mirror:
         self.status.notify()  # subscribers learn that the watcher runs now
         if watcher is not None:
             self.worker.post_dirty([], full_scan=True)
+
+    def _own_folder(self, local_path: str) -> bool:
+        """A folder the open engine created itself (its watcher event is an echo)."""
+        check = getattr(self._engine, "own_folder", None)
+        return bool(check(local_path)) if check is not None else False
+
+    def _forget_own_folders(self) -> None:
+        forget = getattr(self._engine, "forget_own_folders", None)
+        if forget is not None:
+            forget()
 
     # ----------------------------------------------------------------- lifecycle
 

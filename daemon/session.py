@@ -132,7 +132,8 @@ def open_session(
                 max_delete_files=cfg.safety.max_delete_files, percent_floor=cfg.safety.percent_floor,
                 backup_days=cfg.safety.backup_days,
                 stamp_edits=cfg.memory.stamp_edits, stamp_quiet=cfg.memory.stamp_quiet,
-                time_offset=cfg.memory.time_offset, origin=cfg.memory.origin)
+                time_offset=cfg.memory.time_offset, origin=cfg.memory.origin,
+                upload_max_request=cfg.upload_request_mib * 1024 * 1024)
             # uploads of new files run in this bounded pool (the engine starts no threads)
             transfers = ThreadPoolExecutor(max_workers=max(1, cfg.transfers), thread_name_prefix="ohsync-transfer")
             engine = SyncEngine(client, repo.id, mirror.local, state, remote_root=mirror.remote,

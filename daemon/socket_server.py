@@ -15,11 +15,9 @@ nested deeper than :data:`~ohsync.daemon.protocol.MAX_DEPTH` gets a -32600 answe
 and the connection is closed; the parser never sees it.
 
 It knows no method itself: the daemon passes a table ``name →
-handler(params) → result``.  Handlers raise :class:`InvalidParams` (-32602)
-or :class:`CannotNow` (-32000); an ohsync error or an OSError is answered
--32000 with the sentence of its one classification
-(``engine.errors.classify``; ``data`` carries its scope, behaviour and
-needs); unknown names get -32601.  ``subscribe`` is
+handler(params) → result``, answered by ``daemon/socket_methods.py``
+(:class:`InvalidParams` -32602, :class:`CannotNow` -32000, an ohsync error
+with the sentence of its one classification).  ``subscribe`` is
 built in: the connection stays open and every :meth:`SocketServer.publish`\\
 ed event is pushed as a notification ``{"jsonrpc": "2.0", "method": "event",
 "params": {...}}``; a subscriber that does not read is dropped once
@@ -29,7 +27,6 @@ ed event is pushed as a notification ``{"jsonrpc": "2.0", "method": "event",
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import queue
@@ -37,18 +34,15 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ohsync.daemon.protocol import (
-    CANNOT_NOW,
     EVENT,
     INTERNAL_ERROR,
-    INVALID_PARAMS,
     INVALID_REQUEST,
     MAX_REQUEST,
-    METHOD_NOT_FOUND,
     Method,
     PARSE_ERROR,
     TooDeep,
@@ -59,14 +53,12 @@ from ohsync.daemon.protocol import (
 from ohsync.daemon.socket_conn import Conn as _Conn
 from ohsync.daemon.socket_conn import Pool as _Pool
 from ohsync.daemon.socket_dir import UnsafeSocketDir, prepare_socket_dir
-from ohsync.engine.errors import OhsyncError, classify
+from ohsync.daemon.socket_methods import CannotNow, Handler, InvalidParams, MethodTable, error_answer
 
 __all__ = ["Handler", "InvalidParams", "CannotNow", "SocketInUse", "SocketServer", "UnsafeSocketDir",
            "peer_uid", "HANDLER_THREADS", "MAX_BACKLOG"]
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[dict[str, Any]], Any]
 
 #: Threads running request handlers (the selector thread is one more).
 HANDLER_THREADS = 8
@@ -74,14 +66,6 @@ HANDLER_THREADS = 8
 MAX_BACKLOG = 4 * 1024 * 1024
 _READ_CHUNK = 65536
 _STOP_GRACE = 3.0  # seconds stop() lets answers in flight reach their clients
-
-
-class InvalidParams(Exception):
-    """The request's params are missing or of the wrong type (-32602)."""
-
-
-class CannotNow(Exception):
-    """The daemon cannot do this in its current state (-32000)."""
 
 
 class SocketInUse(Exception):
@@ -110,8 +94,7 @@ class SocketServer:
         handler_threads: int = HANDLER_THREADS,
     ) -> None:
         self.path = path
-        self._handlers = dict(handlers)
-        self._quick: set[str] = set()
+        self._methods = MethodTable(handlers)
         self._uid = os.getuid() if allowed_uid is None else allowed_uid
         self._handler_threads = handler_threads
         self._sock: socket.socket | None = None
@@ -190,8 +173,7 @@ class SocketServer:
         :param quick: names among ``handlers`` run on the selector thread:
             only handlers that read facts in memory and never block.
         """
-        self._handlers.update(handlers)
-        self._quick.update(name for name in quick if name in handlers)
+        self._methods.add(handlers, quick=quick)
 
     def publish(self, params: dict[str, Any]) -> None:
         """Push ``params`` as an ``event`` notification to every subscriber (any thread)."""
@@ -374,7 +356,7 @@ class SocketServer:
                 self._refuse(conn, f"invalid request: {exc}")
                 return
             except ValueError as exc:
-                self._send(conn, encode(_error(None, PARSE_ERROR, f"parse error: {exc}")))
+                self._send(conn, encode(error_answer(None, PARSE_ERROR, f"parse error: {exc}")))
                 continue
             if msg.get("method") == Method.SUBSCRIBE:
                 conn.subscriber = True
@@ -383,8 +365,8 @@ class SocketServer:
                     self._subscribers += 1
                 self._send(conn, encode({"jsonrpc": "2.0", "id": msg.get("id"), "result": {"subscribed": True}}))
                 return
-            if msg.get("method") in self._quick:
-                reply = self._dispatch(msg)  # answers its own errors
+            if self._methods.is_quick(msg.get("method")):
+                reply = self._methods.answer(msg)  # answers its own errors
                 if reply is not None:
                     self._send(conn, encode(reply))
                 continue
@@ -399,11 +381,11 @@ class SocketServer:
     def _run_request(self, conn: _Conn, msg: dict[str, Any]) -> None:
         """In a handler thread: dispatch, hand the answer to the selector thread."""
         try:
-            reply = self._dispatch(msg)
+            reply = self._methods.answer(msg)
             data = encode(reply) if reply is not None else b""
         except BaseException:  # noqa: BLE001 - the connection must never stay busy
             log.exception("answering a socket request failed")
-            data = encode(_error(msg.get("id"), INTERNAL_ERROR, "internal error"))
+            data = encode(error_answer(msg.get("id"), INTERNAL_ERROR, "internal error"))
         self._inbox.put(("reply", (conn, data)))
         self._wake()
 
@@ -412,7 +394,7 @@ class SocketServer:
         log.warning("socket request refused: %s", message)
         conn.inbuf.clear()
         conn.closing = True
-        self._send(conn, encode(_error(None, INVALID_REQUEST, message)))
+        self._send(conn, encode(error_answer(None, INVALID_REQUEST, message)))
 
     def _send(self, conn: _Conn, data: bytes) -> None:
         conn.outbuf += data
@@ -477,46 +459,3 @@ class SocketServer:
         self._wake_w = None
         if self._selector is not None:
             self._selector.close()
-
-    # ----------------------------------------------------------------- requests
-
-    def _dispatch(self, msg: dict[str, Any]) -> dict[str, Any] | None:
-        req_id = msg.get("id")
-        method = msg.get("method")
-        if not isinstance(method, str):
-            return _error(req_id, INVALID_REQUEST, "invalid request: no method")
-        params = msg.get("params", {})
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            return _error(req_id, INVALID_PARAMS, "params must be an object")
-        handler = self._handlers.get(method)
-        if handler is None:
-            return _error(req_id, METHOD_NOT_FOUND, f"unknown method: {method}")
-        try:
-            result = handler(params)
-        except InvalidParams as exc:
-            return _error(req_id, INVALID_PARAMS, str(exc) or "invalid params")
-        except CannotNow as exc:
-            return _error(req_id, CANNOT_NOW, str(exc))
-        except (OhsyncError, OSError) as exc:  # a failure ohsync knows: its one classification answers
-            failure = classify(exc)
-            log.warning("socket method %s: %s: %s", method, failure.title, failure.message)
-            answer = _error(req_id, CANNOT_NOW, f"{failure.title}: {failure.message}")
-            answer["error"]["data"] = {"scope": failure.scope, "behaviour": failure.behaviour, "needs": failure.needs}
-            return answer
-        except Exception as exc:  # noqa: BLE001 - answer, log, keep serving
-            log.exception("socket method %s failed", method)
-            return _error(req_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
-        if "id" not in msg:
-            return None  # a notification from the client: no answer
-        try:
-            json.dumps(result)
-        except (TypeError, ValueError):
-            log.error("socket method %s returned a non-JSON result", method)
-            return _error(req_id, INTERNAL_ERROR, "internal error: result not serialisable")
-        return {"jsonrpc": "2.0", "id": req_id, "result": result}
-
-
-def _error(req_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}}

@@ -54,8 +54,12 @@ class _Handler(FileSystemEventHandler):
         if event.event_type in _IGNORED_TYPES:
             return
         if event.is_directory:
-            if event.event_type in ("created", "deleted", "moved"):
-                self._watcher._note_scan(rewatch=event.event_type == "created")
+            if event.event_type in ("deleted", "moved"):
+                self._watcher._forget_own_folders()
+            if event.event_type == "created":
+                self._watcher._note_scan(rewatch=True, created=os.fsdecode(event.src_path))
+            elif event.event_type in ("deleted", "moved"):
+                self._watcher._note_scan()
             if event.event_type in ("deleted", "moved"):
                 self._watcher._restructured()
             return  # a directory's "modified" only echoes its children's events
@@ -78,6 +82,16 @@ class Watcher(ServiceThread):
         can stop before it writes into a folder that is no longer there.
     :param observer_factory: makes the watchdog observer (tests may pass a
         polling observer).
+    :param own_folder: local path -> True when that folder is one the engine
+        created itself (``SyncEngine.own_folder``); asked when the scan a
+        created folder asked for is due.  When every folder created in that
+        quiet period is the engine's own, and no folder was deleted or moved,
+        neither the full scan nor the fresh observer happens: watchdog watches
+        a folder made in place and reports its files one by one (echo
+        suppression: a cold mirror creates hundreds of folders).  None: every
+        created folder asks for both.
+    :param forget_own_folders: called (observer thread) when a folder was
+        deleted or moved here: a folder moved away and back is one moved in.
     """
 
     def __init__(
@@ -89,6 +103,8 @@ class Watcher(ServiceThread):
         quiet: float = 0.7,
         observer_factory: Callable[[], BaseObserver] = Observer,
         on_restructure: Callable[[], None] = lambda: None,
+        own_folder: Callable[[str], bool] | None = None,
+        forget_own_folders: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__("ohsync-watcher", observer_factory, observer_name="ohsync-watch-observer")
         self.root = root
@@ -99,6 +115,10 @@ class Watcher(ServiceThread):
         self._paths: Debouncer[str] = Debouncer(quiet)
         self._scan_at: float | None = None
         self._rewatch = False  # a folder appeared: watch the tree afresh before the scan
+        self._own_folder = own_folder
+        self._forget_own = forget_own_folders
+        self._scan_needed = False  # a cause of the pending scan other than folders created
+        self._created: set[str] = set()  # folders created meanwhile: the engine's own need no scan
         self._old_moves: dict[int, set[int]] = {}  # inotify object id -> cookies seen at the last sweep
         self._swept_at = time.monotonic()
         self._sweep_due = False
@@ -144,11 +164,35 @@ class Watcher(ServiceThread):
         except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
             log.exception("restructure consumer failed")
 
-    def _note_scan(self, rewatch: bool = False) -> None:
+    def _forget_own_folders(self) -> None:
+        try:
+            self._forget_own()
+        except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
+            log.exception("forgetting the engine's own folders failed")
+
+    def _note_scan(self, rewatch: bool = False, created: str | None = None) -> None:
         with self.cond:
             self._scan_at = self._paths.now()
-            self._rewatch = self._rewatch or rewatch
+            if created is not None and self._own_folder is not None:
+                self._created.add(created)  # maybe the engine's own: decided when the scan is due
+            else:
+                self._scan_needed = True
+                self._rewatch = self._rewatch or rewatch
             self.cond.notify_all()
+
+    def _scan_still_needed(self, needed: bool, created: set[str]) -> tuple[bool, bool]:
+        """``(scan, rewatch)`` for a due scan: folders created that are all the
+        engine's own need neither (called without the lock held)."""
+        if not created:
+            return needed, False
+        if needed:
+            return True, True
+        try:
+            own = self._own_folder is not None and all(self._own_folder(p) for p in created)
+        except Exception:  # noqa: BLE001 - cannot tell: scan
+            log.exception("asking whether the created folders are the engine's own failed")
+            own = False
+        return (False, False) if own else (True, True)
 
     def run_loop(self) -> None:
         """The debounce thread: report quiet paths; a full scan once the whole tree is quiet."""
@@ -177,20 +221,27 @@ class Watcher(ServiceThread):
                 # a full scan waits for the whole tree to be quiet, then takes every path along
                 newest = max(t for t in (paths.newest(), self._scan_at) if t is not None)
                 scan = self._scan_at is not None and newest + self._quiet <= now
-                rewatch = False
+                rewatch = needed = False
+                created: set[str] = set()
                 if scan:
                     ready = paths.pop_all()
                     self._scan_at = None
                     rewatch, self._rewatch = self._rewatch, False
+                    needed, self._scan_needed = self._scan_needed, False
+                    created, self._created = self._created, set()
                 else:
                     ready = paths.pop_due(now)
                     if not ready:  # only the scan marker is due but the tree is still busy
                         self.cond.wait(timeout=self._quiet / 4)
                         continue
+            if created:
+                scan, also_rewatch = self._scan_still_needed(needed, created)
+                rewatch = rewatch or also_rewatch
             if rewatch:
                 self._renew_observer()  # before the scan: what changes during the swap is in it
             try:
-                self._on_dirty(sorted(ready), scan)
+                if ready or scan:
+                    self._on_dirty(sorted(ready), scan)
             except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
                 log.exception("dirty-path consumer failed")
             if time.monotonic() - self._swept_at >= MOVE_RECORD_SWEEP:

@@ -11,7 +11,8 @@ restart; missing mirror → ``stopped``; a missing library or login at start →
 fatal (the daemon exits with the message; with ``exit_on_fatal=False``, one
 mirror among several, that mirror stops with it until a ``refresh``).  The
 engine is opened inside this thread because its SQLite connection belongs to
-the thread that made it.
+the thread that made it.  Opening and the policy after an error are
+``daemon/worker_recovery.py``.
 
 The worker owns the control state (:class:`Control`: paused, the problem
 and when to retry); the status model is only told it.  The lists read by
@@ -27,21 +28,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from ohsync.daemon import last_sync
 from ohsync.daemon.memory_trim import release_memory, worth_releasing
 from ohsync.daemon.scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
 from ohsync.daemon.status import CHECK_GRACE, StatusModel, scan_interval
+from ohsync.daemon.worker_echoes import awaiting_push, sort_watched
 from ohsync.daemon.worker_facts import MirrorFacts
-from ohsync.daemon.worker_requests import Control, FatalError, Session, SessionFactory, WorkerRequests
-from ohsync.engine.errors import (
-    LibraryNotFound,
-    OhsyncError,
-    StateTooNew,
-    TwoFactorRequired,
-    classify,
-)
+from ohsync.daemon.worker_recovery import WorkerRecovery
+from ohsync.daemon.worker_requests import Control, FatalError, Session, SessionFactory
 from ohsync.engine.events import SyncEvent, SyncReport
 
 __all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Control", "Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
@@ -57,8 +53,10 @@ RESCAN_DELAY = 2.0
 RELEASE_AFTER = 10.0
 
 
-class SyncWorker(WorkerRequests):
-    """The sync worker thread (what other threads may ask of it: :class:`WorkerRequests`).
+class SyncWorker(WorkerRecovery):
+    """The sync worker thread (what other threads may ask of it:
+    :class:`~ohsync.daemon.worker_requests.WorkerRequests`; opening and the
+    policy after an error: :class:`~ohsync.daemon.worker_recovery.WorkerRecovery`).
 
     :param open_session: opens the engine (called in the worker thread).
     :param status: where the facts go.
@@ -189,8 +187,9 @@ class SyncWorker(WorkerRequests):
         work = self._work
         if kind == "dirty":
             paths, full_scan = arg
-            work.dirty.update(paths)
-            work.awaiting |= self._awaiting_push(paths)
+            to_sync, awaiting = self._watched(paths)
+            work.dirty.update(to_sync)  # echoes of our own writes cost no pass
+            work.awaiting |= awaiting
             work.full_scan = work.full_scan or full_scan
         elif kind == "poll":
             work.check_remote = True
@@ -239,17 +238,12 @@ class SyncWorker(WorkerRequests):
         self._status.update(pending_up=len(work.awaiting))
 
     def _awaiting_push(self, paths: Iterable[str]) -> set[str]:
-        """The paths that await push, echoes of our own writes left out (the
-        engine compares them with their bases); all of them before a session
-        is open."""
-        check = getattr(getattr(self._session, "engine", None), "awaiting_push", None)
-        if check is None:
-            return set(paths)
-        try:
-            return set(check(paths))
-        except Exception:  # noqa: BLE001 - only a count: never stop the worker for it
-            log.exception("counting the changes waiting to sync failed")
-            return set(paths)
+        """The paths that await push, echoes of our own writes left out."""
+        return awaiting_push(getattr(self._session, "engine", None), paths)
+
+    def _watched(self, paths: Iterable[str]) -> tuple[set[str], set[str]]:
+        """``(still to sync, awaiting push)`` of the watcher's paths (echoes cost no pass)."""
+        return sort_watched(getattr(self._session, "engine", None), paths)
 
     def _finish_tickets(self, synced: bool, message: str) -> None:
         tickets, self._work.tickets = self._work.tickets, []
@@ -309,74 +303,6 @@ class SyncWorker(WorkerRequests):
             self._before_pass()
         except Exception:  # noqa: BLE001 - e.g. the watcher cannot restart yet
             log.exception("keeping the daemon's helpers alive failed")
-
-    # ----------------------------------------------------------------- opening
-
-    def _open(self) -> bool:
-        self._status.update(checking_since=time.time(), current_path=None)
-        self._notify_if_slow()
-        try:
-            session = self._open_session_afresh()
-        except (FatalError, LibraryNotFound, TwoFactorRequired) as exc:
-            log.error("%s: %s", exc.title, exc.message)
-            self._status.update(checking_since=None)
-            self._fatal(exc)
-            return False
-        except BaseException as exc:  # noqa: BLE001 - classified below
-            self._status.update(checking_since=None)
-            self._failed(exc)
-            return False
-        self._session = session
-        self._refreshed_since_open = False  # this session read the keyring just now
-        self._status.update(checking_since=None, library=session.library_name)
-        self._refresh_caches()
-        try:
-            self._on_ready(session)
-        except FatalError as exc:   # e.g. another daemon already syncs this folder
-            log.error("%s: %s", exc.title, exc.message)
-            self._close_session()
-            self._fatal(exc)
-            return False
-        except Exception:  # noqa: BLE001
-            log.exception("starting the watcher failed; local edits are seen only by periodic scans")
-        return True
-
-    def _open_session_afresh(self) -> Session:
-        """Open the session; after `ohsync resync`, a state database of a newer
-        ohsync is set aside (kept) and a new one started."""
-        try:
-            return self._open_session(self._on_event)
-        except StateTooNew as exc:
-            if not self._afresh_on_open:
-                raise
-            from ohsync.engine.state_schema import set_aside
-            moved = set_aside(Path(str(exc.db_path)), "newer")
-            log.warning("resync: the state database of a newer ohsync was moved to %s; comparing both sides "
-                        "afresh (nothing is deleted)", moved)
-            return self._open_session(self._on_event)
-        finally:
-            self._afresh_on_open = False
-
-    def _fatal(self, exc: OhsyncError) -> None:
-        """This mirror cannot run with its configuration: end the worker (one
-        mirror: the daemon exits), or stop this mirror until a refresh."""
-        self._finish_tickets(False, exc.message)
-        if self._exit_on_fatal:
-            self._set_problem("error", exc.message)
-            self._on_fatal(exc)
-            self._shutdown.set()
-            return
-        self._set_problem("stopped", exc.message)
-        self.scheduler.halt()
-        self._on_fatal(exc)
-
-    def _close_session(self) -> None:
-        if self._session is not None:
-            try:
-                self._session.close()
-            except Exception:  # noqa: BLE001
-                log.exception("closing the sync engine failed")
-            self._session = None
 
     # ----------------------------------------------------------------- one pass
 
@@ -448,6 +374,8 @@ class SyncWorker(WorkerRequests):
         if busy or not self._synced_once:
             facts["last_sync"] = now  # the last time something was carried across: idle polls move nothing
             self._synced_once = True
+        if busy:  # kept for the status after a restart (an idle pass writes nothing)
+            last_sync.record(self._session.engine, now)
         if work.check_remote:
             self._polls += 1
             facts["last_poll"] = now
@@ -496,54 +424,6 @@ class SyncWorker(WorkerRequests):
         timer = threading.Timer(CHECK_GRACE + 0.05, self._status.notify)
         timer.daemon = True
         timer.start()
-
-    def _failed(self, exc: BaseException) -> None:
-        """Record an error of opening or of a pass and plan what comes next,
-        from its one classification (``engine.errors.classify``)."""
-        failure = classify(exc)
-        if failure.needs == "login" and self._login_changed():
-            # `ohsync login` saved a new token while the old one was in use: sign in with it
-            log.info("the server rejected the token, but a new login was saved meanwhile; using it")
-            self._close_session()
-            if not self._shutdown.is_set():
-                self.scheduler.poll_in(0.5)
-            return
-        if failure.needs == "login" and self._refreshed_since_open and self._session is not None:
-            # a refresh came after this session read the token (a login meanwhile?):
-            # read the keyring again before saying a login is needed
-            log.info("the server rejected the token; opening again with the saved login")
-            self._close_session()
-            self._queue.put(("poll", None))
-            return
-        if failure.needs == "login":
-            log.error("the server rejected the token: %s", failure.message)
-            self._set_problem("auth_required", (
-                f"The server rejected the saved login. Run `{self._login_command}` to sign in again; "
-                "the running daemon then signs in with the new login."))
-            self.scheduler.halt()
-            self._close_session()
-            return
-        if failure.scope == "mirror" and failure.permanent:  # e.g. the mirror folder is gone
-            log.error("%s", failure.message)
-            self._set_problem("stopped", failure.message)
-            self.scheduler.halt()
-            return
-        self._attempt += 1
-        if failure.retry_after is not None:
-            delay = max(failure.retry_after, 1.0)
-        else:
-            delay = backoff_delay(self._attempt, cap=max(300.0, self._poll_interval))
-        if failure.origin == "network":
-            problem, message = "offline", f"Cannot reach the server ({failure.message})"
-        elif failure.origin == "internal":
-            problem, message = "error", failure.message
-            log.error("sync pass failed", exc_info=exc)
-        else:
-            problem, message = "error", f"{failure.title}: {failure.message}"
-        log.warning("%s; retry in %.0f s", message, delay)
-        self._set_problem(problem, message, time.time() + delay)
-        if not self._shutdown.is_set():
-            self.scheduler.poll_in(delay)
 
     def _refresh_caches(self) -> None:
         assert self._session is not None

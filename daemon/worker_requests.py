@@ -42,7 +42,15 @@ SessionFactory = Callable[[Callable[[SyncEvent], None]], Session]
 
 
 class FatalError(OhsyncError):
-    """The daemon cannot run at all with this configuration (no login, no library)."""
+    """The daemon cannot run at all with this configuration (no login, no library).
+
+    Classified (``engine.errors.classify``) as needing the person, for the
+    whole daemon: retrying cannot help until the config, the login or the
+    library is fixed.
+    """
+
+    scope = "daemon"
+    behaviour = "needs_person"
 
 
 @dataclass(frozen=True)

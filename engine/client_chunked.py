@@ -9,8 +9,9 @@ program.  Memory use is bounded by the chunk buffers, whatever the file size.
 
 from __future__ import annotations
 
-import io
 import logging
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from datetime import UTC, datetime
@@ -27,8 +28,9 @@ from .client_paths import upload_target
 from .errors import LocalError, RemoteError, ThrottledError, local_error
 from .ids import BLOCK_SIZE, ContentHasher
 from .models import UploadResult
+from .upload_body import BufferBody, FileSlice, read_chunk
 
-__all__ = ["CHUNK_SIZE", "IN_FLIGHT", "ChunkedUploads", "Progress"]
+__all__ = ["CHUNK_SECONDS", "CHUNK_SIZE", "IN_FLIGHT", "ChunkedUploads", "Progress"]
 
 log = logging.getLogger("ohsync.client")
 
@@ -40,6 +42,9 @@ Progress = Callable[[int, int], None]
 _READ = 1024 * 1024
 #: Chunk requests at most at once when an executor is given.
 IN_FLIGHT = 4
+#: Chunks sent one at a time grow (up to ``max_request``) to take about this
+#: many seconds each at the rate the previous chunk went.
+CHUNK_SECONDS = 4.0
 
 
 class ChunkedUploads(LinkCache):
@@ -65,6 +70,7 @@ class ChunkedUploads(LinkCache):
         executor: Any = None,
         in_flight: int = IN_FLIGHT,
         resume_cap: int | None = None,
+        max_request: int | None = None,
     ) -> UploadResult:
         """Upload bytes ``[0, size)`` of ``fh`` to ``remote_path`` in chunks.
 
@@ -80,6 +86,18 @@ class ChunkedUploads(LinkCache):
         normal answer (``[{"id","name","size"}]`` / the bare id).  A file of
         at most ``chunk_size`` bytes goes up in one ordinary request.
 
+        Request size: with ``max_request`` a file of at most that many bytes
+        also goes in one ordinary request (a plain upload as §4.5, verified on
+        Seafile 12 and 13; no round trip per chunk), unless a partial upload
+        of it may be resumed (``resume`` with a ``resume_cap`` other than 0);
+        if that request fails, the upload goes on in resumable chunks.  Chunks
+        sent one at a time start at ``chunk_size`` and grow, up to
+        ``max_request``, to take about ``CHUNK_SECONDS`` each at the rate the
+        previous one went (chunks of any size in order are what the servers
+        accept; each is no larger than a plain upload of that size).  Sent one
+        at a time, a chunk is read from ``fh`` only as httpx sends it: memory
+        does not grow with the chunk.
+
         Chunks in flight: with an ``executor`` (``submit(fn, *args)`` →
         future) up to ``in_flight`` chunks are sent at once, while the next
         one is read and hashed here.  Both file servers write each chunk at
@@ -94,8 +112,8 @@ class ChunkedUploads(LinkCache):
         (or no executor) sends strictly in order.
 
         Hashing: ``hasher`` (a new one when None) is fed the bytes in order
-        as they are read for sending, so no pass over the file precedes the
-        first byte; after the upload it holds the content's sha1 and Seafile
+        as they are read for sending (while the server reads the ones sent
+        before), so no pass over the file precedes the first byte; after the upload it holds the content's sha1 and Seafile
         id.  A resumed upload first feeds it the bytes the server already
         holds, read from ``fh``.
 
@@ -122,7 +140,8 @@ class ChunkedUploads(LinkCache):
             (**even a folder**; prefer ``exists=True`` for files).
         :param exists: update the existing file in place (takes precedence
             over ``replace``).
-        :param chunk_size: bytes per request (default 8 MiB).
+        :param chunk_size: bytes per request (default 8 MiB); the first chunk's
+            size when ``max_request`` lets chunks grow.
         :param progress: ``progress(done_bytes, size)`` after each chunk
             (``done`` = the contiguous prefix confirmed).
         :param resume: continue a partial upload the server holds.
@@ -139,6 +158,8 @@ class ChunkedUploads(LinkCache):
         :param executor: runs chunk requests; None sends them one by one.
         :param in_flight: chunk requests at most at once (with an executor).
         :param resume_cap: resume at most from this offset (see above).
+        :param max_request: bytes one request may carry (see "Request size";
+            None: every request at most ``chunk_size``).
         :returns: :class:`UploadResult` (``path`` as stored: a new file may
             be auto-renamed ``name (1).ext``; ``id``; ``size`` in bytes).
         :raises RemoteOperationError: a name the form cannot carry (refused
@@ -155,12 +176,16 @@ class ChunkedUploads(LinkCache):
         form = {"target_file": target} if exists else {"parent_dir": parent, "replace": "1" if replace else "0"}
         if mtime is not None and not exists:
             form["last_modify"] = datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        single = size <= chunk_size  # one ordinary request, no Content-Range
+        max_request = max(chunk_size, max_request or chunk_size)
+        # one ordinary request, no Content-Range: a small file, or one up to
+        # ``max_request`` unless a partial upload of it may be resumed
+        single = size <= chunk_size or (size <= max_request and not (resume and resume_cap != 0))
         run = _Run(self, repo, target, parent, name, fh, size, chunk_size, form, exists,
                    head=check_id(head, what="the head commit id") if head and exists else None,
                    hasher=hasher if hasher is not None else ContentHasher(), single=single,
                    before_chunk=before_chunk, progress=progress,
-                   limit=self._retries + 1 if attempts is None else max(1, attempts))
+                   limit=self._retries + 1 if attempts is None else max(1, attempts),
+                   max_request=max_request)
         offset = 0
         if resume and not single:
             held = self._uploaded_bytes(repo, parent, name, target)
@@ -169,7 +194,7 @@ class ChunkedUploads(LinkCache):
         window = max(1, in_flight) if executor is not None and not single else 1
         return run.go(offset, executor if window > 1 else _Inline(), window)
 
-    def _post(self, link: httpx.URL, form: dict[str, str], name: str, data: _ChunkBody,
+    def _post(self, link: httpx.URL, form: dict[str, str], name: str, data: FileSlice | BufferBody,
               crange: tuple[int, int] | None, target: str, exists: bool) -> httpx.Response:
         """POST one multipart request (a chunk when ``crange = (first, total)``)."""
         what = "uploading a file in chunks" if crange else ("updating a file" if exists else "uploading a file")
@@ -181,7 +206,7 @@ class ChunkedUploads(LinkCache):
         url = link if exists else link.copy_merge_params({"ret-json": "1"})
         timeout = httpx.Timeout(self._timeout, read=max(self._timeout * 10, 300.0))
         with translate_errors(what=what, path=target):
-            # _ChunkBody is a binary file object (io.RawIOBase), which httpx streams
+            # the body is a raw binary file object, which httpx streams
             resp = self._http.post(url, data=form,
                                    files={"file": (name, data, "application/octet-stream")},  # type: ignore[dict-item]
                                    headers=headers, timeout=timeout)
@@ -223,53 +248,6 @@ class ChunkedUploads(LinkCache):
         return UploadResult(path=target, id=check_id(body.get("id"), what="the file details"), size=size)
 
 
-def _read_chunk(fh: BinaryIO, offset: int, view: memoryview, target: str) -> _ChunkBody:
-    """Fill ``view`` with the bytes of ``fh`` at ``offset``; a body reading it."""
-    got = 0
-    try:
-        fh.seek(offset)
-        while got < len(view):
-            n = fh.readinto(view[got:])  # type: ignore[attr-defined]
-            if not n:
-                break
-            got += n
-    except OSError as exc:
-        raise local_error(exc, target, what="reading the file to upload") from exc
-    if got != len(view):
-        raise LocalError(f"The file for {target} became shorter while uploading.", path=target)
-    return _ChunkBody(view)
-
-
-class _ChunkBody(io.RawIOBase):
-    """A read-only, seekable file over a slice of the chunk buffer: httpx
-    streams it into the multipart body without a copy of the whole chunk."""
-
-    def __init__(self, view: memoryview) -> None:
-        super().__init__()
-        self._view, self._pos = view, 0
-        self.size = len(view)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        n = max(0, min(len(b), self.size - self._pos))
-        b[:n] = self._view[self._pos:self._pos + n]
-        self._pos += n
-        return n
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-
 class _Inline:
     """A stand-in executor that runs each request at once, on this thread."""
 
@@ -293,22 +271,28 @@ class _Run:
     def __init__(self, client: ChunkedUploads, repo: str, target: str, parent: str, name: str, fh: BinaryIO,
                  size: int, chunk_size: int, form: dict[str, str], exists: bool, *, head: str | None,
                  hasher: ContentHasher, single: bool, before_chunk: Callable[[int, int], None] | None,
-                 progress: Progress | None, limit: int) -> None:
+                 progress: Progress | None, limit: int, max_request: int) -> None:
         self.client, self.repo, self.target, self.parent, self.name = client, repo, target, parent, name
         self.fh, self.size, self.chunk_size, self.form, self.exists = fh, size, chunk_size, form, exists
         self.head, self.hasher, self.single, self.limit = head, hasher, single, limit
         self.before_chunk, self.progress = before_chunk, progress
         self.kind = "update" if exists else "upload"
+        self.max_request = max_request
+        self.next_size = size if single else chunk_size  # grows with the measured rate, see _grow
+        self.lock = threading.Lock()  # one reader of ``fh`` at a time
 
     def go(self, offset: int, executor: Any, window: int) -> UploadResult:
         """Send everything from ``offset``; returns the final answer."""
         self.hasher.reset()
         self._hash_prefix(offset)
-        # Buffers are allocated once and reused: httpx's request/response
-        # objects form reference cycles that outlive a chunk until the
-        # garbage collector runs; they only ever point at these buffers, so
-        # memory stays bounded by ``window`` chunks whatever the file size.
-        free = [memoryview(bytearray(min(self.chunk_size, self.size))) for _ in range(window)]
+        # One at a time, each chunk is streamed from the file and hashed as
+        # it is sent (a None slot).  Chunks in flight are read and hashed
+        # here first, into buffers allocated once and reused: httpx's
+        # request/response objects form reference cycles that outlive a
+        # chunk until the garbage collector runs; they only ever point at
+        # these buffers, so memory stays bounded by ``window`` chunks.
+        free: list[memoryview | None] = [None] if window == 1 else [
+            memoryview(bytearray(min(self.chunk_size, self.size))) for _ in range(window)]
         failures, fresh = 0, False
         while True:
             outcome = self._round(offset, executor, free, fresh)
@@ -321,15 +305,19 @@ class _Run:
                 raise exc
             log.info("a chunk of %s failed after %d bytes (%s); resuming", self.target, confirmed, exc.title)
             self.client._backoff(failures, exc)
+            self.next_size = self.chunk_size  # a link that drops gets small chunks again
+            if self.single and self.size > self.chunk_size:
+                self.single = False  # the one request failed: go on in resumable chunks
             held = 0 if self.single else self.client._uploaded_bytes(
                 self.repo, self.parent, self.name, self.target, default=confirmed)
             if final_failed and held == 0:  # the final request may have been committed
+                self._hash_rest()
                 done = self.client._committed(self.repo, self.target, self.hasher.file_id(), self.size)
                 if done is not None:
                     return done
             offset, fresh = min(max(held, 0), confirmed), True
 
-    def _round(self, offset: int, executor: Any, free: list[memoryview],
+    def _round(self, offset: int, executor: Any, free: list[memoryview | None],
                fresh: bool) -> UploadResult | tuple[RemoteError, bool, int]:
         """Send from ``offset`` until done or a transient failure: the result,
         or ``(error, whether the final chunk failed, confirmed prefix)``."""
@@ -341,33 +329,37 @@ class _Run:
             link = link.copy_merge_params({"head": self.head})
         confirmed = next_off = offset
         acked: dict[int, int] = {}
-        pending: dict[Future[Any], tuple[int, int, memoryview]] = {}
+        pending: dict[Future[Any], tuple[int, int, memoryview | None, float]] = {}
         failed: tuple[RemoteError, bool] | None = None
         first = True  # the first chunk of a round goes alone: it creates the server's temp file
         final_sent = False
         try:
             while True:
                 while failed is None and free and not final_sent:
-                    end = min(self.size, next_off + self.chunk_size)
+                    end = min(self.size, next_off + (self.next_size if free[-1] is None else self.chunk_size))
                     if (first and pending) or (end == self.size and (pending or confirmed != next_off)):
                         break  # the final chunk only once everything below it is confirmed
                     if self.before_chunk is not None:
                         self.before_chunk(next_off, end)
                     view = free.pop()
-                    body = _read_chunk(self.fh, next_off, view[:end - next_off], self.target)
-                    if end > self.hasher.size:
-                        self.hasher.update(view[self.hasher.size - next_off:end - next_off])
+                    body: FileSlice | BufferBody
+                    if view is None:
+                        body = FileSlice(self.fh, next_off, end, self.hasher, self.target, self.lock)
+                    else:
+                        body = read_chunk(self.fh, next_off, view[:end - next_off], self.target)
+                        if end > self.hasher.size:
+                            self.hasher.update(view[self.hasher.size - next_off:end - next_off])
                     crange = None if self.single else (next_off, self.size)
                     future = executor.submit(self.client._post, link, self.form, self.name, body, crange,
                                              self.target, self.exists)
-                    pending[future] = (next_off, end, view)
+                    pending[future] = (next_off, end, view, time.monotonic())
                     next_off, final_sent = end, end == self.size
                 if not pending:
                     assert failed is not None
                     return failed[0], failed[1], confirmed
                 ready, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in ready:
-                    start, end, view = pending.pop(future)
+                    start, end, view, sent_at = pending.pop(future)
                     free.append(view)
                     exc = future.exception()
                     if exc is not None:
@@ -382,6 +374,8 @@ class _Run:
                         return self.client._final_answer(future.result(), self.exists, self.target,
                                                          self.parent, self.size)
                     first = False
+                    if view is None:
+                        self._grow(end - start, time.monotonic() - sent_at)
                     acked[start] = end
                     while confirmed in acked:
                         confirmed = acked.pop(confirmed)
@@ -391,18 +385,34 @@ class _Run:
             wait(pending)  # no request may still read a buffer when we leave
             raise
 
+    def _grow(self, sent: int, seconds: float) -> None:
+        """Size the next chunk to take about ``CHUNK_SECONDS`` at the rate the
+        last one went (between ``chunk_size`` and ``max_request``): on a fast
+        link a round trip per 8 MiB would cost more than the bytes, while a
+        dropped connection loses at most one chunk's sending time."""
+        rate = sent / max(seconds, 1e-3)
+        self.next_size = int(min(self.max_request, max(self.chunk_size, rate * CHUNK_SECONDS)))
+
     def _hash_prefix(self, offset: int) -> None:
         """Feed the hasher bytes ``[0, offset)`` (a resumed upload), read from ``fh``."""
-        done = 0
+        self._hash_to(offset)
+
+    def _hash_rest(self) -> None:
+        """Feed the hasher the bytes it has not seen yet, up to ``size``."""
+        self._hash_to(self.size)
+
+    def _hash_to(self, stop: int) -> None:
+        done = self.hasher.size
         try:
-            self.fh.seek(0)
-            while done < offset:
-                piece = self.fh.read(min(_READ, offset - done))
-                if not piece:
-                    break
-                self.hasher.update(piece)
-                done += len(piece)
+            with self.lock:
+                self.fh.seek(done)
+                while done < stop:
+                    piece = self.fh.read(min(_READ, stop - done))
+                    if not piece:
+                        break
+                    self.hasher.update(piece)
+                    done += len(piece)
         except OSError as exc:
             raise local_error(exc, self.target, what="reading the file to upload") from exc
-        if done != offset:
+        if done != stop:
             raise LocalError(f"The file for {self.target} became shorter while uploading.", path=self.target)

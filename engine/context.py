@@ -32,7 +32,15 @@ class EngineOptions:
         again after an upload and compared by sha1 when the id the server
         reports is not the content hash computed locally (docs/architecture.md §5, step 3).
     :ivar max_attempts: read-merge-write rounds before giving up on a path.
-    :ivar upload_chunk: bytes per request of a chunked upload.
+    :ivar upload_chunk: bytes of the first request of a chunked upload (the
+        chunk size when ``upload_max_request`` is no larger).
+    :ivar upload_max_request: bytes one upload request carries at most.  A
+        large file up to this size goes up in one streamed request (a plain
+        upload, verified on Seafile 12 and 13: no round trip per chunk); a
+        larger one, or the retry after that request failed, in resumable
+        chunks that start at ``upload_chunk`` and grow up to this size to take
+        about 4 s each (``engine/client_chunked.py``).  A drop or a restart
+        of the program loses at most one request's bytes.
     :ivar upload_in_flight: chunk requests of one chunked upload sent at once
         when the engine has a transfer pool (1, the default: strictly one
         after another).  More overlap the chunks' round trips, as both file
@@ -64,6 +72,7 @@ class EngineOptions:
     max_attempts: int = 4
     max_delete_files: int = 50
     upload_chunk: int = 8 * 1024 * 1024
+    upload_max_request: int = 256 * 1024 * 1024
     upload_in_flight: int = 1
     backup_days: int = 30
     max_delete_percent: float = 25.0
@@ -113,6 +122,16 @@ class MirrorContext:
     #: ``time.monotonic()`` when ``head`` was set together with a listing
     #: (:meth:`set_head`); 0 when the head was read without one
     head_read_at: float = 0.0
+    #: rel path → the file ids our verified uploads stored there since the
+    #: snapshot's head was recorded, oldest first (:meth:`wrote`): lets
+    #: :mod:`.remote_diffs` tell the commits of our own writes (echoes) apart
+    written: dict[str, list[str]] = field(default_factory=dict)
+    #: False once the server answered 404 to a commit's changes (no such endpoint)
+    commit_diffs: bool = True
+
+    def wrote(self, rel_path: str, file_id: str) -> None:
+        """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""
+        self.written.setdefault(rel_path, []).append(file_id)
 
     @property
     def snapshot(self) -> dict[str, RemoteEntry]:

@@ -30,7 +30,7 @@ from .events import ConflictRecord, SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
 from .library import resolve_library
-from .localfs import check_root, clean_temp_files, prune_backups, scan_tree, stat_fingerprint
+from .localfs import check_root, clean_temp_files, prune_backups, scan_tree
 from .models import RepoInfo
 from .paths import normalize_rel
 from .reconcile import Action
@@ -38,7 +38,8 @@ from .remote_scan import scan_remote
 from .state import StateStore
 from .confirm import confirm_plans
 from .crashpoints import reach
-from . import regression
+from .echoes import OwnFolders, WatchedPaths, sort_watched
+from . import regression, remote_diffs
 from .moves import move_sources, pair_moves
 from .pending import PendingLedger
 from .sfconflict import fold_foreign, original_of
@@ -86,6 +87,7 @@ class SyncEngine(FolderSteps):
         self._paused_paths: set[str] = set()  # fighting writers, announced once
         self._skipped_remote: list[tuple[str, str]] = []
         self.failure_book = FailureBook(self.local_root)
+        self.own_folders = OwnFolders()
         # (state generation, synced before, head) after a pass that found nothing to do
         # and left nothing waiting: while both hold, an idle poll is one request
         self._settled: tuple[int, bool, str] | None = None
@@ -154,6 +156,7 @@ class SyncEngine(FolderSteps):
         empty base or archived as conflict copies."""
         self.state.forget_sync_history()
         self.ctx.snapshot = {}
+        self.ctx.written.clear()
         self._settled = None
         self.failure_book.release()
 
@@ -169,26 +172,37 @@ class SyncEngine(FolderSteps):
 
         :returns: the distinct rel paths (normalised) awaiting push.
         """
-        out: set[str] = set()
-        for raw in rel_paths:
-            rel = normalize_rel(raw)
-            if not rel or rel in out or self.is_ignored(rel):
-                continue
-            base = self.state.get_base(rel)
-            try:
-                st = os.lstat(self.ctx.local_path(rel))
-            except FileNotFoundError:
-                if base is not None and not base.is_dir:
-                    out.add(rel)  # a delete to carry to the server
-                continue
-            except OSError:
-                out.add(rel)  # cannot tell here: the pass will
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            if base is None or base.is_dir or stat_fingerprint(st) != base.fingerprint():
-                out.add(rel)
-        return out
+        return self.watched(rel_paths).awaiting
+
+    def watched(self, rel_paths: Iterable[str]) -> WatchedPaths:
+        """The watcher's paths sorted by :func:`~ohsync.engine.echoes.sort_watched`:
+        ``awaiting`` push (as :meth:`awaiting_push`), ``to_sync`` (what a pass
+        must still look at) and ``echoes`` (our own writes and ignored names:
+        a pass would find them unchanged without reading them).
+
+        :returns: a :class:`~ohsync.engine.echoes.WatchedPaths` of normalised rel paths.
+        """
+        return sort_watched(rel_paths, is_ignored=self.is_ignored, get_base=self.state.get_base,
+                            local_path=self.ctx.local_path)
+
+    def own_folder(self, local_path: str | os.PathLike[str]) -> bool:
+        """True when the folder at ``local_path`` is one this engine created
+        (same rel path, same inode): the watcher's "created" event for it is
+        an echo and needs no full scan (:class:`~ohsync.engine.echoes.OwnFolders`).
+        Any doubt (outside the mirror, ignored, gone, not a folder) is False."""
+        rel = self.rel_path(local_path)
+        if rel is None:
+            return False
+        try:
+            st = os.lstat(local_path)
+        except OSError:
+            return False
+        return stat.S_ISDIR(st.st_mode) and self.own_folders.is_own(rel, st.st_ino)
+
+    def forget_own_folders(self) -> None:
+        """A folder was deleted or moved here (the watcher says so): no later
+        "created" event of a folder counts as an echo."""
+        self.own_folders.forget()
 
     def release_snapshot(self) -> bool:
         """Between passes of a settled mirror: stop holding the remote listing
@@ -418,10 +432,15 @@ class SyncEngine(FolderSteps):
         prune_backups(self.options.backup_dir, self.options.backup_days)
 
     def _check_remote(self, report: SyncReport, info: RepoInfo | None = None) -> None:
-        scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root,
-                           prev_head=self.state.get_meta("head"),
-                           prev_root_oid=self.state.get_meta("root_oid"),
-                           prev_snapshot=self.ctx.snapshot, info=info)
+        prev_head = self.state.get_meta("head")
+        if info is None:
+            info = self.ctx.client.repo_info(self.ctx.repo_id)
+        # a moved head: the commits' own changes first, the walk when they cannot tell
+        scan, since = remote_diffs.incremental(self.ctx, info, self._skipped_remote)
+        if scan is None:
+            scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root, prev_head=prev_head,
+                               prev_root_oid=self.state.get_meta("root_oid"),
+                               prev_snapshot=self.ctx.snapshot, info=info)
         report.remote_changed = scan.changed
         if scan.changed:
             self.ctx.snapshot = dict(scan.snapshot)
@@ -432,8 +451,8 @@ class SyncEngine(FolderSteps):
             # keep the last head and root id: the next pass lists those folders again
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             return
-        regression.detect(self.ctx, scan.head)
-        if not scan.changed and self.state.get_meta(regression.WROTE):
+        regression.detect(self.ctx, scan.head, (since.head, since.descends) if since is not None else None)
+        if not scan.changed and scan.head == prev_head and self.state.get_meta(regression.WROTE):
             # We wrote since this head, yet it did not move: walk the tree to
             # see whether the server lost our writes (rolled back to it).
             scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root, prev_head=None,
@@ -449,5 +468,6 @@ class SyncEngine(FolderSteps):
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
             regression.seen(self.state, scan.head, scan.head_mtime)
+        self.ctx.written.clear()  # the uploads so far are in the history up to this head
         self.ctx.set_head(scan.head or None, listed=True)  # read before every listing: a safe base for updates
         self.ctx.head_stale.clear()

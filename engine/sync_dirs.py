@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .echoes import OwnFolders, make_dirs
 from .errors import OhsyncError
 from .events import SyncEvent, SyncReport
 from .localfs import LocalFile
@@ -26,6 +27,9 @@ __all__ = ["FolderSteps"]
 
 class FolderSteps(RunSteps):
     """Folder creation and deletion (no public API; a layer of the sync engine)."""
+
+    #: the folders this engine created here (echo suppression of the watcher's events)
+    own_folders: OwnFolders
 
     def _sync_dirs(self, candidates: set[str], local: dict[str, LocalFile],
                    bases: dict[str, Base], report: SyncReport) -> list[str]:
@@ -63,7 +67,7 @@ class FolderSteps(RunSteps):
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
                 elif remote_dir and not local_dir:
-                    self.ctx.local_path(rel).mkdir(parents=True, exist_ok=True)
+                    make_dirs(self.ctx.local_path, rel, self.own_folders)  # their watcher events are echoes
                 if base is None:
                     self.state.set_base(Base(rel, True, None, None))
             except (OhsyncError, OSError) as exc:

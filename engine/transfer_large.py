@@ -31,7 +31,7 @@ from .localfs import hash_file, stat_fingerprint
 from .paths import parent_rel
 from .resolve import Facts, Situation, decide
 from .state import Base
-from .transfer import HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, remote_written
+from .transfer import FRESH_HEAD, HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, remote_written
 from .write_path import current_remote, read_back, send
 
 __all__ = ["LARGE_FILE", "push_large"]
@@ -53,8 +53,14 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
     for attempt in range(ctx.options.max_attempts):
         fp = stat_fingerprint(os.stat(path))
         size = fp[0]
-        head, _ = head_for(ctx, rel_path, fresh=attempt > 0)
-        remote = current_remote(ctx, rel_path)
+        head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
+        known = ctx.snapshot.get(rel_path)
+        as_base = (known is None and base is None) or (
+            known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
+        if attempt == 0 and not fetched and as_base and ctx.head_age() < FRESH_HEAD:
+            remote = known  # listed just now at ``head``, as push does (see FRESH_HEAD)
+        else:
+            remote = current_remote(ctx, rel_path)
         if remote is not None and remote.size == size:
             # Only a remote file of the same size can hold our bytes: hash first.
             sha1, fid, _, fp = hash_file(path)
@@ -95,7 +101,8 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
 
         with open(path, "rb") as fh:
             result = send(ctx, rel_path, fh, size, exists=remote is not None, head=head, resume=resume,
-                          progress=progress, before_chunk=unchanged, hasher=hasher, resume_cap=cap)
+                          progress=progress, before_chunk=unchanged, hasher=hasher, resume_cap=cap,
+                          max_request=ctx.options.upload_max_request)
         ctx.state.set_meta(pending_key, None)
         sha1, fid = hasher.sha1(), hasher.file_id()
         remote_written(ctx, rel_path)

@@ -44,7 +44,7 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
          head: str | None = None, resume: bool = False, attempts: int | None = None,
          chunk_size: int | None = None, progress: Callable[[int, int], None] | None = None,
          before_chunk: Callable[[int, int], None] | None = None, hasher: ContentHasher | None = None,
-         resume_cap: int | None = None) -> UploadResult:
+         resume_cap: int | None = None, max_request: int | None = None) -> UploadResult:
     """Upload ``content`` to ``rel_path``.
 
     :param content: bytes (one request: ``POST`` to the upload or update
@@ -68,6 +68,9 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
         and content id afterwards, with no pass over the file first).
     :param resume_cap: chunked only: resume from at most this offset (the
         prefix the server confirmed before the program stopped).
+    :param max_request: file objects only: bytes one request may carry; a
+        file up to that size goes in one streamed request, chunks grow up
+        to it (``upload_chunked``); None: requests of ``chunk_size``.
 
     Chunked uploads keep ``ctx.options.upload_in_flight`` chunks in flight
     on ``ctx.executor`` (the transfer pool) when there is one.
@@ -88,7 +91,7 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
                                        attempts=attempts, before_chunk=before_chunk,
                                        head=head if exists else None, hasher=hasher,
                                        executor=ctx.executor, in_flight=ctx.options.upload_in_flight,
-                                       resume_cap=resume_cap)
+                                       resume_cap=resume_cap, max_request=max_request)
     return result
 
 
@@ -144,6 +147,7 @@ def read_back(ctx: MirrorContext, rel_path: str, uploaded_id: str, *, sha1: str,
     if not holds_content(ctx, current, sha1=sha1, size=size, file_id=file_id):
         return None
     ctx.snapshot[rel_path] = current
+    ctx.wrote(rel_path, current.id)
     return current
 
 

@@ -116,7 +116,7 @@ def test_mirror_root_emptied_via_watcher_batches(devserver, tmp_path):
 
 def test_large_file_edited_during_chunked_upload(devserver, tmp_path):
     m = synced_small(devserver, tmp_path, {})
-    m.engine.options.upload_chunk = 1024 * 1024
+    m.engine.options.upload_chunk = m.engine.options.upload_max_request = 1024 * 1024  # fixed chunks
     big1 = os.urandom(5 * 1024 * 1024)
     m.write("big.bin", big1)
     m.sync()

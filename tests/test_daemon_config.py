@@ -188,3 +188,15 @@ def test_a_remote_outside_the_library_is_a_config_error(isolated_env, tmp_path: 
         assert "Internal" not in str(info.value)
     path.write_text('[[mirror]]\nlibrary = "OH-Memory"\nremote = "Files/"\n', encoding="utf-8")
     assert load_config(path).mirror.remote == "Files/"
+
+
+def test_upload_request_mib_is_read_and_bounded(isolated_env, tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    assert load_config(path).upload_request_mib == 256
+    path.write_text("upload_request_mib = 64\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.upload_request_mib == 64 and cfg.warnings == ()
+    for bad in ("4", "100000", '"big"'):
+        path.write_text(f"upload_request_mib = {bad}\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match="upload_request_mib"):
+            load_config(path)

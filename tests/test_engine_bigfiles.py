@@ -110,7 +110,7 @@ class MemorySampler:
 
 @pytest.fixture
 def daemon_setup(seed_daemon):
-    s = seed_daemon(put={"/index.md": b"# index\n"}, poll_interval=1.0)
+    s = seed_daemon(put={"/index.md": b"# index\n"}, poll_interval=1.0, upload_request_mib=8)
     return s.repo_id, s.mirror, s.start
 
 

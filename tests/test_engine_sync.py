@@ -281,7 +281,7 @@ def test_large_file_streams_up_in_chunks_and_a_conflict_is_moved_aside(devserver
     repo = synced.repo_id
     big = os.urandom(6 * 1024 * 1024) + b"tail"
     synced.write("Files/videos/lecture.mp4", big)
-    synced.engine.options.upload_chunk = 2 * 1024 * 1024
+    synced.engine.options.upload_chunk = synced.engine.options.upload_max_request = 2 * 1024 * 1024
     devserver.reset_counters()
     synced.sync()
     assert devserver.read_file(repo, "/Files/videos/lecture.mp4") == big
@@ -300,7 +300,7 @@ def test_large_file_streams_up_in_chunks_and_a_conflict_is_moved_aside(devserver
 
 def test_large_file_edit_updates_in_chunks(devserver, synced):
     repo = synced.repo_id
-    synced.engine.options.upload_chunk = 2 * 1024 * 1024
+    synced.engine.options.upload_chunk = synced.engine.options.upload_max_request = 2 * 1024 * 1024
     synced.write("Files/data.bin", os.urandom(5 * 1024 * 1024))
     synced.sync()
     edited = os.urandom(5 * 1024 * 1024 + 7)

@@ -1,0 +1,62 @@
+"""``ohsync run``, ``ohsync tray`` and ``ohsync demo``: the commands that start the daemon or the tray."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ohsync.daemon.cli_common import EXIT_OK, read_config
+from ohsync.engine.errors import OhsyncError
+
+__all__ = ["TRAY_EXTRA_HINT", "cmd_run", "cmd_tray", "cmd_demo"]
+
+# ohsync is installed from its source folder (it is on no package index), so name commands that work there
+TRAY_EXTRA_HINT = ("Install the [tray] extra from the ohsync source folder: `pipx install --force '.[tray]'` "
+                   "(or `pip install --user '.[tray]'`); it needs PyGObject's system packages, see the README.")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``ohsync run``: the daemon in the foreground until it is stopped; returns its exit code.
+
+    :raises OhsyncError: no mirror has a saved login."""
+    from ohsync.daemon.app import Daemon
+    from ohsync.daemon.crash_at import install_from_env
+    from ohsync.daemon.credentials import load_token
+    from ohsync.daemon.logs import setup_logging
+    from ohsync.daemon.session import no_login_message
+
+    install_from_env()  # crash tests: die at the engine's named point
+    cfg = read_config(args)
+    # with several mirrors, one without a login stops alone (its status says so); none at all: refuse
+    if not any(all(account) and load_token(*account) for account in map(cfg.account, cfg.mirrors)):
+        raise OhsyncError(no_login_message(cfg), title="Not logged in")
+    # OHSYNC_LOG_STDERR=0: stderr is kept for the last words (the tray's Start item reads them)
+    log_file = setup_logging(cfg.log_dir, verbose=args.verbose, stderr=os.environ.get("OHSYNC_LOG_STDERR") != "0")
+    if log_file:
+        import logging
+
+        logging.getLogger(__name__).info("log file: %s", log_file)
+    return Daemon(cfg, tray=not args.no_tray).run()
+
+
+def cmd_tray(args: argparse.Namespace) -> int:
+    """``ohsync tray``: the tray icon of a running daemon (needs the ``[tray]`` extra and a display)."""
+    cfg = read_config(args)
+    try:
+        from ohsync.tray.app import default_start_command, run_tray
+    except ImportError as exc:
+        raise OhsyncError(f"The tray is not available ({exc}). {TRAY_EXTRA_HINT}", title="No tray") from exc
+    try:
+        start = default_start_command(args.config) if args.config else None
+        run_tray(cfg.socket, owns_daemon=False, start_command=start)
+    except RuntimeError as exc:  # TrayUnavailable: no display, no PyGObject…; its message says what to do
+        raise OhsyncError(str(exc), title="No tray") from exc
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``ohsync demo``: the daemon against a local devserver with a sample library."""
+    from ohsync.daemon.demo import run_demo
+
+    return run_demo(seconds=args.seconds, directory=args.dir, tray=not args.no_tray,
+                    poll_interval=args.poll_interval, verbose=args.verbose)
