@@ -71,6 +71,7 @@ class ChunkedUploads(LinkCache):
         in_flight: int = IN_FLIGHT,
         resume_cap: int | None = None,
         max_request: int | None = None,
+        sending: Progress | None = None,
     ) -> UploadResult:
         """Upload bytes ``[0, size)`` of ``fh`` to ``remote_path`` in chunks.
 
@@ -160,6 +161,9 @@ class ChunkedUploads(LinkCache):
         :param resume_cap: resume at most from this offset (see above).
         :param max_request: bytes one request may carry (see "Request size";
             None: every request at most ``chunk_size``).
+        :param sending: ``sending(bytes_sent, size)`` about every MiB while a
+            request streams from ``fh`` (handed to the connection, not yet
+            confirmed: for display; one request at a time only).
         :returns: :class:`UploadResult` (``path`` as stored: a new file may
             be auto-renamed ``name (1).ext``; ``id``; ``size`` in bytes).
         :raises RemoteOperationError: a name the form cannot carry (refused
@@ -185,7 +189,7 @@ class ChunkedUploads(LinkCache):
                    hasher=hasher if hasher is not None else ContentHasher(), single=single,
                    before_chunk=before_chunk, progress=progress,
                    limit=self._retries + 1 if attempts is None else max(1, attempts),
-                   max_request=max_request)
+                   max_request=max_request, sending=sending)
         offset = 0
         if resume and not single:
             held = self._uploaded_bytes(repo, parent, name, target)
@@ -271,7 +275,7 @@ class _Run:
     def __init__(self, client: ChunkedUploads, repo: str, target: str, parent: str, name: str, fh: BinaryIO,
                  size: int, chunk_size: int, form: dict[str, str], exists: bool, *, head: str | None,
                  hasher: ContentHasher, single: bool, before_chunk: Callable[[int, int], None] | None,
-                 progress: Progress | None, limit: int, max_request: int) -> None:
+                 progress: Progress | None, limit: int, max_request: int, sending: Progress | None) -> None:
         self.client, self.repo, self.target, self.parent, self.name = client, repo, target, parent, name
         self.fh, self.size, self.chunk_size, self.form, self.exists = fh, size, chunk_size, form, exists
         self.head, self.hasher, self.single, self.limit = head, hasher, single, limit
@@ -280,6 +284,7 @@ class _Run:
         self.max_request = max_request
         self.next_size = size if single else chunk_size  # grows with the measured rate, see _grow
         self.lock = threading.Lock()  # one reader of ``fh`` at a time
+        self.sending, self.reported = sending, -1
 
     def go(self, offset: int, executor: Any, window: int) -> UploadResult:
         """Send everything from ``offset``; returns the final answer."""
@@ -344,7 +349,8 @@ class _Run:
                     view = free.pop()
                     body: FileSlice | BufferBody
                     if view is None:
-                        body = FileSlice(self.fh, next_off, end, self.hasher, self.target, self.lock)
+                        body = FileSlice(self.fh, next_off, end, self.hasher, self.target, self.lock,
+                                         self._sent if self.sending is not None else None)
                     else:
                         body = read_chunk(self.fh, next_off, view[:end - next_off], self.target)
                         if end > self.hasher.size:
@@ -384,6 +390,13 @@ class _Run:
         except BaseException:
             wait(pending)  # no request may still read a buffer when we leave
             raise
+
+    def _sent(self, offset: int) -> None:
+        """``sending`` about every MiB of the body read, and at its end."""
+        assert self.sending is not None
+        if offset == self.size or not self.reported <= offset < self.reported + _READ:
+            self.reported = offset
+            self.sending(offset, self.size)
 
     def _grow(self, sent: int, seconds: float) -> None:
         """Size the next chunk to take about ``CHUNK_SECONDS`` at the rate the

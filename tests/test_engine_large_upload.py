@@ -163,3 +163,14 @@ def test_one_streamed_request_holds_no_copy_of_the_file_in_memory():
     assert result.id == hasher.file_id() == data_id
     assert hasher.sha1() == hashlib.sha1(data).hexdigest()
     assert peak < 4 * MiB, peak  # 64 KiB reads, no buffer of the file or of a chunk
+
+
+def test_progress_shows_while_the_one_request_streams(devserver, mirror):
+    data = os.urandom(20 * MiB)
+    mirror.write("progress.bin", data)
+    events = []
+    mirror.engine.ctx.on_event = events.append
+    mirror.sync()
+    done = [e.done for e in events if e.kind == "transfer" and e.path == "progress.bin" and e.direction == "up"]
+    assert len(done) >= 10 and done == sorted(done)  # about every MiB of the one request
+    assert done[-1] == len(data) and 0 < done[0] < len(data)
