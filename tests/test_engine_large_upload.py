@@ -14,6 +14,7 @@ import io
 import os
 import re
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -49,12 +50,18 @@ class Posts:
         return out
 
 
-@pytest.fixture
-def mirror(devserver, tmp_path):
+@pytest.fixture(params=["inline", "pool"])
+def mirror(request, devserver, tmp_path):
+    """A synced mirror of an empty library; ``pool``: with a transfer pool as the
+    daemon gives its engines (the file is then hashed on it while it is sent)."""
     repo = devserver.create_library(USER, "Big")
     m = make_mirror(devserver, repo, tmp_path)
+    pool = ThreadPoolExecutor(4) if request.param == "pool" else None
+    m.engine.executor = m.engine.ctx.executor = pool
     m.sync()
     yield m
+    if pool is not None:
+        pool.shutdown(wait=True)
     m.client.close()
     m.state.close()
 
