@@ -8,8 +8,6 @@ config behind.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 import tomlkit
 import tomlkit.items
 
+from ohsync.daemon.atomic_file import replace_file
 from ohsync.daemon.config_model import ConfigError
 
 __all__ = ["read_document", "update_config"]
@@ -89,17 +88,7 @@ def update_config(path: Path, values: Mapping[str, Any]) -> None:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
         mode = 0o600
-    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        replace_file(path, data, mode=mode, prefix=".config-")
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise ConfigError(f"Cannot write {path}: {exc.strerror}.") from exc

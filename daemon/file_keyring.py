@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,8 @@ from filelock import FileLock
 from jaraco.classes import properties
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
+
+from ohsync.daemon.atomic_file import replace_file
 
 __all__ = ["ENV_VAR", "FileKeyring"]
 
@@ -53,20 +54,8 @@ class FileKeyring(KeyringBackend):
 
     def _store(self, path: Path, data: dict[str, dict[str, str]]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".keyring-", dir=path.parent)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        text = json.dumps(data, indent=1, sort_keys=True)
+        replace_file(path, text.encode("utf-8"), mode=0o600, prefix=".keyring-")
 
     def _lock(self, path: Path) -> FileLock:
         path.parent.mkdir(parents=True, exist_ok=True)

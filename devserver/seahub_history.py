@@ -46,20 +46,39 @@ class SeahubHistory(SeahubBase):
                 for c in chunk]
         return drf({"data": data, "more": len(commits) > page * per_page})
 
-    def _tree(self, root: str) -> tuple[dict[str, str], set[str]]:
-        files: dict[str, str] = {}
-        dirs: set[str] = set()
-        stack = [("", root)]
+    def _changed(self, old_root: str, new_root: str) -> tuple[dict[str, str], dict[str, str], set[str], set[str]]:
+        """The files (path → id) and folders of both trees where they differ:
+        subtrees with equal ids are skipped, as the server's diff does."""
+        old_f: dict[str, str] = {}
+        new_f: dict[str, str] = {}
+        old_d: set[str] = set()
+        new_d: set[str] = set()
+        stack = [("", old_root, new_root)]
         while stack:
-            prefix, did = stack.pop()
-            for e in self.store.read_dir(did):
-                p = f"{prefix}/{e['name']}"
-                if e["mode"] == ids.DIR_MODE:
-                    dirs.add(p)
-                    stack.append((p, e["id"]))
-                else:
-                    files[p] = e["id"]
-        return files, dirs
+            prefix, a, b = stack.pop()
+            if a == b:
+                continue
+            olds = {e["name"]: e for e in self.store.read_dir(a)} if a else {}
+            news = {e["name"]: e for e in self.store.read_dir(b)} if b else {}
+            for name in set(olds) | set(news):
+                o, n = olds.get(name), news.get(name)
+                p = f"{prefix}/{name}"
+                o_dir = o is not None and o["mode"] == ids.DIR_MODE
+                n_dir = n is not None and n["mode"] == ids.DIR_MODE
+                if o is not None and n is not None and o["id"] == n["id"] and o_dir == n_dir:
+                    continue
+                if o_dir or n_dir:
+                    if o_dir:
+                        old_d.add(p)
+                    if n_dir:
+                        new_d.add(p)
+                    stack.append((p, o["id"] if o_dir and o is not None else "",
+                                  n["id"] if n_dir and n is not None else ""))
+                if o is not None and not o_dir:
+                    old_f[p] = o["id"]
+                if n is not None and not n_dir:
+                    new_f[p] = n["id"]
+        return old_f, new_f, old_d, new_d
 
     def commit_diff(self, req: Request, user: str, repo_id: str, commit_id: str) -> Response:
         """``GET /api/v2.1/repos/{id}/commits/{commit_id}/``: ``commit_info`` and
@@ -71,19 +90,20 @@ class SeahubHistory(SeahubBase):
         except (OSError, ValueError):
             return api_error(404, f"Commit {commit_id} not found.")
         old_root = self.store.read_commit(repo_id, c["parent_id"])["root_id"] if c["parent_id"] else ids.EMPTY_ID
-        old_f, old_d = self._tree(old_root)
-        new_f, new_d = self._tree(c["root_id"])
+        old_f, new_f, old_d, new_d = self._changed(old_root, c["root_id"])
         diffs = []
         removed = sorted(set(old_f) - set(new_f))
         added = sorted(set(new_f) - set(old_f))
+        # a rename: a file id removed once and added once (as seafile's diff
+        # pairs them, among the changed entries only; empty files never pair)
+        gone_ids = [old_f[p] for p in removed]
+        new_ids = [new_f[q] for q in added]
         renamed_from: dict[str, str] = {}
         for p in removed:
             fid = old_f[p]
-            if fid == ids.EMPTY_ID or list(old_f.values()).count(fid) != 1:
+            if fid == ids.EMPTY_ID or gone_ids.count(fid) != 1 or new_ids.count(fid) != 1:
                 continue
-            cands = [q for q in added if new_f[q] == fid]
-            if len(cands) == 1 and list(new_f.values()).count(fid) == 1:
-                renamed_from[cands[0]] = p
+            renamed_from[next(q for q in added if new_f[q] == fid)] = p
         for q, p in renamed_from.items():
             diffs.append({"op_type": "renamed", "path": p, "new_path": q})
         diffs += [{"op_type": "new", "path": q, "new_path": ""} for q in added if q not in renamed_from]

@@ -1,4 +1,5 @@
-"""Reading a library's commit history (``GET /api2/repos/{id}/history/``).
+"""Reading a library's commit history (``GET /api2/repos/{id}/history/``)
+and what one commit changed (``GET /api/v2.1/repos/{id}/commits/{commit_id}/``).
 
 The api2 history view answers ``{"commits": [...], "page_next": bool}``,
 newest first, each commit a serialized RPC object with ``id``,
@@ -18,7 +19,7 @@ from .client_errors import check_id
 from .client_http import SeafileHTTP
 from .errors import NotFoundError, ProtocolError
 
-__all__ = ["CommitInfo", "CommitReads"]
+__all__ = ["CommitChange", "CommitInfo", "CommitReads"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,21 @@ class CommitInfo:
     desc: str
 
 
+@dataclass(frozen=True)
+class CommitChange:
+    """One line of what a commit changed relative to its (first) parent.
+
+    :ivar op: ``new``, ``removed``, ``renamed``, ``modified``, ``newdir``,
+        ``deldir``, or ``""`` for a change the server did not name.
+    :ivar path: the remote path (absolute, leading ``/``).
+    :ivar new_path: the remote path after a rename, else ``""``.
+    """
+
+    op: str
+    path: str
+    new_path: str = ""
+
+
 _REPO_ID = re.compile(r"^[-0-9a-f]{36}$")
 
 
@@ -50,8 +66,38 @@ def _optional_id(value: Any) -> str | None:
     return check_id(value, what="the library history")
 
 
+def _repo(repo_id: str) -> str:
+    repo = repo_id.strip().lower() if isinstance(repo_id, str) else ""
+    if not _REPO_ID.match(repo):
+        raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
+    return repo
+
+
 class CommitReads(SeafileHTTP):
     """Commit-history reads of :class:`~ohsync.engine.client.SeafileClient`."""
+
+    def commit_changes(self, repo_id: str, commit_id: str) -> list[CommitChange]:
+        """``GET /api/v2.1/repos/{id}/commits/{commit_id}/``: what one commit
+        changed relative to its parent (``commit_diffs``, seafile-web-api.md §2.6).
+
+        :param commit_id: 40-hex commit id.
+        :returns: the changes in the server's order; paths absolute in the library.
+        :raises NotFoundError: no such library or commit (or a server without the endpoint).
+        :raises ProtocolError: the answer has the wrong shape.
+        """
+        repo = _repo(repo_id)
+        commit = check_id(commit_id, what="a commit id")
+        body = self._get_json(f"/api/v2.1/repos/{repo}/commits/{commit}/", what="reading what a commit changed")
+        diffs = body.get("commit_diffs") if isinstance(body, dict) else None
+        if not isinstance(diffs, list):
+            raise ProtocolError("The commit's changes are not an object with a commit_diffs list.")
+        out = []
+        for item in diffs:
+            if not isinstance(item, dict) or not isinstance(item.get("path"), str) \
+                    or not isinstance(item.get("op_type") or "", str) or not isinstance(item.get("new_path") or "", str):
+                raise ProtocolError("A change in the commit's changes has an unexpected shape.")
+            out.append(CommitChange(str(item.get("op_type") or ""), item["path"], str(item.get("new_path") or "")))
+        return out
 
     def commit_history(self, repo_id: str, *, page: int = 1, per_page: int = 100) -> tuple[list[CommitInfo], bool]:
         """``GET /api2/repos/{id}/history/?page=&per_page=``: one page of commits, newest first.
@@ -62,9 +108,7 @@ class CommitReads(SeafileHTTP):
         :raises NotFoundError: no such library.
         :raises ProtocolError: the answer has the wrong shape.
         """
-        repo = repo_id.strip().lower() if isinstance(repo_id, str) else ""
-        if not _REPO_ID.match(repo):
-            raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
+        repo = _repo(repo_id)
         body = self._get_json(f"/api2/repos/{repo}/history/", params={"page": str(page), "per_page": str(per_page)},
                               what="reading the library history")
         if not isinstance(body, dict) or not isinstance(body.get("commits"), list):

@@ -119,6 +119,16 @@ class MirrorContext:
     #: ``time.monotonic()`` when ``head`` was set together with a listing
     #: (:meth:`set_head`); 0 when the head was read without one
     head_read_at: float = 0.0
+    #: rel path → the file ids our verified uploads stored there since the
+    #: snapshot's head was recorded, oldest first (:meth:`wrote`): lets
+    #: :mod:`.remote_diffs` tell the commits of our own writes (echoes) apart
+    written: dict[str, list[str]] = field(default_factory=dict)
+    #: False once the server answered 404 to a commit's changes (no such endpoint)
+    commit_diffs: bool = True
+
+    def wrote(self, rel_path: str, file_id: str) -> None:
+        """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""
+        self.written.setdefault(rel_path, []).append(file_id)
 
     def set_head(self, head: str | None, *, listed: bool) -> None:
         """Record the library head an update is based on.

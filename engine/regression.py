@@ -42,7 +42,8 @@ from .resolve import Facts, Situation, decide
 from .state import Base, StateStore
 from .valve import Plan
 
-__all__ = ["Regression", "check_own_writes", "detect", "head_descends", "hold", "keep_newer", "load", "save", "seen"]
+__all__ = ["Regression", "check_own_writes", "detect", "head_descends", "hold", "keep_newer", "last_seen", "load",
+           "save", "seen"]
 
 META_KEY = "regression"
 LAST_HEAD, LAST_HEAD_MTIME = "last_head", "last_head_mtime"
@@ -137,20 +138,31 @@ def check_own_writes(ctx: MirrorContext, head: str, walked: dict[str, Any]) -> b
     return False
 
 
-def detect(ctx: MirrorContext, head: str) -> bool:
+def last_seen(state: StateStore) -> tuple[str | None, int]:
+    """The newest head seen (see :func:`seen`) and its commit time (0: unknown)."""
+    return state.get_meta(LAST_HEAD) or state.get_meta("head"), int(state.get_meta(LAST_HEAD_MTIME) or 0)
+
+
+def detect(ctx: MirrorContext, head: str, known: tuple[str, bool | None] | None = None) -> bool:
     """Record a regression when ``head`` does not descend from the newest head seen.
 
+    :param known: ``(head, descends)`` already found for this last head by
+        one read of the history (:func:`~ohsync.engine.remote_diffs.history_since`);
+        used when it is about ``head``, else the history is read here.
     :returns: True when one was found now (a :class:`SyncEvent` ``error``
         with the sentence is emitted); False otherwise, also while one is
         already recorded or when the history cannot tell.
     :raises RemoteError: from the client.
     """
     state = ctx.state
-    last = state.get_meta(LAST_HEAD) or state.get_meta("head")
+    last, ctime = last_seen(state)
     if not last or head == last or load(state) is not None:
         return False
-    ctime = int(state.get_meta(LAST_HEAD_MTIME) or 0)
-    if head_descends(ctx.client, ctx.repo_id, last, ctime, head) is not False:
+    if known is not None and known[0] == head:
+        descends = known[1]
+    else:
+        descends = head_descends(ctx.client, ctx.repo_id, last, ctime, head)
+    if descends is not False:
         return False
     found = found_now(last, head)
     save(state, found)
@@ -158,7 +170,8 @@ def detect(ctx: MirrorContext, head: str) -> bool:
     return True
 
 
-def head_descends(client: Any, repo_id: str, old_head: str, old_ctime: int, new_head: str) -> bool | None:
+def head_descends(client: Any, repo_id: str, old_head: str, old_ctime: int, new_head: str, *,
+                  first: tuple[list[Any], bool] | None = None) -> bool | None:
     """Whether ``new_head`` has ``old_head`` among its ancestors.
 
     Reads ``GET /api2/repos/{id}/history/`` from the current head, newest
@@ -167,6 +180,8 @@ def head_descends(client: Any, repo_id: str, old_head: str, old_ctime: int, new_
     :param old_ctime: the old head's commit time (Unix seconds, server clock;
         0 if unknown): a commit older than it without ``old_head`` having
         appeared settles the question early.
+    :param first: the first page (``commit_history(page=1, per_page=PER_PAGE)``)
+        when the caller read it already.
     :returns: True (descendant), False (not: the history reached the
         library's first commit, or a commit older than ``old_head``, without
         it), None (cannot tell: the history is longer or was trimmed).
@@ -176,7 +191,8 @@ def head_descends(client: Any, repo_id: str, old_head: str, old_ctime: int, new_
         return True
     seen_new = False
     for page in range(1, MAX_PAGES + 1):
-        commits, more = client.commit_history(repo_id, page=page, per_page=PER_PAGE)
+        commits, more = first if page == 1 and first is not None else \
+            client.commit_history(repo_id, page=page, per_page=PER_PAGE)
         for commit in commits:
             seen_new = seen_new or commit.id == new_head
             if commit.id == old_head or old_head in (commit.parent_id, commit.second_parent_id):

@@ -39,7 +39,7 @@ from .state import StateStore
 from .confirm import confirm_plans
 from .crashpoints import reach
 from .echoes import OwnFolders, WatchedPaths, sort_watched
-from . import regression
+from . import regression, remote_diffs
 from .moves import move_sources, pair_moves
 from .pending import PendingLedger
 from .sfconflict import fold_foreign, original_of
@@ -156,6 +156,7 @@ class SyncEngine(FolderSteps):
         empty base or archived as conflict copies."""
         self.state.forget_sync_history()
         self.ctx.snapshot = {}
+        self.ctx.written.clear()
         self._settled = None
         self.failure_book.release()
 
@@ -420,10 +421,15 @@ class SyncEngine(FolderSteps):
         prune_backups(self.options.backup_dir, self.options.backup_days)
 
     def _check_remote(self, report: SyncReport, info: RepoInfo | None = None) -> None:
-        scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root,
-                           prev_head=self.state.get_meta("head"),
-                           prev_root_oid=self.state.get_meta("root_oid"),
-                           prev_snapshot=self.ctx.snapshot, info=info)
+        prev_head = self.state.get_meta("head")
+        if info is None:
+            info = self.ctx.client.repo_info(self.ctx.repo_id)
+        # a moved head: the commits' own changes first, the walk when they cannot tell
+        scan, since = remote_diffs.incremental(self.ctx, info, self._skipped_remote)
+        if scan is None:
+            scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root, prev_head=prev_head,
+                               prev_root_oid=self.state.get_meta("root_oid"),
+                               prev_snapshot=self.ctx.snapshot, info=info)
         report.remote_changed = scan.changed
         if scan.changed:
             self.ctx.snapshot = dict(scan.snapshot)
@@ -434,8 +440,8 @@ class SyncEngine(FolderSteps):
             # keep the last head and root id: the next pass lists those folders again
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             return
-        regression.detect(self.ctx, scan.head)
-        if not scan.changed and self.state.get_meta(regression.WROTE):
+        regression.detect(self.ctx, scan.head, (since.head, since.descends) if since is not None else None)
+        if not scan.changed and scan.head == prev_head and self.state.get_meta(regression.WROTE):
             # We wrote since this head, yet it did not move: walk the tree to
             # see whether the server lost our writes (rolled back to it).
             scan = scan_remote(self.ctx.client, self.ctx.repo_id, self.ctx.remote_root, prev_head=None,
@@ -451,5 +457,6 @@ class SyncEngine(FolderSteps):
             self.state.set_meta("head", scan.head)
             self.state.set_meta("root_oid", scan.root_oid)
             regression.seen(self.state, scan.head, scan.head_mtime)
+        self.ctx.written.clear()  # the uploads so far are in the history up to this head
         self.ctx.set_head(scan.head or None, listed=True)  # read before every listing: a safe base for updates
         self.ctx.head_stale.clear()

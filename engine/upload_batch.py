@@ -274,6 +274,7 @@ class _Runner:
                     continue
                 _record_base(ctx, item.plan.rel, item.data, item.fid, item.fp)
                 ctx.snapshot[item.plan.rel] = RemoteEntry(item.plan.rel, False, item.fid, len(item.data), entry.mtime)
+                ctx.wrote(item.plan.rel, item.fid)
                 verified.append(item.plan.rel)
         for rel in verified:
             self.on_done(rel)

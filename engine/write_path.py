@@ -150,6 +150,7 @@ def read_back(ctx: MirrorContext, rel_path: str, uploaded_id: str, *, sha1: str,
     if not holds_content(ctx, current, sha1=sha1, size=size, file_id=file_id):
         return None
     ctx.snapshot[rel_path] = current
+    ctx.wrote(rel_path, current.id)
     return current
 
 

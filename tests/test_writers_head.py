@@ -150,8 +150,9 @@ def test_plain_push_reads_no_history_and_seen_sfconflict_switches_the_check_off(
     mirror.sync(["notes/journal.md"])
     assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0
     # the update link is cached since the first push: the other writer lands
-    # right after the pass listed the folder (after its head, before the update)
-    devserver.after_request("GET", r"/dir/\?p=%2Fnotes$", lambda srv: srv.put_file(
+    # right after the pass read what our last commit changed (after its head,
+    # before the update)
+    devserver.after_request("GET", r"/commits/[0-9a-f]{40}/$", lambda srv: srv.put_file(
         rid, "/notes/journal.md", (MEMORY + "- [note] a #desk\n- [note] b #phone\n").encode()))
     mirror.write("notes/journal.md", (MEMORY + "- [note] a #desk\n- [note] c #desk\n").encode())
     devserver.reset_counters()
