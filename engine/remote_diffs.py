@@ -26,6 +26,7 @@ their old subtree as unchanged.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,6 +163,8 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo], old_root: str = "") ->
                 continue  # outside the mirrored folder
             if change.op not in FILE_OPS or not rel or new_rel is not None or above_root or name_problem(rel):
                 return None
+            if not unicodedata.is_normalized("NFC", change.path):
+                return None  # a name the rel path (NFC) does not spell as the server does: the walk tells
             touched.setdefault(rel, []).append(change.op)
     return touched
 

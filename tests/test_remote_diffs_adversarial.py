@@ -459,3 +459,15 @@ def test_devserver_folds_folders_and_names_folder_renames_like_seafile(devserver
     assert _diffs(devserver, repo) == [{"op_type": "renamed", "path": "/a/empty.md", "new_path": "/a/still-empty.md"}]
     devserver.rename_path(repo, "/a/n0.md", "n0-renamed.md")
     assert _diffs(devserver, repo) == [{"op_type": "renamed", "path": "/a/n0.md", "new_path": "/a/n0-renamed.md"}]
+
+
+def test_a_name_in_nfd_is_not_dropped_silently(mirror, devserver, tmp_path):
+    """A file whose server name is decomposed (NFD, as macOS spells it): its
+    rel path is NFC, so asking for it by that path answers 404; the diff path
+    must not take that for "gone" and say nothing (the walk names it)."""
+    import unicodedata
+    repo = mirror.repo_id
+    devserver.plant_entry(repo, "/a", unicodedata.normalize("NFD", "café.md"), b"mac name\n")
+    report = mirror.engine.sync([], check_remote=True)
+    nfc = unicodedata.normalize("NFC", "a/café.md")
+    assert (mirror.root / nfc).exists() or any(rel == nfc for rel, _ in report.errors + report.skipped), report
