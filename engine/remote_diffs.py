@@ -129,9 +129,12 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo]) -> dict[str, list[str]
     """rel path → the ops of every commit in ``chain`` that touched it, or
     None when the diff path cannot tell (see the module docstring)."""
     touched: dict[str, list[str]] = {}
-    for commit in chain:
+    # several commits: asked for at once on the transfer pool (reads only; idle during a scan)
+    futures = [ctx.executor.submit(ctx.client.commit_changes, ctx.repo_id, c.id) for c in chain] \
+        if ctx.executor is not None and len(chain) > 1 else None
+    for i, commit in enumerate(chain):
         try:
-            changes = ctx.client.commit_changes(ctx.repo_id, commit.id)
+            changes = futures[i].result() if futures is not None else ctx.client.commit_changes(ctx.repo_id, commit.id)
         except LibraryGoneError:
             raise
         except NotFoundError:

@@ -6,6 +6,7 @@ writer after our upload) still ends with every version where it belongs."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -77,8 +78,18 @@ def test_remote_change_three_deep_costs_depth_plus_three(mirror, devserver):
     assert mirror.engine.sync([], check_remote=True).transferred == 0
 
 
-def test_several_commits_and_a_removed_file(mirror, devserver):
+@pytest.fixture
+def executor():
+    pool = ThreadPoolExecutor(4)
+    yield pool
+    pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_several_commits_and_a_removed_file(mirror, devserver, pool, executor):
     repo = mirror.repo_id
+    if pool:  # the commits are read at once on the transfer pool
+        mirror.engine.ctx.executor = executor
     devserver.put_file(repo, "/a/n1.md", b"one\n")
     devserver.put_file(repo, "/a/b/c/new.md", b"new file\n")
     devserver.delete_path(repo, "/x/n2.md")
