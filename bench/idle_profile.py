@@ -57,6 +57,60 @@ def report():
         for s in stats[:40]:
             lines.append(f"\n{s.size / 2**20:8.2f} MiB {s.count:8d} blocks")
             lines += ["    " + line for line in s.traceback.format(most_recent_first=True)]
+    lines.append("\n" + open("/proc/self/smaps_rollup").read())
+    maps, cur = Counter(), None
+    for row in open("/proc/self/smaps"):
+        head = row.split()
+        if "-" in head[0] and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else "[anon]"
+            cur = name.rsplit("/site-packages/", 1)[-1].split("/")[0] if "/site-packages/" in name else name
+        elif head[0] == "Rss:":
+            maps[cur] += int(head[1])
+    lines.append("resident memory by mapping (KiB; [anon]: malloc arenas, pymalloc, thread stacks):")
+    lines += [f"{kib:10d} {name}" for name, kib in maps.most_common(25)]
+    # pymalloc's arenas: how much of them live objects use (the rest is fragmentation)
+    import tempfile
+    with tempfile.TemporaryFile("w+") as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        stats = tmp.read().splitlines()
+    lines.append("pymalloc (sys._debugmallocstats):")
+    lines += ["    " + row for row in stats if row.startswith(("# arenas", "# bytes", "Total")) or "bytes/arena" in row]
+    sizes = Counter()
+    for o in gc.get_objects():
+        sizes[type(o).__name__] += sys.getsizeof(o)
+    lines.append("\nshallow size of gc-tracked objects by type (KiB; strings and ints not tracked):")
+    lines += [f"{n // 1024:10d} {k}" for k, n in sizes.most_common(15)]
+    # which objects keep sparsely used arenas alive: bucket every object by its 1 MiB address
+    # region (gc-tracked ones and the strings, ints, bytes they refer to)
+    objs = {id(o): o for o in gc.get_objects()}
+    for o in list(objs.values()):
+        for r in gc.get_referents(o):
+            if id(r) not in objs and not gc.is_tracked(r):
+                objs[id(r)] = r
+    regions = {}
+    for addr, o in objs.items():
+        regions.setdefault(addr >> 20, []).append(o)
+    used = {k: sum(sys.getsizeof(o) for o in v) for k, v in regions.items()}
+    sparse = sorted((k for k, n in used.items() if n < 256 * 1024), key=lambda k: used[k])
+    lines.append(f"\n{len(regions)} 1 MiB regions hold objects; {len(sparse)} of them under 256 KiB of objects "
+                 f"({sum(used[k] for k in sparse) // 1024} KiB in all). Types in those:")
+    kinds = Counter(type(o).__name__ for k in sparse for o in regions[k])
+    lines += [f"{n:10d} {k}" for k, n in kinds.most_common(20)]
+    samples = [o for k in sparse for o in regions[k] if isinstance(o, (str, dict, tuple, list))]
+    lines.append("samples:")
+    for o in samples[:: max(1, len(samples) // 60)][:60]:
+        lines.append("    " + type(o).__name__ + " " + repr(o)[:150])
+    tops = Counter(m.split(".")[0] for m in list(sys.modules))
+    lines.append(f"\n{len(sys.modules)} modules imported, by top-level package:")
+    lines += [f"{n:6d} {k}" for k, n in tops.most_common(40)]
+    lines.append(f"\n{threading.active_count()} threads: " + ", ".join(t.name for t in threading.enumerate()))
     kinds = Counter(type(o).__name__ for o in gc.get_objects())
     lines.append("\nlive objects tracked by gc, by type:")
     lines += [f"{n:10d} {k}" for k, n in kinds.most_common(25)]

@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 #: Seconds between local deletes seen by the watcher and the full scan that carries them out.
 RESCAN_DELAY = 2.0
 
+#: Seconds without work after which a settled mirror's remote listing leaves memory
+#: (``SyncEngine.release_snapshot``): a burst of edits keeps it, an idle daemon does not.
+RELEASE_AFTER = 10.0
+
 
 class SyncWorker(WorkerRecovery):
     """The sync worker thread (what other threads may ask of it:
@@ -121,6 +125,7 @@ class SyncWorker(WorkerRecovery):
         self._refreshed_since_open = False
         self._afresh_on_open = False  # `ohsync resync` while the state could not be opened
         self._big_pass = False  # the last pass was big: give its memory back (daemon/memory_trim.py)
+        self._release_at: float | None = None  # monotonic time of the idle release (RELEASE_AFTER)
         self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
         self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
 
@@ -136,7 +141,10 @@ class SyncWorker(WorkerRecovery):
     def _run(self) -> None:
         try:
             while not self._shutdown.is_set():
-                msg = self._queue.get()
+                msg = self._next_message()
+                if msg is None:  # RELEASE_AFTER seconds without a message
+                    self._release_idle()
+                    continue
                 self._handle(msg)
                 while True:  # coalesce everything already queued into one pass
                     try:
@@ -153,6 +161,26 @@ class SyncWorker(WorkerRecovery):
         finally:
             self._finish_tickets(False, "ohsync is shutting down")
             self._close_session()
+
+    def _next_message(self) -> tuple[str, Any] | None:
+        """The next message; None once the idle release is due and none came."""
+        if self._release_at is None:
+            return self._queue.get()
+        try:
+            return self._queue.get(timeout=max(0.0, self._release_at - time.monotonic()))
+        except queue.Empty:
+            return None
+
+    def _release_idle(self) -> None:
+        """Drop what a settled engine holds for its next pass (the remote
+        listing, about 12 MiB at 30,000 files) and hand the pages back."""
+        self._release_at = None
+        release = getattr(getattr(self._session, "engine", None), "release_snapshot", None)
+        try:
+            if release is not None and release():
+                release_memory()
+        except Exception:  # noqa: BLE001 - memory is an optimisation; syncing goes on
+            log.exception("releasing the idle engine's memory failed")
 
     def _handle(self, msg: tuple[str, Any]) -> None:
         kind, arg = msg
@@ -260,6 +288,7 @@ class SyncWorker(WorkerRecovery):
                 self._big_pass = False
                 release_memory()
             self._maintain()
+        self._release_at = time.monotonic() + RELEASE_AFTER
 
     def _drain(self) -> None:
         """Take in messages the jobs just queued (e.g. a full scan after a resync)."""

@@ -89,7 +89,9 @@ class MirrorContext:
     """The shared context of one mirror's sync stages.
 
     :ivar snapshot: the current remote listing by rel path, kept up to date
-        by the stages as they write.
+        by the stages as they write; read from the state's ``remote`` table
+        on first use, and dropped again between passes by
+        :meth:`release_snapshot` (an idle daemon need not hold it).
     :ivar head: a library head commit id read before anything the pass
         read since (the ``head`` an update is based on), None when unknown.
     :ivar head_stale: rel paths we wrote after ``head`` was read: an update
@@ -104,7 +106,8 @@ class MirrorContext:
     state: StateStore
     options: EngineOptions
     on_event: Callable[[SyncEvent], None] | None = None
-    snapshot: dict[str, RemoteEntry] = field(default_factory=dict)
+    #: the listing while held (see :attr:`snapshot`); None: in the state's table only
+    held_snapshot: dict[str, RemoteEntry] | None = field(default=None, repr=False)
     #: ``rel path → sentence``: names in the way that need the person (e.g. a
     #: file called ``.conflict``); listed with the skipped names.
     notices: dict[str, str] = field(default_factory=dict)
@@ -129,6 +132,30 @@ class MirrorContext:
     def wrote(self, rel_path: str, file_id: str) -> None:
         """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""
         self.written.setdefault(rel_path, []).append(file_id)
+
+    @property
+    def snapshot(self) -> dict[str, RemoteEntry]:
+        """The current remote listing by rel path (read from the state when not held)."""
+        if self.held_snapshot is None:
+            self.held_snapshot = self.state.remote_snapshot()
+        return self.held_snapshot
+
+    @snapshot.setter
+    def snapshot(self, value: dict[str, RemoteEntry]) -> None:
+        self.held_snapshot = value
+
+    def release_snapshot(self) -> bool:
+        """Stop holding the listing in memory when the state's table holds
+        exactly it (the next use reads it back, about 0.1 s at 30,000 paths).
+
+        :returns: True when a held listing was dropped; False when none was
+            held or the table differs (then it stays: nothing is lost).
+        """
+        held = self.held_snapshot
+        if held is None or not self.state.release_remote_cache(held):
+            return False
+        self.held_snapshot = None
+        return True
 
     def set_head(self, head: str | None, *, listed: bool) -> None:
         """Record the library head an update is based on.

@@ -207,6 +207,19 @@ class StateStore:
         self._remote_cache = dict(snapshot)
         return snapshot
 
+    def release_remote_cache(self, current: dict[str, RemoteEntry]) -> bool:
+        """Forget the in-memory copy of the ``remote`` table when it equals
+        ``current`` (the caller's listing), so that neither need stay in
+        memory; the next :meth:`replace_remote_snapshot` reads the table again.
+
+        :returns: False (nothing forgotten) inside a transaction, or when the
+            table's rows are unknown or differ from ``current``.
+        """
+        if self._tx_depth or self._remote_cache is None or self._remote_cache != current:
+            return False
+        self._remote_cache = None
+        return True
+
     def replace_remote_snapshot(self, entries: Iterable[RemoteEntry]) -> int:
         """Store a new listing snapshot atomically (inside the caller's
         transaction when one is open, so that it commits with the head).

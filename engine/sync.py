@@ -73,7 +73,7 @@ class SyncEngine(FolderSteps):
         self.local_root = Path(local_root).expanduser()
         self.ignore = IgnoreRules(self.options.ignore, self.local_root)
         self.ctx = MirrorContext(client, repo_id, remote_root, self.local_root, state,
-                                 self.options, on_event, state.remote_snapshot())
+                                 self.options, on_event)
         self.ctx.executor = executor
         self.state = state
         self.valve = DeleteValve(self.options.max_delete_files, self.options.max_delete_percent,
@@ -203,6 +203,17 @@ class SyncEngine(FolderSteps):
         """A folder was deleted or moved here (the watcher says so): no later
         "created" event of a folder counts as an echo."""
         self.own_folders.forget()
+
+    def release_snapshot(self) -> bool:
+        """Between passes of a settled mirror: stop holding the remote listing
+        in memory (it stays in the state database; the next pass that needs
+        it reads it back).  An idle poll never needs it.
+
+        :returns: True when a listing was dropped (worth a
+            ``gc``/``malloc_trim``); False when the mirror is not settled
+            (the next pass will want it) or none was held.
+        """
+        return self._settled is not None and self.ctx.release_snapshot()
 
     def is_ignored(self, rel_path: str) -> bool:
         """True when ``rel_path`` is never synced (ignore rules, temp files)."""
