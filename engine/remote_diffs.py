@@ -58,11 +58,15 @@ class Since:
     :ivar chain: the commits after the old head up to ``head``, oldest first;
         None when the first page does not show them all as one line of
         ordinary commits (at most :data:`MAX_COMMITS`).
+    :ivar old_root: the old head's root directory id when the page shows
+        it, else ``""`` (lets :func:`scan_by_diffs` catch an empty answer
+        for a commit whose root changed).
     """
 
     head: str
     descends: bool | None
     chain: list[CommitInfo] | None
+    old_root: str = ""
 
 
 def chain_since(commits: list[CommitInfo], old_head: str, new_head: str) -> list[CommitInfo] | None:
@@ -95,7 +99,7 @@ def history_since(client: Any, repo_id: str, old_head: str, old_ctime: int, new_
     commits, more = client.commit_history(repo_id, page=1, per_page=PER_PAGE)
     chain = chain_since(commits, old_head, new_head)
     if chain is not None:
-        return Since(new_head, True, chain)
+        return Since(new_head, True, chain, next((c.root_id for c in commits if c.id == old_head), ""))
     return Since(new_head, head_descends(client, repo_id, old_head, old_ctime, new_head, first=(commits, more)),
                  None)
 
@@ -121,14 +125,18 @@ def incremental(ctx: MirrorContext, info: RepoInfo, skipped: list[tuple[str, str
     since = history_since(ctx.client, ctx.repo_id, prev_head, ctime, new_head)
     if not since.chain or not ctx.commit_diffs:
         return None, since
-    scan = scan_by_diffs(ctx, info, since.chain, skipped)
+    scan = scan_by_diffs(ctx, info, since.chain, skipped, old_root=since.old_root)
     return scan, since
 
 
-def _changes(ctx: MirrorContext, chain: list[CommitInfo]) -> dict[str, list[str]] | None:
+def _changes(ctx: MirrorContext, chain: list[CommitInfo], old_root: str = "") -> dict[str, list[str]] | None:
     """rel path → the ops of every commit in ``chain`` that touched it, or
-    None when the diff path cannot tell (see the module docstring)."""
+    None when the diff path cannot tell (see the module docstring).
+
+    :param old_root: the root directory id before ``chain`` (``""``: unknown).
+    """
     touched: dict[str, list[str]] = {}
+    prev_root = old_root
     for commit in chain:
         try:
             changes = ctx.client.commit_changes(ctx.repo_id, commit.id)
@@ -140,6 +148,11 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo]) -> dict[str, list[str]
         except OhsyncError as exc:
             log.info("reading what commit %s changed failed (%s); walking the tree instead", commit.id[:12], exc)
             return None
+        if not changes and prev_root and commit.root_id and commit.root_id != prev_root:
+            # the tree changed, yet the server names no change: it cannot be believed
+            log.info("commit %s changed the tree but names no change; walking the tree instead", commit.id[:12])
+            return None
+        prev_root = commit.root_id
         for change in changes:
             rel = from_remote(ctx.remote_root, change.path)
             new_rel = from_remote(ctx.remote_root, change.new_path) if change.new_path else None
@@ -170,17 +183,19 @@ def _echo(ctx: MirrorContext, rel: str, ops: list[str], snapshot: dict[str, Remo
 
 
 def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
-                  skipped: list[tuple[str, str]]) -> RemoteScan | None:
+                  skipped: list[tuple[str, str]], *, old_root: str = "") -> RemoteScan | None:
     """The remote scan for a head that moved by ``chain`` (oldest first),
     built from the commits' changes and a listing of each folder holding a
     changed path that is not an echo of our own uploads.
 
+    :param old_root: the library's root directory id at the old head (``""``:
+        unknown); a commit that changed the root yet names no change takes the walk.
     :returns: the scan (``rejected`` empty, ``root_oid`` ``""``: unknown),
         or None when the walk must decide (also after any failed request).
     :raises LibraryGoneError: the library is gone.
     """
     before = getattr(ctx.client, "request_count", 0)
-    touched = _changes(ctx, chain)
+    touched = _changes(ctx, chain, old_root)
     if touched is None:
         return None
     snapshot = ctx.snapshot
