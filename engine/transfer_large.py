@@ -87,9 +87,12 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
         ctx.state.set_meta(pending_key, f"{version}:{cap}")
         hasher = ContentHasher()  # hashed while sending: no pass over the file first
 
-        def progress(done: int, total: int) -> None:
+        def progress(done: int, total: int) -> None:  # confirmed by the server
             if done < total:
                 ctx.state.set_meta(pending_key, f"{version}:{done}")
+            ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
+
+        def sending(done: int, total: int) -> None:  # streamed so far (one request may carry the file)
             ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
 
         def unchanged(first: int, end: int) -> None:
@@ -102,7 +105,7 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
         with open(path, "rb") as fh:
             result = send(ctx, rel_path, fh, size, exists=remote is not None, head=head, resume=resume,
                           progress=progress, before_chunk=unchanged, hasher=hasher, resume_cap=cap,
-                          max_request=ctx.options.upload_max_request)
+                          max_request=ctx.options.upload_max_request, sending=sending)
         ctx.state.set_meta(pending_key, None)
         sha1, fid = hasher.sha1(), hasher.file_id()
         remote_written(ctx, rel_path)

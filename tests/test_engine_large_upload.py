@@ -14,6 +14,7 @@ import io
 import os
 import re
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -49,12 +50,18 @@ class Posts:
         return out
 
 
-@pytest.fixture
-def mirror(devserver, tmp_path):
+@pytest.fixture(params=["inline", "pool"])
+def mirror(request, devserver, tmp_path):
+    """A synced mirror of an empty library; ``pool``: with a transfer pool as the
+    daemon gives its engines (the file is then hashed on it while it is sent)."""
     repo = devserver.create_library(USER, "Big")
     m = make_mirror(devserver, repo, tmp_path)
+    pool = ThreadPoolExecutor(4) if request.param == "pool" else None
+    m.engine.executor = m.engine.ctx.executor = pool
     m.sync()
     yield m
+    if pool is not None:
+        pool.shutdown(wait=True)
     m.client.close()
     m.state.close()
 
@@ -163,3 +170,14 @@ def test_one_streamed_request_holds_no_copy_of_the_file_in_memory():
     assert result.id == hasher.file_id() == data_id
     assert hasher.sha1() == hashlib.sha1(data).hexdigest()
     assert peak < 4 * MiB, peak  # 64 KiB reads, no buffer of the file or of a chunk
+
+
+def test_progress_shows_while_the_one_request_streams(devserver, mirror):
+    data = os.urandom(20 * MiB)
+    mirror.write("progress.bin", data)
+    events = []
+    mirror.engine.ctx.on_event = events.append
+    mirror.sync()
+    done = [e.done for e in events if e.kind == "transfer" and e.path == "progress.bin" and e.direction == "up"]
+    assert len(done) >= 10 and done == sorted(done)  # about every MiB of the one request
+    assert done[-1] == len(data) and 0 < done[0] < len(data)
