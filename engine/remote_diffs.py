@@ -14,8 +14,10 @@ Anything unusual takes the walk (:func:`~ohsync.engine.remote_scan.scan_remote`)
 a merge commit (api2 history lists them; an update based on an older head
 makes one), more than :data:`MAX_COMMITS` commits, a history that does not
 reach the old head on its first page (trimmed, rolled back, very busy), a
-rename, a folder created or removed, a change of the mirror's root or of a
-name that cannot be mirrored, a folder that vanished since, an error.
+folder created, removed or renamed, a change of the mirror's root or of a
+name that cannot be mirrored, a changed file no longer there, an error.  A
+file's rename (or move) is its removal from one path and its creation at
+the other, as a walk would see it.
 
 The snapshot stays one a later walk can trust: every folder above a changed
 path keeps its entry but loses its directory id (``""``), and the root's
@@ -26,6 +28,7 @@ their old subtree as unchanged.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,9 +140,12 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo], old_root: str = "") ->
     """
     touched: dict[str, list[str]] = {}
     prev_root = old_root
-    for commit in chain:
+    # several commits: asked for at once on the transfer pool (reads only; idle during a scan)
+    futures = [ctx.executor.submit(ctx.client.commit_changes, ctx.repo_id, c.id) for c in chain] \
+        if ctx.executor is not None and len(chain) > 1 else None
+    for i, commit in enumerate(chain):
         try:
-            changes = ctx.client.commit_changes(ctx.repo_id, commit.id)
+            changes = futures[i].result() if futures is not None else ctx.client.commit_changes(ctx.repo_id, commit.id)
         except LibraryGoneError:
             raise
         except NotFoundError:
@@ -160,9 +166,28 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo], old_root: str = "") ->
             above_root = root != "/" and root.startswith(change.path.rstrip("/") + "/")
             if rel is None and new_rel is None and not above_root:
                 continue  # outside the mirrored folder
-            if change.op not in FILE_OPS or not rel or new_rel is not None or above_root or name_problem(rel):
+            if above_root or rel == "" or new_rel == "":
                 return None
-            touched.setdefault(rel, []).append(change.op)
+            if not unicodedata.is_normalized("NFC", change.path + change.new_path):
+                return None  # a name the rel path (NFC) does not spell as the server does: the walk tells
+            if change.op == "renamed":
+                # a file moved: gone from one path, new at the other (a folder's rename: the walk)
+                if rel is not None:
+                    known = ctx.snapshot.get(rel)
+                    if rel not in touched and (known is None or known.is_dir):
+                        return None
+                    ops = [(rel, "removed")]
+                else:
+                    ops = []
+                ops += [(new_rel, "new")] if new_rel is not None else []
+            elif change.op in FILE_OPS and rel and new_rel is None:
+                ops = [(rel, change.op)]
+            else:
+                return None
+            for path, op in ops:
+                if name_problem(path):
+                    return None
+                touched.setdefault(path, []).append(op)
     return touched
 
 
@@ -211,11 +236,16 @@ def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
     if len(folders) > MAX_FOLDERS:
         return None
     updates: dict[str, RemoteEntry | None] = {}
-    for folder, rels in sorted(folders.items()):
+    for folder, all_rels in sorted(folders.items()):
+        rels = []
+        for rel in all_rels:
+            if touched[rel][-1] == "removed":
+                updates[rel] = None  # confirm.confirm_vanished asks the server before any local delete
+            else:
+                rels.append(rel)
+        if not rels:
+            continue
         if len(rels) == 1:
-            if touched[rels[0]][-1] == "removed":
-                updates[rels[0]] = None  # confirm.confirm_vanished asks the server before any delete
-                continue
             # one path: its own detail, smaller than the folder's listing and
             # never an answer for another folder; a 404 is the server's word
             try:
@@ -223,7 +253,8 @@ def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
             except LibraryGoneError:
                 raise
             except NotFoundError:
-                updates[rels[0]] = None
+                # created or changed, yet not there: removed since, or a folder now: the walk tells
+                return None
             except OhsyncError as exc:
                 log.info("reading %s failed (%s); walking the tree instead", rels[0], exc)
                 return None  # one file's trouble must not fail the scan: the walk does not ask for it

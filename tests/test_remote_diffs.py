@@ -6,6 +6,7 @@ writer after our upload) still ends with every version where it belongs."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -77,8 +78,18 @@ def test_remote_change_three_deep_costs_depth_plus_three(mirror, devserver):
     assert mirror.engine.sync([], check_remote=True).transferred == 0
 
 
-def test_several_commits_and_a_removed_file(mirror, devserver):
+@pytest.fixture
+def executor():
+    pool = ThreadPoolExecutor(4)
+    yield pool
+    pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_several_commits_and_a_removed_file(mirror, devserver, pool, executor):
     repo = mirror.repo_id
+    if pool:  # the commits are read at once on the transfer pool
+        mirror.engine.ctx.executor = executor
     devserver.put_file(repo, "/a/n1.md", b"one\n")
     devserver.put_file(repo, "/a/b/c/new.md", b"new file\n")
     devserver.delete_path(repo, "/x/n2.md")
@@ -102,22 +113,36 @@ def test_a_folder_back_to_its_old_id_is_still_seen(mirror, devserver):
     old = devserver.read_file(repo, "/" + DEEP)
     devserver.put_file(repo, "/" + DEEP, b"changed\n")
     assert _poll(mirror, devserver).downloaded == [DEEP]
-    # back to the old bytes, plus a rename elsewhere: the walk decides this time
+    # back to the old bytes, plus a new folder elsewhere: the walk decides this time
     devserver.put_file(repo, "/" + DEEP, old)
-    devserver.rename_path(repo, "/x/n1.md", "renamed.md")
+    devserver.put_file(repo, "/x/new/f.md", b"in a new folder\n")
     report = _poll(mirror, devserver)
     assert devserver.request_count(LISTING) >= 4  # the walk from the root
     assert mirror.read(DEEP) == old and DEEP in report.downloaded
-    assert (mirror.root / "x/renamed.md").exists() and not (mirror.root / "x/n1.md").exists()
+    assert mirror.read("x/new/f.md") == b"in a new folder\n"
     assert _snapshot_files(mirror) == _walked_files(mirror)
 
 
-@pytest.mark.parametrize("change", ["rename", "folder delete", "new folder"])
-def test_folder_and_rename_changes_take_the_walk(mirror, devserver, change):
+def test_a_file_renamed_and_moved_is_moved_here(mirror, devserver):
+    repo = mirror.repo_id
+    devserver.rename_path(repo, "/a/b/n4.md", "n4-renamed.md")
+    devserver.rename_path(repo, "/x/n1.md", "moved.md")
+    devserver.move_path(repo, "/x/moved.md", "/a/b/c")
+    report = _poll(mirror, devserver)
+    assert sorted(report.moved) == [("a/b/n4.md", "a/b/n4-renamed.md"), ("x/n1.md", "a/b/c/moved.md")]
+    assert mirror.read("a/b/n4-renamed.md") == b"note a/b 4\n" and not (mirror.root / "a/b/n4.md").exists()
+    assert mirror.read("a/b/c/moved.md") == b"note x 1\n" and not (mirror.root / "x/n1.md").exists()
+    assert report.deleted_local == [] and report.downloaded == []
+    assert devserver.request_count(LISTING) == 0 and devserver.request_count(DIFF) == 3
+    assert _snapshot_files(mirror) == _walked_files(mirror)
+
+
+@pytest.mark.parametrize("change", ["folder rename", "folder delete", "new folder"])
+def test_folder_changes_take_the_walk(mirror, devserver, change):
     repo = mirror.repo_id
     devserver.put_file(repo, "/a/n3.md", b"edited before\n")
-    if change == "rename":
-        devserver.rename_path(repo, "/a/b/n4.md", "n4-renamed.md")
+    if change == "folder rename":
+        devserver.rename_path(repo, "/a/b", "b-renamed")
     elif change == "folder delete":
         devserver.delete_path(repo, "/x/y")
     else:
@@ -126,8 +151,8 @@ def test_folder_and_rename_changes_take_the_walk(mirror, devserver, change):
     report = _poll(mirror, devserver)
     assert devserver.request_count(LISTING) >= 3  # root, a, x ...: the walk
     assert mirror.read("a/n3.md") == b"edited before\n" and mirror.read("x/n5.md") == b"edited after\n"
-    if change == "rename":
-        assert mirror.read("a/b/n4-renamed.md") == b"note a/b 4\n" and not (mirror.root / "a/b/n4.md").exists()
+    if change == "folder rename":
+        assert mirror.read("a/b-renamed/c/deep.md") == b"deep\n" and not (mirror.root / "a/b").exists()
     elif change == "folder delete":
         assert not any((mirror.root / "x/y").glob("*.md"))
         assert sorted(report.deleted_local) == [f"x/y/n{i}.md" for i in range(10)]
