@@ -471,3 +471,37 @@ def test_a_name_in_nfd_is_not_dropped_silently(mirror, devserver, tmp_path):
     report = mirror.engine.sync([], check_remote=True)
     nfc = unicodedata.normalize("NFC", "a/café.md")
     assert (mirror.root / nfc).exists() or any(rel == nfc for rel, _ in report.errors + report.skipped), report
+
+
+def test_a_client_clock_ahead_is_not_a_rollback(mirror, devserver, tmp_path, monkeypatch):
+    """A desktop client's commits carry its own clock: the head we saw may be
+    newer (by ctime) than the server's later commits.  A merge after it sends
+    the rollback check to the history; its descendants are not a rollback."""
+    import time as real_time
+
+    from ohsync.devserver import store as store_mod
+
+    class Ahead:
+        @staticmethod
+        def time() -> float:
+            return real_time.time() + 600  # ten minutes ahead
+
+    repo = mirror.repo_id
+    monkeypatch.setattr(store_mod, "time", Ahead)
+    devserver.put_file(repo, "/a/n0.md", b"from a laptop whose clock runs ahead\n")
+    monkeypatch.undo()
+    _poll(mirror)
+    assert mirror.read("a/n0.md") == b"from a laptop whose clock runs ahead\n"
+    stale = devserver.head_commit(repo)
+    devserver.put_file(repo, "/a/n1.md", b"first writer\n")
+    other = make_mirror(devserver, repo, tmp_path, "other").client
+    try:
+        other.update(repo, "/a/n1.md", b"based on the laptop's head\n", head=stale)
+    finally:
+        other.close()
+    assert devserver.history(repo)[0]["second_parent_id"]
+    report = _poll(mirror)
+    assert mirror.engine.regression() is None, report
+    local = {p.read_bytes() for p in mirror.root.rglob("*.md")}
+    assert {b"first writer\n", b"based on the laptop's head\n"} <= local
+    _assert_like_the_walk(mirror, devserver, tmp_path)
