@@ -217,15 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=50.0,
                     help="ms added to every request in the second round of `upload` and `bigfile` (default 50)")
     ap.add_argument("--runs", type=int, default=3, help="ohsync runs per `upload` figure (median; default 3)")
-    ap.add_argument("--rclone-upload-timeout", type=float, default=20.0,
-                    help="bound on each rclone upload; past it the figure is extrapolated (default 20 s)")
+    ap.add_argument("--rclone-upload-timeout", type=float, default=10.0,
+                    help="bound on each rclone upload; past it the figure is extrapolated (default 10 s)")
     ap.add_argument("--notify-changes", type=int, default=10, help="remote changes timed in `notify` (default 10)")
     ap.add_argument("--saves", type=int, default=100, help="local saves timed in `save` (default 100)")
     ap.add_argument("--save-rclone-runs", type=int, default=10,
                     help="rclone copyto runs in `save` (p50/p95; default 10, 0: none)")
     ap.add_argument("--burst", type=int, default=1000, help="local edits at once in `burst` (default 1000)")
-    ap.add_argument("--rclone-burst-timeout", type=float, default=20.0,
-                    help="bound on rclone's `burst` copy; past it the figure is extrapolated (default 20 s)")
+    ap.add_argument("--rclone-burst-timeout", type=float, default=10.0,
+                    help="bound on rclone's `burst` copy; past it the figure is extrapolated (default 10 s)")
     ap.add_argument("--scale-files", type=int, default=30000, help="library size of `scale` (default 30000)")
     ap.add_argument("--scale-idle-seconds", type=float, default=60.0, help="idle stretch of `scale` (default 60 s)")
     ap.add_argument("--scale-poll", type=float, default=30.0, help="poll_interval of the `scale` daemon (default 30)")

@@ -41,12 +41,15 @@ def _latency(bench: Any, ms: float) -> None:
     set_latency(bench, ms)
 
 
-def _unique_copy(src: Path, dest: Path, tag: str) -> None:
+def _unique_copy(src: Path, dest: Path, tag: str, extra: int = 0) -> None:
     """``src`` copied to ``dest`` with its first bytes replaced by ``tag``
-    (same size, content of its own)."""
+    (content of its own) and ``extra`` bytes appended."""
     shutil.copyfile(src, dest)
     with open(dest, "r+b") as fh:
         fh.write(tag.encode().ljust(64, b"."))
+        if extra:
+            fh.seek(0, os.SEEK_END)
+            fh.write(b"\n" * extra)
 
 
 def _random_file(path: Path, mib: int) -> None:
@@ -116,11 +119,13 @@ def s_bigfile(bench: Any) -> None:
     hdr = {"Authorization": f"Token {bench.srv.token}"}
     _warm_up(bench, other, src, hdr)
     try:
-        for ms in sorted({0.0, float(bench.args.latency)}):
+        for n, ms in enumerate(sorted({0.0, float(bench.args.latency)})):
             label = f"{ms:g} ms" if ms else "no latency"
             tag = f"{int(ms)}"
             log(f"bigfile: {mib} MiB upload/download, {label}")
-            _unique_copy(src, mirror.root / f"ohsync-up-{tag}.bin", f"ohsync up {tag}")
+            # a size no base has: a new file of the same size as a synced one is read
+            # and hashed first, in case it is that file moved (engine/moves.py)
+            _unique_copy(src, mirror.root / f"ohsync-up-{tag}.bin", f"ohsync up {tag}", extra=n + 1)
             down = bench.work / f"down-src-{tag}.bin"
             _unique_copy(src, down, f"server down {tag}")
 

@@ -223,8 +223,8 @@ def s_quiet(bench: Any) -> None:
                         ("push", f"push, safety poll every {args.idle_safety_poll:g} s")):
         m = pair.result[name]
         x = m.extra
-        bench.add_row("quiet", f"idle {m.seconds:.0f} s, {label}, {files} files", m, None, other_name="-",
+        bench.add_row("quiet", f"idle {args.idle_seconds:.0f} s, {label}, {files} files", m, None, other_name="-",
                       oh_value=f"{x['cpu_percent']:.2f} % CPU ({x['cpu_seconds']:.2f} s), {x['rss_mib_median']} MiB "
-                               f"RSS; {x['polls']} polls, {x['requests_per_hour_measured']:g} req/h measured "
+                               f"RSS; {x['polls']} poll{'' if x['polls'] == 1 else 's'}, {x['requests_per_hour_measured']:g} req/h measured "
                                f"({x['requests_per_hour_configured']}/h configured)",
-                      note=f"{x['polls']} polls; {load}")
+                      note=load)

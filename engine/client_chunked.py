@@ -1,10 +1,12 @@
 """Chunked, resumable upload of one large file (a mixin of
 :class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.5.
 
-A large file goes up in ``Content-Range`` chunks to an upload link (new
-file) or an update link (existing file), resumable from the server's
-``file-uploaded-bytes`` after a dropped connection or a restart of the
-program.  Memory use is bounded by the chunk buffers, whatever the file size.
+A large file goes up to an upload link (new file) or an update link
+(existing file): in one streamed request up to ``max_request`` bytes, else
+(or after that request failed) in ``Content-Range`` chunks, resumable from
+the server's ``file-uploaded-bytes`` after a dropped connection or a restart
+of the program.  Memory use is bounded by the 64 KiB reads of a streamed
+request, or by the chunk buffers of chunks in flight, whatever the file size.
 """
 
 from __future__ import annotations

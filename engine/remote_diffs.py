@@ -28,6 +28,7 @@ their old subtree as unchanged.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,6 +172,8 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo], old_root: str = "") ->
                 continue  # outside the mirrored folder
             if above_root or rel == "" or new_rel == "":
                 return None
+            if not unicodedata.is_normalized("NFC", change.path + change.new_path):
+                return None  # a name the rel path (NFC) does not spell as the server does: the walk tells
             if change.op == "renamed":
                 # a file moved: gone from one path, new at the other (a folder's rename: the walk)
                 if rel is not None:

@@ -429,3 +429,79 @@ def test_a_long_random_run_loses_nothing_and_ends_like_the_walk(mirror, devserve
     _assert_like_the_walk(mirror, devserver, tmp_path)
     server = {p: b for p, b in devserver.tree(mirror.repo_id).items()}
     assert _files(mirror.root) == server
+
+
+# -- devserver's commit diffs as seafile computes them ---------------------------
+
+def _diffs(devserver, repo: str) -> list[dict]:  # noqa: ANN001
+    import httpx
+    head = devserver.head_commit(repo)
+    r = httpx.get(f"{devserver.url}/api/v2.1/repos/{repo}/commits/{head}/",
+                  headers={"Authorization": f"Token {devserver.token_for(USER)}"})
+    assert r.status_code == 200
+    return r.json()["commit_diffs"]
+
+
+def test_devserver_folds_folders_and_names_folder_renames_like_seafile(devserver, tmp_path):
+    """seafile's diff_commits with fold_dir_diff (seahub's call): a new or
+    removed folder is one entry, not its files; a renamed folder is one
+    entry whose status seahub has no name for (op_type ""); a lone empty
+    file renamed is paired like any other."""
+    repo = devserver.create_library(USER, "Diffs-shape", from_tree=_seed(tmp_path / "seed"))
+    devserver.put_file(repo, "/Files/new/deep/f.md", b"new folder\n")
+    assert _diffs(devserver, repo) == [{"op_type": "newdir", "path": "/Files/new", "new_path": ""}]
+    devserver.delete_path(repo, "/x/y")
+    assert _diffs(devserver, repo) == [{"op_type": "deldir", "path": "/x/y", "new_path": ""}]
+    devserver.rename_path(repo, "/a/b", "bb")
+    assert _diffs(devserver, repo) == [{"op_type": "", "path": "/a/b", "new_path": "/a/bb"}]
+    devserver.put_file(repo, "/a/empty.md", b"")
+    devserver.rename_path(repo, "/a/empty.md", "still-empty.md")
+    assert _diffs(devserver, repo) == [{"op_type": "renamed", "path": "/a/empty.md", "new_path": "/a/still-empty.md"}]
+    devserver.rename_path(repo, "/a/n0.md", "n0-renamed.md")
+    assert _diffs(devserver, repo) == [{"op_type": "renamed", "path": "/a/n0.md", "new_path": "/a/n0-renamed.md"}]
+
+
+def test_a_name_in_nfd_is_not_dropped_silently(mirror, devserver, tmp_path):
+    """A file whose server name is decomposed (NFD, as macOS spells it): its
+    rel path is NFC, so asking for it by that path answers 404; the diff path
+    must not take that for "gone" and say nothing (the walk names it)."""
+    import unicodedata
+    repo = mirror.repo_id
+    devserver.plant_entry(repo, "/a", unicodedata.normalize("NFD", "café.md"), b"mac name\n")
+    report = mirror.engine.sync([], check_remote=True)
+    nfc = unicodedata.normalize("NFC", "a/café.md")
+    assert (mirror.root / nfc).exists() or any(rel == nfc for rel, _ in report.errors + report.skipped), report
+
+
+def test_a_client_clock_ahead_is_not_a_rollback(mirror, devserver, tmp_path, monkeypatch):
+    """A desktop client's commits carry its own clock: the head we saw may be
+    newer (by ctime) than the server's later commits.  A merge after it sends
+    the rollback check to the history; its descendants are not a rollback."""
+    import time as real_time
+
+    from ohsync.devserver import store as store_mod
+
+    class Ahead:
+        @staticmethod
+        def time() -> float:
+            return real_time.time() + 600  # ten minutes ahead
+
+    repo = mirror.repo_id
+    monkeypatch.setattr(store_mod, "time", Ahead)
+    devserver.put_file(repo, "/a/n0.md", b"from a laptop whose clock runs ahead\n")
+    monkeypatch.undo()
+    _poll(mirror)
+    assert mirror.read("a/n0.md") == b"from a laptop whose clock runs ahead\n"
+    stale = devserver.head_commit(repo)
+    devserver.put_file(repo, "/a/n1.md", b"first writer\n")
+    other = make_mirror(devserver, repo, tmp_path, "other").client
+    try:
+        other.update(repo, "/a/n1.md", b"based on the laptop's head\n", head=stale)
+    finally:
+        other.close()
+    assert devserver.history(repo)[0]["second_parent_id"]
+    report = _poll(mirror)
+    assert mirror.engine.regression() is None, report
+    local = {p.read_bytes() for p in mirror.root.rglob("*.md")}
+    assert {b"first writer\n", b"based on the laptop's head\n"} <= local
+    _assert_like_the_walk(mirror, devserver, tmp_path)
