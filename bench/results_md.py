@@ -7,6 +7,12 @@ it, so one file holds every scenario although they come from two commands:
 markers.  Each part's header line says how it
 was made: options, the wall time of each scenario, and whether the run
 shared the machine (load average before it 0.5 or more).
+
+README.md's Benchmarks section holds a copy of RESULTS.md between
+:data:`README_BEGIN` and :data:`README_END`, rewritten with it by every run
+that writes ``bench/RESULTS.md``, so the README's table is never older than
+the file.  ``python bench/results_md.py`` copies it again (after a merge,
+say); ``--check`` only says whether the copy is current (exit 1 if not).
 """
 
 from __future__ import annotations
@@ -19,9 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_results_md"]
+__all__ = ["write_results_md", "readme_block", "update_readme", "README_BEGIN", "README_END"]
 
 _BEGIN, _END = "<!-- scale -->", "<!-- /scale -->"
+#: The block of README.md's Benchmarks section that holds a copy of RESULTS.md.
+README_BEGIN = "<!-- bench/RESULTS.md: copied by bench/results_md.py, do not edit -->"
+README_END = "<!-- /bench/RESULTS.md -->"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _header(bench: Any, seconds: float, what: str) -> str:
@@ -40,7 +50,8 @@ def _header(bench: Any, seconds: float, what: str) -> str:
                 f"{args.scale_idle_seconds:g} --scale-poll {args.scale_poll:g}")
     else:
         opts = (f"--files {args.files} --seed {args.seed} --big-mb {args.big_mb} --latency {args.latency:g} "
-                f"--runs {args.runs} --saves {args.saves} --burst {args.burst}")
+                f"--runs {args.runs} --saves {args.saves} --burst {args.burst} --idle-seconds {args.idle_seconds:g} "
+                f"--idle-window {args.idle_window}")
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
                                 cwd=Path(__file__).resolve().parent).stdout.strip()
@@ -86,3 +97,59 @@ def write_results_md(bench: Any, path: Path, seconds: float) -> None:
             _END,
         ])
     path.write_text(main.rstrip() + "\n" + ("\n" + scale + "\n" if scale else ""), encoding="utf-8")
+    if path.resolve() == (REPO / "bench" / "RESULTS.md").resolve():
+        update_readme(path, REPO / "README.md")
+
+
+def readme_block(results: str) -> str:
+    """The README copy of RESULTS.md's text ``results``: its title dropped, its
+    sections one level down (they sit inside README's Benchmarks section),
+    between the markers."""
+    lines = results.strip().splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    body = "\n".join("#" + line if line.startswith("## ") else line for line in lines).strip()
+    return f"{README_BEGIN}\n{body}\n{README_END}"
+
+
+def update_readme(results: Path, readme: Path) -> bool:
+    """Rewrite README.md's block with the copy of ``results``.
+
+    :returns: True when the README changed; False when it was current or has
+        no block (then nothing is written).
+    """
+    text = readme.read_text(encoding="utf-8")
+    m = re.search(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), text, re.S)
+    if not m:
+        return False
+    new = text[:m.start()] + readme_block(results.read_text(encoding="utf-8")) + text[m.end():]
+    if new == text:
+        return False
+    readme.write_text(new, encoding="utf-8")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Copy bench/RESULTS.md into README.md (``--check``: exit 1 when the copy is stale)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--check", action="store_true", help="only say whether README.md's copy is current")
+    args = ap.parse_args(argv)
+    results, readme = REPO / "bench" / "RESULTS.md", REPO / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    m = re.search(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), text, re.S)
+    if not m:
+        print(f"{readme}: no block between {README_BEGIN!r} and {README_END!r}")
+        return 1
+    current = m.group(0) == readme_block(results.read_text(encoding="utf-8"))
+    if args.check:
+        print("README.md's benchmark table is " + ("current" if current else "older than bench/RESULTS.md"))
+        return 0 if current else 1
+    changed = update_readme(results, readme)
+    print("README.md: benchmark table " + ("copied from bench/RESULTS.md" if changed else "already current"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -16,7 +16,9 @@ Scenarios (``--only`` takes a comma-separated subset; the module that runs each 
   daemon   ``ohsync run --no-tray``: start to idle, then idle CPU and RSS [scenarios_daemon]
   save     local save -> verified on the server through the daemon, p50/p95 of --saves [scenarios_daemon]
   burst    --burst local edits at once -> all verified, through the daemon [scenarios_daemon]
-  notify   the daemon with push notifications: remote change -> local, idle requests [speed]
+  notify   the daemon with push notifications: remote change -> local [speed]
+  quiet    a polling and a push daemon idle for --idle-seconds (300), each on its own devserver: CPU, RSS,
+           requests per poll and per hour; beside the other scenarios by default [scenarios_idle]
   scale    a --scale-files library (30,000) through the daemon: cold mirror, idle, rescan [scale]
 
 devserver runs as its own process (``python -m ohsync.devserver``) so that it does not
@@ -70,7 +72,8 @@ from common import (  # noqa: E402,F401
     stop_process,
 )
 
-SCENARIOS = ["cold", "idle", "detect", "push", "upload", "bigfile", "daemon", "save", "burst", "notify", "scale"]
+SCENARIOS = ["cold", "idle", "detect", "push", "upload", "bigfile", "daemon", "save", "burst", "notify", "quiet",
+             "scale"]
 #: What runs without ``--only`` (``make bench``): everything; ``make bench-scale`` reruns ``scale`` alone.
 DEFAULT_SCENARIOS = list(SCENARIOS)
 
@@ -81,12 +84,13 @@ def scenario_table() -> dict[str, Callable[[Any], None]]:
     import scenarios_big
     import scenarios_daemon
     import scenarios_engine
+    import scenarios_idle
     import speed
 
     return {"cold": scenarios_engine.s_cold, "idle": scenarios_engine.s_idle, "detect": scenarios_engine.s_detect,
             "push": scenarios_engine.s_push, "upload": speed.s_upload, "bigfile": scenarios_big.s_bigfile,
             "daemon": scenarios_daemon.s_daemon, "save": scenarios_daemon.s_save, "burst": scenarios_daemon.s_burst,
-            "notify": speed.s_notify, "scale": scale.s_scale}
+            "notify": speed.s_notify, "quiet": scenarios_idle.s_quiet, "scale": scale.s_scale}
 
 
 class Bench:
@@ -197,24 +201,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cold-big-files", type=int, default=10,
                     help="files of the large cold mirror in `bigfile` (default 10; 0: none)")
     ap.add_argument("--cold-big-mb", type=int, default=50, help="MiB of each of them (default 50)")
-    ap.add_argument("--rclone-cold-timeout", type=float, default=40.0,
-                    help="bound on rclone's cold copy; past it the time is extrapolated (default 40 s)")
-    ap.add_argument("--daemon-seconds", type=float, default=30.0)
+    ap.add_argument("--rclone-cold-timeout", type=float, default=20.0,
+                    help="bound on rclone's cold copy; past it the time is extrapolated (default 20 s)")
+    ap.add_argument("--idle-seconds", type=float, default=300.0,
+                    help="idle window of `quiet` (default 300 s)")
+    ap.add_argument("--idle-poll", type=float, default=30.0,
+                    help="poll_interval of the polling daemon of `quiet` (default 30 s, the configuration's)")
+    ap.add_argument("--idle-safety-poll", type=float, default=300.0,
+                    help="push_safety_poll of the push daemon of `quiet` (default 300 s, the configuration's)")
+    ap.add_argument("--idle-window", choices=("background", "alone"), default="background",
+                    help="`quiet`'s window beside the scenarios that follow its start (default) or alone")
     ap.add_argument("--daemon-poll", type=float, default=5.0, help="poll_interval of the measured daemon")
     ap.add_argument("--timeout", type=float, default=300.0, help="bound on any one ohsync step (default 300 s)")
     ap.add_argument("--keep", action="store_true", help="keep the temp work dir")
     ap.add_argument("--latency", type=float, default=50.0,
                     help="ms added to every request in the second round of `upload` and `bigfile` (default 50)")
     ap.add_argument("--runs", type=int, default=3, help="ohsync runs per `upload` figure (median; default 3)")
-    ap.add_argument("--rclone-upload-timeout", type=float, default=20.0,
-                    help="bound on each rclone upload; past it the figure is extrapolated (default 20 s)")
+    ap.add_argument("--rclone-upload-timeout", type=float, default=10.0,
+                    help="bound on each rclone upload; past it the figure is extrapolated (default 10 s)")
     ap.add_argument("--notify-changes", type=int, default=10, help="remote changes timed in `notify` (default 10)")
     ap.add_argument("--saves", type=int, default=100, help="local saves timed in `save` (default 100)")
     ap.add_argument("--save-rclone-runs", type=int, default=10,
                     help="rclone copyto runs in `save` (p50/p95; default 10, 0: none)")
     ap.add_argument("--burst", type=int, default=1000, help="local edits at once in `burst` (default 1000)")
-    ap.add_argument("--rclone-burst-timeout", type=float, default=20.0,
-                    help="bound on rclone's `burst` copy; past it the figure is extrapolated (default 20 s)")
+    ap.add_argument("--rclone-burst-timeout", type=float, default=10.0,
+                    help="bound on rclone's `burst` copy; past it the figure is extrapolated (default 10 s)")
     ap.add_argument("--scale-files", type=int, default=30000, help="library size of `scale` (default 30000)")
     ap.add_argument("--scale-idle-seconds", type=float, default=60.0, help="idle stretch of `scale` (default 60 s)")
     ap.add_argument("--scale-poll", type=float, default=30.0, help="poll_interval of the `scale` daemon (default 30)")
@@ -228,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown scenario(s) {bad}; choose from {SCENARIOS}")
 
     from scenarios_daemon import DAEMON_SCENARIOS, stop_daemon
+    from scenarios_idle import start_quiet, stop_quiet
 
     only = [s for s in SCENARIOS if s in only]  # the daemon scenarios share a daemon: keep them together
     funcs = scenario_table()
@@ -240,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
             bench.rc = Rclone("")  # scale brings its own library and devserver
         else:
             bench.setup()
+        if "quiet" in only and args.idle_window == "background":
+            t1 = time.perf_counter()
+            start_quiet(bench)  # its idle window runs beside the scenarios that follow
+            bench.seconds["quiet start"] = round(time.perf_counter() - t1, 1)
         for name in only:
             if name not in DAEMON_SCENARIOS:
                 stop_daemon(bench)
@@ -257,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"== {name}: {bench.seconds[name]:.0f} s")
     finally:
         stop_daemon(bench)
+        stop_quiet(bench)
         if bench.srv:
             bench.srv.stop()
         if args.keep:

@@ -18,7 +18,9 @@ on the other side).
 from __future__ import annotations
 
 import os
+import resource
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +41,15 @@ def _latency(bench: Any, ms: float) -> None:
     set_latency(bench, ms)
 
 
-def _unique_copy(src: Path, dest: Path, tag: str) -> None:
+def _unique_copy(src: Path, dest: Path, tag: str, extra: int = 0) -> None:
     """``src`` copied to ``dest`` with its first bytes replaced by ``tag``
-    (same size, content of its own)."""
+    (content of its own) and ``extra`` bytes appended."""
     shutil.copyfile(src, dest)
     with open(dest, "r+b") as fh:
         fh.write(tag.encode().ljust(64, b"."))
+        if extra:
+            fh.seek(0, os.SEEK_END)
+            fh.write(b"\n" * extra)
 
 
 def _random_file(path: Path, mib: int) -> None:
@@ -57,8 +62,35 @@ def _mbps(size: int, m: Measure | None) -> float | None:
     return None if not m or not m.seconds or m.error else round(size / MB / m.seconds, 1)
 
 
+def _proc_cpu(pid: int) -> float:
+    """utime + stime of process ``pid`` so far, seconds (0 when unreadable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _cpu(bench: Any, step: Callable[[], Measure]) -> Measure:
+    """Run a measured step and record where the CPU went: ``client_cpu_s`` (this
+    process, all threads, plus children that ended meanwhile, i.e. rclone) and
+    ``server_cpu_s`` (devserver's process)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    srv0 = _proc_cpu(bench.srv.proc.pid)
+    m = step()
+    own2 = resource.getrusage(resource.RUSAGE_SELF)
+    kids2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    m.extra["client_cpu_s"] = round(own2.ru_utime + own2.ru_stime - own.ru_utime - own.ru_stime
+                                    + kids2.ru_utime + kids2.ru_stime - kids.ru_utime - kids.ru_stime, 3)
+    m.extra["server_cpu_s"] = round(_proc_cpu(bench.srv.proc.pid) - srv0, 3)
+    return m
+
+
 def _log(label: str, m: Measure, size: int) -> None:
     log(f"  {label}: {m.seconds or 0:.2f} s, {_mbps(size, m)} MiB/s, {m.requests} requests"
+        + (f", CPU s client {m.extra['client_cpu_s']} / devserver {m.extra['server_cpu_s']}"
+           if "client_cpu_s" in m.extra else "")
         + (f", peak RSS +{m.extra['bench_peak_rss_growth_mib']} MiB" if "bench_peak_rss_growth_mib" in m.extra
            else "")
         + (f" ERROR {m.error}" if m.error else ""))
@@ -85,23 +117,28 @@ def s_bigfile(bench: Any) -> None:
     mirror.sync()  # empty library: establishes the base head (not measured)
     t = bench.args.timeout
     hdr = {"Authorization": f"Token {bench.srv.token}"}
+    _warm_up(bench, other, src, hdr)
     try:
-        for ms in sorted({0.0, float(bench.args.latency)}):
+        for n, ms in enumerate(sorted({0.0, float(bench.args.latency)})):
             label = f"{ms:g} ms" if ms else "no latency"
             tag = f"{int(ms)}"
             log(f"bigfile: {mib} MiB upload/download, {label}")
-            _unique_copy(src, mirror.root / f"ohsync-up-{tag}.bin", f"ohsync up {tag}")
+            # a size no base has: a new file of the same size as a synced one is read
+            # and hashed first, in case it is that file moved (engine/moves.py)
+            _unique_copy(src, mirror.root / f"ohsync-up-{tag}.bin", f"ohsync up {tag}", extra=n + 1)
             down = bench.work / f"down-src-{tag}.bin"
             _unique_copy(src, down, f"server down {tag}")
 
+            os.sync()  # the copies' writeback must not slow whichever step comes first
             _latency(bench, ms)
             rss0 = peak_rss_mib()
-            oh_up = engine_measure(bench.srv, mirror, [f"ohsync-up-{tag}.bin"], t, "ohsync big upload")
+            oh_up = _cpu(bench, lambda: engine_measure(bench.srv, mirror, [f"ohsync-up-{tag}.bin"], t,
+                                                         "ohsync big upload"))
             oh_up.extra["bench_peak_rss_growth_mib"] = peak_rss_mib() - rss0
             bench.srv.put_file_from(repo, f"/server-down-{tag}.bin", down)  # by another client
             down.unlink()
             rss0 = peak_rss_mib()
-            oh_down = engine_measure(bench.srv, mirror, None, t, "ohsync big download")
+            oh_down = _cpu(bench, lambda: engine_measure(bench.srv, mirror, None, t, "ohsync big download"))
             oh_down.extra["bench_peak_rss_growth_mib"] = peak_rss_mib() - rss0
             got = mirror.root / f"server-down-{tag}.bin"
             oh_down.extra["ok"] = got.exists() and got.stat().st_size == size
@@ -120,17 +157,17 @@ def s_bigfile(bench: Any) -> None:
                     _stream_down(c, bench.srv.url, repo, f"/server-down-{tag}.bin", bench.work / "httpx-down.bin",
                                  hdr)
 
-            hx_up, _ = measured(bench.srv, httpx_up, t, "httpx upload")
-            hx_down, _ = measured(bench.srv, httpx_down, t, "httpx download")
+            os.sync()
+            hx_up = _cpu(bench, lambda: measured(bench.srv, httpx_up, t, "httpx upload")[0])
+            hx_down = _cpu(bench, lambda: measured(bench.srv, httpx_down, t, "httpx download")[0])
             rc_up = rc_down = None
             if bench.rc.bin:
-                rc_up = rclone_measure(bench.srv, bench.rc, ["copyto", str(src),
-                                                             bench.rc.remote(OTHER_LIB, f"rclone-up-{tag}.bin")],
-                                       t, "rclone big upload")
-                rc_down = rclone_measure(bench.srv, bench.rc, ["copyto", bench.rc.remote(BIG_LIB,
-                                                                                         f"server-down-{tag}.bin"),
-                                                             str(bench.work / "rclone-down.bin")], t,
-                                         "rclone big download")
+                rc_up = _cpu(bench, lambda: rclone_measure(
+                    bench.srv, bench.rc, ["copyto", str(src), bench.rc.remote(OTHER_LIB, f"rclone-up-{tag}.bin")],
+                    t, "rclone big upload"))
+                rc_down = _cpu(bench, lambda: rclone_measure(
+                    bench.srv, bench.rc, ["copyto", bench.rc.remote(BIG_LIB, f"server-down-{tag}.bin"),
+                                          str(bench.work / "rclone-down.bin")], t, "rclone big download"))
             _latency(bench, 0)
             for name, m in (("ohsync up", oh_up), ("ohsync down", oh_down), ("httpx up", hx_up),
                             ("httpx down", hx_down), ("rclone up", rc_up), ("rclone down", rc_down)):
@@ -148,6 +185,19 @@ def s_bigfile(bench: Any) -> None:
         shutil.rmtree(base, ignore_errors=True)
     if bench.args.cold_big_files and bench.args.cold_big_mb:
         _cold_big(bench)
+
+
+def _warm_up(bench: Any, repo: str, src: Path, hdr: dict[str, str]) -> None:
+    """One plain upload and download of ``src``, not measured: devserver's first
+    request of this size pays for growing its heap (about +1 s here), which
+    would otherwise fall on whichever tool goes first."""
+    with httpx.Client(timeout=600) as c:
+        link = c.get(f"{bench.srv.url}/api2/repos/{repo}/upload-link/", params={"p": "/"}, headers=hdr).json()
+        with open(src, "rb") as fh:
+            c.post(link, params={"ret-json": "1"}, data={"parent_dir": "/", "replace": "1"},
+                   files={"file": ("warm-up.bin", fh, "application/octet-stream")}).raise_for_status()
+        _stream_down(c, bench.srv.url, repo, "/warm-up.bin", bench.work / "warm-up.bin", hdr)
+    (bench.work / "warm-up.bin").unlink()
 
 
 def _stream_down(c: httpx.Client, url: str, repo: str, path: str, dest: Path, hdr: dict[str, str]) -> None:
@@ -191,14 +241,14 @@ def _cold_big(bench: Any) -> None:
 
     try:
         _latency(bench, ms)
-        oh = engine_measure(bench.srv, mirror, None, t, "ohsync cold big")
+        oh = _cpu(bench, lambda: engine_measure(bench.srv, mirror, None, t, "ohsync cold big"))
         oh.extra["files_local"] = sum(1 for name in names if (mirror.root / name.lstrip("/")).is_file()
                                       and (mirror.root / name.lstrip("/")).stat().st_size == mib * MB)
-        hx, _ = measured(bench.srv, plain, t, "httpx cold big")
+        hx = _cpu(bench, lambda: measured(bench.srv, plain, t, "httpx cold big")[0])
         rc = None
         if bench.rc.bin:
-            rc = rclone_measure(bench.srv, bench.rc, ["copy", bench.rc.remote(COLD_LIB), str(base / "rclone")],
-                                t, "rclone cold big")
+            rc = _cpu(bench, lambda: rclone_measure(bench.srv, bench.rc, ["copy", bench.rc.remote(COLD_LIB),
+                                                                          str(base / "rclone")], t, "rclone cold big"))
     finally:
         _latency(bench, 0)
         mirror.close()

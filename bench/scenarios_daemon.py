@@ -1,9 +1,9 @@
 """Daemon scenarios of ``bench/run.py``: the real ``ohsync run --no-tray``
 (watcher, debounce, sync worker) on the bench's library.
 
-* ``daemon``: start to idle (the cold mirror through the daemon), then
-  ``--daemon-seconds`` idle: CPU % (utime + stime from ``/proc``), median
-  RSS, peak RSS, requests per poll.  Nothing calls the socket meanwhile.
+* ``daemon``: start to idle (the cold mirror through the daemon): seconds,
+  requests, CPU seconds, peak RSS.  What the daemon costs idle is the
+  ``quiet`` scenario (``scenarios_idle.py``: 5 minutes, polling and push).
 * ``save``: ``--saves`` local saves (a line appended to one of 10 memory
   files at several depths, one save at a time): seconds from the write to
   the daemon's ``synced`` event for the path (sent after the read-back that
@@ -85,31 +85,11 @@ def stop_daemon(bench: Any) -> None:
 
 
 def s_daemon(bench: Any) -> None:
-    d = ensure_daemon(bench)
+    """The shared daemon's cold start (its idle cost over 5 minutes: the ``quiet`` scenario)."""
+    ensure_daemon(bench)
     cold = bench.daemon_cold
-    poll = bench.args.daemon_poll
-    log(f"daemon: measuring {bench.args.daemon_seconds:.0f} s idle, poll_interval {poll:g} s (no socket calls)")
-    bench.srv.reset()
-    c0, w0 = d.cpu_s(), time.perf_counter()
-    rss: list[int] = []
-    while time.perf_counter() - w0 < bench.args.daemon_seconds:
-        rss.append(d.status_mib("VmRSS"))
-        time.sleep(1.0)
-    c1, w1 = d.cpu_s(), time.perf_counter()
-    counters = bench.srv.counters()
-    hwm = d.status_mib("VmHWM")
-    polls = (w1 - w0) / poll
-    m = Measure(seconds=w1 - w0, requests=counters["total"], endpoints=counters["endpoints"])
-    m.extra.update({"cpu_seconds": round(c1 - c0, 3), "cpu_percent": round(100 * (c1 - c0) / (w1 - w0), 2),
-                    "rss_mib_median": statistics.median(rss), "rss_mib_max": max(rss),
-                    "peak_rss_mib_incl_cold_start": hwm, "poll_interval": poll,
-                    "requests_per_poll": round(counters["total"] / polls, 2)})
-    log(f"  CPU {m.extra['cpu_percent']} %, RSS {m.extra['rss_mib_median']} MiB (peak {hwm} MiB), "
-        f"{m.requests} requests in {m.seconds:.0f} s = {m.extra['requests_per_poll']} per poll")
     bench.add_row("daemon", f"daemon start to idle, {bench.args.files} files", cold, None, other_name="-",
-                  oh_value=f"{cold.extra['cpu_seconds']:.1f} CPU s")
-    bench.add_row("daemon", f"idle {bench.args.daemon_seconds:.0f} s, {bench.args.files} files", m, None,
-                  other_name="-", oh_value=f"{m.extra['cpu_percent']} % CPU, {m.extra['rss_mib_median']} MiB RSS")
+                  oh_value=f"{cold.extra['cpu_seconds']:.1f} CPU s, peak RSS {cold.extra['peak_rss_mib']} MiB")
 
 
 def _memory_files(root: Path) -> list[str]:

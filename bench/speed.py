@@ -10,8 +10,8 @@
   (its seafile backend paces itself at about 10 calls per second).
 * ``notify``: the real daemon with devserver's notification service up:
   seconds from a remote change 3 folders deep to the file being local (p50
-  and p95 of ``--notify-changes`` changes), requests per change, and the
-  requests of an idle stretch with push (safety poll) against polling.
+  and p95 of ``--notify-changes`` changes), requests per change.  Its idle
+  cost (safety poll against polling) is the ``quiet`` scenario.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def s_upload(bench: Any) -> None:
 
 
 def s_notify(bench: Any) -> None:
-    """The daemon with push: remote change → local latency, idle requests with and without push."""
+    """The daemon with push: remote change → local latency and requests per change."""
     import tomli_w
 
     from ohsync.daemon.protocol import Method, RpcClient
@@ -169,17 +169,6 @@ def s_notify(bench: Any) -> None:
                            "depth": deep[0].count("/")})
         bench.add_row("notify", f"remote change {deep[0].count('/')} deep -> local, push (p50)", m, None,
                       other_name="-", oh_value=f"p95 {p95:.2f} s")
-        idle = bench.args.daemon_seconds
-        srv.reset()
-        time.sleep(idle)
-        c = srv.counters()
-        per_hour = round(c["total"] * 3600 / idle)
-        bound = round(3600 / safety)
-        log(f"notify: idle {idle:.0f} s with push: {c['total']} requests (safety poll every {safety:g} s: "
-            f"<= {bound}/h; polling every {poll:g} s would be {round(3600 / poll)}/h)")
-        bench.add_row("notify", f"idle {idle:.0f} s with push", Measure(seconds=idle, requests=c["total"],
-                      endpoints=c["endpoints"]), None, other_name="-",
-                      oh_value=f"{per_hour}/h measured; safety poll {bound}/h vs polling {round(3600 / poll)}/h")
     finally:
         stop_process(proc)
         out.close()

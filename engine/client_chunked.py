@@ -1,10 +1,12 @@
 """Chunked, resumable upload of one large file (a mixin of
 :class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.5.
 
-A large file goes up in ``Content-Range`` chunks to an upload link (new
-file) or an update link (existing file), resumable from the server's
-``file-uploaded-bytes`` after a dropped connection or a restart of the
-program.  Memory use is bounded by the chunk buffers, whatever the file size.
+A large file goes up to an upload link (new file) or an update link
+(existing file): in one streamed request up to ``max_request`` bytes, else
+(or after that request failed) in ``Content-Range`` chunks, resumable from
+the server's ``file-uploaded-bytes`` after a dropped connection or a restart
+of the program.  Memory use is bounded by the 64 KiB reads of a streamed
+request, or by the chunk buffers of chunks in flight, whatever the file size.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class ChunkedUploads(LinkCache):
         in_flight: int = IN_FLIGHT,
         resume_cap: int | None = None,
         max_request: int | None = None,
+        sending: Progress | None = None,
     ) -> UploadResult:
         """Upload bytes ``[0, size)`` of ``fh`` to ``remote_path`` in chunks.
 
@@ -112,8 +115,12 @@ class ChunkedUploads(LinkCache):
         (or no executor) sends strictly in order.
 
         Hashing: ``hasher`` (a new one when None) is fed the bytes in order
-        as they are read for sending (while the server reads the ones sent
-        before), so no pass over the file precedes the first byte; after the upload it holds the content's sha1 and Seafile
+        as they are read for sending, or, with an ``executor`` and one
+        request at a time, by a task on it that reads the file beside the
+        sender (so the body goes out as fast as a plain upload's and the
+        server can start on it sooner; the read-back checks that the
+        server's bytes are the hashed ones); either way no pass over the
+        file precedes the first byte; after the upload it holds the content's sha1 and Seafile
         id.  A resumed upload first feeds it the bytes the server already
         holds, read from ``fh``.
 
@@ -155,11 +162,15 @@ class ChunkedUploads(LinkCache):
         :param head: update mode only: the library commit the content is
             based on (``?head=`` on the update link, see ``SeafileClient.update``).
         :param hasher: receives the content as it is sent (see above).
-        :param executor: runs chunk requests; None sends them one by one.
+        :param executor: runs chunk requests (and hashes, see above); None
+            sends them one by one and hashes on this thread.
         :param in_flight: chunk requests at most at once (with an executor).
         :param resume_cap: resume at most from this offset (see above).
         :param max_request: bytes one request may carry (see "Request size";
             None: every request at most ``chunk_size``).
+        :param sending: ``sending(bytes_sent, size)`` about every MiB while a
+            request streams from ``fh`` (handed to the connection, not yet
+            confirmed: for display; one request at a time only).
         :returns: :class:`UploadResult` (``path`` as stored: a new file may
             be auto-renamed ``name (1).ext``; ``id``; ``size`` in bytes).
         :raises RemoteOperationError: a name the form cannot carry (refused
@@ -185,14 +196,14 @@ class ChunkedUploads(LinkCache):
                    hasher=hasher if hasher is not None else ContentHasher(), single=single,
                    before_chunk=before_chunk, progress=progress,
                    limit=self._retries + 1 if attempts is None else max(1, attempts),
-                   max_request=max_request)
+                   max_request=max_request, sending=sending)
         offset = 0
         if resume and not single:
             held = self._uploaded_bytes(repo, parent, name, target)
             offset = min(held, max(0, resume_cap)) if resume_cap is not None else held
             offset = offset if 0 <= held < size else 0
         window = max(1, in_flight) if executor is not None and not single else 1
-        return run.go(offset, executor if window > 1 else _Inline(), window)
+        return run.go(offset, executor if window > 1 else _Inline(), window, hash_pool=executor)
 
     def _post(self, link: httpx.URL, form: dict[str, str], name: str, data: FileSlice | BufferBody,
               crange: tuple[int, int] | None, target: str, exists: bool) -> httpx.Response:
@@ -271,7 +282,7 @@ class _Run:
     def __init__(self, client: ChunkedUploads, repo: str, target: str, parent: str, name: str, fh: BinaryIO,
                  size: int, chunk_size: int, form: dict[str, str], exists: bool, *, head: str | None,
                  hasher: ContentHasher, single: bool, before_chunk: Callable[[int, int], None] | None,
-                 progress: Progress | None, limit: int, max_request: int) -> None:
+                 progress: Progress | None, limit: int, max_request: int, sending: Progress | None) -> None:
         self.client, self.repo, self.target, self.parent, self.name = client, repo, target, parent, name
         self.fh, self.size, self.chunk_size, self.form, self.exists = fh, size, chunk_size, form, exists
         self.head, self.hasher, self.single, self.limit = head, hasher, single, limit
@@ -280,11 +291,30 @@ class _Run:
         self.max_request = max_request
         self.next_size = size if single else chunk_size  # grows with the measured rate, see _grow
         self.lock = threading.Lock()  # one reader of ``fh`` at a time
+        self.sending, self.reported = sending, -1
+        self.hash_job: Future[None] | None = None  # hashing on a pool thread (see go)
+        self.stop_hash = False
 
-    def go(self, offset: int, executor: Any, window: int) -> UploadResult:
-        """Send everything from ``offset``; returns the final answer."""
+    def go(self, offset: int, executor: Any, window: int, hash_pool: Any = None) -> UploadResult:
+        """Send everything from ``offset``; returns the final answer.
+
+        :param hash_pool: with one chunk at a time, a pool (``submit``) that
+            hashes the file while this thread sends it (the body then goes
+            out as fast as a plain upload's); None: hashed as it is sent.
+        """
         self.hasher.reset()
-        self._hash_prefix(offset)
+        if hash_pool is not None and window == 1:
+            self.hash_job = hash_pool.submit(self._hash_to, self.size)
+        else:
+            self._hash_prefix(offset)
+        try:
+            return self._go(offset, executor, window)
+        finally:
+            self.stop_hash = self.hash_job is not None and not self.hash_job.done()
+            if self.hash_job is not None:
+                wait([self.hash_job])  # nobody may read ``fh`` once we return
+
+    def _go(self, offset: int, executor: Any, window: int) -> UploadResult:
         # One at a time, each chunk is streamed from the file and hashed as
         # it is sent (a None slot).  Chunks in flight are read and hashed
         # here first, into buffers allocated once and reused: httpx's
@@ -297,6 +327,7 @@ class _Run:
         while True:
             outcome = self._round(offset, executor, free, fresh)
             if isinstance(outcome, UploadResult):
+                self._hashed()
                 return outcome
             exc, final_failed, confirmed = outcome
             failures = 1 if confirmed > offset else failures + 1  # a round that got bytes through starts over
@@ -311,11 +342,18 @@ class _Run:
             held = 0 if self.single else self.client._uploaded_bytes(
                 self.repo, self.parent, self.name, self.target, default=confirmed)
             if final_failed and held == 0:  # the final request may have been committed
-                self._hash_rest()
+                self._hashed()
                 done = self.client._committed(self.repo, self.target, self.hasher.file_id(), self.size)
                 if done is not None:
                     return done
             offset, fresh = min(max(held, 0), confirmed), True
+
+    def _hashed(self) -> None:
+        """Make sure the hasher has seen the whole file (waits for the hash job)."""
+        if self.hash_job is not None:
+            self.hash_job.result()  # raises what the job raised (a file that became shorter)
+        else:
+            self._hash_to(self.size)
 
     def _round(self, offset: int, executor: Any, free: list[memoryview | None],
                fresh: bool) -> UploadResult | tuple[RemoteError, bool, int]:
@@ -344,7 +382,8 @@ class _Run:
                     view = free.pop()
                     body: FileSlice | BufferBody
                     if view is None:
-                        body = FileSlice(self.fh, next_off, end, self.hasher, self.target, self.lock)
+                        body = FileSlice(self.fh, next_off, end, None if self.hash_job else self.hasher,
+                                         self.target, self.lock, self._sent if self.sending is not None else None)
                     else:
                         body = read_chunk(self.fh, next_off, view[:end - next_off], self.target)
                         if end > self.hasher.size:
@@ -385,6 +424,13 @@ class _Run:
             wait(pending)  # no request may still read a buffer when we leave
             raise
 
+    def _sent(self, offset: int) -> None:
+        """``sending`` about every MiB of the body read, and at its end."""
+        assert self.sending is not None
+        if offset == self.size or not self.reported <= offset < self.reported + _READ:
+            self.reported = offset
+            self.sending(offset, self.size)
+
     def _grow(self, sent: int, seconds: float) -> None:
         """Size the next chunk to take about ``CHUNK_SECONDS`` at the rate the
         last one went (between ``chunk_size`` and ``max_request``): on a fast
@@ -397,22 +443,19 @@ class _Run:
         """Feed the hasher bytes ``[0, offset)`` (a resumed upload), read from ``fh``."""
         self._hash_to(offset)
 
-    def _hash_rest(self) -> None:
-        """Feed the hasher the bytes it has not seen yet, up to ``size``."""
-        self._hash_to(self.size)
-
     def _hash_to(self, stop: int) -> None:
+        """Feed the hasher the bytes of ``fh`` from where it stands up to ``stop``."""
         done = self.hasher.size
         try:
-            with self.lock:
-                self.fh.seek(done)
-                while done < stop:
+            while done < stop and not self.stop_hash:
+                with self.lock:  # the sender reads the same ``fh``
+                    self.fh.seek(done)
                     piece = self.fh.read(min(_READ, stop - done))
-                    if not piece:
-                        break
-                    self.hasher.update(piece)
-                    done += len(piece)
+                if not piece:
+                    break
+                self.hasher.update(piece)
+                done += len(piece)
         except OSError as exc:
             raise local_error(exc, self.target, what="reading the file to upload") from exc
-        if done != stop:
+        if done != stop and not self.stop_hash:
             raise LocalError(f"The file for {self.target} became shorter while uploading.", path=self.target)

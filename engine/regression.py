@@ -178,18 +178,19 @@ def head_descends(client: Any, repo_id: str, old_head: str, old_ctime: int, new_
     first, at most :data:`MAX_PAGES` pages.
 
     :param old_ctime: the old head's commit time (Unix seconds, server clock;
-        0 if unknown): a commit older than it without ``old_head`` having
-        appeared settles the question early.
+        0 if unknown): commits older than it in the pages read, without
+        ``old_head`` among them, say it is not an ancestor.
     :param first: the first page (``commit_history(page=1, per_page=PER_PAGE)``)
         when the caller read it already.
     :returns: True (descendant), False (not: the history reached the
-        library's first commit, or a commit older than ``old_head``, without
-        it), None (cannot tell: the history is longer or was trimmed).
+        library's first commit, or the pages read hold commits older than
+        ``old_head`` but not it), None (cannot tell: the history is longer
+        or was trimmed).
     :raises RemoteError: from the client.
     """
     if new_head == old_head:
         return True
-    seen_new = False
+    seen_new = older = False
     for page in range(1, MAX_PAGES + 1):
         commits, more = first if page == 1 and first is not None else \
             client.commit_history(repo_id, page=page, per_page=PER_PAGE)
@@ -199,11 +200,13 @@ def head_descends(client: Any, repo_id: str, old_head: str, old_ctime: int, new_
                 return True
             if commit.parent_id is None:
                 return False  # the library's first commit: old_head is not an ancestor
-            if seen_new and old_ctime and commit.ctime < old_ctime:
-                return False  # older than the old head, and the old head never came
+            # Older than the old head: not yet an answer, for a desktop client's
+            # commit carries its own clock (one running ahead made the old head).
+            older = older or bool(seen_new and old_ctime and commit.ctime < old_ctime)
         if not more:
-            return None  # the history ends here (trimmed by the library's history limit)
-    return None
+            break  # the history ends here (trimmed by the library's history limit)
+    # the old head never came: older commits than it say it is not an ancestor
+    return False if older else None
 
 
 def hold(ctx: MirrorContext, plans: list[Plan], regression: Regression, report: SyncReport) -> list[Plan]:

@@ -14,8 +14,10 @@ Anything unusual takes the walk (:func:`~ohsync.engine.remote_scan.scan_remote`)
 a merge commit (api2 history lists them; an update based on an older head
 makes one), more than :data:`MAX_COMMITS` commits, a history that does not
 reach the old head on its first page (trimmed, rolled back, very busy), a
-rename, a folder created or removed, a change of the mirror's root or of a
-name that cannot be mirrored, a folder that vanished since, an error.
+folder created, removed or renamed, a change of the mirror's root or of a
+name that cannot be mirrored, a changed file no longer there, an error.  A
+file's rename (or move) is its removal from one path and its creation at
+the other, as a walk would see it.
 
 The snapshot stays one a later walk can trust: every folder above a changed
 path keeps its entry but loses its directory id (``""``), and the root's
@@ -26,12 +28,13 @@ their old subtree as unchanged.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from .client_commits import CommitInfo
 from .context import MirrorContext
-from .errors import LibraryGoneError, NotFoundError, OhsyncError
+from .errors import LibraryGoneError, NotFoundError, OhsyncError, RemoteOperationError
 from .models import RemoteEntry, RepoInfo
 from .paths import from_remote, name_problem, parent_rel
 from .regression import PER_PAGE, head_descends, last_seen, load
@@ -58,11 +61,15 @@ class Since:
     :ivar chain: the commits after the old head up to ``head``, oldest first;
         None when the first page does not show them all as one line of
         ordinary commits (at most :data:`MAX_COMMITS`).
+    :ivar old_root: the old head's root directory id when the page shows
+        it, else ``""`` (lets :func:`scan_by_diffs` catch an empty answer
+        for a commit whose root changed).
     """
 
     head: str
     descends: bool | None
     chain: list[CommitInfo] | None
+    old_root: str = ""
 
 
 def chain_since(commits: list[CommitInfo], old_head: str, new_head: str) -> list[CommitInfo] | None:
@@ -95,7 +102,7 @@ def history_since(client: Any, repo_id: str, old_head: str, old_ctime: int, new_
     commits, more = client.commit_history(repo_id, page=1, per_page=PER_PAGE)
     chain = chain_since(commits, old_head, new_head)
     if chain is not None:
-        return Since(new_head, True, chain)
+        return Since(new_head, True, chain, next((c.root_id for c in commits if c.id == old_head), ""))
     return Since(new_head, head_descends(client, repo_id, old_head, old_ctime, new_head, first=(commits, more)),
                  None)
 
@@ -121,25 +128,41 @@ def incremental(ctx: MirrorContext, info: RepoInfo, skipped: list[tuple[str, str
     since = history_since(ctx.client, ctx.repo_id, prev_head, ctime, new_head)
     if not since.chain or not ctx.commit_diffs:
         return None, since
-    scan = scan_by_diffs(ctx, info, since.chain, skipped)
+    scan = scan_by_diffs(ctx, info, since.chain, skipped, old_root=since.old_root)
     return scan, since
 
 
-def _changes(ctx: MirrorContext, chain: list[CommitInfo]) -> dict[str, list[str]] | None:
+def _changes(ctx: MirrorContext, chain: list[CommitInfo], old_root: str = "") -> dict[str, list[str]] | None:
     """rel path → the ops of every commit in ``chain`` that touched it, or
-    None when the diff path cannot tell (see the module docstring)."""
+    None when the diff path cannot tell (see the module docstring).
+
+    :param old_root: the root directory id before ``chain`` (``""``: unknown).
+    """
     touched: dict[str, list[str]] = {}
-    for commit in chain:
+    prev_root = old_root
+    # several commits: asked for at once on the transfer pool (reads only; idle during a scan)
+    futures = [ctx.executor.submit(ctx.client.commit_changes, ctx.repo_id, c.id) for c in chain] \
+        if ctx.executor is not None and len(chain) > 1 else None
+    for i, commit in enumerate(chain):
         try:
-            changes = ctx.client.commit_changes(ctx.repo_id, commit.id)
+            changes = futures[i].result() if futures is not None else ctx.client.commit_changes(ctx.repo_id, commit.id)
         except LibraryGoneError:
             raise
-        except NotFoundError:
-            ctx.commit_diffs = False  # a server without the endpoint: walk from now on
+        except (NotFoundError, RemoteOperationError) as exc:
+            # a server without the endpoint (404), or one that refuses it (a library
+            # shared with a folder permission: 403): walk from now on
+            log.info("the server does not say what commit %s changed (%s); walking the tree from now on",
+                     commit.id[:12], exc)
+            ctx.commit_diffs = False
             return None
         except OhsyncError as exc:
             log.info("reading what commit %s changed failed (%s); walking the tree instead", commit.id[:12], exc)
             return None
+        if not changes and prev_root and commit.root_id and commit.root_id != prev_root:
+            # the tree changed, yet the server names no change: it cannot be believed
+            log.info("commit %s changed the tree but names no change; walking the tree instead", commit.id[:12])
+            return None
+        prev_root = commit.root_id
         for change in changes:
             rel = from_remote(ctx.remote_root, change.path)
             new_rel = from_remote(ctx.remote_root, change.new_path) if change.new_path else None
@@ -147,9 +170,28 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo]) -> dict[str, list[str]
             above_root = root != "/" and root.startswith(change.path.rstrip("/") + "/")
             if rel is None and new_rel is None and not above_root:
                 continue  # outside the mirrored folder
-            if change.op not in FILE_OPS or not rel or new_rel is not None or above_root or name_problem(rel):
+            if above_root or rel == "" or new_rel == "":
                 return None
-            touched.setdefault(rel, []).append(change.op)
+            if not unicodedata.is_normalized("NFC", change.path + change.new_path):
+                return None  # a name the rel path (NFC) does not spell as the server does: the walk tells
+            if change.op == "renamed":
+                # a file moved: gone from one path, new at the other (a folder's rename: the walk)
+                if rel is not None:
+                    known = ctx.snapshot.get(rel)
+                    if rel not in touched and (known is None or known.is_dir):
+                        return None
+                    ops = [(rel, "removed")]
+                else:
+                    ops = []
+                ops += [(new_rel, "new")] if new_rel is not None else []
+            elif change.op in FILE_OPS and rel and new_rel is None:
+                ops = [(rel, change.op)]
+            else:
+                return None
+            for path, op in ops:
+                if name_problem(path):
+                    return None
+                touched.setdefault(path, []).append(op)
     return touched
 
 
@@ -170,17 +212,19 @@ def _echo(ctx: MirrorContext, rel: str, ops: list[str], snapshot: dict[str, Remo
 
 
 def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
-                  skipped: list[tuple[str, str]]) -> RemoteScan | None:
+                  skipped: list[tuple[str, str]], *, old_root: str = "") -> RemoteScan | None:
     """The remote scan for a head that moved by ``chain`` (oldest first),
     built from the commits' changes and a listing of each folder holding a
     changed path that is not an echo of our own uploads.
 
+    :param old_root: the library's root directory id at the old head (``""``:
+        unknown); a commit that changed the root yet names no change takes the walk.
     :returns: the scan (``rejected`` empty, ``root_oid`` ``""``: unknown),
         or None when the walk must decide (also after any failed request).
     :raises LibraryGoneError: the library is gone.
     """
     before = getattr(ctx.client, "request_count", 0)
-    touched = _changes(ctx, chain)
+    touched = _changes(ctx, chain, old_root)
     if touched is None:
         return None
     snapshot = ctx.snapshot
@@ -196,11 +240,16 @@ def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
     if len(folders) > MAX_FOLDERS:
         return None
     updates: dict[str, RemoteEntry | None] = {}
-    for folder, rels in sorted(folders.items()):
+    for folder, all_rels in sorted(folders.items()):
+        rels = []
+        for rel in all_rels:
+            if touched[rel][-1] == "removed":
+                updates[rel] = None  # confirm.confirm_vanished asks the server before any local delete
+            else:
+                rels.append(rel)
+        if not rels:
+            continue
         if len(rels) == 1:
-            if touched[rels[0]][-1] == "removed":
-                updates[rels[0]] = None  # confirm.confirm_vanished asks the server before any delete
-                continue
             # one path: its own detail, smaller than the folder's listing and
             # never an answer for another folder; a 404 is the server's word
             try:
@@ -208,7 +257,8 @@ def scan_by_diffs(ctx: MirrorContext, info: RepoInfo, chain: list[CommitInfo],
             except LibraryGoneError:
                 raise
             except NotFoundError:
-                updates[rels[0]] = None
+                # created or changed, yet not there: removed since, or a folder now: the walk tells
+                return None
             except OhsyncError as exc:
                 log.info("reading %s failed (%s); walking the tree instead", rels[0], exc)
                 return None  # one file's trouble must not fail the scan: the walk does not ask for it

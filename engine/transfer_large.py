@@ -4,13 +4,16 @@ Files above the merge limit cannot be three-way merged, so their
 read-merge-write is simpler: if the remote changed since base, the resolver
 (:mod:`.resolve`, situation ``LARGE``) has the remote version moved aside on the server into ``/.conflict/<dir>/`` (a
 server-side rename + move, no transfer) and fetched into the mirror's
-``.conflict/``; then the local file is uploaded in chunks, an update based on
-the head read before (an edit landing meanwhile makes the server keep it and
-store ours as an SFConflict file, which is removed before the next round).
-The file is hashed while it is sent (no pass over it before the first
-byte; only a remote file of the same size is worth hashing first, to see
-whether it already holds our bytes), with several chunks in flight when the
-engine has a transfer pool.  Upload and read-back are the shared ones of
+``.conflict/``; then the local file is uploaded, streamed from disk in one
+request up to ``EngineOptions.upload_max_request`` and in resumable chunks
+above it (or after that request failed), an update based on the head read
+before (an edit landing meanwhile makes the server keep it and store ours as
+an SFConflict file, which is removed before the next round).  A new file the
+pass just listed as absent is not looked up again first (``FRESH_HEAD``).
+The file is hashed while it is sent, on the engine's transfer pool when it
+has one (no pass over it before the first byte; only a remote file of the
+same size is worth hashing first, to see whether it already holds our
+bytes); chunks in flight only with ``upload_in_flight`` above 1.  Upload and read-back are the shared ones of
 :mod:`.write_path` (the id the server reports must be the upload's and the
 id computed locally from the bytes sent, else the file is downloaded again
 and compared).  An upload interrupted by a crash resumes
@@ -87,9 +90,12 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
         ctx.state.set_meta(pending_key, f"{version}:{cap}")
         hasher = ContentHasher()  # hashed while sending: no pass over the file first
 
-        def progress(done: int, total: int) -> None:
+        def progress(done: int, total: int) -> None:  # confirmed by the server
             if done < total:
                 ctx.state.set_meta(pending_key, f"{version}:{done}")
+            ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
+
+        def sending(done: int, total: int) -> None:  # streamed so far (one request may carry the file)
             ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
 
         def unchanged(first: int, end: int) -> None:
@@ -102,7 +108,7 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
         with open(path, "rb") as fh:
             result = send(ctx, rel_path, fh, size, exists=remote is not None, head=head, resume=resume,
                           progress=progress, before_chunk=unchanged, hasher=hasher, resume_cap=cap,
-                          max_request=ctx.options.upload_max_request)
+                          max_request=ctx.options.upload_max_request, sending=sending)
         ctx.state.set_meta(pending_key, None)
         sha1, fid = hasher.sha1(), hasher.file_id()
         remote_written(ctx, rel_path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from .errors import LocalError, local_error
@@ -69,16 +70,20 @@ class FileSlice(_RawSlice):
 
     Every byte read at the hasher's end (``hasher.size``) is fed to it: the
     file is hashed while it is sent, in order, and bytes sent again (a
-    resend from offset 0, a retried chunk) are not fed twice.
+    resend from offset 0, a retried chunk) are not fed twice.  With no
+    ``hasher`` (another thread hashes the file) nothing is fed.
 
     :param lock: serialises ``seek`` + ``read`` on the shared ``fh``.
+    :param on_read: called with the file offset read up to after each read
+        (bytes handed to the connection: for display, not confirmed).
     :raises LocalError: (from reads) ``fh`` ended early or could not be read.
     """
 
-    def __init__(self, fh: BinaryIO, start: int, end: int, hasher: ContentHasher, target: str,
-                 lock: threading.Lock) -> None:
+    def __init__(self, fh: BinaryIO, start: int, end: int, hasher: ContentHasher | None, target: str,
+                 lock: threading.Lock, on_read: Callable[[int], None] | None = None) -> None:
         super().__init__(end - start)
         self._fh, self._start, self._hasher, self._target, self._lock = fh, start, hasher, target, lock
+        self._on_read = on_read
 
     def _fill(self, out: memoryview, pos: int) -> int:
         at = self._start + pos
@@ -90,9 +95,11 @@ class FileSlice(_RawSlice):
             raise local_error(exc, self._target, what="reading the file to upload") from exc
         if not got:
             raise LocalError(f"The file for {self._target} became shorter while uploading.", path=self._target)
-        fed = self._hasher.size
-        if at <= fed < at + got:
+        fed = -1 if self._hasher is None else self._hasher.size
+        if self._hasher is not None and at <= fed < at + got:
             self._hasher.update(out[fed - at:got])
+        if self._on_read is not None:
+            self._on_read(at + got)
         return int(got)
 
 

@@ -44,7 +44,8 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
          head: str | None = None, resume: bool = False, attempts: int | None = None,
          chunk_size: int | None = None, progress: Callable[[int, int], None] | None = None,
          before_chunk: Callable[[int, int], None] | None = None, hasher: ContentHasher | None = None,
-         resume_cap: int | None = None, max_request: int | None = None) -> UploadResult:
+         resume_cap: int | None = None, max_request: int | None = None,
+         sending: Callable[[int, int], None] | None = None) -> UploadResult:
     """Upload ``content`` to ``rel_path``.
 
     :param content: bytes (one request: ``POST`` to the upload or update
@@ -71,6 +72,8 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
     :param max_request: file objects only: bytes one request may carry; a
         file up to that size goes in one streamed request, chunks grow up
         to it (``upload_chunked``); None: requests of ``chunk_size``.
+    :param sending: file objects only: ``sending(bytes_sent, size)`` while a
+        request streams (display only, not confirmed by the server).
 
     Chunked uploads keep ``ctx.options.upload_in_flight`` chunks in flight
     on ``ctx.executor`` (the transfer pool) when there is one.
@@ -91,7 +94,7 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
                                        attempts=attempts, before_chunk=before_chunk,
                                        head=head if exists else None, hasher=hasher,
                                        executor=ctx.executor, in_flight=ctx.options.upload_in_flight,
-                                       resume_cap=resume_cap, max_request=max_request)
+                                       resume_cap=resume_cap, max_request=max_request, sending=sending)
     return result
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import time
 
 import pytest
 
 from ohsync.engine.errors import AuthError, MirrorMissingError, RemoteError
+from ohsync.engine.failures import BACKOFF_CAP, FailureBook
 from breaker_helpers import missing_lines, missing_versions, synced_small
 from engine_helpers import USER, make_mirror, read_tree
 
@@ -48,6 +50,8 @@ def test_5xx_storm_then_convergence(devserver, tmp_path):
     rnd = random.Random(3)
     files = {f"/s/f{i}.txt": f"file {i}\n".encode() for i in range(10)}
     m = synced_small(devserver, tmp_path, files)
+    now = [time.time()]
+    m.engine.failure_book = FailureBook(m.root, clock=lambda: now[0])  # backoff without sleeping
     versions = []
     for i in range(10):
         if i % 3 == 0:
@@ -72,6 +76,7 @@ def test_5xx_storm_then_convergence(devserver, tmp_path):
         except RemoteError:
             pass
     devserver.clear_faults()
+    now[0] += BACKOFF_CAP + 1  # every path that failed in the storm is due again
     m.sync()
     m.sync()
     assert missing_lines(m, tmp_path, [v.strip() for v in versions] + [b"file 5", b"file 7"]) == []

@@ -13,11 +13,14 @@ import hashlib
 import io
 import os
 import re
+import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
+from daemon_helpers import wait_for
 from engine_helpers import USER, make_mirror
 from ohsync.engine.client import SeafileClient
 from ohsync.engine.ids import ContentHasher, seafile_file_id
@@ -49,12 +52,18 @@ class Posts:
         return out
 
 
-@pytest.fixture
-def mirror(devserver, tmp_path):
+@pytest.fixture(params=["inline", "pool"])
+def mirror(request, devserver, tmp_path):
+    """A synced mirror of an empty library; ``pool``: with a transfer pool as the
+    daemon gives its engines (the file is then hashed on it while it is sent)."""
     repo = devserver.create_library(USER, "Big")
     m = make_mirror(devserver, repo, tmp_path)
+    pool = ThreadPoolExecutor(4) if request.param == "pool" else None
+    m.engine.executor = m.engine.ctx.executor = pool
     m.sync()
     yield m
+    if pool is not None:
+        pool.shutdown(wait=True)
     m.client.close()
     m.state.close()
 
@@ -163,3 +172,60 @@ def test_one_streamed_request_holds_no_copy_of_the_file_in_memory():
     assert result.id == hasher.file_id() == data_id
     assert hasher.sha1() == hashlib.sha1(data).hexdigest()
     assert peak < 4 * MiB, peak  # 64 KiB reads, no buffer of the file or of a chunk
+
+
+def test_progress_shows_while_the_one_request_streams(devserver, mirror):
+    data = os.urandom(20 * MiB)
+    mirror.write("progress.bin", data)
+    events = []
+    mirror.engine.ctx.on_event = events.append
+    mirror.sync()
+    done = [e.done for e in events if e.kind == "transfer" and e.path == "progress.bin" and e.direction == "up"]
+    assert len(done) >= 10 and done == sorted(done)  # about every MiB of the one request
+    assert done[-1] == len(data) and 0 < done[0] < len(data)
+
+
+def test_the_daemon_sends_a_large_file_in_one_request_hashed_on_its_pool(devserver, seed_daemon):
+    s = seed_daemon(put={"/index.md": b"# index\n"}, poll_interval=1.0)  # default upload_request_mib
+    posts = Posts(devserver)
+    d = s.start(wait="idle")
+    data = os.urandom(40 * MiB + 5)
+    staged = s.mirror.parent / "staged.bin"
+    staged.write_bytes(data)
+    posts.seen.clear()
+    os.rename(staged, s.mirror / "talk.bin")  # appears whole in the mirror
+    wait_for(lambda: devserver.file_id(s.repo_id, "/talk.bin"), timeout=60, what="the upload")
+    d.wait_state("idle", timeout=60)
+    assert devserver.read_file(s.repo_id, "/talk.bin") == data
+    assert devserver.file_id(s.repo_id, "/talk.bin") == seafile_file_id(data)
+    assert [crange for crange, _ in posts.seen] == [None]  # one plain request carried it
+
+
+def test_a_stopped_upload_leaves_no_hashing_behind(devserver):
+    repo = devserver.create_library(USER, "Stop")
+    data = os.urandom(6 * MiB)
+
+    class Source(io.BytesIO):
+        """Records reads made after the upload call returned."""
+        late = 0
+        done = False
+
+        def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
+            if self.done:
+                Source.late += 1
+            time.sleep(0.05)  # the hashing task (it reads with read(); the sender with readinto())
+            return super().read(n)
+
+    def stop_at_third(first: int, end: int) -> None:
+        if first >= 2 * MiB:
+            raise RuntimeError("stopped")
+
+    src = Source(data)
+    with SeafileClient(devserver.url, devserver.token_for(USER), retries=1) as client, \
+            ThreadPoolExecutor(4) as pool:
+        with pytest.raises(RuntimeError):
+            client.upload_chunked(repo, "/s.bin", src, size=len(data), chunk_size=MiB, max_request=MiB,
+                                  resume=False, executor=pool, in_flight=1, before_chunk=stop_at_third)
+        src.done = True
+        time.sleep(0.3)  # a task still running would read again meanwhile
+    assert Source.late == 0  # the hashing task was stopped and waited for before the call returned

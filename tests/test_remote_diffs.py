@@ -6,12 +6,14 @@ writer after our upload) still ends with every version where it belongs."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from engine_helpers import USER, make_mirror
 from ohsync.engine import remote_diffs
+from ohsync.engine.client_commits import CommitInfo
 from ohsync.engine.remote_scan import scan_remote
 
 LISTING = "GET /api2/repos/{id}/dir/"
@@ -77,8 +79,18 @@ def test_remote_change_three_deep_costs_depth_plus_three(mirror, devserver):
     assert mirror.engine.sync([], check_remote=True).transferred == 0
 
 
-def test_several_commits_and_a_removed_file(mirror, devserver):
+@pytest.fixture
+def executor():
+    pool = ThreadPoolExecutor(4)
+    yield pool
+    pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_several_commits_and_a_removed_file(mirror, devserver, pool, executor):
     repo = mirror.repo_id
+    if pool:  # the commits are read at once on the transfer pool
+        mirror.engine.ctx.executor = executor
     devserver.put_file(repo, "/a/n1.md", b"one\n")
     devserver.put_file(repo, "/a/b/c/new.md", b"new file\n")
     devserver.delete_path(repo, "/x/n2.md")
@@ -102,22 +114,36 @@ def test_a_folder_back_to_its_old_id_is_still_seen(mirror, devserver):
     old = devserver.read_file(repo, "/" + DEEP)
     devserver.put_file(repo, "/" + DEEP, b"changed\n")
     assert _poll(mirror, devserver).downloaded == [DEEP]
-    # back to the old bytes, plus a rename elsewhere: the walk decides this time
+    # back to the old bytes, plus a new folder elsewhere: the walk decides this time
     devserver.put_file(repo, "/" + DEEP, old)
-    devserver.rename_path(repo, "/x/n1.md", "renamed.md")
+    devserver.put_file(repo, "/x/new/f.md", b"in a new folder\n")
     report = _poll(mirror, devserver)
     assert devserver.request_count(LISTING) >= 4  # the walk from the root
     assert mirror.read(DEEP) == old and DEEP in report.downloaded
-    assert (mirror.root / "x/renamed.md").exists() and not (mirror.root / "x/n1.md").exists()
+    assert mirror.read("x/new/f.md") == b"in a new folder\n"
     assert _snapshot_files(mirror) == _walked_files(mirror)
 
 
-@pytest.mark.parametrize("change", ["rename", "folder delete", "new folder"])
-def test_folder_and_rename_changes_take_the_walk(mirror, devserver, change):
+def test_a_file_renamed_and_moved_is_moved_here(mirror, devserver):
+    repo = mirror.repo_id
+    devserver.rename_path(repo, "/a/b/n4.md", "n4-renamed.md")
+    devserver.rename_path(repo, "/x/n1.md", "moved.md")
+    devserver.move_path(repo, "/x/moved.md", "/a/b/c")
+    report = _poll(mirror, devserver)
+    assert sorted(report.moved) == [("a/b/n4.md", "a/b/n4-renamed.md"), ("x/n1.md", "a/b/c/moved.md")]
+    assert mirror.read("a/b/n4-renamed.md") == b"note a/b 4\n" and not (mirror.root / "a/b/n4.md").exists()
+    assert mirror.read("a/b/c/moved.md") == b"note x 1\n" and not (mirror.root / "x/n1.md").exists()
+    assert report.deleted_local == [] and report.downloaded == []
+    assert devserver.request_count(LISTING) == 0 and devserver.request_count(DIFF) == 3
+    assert _snapshot_files(mirror) == _walked_files(mirror)
+
+
+@pytest.mark.parametrize("change", ["folder rename", "folder delete", "new folder"])
+def test_folder_changes_take_the_walk(mirror, devserver, change):
     repo = mirror.repo_id
     devserver.put_file(repo, "/a/n3.md", b"edited before\n")
-    if change == "rename":
-        devserver.rename_path(repo, "/a/b/n4.md", "n4-renamed.md")
+    if change == "folder rename":
+        devserver.rename_path(repo, "/a/b", "b-renamed")
     elif change == "folder delete":
         devserver.delete_path(repo, "/x/y")
     else:
@@ -126,8 +152,8 @@ def test_folder_and_rename_changes_take_the_walk(mirror, devserver, change):
     report = _poll(mirror, devserver)
     assert devserver.request_count(LISTING) >= 3  # root, a, x ...: the walk
     assert mirror.read("a/n3.md") == b"edited before\n" and mirror.read("x/n5.md") == b"edited after\n"
-    if change == "rename":
-        assert mirror.read("a/b/n4-renamed.md") == b"note a/b 4\n" and not (mirror.root / "a/b/n4.md").exists()
+    if change == "folder rename":
+        assert mirror.read("a/b-renamed/c/deep.md") == b"deep\n" and not (mirror.root / "a/b").exists()
     elif change == "folder delete":
         assert not any((mirror.root / "x/y").glob("*.md"))
         assert sorted(report.deleted_local) == [f"x/y/n{i}.md" for i in range(10)]
@@ -233,9 +259,10 @@ def test_too_many_commits_take_the_walk(mirror, devserver):
     assert _snapshot_files(mirror) == _walked_files(mirror)
 
 
-def test_a_server_without_commit_diffs_takes_the_walk_from_then_on(mirror, devserver):
+@pytest.mark.parametrize("status", [404, 403])
+def test_a_server_without_commit_diffs_takes_the_walk_from_then_on(mirror, devserver, status):
     repo = mirror.repo_id
-    devserver.inject_fault("GET", r"/api/v2\.1/repos/[^/]+/commits/", status=404, count=100)
+    devserver.inject_fault("GET", r"/api/v2\.1/repos/[^/]+/commits/", status=status, count=100)
     for n in range(2):
         devserver.put_file(repo, "/" + DEEP, f"changed {n}\n".encode())
         report = _poll(mirror, devserver)
@@ -265,3 +292,22 @@ def test_a_subtree_mirror_ignores_changes_outside_it(devserver, tmp_path):
     finally:
         m.state.close()
         m.client.close()
+
+
+def _commit(cid: str, parent: str | None, second: str | None = None) -> CommitInfo:
+    return CommitInfo(cid * 40, parent * 40 if parent else None, second * 40 if second else None, "", 0, "")
+
+
+def test_chain_since_follows_first_parents_and_refuses_the_unusual():
+    a, b, c, d = (_commit("a", None), _commit("b", "a"), _commit("c", "b"), _commit("d", "c"))
+    page = [d, c, b, a]  # newest first
+    assert [x.id[0] for x in remote_diffs.chain_since(page, "a" * 40, "d" * 40)] == ["b", "c", "d"]
+    assert remote_diffs.chain_since(page, "d" * 40, "d" * 40) == []
+    assert remote_diffs.chain_since([d, c], "a" * 40, "d" * 40) is None  # the page ends before the old head
+    assert remote_diffs.chain_since(page, "e" * 40, "d" * 40) is None  # not an ancestor: reaches the first commit
+    merge = _commit("m", "c", "x")
+    assert remote_diffs.chain_since([merge, c, b, a], "a" * 40, "m" * 40) is None
+    long = [_commit(f"{i:x}", f"{i - 1:x}" if i else None) for i in range(remote_diffs.MAX_COMMITS + 2)]
+    tip = long[-1].id
+    assert remote_diffs.chain_since(long[::-1], long[0].id, tip) is None
+    assert len(remote_diffs.chain_since(long[::-1], long[1].id, tip) or []) == remote_diffs.MAX_COMMITS
