@@ -2,6 +2,8 @@
 diff (what one commit changed relative to its parent)."""
 from __future__ import annotations
 
+import heapq
+
 from werkzeug.wrappers import Request, Response
 
 from . import ids
@@ -22,7 +24,7 @@ class SeahubHistory(SeahubBase):
             per_page = max(1, int(req.args.get("per_page", 25)))
         except ValueError:
             page, per_page = 1, 25
-        commits = self.store.history(repo_id)
+        commits = self._all_commits(repo_id)
         chunk = commits[(page - 1) * per_page: page * per_page]
         out = [{"id": c["commit_id"], "creator_name": c["creator_name"], "creator": c["creator"],
                 "desc": c["description"], "ctime": c["ctime"], "parent_id": c["parent_id"],
@@ -32,13 +34,41 @@ class SeahubHistory(SeahubBase):
                 "next_start_commit": None} for c in chunk]
         return django_json({"commits": out, "page_next": len(commits) > page * per_page})
 
+    def _all_commits(self, repo_id: str) -> list[dict]:
+        """Every commit reachable from the head through both parents, newest
+        first by ``ctime`` (seafile's commit-tree traversal behind the api2
+        history): a merged branch's commits are listed too.  Equal times keep
+        the order they were reached in (first parents first)."""
+        head = self.store.repos[repo_id].head
+        heap: list[tuple[int, int, str]] = []
+        seen: set[str] = set()
+        order = 0
+        out = []
+
+        def push(cid: str | None) -> None:
+            nonlocal order
+            if cid and cid not in seen:
+                seen.add(cid)
+                heapq.heappush(heap, (-int(self.store.read_commit(repo_id, cid)["ctime"]), order, cid))
+                order += 1
+
+        push(head)
+        while heap:
+            _, _, cid = heapq.heappop(heap)
+            c = self.store.read_commit(repo_id, cid)
+            out.append(c)
+            push(c["parent_id"])
+            push(c.get("second_parent_id"))
+        return out
+
     def v21_history(self, req: Request, user: str, repo_id: str) -> Response:
         """``GET /api/v2.1/repos/{id}/history/?page=&per_page=``."""
         if self.repo(repo_id, user) is None:
             return api_error(404, f"Library {repo_id} not found.")
         page = max(1, int(req.args.get("page", 1) or 1))
         per_page = max(1, int(req.args.get("per_page", 100) or 100))
-        commits = self.store.history(repo_id)
+        # merge commits that merged without conflict are not listed (seahub skips them)
+        commits = [c for c in self._all_commits(repo_id) if not c["second_parent_id"] or c.get("conflict")]
         chunk = commits[(page - 1) * per_page: page * per_page]
         data = [{"email": c["creator_name"], "name": user_name(c["creator_name"]), "contact_email": "",
                  "time": iso_time(c["ctime"]), "commit_id": c["commit_id"], "description": c["description"],

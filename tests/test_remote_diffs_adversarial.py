@@ -505,3 +505,63 @@ def test_a_client_clock_ahead_is_not_a_rollback(mirror, devserver, tmp_path, mon
     local = {p.read_bytes() for p in mirror.root.rglob("*.md")}
     assert {b"first writer\n", b"based on the laptop's head\n"} <= local
     _assert_like_the_walk(mirror, devserver, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "back\\slash.md", "x/y.md", "new\nline.md", "n" * 300 + ".md"])
+def test_a_hostile_name_in_a_commit_ends_like_the_walk(mirror, devserver, tmp_path, name):
+    repo = mirror.repo_id
+    twin = make_mirror(devserver, repo, tmp_path, "twin")
+    twin.engine.ctx.commit_diffs = False
+    try:
+        assert not twin.sync().errors
+        devserver.plant_entry(repo, "/a", name, b"hostile\n")
+        devserver.put_file(repo, "/a/n0.md", b"an ordinary edit next to it\n")
+        report = mirror.engine.sync([], check_remote=True)
+        twin_report = twin.engine.sync([], check_remote=True)
+        assert mirror.read("a/n0.md") == b"an ordinary edit next to it\n"
+        assert _files(mirror.root) == _files(twin.root)
+        assert sorted(report.errors) == sorted(twin_report.errors)
+        assert sorted(mirror.engine.sync().skipped) == sorted(twin.engine.sync().skipped)
+    finally:
+        twin.state.close()
+        twin.client.close()
+
+
+def test_two_files_swapped_while_one_is_edited_here(mirror, devserver, tmp_path):
+    repo = mirror.repo_id
+    a, b = mirror.read("x/n0.md"), mirror.read("x/n1.md")
+    devserver.rename_path(repo, "/x/n0.md", "tmp.md")
+    devserver.rename_path(repo, "/x/n1.md", "n0.md")
+    devserver.rename_path(repo, "/x/tmp.md", "n1.md")
+    mirror.write("x/n0.md", a + b"edited here during the swap\n")
+    devserver.reset_counters()
+    mirror.engine.sync(None, check_remote=True)
+    mirror.engine.sync(None, check_remote=True)
+    found = {p.read_bytes() for p in mirror.root.rglob("*") if p.is_file()} | set(devserver.tree(repo).values())
+    assert any(b"edited here during the swap" in v for v in found)
+    assert a in found and b in found
+    _assert_like_the_walk(mirror, devserver, tmp_path)
+
+
+def test_devserver_history_lists_a_merged_branch_like_seafile(devserver, tmp_path):
+    """api2 history walks both parents, newest first (seafile's commit-tree
+    traversal): the side commit an update based on an older head made is
+    listed; v2.1 history skips merges without a conflict and keeps this one."""
+    import httpx
+    repo = devserver.create_library(USER, "History-shape", from_tree=_seed(tmp_path / "seed"))
+    stale = devserver.head_commit(repo)
+    devserver.put_file(repo, "/a/n1.md", b"first writer\n")
+    client = make_mirror(devserver, repo, tmp_path, "other").client
+    try:
+        client.update(repo, "/a/n1.md", b"based on an older head\n", head=stale)
+        commits, _ = client.commit_history(repo, per_page=50)
+    finally:
+        client.close()
+    merge = commits[0]
+    assert merge.second_parent_id and merge.parent_id
+    ids = [c.id for c in commits]
+    assert merge.second_parent_id in ids and merge.parent_id in ids and stale in ids
+    assert ids.index(stale) > ids.index(merge.second_parent_id)
+    r = httpx.get(f"{devserver.url}/api/v2.1/repos/{repo}/history/",
+                  headers={"Authorization": f"Token {devserver.token_for(USER)}"})
+    assert r.json()["data"][0]["commit_id"] == merge.id  # a merge with a conflict is listed
