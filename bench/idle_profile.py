@@ -131,6 +131,9 @@ class ProfiledDaemon(Daemon):
         self.frames, self.heap_out = frames, heap_out
 
     def start(self) -> None:
+        # `ohsync run` restarts itself on glibc's malloc (daemon/allocator.py); the wrapper
+        # calls the daemon in-process, so it is started with the same allocator here
+        self.env.setdefault("PYTHONMALLOC", "malloc")
         self.proc = subprocess.Popen([sys.executable, "-c", _WRAPPER, str(self.frames), str(self.heap_out)],
                                      env=self.env, stdout=self._out, stderr=subprocess.STDOUT, cwd=self.root)
 

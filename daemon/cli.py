@@ -134,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script. Returns (and exits with) the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.own_process = argv is None  # the console script or `python -m`: the process is this command's
     try:
         code = args.func(args)
     except UsageError as exc:

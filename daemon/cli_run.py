@@ -19,6 +19,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``ohsync run``: the daemon in the foreground until it is stopped; returns its exit code.
 
     :raises OhsyncError: no mirror has a saved login."""
+    if getattr(args, "own_process", False):  # started as `ohsync run`, not called by another program
+        from ohsync.daemon.allocator import use_system_malloc
+
+        use_system_malloc()  # returns only when it keeps this process as it is
     from ohsync.daemon.app import Daemon
     from ohsync.daemon.crash_at import install_from_env
     from ohsync.daemon.credentials import load_token

@@ -18,7 +18,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-__all__ = ["release_memory", "worth_releasing", "BIG_PASS", "BIG_PASS_SECONDS"]
+__all__ = ["can_trim", "release_memory", "worth_releasing", "BIG_PASS", "BIG_PASS_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,11 @@ def _malloc_trim() -> Callable[[int], int] | None:
             except (OSError, AttributeError):  # musl and others have no malloc_trim
                 _trim = None
     return _trim
+
+
+def can_trim() -> bool:
+    """True where ``malloc_trim`` exists (glibc): free heap pages can be handed back."""
+    return _malloc_trim() is not None
 
 
 #: Seconds of pass from which the pass counts as big (it read every base of a large mirror).

@@ -34,7 +34,7 @@ from typing import Any
 
 from .client_commits import CommitInfo
 from .context import MirrorContext
-from .errors import LibraryGoneError, NotFoundError, OhsyncError
+from .errors import LibraryGoneError, NotFoundError, OhsyncError, RemoteOperationError
 from .models import RemoteEntry, RepoInfo
 from .paths import from_remote, name_problem, parent_rel
 from .regression import PER_PAGE, head_descends, last_seen, load
@@ -148,8 +148,12 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo], old_root: str = "") ->
             changes = futures[i].result() if futures is not None else ctx.client.commit_changes(ctx.repo_id, commit.id)
         except LibraryGoneError:
             raise
-        except NotFoundError:
-            ctx.commit_diffs = False  # a server without the endpoint: walk from now on
+        except (NotFoundError, RemoteOperationError) as exc:
+            # a server without the endpoint (404), or one that refuses it (a library
+            # shared with a folder permission: 403): walk from now on
+            log.info("the server does not say what commit %s changed (%s); walking the tree from now on",
+                     commit.id[:12], exc)
+            ctx.commit_diffs = False
             return None
         except OhsyncError as exc:
             log.info("reading what commit %s changed failed (%s); walking the tree instead", commit.id[:12], exc)

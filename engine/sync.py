@@ -334,7 +334,9 @@ class SyncEngine(FolderSteps):
             if held is not None:
                 plans = regression.hold(self.ctx, plans, held, report)
             plans, moves = pair_moves(self.ctx, plans)
-            self._pending.plan(plans, moves)
+            # a delete the valve holds is listed as held, never as waiting (not even for a moment)
+            holding = self.valve.holding()
+            self._pending.plan([p for p in plans if p.rel not in holding], moves)
             deferred: set[str] = set()
             if local_paths is not None and any(p.action is Action.DELETE_REMOTE for p in plans):
                 # Local deletes are counted against the safety valve over the whole
@@ -349,7 +351,7 @@ class SyncEngine(FolderSteps):
                                       None if local_paths is None else candidates - deferred)
             plans = [p for p in plans if not self._held_back(p)]
             # held deletes and paths waiting out a failure are listed as such, not as waiting
-            self._pending.keep({p.rel for p in plans} | deferred)
+            self._pending.keep({p.rel for p in plans} | (deferred - holding))
             plans = self._bulk_pull(plans, report, should_stop)
             plans = self._batch_push(plans, report, should_stop)
             for plan in plans:

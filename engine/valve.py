@@ -106,6 +106,11 @@ class DeleteValve:
         """``(rel path, side)`` of the deletes currently held."""
         return list(self._held)
 
+    def holding(self) -> set[str]:
+        """Rel paths whose deletes stay held on the next pass (empty once the
+        person confirmed: then they go ahead)."""
+        return set() if self._confirmed else {rel for rel, _ in self._held}
+
     def confirm(self) -> int:
         """Allow the held deletes on the next pass; returns how many are held."""
         self._confirmed = True

@@ -154,3 +154,24 @@ def test_status_says_which_way_the_waiting_changes_go() -> None:
                                pending_up=2, pending_down=1))
     assert st["state"] == "syncing" and (st["pending_up"], st["pending_down"]) == (2, 1)
     assert st["message"] == "3 change(s) waiting to sync: 2 to upload, 1 to download"
+
+
+def test_deletes_the_valve_holds_are_never_counted_as_waiting_to_upload(devserver, tmp_path: Path) -> None:
+    m = _synced(devserver, tmp_path)
+    victims = sorted(p for p in _files(m) if p.endswith(".md"))[:14]   # past the valve's floor and share
+    for rel in victims:
+        (m.root / rel).unlink()
+    assert len(m.sync().held_deletes) == 14
+    events: list[SyncEvent] = []
+    m.engine.ctx.on_event = events.append
+    m.write("knowledge/after.md", b"a real change\n")
+    m.sync()                                              # a full pass with the deletes still held
+    m.sync(["knowledge/after.md", *victims[:3]])          # a watcher-shaped pass naming some of them
+    ups = [e.total for e in events if e.kind == "pending" and e.direction == "up"]
+    assert ups and max(ups) <= 1, ups                     # only the real change ever waited
+    assert len(m.engine.held_deletes()) == 14
+    assert m.engine.confirm_deletes() == 14
+    events.clear()
+    report = m.sync()
+    ups = [e.total for e in events if e.kind == "pending" and e.direction == "up"]
+    assert len(report.deleted_remote) == 14 and ups[0] == 14 and ups[-1] == 0   # confirmed: they wait, then go

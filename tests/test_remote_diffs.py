@@ -13,6 +13,7 @@ import pytest
 
 from engine_helpers import USER, make_mirror
 from ohsync.engine import remote_diffs
+from ohsync.engine.client_commits import CommitInfo
 from ohsync.engine.remote_scan import scan_remote
 
 LISTING = "GET /api2/repos/{id}/dir/"
@@ -258,9 +259,10 @@ def test_too_many_commits_take_the_walk(mirror, devserver):
     assert _snapshot_files(mirror) == _walked_files(mirror)
 
 
-def test_a_server_without_commit_diffs_takes_the_walk_from_then_on(mirror, devserver):
+@pytest.mark.parametrize("status", [404, 403])
+def test_a_server_without_commit_diffs_takes_the_walk_from_then_on(mirror, devserver, status):
     repo = mirror.repo_id
-    devserver.inject_fault("GET", r"/api/v2\.1/repos/[^/]+/commits/", status=404, count=100)
+    devserver.inject_fault("GET", r"/api/v2\.1/repos/[^/]+/commits/", status=status, count=100)
     for n in range(2):
         devserver.put_file(repo, "/" + DEEP, f"changed {n}\n".encode())
         report = _poll(mirror, devserver)
@@ -290,3 +292,22 @@ def test_a_subtree_mirror_ignores_changes_outside_it(devserver, tmp_path):
     finally:
         m.state.close()
         m.client.close()
+
+
+def _commit(cid: str, parent: str | None, second: str | None = None) -> CommitInfo:
+    return CommitInfo(cid * 40, parent * 40 if parent else None, second * 40 if second else None, "", 0, "")
+
+
+def test_chain_since_follows_first_parents_and_refuses_the_unusual():
+    a, b, c, d = (_commit("a", None), _commit("b", "a"), _commit("c", "b"), _commit("d", "c"))
+    page = [d, c, b, a]  # newest first
+    assert [x.id[0] for x in remote_diffs.chain_since(page, "a" * 40, "d" * 40)] == ["b", "c", "d"]
+    assert remote_diffs.chain_since(page, "d" * 40, "d" * 40) == []
+    assert remote_diffs.chain_since([d, c], "a" * 40, "d" * 40) is None  # the page ends before the old head
+    assert remote_diffs.chain_since(page, "e" * 40, "d" * 40) is None  # not an ancestor: reaches the first commit
+    merge = _commit("m", "c", "x")
+    assert remote_diffs.chain_since([merge, c, b, a], "a" * 40, "m" * 40) is None
+    long = [_commit(f"{i:x}", f"{i - 1:x}" if i else None) for i in range(remote_diffs.MAX_COMMITS + 2)]
+    tip = long[-1].id
+    assert remote_diffs.chain_since(long[::-1], long[0].id, tip) is None
+    assert len(remote_diffs.chain_since(long[::-1], long[1].id, tip) or []) == remote_diffs.MAX_COMMITS
