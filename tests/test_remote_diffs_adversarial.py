@@ -610,3 +610,33 @@ def test_a_conflict_file_another_client_made_in_a_plain_commit(mirror, devserver
     finally:
         twin.state.close()
         twin.client.close()
+
+
+@pytest.mark.parametrize("moment", [r"/file/detail/", r"/seafhttp/files/"])
+def test_a_local_save_while_the_remote_change_is_fetched(mirror, devserver, tmp_path, moment):
+    """The person saves the very file whose remote change the diff path is
+    fetching (right after its detail, or while its bytes come down): both
+    versions survive (merged, a conflict copy or a backup)."""
+    repo = mirror.repo_id
+    base = mirror.read("a/b/n1.md")
+    devserver.put_file(repo, "/a/b/n1.md", base + b"the server's line\n")
+
+    fired: list[str] = []
+
+    def save(srv):  # noqa: ANN001, ANN202
+        fired.append(moment)
+        mirror.write("a/b/n1.md", b"the person's line\n" + base)
+
+    devserver.after_request("GET", moment, save)
+    for paths in ([], ["a/b/n1.md"], None):
+        mirror.engine.sync(paths, check_remote=True)
+    assert fired == [moment]
+    found = [p.read_bytes() for p in mirror.root.rglob("*") if p.is_file()]
+    found += list(devserver.tree(repo).values())
+    if mirror.engine.options.backup_dir is not None:
+        found += [p.read_bytes() for p in Path(mirror.engine.options.backup_dir).rglob("*") if p.is_file()]
+    assert any(b"the person's line" in data for data in found)
+    assert any(b"the server's line" in data for data in found)
+    live = mirror.read("a/b/n1.md")
+    assert live == devserver.read_file(repo, "/a/b/n1.md")
+    _assert_like_the_walk(mirror, devserver, tmp_path)
