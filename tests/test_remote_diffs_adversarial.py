@@ -640,3 +640,35 @@ def test_a_local_save_while_the_remote_change_is_fetched(mirror, devserver, tmp_
     live = mirror.read("a/b/n1.md")
     assert live == devserver.read_file(repo, "/a/b/n1.md")
     _assert_like_the_walk(mirror, devserver, tmp_path)
+
+
+def test_moves_across_a_subtree_mirror_border(devserver, tmp_path):
+    """A mirror of /Files only: a file moved in from outside, one moved out,
+    a folder inside renamed, and a change outside: like the walk."""
+    repo = devserver.create_library(USER, "Subtree", from_tree=_seed(tmp_path / "seed"))
+    mirrors = []
+    for name in ("sub", "twin"):
+        m = make_mirror(devserver, repo, tmp_path, name)
+        m.engine = type(m.engine)(m.client, repo, m.root, m.state, remote_root="/Files", options=m.engine.options)
+        assert not m.engine.sync().errors
+        mirrors.append(m)
+    sub, twin = mirrors
+    twin.engine.ctx.commit_diffs = False
+    try:
+        moved_in = devserver.move_path(repo, "/a/n0.md", "/Files")  # auto-renamed beside /Files/n0.md
+        devserver.move_path(repo, "/Files/n1.md", "/x")
+        devserver.put_file(repo, "/x/n3.md", b"outside\n")
+        devserver.reset_counters()
+        sub.engine.sync([], check_remote=True)
+        assert devserver.request_count(DIFF) == 3 and devserver.request_count(LISTING) == 0
+        assert moved_in and sub.read(moved_in) == b"note a 0\n" and not (sub.root / "n1.md").exists()
+        devserver.rename_path(repo, "/Files/docs", "papers")
+        sub.engine.sync([], check_remote=True)
+        for m in mirrors:
+            m.engine.sync(None, check_remote=True)
+        assert _files(sub.root) == _files(twin.root)
+        assert sub.read("papers/n0.md") == b"note Files/docs 0\n" and not (sub.root / "docs").exists()
+    finally:
+        for m in mirrors:
+            m.state.close()
+            m.client.close()
