@@ -76,6 +76,12 @@ def test_5xx_storm_then_convergence(devserver, tmp_path):
         except RemoteError:
             pass
     devserver.clear_faults()
+    m.sync()  # still inside the backoff: a path that differs waits, and says so
+    tree = devserver.tree(m.repo_id)
+    local = read_tree(m.root)
+    differ = {k for k in set(tree) | set(local) if tree.get(k) != local.get(k)}
+    waiting = {"/" + f["path"] for f in m.engine.failures() if f["retry_at"] is not None}
+    assert differ <= waiting, "a path out of sync must be in the failure book, never taken for synced"
     now[0] += BACKOFF_CAP + 1  # every path that failed in the storm is due again
     m.sync()
     m.sync()

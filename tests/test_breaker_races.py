@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
 
 from breaker_helpers import missing_lines, missing_versions, synced_small
 
@@ -73,7 +74,10 @@ def test_delete_and_recreate_during_remote_delete(devserver, tmp_path):
     m = synced_small(devserver, tmp_path, {"/a.md": b"base\n"})
     devserver.delete_path(m.repo_id, "/a.md")
 
+    fired = []
+
     def recreate(srv):
+        fired.append(True)
         (m.root / "a.md").unlink()
         (m.root / "a.md").write_bytes(b"recreated locally\n")
 
@@ -81,7 +85,29 @@ def test_delete_and_recreate_during_remote_delete(devserver, tmp_path):
     devserver.after_request("GET", r"/api2/repos/[^/]+/dir/|/commits/[0-9a-f]{40}/", recreate, count=1)
     m.sync()
     m.sync()
+    assert fired, "the pass read neither a listing nor the commit: the race never happened"
     assert missing_versions(m, tmp_path, [b"recreated locally\n"]) == []
+
+
+@pytest.mark.parametrize("unlink", [True, False], ids=["recreated", "rewritten"])
+def test_local_write_between_gone_check_and_local_delete(devserver, tmp_path, unlink):
+    """Remote deleted the file; the local file gets new bytes right after the server
+    answered that it is gone (the last request before the local delete)."""
+    m = synced_small(devserver, tmp_path, {"/a.md": b"base\n"})
+    devserver.delete_path(m.repo_id, "/a.md")
+    fired = []
+
+    def write(srv):
+        fired.append(True)
+        if unlink:
+            (m.root / "a.md").unlink()
+        (m.root / "a.md").write_bytes(b"written locally\n")
+
+    devserver.after_request("GET", r"/file/detail/", write, count=1)
+    m.sync()
+    m.sync()
+    assert fired, "the pass did not ask whether the file is gone before deleting it here"
+    assert missing_versions(m, tmp_path, [b"written locally\n"]) == []
 
 
 def test_remote_move_plus_local_edit(devserver, tmp_path):
