@@ -29,4 +29,6 @@ def test_chaos_profile_loses_no_version(isolated_env, devserver, tmp_path, seed:
     print(stats.summary())
     assert stats.kills >= 3 and stats.faults >= 5, stats.summary()      # the profile really hurt it
     assert stats.written >= ACTIONS // 3, stats.summary()
+    # remote changes were found from the commits' own changes too, not only by the walk
+    assert devserver.request_count("GET /api/v2.1/repos/{id}/commits/{commit}/") > 0, devserver.requests
     assert not stats.lost, chaos.explain()

@@ -6,12 +6,14 @@ scratch by the full walk: both local folders must hold the same files."""
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
 import pytest
 
 from engine_helpers import USER, make_mirror, read_tree
+from ohsync.engine.errors import OhsyncError
 from ohsync.engine.remote_scan import scan_remote
 
 LISTING = "GET /api2/repos/{id}/dir/"
@@ -378,7 +380,15 @@ class _Run:
         root, rng = self.m.root, self.rng
         files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.md")
                        if p.is_file() and not p.relative_to(root).as_posix().startswith((".conflict", ".trash")))
-        op = rng.choice(["edit", "edit", "new", "delete"])
+        op = rng.choice(["edit", "edit", "new", "delete", "rename"])
+        if op == "rename" and files:
+            rel = rng.choice(files)
+            new_rel = f"{rel.rpartition('/')[0] or 'x'}/moved{self.n}.md"
+            self.n += 1
+            (root / new_rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).rename(root / new_rel)
+            self.log.append(f"local rename {rel} {new_rel}")
+            return [rel, new_rel]
         if op == "edit" and files:
             rel = rng.choice(files)
             path = root / rel
@@ -402,25 +412,37 @@ class _Run:
         return {mark for data in texts for mark in self._marks(data)}
 
 
-@pytest.mark.parametrize("seed", [3, 11])
+@pytest.mark.parametrize("seed", [int(s) for s in os.environ.get("OHSYNC_DIFF_SEEDS", "3,11").split(",")])
 def test_a_long_random_run_loses_nothing_and_ends_like_the_walk(mirror, devserver, tmp_path, seed):
     run = _Run(mirror, devserver, seed)
     # a folder deleted in a 30-file library is a mass delete: the valve (not under test here) would hold it
     mirror.engine.valve.max_files, mirror.engine.valve.max_percent = 10**6, 1e9
     dirty: list[str] = []
     diff_reads = 0
-    for step in range(120):
+    for _ in range(int(os.environ.get("OHSYNC_DIFF_STEPS", "120"))):
         roll = run.rng.random()
         if roll < 0.45:
             for _ in range(run.rng.randint(1, 3)):
                 run.remote()
         elif roll < 0.7:
             dirty += run.local()
+        elif roll < 0.76:
+            # another writer's commit right after one of our reads, or one failed request
+            where = run.rng.choice([r"/history/", r"/commits/", r"/file/detail/", r"/dir/", r"/update-api/"])
+            if run.rng.random() < 0.5:
+                devserver.after_request(None, where, lambda srv: run.remote())
+            else:
+                devserver.inject_fault("GET" if where != r"/update-api/" else None, where,
+                                       status=run.rng.choice([500, 502, 503]), count=1)
         else:
             devserver.reset_counters()
-            mirror.engine.sync(dirty if run.rng.random() < 0.8 else None, check_remote=True)
+            try:
+                mirror.engine.sync(dirty if run.rng.random() < 0.8 else None, check_remote=True)
+            except OhsyncError:
+                continue  # the server failed the whole pass: the daemon retries it, with the same paths
             diff_reads += devserver.request_count(DIFF)
             dirty = []
+    devserver.clear_faults()
     for _ in range(3):
         mirror.engine.sync(None, check_remote=True)
     assert diff_reads > 10  # the diff path really ran
@@ -565,3 +587,88 @@ def test_devserver_history_lists_a_merged_branch_like_seafile(devserver, tmp_pat
     r = httpx.get(f"{devserver.url}/api/v2.1/repos/{repo}/history/",
                   headers={"Authorization": f"Token {devserver.token_for(USER)}"})
     assert r.json()["data"][0]["commit_id"] == merge.id  # a merge with a conflict is listed
+
+
+def test_a_conflict_file_another_client_made_in_a_plain_commit(mirror, devserver, tmp_path):
+    """A desktop client uploads its own SFConflict copy in an ordinary commit
+    (no merge): the diff path finds it and it is folded as the walk folds it."""
+    repo = mirror.repo_id
+    twin = make_mirror(devserver, repo, tmp_path, "twin")
+    twin.engine.ctx.commit_diffs = False
+    try:
+        assert not twin.sync().errors
+        devserver.put_file(repo, "/a/n1 (SFConflict other@example.org 2026-12-01-10-00-00).md",
+                           b"note a 1\nthe other client's version\n")
+        devserver.reset_counters()
+        mirror.engine.sync([], check_remote=True)
+        assert devserver.request_count(DIFF) == 1
+        twin.engine.sync([], check_remote=True)
+        for m in (mirror, twin):
+            m.engine.sync(None, check_remote=True)
+        assert _files(mirror.root) == _files(twin.root)
+        assert any(b"the other client's version" in data for data in _files(mirror.root).values())
+    finally:
+        twin.state.close()
+        twin.client.close()
+
+
+@pytest.mark.parametrize("moment", [r"/file/detail/", r"/seafhttp/files/"])
+def test_a_local_save_while_the_remote_change_is_fetched(mirror, devserver, tmp_path, moment):
+    """The person saves the very file whose remote change the diff path is
+    fetching (right after its detail, or while its bytes come down): both
+    versions survive (merged, a conflict copy or a backup)."""
+    repo = mirror.repo_id
+    base = mirror.read("a/b/n1.md")
+    devserver.put_file(repo, "/a/b/n1.md", base + b"the server's line\n")
+
+    fired: list[str] = []
+
+    def save(srv):  # noqa: ANN001, ANN202
+        fired.append(moment)
+        mirror.write("a/b/n1.md", b"the person's line\n" + base)
+
+    devserver.after_request("GET", moment, save)
+    for paths in ([], ["a/b/n1.md"], None):
+        mirror.engine.sync(paths, check_remote=True)
+    assert fired == [moment]
+    found = [p.read_bytes() for p in mirror.root.rglob("*") if p.is_file()]
+    found += list(devserver.tree(repo).values())
+    if mirror.engine.options.backup_dir is not None:
+        found += [p.read_bytes() for p in Path(mirror.engine.options.backup_dir).rglob("*") if p.is_file()]
+    assert any(b"the person's line" in data for data in found)
+    assert any(b"the server's line" in data for data in found)
+    live = mirror.read("a/b/n1.md")
+    assert live == devserver.read_file(repo, "/a/b/n1.md")
+    _assert_like_the_walk(mirror, devserver, tmp_path)
+
+
+def test_moves_across_a_subtree_mirror_border(devserver, tmp_path):
+    """A mirror of /Files only: a file moved in from outside, one moved out,
+    a folder inside renamed, and a change outside: like the walk."""
+    repo = devserver.create_library(USER, "Subtree", from_tree=_seed(tmp_path / "seed"))
+    mirrors = []
+    for name in ("sub", "twin"):
+        m = make_mirror(devserver, repo, tmp_path, name)
+        m.engine = type(m.engine)(m.client, repo, m.root, m.state, remote_root="/Files", options=m.engine.options)
+        assert not m.engine.sync().errors
+        mirrors.append(m)
+    sub, twin = mirrors
+    twin.engine.ctx.commit_diffs = False
+    try:
+        moved_in = devserver.move_path(repo, "/a/n0.md", "/Files")  # auto-renamed beside /Files/n0.md
+        devserver.move_path(repo, "/Files/n1.md", "/x")
+        devserver.put_file(repo, "/x/n3.md", b"outside\n")
+        devserver.reset_counters()
+        sub.engine.sync([], check_remote=True)
+        assert devserver.request_count(DIFF) == 3 and devserver.request_count(LISTING) == 0
+        assert moved_in and sub.read(moved_in) == b"note a 0\n" and not (sub.root / "n1.md").exists()
+        devserver.rename_path(repo, "/Files/docs", "papers")
+        sub.engine.sync([], check_remote=True)
+        for m in mirrors:
+            m.engine.sync(None, check_remote=True)
+        assert _files(sub.root) == _files(twin.root)
+        assert sub.read("papers/n0.md") == b"note Files/docs 0\n" and not (sub.root / "docs").exists()
+    finally:
+        for m in mirrors:
+            m.state.close()
+            m.client.close()
