@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="ohsync runs per `upload` figure (median; default 3)")
     ap.add_argument("--rclone-upload-timeout", type=float, default=10.0,
                     help="bound on each rclone upload; past it the figure is extrapolated (default 10 s)")
-    ap.add_argument("--notify-changes", type=int, default=10, help="remote changes timed in `notify` (default 10)")
+    ap.add_argument("--notify-changes", type=int, default=20, help="remote changes timed in `notify` (default 20)")
     ap.add_argument("--saves", type=int, default=100, help="local saves timed in `save` (default 100)")
     ap.add_argument("--save-rclone-runs", type=int, default=10,
                     help="rclone copyto runs in `save` (p50/p95; default 10, 0: none)")
