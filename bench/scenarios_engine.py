@@ -41,19 +41,34 @@ def ensure_rc_dir(bench: Any) -> Path:
 
 # ---- 1. cold mirror
 def s_cold(bench: Any) -> None:
+    """Cold mirror without added latency (its mirror is the one later scenarios use), then again
+    into another empty folder with ``--latency`` ms per request (the target is set there)."""
+    from speed import set_latency
+
+    bench.mirror = _cold_once(bench, 0.0, "ohsync-mirror")
+    if bench.args.latency:
+        set_latency(bench, bench.args.latency)
+        try:
+            _cold_once(bench, bench.args.latency, "ohsync-mirror-latency")
+        finally:
+            set_latency(bench, 0)
+
+
+def _cold_once(bench: Any, ms: float, folder: str) -> EngineMirror:
     n = bench.args.files
-    log(f"cold: ohsync engine full pass, {n} files into an empty folder")
-    bench.mirror = EngineMirror(bench.srv, bench.repo, bench.work, "ohsync-mirror")
-    oh = engine_measure(bench.srv, bench.mirror, None, bench.args.timeout, "ohsync cold pass")
-    oh.extra["files_local"] = count_files(bench.mirror.root)
+    label = f", {ms:g} ms" if ms else ""
+    log(f"cold: ohsync engine full pass, {n} files into an empty folder{label}")
+    mirror = EngineMirror(bench.srv, bench.repo, bench.work, folder)
+    oh = engine_measure(bench.srv, mirror, None, bench.args.timeout, "ohsync cold pass")
+    oh.extra["files_local"] = count_files(mirror.root)
     oh.extra["zip_requests"] = sum(v for k, v in oh.endpoints.items() if "zip" in k)
     log(f"  ohsync: {oh.seconds:.1f} s, {oh.requests} requests, {oh.extra['files_local']} files"
         f" (zip-task requests: {oh.extra['zip_requests']})")
     other = None
     if bench.rc.bin:
         budget = bench.args.rclone_cold_timeout
-        log(f"cold: rclone copy (bounded to {budget:.0f} s; extrapolated if not done)")
-        dest = bench.work / "rclone-cold"
+        log(f"cold: rclone copy (bounded to {budget:.0f} s; extrapolated if not done){label}")
+        dest = bench.work / ("rclone-cold" + (f"-{ms:g}ms" if ms else ""))
         other = rclone_measure(bench.srv, bench.rc, ["copy", bench.rc.remote(LIB), str(dest)], budget, "rclone cold")
         done = count_files(dest)
         other.extra["files_local"] = done
@@ -71,8 +86,14 @@ def s_cold(bench: Any) -> None:
             other.error = None
         log(f"  rclone: {other.seconds:.1f} s{' (extrapolated)' if other.extra.get('extrapolated') else ''}, "
             f"{other.requests} requests, {done} files done")
+        if ms:
+            shutil.rmtree(dest, ignore_errors=True)
     note = "rclone extrapolated from a bounded run" if other and other.extra.get("extrapolated") else ""
-    bench.add_row("cold", f"cold mirror of {n} files", oh, other, note=note)
+    bench.add_row("cold", f"cold mirror of {n} files{label}", oh, other, note=note)
+    if ms:
+        mirror.close()
+        shutil.rmtree(mirror.root, ignore_errors=True)
+    return mirror
 
 
 # ---- 2. idle poll

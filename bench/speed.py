@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["s_upload", "s_notify"]
+__all__ = ["s_upload", "s_notify", "set_latency"]
 
 
-def _latency(bench: Any, ms: float) -> None:
+def set_latency(bench: Any, ms: float) -> None:
     """Every request to devserver waits ``ms`` first (0: no added latency)."""
     bench.srv.http.delete("/faults")
     if ms:
@@ -52,10 +52,10 @@ def s_upload(bench: Any) -> None:
             mirror = EngineMirror(bench.srv, repo, base, "m")
             mirror.sync()  # empty library: the base head (not measured)
             shutil.copytree(bench.tree, mirror.root, dirs_exist_ok=True)
-            _latency(bench, ms)
+            set_latency(bench, ms)
             # the mirror's transfer pool: 4 upload requests in flight, as the daemon runs it
             m, report = measured(bench.srv, lambda: mirror.sync(), bench.args.timeout, "ohsync upload")
-            _latency(bench, 0)
+            set_latency(bench, 0)
             m.extra.update(report_extra(report))
             m.extra["requests_per_file"] = round((m.requests or 0) / max(1, m.extra.get("uploaded", 0)), 3)
             log(f"upload ({label}) run {i + 1}: ohsync {m.seconds or 0:.1f} s, {m.requests} requests, "
@@ -75,9 +75,9 @@ def s_upload(bench: Any) -> None:
             bench.srv.repo_id(lib)
             args = ["copy", *(["--transfers", str(transfers)] if transfers else []), str(bench.tree),
                     bench.rc.remote(lib)]
-            _latency(bench, ms)
+            set_latency(bench, ms)
             other = rclone_measure(bench.srv, bench.rc, args, bench.args.rclone_upload_timeout, variant)
-            _latency(bench, 0)
+            set_latency(bench, 0)
             uploads = sum(v for k, v in other.endpoints.items() if k.startswith("POST /seafhttp/upload"))
             if other.extra.get("timed_out") and uploads:
                 fixed = other.requests - 2 * uploads  # login, listings, mkdirs; then link + POST per file
