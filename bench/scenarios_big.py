@@ -36,7 +36,7 @@ OTHER_LIB = "Bench-Big-Others"
 
 
 def _latency(bench: Any, ms: float) -> None:
-    from speed import _latency as set_latency
+    from speed import set_latency
 
     set_latency(bench, ms)
 
