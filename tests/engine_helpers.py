@@ -89,3 +89,14 @@ def make_mirror(server, repo_id: str, base: Path, name: str = "m") -> Mirror:  #
                         options=EngineOptions(backup_dir=base / f"{name}-state" / "backups",
                                               library_name="OH-Memory"))
     return Mirror(server, repo_id, root, state, client, engine)
+
+
+def settled_mirror(server, name: str, seed: Path, base: Path):  # noqa: ANN001, ANN201 - Iterator[Mirror]
+    """Yield a mirror of a new library ``name`` seeded from ``seed``, after a clean cold pass and a
+    remote check (head recorded), then close its state and client (for fixtures)."""
+    m = make_mirror(server, server.create_library(USER, name, from_tree=seed), base)
+    assert not m.sync().errors
+    m.engine.sync([], check_remote=True)
+    yield m
+    m.state.close()
+    m.client.close()

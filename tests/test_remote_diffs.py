@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import USER, make_mirror
+from engine_helpers import USER, make_mirror, settled_mirror
 from ohsync.engine import remote_diffs
 from ohsync.engine.client_commits import CommitInfo
 from ohsync.engine.remote_scan import scan_remote
@@ -37,13 +37,7 @@ def _tree(root: Path) -> Path:
 
 @pytest.fixture
 def mirror(devserver, tmp_path):
-    repo = devserver.create_library(USER, "Diffs", from_tree=_tree(tmp_path / "seed"))
-    m = make_mirror(devserver, repo, tmp_path)
-    assert not m.sync().errors
-    m.engine.sync([], check_remote=True)
-    yield m
-    m.state.close()
-    m.client.close()
+    yield from settled_mirror(devserver, "Diffs", _tree(tmp_path / "seed"), tmp_path)
 
 
 def _poll(m, devserver):  # noqa: ANN001, ANN202

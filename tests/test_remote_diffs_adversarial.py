@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import USER, make_mirror, read_tree
+from engine_helpers import USER, make_mirror, read_tree, settled_mirror
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.remote_scan import scan_remote
 
@@ -31,13 +31,7 @@ def _seed(root: Path) -> Path:
 
 @pytest.fixture
 def mirror(devserver, tmp_path):
-    repo = devserver.create_library(USER, "Adversarial", from_tree=_seed(tmp_path / "seed"))
-    m = make_mirror(devserver, repo, tmp_path)
-    assert not m.sync().errors
-    m.engine.sync([], check_remote=True)
-    yield m
-    m.state.close()
-    m.client.close()
+    yield from settled_mirror(devserver, "Adversarial", _seed(tmp_path / "seed"), tmp_path)
 
 
 def _poll(m):  # noqa: ANN001, ANN202
