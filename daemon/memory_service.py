@@ -28,6 +28,7 @@ from ohsync.engine.errors import OhsyncError
 from ohsync.engine.memory_edit import MemoryToolError
 from ohsync.engine.memory_index import MemoryIndex, parse_offset
 from ohsync.engine.memory_tools import MemoryTools
+from ohsync.engine.nofollow import OutsideMirrorError, read_file
 
 __all__ = ["MemoryService", "METHODS"]
 
@@ -256,8 +257,9 @@ class MemoryService:
                 return plan_fn(current, data or b"")
         # check the request before queueing it (bad params fail at once)
         try:
-            with open(self.index.root / rel, "rb") as fh:
-                current = fh.read()
+            current = read_file(self.index.root, rel)[0]
+        except OutsideMirrorError as exc:
+            raise InvalidParams(f"refused: {exc}") from None
         except OSError:
             current = b""
         with self._lock:

@@ -262,23 +262,29 @@ def _fsync_dir(folder: Path) -> None:
         os.close(dfd)
 
 
-def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str) -> Path | None:
+def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str, *,
+                data: bytes | None = None) -> Path | None:
     """Copy a local file to ``backup_root/<YYYY-MM-DD>/<library>/<rel path>``.
 
     Called before the daemon overwrites or deletes a local file.  An
     existing backup of the same day gets a time suffix, never overwritten.
 
+    :param data: the file's bytes as the caller already read them (without
+        following links); then the file is not opened again.
     :returns: the backup path, or None when the file does not exist.
     """
     src = to_local(local_root, rel_path)
-    if not src.is_file():
+    if data is None and not src.is_file():
         return None
     now = datetime.now(timezone.utc)
     dest = to_local(backup_root / now.strftime("%Y-%m-%d") / library, rel_path)
     if dest.exists():
         dest = dest.with_name(f"{dest.stem}__{now.strftime('%H%M%S%f')}{dest.suffix}")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(src, dest)
+    if data is not None:
+        dest.write_bytes(data)
+    else:
+        shutil.copy2(src, dest)
     return dest
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ohsync.engine.memory_format import MemoryParseError, iter_code_mask, load_yaml, parse_relation
 from ohsync.engine.memory_merge import is_memory_file
+from ohsync.engine.nofollow import OutsideMirrorError, read_file
 from ohsync.engine.text_merge import BOM
 
 __all__ = ["Columns", "Entity", "MemoryIndex", "is_indexed", "parse_entity", "parse_offset", "to_timestamp",
@@ -396,12 +397,9 @@ class MemoryIndex:
     def _load(self, rel: str) -> None:
         if not is_indexed(rel):
             return
-        path = self.root / rel
-        try:
-            with open(path, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                data = fh.read()
-        except OSError:
+        try:  # never through a symbolic link (the file or a folder on its way)
+            data, st = read_file(self.root, rel)
+        except (OSError, OutsideMirrorError):
             return
         entity = parse_entity(rel, data, st.st_mtime, self.tz)
         self._stale.add(rel)

@@ -23,8 +23,10 @@ sentence.
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from ohsync.engine.memory_edit import (
@@ -43,6 +45,7 @@ from ohsync.engine.memory_format import MemoryParseError, parse_memory
 from ohsync.engine.memory_guard import find_secret, looks_sensitive
 from ohsync.engine.memory_index import Entity, MemoryIndex, is_indexed, to_timestamp
 from ohsync.engine.memory_merge import is_journal_file
+from ohsync.engine.nofollow import OutsideMirrorError, entry_stat, read_file
 
 __all__ = ["MemoryTools", "MemoryToolError", "WritePlan", "READ_LIMIT", "DEFAULT_LIMIT", "TYPE_FOLDERS"]
 
@@ -98,6 +101,18 @@ def _guard(*parts: Any) -> None:
         if reason:
             raise MemoryToolError(f"refused: {reason}. Never store secrets in memory; leave them out or describe "
                                   "them without the value")
+
+
+def _refuse_link(root: Path, rel: str) -> os.stat_result | None:
+    """The stat of ``rel`` in the mirror (None when absent), refusing a
+    symbolic link there or on the way.
+
+    :raises MemoryToolError: "refused: …" naming the link.
+    """
+    try:
+        return entry_stat(root, rel)
+    except OutsideMirrorError as exc:
+        raise MemoryToolError(f"refused: {exc}") from None
 
 
 class MemoryTools:
@@ -233,6 +248,8 @@ class MemoryTools:
             if is_indexed(path):
                 self.index.update([path])
                 e = self.index.get(path)
+            if e is None and is_indexed(path):
+                _refuse_link(self.index.root, path)  # not indexed because it is a link: say so
         if e is None:
             found = self.index.resolve_link(key)
             e = found if found is not None and found.title == key else None
@@ -250,7 +267,10 @@ class MemoryTools:
         """
         e = self.entity(permalink)
         try:
-            data = (self.index.root / e.path).read_bytes()
+            data = read_file(self.index.root, e.path)[0]
+        except OutsideMirrorError as exc:
+            self.index.update([e.path])
+            raise MemoryToolError(f"refused: {exc}") from None
         except OSError as exc:
             self.index.update([e.path])
             raise MemoryToolError(f"cannot read {e.path}: {exc.strerror or exc}") from None
@@ -337,7 +357,7 @@ class MemoryTools:
         if existing is not None and existing.title == title_s:
             raise MemoryToolError(f"an entity titled {title_s!r} already exists (permalink {existing.permalink}); "
                                   "add to it with memory_append or change it with memory_edit")
-        if (self.index.root / rel).exists():
+        if _refuse_link(self.index.root, rel) is not None:
             raise MemoryToolError(f"{rel} already exists; add to it with memory_append")
         permalink = make_permalink(title_s, type_s, self.index.has_permalink)
         data = render_entity(title=title_s, permalink=permalink, type_=type_s, tags=tag_list,

@@ -19,16 +19,16 @@ Call these on the thread that owns the engine (the daemon's sync worker).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
 from ohsync.engine.deletes import delete_remote
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.events import SyncEvent
-from ohsync.engine.localfs import atomic_write, backup_file, stat_fingerprint
+from ohsync.engine.localfs import Fingerprint, backup_file, stat_fingerprint
 from ohsync.engine.memory_edit import MemoryToolError
 from ohsync.engine.memory_tools import WritePlan
+from ohsync.engine.nofollow import OutsideMirrorError, entry_stat, read_file, remove_file, write_file
 from ohsync.engine.transfer import push
 
 __all__ = ["Planner", "apply_write", "trash_entity"]
@@ -42,15 +42,26 @@ _ROUNDS = 3  # a person saving the same file between our read and our write
 
 
 def _write_local(engine: Any, rel: str, planner: Planner, create: bool) -> WritePlan:
-    """Plan against the current bytes and write the result into the mirror."""
+    """Plan against the current bytes and write the result into the mirror.
+
+    Every access goes through :mod:`~ohsync.engine.nofollow`: a symbolic
+    link as the file or a folder on its way is refused, never followed.
+    """
+    try:
+        return _write_inside(engine, rel, planner, create)
+    except OutsideMirrorError as exc:
+        raise MemoryToolError(f"refused: {exc}") from None
+
+
+def _write_inside(engine: Any, rel: str, planner: Planner, create: bool) -> WritePlan:
     ctx = engine.ctx
-    path = ctx.local_path(rel)
+    root = ctx.local_root
     for _ in range(_ROUNDS):
         try:
-            with open(path, "rb") as fh:
-                fp = stat_fingerprint(os.fstat(fh.fileno()))
-                data: bytes | None = fh.read()
-        except FileNotFoundError:
+            data: bytes | None
+            data, st = read_file(root, rel)
+            fp: Fingerprint | None = stat_fingerprint(st)
+        except (FileNotFoundError, NotADirectoryError):
             fp, data = None, None
         if create and data is not None:
             raise MemoryToolError(f"{rel} already exists; add to it with memory_append")
@@ -59,16 +70,12 @@ def _write_local(engine: Any, rel: str, planner: Planner, create: bool) -> Write
         plan = planner(data)
         if data is not None and plan.data == data:
             return plan  # nothing to change (e.g. the observation is already there)
-        try:
-            now_fp = stat_fingerprint(os.stat(path))
-        except FileNotFoundError:
-            now_fp = None
-        if now_fp != fp:
+        now = entry_stat(root, rel)
+        if (stat_fingerprint(now) if now is not None else None) != fp:
             continue  # saved by someone meanwhile: plan again on the new bytes
         if data is not None and ctx.options.backup_dir is not None:
-            backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, plan.data)
+            backup_file(root, rel, ctx.options.backup_dir, ctx.options.library_name, data=data)
+        write_file(root, rel, plan.data)
         return plan
     raise MemoryToolError(f"{rel} keeps changing (someone is editing it); try again in a moment")
 
@@ -125,13 +132,17 @@ def trash_entity(engine: Any, rel: str, planner: Planner,
                       message=f"the move into /.trash/ failed ({exc}); the entity stays in place with "
                               "status: trashed")
         return result
-    path = ctx.local_path(rel)
-    if ctx.options.backup_dir is not None and path.exists():
-        backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
     try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
+        data = read_file(ctx.local_root, rel)[0]
+    except (OSError, OutsideMirrorError):
+        data = None  # gone, or a link now: nothing of ours to back up or remove
+    if data is not None:
+        if ctx.options.backup_dir is not None:
+            backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name, data=data)
+        try:
+            remove_file(ctx.local_root, rel)
+        except OutsideMirrorError:
+            pass
     ctx.state.replace_remote_snapshot(ctx.snapshot.values())
     ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
     result.update(trash=moved, in_place=False)

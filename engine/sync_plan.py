@@ -23,6 +23,7 @@ from .ignore import IgnoreRules
 from .library import probe_case_insensitive
 from .localfs import LocalFile, find_decomposed, hash_file, stat_fingerprint
 from .models import RemoteEntry
+from .nofollow import symlink_on_the_way
 from .pending import PendingLedger
 from .paths import name_problem
 from .reconcile import Action, Side, decide
@@ -135,16 +136,7 @@ class PlanSteps:
     def _through_symlink(self, rel: str) -> bool:
         """True when a folder on the way to ``rel`` is a symbolic link here:
         writing or deleting there would touch files outside the mirror."""
-        parts = rel.split("/")[:-1]
-        path = self.local_root
-        for part in parts:
-            path = path / part
-            try:
-                if stat.S_ISLNK(os.lstat(path).st_mode):
-                    return True
-            except OSError:
-                return False
-        return False
+        return symlink_on_the_way(self.local_root, rel) is not None
 
     def _plan_file(self, rel: str, entry: LocalFile | None, remote: RemoteEntry | None,
                    base: Base | None, report: SyncReport) -> Plan | None:

@@ -141,3 +141,26 @@ def test_cli_memory_without_a_daemon_says_so(isolated_env, tmp_path: Path) -> No
     out = subprocess.run([*ohsync_cmd(), "memory", "search", "x"], env=isolated_env.vars(), capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 3 and "not running" in out.stderr
+
+
+def test_socket_and_cli_refuse_links_out_of_the_mirror(devserver, running, tmp_path: Path) -> None:
+    repo, mirror, daemon = running
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink("/etc/passwd", mirror / "knowledge" / "pw.md")
+    os.symlink(outside, mirror / "ext")
+    client = daemon.client(60)
+    with pytest.raises(RpcError, match=r"knowledge/pw\.md is a symbolic link"):
+        client.call("memory.read", {"permalink": "knowledge/pw"})
+    with pytest.raises(RpcError, match="ext is a symbolic link to a folder"):
+        client.call("memory.write", {"title": "Through the link", "folder": "ext/sub",
+                                     "observations": [{"category": "fact", "text": "must stay inside"}]})
+    hits = client.call("memory.search", {"query": "root", "limit": 100})["results"]
+    assert "root:x:0" not in json.dumps(hits) and "knowledge/pw" not in json.dumps(hits)
+    out = daemon.cli("memory", "read", "knowledge/pw")
+    assert out.returncode == 1 and "knowledge/pw.md is a symbolic link" in out.stderr, out.stderr
+    assert "root:x:0" not in out.stdout + out.stderr
+    out = daemon.cli("memory", "write", "Via CLI", "--obs", "fact", "x", "--folder", "ext")
+    assert out.returncode == 1 and "ext is a symbolic link to a folder" in out.stderr, out.stderr
+    assert list(outside.iterdir()) == []
+    assert not [p for p in devserver.tree(repo) if p.startswith("/ext") or "pw.md" in p]

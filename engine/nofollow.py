@@ -1,0 +1,265 @@
+"""Mirror paths opened without following symbolic links, checked at open time.
+
+Nothing outside the mirror is read or written through a symbolic link: the
+sync skips links (``localfs.scan_tree``, :func:`symlink_on_the_way` for the
+planner), and the memory tools open every path through the functions here.
+Each folder of a library-relative path is opened relative to the folder
+before it (an ``openat``-style walk) with ``O_NOFOLLOW | O_DIRECTORY``, the
+file itself with ``O_NOFOLLOW``, folders are created with ``mkdir`` relative
+to their parent's descriptor and files are renamed into place the same way.
+A link anywhere on the way, or as the file itself, is refused when it is
+opened, so swapping a folder for a link between a check and the access
+cannot redirect the access out of the mirror.  The mirror root itself is
+opened as configured (it may be a link the person chose, e.g. to another
+disk).
+
+Refusals are :class:`OutsideMirrorError` naming the library path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import LocalError
+from .ignore import TEMP_PREFIX
+
+__all__ = ["OutsideMirrorError", "symlink_on_the_way", "read_file", "entry_stat", "write_file", "remove_file"]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+# O_NONBLOCK: a FIFO planted in the mirror does not hang the open (it is then refused as not a file)
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+
+
+class OutsideMirrorError(LocalError):
+    """A path that would leave the mirror: a symbolic link (the file or a
+    folder on the way), ``..``, or something that is not a regular file.
+
+    :ivar path: the library-relative path of the offending entry.
+    """
+
+    title = "Not followed"
+    behaviour = "needs_person"
+    needs = "name"
+
+
+def _parts(rel: str) -> list[str]:
+    """The names of a rel path; ``..`` and absolute paths are refused."""
+    parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
+    if rel.startswith("/") or ".." in parts:
+        raise OutsideMirrorError(f"{rel} points outside the mirror folder; ohsync only works inside it",
+                                 path=rel)
+    if not parts:
+        raise OutsideMirrorError("the mirror folder itself is not a file", path=rel)
+    return parts
+
+
+def _link_refusal(rel: str, *, folder: bool) -> OutsideMirrorError:
+    kind = "a symbolic link to a folder" if folder else "a symbolic link"
+    return OutsideMirrorError(
+        f"{rel} is {kind}; ohsync does not follow links out of the mirror (the sync skips it too). "
+        "Put the real file or folder there instead of the link to use it", path=rel)
+
+
+def _is_link(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_root(root: Path) -> int:
+    return os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+
+
+def _open_folders(root_fd: int, parts: list[str], *, create: bool) -> int:
+    """The descriptor of the folder ``parts`` below ``root_fd`` (the caller closes it).
+
+    :raises OutsideMirrorError: a part is a symbolic link.
+    :raises FileNotFoundError, NotADirectoryError: a part is missing (and not
+        ``create``) or is a file.
+    """
+    fd = os.dup(root_fd)
+    try:
+        for i, name in enumerate(parts):
+            new = _open_folder(fd, name, "/".join(parts[:i + 1]), create=create)
+            os.close(fd)
+            fd = new
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_folder(dir_fd: int, name: str, rel: str, *, create: bool) -> int:
+    """Open (or, with ``create``, make and open) the folder ``name`` in ``dir_fd``."""
+    try:
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+            try:
+                os.mkdir(name, 0o777, dir_fd=dir_fd)
+            except FileExistsError:
+                pass  # made meanwhile (by the sync or another writer): opened below like any folder
+            return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_link(dir_fd, name):
+            raise _link_refusal(rel, folder=True) from None
+        raise
+
+
+@contextmanager
+def _parent(root: Path, rel: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+    """``(descriptor of rel's folder, rel's name)``, closed when the block ends."""
+    parts = _parts(rel)
+    root_fd = _open_root(root)
+    try:
+        fd = _open_folders(root_fd, parts[:-1], create=create)
+    finally:
+        os.close(root_fd)
+    try:
+        yield fd, parts[-1]
+    finally:
+        os.close(fd)
+
+
+def symlink_on_the_way(root: Path, rel: str) -> str | None:
+    """The rel path of a folder on the way to ``rel`` that is a symbolic link, or None.
+
+    Only the folders are looked at (the entry itself is the scan's); a
+    missing folder or one that cannot be opened answers None (nothing is
+    there to follow).
+    """
+    if not rel.strip("/"):
+        return None  # the root itself
+    try:
+        parts = _parts(rel)[:-1]
+    except OutsideMirrorError:
+        return rel  # ``..``: outside, treated as a link would be
+    if not parts:
+        return None
+    try:
+        root_fd = _open_root(root)
+    except OSError:
+        return None
+    try:
+        os.close(_open_folders(root_fd, parts, create=False))
+    except OutsideMirrorError as exc:
+        return exc.path
+    except OSError:
+        return None
+    finally:
+        os.close(root_fd)
+    return None
+
+
+def read_file(root: Path, rel: str) -> tuple[bytes, os.stat_result]:
+    """The bytes and stat of the regular file ``rel`` in the mirror at ``root``.
+
+    :raises OutsideMirrorError: ``rel`` or a folder on its way is a symbolic
+        link, or ``rel`` is not a regular file (a FIFO, a device).
+    :raises FileNotFoundError: it does not exist; other ``OSError`` as ``open``.
+    """
+    with _parent(root, rel) as (dfd, name):
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK) or _is_link(dfd, name):
+                raise _link_refusal(rel, folder=False) from None
+            raise
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a folder", rel)
+            raise OutsideMirrorError(f"{rel} is not a regular file; ohsync only reads files", path=rel)
+        return fh.read(), st
+
+
+def entry_stat(root: Path, rel: str) -> os.stat_result | None:
+    """The stat of ``rel`` itself (links not followed), or None when it does not exist.
+
+    :raises OutsideMirrorError: ``rel`` or a folder on its way is a symbolic link.
+    """
+    try:
+        with _parent(root, rel) as (dfd, name):
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise _link_refusal(rel, folder=False)
+    return st
+
+
+def write_file(root: Path, rel: str, data: bytes, *, make_parents: bool = True) -> os.stat_result:
+    """Write ``data`` to ``rel`` atomically, creating missing folders without following links.
+
+    A temp file (a name the watcher ignores) in the same folder, fsynced,
+    renamed over ``rel`` relative to the folder's descriptor, then the folder
+    fsynced.  A rewritten file keeps its mode.
+
+    :returns: the stat of the new file.
+    :raises OutsideMirrorError: ``rel`` or a folder on its way is a symbolic link.
+    :raises OSError: as the file system reports (disk full, read-only…).
+    """
+    with _parent(root, rel, create=make_parents) as (dfd, name):
+        try:
+            old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            old = None
+        if old is not None and stat.S_ISLNK(old.st_mode):
+            raise _link_refusal(rel, folder=False)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+        for _ in range(100):
+            tmp = f"{TEMP_PREFIX}{secrets.token_hex(6)}"
+            try:
+                fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(f"no free temp file name beside {rel}")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                if old is not None:
+                    os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+            raise
+        try:
+            os.fsync(dfd)
+        except OSError:
+            pass
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+
+
+def remove_file(root: Path, rel: str) -> bool:
+    """Remove the file ``rel`` (a link there is refused, never removed through).
+
+    :returns: False when it did not exist.
+    :raises OutsideMirrorError: a folder on the way is a symbolic link, or
+        ``rel`` itself is one.
+    """
+    try:
+        with _parent(root, rel) as (dfd, name):
+            if _is_link(dfd, name):
+                raise _link_refusal(rel, folder=False)
+            os.unlink(name, dir_fd=dfd)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return True
