@@ -1,45 +1,238 @@
-"""What memory writes may contain: the secrets blocklist and the sensitivity marker.
+"""What memory writes may contain: the secrets blocklist (refuse) and the
+sensitivity marker (store, marked).
 
-Memory files travel to the cloud and into assistants' context, so the memory
-tools refuse text that looks like a secret (:func:`find_secret`): API keys
-such as ``sk-…``, ``Bearer …`` tokens, verification codes (a 4–8 digit code
-next to a word such as 验证码 / verification code / OTP), and runs of 15 or
-more digits (card and ID numbers).  Personal but legitimate content (health,
-phone numbers, addresses) is not refused: :func:`looks_sensitive` tells the
-writer to mark the entity ``sensitivity: sensitive``, which keeps it out of
-search results unless a caller asks for sensitive entries.
+Memory files travel to the cloud and into assistants' context.  Two separate
+checks read the same normalised text (:func:`normalise`: NFKC, so full-width
+letters and digits read as ASCII, with zero-width and other format
+characters, Unicode category Cf, removed):
+
+* **Refused** (:func:`secrets_in`): API keys such as ``sk-…``, ``Bearer …``
+  tokens, verification codes (a 4–8 digit code next to a word such as 验证码 /
+  verification code / OTP, its digits joined across spaces, dots and dashes:
+  ``验证码 1 2 3 4 5 6``), card numbers (13–19 digits joined the same way,
+  with a card network's prefix and a valid Luhn check digit:
+  ``4111.1111.1111.1111``), runs of 15 or more digits and 4 × 4-digit groups
+  (card, account and ID numbers).  A valid IBAN is not refused (it is marked).
+* **Marked** ``sensitivity: sensitive`` (:func:`sensitive_in`): phone numbers
+  in international format (``+49 170 1234567``) and national formats of
+  common countries (``phonenumbers``, Google's libphonenumber metadata),
+  e-mail addresses, IBANs (mod-97 checksum), card mentions (``**** 4242``,
+  ``card ending 4242``, 尾号 4242), street addresses (best effort: English,
+  German, French, Spanish, Italian, Dutch, Chinese and Japanese patterns),
+  and health, identity and money words in English and Chinese.  Sensitive
+  entities are left out of search results unless a caller asks for them.
+
+Each finding is a :class:`Finding`; callers compare the findings of the text
+before and after a write (:func:`added`) so a secret assembled by two edits
+is refused and a person's own older text never blocks a later write.
 """
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+from typing import NamedTuple
 
-__all__ = ["BLOCKLIST", "find_secret", "looks_sensitive"]
+__all__ = ["Finding", "normalise", "join_digits", "secrets_in", "sensitive_in", "added", "find_secret",
+           "looks_sensitive", "luhn_ok", "iban_ok"]
+
+
+class Finding(NamedTuple):
+    """One thing a check found: ``kind`` (e.g. ``api_key``, ``phone``), the
+    normalised ``match``, and ``why``, a sentence naming the kind (never the value)."""
+
+    kind: str
+    match: str
+    why: str
+
+
+# -- normalisation -------------------------------------------------------------------------------
+
+_SEP = r"[ \t.\-‐‑‒–—―·・_]"  # what a person puts between digits (full-width forms are ASCII after NFKC)
+_JOIN = re.compile(rf"(?<=[0-9]){_SEP}{{1,3}}(?=[0-9])")
+
+
+def normalise(text: str) -> str:
+    """NFKC with every format character (Unicode category Cf: zero-width
+    spaces and joiners, soft hyphens, bidi marks, BOM) removed."""
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+
+
+def join_digits(text: str) -> str:
+    """``text`` (normalised) with digit runs joined across spaces, dots,
+    dashes and middle dots (``4111 1111`` → ``41111111``); never across a
+    line break."""
+    return _JOIN.sub("", text)
+
+
+def luhn_ok(digits: str) -> bool:
+    """True when the digit string passes the Luhn check (card numbers)."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return bool(digits) and total % 10 == 0
+
+
+def iban_ok(iban: str) -> bool:
+    """True for an IBAN (spaces allowed) whose ISO 13616 mod-97 checksum holds."""
+    s = re.sub(r"\s", "", iban).upper()
+    if not re.fullmatch(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}", s):
+        return False
+    moved = s[4:] + s[:4]
+    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+# -- the blocklist (refused) ---------------------------------------------------------------------
 
 _CODE_WORDS = (r"验证码|校验码|动态码|动态密码|短信码|登录码|安全码|确认码|激活码"
                r"|verification code|verify code|security code|one[- ]time (?:pass)?code|one[- ]time password"
                r"|passcode|otp|2fa(?: code)?|auth(?:entication)? code|login code|confirmation code")
 
-#: ``(name, pattern, sentence)``: what is refused and how the refusal reads.
-BLOCKLIST: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("api_key", re.compile(r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}"),
-     "it contains what looks like an API key (sk-…)"),
-    ("bearer_token", re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE),
-     "it contains what looks like an access token (Bearer …)"),
-    ("verification_code", re.compile(
-        rf"(?:{_CODE_WORDS})[^0-9A-Za-z\n]{{0,12}}(?:is|为|是|:|：)?[^0-9A-Za-z\n]{{0,6}}[0-9]{{4,8}}(?![0-9])"
-        rf"|(?<![0-9])[0-9]{{4,8}}[^0-9A-Za-z\n]{{0,8}}(?:is your|为您的|是你的|是您的)?[^0-9A-Za-z\n]{{0,4}}(?:{_CODE_WORDS})",
-        re.IGNORECASE),
-     "it contains what looks like a verification code"),
-    ("long_number", re.compile(r"(?<![0-9])[0-9]{15,}(?![0-9])|(?<![0-9])[0-9]{4}(?:[ -][0-9]{4}){3,}(?![0-9])"),
-     "it contains a long number (15 or more digits: a card, account or ID number?)"),
-)
-
-_SENSITIVE = re.compile(
-    r"过敏|病史|病历|诊断|处方|药物|用药|抑郁|焦虑症|住院|手术|体检|血型|紧急联系人|身份证|护照|家庭住址|住址|银行卡|工资|密码"
-    r"|allerg|diagnos|medication|prescription|medical|emergency contact|passport|home address|salary|password"
-    r"|(?<![0-9])1[3-9][0-9][- ]?[0-9]{4}[- ]?[0-9]{4}(?![0-9])"          # a mainland mobile number
-    r"|[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}",                  # an e-mail address
+_API_KEY = re.compile(r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}")
+_BEARER = re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+_CODE = re.compile(
+    rf"(?:{_CODE_WORDS})[^0-9A-Za-z\n]{{0,12}}(?:is|为|是|:|：)?[^0-9A-Za-z\n]{{0,6}}[0-9]{{4,8}}(?![0-9])"
+    rf"|(?<![0-9])[0-9]{{4,8}}[^0-9A-Za-z\n]{{0,8}}(?:is your|为您的|是你的|是您的)?[^0-9A-Za-z\n]{{0,4}}(?:{_CODE_WORDS})",
     re.IGNORECASE)
+_LONG = re.compile(rf"(?<![0-9])[0-9]{{15,}}(?![0-9])|(?<![0-9])[0-9]{{4}}(?:{_SEP}[0-9]{{4}}){{3,}}(?![0-9])")
+_DIGIT_RUN = re.compile(r"(?<![0-9+])[0-9]{13,19}(?![0-9])")  # after join_digits; "+…" is a phone number
+# the issuer prefixes of the card networks (Visa, Mastercard, Amex, Discover, UnionPay, JCB, Diners, Maestro)
+_CARD_PREFIX = re.compile(r"4|5[0-8]|2(?:22[1-9]|2[3-9][0-9]|[3-6][0-9]{2}|7[01][0-9]|720)|3[0-9]|6")
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
+
+_WHY_KEY = "it contains what looks like an API key (sk-…)"
+_WHY_BEARER = "it contains what looks like an access token (Bearer …)"
+_WHY_CODE = "it contains what looks like a verification code"
+_WHY_CARD = "it contains what looks like a payment card number (it passes the card check digit)"
+_WHY_LONG = "it contains a long number (15 or more digits: a card, account or ID number?)"
+
+
+def _ibans(text: str) -> list[tuple[int, int]]:
+    """The spans of valid IBANs in ``text`` (a candidate that runs into the
+    next word is shortened word by word until its checksum holds)."""
+    spans = []
+    for m in _IBAN.finditer(text):
+        cand = m.group()
+        while cand and not iban_ok(cand):
+            cand = cand.rpartition(" ")[0] if " " in cand else ""
+        if cand:
+            spans.append((m.start(), m.start() + len(cand)))
+    return spans
+
+
+def _without_ibans(text: str) -> str:
+    """``text`` with valid IBANs blanked (they are marked sensitive, not refused as long numbers)."""
+    for start, end in _ibans(text):
+        text = text[:start] + " " * (end - start) + text[end:]
+    return text
+
+
+def secrets_in(text: str) -> list[Finding]:
+    """What in ``text`` must never be stored (empty when it may be).
+
+    :param text: any text a write would store (a field or the entity's text).
+    :returns: the findings, on the normalised text, in the order of the checks.
+    """
+    norm = normalise(text)
+    found = [Finding("api_key", m.group(), _WHY_KEY) for m in _API_KEY.finditer(norm)]
+    found += [Finding("bearer_token", m.group(), _WHY_BEARER) for m in _BEARER.finditer(norm)]
+    plain = _without_ibans(norm)
+    joined = join_digits(plain)
+    found += [Finding("verification_code", m.group(), _WHY_CODE) for m in _CODE.finditer(joined)]
+    found += [Finding("card_number", m.group(), _WHY_CARD) for m in _DIGIT_RUN.finditer(joined)
+              if _CARD_PREFIX.match(m.group()) and luhn_ok(m.group())]
+    found += [Finding("long_number", m.group(), _WHY_LONG) for m in _LONG.finditer(plain)]
+    return found
+
+
+# -- sensitivity (marked) ------------------------------------------------------------------------
+
+_WORDS = re.compile(
+    r"过敏|病史|病历|诊断|处方|药物|用药|抑郁|焦虑症|住院|手术|体检|血型|怀孕|癌|糖尿病|哮喘|心理咨询|精神科"
+    r"|紧急联系人|身份证|护照|家庭住址|住址|银行卡|工资|密码"
+    r"|\b(?:allerg|diagnos|medication|prescri|medical|emergency contact|passport|home address|salary|password"
+    r"|symptom|therap|surgery|surgical|hospitali[sz]|depress|anxiety disorder|psychiatr|blood type|pregnan"
+    r"|cancer|chemotherapy|diabet|asthma|epilep|insulin|hiv\b|disabilit|health insurance)",
+    re.IGNORECASE)
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+_CN_MOBILE = re.compile(r"(?<![0-9])1[3-9][0-9][- ]?[0-9]{4}[- ]?[0-9]{4}(?![0-9])")
+_CARD_MENTION = re.compile(
+    r"(?:[*xX•]{4}[ -]?){2,3}[0-9]{4}(?![0-9])"
+    r"|\b(?:card|visa|mastercard|amex)\b[^0-9\n]{0,20}(?:ending|ends)(?: in| with)?[^0-9\n]{0,3}[0-9]{4}(?![0-9])"
+    r"|(?:卡|银行卡|信用卡)[^0-9\n]{0,6}尾号[^0-9\n]{0,3}[0-9]{4}(?![0-9])",
+    re.IGNORECASE)
+_STREET_TYPES = (r"Street|St\.?|Road|Rd\.?|Avenue|Ave\.?|Boulevard|Blvd\.?|Lane|Ln\.?|Drive|Dr\.?|Way|Court|Ct\.?"
+                 r"|Place|Pl\.?|Terrace|Close|Crescent|Highway|Hwy")
+_ADDRESS = re.compile(
+    rf"\b[0-9]{{1,5}}[A-Za-z]?,? (?:[A-Z][A-Za-z'.-]+ ){{1,4}}(?:{_STREET_TYPES})(?![A-Za-z])"      # 221B Baker Street
+    r"|\b[A-ZÄÖÜ][a-zäöüß-]+(?:straße|strasse|str\.|weg|gasse|platz|allee|ring|damm)\s+[0-9]{1,4}[a-z]?\b"  # Hauptstraße 5
+    r"|\b(?:[A-ZÄÖÜ][a-zäöüß]+ )?(?:Straße|Strasse|Platz|Weg|Allee) [0-9]{1,4}[a-z]?\b"
+    r"|\b[0-9]{1,4}(?: ?(?:bis|ter))?,? (?:rue|avenue|av\.|boulevard|bd|place|chemin|allée|impasse|quai)\s+\w+"  # 12 rue …
+    r"|\b(?:Calle|C/|Avenida|Avda\.?|Plaza|Paseo|Via|Viale|Piazza|Corso|Rua|Travessa)\s+[\w .'-]{2,40}?,?\s+(?:n[º°o.]\s*)?[0-9]{1,4}\b"
+    r"|\b[A-Z][a-z]+(?:straat|laan|weg|plein|gracht|kade)\s+[0-9]{1,4}[a-z]?\b"                   # Dutch
+    r"|[\u4e00-\u9fff]{1,12}(?:路|街|大道|道|巷|弄|胡同)[0-9]{1,5}(?:号|號)"                          # 中关村大街27号
+    r"|[\u4e00-\u9fff]{1,10}[都道府県市区町村][\u4e00-\u9fff\u3040-\u30ff]{0,12}[0-9]{1,4}丁目"      # 1丁目
+    r"|[\u4e00-\u9fff]{1,10}[市区町村][\u4e00-\u9fff\u3040-\u30ff]{0,12}[0-9]{1,4}-[0-9]{1,4}(?:-[0-9]{1,4})?")
+#: countries whose national phone formats are recognised (international ``+…`` numbers always are)
+PHONE_REGIONS = ("CN", "US", "GB", "DE", "FR", "JP", "IN", "BR", "ES", "IT", "NL", "KR", "AU", "RU", "MX", "CH", "AT")
+_PHONE_WORD = re.compile(r"(?:phone|tel|call|mobile|cell|fax|whatsapp|telefon|téléphone|portable|handy|móvil|"
+                         r"celular|telefono|電話|电话|手机|携帯|联系|号码)[^\n]{0,16}$", re.IGNORECASE)
+_MAYBE_PHONE = re.compile(r"[0-9](?:[ ().\-/]{0,2}[0-9]){5,}")
+
+_WHY_WORD = "health, identity, money or password words"
+_WHY_PHONE = "a phone number"
+_WHY_EMAIL = "an e-mail address"
+_WHY_IBAN = "a bank account number (IBAN)"
+_WHY_CARD_MENTION = "a payment card reference"
+_WHY_ADDRESS = "a street address"
+
+
+def _phones(norm: str) -> list[str]:
+    """Phone numbers in ``norm``: any ``+``-international number, and a
+    national number of :data:`PHONE_REGIONS` written with separators or after
+    a word such as "phone" / 电话 (a bare 10-digit run is too often a ticket
+    or order number)."""
+    if not _MAYBE_PHONE.search(norm):
+        return []
+    import phonenumbers  # on the first write with digits in it: an idle daemon never loads its metadata
+
+    found: dict[int, str] = {}
+    for region in ("ZZ", *PHONE_REGIONS):
+        for m in phonenumbers.PhoneNumberMatcher(norm, region, leniency=phonenumbers.Leniency.VALID):
+            if m.start in found:
+                continue
+            raw = m.raw_string
+            if region == "ZZ" or raw.startswith("+") or not raw.isdigit() or _PHONE_WORD.search(norm[:m.start]):
+                found[m.start] = raw
+    return list(found.values())
+
+
+def sensitive_in(text: str) -> list[Finding]:
+    """The personal details in ``text`` that make an entity ``sensitivity: sensitive``.
+
+    :returns: the findings on the normalised text (empty: nothing personal seen).
+    """
+    norm = normalise(text)
+    found = [Finding("words", m.group().lower(), _WHY_WORD) for m in _WORDS.finditer(norm)]
+    found += [Finding("email", m.group(), _WHY_EMAIL) for m in _EMAIL.finditer(norm)]
+    found += [Finding("iban", norm[a:b], _WHY_IBAN) for a, b in _ibans(norm)]
+    found += [Finding("card", m.group(), _WHY_CARD_MENTION) for m in _CARD_MENTION.finditer(norm)]
+    found += [Finding("address", m.group(), _WHY_ADDRESS) for m in _ADDRESS.finditer(norm)]
+    found += [Finding("phone", p, _WHY_PHONE) for p in _phones(norm)]
+    found += [Finding("phone", m.group(), _WHY_PHONE) for m in _CN_MOBILE.finditer(norm)]  # bare 138…
+    return found
+
+
+def added(before: Iterable[Finding], after: Iterable[Finding]) -> list[Finding]:
+    """The findings of ``after`` that ``before`` does not have (as many times
+    as they were added): what a write brings in."""
+    extra = Counter(after) - Counter(before)
+    return list(extra.elements())
 
 
 def find_secret(text: str) -> str | None:
@@ -48,13 +241,11 @@ def find_secret(text: str) -> str | None:
     :param text: any text a write would store (title, observation, context, tags…).
     :returns: a sentence naming the kind of secret (never the secret itself).
     """
-    for _name, pattern, sentence in BLOCKLIST:
-        if pattern.search(text):
-            return sentence
-    return None
+    found = secrets_in(text)
+    return found[0].why if found else None
 
 
 def looks_sensitive(text: str) -> bool:
     """True when ``text`` holds personal data that should be marked ``sensitive``
     (health, contacts, identity documents, addresses, money, passwords)."""
-    return bool(_SENSITIVE.search(text))
+    return bool(sensitive_in(text))

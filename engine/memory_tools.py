@@ -42,7 +42,7 @@ from ohsync.engine.memory_edit import (
     yaml_scalar,
 )
 from ohsync.engine.memory_format import MemoryParseError, parse_memory
-from ohsync.engine.memory_guard import find_secret, looks_sensitive
+from ohsync.engine.memory_guard import added, secrets_in, sensitive_in
 from ohsync.engine.memory_index import Entity, MemoryIndex, is_indexed, to_timestamp
 from ohsync.engine.memory_merge import is_journal_file
 from ohsync.engine.nofollow import OutsideMirrorError, entry_stat, read_file
@@ -93,14 +93,57 @@ def _opt_str(value: Any, what: str) -> str | None:
     return value.strip() or None
 
 
-def _guard(*parts: Any) -> None:
-    for part in parts:
-        if part is None:
+_NEVER = "Never store secrets in memory; leave them out or describe them without the value"
+_MARGIN = 512  # characters around a change that the result check reads (longer than any secret pattern)
+
+
+def _guard(*fields: tuple[str, Any]) -> None:
+    """Refuse when one of the ``(field name, value)`` pairs holds a secret.
+
+    :raises MemoryToolError: "refused: `field`: why", naming the first such field.
+    """
+    for name, value in fields:
+        if value is None:
             continue
-        reason = find_secret(str(part))
-        if reason:
-            raise MemoryToolError(f"refused: {reason}. Never store secrets in memory; leave them out or describe "
-                                  "them without the value")
+        found = secrets_in(str(value))
+        if found:
+            raise MemoryToolError(f"refused: `{name}`: {found[0].why}. {_NEVER}")
+
+
+def _window(before: bytes, after: bytes) -> tuple[str, str]:
+    """The changed part of a file with :data:`_MARGIN` characters either side,
+    as ``(before, after)`` text: what a write added, in its surroundings."""
+    b = before.decode("utf-8", errors="replace")
+    a = after.decode("utf-8", errors="replace")
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    start = max(0, head - _MARGIN)
+    return b[start:len(b) - tail + _MARGIN], a[start:len(a) - tail + _MARGIN]
+
+
+def _guard_result(before: bytes, after: bytes, what: str) -> tuple[str, str]:
+    """Refuse a write whose resulting entity text holds a secret it did not
+    hold before (two edits that assemble a key, a code split over an edit
+    boundary); text that was there already never blocks a write.
+
+    :returns: the changed window ``(before, after)`` (for the sensitivity check).
+    :raises MemoryToolError: "refused: the entity's text after this …".
+    """
+    b, a = _window(before, after)
+    new = added(secrets_in(b), secrets_in(a))
+    if new:
+        raise MemoryToolError(f"refused: the entity's text after this {what}: {new[0].why}. {_NEVER}")
+    return b, a
+
+
+def _adds_sensitive(window: tuple[str, str]) -> bool:
+    """True when the changed window brings in a personal detail it did not hold."""
+    return bool(added(sensitive_in(window[0]), sensitive_in(window[1])))
 
 
 def _refuse_link(root: Path, rel: str) -> os.stat_result | None:
@@ -332,20 +375,22 @@ class MemoryTools:
         if not isinstance(rels, list) or not all(isinstance(r, Mapping) for r in rels):
             raise MemoryToolError("`relations` must be a list of {rel, target, context?}")
         tag_list = _text_list(tags, "tags")
-        for o in observations:
-            o_tags = o.get("tags")
-            if o_tags is not None:
-                _text_list(o_tags, "observations[].tags")
-        texts = [title_s, *tag_list]
-        for o in observations:
-            texts += [o.get("category"), o.get("text"), o.get("context"), *(o.get("tags") or [])]
-        for r in rels:
-            texts += [r.get("rel"), r.get("target"), r.get("context")]
-        _guard(*texts)
+        fields: list[tuple[str, Any]] = [("title", title_s), ("type", type_s), ("folder", folder),
+                                         *(("tags", t) for t in tag_list)]
+        for i, o in enumerate(observations):
+            o_tags = _text_list(o.get("tags"), "observations[].tags")
+            fields += [(f"observations[{i}].category", o.get("category")), (f"observations[{i}].text", o.get("text")),
+                       (f"observations[{i}].context", o.get("context")),
+                       *((f"observations[{i}].tags", t) for t in o_tags)]
+        for i, r in enumerate(rels):
+            fields += [(f"relations[{i}].rel", r.get("rel")), (f"relations[{i}].target", r.get("target")),
+                       (f"relations[{i}].context", r.get("context"))]
+        _guard(*fields)
         sens = _opt_str(sensitivity, "sensitivity")
         if sens not in (None, "normal", "sensitive"):
             raise MemoryToolError("`sensitivity` must be 'normal' or 'sensitive'")
-        auto = sens != "sensitive" and looks_sensitive(" ".join(str(t) for t in texts if t is not None))
+        # one field per line: digits are never joined across two fields
+        auto = sens != "sensitive" and bool(sensitive_in("\n".join(str(v) for _, v in fields if v is not None)))
         sens = "sensitive" if auto or sens == "sensitive" else "normal"
         where = (_opt_str(folder, "folder") or TYPE_FOLDERS.get(type_s, _DEFAULT_FOLDER)).strip("/")
         parts = where.split("/")
@@ -363,6 +408,7 @@ class MemoryTools:
         data = render_entity(title=title_s, permalink=permalink, type_=type_s, tags=tag_list,
                              created=self.now(), origin=self.origin, sensitivity=sens,
                              observations=observations, relations=rels)
+        _guard_result(b"", data, "write")
         result: dict[str, Any] = {"permalink": permalink, "title": title_s, "path": rel, "sensitivity": sens}
         if auto:
             result["marked_sensitive"] = True
@@ -375,18 +421,19 @@ class MemoryTools:
 
         :raises MemoryToolError: bad parameters, a secret, or a file that does not parse.
         """
-        _guard(category, text, context)
+        _guard(("category", category), ("text", text), ("context", context))
         if not isinstance(text, str):
             raise MemoryToolError("`text` must be a string")
         now = self.now()
         body = journal_text(text, now) if is_journal_file(entity.path) else text
         line = observation_line(category, body, None, context)
-        new, added = append_observation(data, line)
+        new, appended = append_observation(data, line)
         result: dict[str, Any] = {"permalink": entity.permalink, "title": entity.title, "path": entity.path,
-                                  "appended": line, "added": added}
-        if added:
+                                  "appended": line, "added": appended}
+        if appended:
+            window = _guard_result(data, new, "append")
             fields = {"modified": now.isoformat()}
-            if entity.sensitivity != "sensitive" and looks_sensitive(line):
+            if entity.sensitivity != "sensitive" and _adds_sensitive(window):
                 fields["sensitivity"] = "sensitive"
                 result["marked_sensitive"] = True
             new = set_fields(new, fields)
@@ -400,8 +447,9 @@ class MemoryTools:
         """
         if not isinstance(find, str) or not isinstance(replace, str):
             raise MemoryToolError("`find` and `replace` must be strings")
-        _guard(replace)
+        _guard(("replace", replace))
         new = replace_once(data, find, replace)
+        window = _guard_result(data, new, "edit")
         try:
             before = parse_memory(data)
         except MemoryParseError:
@@ -421,7 +469,7 @@ class MemoryTools:
             fields = {}
             if fm_before.get("modified") == fm_after.get("modified"):
                 fields["modified"] = self.now().isoformat()
-            if str(fm_after.get("sensitivity", "normal")) != "sensitive" and looks_sensitive(replace):
+            if str(fm_after.get("sensitivity", "normal")) != "sensitive" and _adds_sensitive(window):
                 fields["sensitivity"] = "sensitive"
                 result["marked_sensitive"] = True
             new = set_fields(new, fields)
@@ -434,7 +482,7 @@ class MemoryTools:
         :raises MemoryToolError: a secret in ``reason``.
         """
         why = _opt_str(reason, "reason")
-        _guard(why)
+        _guard(("reason", why))
         now = self.now().isoformat()
         fields = {"status": "trashed", "trashed_at": now, "original_path": yaml_scalar(entity.path),
                   "modified": now}
