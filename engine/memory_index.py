@@ -26,7 +26,7 @@ from typing import Any
 
 from ohsync.engine.memory_format import MemoryParseError, iter_code_mask, load_yaml, parse_relation
 from ohsync.engine.memory_merge import is_memory_file
-from ohsync.engine.nofollow import OutsideMirrorError, read_file
+from ohsync.engine.nofollow import OutsideMirrorError, entry_stat, read_file
 from ohsync.engine.text_merge import BOM
 
 __all__ = ["Columns", "Entity", "MemoryIndex", "is_indexed", "parse_entity", "parse_offset", "to_timestamp",
@@ -385,6 +385,11 @@ class MemoryIndex:
 
     def _walk(self, rel_dir: str) -> Iterator[str]:
         top = self.root / rel_dir if rel_dir else self.root
+        if rel_dir:
+            try:
+                entry_stat(self.root, rel_dir)
+            except OutsideMirrorError:
+                return  # a link to a folder (or inside one): never walked
         for folder, dirs, names in os.walk(top):
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             rel_folder = Path(folder).relative_to(self.root).as_posix()

@@ -115,13 +115,17 @@ def _window(before: bytes, after: bytes) -> tuple[str, str]:
     as ``(before, after)`` text: what a write added, in its surroundings."""
     b = before.decode("utf-8", errors="replace")
     a = after.decode("utf-8", errors="replace")
-    head = 0
     limit = min(len(a), len(b))
-    while head < limit and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < limit - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    lo, hi = 0, limit  # the common prefix, by halving (slice compares run in C: a 1 MB journal stays fast)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
+    head = lo
+    lo, hi = 0, limit - head  # the common suffix, not overlapping the prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[len(a) - mid:] == b[len(b) - mid:] else (lo, mid - 1)
+    tail = lo
     start = max(0, head - _MARGIN)
     return b[start:len(b) - tail + _MARGIN], a[start:len(a) - tail + _MARGIN]
 

@@ -111,6 +111,19 @@ def test_a_folder_link_to_outside_is_not_indexed_and_not_written_into(lib: Path,
     assert listing(outside) == before
 
 
+def test_an_event_naming_a_folder_link_never_walks_outside(lib: Path, outside: Path, monkeypatch) -> None:
+    import ohsync.engine.memory_index as memory_index
+
+    os.symlink(outside, lib / "ext")
+    tools = tools_for(lib)
+    walked: list[str] = []
+    real_walk = os.walk
+    monkeypatch.setattr(memory_index.os, "walk", lambda top, *a, **k: walked.append(str(top)) or real_walk(top, *a, **k))
+    tools.index.update(["ext", "ext/deeper"])
+    assert not [t for t in walked if "ext" in t]
+    assert tools.index.by_permalink("outside-secret-0001") is None
+
+
 def test_a_link_in_a_parent_folder_is_never_created_through(lib: Path, outside: Path) -> None:
     os.symlink(outside, lib / "deep")
     tools = tools_for(lib)
