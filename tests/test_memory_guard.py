@@ -213,3 +213,9 @@ def test_ordinary_text_is_not_marked(tools: MemoryTools, text: str) -> None:
 def test_folder_and_type_count_for_sensitivity_too(tools: MemoryTools) -> None:
     plan = tools.plan_write("Klinik", obs("Termin"), type="medical record")
     assert plan.result["sensitivity"] == "sensitive"
+
+
+def test_the_generated_permalink_never_reads_as_a_code(tools: MemoryTools) -> None:
+    # "OTP 7" gets the permalink otp-7-2682: the caller wrote no code, so nothing is refused
+    plan = tools.plan_write("OTP 7", obs("how to set up the authenticator app"))
+    assert plan.result["permalink"] == "otp-7-2682"
