@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ohsync.daemon.memory_service import MemoryService
 from ohsync.daemon.socket_server import InvalidParams
@@ -219,3 +221,37 @@ def test_the_generated_permalink_never_reads_as_a_code(tools: MemoryTools) -> No
     # "OTP 7" gets the permalink otp-7-2682: the caller wrote no code, so nothing is refused
     plan = tools.plan_write("OTP 7", obs("how to set up the authenticator app"))
     assert plan.result["permalink"] == "otp-7-2682"
+
+
+# -- property: disguises never hide a secret --------------------------------------------------
+
+_DISGUISE = st.sampled_from(["", " ", ".", "-", "\u3000", "\u200b", "\u2060", "\ufeff", "\u00ad", "．", "－"])
+
+
+def _full_width(ch: str, wide: bool) -> str:
+    return chr(ord(ch) + 0xFEE0) if wide and "!" <= ch <= "~" else ch
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.lists(st.integers(0, 9), min_size=14, max_size=14), gaps=st.lists(_DISGUISE, min_size=16, max_size=16),
+       wide=st.lists(st.booleans(), min_size=16, max_size=16))
+def test_a_disguised_card_number_is_always_refused(body: list[int], gaps: list[str], wide: list[bool]) -> None:
+    digits = "4" + "".join(map(str, body))
+    digits += next(d for d in "0123456789" if luhn_ok(digits + d))
+    text = "".join(_full_width(d, w) + g for d, g, w in zip(digits, gaps, wide)).rstrip(" .-\u3000．－")
+    kinds = [f.kind for f in secrets_in(f"pay with {text} please")]
+    assert "card_number" in kinds or "long_number" in kinds, text
+
+
+@settings(max_examples=150, deadline=None)
+@given(key=st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=16, max_size=40),
+       hidden=st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff",
+                                                                       "\u00ad"])), max_size=4),
+       wide=st.booleans())
+def test_a_disguised_api_key_is_always_refused(key: str, hidden: list[tuple[int, str]], wide: bool) -> None:
+    text = "sk-" + key
+    for pos, ch in hidden:
+        pos = min(pos, len(text))
+        text = text[:pos] + ch + text[pos:]
+    text = "".join(_full_width(c, wide) for c in text)
+    assert "api_key" in [f.kind for f in secrets_in(f"the key is {text}")], repr(text)
