@@ -412,7 +412,7 @@ class MemoryTools:
         data = render_entity(title=title_s, permalink=permalink, type_=type_s, tags=tag_list,
                              created=self.now(), origin=self.origin, sensitivity=sens,
                              observations=observations, relations=rels)
-        # the permalink is ours (a slug of the title and random hex: "otp-4821" is no code)
+        # the permalink is ours (a slug of the title and hex of its hash: "otp-7-2682" is no code)
         _guard_result(b"", data.replace(f"permalink: {permalink}\n".encode(), b""), "write")
         result: dict[str, Any] = {"permalink": permalink, "title": title_s, "path": rel, "sensitivity": sens}
         if auto:

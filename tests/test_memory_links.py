@@ -151,3 +151,11 @@ def test_nofollow_refuses_dot_dot_and_fifos(lib: Path) -> None:
     assert nofollow.symlink_on_the_way(lib, "knowledge/x/y.md") is None
     os.symlink(lib / "knowledge", lib / "again")
     assert nofollow.symlink_on_the_way(lib, "again/x/y.md") == "again"
+
+
+def test_a_permalink_with_dot_dot_never_reads_outside(lib: Path, outside: Path) -> None:
+    tools = tools_for(lib)
+    with pytest.raises(MemoryToolError, match="no memory entity has the permalink '../outside/note'"):
+        tools.read("../outside/note")
+    tools.index.update(["knowledge/../../outside/note.md"])
+    assert tools.index.by_permalink("outside-secret-0001") is None
