@@ -44,6 +44,7 @@ from ohsync.daemon.cli_requests import (
 )
 from ohsync.daemon.cli_resync import add_resync
 from ohsync.daemon.cli_run import TRAY_EXTRA_HINT, cmd_demo, cmd_run, cmd_tray
+from ohsync.daemon.cli_setup import add_keyring_option
 from ohsync.daemon.cli_status import cmd_status
 from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcError
 from ohsync.engine.errors import OhsyncError, classify, local_error
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     g.add_argument("--token-stdin", action="store_true", help="read an API token from standard input")
+    add_keyring_option(sp)
     sp = add("logout", cmd_logout, "remove the stored token")
     sp.add_argument("--server", metavar="URL")
     sp.add_argument("--username", metavar="EMAIL")
