@@ -47,5 +47,6 @@ def cmd_autostart(args: argparse.Namespace) -> int:
 def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]) -> None:
     """Add the ``autostart`` command with :func:`ohsync.daemon.cli.build_parser`'s ``add``."""
     sp = add("autostart", cmd_autostart, "start ohsync at login (systemd user unit, XDG autostart or LaunchAgent)")
-    sp.add_argument("action", choices=("enable", "disable", "status"))
+    sp.add_argument("action", choices=("enable", "disable", "status"),
+                    help="enable: start ohsync at every login; disable: stop doing so; status: what will run")
     sp.add_argument("--now", action="store_true", help="with enable: also start the daemon now (systemd, macOS)")

@@ -98,7 +98,7 @@ def register(sub: Any) -> None:
                         "--yes asks nothing and takes the defaults.")
     sp.set_defaults(func=cmd_setup)
     sp.add_argument("--server", metavar="URL", help="Seafile server (default https://cloud.tsinghua.edu.cn)")
-    sp.add_argument("--username", metavar="EMAIL")
+    sp.add_argument("--username", metavar="EMAIL", help="your Seafile login (usually an e-mail address)")
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--password-stdin", action="store_true",
                    help="read the password (and a two-factor code as a second line) from standard input")
