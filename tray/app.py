@@ -29,7 +29,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.protocol import DaemonNotRunning, Event, Method, RpcClient, RpcError, tray_pid_file
+from ohsync.daemon.protocol import (
+    DaemonNotRunning,
+    Event,
+    Method,
+    RpcClient,
+    RpcError,
+    default_socket_path,
+    tray_pid_file,
+)
 
 from . import desktop, icons, menu_model, start_report
 from .menu_model import Action, MenuEntry, TrayView
@@ -144,6 +152,7 @@ class TrayController:
                              and time.monotonic() - self._start_pending < START_TIMEOUT)
             return TrayView(status=self._status, conflicts=self._conflicts, now=self._clock(),
                             progress=self._progress_now, owns_daemon=self.owns_daemon,
+                            socket=str(self.socket_path or default_socket_path()),
                             starting=(self.owns_daemon and not self._ever_connected) or start_pending)
 
     def _set_status(self, status: dict[str, Any] | None) -> list[Notice]:
