@@ -31,6 +31,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ohsync.daemon.autostart_reach import HEADLESS_ADVICE, desktop_session_possible, lingering, start_daemon_now
 from ohsync.engine.errors import OhsyncError
 
 __all__ = ["AutostartError", "AutostartStatus", "choose_kind", "disable", "enable", "ohsync_executable",
@@ -189,14 +190,20 @@ class AutostartStatus:
 
     :ivar kind: the mechanism this machine would use (:func:`choose_kind`).
     :ivar files: installed autostart files, each with what it starts.
-    :ivar enabled: the daemon starts at login.
-    :ivar problems: sentences (a missing program, a unit that is not enabled).
+    :ivar enabled: an entry that starts the daemon is installed.
+    :ivar problems: sentences (a missing program, a unit that is not enabled, an entry that
+        nothing on this machine reads).
     """
 
     kind: str
     files: list[tuple[Path, str]] = field(default_factory=list)
     enabled: bool = False
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def will_run(self) -> bool:
+        """True when the daemon will start at the next login (installed, and nothing in the way)."""
+        return self.enabled and not self.problems
 
 
 def _write(path: Path, data: str | bytes) -> None:
@@ -232,11 +239,14 @@ def _command(config: Path | None, *args: str) -> list[str]:
 
 
 def enable(*, config: Path | None = None, now: bool = False, log_dir: Path | None = None,
-           kind: str | None = None) -> list[str]:
+           kind: str | None = None, socket: Path | None = None) -> list[str]:
     """Install the autostart files for this user (replacing older ones).
 
     :param config: a config file to pass as ``--config`` (None: the default).
-    :param now: also start the daemon now (systemd, launchd).
+    :param now: also start the daemon now (systemd and launchd by their own means; with an XDG
+        entry, which only a desktop session reads, by starting ``ohsync run`` detached and
+        waiting until it answers on ``socket``).
+    :param socket: the config's socket (needed for ``now`` with an XDG entry).
     :param log_dir: the daemon's log folder (launchd's stderr file goes there).
     :param kind: force a mechanism (default :func:`choose_kind`).
     :returns: sentences saying what was installed.
@@ -261,6 +271,9 @@ def enable(*, config: Path | None = None, now: bool = False, log_dir: Path | Non
             said.append(f"Installed {tray}: the tray icon starts with the desktop session.")
         else:
             said.append("No tray icon at login: the [tray] extra is not installed (see the README).")
+        if not lingering():
+            said.append("systemd starts it when you log in and stops it when your last session ends; "
+                        "`loginctl enable-linger` keeps it running without a login (and starts it at boot).")
     elif kind == "xdg":
         path = desktop_path(DESKTOP_DAEMON)
         _write(path, render_desktop_entry(_command(config, "run"),
@@ -268,8 +281,18 @@ def enable(*, config: Path | None = None, now: bool = False, log_dir: Path | Non
         tray = desktop_path(DESKTOP_TRAY)
         if tray.exists():
             tray.unlink()
-        said.append(f"Installed {path}: the daemon (with its tray icon) starts with your desktop session. "
-                    "Start it now with `ohsync run`.")
+        if desktop_session_possible():
+            said.append(f"Installed {path}: the daemon (with its tray icon) starts with your desktop session."
+                        + ("" if now else " Start it now with `ohsync run`."))
+        else:
+            said.append(f"Installed {path}, but nothing on this machine will start it: only a desktop session "
+                        "reads it, there is none here, and no systemd user manager answers from this shell "
+                        f"(no user bus). {HEADLESS_ADVICE}")
+        if now:
+            if socket is None:
+                raise ValueError("enable(now=True) of an XDG entry needs the config's socket")
+            said.append(start_daemon_now(_command(config, "run", *([] if desktop_session_possible()
+                                                                  else ["--no-tray"])), socket))
     elif kind == "launchd":
         path = agent_path()
         logs = log_dir if log_dir is not None else _home() / "Library" / "Logs" / "ohsync"
@@ -361,6 +384,10 @@ def status(*, kind: str | None = None) -> AutostartStatus:
                                "`ohsync autostart enable` again from the ohsync you use now.")
         if path.name != DESKTOP_TRAY:
             st.enabled = True
+    daemon_entry = desktop_path(DESKTOP_DAEMON)
+    if daemon_entry.exists() and not unit_path().exists() and not desktop_session_possible():
+        st.problems.append(f"{daemon_entry} is installed, but only a desktop session starts it and this "
+                           f"machine has none, so the daemon will not start at the next login. {HEADLESS_ADVICE}")
     if unit_path().exists() and st.kind == "systemd":
         state = _run(["systemctl", "--user", "is-enabled", UNIT_NAME]).stdout.strip()
         if state != "enabled":

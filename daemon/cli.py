@@ -44,6 +44,7 @@ from ohsync.daemon.cli_requests import (
 )
 from ohsync.daemon.cli_resync import add_resync
 from ohsync.daemon.cli_run import TRAY_EXTRA_HINT, cmd_demo, cmd_run, cmd_tray
+from ohsync.daemon.cli_setup import add_keyring_option
 from ohsync.daemon.cli_status import cmd_status
 from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcError
 from ohsync.engine.errors import OhsyncError, classify, local_error
@@ -74,14 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     sp = add("login", cmd_login, "sign in and store the token in the keyring")
-    sp.add_argument("--server", metavar="URL")
-    sp.add_argument("--username", metavar="EMAIL")
+    sp.add_argument("--server", metavar="URL", help="the Seafile server's address (default: the config's)")
+    sp.add_argument("--username", metavar="EMAIL", help="your Seafile login (default: the config's)")
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     g.add_argument("--token-stdin", action="store_true", help="read an API token from standard input")
+    add_keyring_option(sp)
     sp = add("logout", cmd_logout, "remove the stored token")
-    sp.add_argument("--server", metavar="URL")
-    sp.add_argument("--username", metavar="EMAIL")
+    sp.add_argument("--server", metavar="URL", help="the server of the login to remove (default: the config's)")
+    sp.add_argument("--username", metavar="EMAIL", help="the login to remove (default: the config's)")
     sp = add("run", cmd_run, "run the daemon in the foreground")
     sp.add_argument("--no-tray", action="store_true", help="no tray icon, even with a display")
     sp.add_argument("-v", "--verbose", action="store_true", help="also log debug lines (idle polls, timings)")
@@ -93,28 +95,32 @@ def build_parser() -> argparse.ArgumentParser:
     add("pause", _pause_resume(Method.PAUSE, "paused"), "pause syncing")
     add("resume", _pause_resume(Method.RESUME, "resumed"), "resume syncing")
     sp = add("wait", cmd_wait, "wait until everything on disk now is synced")
-    sp.add_argument("--timeout", type=float, default=60.0, metavar="S")
+    sp.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                    help="give up after S seconds (exit 1; default: %(default)s)")
     sp = add("conflicts", cmd_conflicts, "list conflicts and where the other versions are")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="print the list as JSON")
     sp = add("damaged", cmd_damaged, "list memory files that do not parse")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="print the list as JSON")
     sp = add("activity", cmd_activity, "show recent sync activity")
-    sp.add_argument("--limit", type=int, default=50)
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--limit", type=int, default=50, metavar="N", help="the last N events (default: %(default)s)")
+    sp.add_argument("--json", action="store_true", help="print the events as JSON")
     sp = add("file", cmd_file, "file documents into /Files/ (as if dropped into the drop folder)")
-    sp.add_argument("paths", nargs="+", metavar="PATH")
-    sp.add_argument("--timeout", type=float, default=600.0, metavar="S")
+    sp.add_argument("paths", nargs="+", metavar="PATH", help="the documents to file, one or more")
+    sp.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                    help="seconds to wait until they are filed and uploaded (default: %(default)s)")
     sp = add("confirm-deletes", cmd_confirm_deletes, "carry out deletions held by the safety valve")
     sp.add_argument("--list", action="store_true", help="only list the held deletions")
     add_resync(sub)
     sp = add("stop", cmd_stop, "stop the daemon")
-    sp.add_argument("--timeout", type=float, default=130.0, metavar="S")
+    sp.add_argument("--timeout", type=float, default=130.0, metavar="S",
+                    help="seconds to wait for the daemon to finish its pass and exit (default: %(default)s)")
     sp = add("demo", cmd_demo, "try ohsync against a local test server with a sample library")
     sp.add_argument("--seconds", type=float, default=None, metavar="N", help="stop after N seconds")
     sp.add_argument("--dir", metavar="DIR", help="put the demo here and keep it (default: a temp dir, removed)")
-    sp.add_argument("--poll-interval", type=float, default=2.0, metavar="S")
-    sp.add_argument("--no-tray", action="store_true")
-    sp.add_argument("-v", "--verbose", action="store_true")
+    sp.add_argument("--poll-interval", type=float, default=2.0, metavar="S",
+                    help="seconds between remote checks (default: %(default)s)")
+    sp.add_argument("--no-tray", action="store_true", help="no tray icon, even with a display")
+    sp.add_argument("-v", "--verbose", action="store_true", help="also log debug lines")
     from ohsync.daemon import cli_doctor, cli_setup
     from ohsync.daemon.cli_memory import register as register_memory
 
@@ -123,11 +129,32 @@ def build_parser() -> argparse.ArgumentParser:
     cli_doctor.register(sub)
     cli_autostart.register(add)
     cli_log.register(add)
+    _global_options_after_commands(p)
     for name in MIRROR_COMMANDS:
         sub.choices[name].add_argument(
             "--mirror", metavar="NAME", help="the mirror to act on (its name, library or folder), "
                                              "when the config has several [[mirror]]")
     return p
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below ``parser`` (commands and their own subcommands), depth first."""
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # aliases map to one parser
+                found.append(child)
+                found.extend(_subparsers(child))
+    return found
+
+
+def _global_options_after_commands(top: argparse.ArgumentParser) -> None:
+    """``ohsync status --config X`` as well as ``ohsync --config X status``: the command's
+    copy of ``--config`` sets the value only when it is given (SUPPRESS keeps the top one)."""
+    for sp in _subparsers(top):
+        sp.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
+                        help="config file (as before the command; default: $OHSYNC_CONFIG or the user "
+                             "config dir)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

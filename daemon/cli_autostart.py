@@ -27,16 +27,24 @@ def cmd_autostart(args: argparse.Namespace) -> int:
     if args.action == "enable":
         from ohsync.daemon.config import config_path, load_config
 
-        log_dir = load_config(config_path(args.config)).log_dir
-        for line in autostart.enable(config=_config_arg(args), now=args.now, log_dir=log_dir):
+        cfg = load_config(config_path(args.config))
+        for line in autostart.enable(config=_config_arg(args), now=args.now, log_dir=cfg.log_dir,
+                                     socket=cfg.socket):
             print(line)
         return 0
     if args.action == "disable":
+        from ohsync.daemon.config import config_path, load_config
+        from ohsync.daemon.tray_stop import stop_tray
+
         for line in autostart.disable():
             print(line)
+        said = stop_tray(load_config(config_path(args.config)).socket)
+        if said:
+            print(said)
         return 0
     st = autostart.status()
-    print(f"autostart: {'on' if st.enabled else 'off'} (this machine uses {st.kind})")
+    state = "on" if st.will_run else "installed, but will not start" if st.enabled else "off"
+    print(f"autostart: {state} (this machine uses {st.kind})")
     for path, command in st.files:
         print(f"  {path}\n    starts: {command}")
     for problem in st.problems:
@@ -47,5 +55,6 @@ def cmd_autostart(args: argparse.Namespace) -> int:
 def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]) -> None:
     """Add the ``autostart`` command with :func:`ohsync.daemon.cli.build_parser`'s ``add``."""
     sp = add("autostart", cmd_autostart, "start ohsync at login (systemd user unit, XDG autostart or LaunchAgent)")
-    sp.add_argument("action", choices=("enable", "disable", "status"))
-    sp.add_argument("--now", action="store_true", help="with enable: also start the daemon now (systemd, macOS)")
+    sp.add_argument("action", choices=("enable", "disable", "status"),
+                    help="enable: start ohsync at every login; disable: stop doing so; status: what will run")
+    sp.add_argument("--now", action="store_true", help="with enable: also start the daemon now (and wait until it answers)")

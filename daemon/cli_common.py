@@ -53,5 +53,18 @@ class _MirrorClient(RpcClient):
 
 def daemon_client(args: argparse.Namespace, timeout: float | None = 10.0) -> RpcClient:
     """A client of the daemon's socket of this config; it names ``--mirror`` in every request
-    (``timeout``: seconds per answer, None: no limit)."""
-    return _MirrorClient(read_config(args).socket, timeout, getattr(args, "mirror", None))
+    (``timeout``: seconds per answer, None: no limit).  When the daemon answering there runs
+    another config file (two configs can name one socket), a note on standard error says so
+    before the command's own output."""
+    cfg = read_config(args)
+    _note_other_config(cfg.socket, cfg.path)
+    return _MirrorClient(cfg.socket, timeout, getattr(args, "mirror", None))
+
+
+def _note_other_config(socket: Any, config: Any) -> None:
+    from ohsync.daemon.running import running_daemon
+
+    running = running_daemon(socket, config)
+    if running and running.config and not running.same:
+        say_error(f"note: the daemon answering on {socket} runs the config {running.config}, not {config}; "
+                  "what follows is that daemon's.")

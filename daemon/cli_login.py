@@ -22,6 +22,14 @@ from ohsync.engine.errors import OhsyncError
 __all__ = ["cmd_login", "cmd_logout"]
 
 
+def _yes_or_no(question: str) -> bool:
+    """Ask at the terminal; only "y"/"yes" is yes (the input ending is no)."""
+    try:
+        return input(f"{question} [y/N]: ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
 def _read_secret_line(what: str) -> str:
     line = sys.stdin.readline()
     value = line.rstrip("\r\n")
@@ -67,7 +75,14 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise UsageError("login needs --server URL and --username EMAIL (or both set in the config)")
     if args.password_stdin and args.token_stdin:
         raise UsageError("give only one of --password-stdin and --token-stdin")
-    load_token(server, username)  # fail early, before any prompt, when there is no usable keyring
+    from ohsync.daemon.token_store import settle_token_store
+
+    # fail early, before any prompt: no usable keyring is said (and the file store offered) first
+    asked = not (args.password_stdin or args.token_stdin) and sys.stdin.isatty()
+    note = settle_token_store(cfg, path, getattr(args, "keyring", None), _yes_or_no if asked else None)
+    if note:
+        print(note, file=sys.stderr)
+    load_token(server, username)  # a locked or broken keyring says so here
 
     entered = args.server or default_server
     if args.token_stdin:

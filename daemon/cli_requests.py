@@ -156,15 +156,28 @@ def cmd_confirm_deletes(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    """``ohsync stop``: ask the daemon to exit and wait until it has (exit 1 after ``--timeout``)."""
+    """``ohsync stop``: ask the daemon to exit and wait until it has (exit 1 after ``--timeout``);
+    an ``ohsync tray`` of this socket is stopped too (daemon/tray_stop.py)."""
+    from ohsync.daemon.cli_common import read_config
+    from ohsync.daemon.tray_stop import stop_tray
+
     client = daemon_client(args)
-    client.call(Method.SHUTDOWN)
+    try:
+        client.call(Method.SHUTDOWN)
+    except DaemonNotRunning:
+        said = stop_tray(read_config(args).socket)
+        if said:
+            print(said)
+        raise
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         try:
             client.call(Method.PING, timeout=2)
         except (DaemonNotRunning, ConnectionError, OSError):
             print("ohsync stopped.")
+            said = stop_tray(read_config(args).socket)
+            if said:
+                print(said)
             return EXIT_OK
         except RpcError:
             pass

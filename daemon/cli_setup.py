@@ -17,7 +17,15 @@ from typing import Any
 
 from ohsync.daemon.cli_common import EXIT_FAILED, EXIT_OK, UsageError
 
-__all__ = ["register", "cmd_setup", "autostart_enabler"]
+__all__ = ["register", "cmd_setup", "autostart_enabler", "add_keyring_option"]
+
+
+def add_keyring_option(sp: argparse.ArgumentParser) -> None:
+    """``--keyring system|file`` of ``setup`` and ``login`` (daemon/token_store.py)."""
+    sp.add_argument("--keyring", choices=("system", "file"), default=None,
+                    help="where the token is kept: the OS keyring (system), or a file only you can read "
+                         "(file: for a machine without a keyring, such as a headless box or a container); "
+                         "default: the config's choice, else the OS keyring, offering the file when there is none")
 
 
 def autostart_enabler() -> Callable[[Path], str] | None:
@@ -56,7 +64,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     answers = SetupAnswers(server=args.server, username=args.username, password_stdin=args.password_stdin,
                            token_stdin=args.token_stdin, library=args.library,
                            create_library=args.create_library, local=args.local, drop=args.drop,
-                           autostart=args.autostart, merge=args.merge)
+                           autostart=args.autostart, merge=args.merge, keyring=args.keyring)
     prompter = Prompter(scripted=args.yes)
     path = config_path(args.config)
     try:
@@ -90,7 +98,7 @@ def register(sub: Any) -> None:
                         "--yes asks nothing and takes the defaults.")
     sp.set_defaults(func=cmd_setup)
     sp.add_argument("--server", metavar="URL", help="Seafile server (default https://cloud.tsinghua.edu.cn)")
-    sp.add_argument("--username", metavar="EMAIL")
+    sp.add_argument("--username", metavar="EMAIL", help="your Seafile login (usually an e-mail address)")
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--password-stdin", action="store_true",
                    help="read the password (and a two-factor code as a second line) from standard input")
@@ -101,6 +109,7 @@ def register(sub: Any) -> None:
     sp.add_argument("--drop", metavar="DIR", help="drop folder (default ~/OH-Drop)")
     sp.add_argument("--autostart", action=argparse.BooleanOptionalAction, default=None,
                     help="start ohsync when you log in (with --yes: off unless given)")
+    add_keyring_option(sp)
     sp.add_argument("--merge", action="store_true",
                     help="allow a non-empty mirror folder: merge its files with the library")
     sp.add_argument("-y", "--yes", action="store_true",

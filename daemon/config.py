@@ -38,6 +38,7 @@ from ohsync.daemon.config_model import (
     DEFAULT_PUSH_SAFETY_POLL,
     DEFAULT_TRANSFERS,
     FILING_KEYS,
+    KEYRING_CHOICES,
     MIRROR_KEYS,
     SAFETY_KEYS,
     TOP_KEYS,
@@ -80,7 +81,8 @@ def config_path(cli_value: str | os.PathLike[str] | None = None) -> Path:
 
 
 def load_config(path: Path | None = None) -> Config:
-    """Read the config file (missing file = all defaults).
+    """Read the config file (missing file = all defaults), and select the token
+    store it names (``keyring = "file"``: :func:`ohsync.daemon.credentials.use_file_store`).
 
     :param path: the file; ``None`` = :func:`config_path`.
     :raises ConfigError: invalid TOML or a value of the wrong type.
@@ -154,6 +156,16 @@ def load_config(path: Path | None = None) -> Config:
         default=typed(filing.get("default", "/Files/_inbox/"), str, "filing.default", path),
         rules=tuple(typed(filing.get("rules", []), list, "filing.rules", path)),
     )
+    if "keyring" in doc:
+        kw["keyring"] = typed(doc["keyring"], str, "keyring", path)
+        if kw["keyring"] not in KEYRING_CHOICES:
+            raise ConfigError(f"{path}: `keyring` must be \"system\" (the OS keyring) or \"file\" (a file "
+                              f"only you can read), not {kw['keyring']!r}.")
     kw["memory"] = memory_table(doc.get("memory", {}), path, warnings)
     kw["warnings"] = tuple(warnings)
-    return Config(**kw)
+    cfg = Config(**kw)
+    # the token store follows the config this process reads (daemon/credentials.py)
+    from ohsync.daemon.credentials import use_file_store
+
+    use_file_store(cfg.credentials_file if cfg.keyring == "file" else None)
+    return cfg

@@ -34,7 +34,9 @@ DEFAULT_UPLOAD_REQUEST_MIB = 256
 
 TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
-             "push_safety_poll", "upload_request_mib"}
+             "push_safety_poll", "upload_request_mib", "keyring"}
+#: Where the login token is kept: the OS keyring, or a file only the user can read.
+KEYRING_CHOICES = ("system", "file")
 MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore", "server", "username"}
 SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
@@ -156,6 +158,8 @@ class Config:
     #: MiB one upload request carries at most: a large file up to this size goes
     #: up in one streamed request, a larger one in resumable chunks growing up to it
     upload_request_mib: int = DEFAULT_UPLOAD_REQUEST_MIB
+    #: where the token is kept: "system" (the OS keyring) or "file" (:attr:`credentials_file`)
+    keyring: str = "system"
 
     @property
     def mirror(self) -> MirrorConfig:
@@ -167,6 +171,11 @@ class Config:
         with: its own keys where it sets them, else the top-level ones."""
         mirror = mirror or self.mirror
         return (mirror.server or self.server, mirror.username or self.username)
+
+    @property
+    def credentials_file(self) -> Path:
+        """The file store of ``keyring = "file"``: ``state_dir/credentials.json`` (``0600``)."""
+        return self.state_dir / "credentials.json"
 
     @property
     def lock_path(self) -> Path:

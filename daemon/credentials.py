@@ -1,8 +1,10 @@
 """The login token in the OS keyring, and nowhere else.
 
 Service ``ohsync``, user ``"<server-url> <username>"`` (docs/architecture.md §3).  The
-backend is keyring's choice, or ``PYTHON_KEYRING_BACKEND`` (re-read on every
-call, so tests can point it at :mod:`ohsync.daemon.file_keyring`).  Every
+backend is the file store when the config says ``keyring = "file"``
+(:func:`use_file_store`, called by :func:`ohsync.daemon.config.load_config`),
+else ``PYTHON_KEYRING_BACKEND`` when set (re-read on every call, so tests can
+point it at :mod:`ohsync.daemon.file_keyring`), else keyring's own choice.  Every
 keyring failure becomes a :class:`KeyringUnavailable` whose message says what
 is wrong and what to install or unlock.  The token is never logged and never
 part of an error message.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 import keyring
@@ -21,8 +24,8 @@ from keyring.backend import KeyringBackend
 
 from ohsync.engine.errors import OhsyncError
 
-__all__ = ["SERVICE", "KeyringUnavailable", "account_key", "load_token", "save_token", "delete_token",
-           "describe_backend"]
+__all__ = ["SERVICE", "KeyringUnavailable", "account_key", "load_token", "save_token",
+           "delete_token", "describe_backend", "use_file_store", "file_store", "system_keyring_problem"]
 
 SERVICE = "ohsync"
 
@@ -30,11 +33,25 @@ T = TypeVar("T")
 
 _HOW_TO_FIX = (
     "Install and unlock a Secret Service keyring (for example `sudo apt install gnome-keyring` "
-    "and log in to a desktop session, or KeePassXC with Secret Service enabled), or install the "
-    "`keyrings.alt` package for a file-based keyring. For throwaway setups only, "
-    "PYTHON_KEYRING_BACKEND=ohsync.daemon.file_keyring.FileKeyring with OHSYNC_KEYRING_FILE=<file> "
-    "stores the token in plain text."
+    "and log in to a desktop session, or KeePassXC with Secret Service enabled), or keep the token "
+    "in a file only your user can read: `ohsync setup --keyring file` or `ohsync login --keyring file` "
+    "(on a headless machine, over SSH or in a container)."
 )
+
+#: The file store this process uses instead of the OS keyring (None: the OS keyring).
+_file_store: Path | None = None
+
+
+def use_file_store(path: Path | None) -> None:
+    """Keep tokens in the plaintext file ``path`` (``0600``) instead of the OS keyring
+    (and instead of ``PYTHON_KEYRING_BACKEND``); ``None``: the OS keyring again."""
+    global _file_store
+    _file_store = path
+
+
+def file_store() -> Path | None:
+    """The file store in use (:func:`use_file_store`), or None for the OS keyring."""
+    return _file_store
 
 
 class KeyringUnavailable(OhsyncError):
@@ -62,11 +79,31 @@ def _secret_service_cause() -> str:
     return "no backend was selected"
 
 
-def _backend() -> KeyringBackend:
+def _system_backend() -> KeyringBackend:
     name = os.environ.get("PYTHON_KEYRING_BACKEND")
     if name:
         return keyring.core.load_keyring(name)
     return keyring.get_keyring()
+
+
+def _backend() -> KeyringBackend:
+    if _file_store is not None:
+        from ohsync.daemon.file_keyring import FileKeyring
+
+        return FileKeyring(_file_store)
+    return _system_backend()
+
+
+def system_keyring_problem() -> str | None:
+    """Why the OS keyring (or the backend ``PYTHON_KEYRING_BACKEND`` names) cannot
+    hold the login, or None when it can.  Asks nothing of the file store: this is
+    what ``setup``/``login`` check before offering it.  A locked keyring is found
+    only when it is used."""
+    with _translated():
+        kr = _system_backend()
+    if type(kr).__module__.startswith("keyring.backends.fail"):
+        return _secret_service_cause()
+    return None
 
 
 @contextmanager

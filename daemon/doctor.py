@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ohsync.daemon.config import Config, MirrorConfig
-from ohsync.daemon.credentials import KeyringUnavailable, describe_backend, load_token
+from ohsync.daemon.credentials import KeyringUnavailable, describe_backend, file_store, load_token
 from ohsync.daemon.status import CLOCK_SKEW_WARN
 from ohsync.engine.errors import AuthError, LibraryNotFound, NetworkError, RemoteError
 from ohsync.engine.models import RepoInfo
@@ -172,10 +172,13 @@ class _Remote:
                      f"({backend}).", f"Run `ohsync login --server {cfg.server} --username {cfg.username}` "
                      "(or `ohsync setup`).")
         elif plaintext:
-            self.add("keyring", WARNING, f"The login is stored in a plain file by {backend}: anyone who can "
-                     "read your files can read the token.",
-                     "Install and unlock a Secret Service keyring (GNOME Keyring, KeePassXC) and run "
-                     "`ohsync login` again.")
+            where = file_store()
+            self.add("keyring", WARNING, (f"The login is stored in plain text in {where} (keyring = \"file\"): "
+                     "only your user can read it, but anyone with access to your account's files can."
+                     if where else f"The login is stored in a plain file by {backend}: anyone who can "
+                     "read your files can read the token."),
+                     "Install and unlock a Secret Service keyring (GNOME Keyring, KeePassXC), then run "
+                     "`ohsync logout` and `ohsync login --keyring system`.")
         else:
             self.add("keyring", OK, f"The login of {cfg.username} is in the keyring ({backend}).")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ohsync.daemon.config import Config, MirrorConfig
+from ohsync.engine.errors import OhsyncError
 from ohsync.engine.models import RepoInfo
 from ohsync.engine.state_schema import SCHEMA_VERSION
 
@@ -235,6 +236,21 @@ def _desktop_checks(probes: Probes) -> list[Finding]:
     return out
 
 
+def _start_advice() -> str:
+    """How to start the daemon, as ``ohsync autostart status`` sees the next login."""
+    from ohsync.daemon import autostart
+
+    try:
+        st = autostart.status()
+    except OhsyncError:  # no autostart on this system
+        return "Start it with `ohsync run`."
+    if st.will_run:
+        return "Start it now with `ohsync run` (autostart is on: it also starts at your next login)."
+    if st.enabled:
+        return f"Start it with `ohsync run`. Autostart is installed but will not start it: {st.problems[0]}"
+    return "Start it with `ohsync run`, or at every login with `ohsync autostart enable`."
+
+
 def _instance_check(socket: Path, config: Path) -> Finding:
     from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcClient
     from ohsync.daemon.running import running_daemon
@@ -243,7 +259,7 @@ def _instance_check(socket: Path, config: Path) -> Finding:
         st = RpcClient(socket, timeout=3).call(Method.STATUS, timeout=3)
     except DaemonNotRunning:
         return _finding("instance", "warning", "ohsync is not running, so nothing syncs right now.",
-                        "Start it with `ohsync run`, or at every login with `ohsync autostart enable`.")
+                        _start_advice())
     except Exception as exc:  # noqa: BLE001 - a socket that takes calls but does not answer
         return _finding("instance", "error", f"An ohsync daemon holds {socket} but does not answer ({exc}).",
                         "Stop it (`ohsync stop`; if that hangs, end the `ohsync run` process) and start it again.")

@@ -242,6 +242,14 @@ def default_socket_path() -> Path:
     return Path(tempfile.gettempdir()) / f"ohsync-{os.getuid()}" / "ohsync.sock"
 
 
+def tray_pid_file(socket_path: str | os.PathLike[str] | None) -> Path:
+    """Where ``ohsync tray`` (a tray of its own process) writes its pid: beside the
+    socket it follows, in the user's private socket folder, so ``ohsync stop`` and
+    ``ohsync autostart disable`` can stop it too."""
+    sock = Path(socket_path) if socket_path is not None else default_socket_path()
+    return sock.parent / "ohsync-tray.pid"
+
+
 def encode(obj: dict[str, Any]) -> bytes:
     """One protocol line: compact JSON, UTF-8, newline-terminated."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"

@@ -27,9 +27,10 @@ from typing import Any, TextIO, TypeVar
 
 from ohsync.daemon.config import DEFAULT_LIBRARY, Config, ConfigError, load_config, normalize_server_url
 from ohsync.daemon.config import read_document, update_config
-from ohsync.daemon.credentials import describe_backend, load_token, save_token
+from ohsync.daemon.credentials import describe_backend, file_store, load_token, save_token
 from ohsync.daemon.login import check_token, token_from_password, token_owner_note
 from ohsync.daemon.setup_prompt import MissingAnswer, Prompter
+from ohsync.daemon.token_store import settle_token_store
 from ohsync.engine.errors import AuthError, OhsyncError, RemoteError, TwoFactorRequired
 from ohsync.engine.models import RepoInfo
 
@@ -71,6 +72,8 @@ class SetupAnswers:
     local: str | None = None
     drop: str | None = None
     autostart: bool | None = None
+    #: ``--keyring``: "system", "file" (a file only the user can read), or None (ask when needed)
+    keyring: str | None = None
     merge: bool = False
 
 
@@ -394,7 +397,12 @@ class _Setup:
     # -- the whole flow ------------------------------------------------------
 
     def run(self) -> SetupResult:
-        describe_backend()  # no usable keyring: say so before any question
+        # no usable keyring: say so (and offer the file store) before any question
+        note = settle_token_store(self.cfg, self.path, self.a.keyring, None if self.p.scripted else (
+            lambda question: self.p.confirm(question, default=False, flag="--keyring file")))
+        if note:
+            self.p.say(note)
+        describe_backend()
         server = self.server()
         username, token = self.sign_in(server)
         self.p.say(f"Signed in as {username}.")
@@ -408,7 +416,8 @@ class _Setup:
         finally:
             client.close()
         self.store(server, username, token, repo, local, drop, ambiguous)
-        self.p.say(f"Saved the settings in {self.path} and the login in the keyring.")
+        where = file_store() or "the keyring"
+        self.p.say(f"Saved the settings in {self.path} and the login in {where}.")
         message, failed = self.autostart()
         return SetupResult(self.path, server, username, repo, local, drop, message, failed)
 

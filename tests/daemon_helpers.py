@@ -67,9 +67,13 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[En
     for k, v in env.vars().items():
         if os.environ.get(k) != v:
             monkeypatch.setenv(k, v)
+    from ohsync.daemon import credentials
+
+    credentials.use_file_store(None)  # a config read by an earlier test may have chosen the file store
     try:
         yield env
     finally:
+        credentials.use_file_store(None)
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 

@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
 
-from ohsync.daemon import autostart, sd_notify  # noqa: E402
+from ohsync.daemon import autostart, autostart_reach, sd_notify  # noqa: E402
 from ohsync.daemon.cli import main  # noqa: E402
 
 OHSYNC = Path(sys.executable).parent / "ohsync"
@@ -44,7 +44,17 @@ def home(isolated_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("OHSYNC_CONFIG", raising=False)
+    # no desktop session installed unless a test says so (desktop()), no lingering
+    monkeypatch.setenv("XDG_DATA_DIRS", str(tmp_path / "xdg-data-dirs"))
+    monkeypatch.setattr(autostart_reach, "LINGER_DIR", tmp_path / "linger")
     return home
+
+
+def desktop(tmp_path: Path) -> None:
+    """A machine with a desktop session installed (a display manager offers it)."""
+    sessions = tmp_path / "xdg-data-dirs" / "xsessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    (sessions / "xfce.desktop").write_text("[Desktop Entry]\nName=Xfce Session\nExec=startxfce4\n")
 
 
 def no_systemd(tmp_path: Path) -> None:
@@ -70,6 +80,7 @@ def calls_of(path: Path) -> list[str]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG autostart is the Linux fallback")
 def test_without_systemd_an_xdg_entry_runs_the_installed_ohsync(home, tmp_path, capsys) -> None:
     no_systemd(tmp_path)
+    desktop(tmp_path)
     assert OHSYNC.is_file(), "the test venv has no ohsync console script"
     assert main(["autostart", "enable"]) == 0
     entry = tmp_path / "xdg-config" / "autostart" / "ohsync.desktop"
@@ -91,6 +102,75 @@ def test_without_systemd_an_xdg_entry_runs_the_installed_ohsync(home, tmp_path, 
     assert capsys.readouterr().out.startswith("autostart: off")
     assert main(["autostart", "disable"]) == 0
     assert "nothing to remove" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG autostart is the Linux fallback")
+def test_headless_xdg_entry_is_said_to_start_nothing(home, tmp_path, capsys) -> None:
+    """No user bus, no desktop session: enable says the entry will never run and what would;
+    status and doctor agree that nothing starts at the next login."""
+    from ohsync.daemon.doctor_local import _start_advice
+
+    no_systemd(tmp_path)
+    assert main(["autostart", "enable"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing on this machine will start it" in out and "loginctl enable-linger" in out
+    assert "no user bus" in out
+    assert main(["autostart", "status"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("autostart: installed, but will not start (this machine uses xdg)")
+    assert "will not start at the next login" in out
+    advice = _start_advice()
+    assert "will not start it" in advice and "autostart enable" not in advice.split(":")[0]
+    desktop(tmp_path)  # the same entry on a machine with a desktop: it will run
+    assert main(["autostart", "status"]) == 0
+    assert capsys.readouterr().out.startswith("autostart: on")
+    assert "also starts at your next login" in _start_advice()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG autostart is the Linux fallback")
+def test_enable_now_without_systemd_starts_the_daemon(home, tmp_path, isolated_env, monkeypatch,
+                                                     capsys) -> None:
+    from ohsync.daemon import credentials
+    from ohsync.daemon.protocol import Method, RpcClient
+
+    no_systemd(tmp_path)
+    monkeypatch.setenv("OHSYNC_CONFIG", str(isolated_env.config))
+    isolated_env.config.write_text(f'server = "http://127.0.0.1:9"\nusername = "u@x"\n'
+                                   f'[[mirror]]\nlocal = "{tmp_path / "Mirror"}"\n')
+    credentials.save_token("http://127.0.0.1:9", "u@x", "tok-0123456789")  # a login: `run` starts
+    assert main(["autostart", "enable", "--now"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "Started the daemon now (process" in out
+    pid = int(out.split("(process ", 1)[1].split(")", 1)[0])
+    try:
+        assert RpcClient(isolated_env.socket, timeout=5).call(Method.PING)["pid"] == pid
+    finally:
+        assert main(["stop"]) == 0
+        os.waitpid(pid, 0)  # our child: reap it
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG autostart is the Linux fallback")
+def test_enable_now_says_why_the_daemon_did_not_start(home, tmp_path, isolated_env, monkeypatch,
+                                                     capsys) -> None:
+    no_systemd(tmp_path)
+    monkeypatch.setenv("OHSYNC_CONFIG", str(isolated_env.config))
+    # no login saved: `ohsync run` refuses to start
+    isolated_env.config.write_text('server = "http://127.0.0.1:9"\nusername = "u@x"\n')
+    assert main(["autostart", "enable", "--now"]) == 1
+    err = capsys.readouterr().err
+    assert "exited at once (code 1)" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="systemd is Linux only")
+def test_systemd_unit_without_lingering_says_when_it_runs(home, tmp_path, capsys) -> None:
+    fake_systemd(tmp_path)
+    assert main(["autostart", "enable"]) == 0
+    assert "loginctl enable-linger" in capsys.readouterr().out
+    linger = tmp_path / "linger"
+    linger.mkdir()
+    (linger / autostart_reach.getpass.getuser()).touch()
+    assert main(["autostart", "enable"]) == 0
+    assert "enable-linger" not in capsys.readouterr().out
 
 
 def test_a_custom_config_is_passed_along(home, tmp_path, isolated_env, monkeypatch) -> None:

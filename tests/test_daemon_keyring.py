@@ -35,7 +35,7 @@ def test_no_backend_is_a_clear_sentence(isolated_env, monkeypatch: pytest.Monkey
         credentials.save_token("https://s.example", "u@x", "tok-123456789")
     msg = e.value.message
     assert "No usable keyring" in msg
-    assert "gnome-keyring" in msg and "keyrings.alt" in msg
+    assert "gnome-keyring" in msg and "--keyring file" in msg
     assert "tok-123456789" not in msg
 
 

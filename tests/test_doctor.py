@@ -107,7 +107,7 @@ def test_broken_config_file_is_the_finding(isolated_env, capsys) -> None:
 def test_keyring_missing_or_without_login(setup_done, probes, monkeypatch) -> None:
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     found = _check(_run(setup_done, probes), "keyring")
-    assert found.level == ERROR and "gnome-keyring" in found.fix and "keyrings.alt" in found.fix
+    assert found.level == ERROR and "gnome-keyring" in found.fix and "--keyring file" in found.fix
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "ohsync.daemon.file_keyring.FileKeyring")
     credentials.delete_token(load_config(setup_done.config).server, USER)
     findings = _run(setup_done, probes)

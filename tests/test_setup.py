@@ -232,12 +232,72 @@ def test_untrusted_certificate_is_named(isolated_env, tls_server, monkeypatch, c
     assert "TLS certificate" in err and "SSL_CERT_FILE" in err and "Traceback" not in err
 
 
-def test_no_keyring_fails_before_any_question(isolated_env, devserver, monkeypatch, capsys) -> None:
+def test_no_keyring_is_said_before_any_other_question(isolated_env, devserver, monkeypatch, capsys) -> None:
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     asked: list[str] = []
-    with pytest.raises(credentials.KeyringUnavailable, match="gnome-keyring"):
+    with pytest.raises(credentials.KeyringUnavailable, match="--keyring file"):
         run_setup(SetupAnswers(), Prompter(ask=lambda q: asked.append(q) or ""), isolated_env.config)
-    assert asked == []
+    # the one question is whether to use the file store; the default (Enter) is no, and nothing is stored
+    assert len(asked) == 1 and "a file only you can read" in asked[0] and "[y/N]" in asked[0]
+    assert load_config(isolated_env.config).keyring == "system"
+
+
+def test_scripted_setup_without_keyring_names_the_file_option(isolated_env, devserver, monkeypatch,
+                                                              capsys) -> None:
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 1
+    err = capsys.readouterr().err
+    assert "No usable keyring" in err and "--keyring file" in err and "Traceback" not in err
+    assert devserver.library_id("OH-Memory") is None  # nothing was created on the server either
+
+
+def test_headless_setup_with_the_file_store_end_to_end(isolated_env, devserver, monkeypatch, capsys) -> None:
+    """No keyring at all: setup --keyring file stores the token 0600 in the state folder, doctor
+    warns about it, and logout leaves nothing behind."""
+    import json
+    import stat
+
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    state = isolated_env.root / "state"
+    isolated_env.config.write_text(f'state_dir = "{state}"\n')
+    _stdin(monkeypatch, PASSWORD + "\n")
+    code = main(_scripted(isolated_env, devserver, "--create-library", "--keyring", "file"))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    store = state / "credentials.json"
+    assert f"the login in {store}" in out and "only your user can read" in out
+    cfg = load_config(isolated_env.config)
+    assert cfg.keyring == "file" and cfg.credentials_file == store
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600
+    token = devserver.token_for(USER)
+    assert json.loads(store.read_text()) == {"ohsync": {f"{devserver.url} {USER}": token}}
+    assert token not in out + err
+    # another process reading the same config finds the token there (the daemon does the same)
+    credentials.use_file_store(None)
+    load_config(isolated_env.config)
+    assert credentials.load_token(devserver.url, USER) == token
+    # doctor says plainly that the token is in a file
+    assert main(["--config", str(isolated_env.config), "doctor"]) in (0, 1)
+    doctor = capsys.readouterr().out
+    assert f"plain text in {store}" in doctor and "--keyring system" in doctor
+    # logout: no token, no empty section, no file
+    assert main(["--config", str(isolated_env.config), "logout"]) == 0
+    assert not store.exists()
+
+
+def test_interactive_setup_without_keyring_offers_the_file_store(isolated_env, devserver, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    home = isolated_env.root / "home"
+    ask = Script("y", devserver.url, "1", USER, "", "y", str(home / "M"), "", "")
+    out = io.StringIO()
+    run_setup(SetupAnswers(), Prompter(ask=ask, secret=Script(PASSWORD), out=out), isolated_env.config,
+              enable_autostart=lambda p: "Autostart is on.")
+    assert "a file only you can read" in ask.prompts[0]
+    cfg = load_config(isolated_env.config)
+    assert cfg.keyring == "file"
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+    assert "reminds you while it is in use" in out.getvalue()
 
 
 class Script:

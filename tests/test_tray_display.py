@@ -510,12 +510,13 @@ def test_ohsync_tray_follows_a_running_daemon_and_can_start_one(world: World, de
         wait_icon(desktop, menu, tray, lambda: (world.env.root / "tray.log").read_text(errors="replace"))
         wait_until(lambda: up_to_date(menu), 20, "Up to date")
 
-        # the daemon stops: "ohsync is not running" and a Start item
-        r = world.cli("stop")
-        assert r.returncode == 0, r.stderr
+        # the daemon stops (as `systemctl --user stop` does it; `ohsync stop` would end the tray too):
+        # "ohsync is not running", the socket it follows, and a Start item
+        daemon.terminate()
         assert daemon.wait(30) == 0
-        wait_until(lambda: menu.labels()[:2] == ["ohsync is not running", "Start ohsync"], 15,
-                   "'ohsync is not running' + 'Start ohsync'")
+        wait_until(lambda: menu.labels()[:3] == ["ohsync is not running", f"No answer on {world.env.socket}",
+                                                 "Start ohsync"], 15,
+                   "'ohsync is not running' + the socket + 'Start ohsync'")
         assert "Refresh now" not in menu.labels()
         time.sleep(0.3)
         desktop.right_click_icon()
@@ -537,6 +538,7 @@ def test_ohsync_tray_follows_a_running_daemon_and_can_start_one(world: World, de
         assert world.status()["state"] == "idle"
         r = world.cli("stop")
         assert r.returncode == 0, r.stderr
+        assert "tray" not in r.stdout  # the tray had quit: nothing else to stop
     finally:
         menu.close()
         if tray.poll() is None:

@@ -302,3 +302,25 @@ def test_a_conflict_of_the_second_mirror_opens_in_its_folder() -> None:
     st = _two("idle", "Up to date", conflicts=1)
     conflict = {"path": "x.md", "archived": ".conflict/x.md", "mirror": "docs"}
     assert mm.conflict_local_paths(st, conflict) == ("/home/u/Docs/x.md", "/home/u/Docs/.conflict/x.md")
+
+
+def test_an_error_label_is_one_short_sentence_with_the_details_one_click_away() -> None:
+    message = ("1 file(s) failed to sync; they will be retried with backoff; see `ohsync activity` for "
+               "each path and its cause")
+    entries = menu(status("error", message=message))
+    assert entries[0].text == "Error — 1 file(s) failed to sync"
+    assert len(entries[0].text) <= mm.MAX_LINE and "…" not in entries[0].text
+    details = entry(entries, "Details")
+    assert " ".join(c.text for c in details.children) == message
+    assert all(len(c.text) <= mm.MAX_LINE for c in details.children)
+    # a long first sentence is cut at a word, never in the middle of one
+    long = menu(status("error", message="The local folder /home/someone/Documents/OH-Memory/archive "
+                                        "cannot be read by this user."))
+    assert long[0].text.endswith("…") and len(long[0].text) <= mm.MAX_LINE
+    assert long[0].text.removesuffix("…").split()[-1] in "The local folder /home/someone/Documents/OH-Memory/archive"
+
+
+def test_not_running_names_the_socket_it_tried() -> None:
+    entries = mm.build_menu(TrayView(None, now=NOW, socket="/run/user/1000/ohsync/ohsync.sock"))
+    assert entries[0].text == "ohsync is not running"
+    assert entries[1] == MenuEntry("No answer on /run/user/1000/ohsync/ohsync.sock", enabled=False)

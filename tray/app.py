@@ -29,7 +29,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.protocol import DaemonNotRunning, Event, Method, RpcClient, RpcError
+from ohsync.daemon.protocol import (
+    DaemonNotRunning,
+    Event,
+    Method,
+    RpcClient,
+    RpcError,
+    default_socket_path,
+    tray_pid_file,
+)
 
 from . import desktop, icons, menu_model, start_report
 from .menu_model import Action, MenuEntry, TrayView
@@ -132,6 +140,7 @@ class TrayController:
         self._wake = threading.Event()  # cut a reconnect backoff short (after Start)
         self._client: _SubscribeClient | None = None
         self._thread: threading.Thread | None = None
+        self._children: list[subprocess.Popen[bytes]] = []  # daemons the Start item started
         self.connected = threading.Event()  # set while the stream is live (tests wait on it)
 
     # --- state ----------------------------------------------------------------
@@ -143,6 +152,7 @@ class TrayController:
                              and time.monotonic() - self._start_pending < START_TIMEOUT)
             return TrayView(status=self._status, conflicts=self._conflicts, now=self._clock(),
                             progress=self._progress_now, owns_daemon=self.owns_daemon,
+                            socket=str(self.socket_path or default_socket_path()),
                             starting=(self.owns_daemon and not self._ever_connected) or start_pending)
 
     def _set_status(self, status: dict[str, Any] | None) -> list[Notice]:
@@ -174,8 +184,15 @@ class TrayController:
         self._thread = threading.Thread(target=self._follow, name="ohsync-tray-subscribe", daemon=True)
         self._thread.start()
 
+    def reap(self) -> None:
+        """Collect the exit status of daemons the Start item started that have ended (their
+        process entries would otherwise stay as zombies for as long as the tray runs)."""
+        with self._lock:
+            self._children = [proc for proc in self._children if proc.poll() is None]
+
     def stop(self) -> None:
         """Stop following; joins the thread."""
+        self.reap()
         self._stop.set()
         self._wake.set()
         client = self._client
@@ -207,6 +224,7 @@ class TrayController:
                 self._client = None
             if self._stop.is_set():
                 break
+            self.reap()
             if live:
                 log.info("the ohsync daemon went away")
                 self.connected.clear()
@@ -296,6 +314,9 @@ class TrayController:
                                     env={**os.environ, **start_report.CAPTURE_ENV})
         except OSError as exc:
             proc, problem = None, f"{command[0]}: {exc.strerror or exc}"
+        else:
+            with self._lock:
+                self._children.append(proc)
         self._wake.set()  # reconnect now rather than after the backoff
         deadline = time.monotonic() + START_TIMEOUT
         while proc is not None and not self._stop.is_set() and time.monotonic() < deadline:
@@ -470,6 +491,29 @@ def _keep_sigint_handler() -> None:
     GLib.idle_add(restore)
 
 
+def _announce_pid(socket_path: str | os.PathLike[str] | None) -> Path | None:
+    """Write this tray's pid where ``ohsync stop`` looks (:func:`tray_pid_file`)."""
+    path = tray_pid_file(socket_path)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(f"{os.getpid()}\n", encoding="ascii")
+        os.replace(tmp, path)
+    except OSError as exc:  # `ohsync stop` then cannot find this tray; it still works
+        log.warning("could not write %s: %s", path, exc)
+        return None
+    return path
+
+
+def _withdraw_pid(path: Path) -> None:
+    """Remove the pid file if it is still this process's (a newer tray may have replaced it)."""
+    try:
+        if path.read_text(encoding="ascii").strip() == str(os.getpid()):
+            path.unlink()
+    except OSError:  # gone already
+        pass
+
+
 def run_tray(socket_path: str | os.PathLike[str] | None = None, *, owns_daemon: bool,
              stop_daemon: Callable[[], None] | None = None, stop_event: threading.Event | None = None,
              backend: str | None = None, start_command: list[str] | None = None) -> None:
@@ -490,7 +534,12 @@ def run_tray(socket_path: str | os.PathLike[str] | None = None, *, owns_daemon: 
     pystray = desktop.load_pystray(backend)
     app = TrayApp(pystray, socket_path, owns_daemon=owns_daemon, stop_event=stop_event,
                   start_command=start_command)
-    app.run()
+    pid_file = None if owns_daemon else _announce_pid(socket_path)
+    try:
+        app.run()
+    finally:
+        if pid_file is not None:
+            _withdraw_pid(pid_file)
     if app.quit_requested and owns_daemon:
         if stop_daemon is not None:
             stop_daemon()

@@ -19,6 +19,8 @@ this machine.
 from __future__ import annotations
 
 import os
+import re
+import textwrap
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -105,6 +107,8 @@ class TrayView:
     :ivar starting: no status yet from a daemon that is still starting
         (in-process, or after the Start item): show "Starting…" instead of
         "not running".
+    :ivar socket: the socket followed; named under "not running", so a tray
+        started with another ``XDG_RUNTIME_DIR`` or config says where it looked.
     """
 
     status: dict[str, Any] | None
@@ -113,6 +117,8 @@ class TrayView:
     progress: tuple[int, int] | None = None
     owns_daemon: bool = False
     starting: bool = False
+    #: the socket this tray follows (named while no daemon answers there)
+    socket: str | None = None
 
 
 # --- small text helpers -------------------------------------------------------
@@ -124,6 +130,22 @@ def shorten(text: str, limit: int = MAX_LINE) -> str:
     head = (limit - 1) // 2
     tail = limit - 1 - head
     return text[:head] + "…" + text[-tail:]
+
+
+def headline(message: str, limit: int) -> str:
+    """The first sentence (or clause) of a daemon message, cut at a word to ``limit`` characters:
+    the menu's one short line; the whole message is one click away (:func:`_details_entry`)."""
+    first = re.split(r"(?<=[.;!?])\s", message.strip(), maxsplit=1)[0].rstrip(" .;")
+    if len(first) <= limit:
+        return first
+    cut = first[:limit - 1].rsplit(" ", 1)[0] if " " in first[:limit - 1] else first[:limit - 1]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def _details_entry(message: str) -> MenuEntry:
+    """"Details" with the whole message, wrapped into menu lines."""
+    lines = textwrap.wrap(message, MAX_LINE) or [message]
+    return MenuEntry("Details", children=tuple(MenuEntry(line, enabled=False) for line in lines))
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -285,8 +307,8 @@ def status_line(status: dict[str, Any] | None, *, now: datetime,
     if state == State.STOPPED:
         detail = message or next((str(m.get("message")) for m in _mirrors(status)
                                   if m.get("state") == "stopped" and m.get("message")), "")
-        return shorten(f"Stopped — {detail}" if detail else "Stopped")
-    return shorten(f"Error — {message}" if message else "Error")
+        return f"Stopped — {headline(detail, MAX_LINE - 10)}" if detail else "Stopped"
+    return f"Error — {headline(message, MAX_LINE - 8)}" if message else "Error"
 
 
 def _syncing_line(status: dict[str, Any], progress: tuple[int, int] | None) -> str:
@@ -386,6 +408,18 @@ def _attention_entry(status: dict[str, Any], text: str, kind: str, total: int) -
     return MenuEntry(text, children=tuple(children))
 
 
+def _problem_message(status: dict[str, Any]) -> str:
+    """The message of an error or stopped state (the status line shows its headline only)."""
+    state = status.get("state")
+    if state in (State.ERROR, State.STOPPED) or state not in STATES:
+        message = str(status.get("message") or "").strip()
+        if not message and state == State.STOPPED:
+            message = next((str(m.get("message")) for m in _mirrors(status)
+                            if m.get("state") == "stopped" and m.get("message")), "")
+        return message
+    return ""
+
+
 def _detail_lines(status: dict[str, Any]) -> list[MenuEntry]:
     entries = []
     held = _count(status, "held_deletes")
@@ -449,7 +483,12 @@ def build_menu(view: TrayView) -> tuple[MenuEntry, ...]:
     entries: list[MenuEntry] = [MenuEntry(status_line(status, now=view.now, progress=view.progress,
                                                       starting=view.starting), enabled=False)]
     if status is not None:
+        message = _problem_message(status)
+        if message and headline(message, MAX_LINE - 10) != message.strip().rstrip("."):
+            entries.append(_details_entry(message))
         entries += _detail_lines(status)
+    elif view.socket and not view.starting:
+        entries.append(MenuEntry(shorten(f"No answer on {view.socket}"), enabled=False))
     paused = running and status.get("state") == State.PAUSED  # type: ignore[union-attr]
     if running or view.owns_daemon:
         first = MenuEntry("Refresh now", Action(Method.REFRESH), enabled=running)
