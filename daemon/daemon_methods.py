@@ -77,6 +77,7 @@ class Methods:
             Method.HELD_DELETES: lambda p: self._lists(p, lambda m: m.worker.held_deletes()),
             Method.SKIPPED: lambda p: self._lists(p, lambda m: m.worker.skipped()),
             Method.RESYNC: self.resync,
+            Method.TRASH: self.trash,
         }
         for name in MEMORY_METHODS:
             table[name] = self._memory(name)
@@ -204,6 +205,22 @@ class Methods:
         m.worker.resync(keep)
         return {"queued": True, "regression": regression,
                 "keep": keep or ("newer" if regression else "afresh")}
+
+    # --- the library's trash (engine/trash.py) ------------------------------------
+
+    def trash(self, params: dict[str, Any]) -> Any:
+        """``trash``: ``{"action": "list"}`` → entries; ``{"action": "restore", "path", "to"?}``
+        → ``{"restored", "from", "removed_from_trash"}`` once the server holds it;
+        ``{"action": "purge", "older_than"? (days, default [safety] backup_days), "dry_run"?}``
+        → ``{"removed", "kept_unknown", "bytes", "dry_run", "older_than"}``."""
+        from ohsync.daemon.trash_jobs import trash_job
+
+        action = params.get("action", "list")
+        if action not in ("list", "restore", "purge"):
+            raise InvalidParams("`action` must be \"list\", \"restore\" or \"purge\"")
+        mirror = self.one(params)
+        job = trash_job(action, params, default_days=self._daemon.cfg.safety.backup_days)
+        return mirror.worker.call_engine(job, timeout=_number(params, "timeout", 120, 1, 3600))
 
     def file(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         paths = params.get("paths")

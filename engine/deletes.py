@@ -2,7 +2,8 @@
 
 A remote delete is soft: the file moves into ``/.trash/<path>`` (keeping its
 folders; a taken name gets ``__<UTC time>`` before the extension), so a
-person can take it back from the web interface or the mirror's ``.trash/``.
+person can take it back from the web interface or with ``ohsync trash restore``
+(the trash lives on the server only, ``engine/trash.py``).
 A local delete first copies the file to the dated backup folder.  Both
 re-check the other side right before acting: if it changed since the plan
 was made, the delete is dropped and the path re-planned (modification beats
@@ -26,7 +27,7 @@ from .state import Base
 from .special_dirs import is_under, working_dir
 from .transfer import LocalChanged, ensure_remote_dir, remote_written
 
-__all__ = ["TRASH_DIR", "is_trash_path", "trash_path", "delete_local", "delete_remote"]
+__all__ = ["TRASH_DIR", "is_trash_path", "trash_path", "trashed_key", "delete_local", "delete_remote"]
 
 TRASH_DIR = ".trash"
 
@@ -35,6 +36,11 @@ def is_trash_path(rel_path: str) -> bool:
     """True for paths inside ``.trash/`` (or the working name it gets when a
     file occupies ``.trash``, see ``special_dirs``)."""
     return is_under(rel_path, TRASH_DIR)
+
+
+def trashed_key(trash_rel: str) -> str:
+    """The state meta key holding when ohsync moved a file to ``trash_rel`` (``ohsync trash purge``)."""
+    return f"trashed:{trash_rel}"
 
 
 def trash_path(rel_path: str, taken: bool, when: datetime | None = None, folder_name: str = TRASH_DIR) -> str:
@@ -130,5 +136,6 @@ def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
     ctx.snapshot.pop(rel_path, None)
     ctx.snapshot[moved_rel] = RemoteEntry(moved_rel, False, current.id, current.size, current.mtime)
     reach("delete.remote_trashed")
+    ctx.state.set_meta(trashed_key(moved_rel), datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
     ctx.state.delete_base(rel_path)
     return moved_rel

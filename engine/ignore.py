@@ -3,6 +3,12 @@
 Patterns use gitignore syntax (matched by the ``pathspec`` library).  An
 ignored path is never uploaded, downloaded or deleted; changing the rules
 never deletes anything, a newly ignored path simply stops being tracked.
+
+The library's trash (``/.trash/`` at the mirror's root, or the working name it
+gets when a file occupies ``.trash``) lives on the server only
+(docs/architecture.md §4): it is never mirrored down nor up, whatever the
+patterns say, so a deleted file frees its space locally.  ``ohsync trash``
+lists, restores and purges it (``engine/trash.py``).
 """
 
 from __future__ import annotations
@@ -12,12 +18,24 @@ from pathlib import Path
 
 import pathspec
 
-__all__ = ["TEMP_PREFIX", "DEFAULT_IGNORES", "IGNORE_FILE", "IgnoreRules", "pattern_problem"]
+from .special_dirs import is_under
+
+__all__ = ["TEMP_PREFIX", "DEFAULT_IGNORES", "IGNORE_FILE", "SERVER_ONLY", "IgnoreRules", "pattern_problem",
+           "server_only"]
 
 #: Prefix of the daemon's own temp files (atomic writes, partial downloads).
 TEMP_PREFIX = ".ohsync-tmp-"
 #: Per-mirror ignore file at the mirror root, gitignore syntax.
 IGNORE_FILE = ".ohsyncignore"
+
+#: Folders at the mirror's root that stay on the server (with their working alternatives).
+SERVER_ONLY = (".trash",)
+
+
+def server_only(rel_path: str) -> bool:
+    """True for a server-only folder (:data:`SERVER_ONLY`) and everything in it."""
+    return any(is_under(rel_path, name) for name in SERVER_ONLY)
+
 
 DEFAULT_IGNORES: tuple[str, ...] = (
     f"{TEMP_PREFIX}*",
@@ -97,7 +115,9 @@ class IgnoreRules:
         self._spec, self.problems = _compile(lines)
 
     def match(self, rel_path: str, is_dir: bool = False) -> bool:
-        """True when ``rel_path`` (or one of its folders) is ignored."""
+        """True when ``rel_path`` (or one of its folders) is ignored, or server-only."""
         if not rel_path:
             return False
+        if server_only(rel_path):
+            return True
         return self._spec.match_file(rel_path + "/" if is_dir else rel_path)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+from typing import TYPE_CHECKING
 
-from .context import MirrorContext
+if TYPE_CHECKING:  # the ignore rules use is_under; the context is only named in signatures
+    from .context import MirrorContext
 
 __all__ = ["working_dir", "is_under", "ALT_SUFFIX"]
 

@@ -44,6 +44,7 @@ from .moves import move_sources, pair_moves
 from .pending import PendingLedger
 from .sfconflict import fold_foreign, original_of
 from .sync_dirs import FolderSteps
+from .trash import TRASH_DIR, is_trash_path, local_trash_note
 from .valve import DeleteValve
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
@@ -111,8 +112,10 @@ class SyncEngine(FolderSteps):
         return self.state.conflicts()
 
     def damaged(self) -> list[tuple[str, str]]:
-        """``(path, reason)`` of memory files that do not parse."""
-        return self.state.issues("damaged")
+        """``(path, reason)`` of memory files that do not parse (not those deleted or moved
+        into the trash since: a damaged file the person trashed needs nothing more)."""
+        return [(p, r) for p, r in self.state.issues("damaged")
+                if not is_trash_path(p) and (self.state.get_base(p) is not None or self.ctx.local_path(p).exists())]
 
     def skipped(self) -> list[tuple[str, str]]:
         """``(path, reason)`` of names that cannot exist on the other side."""
@@ -294,6 +297,9 @@ class SyncEngine(FolderSteps):
             if check_remote:
                 folded = fold_foreign(self.ctx, report)
             if local_paths is None:
+                note = local_trash_note(self.ctx)
+                if note:
+                    self.ctx.emit(SyncEvent("note", TRASH_DIR, message=note))
                 self._prune_backups()
                 if not self._temps_cleaned:
                     clean_temp_files(self.local_root, older_than=self._started)
