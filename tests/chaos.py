@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import USER, DaemonProc, Env, read_tree, seed_daemon_setup, wait_for  # noqa: E402
+from daemon_helpers import USER, DaemonProc, Env, read_tree, mirrored, seed_daemon_setup, wait_for  # noqa: E402
 
 MEMORY_HEAD = ("---\ntitle: {title}\ntype: note\npermalink: {slug}\ntags: [chaos]\n"
                "created: 2026-11-01T10:00:00+08:00\nmodified: 2026-11-01T10:00:00+08:00\n"
@@ -385,7 +385,7 @@ class Chaos:
                 self.stats.confirms += 1
                 self._note("confirm held deletes")
                 return False
-            if read_tree(self.mirror) != self.srv.tree(self.repo):
+            if read_tree(self.mirror) != mirrored(self.srv.tree(self.repo)):
                 return False
             return client.call("wait", {"timeout": 30}).get("synced") is True
 
@@ -397,14 +397,14 @@ class Chaos:
                      what="two more polls")
             wait_for(settled, timeout=60, interval=1.0, what="quiescence after two more polls")
         except AssertionError:
-            local, server = read_tree(self.mirror), self.srv.tree(self.repo)
+            local, server = read_tree(self.mirror), mirrored(self.srv.tree(self.repo))
             diff = sorted(k for k in set(local) | set(server) if local.get(k) != server.get(k))
             raise AssertionError(f"seed {self.stats.seed}: no quiescence; differing paths {diff[:20]}\n"
                                  f"--- daemon output ---\n{self.daemon.output()[-3000:]}") from None
 
     def account(self) -> None:
         """Find every marker live, in /.conflict/, /.trash/ or a local backup."""
-        blobs: list[bytes] = list(read_tree(self.mirror).values()) + list(self.srv.tree(self.repo).values())
+        blobs: list[bytes] = list(read_tree(self.mirror).values()) + list(mirrored(self.srv.tree(self.repo)).values())
         backups = self.env.root / "state" / "backups"
         if backups.is_dir():
             blobs += [p.read_bytes() for p in backups.rglob("*") if p.is_file()]

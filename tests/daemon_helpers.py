@@ -169,6 +169,8 @@ class FakeSession:
 
 import subprocess  # noqa: E402
 
+from engine_helpers import read_tree, mirrored  # noqa: E402,F401 - one tree reader for both kinds of test
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_LIBRARY = REPO_ROOT / "devserver" / "demo_library"
 
@@ -253,12 +255,6 @@ class DaemonProc:
         return self.proc.wait(timeout)
 
 
-def read_tree(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` as ``{"/rel/path": bytes}`` (the devserver's tree format)."""
-    return {"/" + p.relative_to(root).as_posix(): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 # --------------------------------------------------------------------------- a seeded daemon setup
 
 #: The devserver account every daemon test signs in as (``conftest.DEVSERVER_USER``).
@@ -299,7 +295,7 @@ class DaemonSetup:
 
     def converged(self) -> bool:
         """Whether the mirror and the library hold the same files, byte for byte."""
-        return read_tree(self.mirror) == self.srv.tree(self.repo_id)
+        return read_tree(self.mirror) == mirrored(self.srv.tree(self.repo_id))
 
     def stop_all(self) -> None:
         """Stop every daemon :meth:`start` made (SIGTERM, then SIGKILL)."""

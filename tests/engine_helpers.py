@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,12 @@ def read_tree(root: Path) -> dict[str, bytes]:
     """Every file below ``root`` as ``"/rel/path" -> bytes``."""
     return {"/" + p.relative_to(root).as_posix(): p.read_bytes()
             for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def mirrored(tree: dict[str, bytes]) -> dict[str, bytes]:
+    """``tree`` without the library's trash, which stays on the server (``engine/ignore.py``):
+    what a mirror of it holds."""
+    return {p: data for p, data in tree.items() if not re.match(r"/\.trash(?:_ohsync(?:-\d+)?)?/", p)}
 
 
 @dataclass

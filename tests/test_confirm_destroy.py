@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import USER, read_tree, synced_sample_mirror
+from engine_helpers import USER, read_tree, mirrored, synced_sample_mirror
 
 TASKS = "tasks/申请 SRT 项目.md"
 OTHER = "tasks/数据结构大作业 1 - 哈希表.md"
@@ -37,7 +37,7 @@ def test_file_missing_from_one_listing_is_not_deleted_locally(devserver, synced)
     assert synced.state.get_base(OTHER) is not None
     # the next passes agree with the server, without deleting anything either
     assert synced.sync().deleted_local == []
-    assert read_tree(synced.root) == devserver.tree(synced.repo_id)
+    assert read_tree(synced.root) == mirrored(devserver.tree(synced.repo_id))
 
 
 def test_a_real_remote_delete_is_confirmed_by_a_404_and_done(devserver, synced):
@@ -77,7 +77,7 @@ def test_root_listing_answered_for_another_folder_is_rejected(devserver, synced)
     report = synced.sync()
     assert report.errors == [] and report.moved == [] and report.downloaded == ["index.md"]
     assert synced.read("index.md") == edited
-    assert read_tree(synced.root) == devserver.tree(synced.repo_id)
+    assert read_tree(synced.root) == mirrored(devserver.tree(synced.repo_id))
     assert synced.sync().transferred == 0
 
 
@@ -94,7 +94,7 @@ def test_subfolder_listing_answered_for_another_folder_is_rejected(devserver, sy
     report = synced.sync()
     assert report.errors == [] and report.downloaded == [TASKS]
     assert synced.read(TASKS) == edited
-    assert read_tree(synced.root) == devserver.tree(synced.repo_id)
+    assert read_tree(synced.root) == mirrored(devserver.tree(synced.repo_id))
 
 
 def test_one_wrong_answer_then_a_right_one_is_used_at_once(devserver, synced):

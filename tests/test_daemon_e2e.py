@@ -22,7 +22,7 @@ from daemon_helpers import (  # noqa: E402,F401
     DEMO_LIBRARY,
     DaemonProc,
     ohsync_cmd,
-    read_tree,
+    read_tree, mirrored,
     wait_for,
     write_config,
 )
@@ -40,7 +40,7 @@ def setup(seed_daemon):
 
 
 def _same(srv, repo_id: str, mirror: Path) -> bool:
-    return srv.tree(repo_id) == read_tree(mirror)
+    return mirrored(srv.tree(repo_id)) == read_tree(mirror)
 
 
 def test_cold_start_edits_both_ways_and_stop(setup) -> None:
@@ -50,7 +50,7 @@ def test_cold_start_edits_both_ways_and_stop(setup) -> None:
     [item] = st["mirrors"]
     assert (item["name"], item["library"], item["local"], item["state"], item["message"]) == (
         "OH-Memory", "OH-Memory", str(mirror), "idle", "Up to date")
-    assert read_tree(mirror) == srv.tree(repo_id) == read_tree(DEMO_LIBRARY)  # byte-identical
+    assert read_tree(mirror) == mirrored(srv.tree(repo_id)) == mirrored(read_tree(DEMO_LIBRARY))  # byte-identical
 
     # a local edit reaches the server
     journal = mirror / "journal" / "2026-10.md"

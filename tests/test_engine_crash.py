@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, Env, read_tree, wait_for  # noqa: E402
+from daemon_helpers import DaemonProc, Env, read_tree, mirrored, wait_for  # noqa: E402
 
 from ohsync.engine.crashpoints import POINTS  # noqa: E402
 
@@ -174,7 +174,7 @@ def setup(seed_daemon):
 
 
 def _converged(s: Setup) -> bool:
-    return read_tree(s.mirror) == s.srv.tree(s.repo)
+    return read_tree(s.mirror) == mirrored(s.srv.tree(s.repo))
 
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=lambda sc: sc.point)
@@ -205,7 +205,7 @@ def test_killed_at_crash_point_converges_without_loss(setup: Setup, sc: Scenario
         try:
             wait_for(lambda: _converged(s), timeout=60, what="convergence after the restart")
         except AssertionError:
-            local, server = read_tree(s.mirror), s.srv.tree(s.repo)
+            local, server = read_tree(s.mirror), mirrored(s.srv.tree(s.repo))
             diff = sorted(k for k in set(local) | set(server) if local.get(k) != server.get(k))
             raise AssertionError(f"no convergence after a crash at {sc.point}; differing paths "
                                  f"(local-only, server-only or different): {diff}") from None
@@ -215,7 +215,7 @@ def test_killed_at_crash_point_converges_without_loss(setup: Setup, sc: Scenario
     finally:
         after.stop()
 
-    local, server = read_tree(s.mirror), s.srv.tree(s.repo)
+    local, server = read_tree(s.mirror), mirrored(s.srv.tree(s.repo))
     assert local == server                                               # nothing ignored
     assert not [p for p in s.mirror.rglob("*") if p.name.startswith(".ohsync-tmp-")]
     everywhere = set(local.values()) | set(server.values()) | set(s.backups())

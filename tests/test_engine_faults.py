@@ -26,7 +26,7 @@ from ohsync.devserver.seahub_api import SeahubBase
 from ohsync.engine.errors import LibraryGoneError, ServerError, ThrottledError, UnreachableError, classify
 from ohsync.engine.failures import BACKOFF_BASE, FailureBook
 from ohsync.engine.sync_run import SERVER_STRIKES
-from engine_helpers import USER, make_mirror, read_tree, sample_library
+from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library
 
 JOURNAL = "journal/2026-11.md"
 
@@ -218,7 +218,7 @@ def test_dropped_upload_connection_loses_nothing_and_duplicates_nothing(devserve
     remote = devserver.read_file(synced.repo_id, "/" + JOURNAL)
     assert everything_in(remote, line) and remote == synced.read(JOURNAL)
     assert report.conflicts == []
-    assert read_tree(synced.root) == devserver.tree(synced.repo_id)
+    assert read_tree(synced.root) == mirrored(devserver.tree(synced.repo_id))
 
 
 def test_dropped_download_leaves_the_old_file_intact(devserver, synced, clock):

@@ -8,7 +8,7 @@ import os
 import httpx
 import pytest
 
-from engine_helpers import USER, make_mirror, read_tree, sample_library
+from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library
 
 JOURNAL = "journal/2026-11.md"
 
@@ -34,7 +34,7 @@ def test_cold_start_makes_mirror_byte_identical(devserver, library, tmp_path):
     repo_id, tree = library
     mirror = make_mirror(devserver, repo_id, tmp_path)
     report = mirror.sync()
-    assert read_tree(mirror.root) == devserver.tree(repo_id) == read_tree(tree)
+    assert read_tree(mirror.root) == mirrored(devserver.tree(repo_id)) == mirrored(read_tree(tree))
     assert report.errors == []
     # the awkward ones really are there, byte for byte
     local = read_tree(mirror.root)
@@ -51,7 +51,7 @@ def test_local_tree_pushed_into_empty_library(devserver, tmp_path):
     sample_library(mirror.root)
     report = mirror.sync()
     assert report.errors == []
-    assert devserver.tree(repo_id) == read_tree(mirror.root)
+    assert mirrored(devserver.tree(repo_id)) == read_tree(mirror.root)
     assert "/Files/learn/2026-2027-1" in {d.rstrip("/") for d in devserver.dirs(repo_id)}
 
 
@@ -172,7 +172,7 @@ def test_deletes_propagate_both_ways_softly(devserver, synced, tmp_path):
     backups = list((tmp_path / "m-state" / "backups").rglob("申请 SRT 项目.md"))
     assert [b.read_bytes() for b in backups] == [srt]                      # backup before the local delete
     synced.sync()
-    assert read_tree(synced.root) == devserver.tree(repo)                   # the trash syncs like any folder
+    assert read_tree(synced.root) == mirrored(devserver.tree(repo))                   # the trash stays on the server
 
 
 def test_modification_beats_deletion_on_either_side(devserver, synced):
@@ -326,7 +326,7 @@ def test_folder_replaced_by_a_file_locally(devserver, synced):
     assert tree["/journal"] == b"journal is a file now\n"
     assert all(tree[f"/.trash/journal/{name}"] == data for name, data in months.items())
     synced.sync()
-    assert read_tree(synced.root) == devserver.tree(repo)
+    assert read_tree(synced.root) == mirrored(devserver.tree(repo))
 
 
 def test_folder_replaced_by_a_file_on_the_server(devserver, synced, tmp_path):
@@ -339,7 +339,7 @@ def test_folder_replaced_by_a_file_on_the_server(devserver, synced, tmp_path):
     assert synced.read("journal") == b"journal is a file on the server\n"
     backups = {p.name: p.read_bytes() for p in (tmp_path / "m-state" / "backups").rglob("*.md")}
     assert all(backups[name] == data for name, data in months.items())
-    assert read_tree(synced.root) == devserver.tree(repo)
+    assert read_tree(synced.root) == mirrored(devserver.tree(repo))
 
 
 def test_local_names_seafile_cannot_take_are_skipped_and_reported(devserver, synced):
@@ -399,7 +399,7 @@ def test_a_poll_pass_applies_remote_edits_deletes_and_new_folders(devserver, syn
     assert not (synced.root / "tasks/申请 SRT 项目.md").exists()
     assert (synced.root / "projects/empty").is_dir()
     assert report.deleted_local == ["tasks/申请 SRT 项目.md"] and report.errors == []
-    assert read_tree(synced.root) == devserver.tree(repo)
+    assert read_tree(synced.root) == mirrored(devserver.tree(repo))
     # and nothing comes back on the next full scan
     again = synced.sync()
     assert again.uploaded == [] and "/tasks/申请 SRT 项目.md" not in devserver.tree(repo)

@@ -67,8 +67,12 @@ def test_ignore_defaults_config_patterns_and_ignore_file(tmp_path):
     for ignored in (".ohsync-tmp-abc", "a/.DS_Store", "x.md.swp", ".obsidian/workspace.json",
                     "build/out.bin", "drafts/x.md", "debug.log", "~$作业1.docx"):
         assert rules.match(ignored), ignored
-    for kept in ("journal/2026-11.md", ".obsidian/app.json", ".trash/旧课表.md", ".conflict/a.md"):
+    for kept in ("journal/2026-11.md", ".obsidian/app.json", ".conflict/a.md", "docs/.trash/a.md"):
         assert not rules.match(kept), kept
+    # the library's trash stays on the server, whatever the patterns say
+    rules = IgnoreRules(["!.trash/"], tmp_path)
+    for server_only in (".trash", ".trash/旧课表.md", ".trash_ohsync/a.md", ".trash_ohsync-2/b/c.md"):
+        assert rules.match(server_only), server_only
 
 
 @pytest.mark.parametrize("name,ok", [

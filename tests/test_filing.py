@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine_helpers import USER, make_mirror, read_tree, sample_library, SAMPLES
+from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library, SAMPLES
 from ohsync.daemon.filing_service import FilingService
 from ohsync.daemon.stability import StabilityGate
 from ohsync.engine.filing import Filer, FilingResult, _JobStore, journal_line
@@ -93,7 +93,7 @@ class Env:
         report = self.mirror.sync()
         assert report.errors == [] and report.conflicts == []
         assert report.uploaded == [] and report.downloaded == [], (report.uploaded, report.downloaded)
-        assert read_tree(self.mirror.root) == self.server.tree(self.repo_id)
+        assert read_tree(self.mirror.root) == mirrored(self.server.tree(self.repo_id))
 
 
 @pytest.fixture

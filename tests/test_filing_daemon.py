@@ -32,7 +32,7 @@ from daemon_helpers import (
     DEMO_LIBRARY,
     DaemonProc,
     DaemonSetup,
-    read_tree,
+    read_tree, mirrored,
     wait_for,
 )
 from engine_helpers import SAMPLES
@@ -163,7 +163,7 @@ class Harness:
         rel = remote.lstrip("/")
         wait_for(lambda: (self.mirror / rel).is_file(), timeout=30, what="the mirror copy")
         assert (self.mirror / rel).read_bytes() == content
-        wait_for(lambda: read_tree(self.mirror) == self.tree(), timeout=30, interval=0.3,
+        wait_for(lambda: read_tree(self.mirror) == mirrored(self.tree()), timeout=30, interval=0.3,
                  what="mirror == server")
         leftover = [p for p in self.drop.rglob("*") if p.is_file()]
         assert leftover == []

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import read_tree, wait_for  # noqa: E402
+from daemon_helpers import read_tree, mirrored, wait_for  # noqa: E402
 
 FOLDER = {f"A/f{i:02}.md": f"file {i} in A\n".encode() * 3 for i in range(6)}
 OTHER = {f"z/other{i}.txt": f"other {i}\n".encode() for i in range(2)}
@@ -30,7 +30,7 @@ def slow_first_pass(seed_daemon, devserver):
 
 
 def _converged(srv, repo: str, mirror: Path) -> bool:
-    return read_tree(mirror) == srv.tree(repo)
+    return read_tree(mirror) == mirrored(srv.tree(repo))
 
 
 def test_folder_renamed_during_its_download_moves_as_one_folder(slow_first_pass) -> None:

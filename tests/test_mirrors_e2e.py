@@ -21,7 +21,7 @@ import pytest
 import tomli_w
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, read_tree, wait_for  # noqa: E402,F401
+from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, read_tree, mirrored, wait_for  # noqa: E402,F401
 
 from ohsync.daemon import credentials  # noqa: E402
 
@@ -69,8 +69,8 @@ def test_two_libraries_sync_side_by_side(two) -> None:
     d = two.start()
     mirrors = _wait_states(d, **{"OH-Memory": "idle", "Docs": "idle"})
     assert mirrors["OH-Memory"]["local"] == str(two.mem) and mirrors["Docs"]["local"] == str(two.docs)
-    assert read_tree(two.mem) == srv.tree(two.mem_id) == read_tree(DEMO_LIBRARY)
-    assert read_tree(two.docs) == srv.tree(two.docs_id) == {"/readme.txt": b"docs library\n",
+    assert read_tree(two.mem) == mirrored(srv.tree(two.mem_id)) == mirrored(read_tree(DEMO_LIBRARY))
+    assert read_tree(two.docs) == mirrored(srv.tree(two.docs_id)) == {"/readme.txt": b"docs library\n",
                                                              "/plans/q1.txt": b"plan\n"}
     st = d.status()  # the top level still describes the first mirror, as for one
     assert st["state"] == "idle" and st["mirrors"][0]["name"] == "OH-Memory" and len(st["mirrors"]) == 2
@@ -93,7 +93,7 @@ def test_two_libraries_sync_side_by_side(two) -> None:
     # `ohsync wait` with no --mirror waits for both; `ohsync status` prints one block per mirror
     r = d.cli("wait", "--timeout", "60")
     assert r.returncode == 0, r.stderr
-    assert read_tree(two.mem) == srv.tree(two.mem_id) and read_tree(two.docs) == srv.tree(two.docs_id)
+    assert read_tree(two.mem) == mirrored(srv.tree(two.mem_id)) and read_tree(two.docs) == mirrored(srv.tree(two.docs_id))
     out = d.cli("status").stdout
     assert f"OH-Memory ↔ {two.mem}" in out and f"Docs ↔ {two.docs}" in out
     assert out.count("idle: Up to date") == 2

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import USER, make_mirror, read_tree, settled_mirror
+from engine_helpers import USER, make_mirror, read_tree, mirrored, settled_mirror
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.remote_scan import scan_remote
 
@@ -399,7 +399,7 @@ class _Run:
         return [rel]
 
     def found(self) -> set[str]:
-        texts = list(read_tree(self.m.root).values()) + list(self.d.tree(self.m.repo_id).values())
+        texts = list(read_tree(self.m.root).values()) + list(mirrored(self.d.tree(self.m.repo_id)).values())
         backups = self.m.engine.options.backup_dir
         if backups is not None:
             texts += [p.read_bytes() for p in Path(backups).rglob("*") if p.is_file()]

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, Env, read_tree, wait_for  # noqa: E402
+from daemon_helpers import DaemonProc, Env, read_tree, mirrored, wait_for  # noqa: E402
 
 from ohsync.engine.state_schema import SCHEMA_VERSION  # noqa: E402
 
@@ -57,7 +57,7 @@ def test_a_newer_state_stops_the_mirror_until_resync_sets_it_aside(isolated_env:
     conn = sqlite3.connect(kept[0])
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1   # kept as it was
     conn.close()
-    assert read_tree(mirror) == devserver.tree(repo)
+    assert read_tree(mirror) == mirrored(devserver.tree(repo))
     assert not [p for p in devserver.tree(repo) if p.startswith("/.conflict/")]
     _no_transfers(devserver)
 
@@ -78,6 +78,6 @@ def test_a_damaged_state_is_set_aside_at_start_and_said_in_the_log(isolated_env:
     logged = "\n".join(p.read_text(errors="replace") for p in (isolated_env.root / "state").rglob("*.log"))
     logged += (isolated_env.root / "daemon-output.log").read_text(errors="replace")
     assert f"was moved to {kept}" in logged and "nothing is deleted" in logged
-    assert read_tree(mirror) == devserver.tree(repo)
+    assert read_tree(mirror) == mirrored(devserver.tree(repo))
     assert not [p for p in devserver.tree(repo) if p.startswith("/.conflict/")]
     _no_transfers(devserver)

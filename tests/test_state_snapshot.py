@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from engine_helpers import USER, make_mirror, read_tree
+from engine_helpers import USER, make_mirror, read_tree, mirrored
 
 
 def _library(devserver, tmp_path: Path, folders: int, per_folder: int) -> str:
@@ -108,7 +108,7 @@ def test_a_kill_between_the_snapshot_rows_and_the_head_leaves_the_old_pair(devse
         report = after.sync()
         assert sorted(report.downloaded) == ["folder01/note002.md", "folder02/new.md"]
         assert report.conflicts == [] and report.uploaded == []
-        assert read_tree(after.root) == devserver.tree(repo)
+        assert read_tree(after.root) == mirrored(devserver.tree(repo))
         rows, head = _snapshot_and_head(db)
         assert head == devserver.head_commit(repo)
         assert {p: i for p, (d, i) in rows.items() if not d} == {
