@@ -235,11 +235,14 @@ class Mirror:
         self._check_watcher()
         self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
+            from ohsync.engine.memory_index import parse_offset
             from ohsync.engine.mirror_api import for_engine
+            from ohsync.engine.place import text_language
 
             self.filing.attach(self.filing.new_filer(
                 for_engine(session.engine), list(self.cfg.filing.rules), self.cfg.filing.default,
-                self.cfg.mirror_state_dir(session.library_id, self.config) / "filing.db"))
+                self.cfg.mirror_state_dir(session.library_id, self.config) / "filing.db",
+                tz=parse_offset(self.cfg.memory.time_offset), language=text_language(self.cfg.memory.language)))
             with self._helpers_lock:
                 if not self._stopping and not self.filing.is_alive():
                     try:
