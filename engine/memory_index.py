@@ -20,9 +20,11 @@ Tables: ``entities`` (one row per file: the frontmatter fields the filters
 use, size and mtime), ``tags``, ``titles`` (the names a ``[[link]]`` finds an
 entity by), ``links`` (relations and wikilinks, so links are followed both
 ways: a renamed or moved entity keeps its incoming links, which name its
-title), and ``fts``, an FTS5 table of title, permalink, tags and body with
-the ``trigram`` tokenizer: every three characters are a term, so CJK text is
-found as substrings without word segmentation.  A one- or two-character word
+title), and two FTS5 tables with the ``trigram`` tokenizer, ``fts_head``
+(title, permalink, tags) and ``fts_body`` (body; apart, so that the short
+fields' hits are found without reading the bodies' long term lists three
+more times): every three characters are a term, so CJK text is found as
+substrings without word segmentation.  A one- or two-character word
 is looked up among the terms it begins (each field ends in two newlines, so
 every substring begins some term); should a word begin more terms than
 :data:`_MAX_PREFIX_TERMS`, it is found by scanning the fields instead.
@@ -90,8 +92,10 @@ CREATE TABLE links (
     src INTEGER NOT NULL, ord INTEGER NOT NULL, rel TEXT NOT NULL, target TEXT NOT NULL,
     target_key TEXT NOT NULL, PRIMARY KEY (src, ord)) WITHOUT ROWID;
 CREATE INDEX links_target ON links(target_key);
-CREATE VIRTUAL TABLE fts USING fts5(title, permalink, tags, body, tokenize='trigram');
-CREATE VIRTUAL TABLE fts_terms USING fts5vocab(fts, 'row');
+CREATE VIRTUAL TABLE fts_head USING fts5(title, permalink, tags, tokenize='trigram');
+CREATE VIRTUAL TABLE fts_head_terms USING fts5vocab(fts_head, 'row');
+CREATE VIRTUAL TABLE fts_body USING fts5(body, tokenize='trigram');
+CREATE VIRTUAL TABLE fts_body_terms USING fts5vocab(fts_body, 'row');
 """
 
 _COLUMNS = ("id, path, permalink, title, type, tags, created, modified, modified_ts, sensitivity, status, "
@@ -161,7 +165,8 @@ class MemoryIndex:
             meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
             if any(meta.get(k) != v for k, v in self._identity().items()):
                 return "built for another folder or time offset"
-            self._db.execute("SELECT count(*) FROM fts_terms WHERE term >= 'a' AND term < 'b'").fetchone()
+            for table in ("fts_head_terms", "fts_body_terms"):
+                self._db.execute(f"SELECT count(*) FROM {table} WHERE term >= 'a' AND term < 'b'").fetchone()
         except sqlite3.DatabaseError as exc:
             return f"damaged ({exc})"
         return None
@@ -177,7 +182,8 @@ class MemoryIndex:
                     pass
             self._db = self._connect()
         else:
-            for name in ("fts_terms", "fts", "links", "titles", "tags", "entities", "meta"):
+            for name in ("fts_head_terms", "fts_body_terms", "fts_head", "fts_body", "links", "titles", "tags",
+                         "entities", "meta"):
                 self._db.execute(f"DROP TABLE IF EXISTS {name}")
         with self._transaction():
             for statement in (s.strip() for s in _SCHEMA.split(";")):
@@ -230,7 +236,8 @@ class MemoryIndex:
         with self._transaction():
             for rel, _ in self._walk_stat(""):
                 self._load(rel)
-        self._db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+        for table in ("fts_head", "fts_body"):
+            self._db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
         return len(self)
 
     def update(self, rel_paths: Iterable[str]) -> None:
@@ -324,9 +331,9 @@ class MemoryIndex:
         db.executemany("INSERT OR IGNORE INTO titles(key, id) VALUES (?, ?)", [(k, eid) for k in title_keys(entity)])
         db.executemany("INSERT INTO links(src, ord, rel, target, target_key) VALUES (?, ?, ?, ?, ?)",
                        [(eid, i, r, t, link_key(t)) for i, (r, t) in enumerate(entity.links)])
-        db.execute("INSERT INTO fts(rowid, title, permalink, tags, body) VALUES (?, ?, ?, ?, ?)",
-                   (eid, entity.title + _END, entity.permalink + _END, "\n".join(entity.tags) + _END,
-                    entity.body + _END))
+        db.execute("INSERT INTO fts_head(rowid, title, permalink, tags) VALUES (?, ?, ?, ?)",
+                   (eid, entity.title + _END, entity.permalink + _END, "\n".join(entity.tags) + _END))
+        db.execute("INSERT INTO fts_body(rowid, body) VALUES (?, ?)", (eid, entity.body + _END))
         # the same permalink at a path whose file is gone: the file was renamed or moved
         for (other,) in db.execute("SELECT path FROM entities WHERE permalink=? AND path<>?",
                                    (entity.permalink, rel)).fetchall():
@@ -334,7 +341,8 @@ class MemoryIndex:
                 self._drop(other)
 
     def _forget_parts(self, eid: int) -> None:
-        for table, column in (("tags", "id"), ("titles", "id"), ("links", "src"), ("fts", "rowid")):
+        for table, column in (("tags", "id"), ("titles", "id"), ("links", "src"), ("fts_head", "rowid"),
+                              ("fts_body", "rowid")):
             self._db.execute(f"DELETE FROM {table} WHERE {column}=?", (eid,))
 
     def _drop(self, rel: str) -> None:
@@ -348,19 +356,21 @@ class MemoryIndex:
     def __len__(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM entities").fetchone()[0])
 
-    def _entity(self, row: Sequence[Any], body: str | None = None) -> Entity:
+    def _entity(self, row: Sequence[Any], body: str | None = None, *, links: bool = True) -> Entity:
+        """An entity from its ``entities`` row; ``body`` given (e.g. ``""``) is not read,
+        ``links=False`` leaves its links out (for listings)."""
         eid, path, permalink, title, type_, tags, created, modified, modified_ts, sensitivity, status, size, \
             damaged = row
         if body is None:
-            found = self._db.execute("SELECT body FROM fts WHERE rowid=?", (eid,)).fetchone()
+            found = self._db.execute("SELECT body FROM fts_body WHERE rowid=?", (eid,)).fetchone()
             body = found[0] if found else ""
         body = body[:-len(_END)] if body.endswith(_END) else body
-        links = tuple((r, t) for r, t in self._db.execute(
-            "SELECT rel, target FROM links WHERE src=? ORDER BY ord", (eid,)))
+        link_rows = tuple((r, t) for r, t in self._db.execute(
+            "SELECT rel, target FROM links WHERE src=? ORDER BY ord", (eid,))) if links else ()
         tag_tuple = tuple(json.loads(tags))
         return Entity(path=path, permalink=permalink, title=title, type=type_, tags=tag_tuple, created=created,
                       modified=modified, modified_ts=modified_ts, sensitivity=sensitivity, status=status, body=body,
-                      links=links, size=size, damaged=damaged, title_l=title.lower(), permalink_l=permalink.lower(),
+                      links=link_rows, size=size, damaged=damaged, title_l=title.lower(), permalink_l=permalink.lower(),
                       tags_l=tuple(t.lower() for t in tag_tuple))
 
     def _one(self, where: str, params: Sequence[Any]) -> Entity | None:
@@ -402,51 +412,92 @@ class MemoryIndex:
             return self._entity(rows[0])
         return self._one("permalink=? ORDER BY id LIMIT 1", (target.strip(),))
 
+    def resolve_links(self, targets: Iterable[str]) -> dict[str, Entity | None]:
+        """:meth:`resolve_link` of many targets in one query; the entities come without body and links.
+
+        :returns: each target → the entity it names, or None.
+        """
+        wanted = {t: link_key(t) for t in dict.fromkeys(targets)}
+        keys = sorted({k for k in wanted.values() if k})
+        best: dict[str, tuple[bool, str, Entity]] = {}
+        cols = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            for key, *row in self._db.execute(
+                    f"SELECT t.key, {cols} FROM titles t JOIN entities e ON e.id = t.id "
+                    f"WHERE t.key IN ({','.join('?' * len(chunk))})", chunk):
+                rank = (row[3].lower() != key, row[1])  # the title itself before a file name, then by path
+                if key not in best or rank < best[key][:2]:
+                    best[key] = (*rank, self._entity(row, body="", links=False))
+        out: dict[str, Entity | None] = {}
+        for target, key in wanted.items():
+            if not key:
+                out[target] = None
+            elif key in best:
+                out[target] = best[key][2]
+            else:
+                row = self._db.execute(f"SELECT {_COLUMNS} FROM entities WHERE permalink=? ORDER BY id LIMIT 1",
+                                       (target.strip(),)).fetchone()
+                out[target] = self._entity(row, body="", links=False) if row is not None else None
+        return out
+
     def has_permalink(self, permalink: str) -> bool:
         """True when some entity uses this permalink."""
         return self._db.execute("SELECT 1 FROM entities WHERE permalink=? LIMIT 1", (permalink,)).fetchone() is not None
 
-    def backlinks(self, entity: Entity) -> list[tuple[str, str, Entity]]:
+    def backlinks(self, entity: Entity, limit: int = 20) -> list[tuple[str, str, Entity]]:
         """The links of other entities that lead to ``entity``: ``(relation type, link text, source)``,
-        by source path.  A link counts when it resolves to ``entity`` (:meth:`resolve_link`)."""
+        by source path, at most ``limit``; each source without its body and links.  A link
+        counts when it resolves to ``entity`` (:meth:`resolve_link`)."""
         keys = sorted(title_keys(entity) | {entity.permalink.lower()})
         marks = ",".join("?" * len(keys))
+        cols = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
         rows = self._db.execute(
-            f"SELECT l.rel, l.target, e.path FROM links l JOIN entities e ON e.id = l.src "
-            f"WHERE l.target_key IN ({marks}) AND e.path <> ? ORDER BY e.path, l.ord", (*keys, entity.path)).fetchall()
+            f"SELECT l.rel, l.target, {cols} FROM links l JOIN entities e ON e.id = l.src "
+            f"WHERE l.target_key IN ({marks}) AND e.path <> ? ORDER BY e.path, l.ord LIMIT ?",
+            (*keys, entity.path, 4 * limit)).fetchall()
         out: list[tuple[str, str, Entity]] = []
-        resolved: dict[str, str | None] = {}
-        sources: dict[str, Entity | None] = {}
-        for rel, target, src_path in rows:
-            if target not in resolved:
-                found = self.resolve_link(target)
-                resolved[target] = found.path if found else None
+        resolved = {t: (e.path if e else None) for t, e in self.resolve_links(r[1] for r in rows).items()}
+        for rel, target, *source in rows:
             if resolved[target] != entity.path:
                 continue
-            if src_path not in sources:
-                sources[src_path] = self.get(src_path)
-            source = sources[src_path]
-            if source is not None:
-                out.append((rel, target, source))
+            out.append((rel, target, self._entity(source, body="", links=False)))
+            if len(out) >= limit:
+                break
         return out
 
     # -- search ---------------------------------------------------------------------
 
+    def _expression(self, table: str, word: str) -> str | None:
+        """The FTS5 query finding ``word`` in ``table`` (``fts_head``/``fts_body``): the word as a
+        phrase, or for a one- or two-character word the terms it begins; ``""``: it occurs
+        nowhere; None: it begins too many terms to list."""
+        if len(word) >= 3:
+            return _phrase(word)
+        terms = [r[0] for r in self._db.execute(
+            f"SELECT term FROM {table}_terms WHERE term >= ? AND term < ? LIMIT ?",
+            (word, word + "\U0010ffff", _MAX_PREFIX_TERMS + 1))]
+        if len(terms) > _MAX_PREFIX_TERMS:
+            return None
+        return "(" + " OR ".join(_phrase(t) for t in terms) + ")" if terms else ""
+
     def _word_hits(self, word: str) -> list[tuple[str, list[Any]]]:
         """SQL selecting ``(id, weight)`` per field ``word`` occurs in, with its parameters."""
-        if len(word) >= 3:
-            expr: str | None = _phrase(word)
-        else:
-            terms = [r[0] for r in self._db.execute(
-                "SELECT term FROM fts_terms WHERE term >= ? AND term < ? LIMIT ?",
-                (word, word + "\U0010ffff", _MAX_PREFIX_TERMS + 1))]
-            if not terms:
-                return []
-            expr = "(" + " OR ".join(_phrase(t) for t in terms) + ")" if len(terms) <= _MAX_PREFIX_TERMS else None
-        if expr is None:  # too common to list its terms: scan the fields
-            return [(f"SELECT rowid AS id, {w} AS s FROM fts WHERE instr(lower({c}), ?) > 0", [word])
-                    for c, w in WEIGHTS]
-        return [(f"SELECT rowid AS id, {w} AS s FROM fts WHERE fts MATCH ?", [f"{c} : {expr}"]) for c, w in WEIGHTS]
+        out: list[tuple[str, list[Any]]] = []
+        for table, fields in (("fts_head", WEIGHTS[:3]), ("fts_body", WEIGHTS[3:])):
+            expr = self._expression(table, word)
+            if expr == "":
+                continue
+            for column, weight in fields:
+                if expr is None:  # too common to list its terms: scan the field
+                    out.append((f"SELECT rowid AS id, {weight} AS s FROM {table} WHERE instr(lower({column}), ?) > 0",
+                                [word]))
+                elif table == "fts_body":
+                    out.append((f"SELECT rowid AS id, {weight} AS s FROM {table} WHERE {table} MATCH ?", [expr]))
+                else:
+                    out.append((f"SELECT rowid AS id, {weight} AS s FROM {table} WHERE {table} MATCH ?",
+                                [f"{column} : {expr}"]))
+        return out
 
     def search(self, words: Sequence[str], *, tags: Sequence[str] = (), type_: str | None = None,
                since: float | None = None, include_sensitive: bool = False,
@@ -516,4 +567,4 @@ class MemoryIndex:
         cols = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
         rows = self._db.execute(f"SELECT {cols} FROM entities e WHERE {cond} ORDER BY e.modified_ts DESC, e.path "
                                 "LIMIT ?", (*params, limit)).fetchall()
-        return [self._entity(r, body="") for r in rows], total
+        return [self._entity(r, body="", links=False) for r in rows], total

@@ -183,15 +183,16 @@ class MemoryTools:
                 item["status"] = "trashed"
             out.append(item)
 
+        targets = self.index.resolve_links(t for _, t in e.links[:_MAX_RELATED * 2])
         for rel, target in e.links:
-            other = self.index.resolve_link(target)
+            other = targets[target] if target in targets else self.index.resolve_link(target)
             if other is not None and other.path == e.path:
                 continue
             add(rel, target, "out", other)
             if len(out) >= _MAX_RELATED:
                 break
         incoming = 0
-        for rel, target, source in self.index.backlinks(e):
+        for rel, target, source in self.index.backlinks(e, _MAX_RELATED):
             if incoming >= _MAX_RELATED:
                 break
             before = len(out)
