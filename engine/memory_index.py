@@ -260,7 +260,7 @@ class MemoryIndex:
                     below = self._db.execute("SELECT path FROM entities").fetchall()
                 for (known,) in below:
                     self._drop(known)
-                if local.is_dir():
+                if local.is_dir() and not local.is_symlink():  # never read through a link out of the mirror
                     for sub, _ in self._walk_stat(rel):
                         self._load(sub)
 

@@ -176,3 +176,15 @@ def test_the_memory_service_reuses_its_index_file_after_a_restart(lib: Path, tmp
     NoRebuild(monkeypatch)
     second = service()  # a restarted daemon: the same file, nothing rebuilt
     assert [r["permalink"] for r in second.handlers()["memory.search"]({"query": "袋鼠"})["results"]] == ["between-1"]
+
+
+def test_the_index_never_reads_through_a_symbolic_link(lib: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    entity(outside, "secret.md", "外面的笔记", "outside-1", "- [k] 不该被读到")
+    (lib / "knowledge" / "linked").symlink_to(outside, target_is_directory=True)
+    (lib / "knowledge" / "one.md").symlink_to(outside / "secret.md")
+    index = MemoryIndex(lib, TZ)
+    index.rebuild()
+    index.update(["knowledge/linked", "knowledge/one.md"])
+    assert not [e.path for e in index.entities() if "linked" in e.path or e.path.endswith("one.md")]
+    assert MemoryTools(index, TZ).search("不该被读到")["results"] == []
