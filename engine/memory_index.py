@@ -61,7 +61,7 @@ from .memory_entity import (
     to_timestamp,
 )
 
-__all__ = ["Entity", "MemoryIndex", "IndexDamaged", "INDEX_VERSION", "WEIGHTS", "is_indexed", "parse_entity",
+__all__ = ["Entity", "MemoryIndex", "INDEX_VERSION", "WEIGHTS", "is_indexed", "parse_entity",
            "parse_offset", "to_timestamp", "FULLWIDTH", "title_from_filename"]
 
 log = logging.getLogger(__name__)
@@ -100,10 +100,6 @@ CREATE VIRTUAL TABLE fts_body_terms USING fts5vocab(fts_body, 'row');
 
 _COLUMNS = ("id, path, permalink, title, type, tags, created, modified, modified_ts, sensitivity, status, "
             "size, damaged")
-
-
-class IndexDamaged(Exception):
-    """The index file cannot be read (SQLite reports it malformed); rebuild it."""
 
 
 def link_key(target: str) -> str:
