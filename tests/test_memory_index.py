@@ -188,3 +188,34 @@ def test_the_index_never_reads_through_a_symbolic_link(lib: Path, tmp_path: Path
     index.update(["knowledge/linked", "knowledge/one.md"])
     assert not [e.path for e in index.entities() if "linked" in e.path or e.path.endswith("one.md")]
     assert MemoryTools(index, TZ).search("不该被读到")["results"] == []
+
+
+def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again(lib: Path, tmp_path: Path) -> None:
+    import time as _time
+
+    from ohsync.daemon.memory_service import MemoryService
+    from ohsync.daemon.socket_server import CannotNow
+
+    db = tmp_path / "state" / "memory-index.sqlite3"
+    service = MemoryService(lib, "+08:00", lambda job: None, {"paused": False}.get, lambda t: (True, ""),
+                            lambda paths: None, index_path=lambda: db)
+    search = service.handlers()["memory.search"]
+    assert search({"query": "沟通风格"})["results"]
+    service.index.close()  # a fresh connection: nothing of the file in its cache
+    service.index._db = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    size = db.stat().st_size
+    with open(db, "r+b") as fh:  # every page after the first is overwritten
+        fh.seek(4096)
+        fh.write(b"\xa5" * (size - 4096))
+    with pytest.raises(CannotNow, match="damaged"):
+        search({"query": "沟通风格"})
+    deadline = _time.monotonic() + 30
+    while True:
+        try:
+            found = search({"query": "沟通风格"})["results"]
+            break
+        except CannotNow:
+            assert _time.monotonic() < deadline
+            _time.sleep(0.05)
+    assert found[0]["permalink"] == "comm-style-pref-0e96"
+    assert MemoryIndex(lib, TZ, db).load()[1] == 0  # the rebuilt file is whole again
