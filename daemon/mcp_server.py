@@ -73,7 +73,8 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
         "modified on or after an ISO date; sensitive entities only with include_sensitive), then keywords "
         "scored per word by case-insensitive substring: title x4, permalink x3, tag x2, body x1 (Chinese "
         "works without word segmentation: use short substrings such as 哈希表). Newest first on ties. Each "
-        "result has a snippet (the hit line with one line either side) and its related entities (one hop)."),
+        "result has a snippet (the hit line with one line either side) and its related entities (one hop, links "
+        "both ways: direction out or in, with the relation type)."),
         _schema({
             "query": {"type": "string", "description": "Space-separated keywords, including synonyms."},
             "tags": {"type": "array", "items": {"type": "string"}, "description": "Entities must carry all of these."},

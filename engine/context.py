@@ -15,6 +15,7 @@ from typing import Any
 from .events import SyncEvent
 from .models import RemoteEntry
 from .paths import to_local, to_remote
+from .place import local_offset
 from .state import StateStore
 
 __all__ = ["EngineOptions", "MirrorContext"]
@@ -61,7 +62,7 @@ class EngineOptions:
     :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
         person edited, before pushing them (:mod:`.memory_stamp`).
     :ivar stamp_quiet: seconds such a file must stay unchanged first.
-    :ivar time_offset: offset of the stamped time (``±HH:MM``).
+    :ivar time_offset: offset of the stamped time (``±HH:MM``; default: the computer's).
     :ivar origin: the ``origin`` this computer writes.
     """
 
@@ -80,7 +81,7 @@ class EngineOptions:
     history_check: bool | None = None
     stamp_edits: bool = False
     stamp_quiet: float = 1.0
-    time_offset: str = "+08:00"
+    time_offset: str = field(default_factory=local_offset)
     origin: str = "desktop"
 
 
