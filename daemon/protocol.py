@@ -274,7 +274,8 @@ class RequestTooLarge(RpcError):
 
     def __init__(self, size: int) -> None:
         super().__init__(INVALID_REQUEST, f"the request is too large: {size:,} bytes, over the daemon's limit "
-                                          f"of {MAX_REQUEST:,} bytes")
+                                          f"of {MAX_REQUEST:,} bytes; send less at once (split a long text "
+                                          "over several writes)")
         self.size = size
 
 
