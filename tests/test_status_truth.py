@@ -7,14 +7,18 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import FakeEngine, FakeSession, idle_snapshot, wait_for  # noqa: E402
 
 from ohsync.daemon.status import StatusModel, build_status  # noqa: E402
 from ohsync.daemon.worker import SyncWorker  # noqa: E402
+from ohsync.engine.events import ConflictRecord, SyncReport  # noqa: E402
 
 
 def _worker(engine: FakeEngine, poll: float) -> tuple[SyncWorker, StatusModel]:
@@ -53,5 +57,45 @@ def test_the_worker_tells_status_when_the_scheduler_plans_the_next_scan(tmp_path
         later = snap.last_scan + 170  # past 2 × 60 + 30 s, before the planned scan
         assert build_status(replace(snap, now=later, last_poll=later - 1))["state"] == "idle"
         assert status.status()["next_scan"] is not None
+    finally:
+        assert w.shutdown(10)
+
+
+@dataclass
+class ConflictingEngine(FakeEngine):
+    """A fake engine whose next pass makes the conflict copy the test sets."""
+
+    conflict_next_pass: ConflictRecord | None = None
+
+    def sync(self, local_paths: Any = None, *, check_remote: bool = True, should_stop: Any = None) -> SyncReport:
+        report = super().sync(local_paths, check_remote=check_remote, should_stop=should_stop)
+        if self.conflict_next_pass is not None:
+            self.conflict_list.append(self.conflict_next_pass)
+            report.conflicts.append(self.conflict_next_pass)
+            self.conflict_next_pass = None
+        return report
+
+
+@pytest.mark.parametrize("asked", ["refresh", "resume"])
+def test_wait_right_after_a_refresh_or_resume_counts_the_conflict_its_pass_made(tmp_path: Path, asked: str) -> None:
+    engine = ConflictingEngine(tmp_path)
+    w, status = _worker(engine, poll=60.0)
+    w.start()
+    try:
+        wait_for(lambda: status.status()["state"] == "idle", what="idle")
+        if asked == "resume":
+            w.pause()
+            wait_for(lambda: status.status()["state"] == "paused", what="paused")
+        engine.conflict_next_pass = ConflictRecord("notes/a.md", ".conflict/a__phone__20261201T230000Z.md",
+                                                   "2026-12-01T23:00:00Z", "both edited")
+        calls = len(engine.calls)
+        getattr(w, asked)()
+        # the pass that request started finished (and its conflict is known) before the wait begins
+        wait_for(lambda: len(engine.calls) > calls and status.status()["conflicts"] == 1, what="the asked pass")
+        synced, message, reasons = w.wait_detail(10)
+        assert synced is False
+        assert "notes/a.md" in message and ".conflict/a__phone__20261201T230000Z.md" in message
+        assert [r["path"] for r in reasons] == ["notes/a.md"]
+        assert w.wait(10) == (True, "")  # a wait after that one starts from it
     finally:
         assert w.shutdown(10)
