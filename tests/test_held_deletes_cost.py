@@ -103,3 +103,55 @@ def test_ohsync_status_shows_the_first_twenty_held_paths_and_a_count(capsys) -> 
     assert "… and 100 more (deletion held, 120 in all): see `ohsync confirm-deletes --list`" in out
     assert "damaged: 'knowledge/x.md'" in out
     assert len(lines) < 30
+
+
+def test_the_daemon_stays_in_attention_and_polls_cheaply_while_deletes_are_held(isolated_env, seed_daemon,
+                                                                              tmp_path: Path) -> None:
+    import json
+    import socket
+    import threading
+    import time
+
+    from daemon_helpers import wait_for
+
+    files = {f"notes/n{i:03d}.md": f"note {i}\n".encode() for i in range(80)}
+    s = seed_daemon(files=files, poll_interval=0.5)
+    proc = s.start(wait="idle")
+    srv = s.srv
+    _delete_on_server(srv, s.repo_id, "/notes", [f"n{i:03d}.md" for i in range(60)])
+    wait_for(lambda: proc.status()["held_deletes"] == 60 and proc.status()["state"] == "attention", timeout=60,
+             what="the mass delete held")
+    time.sleep(1.0)  # the pass that held them is over
+    srv.reset_counters()
+    polls = proc.status()["polls"]
+    states: list[str] = []
+
+    def listen() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(isolated_env.socket))
+            sock.sendall(b'{"jsonrpc":"2.0","id":1,"method":"subscribe"}\n')
+            sock.settimeout(0.2)
+            deadline, buf = time.monotonic() + 4.0, b""
+            while time.monotonic() < deadline:
+                try:
+                    buf += sock.recv(65536)
+                except TimeoutError:
+                    continue
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    msg = json.loads(line)
+                    if msg.get("method") == "event" and msg["params"].get("type") == "status":
+                        states.append(msg["params"]["status"]["state"])
+
+    reader = threading.Thread(target=listen)
+    reader.start()
+    reader.join(20)
+    st = proc.status()
+    new_polls = st["polls"] - polls
+    assert new_polls >= 4 and st["state"] == "attention" and st["held_deletes"] == 60
+    assert "syncing" not in states, states
+    assert srv.request_count(HELD_DETAIL) == 0, srv.requests
+    assert srv.request_count() <= 2 * new_polls + 4, srv.requests  # about one request per poll
+    out = proc.cli("status").stdout
+    assert sum(1 for line in out.splitlines() if "deletion held:" in line) == 20
+    assert "… and 40 more (deletion held, 60 in all)" in out
