@@ -253,3 +253,43 @@ def test_fuzzed_request_shapes_never_knock_the_socket_out(isolated_env) -> None:
         assert RpcClient(isolated_env.socket, timeout=5).call("status")["real"] is True
     finally:
         srv.stop()
+
+
+def test_the_daemons_own_methods_answer_wrong_params_and_serve_on(isolated_env, seed_daemon) -> None:
+    """The real daemon: the request that killed its socket, then every method with params of the
+    wrong type or missing: each gets a JSON-RPC error other than "internal error", and the same
+    connection, the CLI and status go on."""
+    import subprocess
+
+    from daemon_helpers import DEMO_LIBRARY, ohsync_cmd
+
+    from ohsync.daemon.protocol import DAEMON_METHODS, MEMORY_METHODS
+
+    s = seed_daemon(tree=DEMO_LIBRARY, poll_interval=0.5)
+    proc = s.start(wait=("idle", "attention"))
+    methods = [m for m in DAEMON_METHODS + MEMORY_METHODS if m not in ("shutdown", "wait")]
+    keys = ["timeout", "mirror", "permalink", "title", "observations", "folder", "query", "path", "limit", "text",
+            "find", "keep", "list"]
+    internal = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(60)
+        sock.connect(str(isolated_env.socket))
+        reader = sock.makefile("rb")
+        sock.sendall(b'{"jsonrpc":"2.0","id":null,"method":["status"]}\n{"jsonrpc":"2.0","id":0,"method":{"a":1}}\n')
+        assert [json.loads(reader.readline())["error"]["code"] for _ in range(2)] == [INVALID_REQUEST] * 2
+        n = 0
+        for method in methods:
+            for key in keys:
+                for value in (None, "x", 5, [], {"a": 1}):
+                    n += 1
+                    sock.sendall(json.dumps({"jsonrpc": "2.0", "id": n, "method": method,
+                                             "params": {key: value}}).encode() + b"\n")
+                    answer = json.loads(reader.readline())
+                    assert answer["id"] == n
+                    if "error" in answer and answer["error"]["code"] == INTERNAL_ERROR:
+                        internal.append((method, key, value, answer["error"]["message"]))
+    assert internal == []
+    assert proc.status()["state"] in ("idle", "attention", "syncing", "paused", "starting")
+    out = subprocess.run([*ohsync_cmd(), "status"], capture_output=True, text=True, env=isolated_env.vars(),
+                         timeout=60)
+    assert out.returncode == 0 and "not running" not in out.stdout + out.stderr
