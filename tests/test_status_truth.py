@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, FakeSession, idle_snapshot, wait_for  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, idle_snapshot, isolated_env, wait_for  # noqa: E402,F401
 
 from ohsync.daemon.status import StatusModel, build_status  # noqa: E402
 from ohsync.daemon.worker import SyncWorker  # noqa: E402
@@ -99,3 +99,18 @@ def test_wait_right_after_a_refresh_or_resume_counts_the_conflict_its_pass_made(
         assert w.wait(10) == (True, "")  # a wait after that one starts from it
     finally:
         assert w.shutdown(10)
+
+
+def test_ohsync_wait_after_resume_fails_naming_the_conflict_its_pass_made(isolated_env, seed_daemon) -> None:
+    s = seed_daemon(files={"notes/plan.txt": b"line one\nline two\n"}, poll_interval=0.5)
+    proc = s.start(wait="idle")
+    assert proc.cli("pause").returncode == 0
+    (s.mirror / "notes" / "plan.txt").write_bytes(b"line one\nline two, as the desk says\n")
+    s.srv.put_file(s.repo_id, "/notes/plan.txt", b"line one\nline two, as the phone says\n")
+    assert proc.cli("resume").returncode == 0
+    wait_for(lambda: proc.status()["conflicts"] == 1, timeout=60, what="the conflict copy of the resumed pass")
+    r = proc.cli("wait", "--timeout", "30")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "Everything is synced" not in r.stdout and "notes/plan.txt" in r.stderr
+    r = proc.cli("wait", "--timeout", "30")  # a later wait starts from its own beginning
+    assert r.returncode == 0, (r.stdout, r.stderr)
