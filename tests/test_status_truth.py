@@ -114,3 +114,40 @@ def test_ohsync_wait_after_resume_fails_naming_the_conflict_its_pass_made(isolat
     assert "Everything is synced" not in r.stdout and "notes/plan.txt" in r.stderr
     r = proc.cli("wait", "--timeout", "30")  # a later wait starts from its own beginning
     assert r.returncode == 0, (r.stdout, r.stderr)
+
+
+def test_a_merge_on_a_server_without_file_history_never_shows_an_error(isolated_env, seed_daemon) -> None:
+    import threading
+
+    memory = b"---\ntitle: Plan\n---\n# Plan\n\n## Observations\n- [note] first #seed\n"
+    s = seed_daemon(files={"notes/plan.md": memory}, poll_interval=0.5)
+    for rx in (r"/api/v2\.1/repos/[^/]+/file/history/", r"/api2/repos/[^/]+/file/history/",
+               r"/api/v2\.1/repos/[^/]+/commits/", r"/api2/repos/[^/]+/file/revision/"):
+        s.srv.inject_fault("GET", rx, status=404, count=10_000)
+    proc = s.start(wait="idle")
+    states: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            st = proc.status()
+            states.append(f"{st['state']}: {st['message']}")
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for n in range(2):
+            assert proc.cli("pause").returncode == 0
+            (s.mirror / "notes" / "plan.md").write_bytes(memory + f"- [note] desk {n} #desk\n".encode())
+            s.srv.put_file(s.repo_id, "/notes/plan.md", memory + f"- [note] phone {n} #phone\n".encode())
+            assert proc.cli("resume").returncode == 0
+            wait_for(lambda: f"desk {n}" in s.srv.read_file(s.repo_id, "/notes/plan.md").decode(), timeout=60,
+                     what="the merge")
+            time.sleep(1.5)  # three polls more
+    finally:
+        done.set()
+        watcher.join(10)
+    assert not [st for st in states if st.startswith("error")], sorted(set(states))
+    live = s.srv.read_file(s.repo_id, "/notes/plan.md").decode()
+    assert "phone 1" in live and "desk 1" in live
