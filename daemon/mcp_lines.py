@@ -75,7 +75,7 @@ def line_problem(line: str, validate: Callable[[str], Any]) -> tuple[Any, int, s
         return (req_id, INVALID_REQUEST, "Invalid request: the method must be a string") if "id" in obj else (
             None, 0, "a notification whose method is not a string")
     params = obj.get("params")
-    if "method" in obj and "params" in obj and not isinstance(params, dict):
+    if "method" in obj and params is not None and not isinstance(params, dict):
         if "id" not in obj:
             return None, 0, f"a notification {method!r} whose params are not an object"
         return req_id, INVALID_PARAMS, f"Invalid params: params must be an object, not {_json_type(params)}"

@@ -145,3 +145,24 @@ def test_every_malformed_line_gets_the_error_it_deserves(isolated_env, tmp_path:
     big = by_id["big"]["result"]
     assert big["isError"] and "too large" in big["content"][0]["text"]
     assert "connection" not in big["content"][0]["text"]
+
+
+def test_line_problem_names_each_malformed_shape() -> None:
+    import mcp_types as types
+
+    from ohsync.daemon.mcp_lines import line_problem
+
+    def check(line: str):  # noqa: ANN202
+        return line_problem(line, lambda text: types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+
+    assert check('{"jsonrpc":"2.0","id":1,"method":"tools/list"}') is None
+    assert check('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}') is None
+    assert check('{"jsonrpc":"2.0","id":"a","result":{}}') is None  # the client answering us
+    assert check("{not json")[:2] == (None, -32700)
+    assert check("[]")[:2] == (None, -32600) and check("123")[:2] == (None, -32600)
+    assert check('{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}')[:2] == (None, -32600)
+    assert check('{"jsonrpc":"2.0","id":true,"method":"tools/list"}')[:2] == (None, -32600)
+    assert check('{"jsonrpc":"2.0","id":3,"method":["x"]}')[:2] == (3, -32600)
+    assert check('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":[1]}')[:2] == (3, -32602)
+    assert check('{"jsonrpc":"2.0","method":"notifications/x","params":"s"}')[:2] == (None, 0)  # never answered
+    assert check('{"jsonrpc":"1.0","id":4,"method":"tools/list"}')[:2] == (4, -32600)
