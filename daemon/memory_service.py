@@ -392,9 +392,20 @@ class MemoryService:
         return job.result
 
 
+#: Parameters a memory method cannot do without (-32602 names them, never a TypeError).
+_REQUIRED = {"permalink", "title", "observations", "category", "text", "find", "replace"}
+
+
 def _pick(params: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """The known parameters present in ``params`` (unknown ones are refused)."""
+    """The known parameters present in ``params`` (unknown ones are refused,
+    missing required ones named).
+
+    :raises InvalidParams: an unknown parameter, or a required one missing.
+    """
     unknown = sorted(set(params) - set(names) - {"timeout", "permalink"})
     if unknown:
         raise InvalidParams(f"unknown parameter(s): {', '.join(unknown)}; expected {', '.join(names)}")
+    missing = [k for k in names if k in _REQUIRED and k not in params]
+    if missing:
+        raise InvalidParams(f"missing parameter(s): {', '.join(missing)}")
     return {k: params[k] for k in names if k in params}

@@ -129,6 +129,12 @@ class MirrorContext:
     written: dict[str, list[str]] = field(default_factory=dict)
     #: False once the server answered 404 to a commit's changes (no such endpoint)
     commit_diffs: bool = True
+    #: False once the server answered 404 to the history of a file it has (:mod:`.capabilities`)
+    file_history: bool = True
+    #: rel path → ``(folder key, time.monotonic())`` of a file whose absence
+    #: the server confirmed (404) while its local delete is held by the valve:
+    #: not asked again until its folder changes (:mod:`.confirm`)
+    confirmed_absent: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def wrote(self, rel_path: str, file_id: str) -> None:
         """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""
