@@ -163,7 +163,7 @@ def test_a_garbage_commit_diff_never_hides_a_change(mirror, devserver, tmp_path,
 
     def lying(api_path, **kw):  # noqa: ANN001, ANN003, ANN202
         if "/commits/" in api_path:
-            from ohsync.engine.client_http import parse_json
+            from ohsync.engine.client.errors import parse_json
             return parse_json(GARBAGE[answer], what=kw.get("what", ""), path=kw.get("path"))
         return real(api_path, **kw)
 

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import BinaryIO
 
-from .client_answers import as_int, check_repo_id, parse_update_answer, parse_upload_answer, payload_size
-from .client_errors import check_id
-from .client_http import Payload
-from .client_links import LinkCache
-from .client_paths import normalize_remote_path, split_remote, upload_target
-from .errors import ProtocolError
-from .models import RemoteEntry, UploadResult
+from .answers import as_int, check_repo_id, parse_update_answer, parse_upload_answer, payload_size
+from .errors import check_id
+from .transport import Payload
+from .links import LinkCache
+from .paths import normalize_remote_path, split_remote, upload_target
+from ..errors import ProtocolError
+from ..models import RemoteEntry, UploadResult
 
 __all__ = ["FileCalls"]
 

@@ -28,10 +28,10 @@ from collections.abc import Callable
 
 import httpx
 
-from .client_answers import check_repo_id
-from .client_http import SeafileHTTP
-from .client_paths import normalize_remote_path
-from .errors import NetworkError, ServerError
+from .answers import check_repo_id
+from .transport import SeafileHTTP
+from .paths import normalize_remote_path
+from ..errors import NetworkError, ServerError
 
 __all__ = ["LINK_TTL", "LinkCache"]
 

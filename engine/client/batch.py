@@ -20,12 +20,12 @@ from collections.abc import Sequence
 
 import httpx
 
-from .client_answers import as_int, check_repo_id
-from .client_errors import check_id, error_for_response, parse_json, translate_errors
-from .client_links import LinkCache
-from .client_paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
-from .errors import ProtocolError, RemoteOperationError
-from .models import UploadResult
+from .answers import as_int, check_repo_id
+from .errors import check_id, error_for_response, parse_json, translate_errors
+from .links import LinkCache
+from .paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
+from ..errors import ProtocolError, RemoteOperationError
+from ..models import UploadResult
 
 __all__ = ["BatchUploads"]
 

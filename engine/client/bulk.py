@@ -25,9 +25,9 @@ Memory use of each is bounded by the chunk buffers (uploads) or 1 MiB
 
 from __future__ import annotations
 
-from .client_chunked import CHUNK_SIZE, ChunkedUploads, Progress
-from .client_resume import ResumableDownloads
-from .client_zip import ZipDownloads
+from .chunked import CHUNK_SIZE, ChunkedUploads, Progress
+from .resume import ResumableDownloads
+from .zips import ZipDownloads
 
 __all__ = ["BulkTransfers", "CHUNK_SIZE", "Progress"]
 

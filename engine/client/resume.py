@@ -13,13 +13,13 @@ from typing import BinaryIO
 
 import httpx
 
-from .client_answers import as_int, check_repo_id, tell_or_none
-from .client_chunked import Progress
-from .client_errors import check_id, error_for_response, translate_errors
-from .client_http import TRANSIENT, SeafileHTTP
-from .client_paths import normalize_remote_path
-from .errors import LocalError, NetworkError, ProtocolError, ServerError, ThrottledError
-from .ids import ContentHasher
+from .answers import as_int, check_repo_id, tell_or_none
+from .chunked import Progress
+from .errors import check_id, error_for_response, translate_errors
+from .transport import TRANSIENT, SeafileHTTP
+from .paths import normalize_remote_path
+from ..errors import LocalError, NetworkError, ProtocolError, ServerError, ThrottledError
+from ..ids import ContentHasher
 
 __all__ = ["ResumableDownloads"]
 

@@ -12,10 +12,10 @@ import re
 
 import httpx
 
-from .client_answers import check_repo_id, location_path, move_result
-from .client_dirs import DirCalls
-from .client_paths import join_remote, name_problem, normalize_remote_path, split_remote
-from .errors import NotFoundError, ProtocolError, RemoteOperationError, ServerError
+from .answers import check_repo_id, location_path, move_result
+from .dirs import DirCalls
+from .paths import join_remote, name_problem, normalize_remote_path, split_remote
+from ..errors import NotFoundError, ProtocolError, RemoteOperationError, ServerError
 
 __all__ = ["MoveCalls"]
 

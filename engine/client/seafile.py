@@ -25,18 +25,18 @@ from typing import Any
 
 import httpx
 
-from .client_answers import as_int, as_str, check_repo_id, repo_from_json
-from .client_batch import BatchUploads
-from .client_bulk import BulkTransfers
-from .client_commits import CommitReads
-from .client_errors import api_missing_error, check_id, error_for_response, parse_json, server_message, translate_errors
-from .client_files import FileCalls
-from .client_history import HistoryCalls
-from .client_http import USER_AGENT, check_server_url
-from .client_moves import MoveCalls
-from .client_notify import NotificationAPI
-from .errors import AuthError, NotFoundError, ProtocolError, TwoFactorRequired
-from .models import AccountInfo, RepoInfo
+from .answers import as_int, as_str, check_repo_id, repo_from_json
+from .batch import BatchUploads
+from .bulk import BulkTransfers
+from .commits import CommitReads
+from .errors import api_missing_error, check_id, error_for_response, parse_json, server_message, translate_errors
+from .files import FileCalls
+from .history import HistoryCalls
+from .transport import USER_AGENT, check_server_url
+from .moves import MoveCalls
+from .notify import NotificationAPI
+from ..errors import AuthError, NotFoundError, ProtocolError, TwoFactorRequired
+from ..models import AccountInfo, RepoInfo
 
 __all__ = ["SeafileClient"]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from .client_answers import REPO_ID, as_int, as_str
-from .client_errors import check_id
-from .client_http import SeafileHTTP
-from .client_paths import normalize_remote_path
-from .errors import NotFoundError, ProtocolError
+from .answers import REPO_ID, as_int, as_str
+from .errors import check_id
+from .transport import SeafileHTTP
+from .paths import normalize_remote_path
+from ..errors import NotFoundError, ProtocolError
 
 __all__ = ["FileRevision", "HistoryCalls"]
 

@@ -15,11 +15,11 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
-from .client_answers import check_repo_id
-from .client_errors import parse_json
-from .client_links import LinkCache
-from .client_paths import name_problem, normalize_remote_path
-from .errors import NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError, ServerError
+from .answers import check_repo_id
+from .errors import parse_json
+from .links import LinkCache
+from .paths import name_problem, normalize_remote_path
+from ..errors import NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError, ServerError
 
 __all__ = ["ZipDownloads"]
 

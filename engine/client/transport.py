@@ -21,9 +21,9 @@ from typing import Any, BinaryIO, Self
 import httpx
 import tenacity
 
-from .client_answers import as_int, tell_or_none
-from .client_errors import check_id, error_for_response, parse_json, translate_errors
-from .errors import NetworkError, ProtocolError, ServerError, ThrottledError
+from .answers import as_int, tell_or_none
+from .errors import check_id, error_for_response, parse_json, translate_errors
+from ..errors import NetworkError, ProtocolError, ServerError, ThrottledError
 
 __all__ = ["TRANSIENT", "USER_AGENT", "Payload", "SeafileHTTP", "check_server_url"]
 

@@ -22,15 +22,15 @@ from urllib.parse import quote
 
 import httpx
 
-from .client_answers import check_repo_id, parse_update_answer, parse_upload_answer
-from .client_errors import check_id, error_for_response, parse_json, translate_errors
-from .client_http import TRANSIENT
-from .client_links import LinkCache
-from .client_paths import upload_target
-from .errors import LocalError, RemoteError, ThrottledError, local_error
-from .ids import BLOCK_SIZE, ContentHasher
-from .models import UploadResult
-from .upload_body import BufferBody, FileSlice, read_chunk
+from .answers import check_repo_id, parse_update_answer, parse_upload_answer
+from .errors import check_id, error_for_response, parse_json, translate_errors
+from .transport import TRANSIENT
+from .links import LinkCache
+from .paths import upload_target
+from ..errors import LocalError, RemoteError, ThrottledError, local_error
+from ..ids import BLOCK_SIZE, ContentHasher
+from ..models import UploadResult
+from ..upload_body import BufferBody, FileSlice, read_chunk
 
 __all__ = ["CHUNK_SECONDS", "CHUNK_SIZE", "IN_FLIGHT", "ChunkedUploads", "Progress"]
 
