@@ -1,4 +1,4 @@
-"""Per-file history of the Seafile client (a mixin of
+"""Per-file history of the Seafile client (a call group of
 :class:`~ohsync.engine.client.SeafileClient`): the revisions of one file and
 the content of one of them (``docs/seafile-api.md`` §5.8).
 
@@ -36,8 +36,11 @@ class FileRevision:
     creator: str
 
 
-class HistoryCalls(SeafileHTTP):
+class HistoryCalls:
     """File history calls; uses the transport of :class:`SeafileHTTP`."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
 
     def file_history(self, repo_id: str, path: str, *, limit: int = 10) -> list[FileRevision]:
         """``GET /api/v2.1/repos/{id}/file/history/?path=&limit=``: the newest
@@ -48,7 +51,7 @@ class HistoryCalls(SeafileHTTP):
         """
         repo = _repo(repo_id)
         remote = normalize_remote_path(path)
-        body = self._get_json(f"/api/v2.1/repos/{repo}/file/history/",
+        body = self.http.get_json(f"/api/v2.1/repos/{repo}/file/history/",
                               params={"path": remote, "limit": str(max(1, limit))},
                               what="reading a file's history", path=remote)
         items = body.get("data") if isinstance(body, dict) else None
@@ -78,13 +81,13 @@ class HistoryCalls(SeafileHTTP):
         what = "downloading an older version"
 
         def fetch(state: dict[str, int]) -> None:
-            resp = self._request("GET", f"/api2/repos/{repo}/file/revision/",
+            resp = self.http.request("GET", f"/api2/repos/{repo}/file/revision/",
                                  params={"p": remote, "commit_id": commit_id}, what=what, path=remote)
-            link = self._resolve_link(resp, what=what, path=remote)
-            self._stream_into(link, buffer, remote, None, state)
+            link = self.http.resolve_link(resp, what=what, path=remote)
+            self.http.stream_into(link, buffer, remote, None, state)
 
         buffer = io.BytesIO()
-        self._download_retrying(buffer, fetch)
+        self.http.download_retrying(buffer, fetch)
         return buffer.getvalue()
 
 

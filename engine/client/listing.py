@@ -7,7 +7,7 @@ folder id in the ``oid`` header.  Recursive listings give every entry a
 slash) for entries directly under ``p=/x``, ``/x/y`` (none) deeper.
 
 Hostile or broken names are not trusted: an entry whose name is unsafe
-(:func:`ohsync.engine.client_paths.name_problem`), whose ``parent_dir`` is
+(:func:`ohsync.engine.client.paths.name_problem`), whose ``parent_dir`` is
 outside the listed folder or under a folder that was itself rejected or
 never listed, or that repeats a path already listed, is dropped and
 reported as ``(path, reason)``.  A body of the wrong shape (not an array,

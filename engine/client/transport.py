@@ -1,12 +1,13 @@
-"""HTTP plumbing under :class:`ohsync.engine.client.SeafileClient`.
+"""The transport of the Seafile client: one object every call group is composed onto.
 
-:class:`SeafileHTTP` owns the ``httpx.Client`` and knows how to send one
+:class:`SeafileHTTP` owns the ``httpx.Client`` and the link cache
+(:mod:`.links`), and knows how to send one
 Seahub request with the token, decode JSON, resolve a file-server link
 (absolute, or relative like ``/seafhttp/...``) against the server URL,
 stream a download into a file object, POST a multipart form to a link
 without the token, and retry an idempotent call with tenacity (backoff
 ``retry_base * 2**n`` capped at ``retry_cap``; a 429 waits ``Retry-After``).
-Every failure becomes a typed error through :mod:`.client_errors`.
+Every failure becomes a typed error through :mod:`.errors`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO, Self
+from typing import Any, BinaryIO
 
 import httpx
 import tenacity
 
 from .answers import as_int, tell_or_none
 from .errors import check_id, error_for_response, parse_json, translate_errors
+from .links import LinkCache
 from ..errors import NetworkError, ProtocolError, ServerError, ThrottledError
 
 __all__ = ["TRANSIENT", "USER_AGENT", "Payload", "SeafileHTTP", "check_server_url"]
@@ -41,7 +43,12 @@ TRANSIENT = (NetworkError, ServerError, ThrottledError)
 class SeafileHTTP:
     """Transport layer of the Seafile client (see the module docstring).
 
-    Constructor arguments are documented on :class:`SeafileClient`.
+    Constructor arguments are documented on :class:`~.seafile.SeafileClient`.
+
+    :ivar httpx: the ``httpx.Client`` (file-server requests of the call groups go through it).
+    :ivar links: the upload/update link cache.
+    :ivar secrets: what must never appear in a message (the token).
+    :ivar timeout, retries, max_retry_after, sleep: as given.
     """
 
     def __init__(
@@ -60,12 +67,13 @@ class SeafileHTTP:
     ) -> None:
         self.server_url = check_server_url(server_url)
         self._token = token
-        self._timeout = timeout
-        self._retries = max(0, int(retries))
+        self.secrets: tuple[str | None, ...] = (token,)
+        self.timeout = timeout
+        self.retries = max(0, int(retries))
         self._retry_base = retry_base
         self._retry_cap = retry_cap
-        self._max_retry_after = max_retry_after
-        self._sleep = sleep
+        self.max_retry_after = max_retry_after
+        self.sleep = sleep
         self._on_request = on_request
         #: HTTP requests sent so far (the engine reports them per pass).
         self.request_count = 0
@@ -74,26 +82,20 @@ class SeafileHTTP:
         self.clock_offset: float | None = None
         hooks: dict[str, list[Callable[..., Any]]] = {"request": [self._count_request],
                                                       "response": [self._read_clock]}
-        self._http = httpx.Client(
+        self.httpx = httpx.Client(
             transport=transport,
             timeout=httpx.Timeout(timeout),
             follow_redirects=False,
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
             event_hooks=hooks,
         )
-        self.last_rejected: list[tuple[str, str]] = []
+        self.links = LinkCache(self.fetch_link)
 
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
         """Close the connection pool. The client is unusable afterwards."""
-        self._http.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.httpx.close()
 
     def __repr__(self) -> str:  # never the token
         return f"{type(self).__name__}({self.server_url!r}, token={'set' if self._token else None})"
@@ -116,7 +118,7 @@ class SeafileHTTP:
             if self._on_request is not None:
                 self._on_request(request.method, str(request.url))
 
-    def _request(
+    def request(
         self,
         method: str,
         api_path: str,
@@ -130,27 +132,39 @@ class SeafileHTTP:
     ) -> httpx.Response:
         """One Seahub request with the token; non-``expect`` statuses raise."""
         headers = {"Authorization": f"Token {self._token}"} if self._token else {}
-        with translate_errors(what=what, path=path, secrets=(self._token,)):
-            resp = self._http.request(
+        with translate_errors(what=what, path=path, secrets=self.secrets):
+            resp = self.httpx.request(
                 method, self.server_url + api_path, params=params, data=data, json=json,
                 headers=headers,
             )
         if resp.status_code not in expect:
-            raise error_for_response(resp, what=what, path=path, secrets=(self._token,))
+            raise error_for_response(resp, what=what, path=path, secrets=self.secrets)
         return resp
 
-    def _get_json(self, api_path: str, *, what: str, path: str | None = None,
+    def get_json(self, api_path: str, *, what: str, path: str | None = None,
                   params: dict[str, str] | None = None) -> Any:
-        resp = self._retrying(
-            lambda: self._request("GET", api_path, params=params, what=what, path=path)
+        """``GET <api_path>`` (retried, see :meth:`retrying`), its JSON body decoded."""
+        resp = self.retrying(
+            lambda: self.request("GET", api_path, params=params, what=what, path=path)
         )
         return parse_json(resp.content, what=what, path=path)
 
-    def _link(self, api_path: str, folder: str, *, what: str, path: str) -> httpx.URL:
-        resp = self._request("GET", api_path, params={"p": folder}, what=what, path=path)
-        return self._resolve_link(resp, what=what, path=path)
+    def link(self, api_path: str, folder: str, *, what: str, path: str) -> httpx.URL:
+        """``GET <api_path>?p=<folder>`` answered by a file-server link: the absolute link."""
+        resp = self.request("GET", api_path, params={"p": folder}, what=what, path=path)
+        return self.resolve_link(resp, what=what, path=path)
 
-    def _resolve_link(self, resp: httpx.Response, *, what: str, path: str) -> httpx.URL:
+    def fetch_link(self, kind: str, repo: str, folder: str) -> httpx.URL:
+        """A new ``kind`` (``upload``/``update``) link of ``folder``:
+        ``GET /api2/repos/{id}/{kind}-link/?p=<folder>``, retried (for the link cache)."""
+        return self.retrying(lambda: self.link(  # type: ignore[no-any-return]
+            f"/api2/repos/{repo}/{kind}-link/", folder, what=f"getting an {kind} link", path=folder))
+
+    def resolve_link(self, resp: httpx.Response, *, what: str, path: str) -> httpx.URL:
+        """The link in a JSON-string answer, resolved against the server URL.
+
+        :raises ProtocolError: not a string, or not an http(s) link.
+        """
         link = parse_json(resp.content, what=what, path=path)
         if not isinstance(link, str) or not link:
             raise ProtocolError(f"The server's answer to {what} is not a link.", path=path)
@@ -160,15 +174,16 @@ class SeafileHTTP:
             raise ProtocolError(f"The server's answer to {what} is not an HTTP link.", path=path)
         return url
 
-    def _download_link(self, repo: str, remote: str) -> tuple[httpx.URL, str]:
+    def download_link(self, repo: str, remote: str) -> tuple[httpx.URL, str]:
+        """``GET /api2/repos/{id}/file/?p=``: a one-time download link and the file id (``oid``)."""
         what = "getting a download link"
-        resp = self._request(
+        resp = self.request(
             "GET", f"/api2/repos/{repo}/file/", params={"p": remote}, what=what, path=remote
         )
         file_id = check_id(resp.headers.get("oid"), what="the download link's oid header", path=remote)
-        return self._resolve_link(resp, what=what, path=remote), file_id
+        return self.resolve_link(resp, what=what, path=remote), file_id
 
-    def _download_retrying(self, dest: BinaryIO, fetch: Callable[[dict[str, int]], Any]) -> Any:
+    def download_retrying(self, dest: BinaryIO, fetch: Callable[[dict[str, int]], Any]) -> Any:
         """Run ``fetch(state)`` (which streams into ``dest`` and counts bytes in
         ``state["written"]``) with the client's retries; before a retry ``dest``
         is rewound to where it started, or the retry is refused when ``dest``
@@ -183,19 +198,23 @@ class SeafileHTTP:
                 state["written"] = 0
             return fetch(state)
 
-        return self._retrying(attempt, can_retry=lambda: start is not None or not state["written"])
+        return self.retrying(attempt, can_retry=lambda: start is not None or not state["written"])
 
-    def _stream_into(self, url: httpx.URL, dest: BinaryIO, remote: str,
+    def stream_into(self, url: httpx.URL, dest: BinaryIO, remote: str,
                      progress: Callable[[int, int], None] | None, state: dict[str, int]) -> None:
+        """GET a file-server ``url`` into ``dest`` in 1 MiB pieces, counting bytes in ``state["written"]``.
+
+        :raises NetworkError: the answer ended before its ``Content-Length``.
+        """
         what = "downloading a file"
         with (
             translate_errors(what=what, path=remote),
-            self._http.stream("GET", url, headers={"Accept": "*/*"}) as resp,
+            self.httpx.stream("GET", url, headers={"Accept": "*/*"}) as resp,
         ):
             if resp.status_code != 200:
                 resp.read()
                 raise error_for_response(resp, what=what, path=remote, fileserver=True,
-                                         secrets=(self._token,))
+                                         secrets=self.secrets)
             total = as_int(resp.headers.get("Content-Length", 0) or 0, "the download")
             for chunk in resp.iter_bytes(_CHUNK):
                 dest.write(chunk)
@@ -209,29 +228,29 @@ class SeafileHTTP:
                     path=remote,
                 )
 
-    def _fs_post(self, url: httpx.URL, form: dict[str, str], name: str, data: Payload, *,
+    def fs_post(self, url: httpx.URL, form: dict[str, str], name: str, data: Payload, *,
                  what: str, path: str) -> httpx.Response:
         """POST a multipart form to a file-server link (no token header)."""
         files = {"file": (name, data, "application/octet-stream")}
-        timeout = httpx.Timeout(self._timeout, read=max(self._timeout * 10, 300.0))
+        timeout = httpx.Timeout(self.timeout, read=max(self.timeout * 10, 300.0))
         with translate_errors(what=what, path=path):
-            resp = self._http.post(url, data=form, files=files, timeout=timeout)
+            resp = self.httpx.post(url, data=form, files=files, timeout=timeout)
         if resp.status_code != 200:
             raise error_for_response(resp, what=what, path=path, fileserver=True,
-                                     secrets=(self._token,))
+                                     secrets=self.secrets)
         return resp
 
     # -- internals: retries ------------------------------------------------
 
-    def _backoff(self, failures: int, exc: Exception) -> None:
+    def backoff(self, failures: int, exc: Exception) -> None:
         """Sleep before the next attempt of a transfer: ``Retry-After`` for a
         429, else ``retry_base * 2**(failures-1)`` capped at ``retry_cap``."""
         if isinstance(exc, ThrottledError):
-            self._sleep(exc.retry_after)
+            self.sleep(exc.retry_after)
         else:
-            self._sleep(min(self._retry_cap, self._retry_base * 2 ** (failures - 1)))
+            self.sleep(min(self._retry_cap, self._retry_base * 2 ** (failures - 1)))
 
-    def _retrying(self, fn: Callable[[], Any], *, can_retry: Callable[[], bool] = lambda: True) -> Any:
+    def retrying(self, fn: Callable[[], Any], *, can_retry: Callable[[], bool] = lambda: True) -> Any:
         """Run an idempotent ``fn`` with tenacity: retry ServerError,
         NetworkError and ThrottledError up to ``retries`` more times."""
 
@@ -239,7 +258,7 @@ class SeafileHTTP:
             if not can_retry():
                 return False
             if isinstance(exc, ThrottledError):
-                return exc.retry_after <= self._max_retry_after
+                return exc.retry_after <= self.max_retry_after
             return isinstance(exc, (ServerError, NetworkError))
 
         def wait(state: tenacity.RetryCallState) -> float:
@@ -254,9 +273,9 @@ class SeafileHTTP:
 
         retryer = tenacity.Retrying(
             retry=tenacity.retry_if_exception(retryable),
-            stop=tenacity.stop_after_attempt(self._retries + 1),
+            stop=tenacity.stop_after_attempt(self.retries + 1),
             wait=wait,
-            sleep=self._sleep,
+            sleep=self.sleep,
             before_sleep=before_sleep,
             reraise=True,
         )
