@@ -87,8 +87,10 @@ class OhsyncError(Exception):
     """
 
     title = "Sync error"
-    #: True when repeating the same operation later may succeed.
-    retryable = False
+    #: True for a failure of one attempt rather than of the request (a drop,
+    #: a 5xx, a 429, an answer we could not read): the same request sent
+    #: again may succeed.  Read through :func:`classify` (``Failure.transient``).
+    transient = False
     #: ``path``, ``mirror`` or ``daemon`` (see the module docstring).
     scope = "mirror"
     #: ``retry_soon``, ``retry_after`` or ``needs_person``.
@@ -106,6 +108,11 @@ class OhsyncError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    @property
+    def retryable(self) -> bool:
+        """True when repeating the same operation later may succeed (``classify(self).transient``)."""
+        return classify(self).transient
 
 
 class RemoteError(OhsyncError):
@@ -168,7 +175,7 @@ class ThrottledError(RemoteError):
     """
 
     title = "Server busy"
-    retryable = True
+    transient = True
     scope = "path"
     behaviour = "retry_after"
 
@@ -180,7 +187,7 @@ class ThrottledError(RemoteError):
 class ServerError(RemoteError):
     """The server failed one request (5xx, 520, a file-server error): retry with backoff."""
 
-    retryable = True
+    transient = True
     scope = "path"
 
 
@@ -188,7 +195,7 @@ class NetworkError(RemoteError):
     """No (complete) answer to one request: connection reset or dropped, timeout."""
 
     title = "Offline"
-    retryable = True
+    transient = True
     scope = "path"
 
 
@@ -203,7 +210,7 @@ class ProtocolError(RemoteError):
     """The server answered something we cannot understand (bad JSON, shape)."""
 
     title = "Unexpected server answer"
-    retryable = True
+    transient = True
     scope = "path"
 
 
@@ -322,6 +329,9 @@ class Failure:
     :ivar retry_after: seconds the server asked us to wait (``retry_after``).
     :ivar title: a short heading.
     :ivar message: a sentence saying what happened and what to do.
+    :ivar transient: the failure is of one attempt, not of the request: the
+        same request sent again may succeed (a drop, a 5xx, a 429, garbage);
+        :func:`ohsync.engine.failures.resend_wait` decides whether and when.
     :ivar origin: where it happened: ``network`` (no answer from the
         server: offline), ``server`` (the server answered, with a refusal or
         garbage), ``local`` (this computer's files), ``internal`` (a bug in
@@ -336,6 +346,7 @@ class Failure:
     title: str
     message: str
     origin: str = "ohsync"
+    transient: bool = False
 
     @property
     def permanent(self) -> bool:
@@ -356,7 +367,8 @@ def classify(exc: BaseException) -> Failure:
         retry_after = getattr(exc, "retry_after", None) if exc.behaviour == "retry_after" else None
         origin = "network" if isinstance(exc, NetworkError) else "server" if isinstance(exc, RemoteError) \
             else "local" if isinstance(exc, LocalError) else "ohsync"
-        return Failure(exc.scope, exc.behaviour, exc.needs, retry_after, exc.title, exc.message, origin)
+        return Failure(exc.scope, exc.behaviour, exc.needs, retry_after, exc.title, exc.message, origin,
+                       exc.transient)
     return Failure("mirror", "retry_soon", None, None, "Internal error", f"Internal error: {exc!r}; see the log",
                    "internal")
 

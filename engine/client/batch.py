@@ -69,7 +69,8 @@ class BatchUploads:
                 raise RemoteOperationError(f"Cannot upload {join_remote(parent, name)!r}: "
                                            f"{problem or 'a name with /'}.", path=join_remote(parent, name),
                                            title="Name not allowed")
-        resp = self.http.links.send("upload", repo, parent, lambda link: self._post_files(link, parent, files))
+        resp: httpx.Response = self.http.retrying(lambda: self.http.links.send(
+            "upload", repo, parent, lambda link: self._post_files(link, parent, files)), idempotent=False)
         return _results(resp, parent, len(files))
 
     def _post_files(self, link: httpx.URL, parent: str, files: Sequence[tuple[str, bytes]]) -> httpx.Response:

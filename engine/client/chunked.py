@@ -24,9 +24,9 @@ import httpx
 
 from .answers import check_repo_id, parse_update_answer, parse_upload_answer
 from .errors import check_id, error_for_response, parse_json, translate_errors
-from .transport import TRANSIENT, SeafileHTTP
+from .transport import SeafileHTTP
 from .paths import upload_target
-from ..errors import LocalError, RemoteError, ThrottledError, local_error
+from ..errors import LocalError, RemoteError, local_error
 from ..ids import BLOCK_SIZE, ContentHasher
 from ..models import UploadResult
 from ..upload_body import BufferBody, FileSlice, read_chunk
@@ -333,11 +333,11 @@ class _Run:
                 return outcome
             exc, final_failed, confirmed = outcome
             failures = 1 if confirmed > offset else failures + 1  # a round that got bytes through starts over
-            if failures >= self.limit or (isinstance(exc, ThrottledError)
-                                          and exc.retry_after > self.client.http.max_retry_after):
+            pause = self.client.http.resend_wait(exc, failures)  # chunks resume: idempotent
+            if failures >= self.limit or pause is None:
                 raise exc
             log.info("a chunk of %s failed after %d bytes (%s); resuming", self.target, confirmed, exc.title)
-            self.client.http.backoff(failures, exc)
+            self.client.http.backoff(pause, failures, exc)
             self.next_size = self.chunk_size  # a link that drops gets small chunks again
             if self.single and self.size > self.chunk_size:
                 self.single = False  # the one request failed: go on in resumable chunks
@@ -363,7 +363,9 @@ class _Run:
         or ``(error, whether the final chunk failed, confirmed prefix)``."""
         try:
             link = self.client.http.links.get(self.kind, self.repo, self.parent, fresh=fresh)
-        except TRANSIENT as refused:
+        except RemoteError as refused:
+            if not self._resent(refused):
+                raise
             return refused, False, offset
         if self.head:
             link = link.copy_merge_params({"head": self.head})
@@ -404,9 +406,8 @@ class _Run:
                     free.append(view)
                     exc = future.exception()
                     if exc is not None:
-                        if not isinstance(exc, TRANSIENT):
+                        if not isinstance(exc, RemoteError) or not self._resent(exc):
                             raise exc
-                        assert isinstance(exc, RemoteError)
                         failed = failed or (exc, end == self.size)
                         continue
                     if end == self.size:
@@ -425,6 +426,11 @@ class _Run:
         except BaseException:
             wait(pending)  # no request may still read a buffer when we leave
             raise
+
+    def _resent(self, exc: RemoteError) -> bool:
+        """True when the failure policy would send the chunk again at all
+        (:meth:`_go` decides when, counting failures in a row)."""
+        return self.client.http.resend_wait(exc, 1) is not None
 
     def _sent(self, offset: int) -> None:
         """``sending`` about every MiB of the body read, and at its end."""

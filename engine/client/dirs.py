@@ -67,9 +67,8 @@ class DirCalls:
         if recursive:
             params["recursive"] = "1"
         what = "listing a folder"
-        resp = self.http.retrying(
-            lambda: self.http.request("GET", f"/api2/repos/{repo}/dir/", params=params, what=what, path=folder)
-        )
+        resp = self.http.request("GET", f"/api2/repos/{repo}/dir/", params=params, what=what, path=folder,
+                                 idempotent=True)
         return parse_listing(resp, folder, recursive=recursive, requested_oid=oid)
 
     def mkdir(self, repo_id: str, path: str, *, parents: bool = True) -> None:

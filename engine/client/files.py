@@ -15,6 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import BinaryIO
 
+import httpx
+
 from .answers import as_int, check_repo_id, parse_update_answer, parse_upload_answer, payload_size
 from .errors import check_id
 from .transport import Payload, SeafileHTTP
@@ -111,8 +113,10 @@ class FileCalls:
         the link cache (``GET /api2/repos/{id}/upload-link/?p=<parent>`` when
         none is held).
 
-        Not retried (the engine re-plans), except once with a new link when
-        the file server refused the cached one (403, nothing stored). With ``replace=False`` a taken name
+        Sent again only when nothing was stored: once with a new link when
+        the file server refused the cached one (403), and after a 429's
+        ``Retry-After`` (:func:`~ohsync.engine.failures.resend_wait`); any
+        other failure is raised (the engine re-plans). With ``replace=False`` a taken name
         is stored as ``name (1).ext``; with ``replace=True`` the entry of that
         name is overwritten, **even a folder** — check the type first.
 
@@ -131,8 +135,10 @@ class FileCalls:
         form = {"parent_dir": parent, "replace": "1" if replace else "0"}
         if mtime is not None:
             form["last_modify"] = datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        resp = self.http.links.send("upload", repo, parent, lambda link: self.http.fs_post(
-            link.copy_merge_params({"ret-json": "1"}), form, name, data, what=what, path=target))
+        resp: httpx.Response = self.http.retrying(lambda: self.http.links.send(
+            "upload", repo, parent, lambda link: self.http.fs_post(
+                link.copy_merge_params({"ret-json": "1"}), form, name, data, what=what, path=target)),
+            idempotent=False)
         return parse_upload_answer(resp.content, parent, target)
 
     def update(self, repo_id: str, remote_path: str, data: Payload, *, head: str | None = None) -> UploadResult:
@@ -141,8 +147,7 @@ class FileCalls:
         from the link cache (``GET /api2/repos/{id}/update-link/?p=<parent>``
         when none is held).  The answer is the bare new id.
 
-        Not retried, except once with a new link when the file server refused
-        the cached one (403, nothing stored).  Identical content returns the
+        Sent again only when nothing was stored, as :meth:`upload` is.  Identical content returns the
         same id (no new commit).
 
         :param head: the library commit the new content is based on (sent in
@@ -164,8 +169,11 @@ class FileCalls:
         what = "updating a file"
         size = payload_size(data)
         query = {"head": check_id(head, what="the head commit id", path=target)} if head else {}
-        resp = self.http.links.send("update", repo, parent, lambda link: self.http.fs_post(
-            link.copy_merge_params(query), {"target_file": target}, name, data, what=what, path=target))
+        resp: httpx.Response = self.http.retrying(lambda: self.http.links.send(
+            "update", repo, parent, lambda link: self.http.fs_post(
+                link.copy_merge_params(query), {"target_file": target}, name, data, what=what,
+                path=target)),
+            idempotent=False)
         file_id = parse_update_answer(resp.content, target)
         return UploadResult(path=target, id=file_id, size=size)
 

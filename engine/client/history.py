@@ -81,8 +81,9 @@ class HistoryCalls:
         what = "downloading an older version"
 
         def fetch(state: dict[str, int]) -> None:
-            resp = self.http.request("GET", f"/api2/repos/{repo}/file/revision/",
-                                 params={"p": remote, "commit_id": commit_id}, what=what, path=remote)
+            resp = self.http.request("GET", f"/api2/repos/{repo}/file/revision/",  # once: download_retrying loops
+                                     params={"p": remote, "commit_id": commit_id}, what=what, path=remote,
+                                     once=True)
             link = self.http.resolve_link(resp, what=what, path=remote)
             self.http.stream_into(link, buffer, remote, None, state)
 

@@ -16,9 +16,9 @@ import httpx
 from .answers import as_int, check_repo_id, tell_or_none
 from .chunked import Progress
 from .errors import check_id, error_for_response, translate_errors
-from .transport import TRANSIENT, SeafileHTTP
+from .transport import SeafileHTTP
 from .paths import normalize_remote_path
-from ..errors import LocalError, NetworkError, ProtocolError, ServerError, ThrottledError
+from ..errors import LocalError, NetworkError, ProtocolError, RemoteError, ServerError
 from ..ids import ContentHasher
 
 __all__ = ["ResumableDownloads"]
@@ -97,21 +97,21 @@ class ResumableDownloads:
                 failures += 1  # 416: dest held more than the file; restarted
                 if failures >= limit:
                     raise ProtocolError(f"The download of {remote} could not be resumed.", path=remote)
-            except TRANSIENT as exc:
+            except RemoteError as exc:
                 failures = 1 if st.held > before else failures + 1
-                if failures >= limit or (isinstance(exc, ThrottledError)
-                                         and exc.retry_after > self.http.max_retry_after):
+                pause = self.http.resend_wait(exc, failures)  # a ranged GET: idempotent
+                if failures >= limit or pause is None:
                     raise
                 log.info("download of %s interrupted at %d bytes (%s); resuming", remote, st.held, exc.title)
-                self.http.backoff(failures, exc)
+                self.http.backoff(pause, failures, exc)
                 if isinstance(exc, ServerError) and exc.status == 403:
                     link = None  # expired: a fresh link (same version continues, another restarts)
 
     def _reuse_link(self, repo: str, remote: str) -> tuple[httpx.URL, str]:
         """``GET /api2/repos/{id}/file/?p=&reuse=1`` → (link, file id)."""
         what = "getting a download link"
-        resp = self.http.retrying(lambda: self.http.request(
-            "GET", f"/api2/repos/{repo}/file/", params={"p": remote, "reuse": "1"}, what=what, path=remote))
+        resp = self.http.request("GET", f"/api2/repos/{repo}/file/", params={"p": remote, "reuse": "1"},
+                                 what=what, path=remote, idempotent=True)
         file_id = check_id(resp.headers.get("oid"), what="the download link's oid header", path=remote)
         return self.http.resolve_link(resp, what=what, path=remote), file_id
 

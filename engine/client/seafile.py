@@ -10,10 +10,13 @@ Rules it follows: every URL ends with a slash; ``Authorization: Token <t>``
 goes to Seahub only, never to file-server links (they carry their own
 one-time credential); api2 writes use form bodies; file-server links may be
 relative and are resolved against the server URL; a 301 from rename/move is
-success and is never followed.  Idempotent reads (info, listings, links,
-downloads) are retried with tenacity on ServerError/NetworkError/
-ThrottledError (honouring ``Retry-After``), each attempt with a fresh link;
-uploads, updates, deletes and moves are never retried here (the engine
+success and is never followed.  Whether a failed request is sent again
+is one decision, :func:`ohsync.engine.failures.resend_wait`: a 429 waits
+its ``Retry-After`` (up to ``max_retry_after``) and goes again, whatever the
+request (upload, update, chunk, download, API call); a drop, a 5xx or an
+unreadable answer is retried with backoff only for idempotent requests
+(info, listings, links, downloads with a fresh link, resumable chunks);
+uploads, updates, deletes and moves that failed so are not (the engine
 re-plans).  The token never appears in a message, a log line or a repr.
 """
 
@@ -41,6 +44,7 @@ from .resume import ResumableDownloads
 from .transport import USER_AGENT, SeafileHTTP, check_server_url
 from .zips import ZipDownloads
 from ..errors import AuthError, NotFoundError, ProtocolError, TwoFactorRequired
+from ..failures import MAX_RETRY_AFTER
 from ..models import AccountInfo, RepoInfo
 
 __all__ = ["SeafileClient"]
@@ -66,13 +70,13 @@ class SeafileClient:
         ``obtain_token`` make sense; everything else gets AuthError).
     :param timeout: seconds for connecting and between bytes of an answer.
     :param transport: an httpx transport (tests pass ``httpx.MockTransport``).
-    :param retries: extra attempts for idempotent requests (0 = no retry).
+    :param retries: extra attempts of a failed request (0 = no retry).
     :param on_request: called as ``on_request(method, url)`` for every HTTP
         request sent, including file-server transfers (for counting).
     :param retry_base: first backoff in seconds (doubles each attempt).
     :param retry_cap: longest backoff between two attempts, seconds.
     :param max_retry_after: a 429 asking to wait longer than this is not
-        retried here but raised (the scheduler backs off instead).
+        retried here but raised (the failure book waits it instead).
     :param sleep: the sleep function used between attempts (tests inject one).
 
     :ivar last_rejected: after each ``list_dir``: ``(path, reason)`` for every
@@ -93,7 +97,7 @@ class SeafileClient:
         on_request: Callable[[str, str], None] | None = None,
         retry_base: float = 0.5,
         retry_cap: float = 8.0,
-        max_retry_after: float = 60.0,
+        max_retry_after: float = MAX_RETRY_AFTER,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.http = SeafileHTTP(server_url, token, timeout=timeout, transport=transport, retries=retries,

@@ -5,8 +5,10 @@
 Seahub request with the token, decode JSON, resolve a file-server link
 (absolute, or relative like ``/seafhttp/...``) against the server URL,
 stream a download into a file object, POST a multipart form to a link
-without the token, and retry an idempotent call with tenacity (backoff
-``retry_base * 2**n`` capped at ``retry_cap``; a 429 waits ``Retry-After``).
+without the token, and send a failed request again with tenacity when
+the failure policy says so (:func:`ohsync.engine.failures.resend_wait`: a
+429 after its ``Retry-After``, for any request; a drop or a 5xx of an
+idempotent request after ``retry_base * 2**n``, capped at ``retry_cap``).
 Every failure becomes a typed error through :mod:`.errors`.
 """
 
@@ -23,11 +25,12 @@ import httpx
 import tenacity
 
 from .answers import as_int, tell_or_none
+from ..failures import MAX_RETRY_AFTER, resend_wait
 from .errors import check_id, error_for_response, parse_json, translate_errors
 from .links import LinkCache
-from ..errors import NetworkError, ProtocolError, ServerError, ThrottledError
+from ..errors import NetworkError, ProtocolError
 
-__all__ = ["TRANSIENT", "USER_AGENT", "Payload", "SeafileHTTP", "check_server_url"]
+__all__ = ["USER_AGENT", "Payload", "SeafileHTTP", "check_server_url"]
 
 log = logging.getLogger("ohsync.client")
 
@@ -36,8 +39,6 @@ _CHUNK = 1024 * 1024
 
 #: Upload content: bytes, or a binary file object (read from its start).
 Payload = bytes | BinaryIO
-#: Failures a transfer may retry (a short ThrottledError only: see ``max_retry_after``).
-TRANSIENT = (NetworkError, ServerError, ThrottledError)
 
 
 class SeafileHTTP:
@@ -62,7 +63,7 @@ class SeafileHTTP:
         on_request: Callable[[str, str], None] | None = None,
         retry_base: float = 0.5,
         retry_cap: float = 8.0,
-        max_retry_after: float = 60.0,
+        max_retry_after: float = MAX_RETRY_AFTER,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.server_url = check_server_url(server_url)
@@ -129,36 +130,47 @@ class SeafileHTTP:
         data: dict[str, str] | None = None,
         json: Any = None,
         expect: tuple[int, ...] = (200,),
+        idempotent: bool = False,
+        once: bool = False,
     ) -> httpx.Response:
-        """One Seahub request with the token; non-``expect`` statuses raise."""
+        """A Seahub request with the token; non-``expect`` statuses raise.
+
+        Sent again as :func:`~ohsync.engine.failures.resend_wait` decides (see
+        :meth:`retrying`): after a 429's ``Retry-After`` always, after a drop
+        or a 5xx only when ``idempotent``.  ``once``: a single attempt, for a
+        request inside a retry loop of the caller's.
+        """
         headers = {"Authorization": f"Token {self._token}"} if self._token else {}
-        with translate_errors(what=what, path=path, secrets=self.secrets):
-            resp = self.httpx.request(
-                method, self.server_url + api_path, params=params, data=data, json=json,
-                headers=headers,
-            )
-        if resp.status_code not in expect:
-            raise error_for_response(resp, what=what, path=path, secrets=self.secrets)
-        return resp
+
+        def attempt() -> httpx.Response:
+            with translate_errors(what=what, path=path, secrets=self.secrets):
+                resp = self.httpx.request(
+                    method, self.server_url + api_path, params=params, data=data, json=json,
+                    headers=headers,
+                )
+            if resp.status_code not in expect:
+                raise error_for_response(resp, what=what, path=path, secrets=self.secrets)
+            return resp
+
+        if once:
+            return attempt()
+        return self.retrying(attempt, idempotent=idempotent)  # type: ignore[no-any-return]
 
     def get_json(self, api_path: str, *, what: str, path: str | None = None,
                   params: dict[str, str] | None = None) -> Any:
         """``GET <api_path>`` (retried, see :meth:`retrying`), its JSON body decoded."""
-        resp = self.retrying(
-            lambda: self.request("GET", api_path, params=params, what=what, path=path)
-        )
+        resp = self.request("GET", api_path, params=params, what=what, path=path, idempotent=True)
         return parse_json(resp.content, what=what, path=path)
 
     def link(self, api_path: str, folder: str, *, what: str, path: str) -> httpx.URL:
         """``GET <api_path>?p=<folder>`` answered by a file-server link: the absolute link."""
-        resp = self.request("GET", api_path, params={"p": folder}, what=what, path=path)
+        resp = self.request("GET", api_path, params={"p": folder}, what=what, path=path, idempotent=True)
         return self.resolve_link(resp, what=what, path=path)
 
     def fetch_link(self, kind: str, repo: str, folder: str) -> httpx.URL:
         """A new ``kind`` (``upload``/``update``) link of ``folder``:
         ``GET /api2/repos/{id}/{kind}-link/?p=<folder>``, retried (for the link cache)."""
-        return self.retrying(lambda: self.link(  # type: ignore[no-any-return]
-            f"/api2/repos/{repo}/{kind}-link/", folder, what=f"getting an {kind} link", path=folder))
+        return self.link(f"/api2/repos/{repo}/{kind}-link/", folder, what=f"getting an {kind} link", path=folder)
 
     def resolve_link(self, resp: httpx.Response, *, what: str, path: str) -> httpx.URL:
         """The link in a JSON-string answer, resolved against the server URL.
@@ -178,8 +190,8 @@ class SeafileHTTP:
         """``GET /api2/repos/{id}/file/?p=``: a one-time download link and the file id (``oid``)."""
         what = "getting a download link"
         resp = self.request(
-            "GET", f"/api2/repos/{repo}/file/", params={"p": remote}, what=what, path=remote
-        )
+            "GET", f"/api2/repos/{repo}/file/", params={"p": remote}, what=what, path=remote, once=True
+        )  # once: the download's own loop (download_retrying) sends it again
         file_id = check_id(resp.headers.get("oid"), what="the download link's oid header", path=remote)
         return self.resolve_link(resp, what=what, path=remote), file_id
 
@@ -240,41 +252,41 @@ class SeafileHTTP:
                                      secrets=self.secrets)
         return resp
 
-    # -- internals: retries ------------------------------------------------
+    # -- retries: one decision, engine.failures.resend_wait ------------------
 
-    def backoff(self, failures: int, exc: Exception) -> None:
-        """Sleep before the next attempt of a transfer: ``Retry-After`` for a
-        429, else ``retry_base * 2**(failures-1)`` capped at ``retry_cap``."""
-        if isinstance(exc, ThrottledError):
-            self.sleep(exc.retry_after)
-        else:
-            self.sleep(min(self._retry_cap, self._retry_base * 2 ** (failures - 1)))
+    def resend_wait(self, exc: BaseException, failures: int, *, idempotent: bool = True) -> float | None:
+        """:func:`~ohsync.engine.failures.resend_wait` with this client's
+        ``retry_base``, ``retry_cap`` and ``max_retry_after``: seconds to wait
+        before sending a failed request again, or None to raise ``exc``."""
+        return resend_wait(exc, failures, idempotent=idempotent, base=self._retry_base, cap=self._retry_cap,
+                           max_wait=self.max_retry_after)
 
-    def retrying(self, fn: Callable[[], Any], *, can_retry: Callable[[], bool] = lambda: True) -> Any:
-        """Run an idempotent ``fn`` with tenacity: retry ServerError,
-        NetworkError and ThrottledError up to ``retries`` more times."""
+    def backoff(self, wait: float, failures: int, exc: BaseException) -> None:
+        """Sleep ``wait`` seconds (from :meth:`resend_wait`) before attempt ``failures + 1``."""
+        log.info("retrying in %.3g s after %s (attempt %d)", wait, type(exc).__name__, failures)
+        self.sleep(wait)
 
-        def retryable(exc: BaseException) -> bool:
-            if not can_retry():
-                return False
-            if isinstance(exc, ThrottledError):
-                return exc.retry_after <= self.max_retry_after
-            return isinstance(exc, (ServerError, NetworkError))
+    def retrying(self, fn: Callable[[], Any], *, can_retry: Callable[[], bool] = lambda: True,
+                 idempotent: bool = True) -> Any:
+        """Run ``fn`` with tenacity, up to ``retries`` more times, as
+        :meth:`resend_wait` decides for each failure (``Retry-After`` of a
+        429 honoured; a drop or a 5xx sent again only when ``idempotent``)
+        and while ``can_retry()``."""
 
-        def wait(state: tenacity.RetryCallState) -> float:
+        def wait_for(state: tenacity.RetryCallState) -> float | None:
             exc = state.outcome.exception() if state.outcome else None
-            if isinstance(exc, ThrottledError):
-                return float(exc.retry_after)
-            return float(min(self._retry_cap, self._retry_base * 2 ** (state.attempt_number - 1)))
+            if exc is None or not can_retry():
+                return None
+            return self.resend_wait(exc, state.attempt_number, idempotent=idempotent)
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             log.info("retrying after %s (attempt %d)", type(exc).__name__, state.attempt_number)
 
         retryer = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(retryable),
+            retry=lambda state: wait_for(state) is not None,
             stop=tenacity.stop_after_attempt(self.retries + 1),
-            wait=wait,
+            wait=lambda state: wait_for(state) or 0.0,
             sleep=self.sleep,
             before_sleep=before_sleep,
             reraise=True,
