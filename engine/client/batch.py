@@ -80,7 +80,7 @@ class BatchUploads:
         url = link.copy_merge_params({"ret-json": "1"})
         with translate_errors(what=what, path=parent):
             resp = self.http.httpx.post(url, data={"parent_dir": parent, "replace": "0"}, files=parts,
-                                   timeout=timeout)
+                                        timeout=timeout)
         if resp.status_code != 200:
             raise error_for_response(resp, what=what, path=parent, fileserver=True, secrets=self.http.secrets)
         return resp

@@ -221,8 +221,8 @@ class ChunkedUploads:
         with translate_errors(what=what, path=target):
             # the body is a raw binary file object, which httpx streams
             resp = self.http.httpx.post(url, data=form,
-                                   files={"file": (name, data, "application/octet-stream")},  # type: ignore[dict-item]
-                                   headers=headers, timeout=timeout)
+                                        files={"file": (name, data, "application/octet-stream")},  # type: ignore[dict-item]
+                                        headers=headers, timeout=timeout)
         if resp.status_code != 200:
             raise error_for_response(resp, what=what, path=target, fileserver=True, secrets=self.http.secrets)
         return resp
@@ -238,8 +238,8 @@ class ChunkedUploads:
         (``default`` when it cannot say)."""
         try:
             body = self.http.get_json(f"/api/v2.1/repos/{repo}/file-uploaded-bytes/",
-                                  params={"parent_dir": parent, "file_name": name},
-                                  what="asking how much was uploaded", path=target)
+                                      params={"parent_dir": parent, "file_name": name},
+                                      what="asking how much was uploaded", path=target)
         except RemoteError:
             return default
         value = body.get("uploadedBytes") if isinstance(body, dict) else None
@@ -250,7 +250,7 @@ class ChunkedUploads:
         file at ``target`` is provably ours (same size and content id ``file_id``)."""
         try:
             resp = self.http.request("GET", f"/api2/repos/{repo}/file/detail/", params={"p": target},
-                                 what="checking the uploaded file", path=target)
+                                     what="checking the uploaded file", path=target)
             body = parse_json(resp.content, what="the file details", path=target)
         except RemoteError:
             return None

@@ -113,7 +113,7 @@ class CommitReads:
         """
         repo = _repo(repo_id)
         body = self.http.get_json(f"/api2/repos/{repo}/history/", params={"page": str(page), "per_page": str(per_page)},
-                              what="reading the library history")
+                                  what="reading the library history")
         if not isinstance(body, dict) or not isinstance(body.get("commits"), list):
             raise ProtocolError("The library history is not an object with a commits list.")
         commits = []

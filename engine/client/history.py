@@ -52,8 +52,8 @@ class HistoryCalls:
         repo = _repo(repo_id)
         remote = normalize_remote_path(path)
         body = self.http.get_json(f"/api/v2.1/repos/{repo}/file/history/",
-                              params={"path": remote, "limit": str(max(1, limit))},
-                              what="reading a file's history", path=remote)
+                                  params={"path": remote, "limit": str(max(1, limit))},
+                                  what="reading a file's history", path=remote)
         items = body.get("data") if isinstance(body, dict) else None
         if not isinstance(items, list):
             raise ProtocolError("The file history has an unexpected shape.", path=remote)

@@ -70,7 +70,7 @@ class NotificationAPI:
         if not REPO_ID.match(repo):
             raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
         body = self.http.get_json(f"/api/v2.1/repos/{repo}/repo-notification-jwt-token/",
-                              what="getting a notification token")
+                                  what="getting a notification token")
         token = body.get("token") if isinstance(body, dict) else None
         if not isinstance(token, str) or token.count(".") != 2:
             raise ProtocolError("The notification token answer holds no token.")

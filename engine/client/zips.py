@@ -85,7 +85,7 @@ class ZipDownloads:
     def _zip_token(self, repo: str, parent: str, names: list[str]) -> str:
         query = urlencode([("parent_dir", parent)] + [("dirents", n) for n in names], quote_via=quote)
         body = self.http.get_json(f"/api/v2.1/repos/{repo}/zip-task/?{query}",
-                              what="asking for a zip of a folder", path=parent)
+                                  what="asking for a zip of a folder", path=parent)
         token = body.get("zip_token") if isinstance(body, dict) else None
         if not isinstance(token, str) or not _TOKEN.match(token):
             raise ProtocolError("The zip task answer holds no valid token.", path=parent)
@@ -97,7 +97,7 @@ class ZipDownloads:
         for _ in range(_ZIP_MAX_POLLS):
             try:
                 resp = self.http.request("GET", "/api/v2.1/query-zip-progress/", params={"token": token},
-                                     what=what, path=parent)
+                                         what=what, path=parent)
                 body = parse_json(resp.content, what=what, path=parent)
             except RemoteError:
                 return  # Go file server: nothing to wait for
