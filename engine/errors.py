@@ -32,7 +32,7 @@ help until the person acts, and ``needs`` says how: ``login``, ``space``,
 book (``engine/failures.py``), the worker, filing, the socket and the CLI
 read that instead of their own isinstance chains.  Translators per boundary
 turn foreign failures into these classes: HTTP answers in
-``client_errors.error_for_response``, local file-system errors in
+``client.errors.error_for_response``, local file-system errors in
 :func:`local_error`.
 
 A failed request (a 5xx, a dropped connection, a 429) concerns the path it
