@@ -133,3 +133,22 @@ def test_an_upload_that_failed_otherwise_is_not_sent_again(devserver, repo, clie
     with pytest.raises(ServerError):
         client.upload(repo, "/new.md", b"new\n")
     assert slept == [] and devserver.request_count(r"POST /seafhttp/upload-api/") == 1
+
+
+def test_a_local_save_throttled_once_goes_up_in_the_same_pass(devserver, repo, tmp_path, slept):
+    """Through the engine: the save's update is answered 429 once; the pass
+    waits the advised time and stores it, with no failure recorded."""
+    from engine_helpers import make_mirror
+
+    m = make_mirror(devserver, repo, tmp_path)
+    assert m.sync().errors == []
+    m.client.http.sleep = slept.append  # the client's sleep seam
+    m.write("a.md", b"alpha\nsaved while throttled\n")
+    m.client.update_link(repo, "/")
+    _throttle(devserver, "POST", r"/seafhttp/update-api/")
+    report = m.sync(["a.md"])
+    assert report.errors == [] and report.uploaded == ["a.md"]
+    assert slept == [ADVISED]
+    assert devserver.request_count(r"POST /seafhttp/update-api/") == 2
+    assert devserver.read_file(repo, "/a.md") == b"alpha\nsaved while throttled\n"
+    assert m.engine.failure_book.get("a.md") is None
