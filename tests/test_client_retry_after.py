@@ -1,7 +1,8 @@
 """One retry decision: every request the server answers ``429 Retry-After: N``
 is sent again after N seconds (``engine/failures.py`` ``resend_wait``, read
-by every retry loop of ``engine/client/``): an upload, an update, a chunk of
-a large upload, a download, a read and a write of the API.
+by every retry loop of ``engine/client/``): an upload (also of several
+files at once), an update, a chunk of a large upload, a download, a read
+and a write of the API.
 
 devserver injects the 429s; the client's ``sleep`` seam records each wait,
 so the tests see exactly how long the client waited before each resend
@@ -56,6 +57,16 @@ def test_an_upload_waits_out_each_429(devserver, repo, client, slept, answers):
     assert devserver.request_count(r"POST /seafhttp/upload-api/") == answers + 1
     assert result.path == "/new.md" and devserver.read_file(repo, "/new.md") == b"new\n"
     assert sorted(devserver.tree(repo)) == ["/a.md", "/new.md"]  # stored once, not as "new (1).md"
+
+
+def test_a_batch_upload_waits_out_a_429(devserver, repo, client, slept):
+    client.upload_link(repo, "/")
+    _throttle(devserver, "POST", r"/seafhttp/upload-api/")
+    results = client.upload_files(repo, "/", [("b.md", b"beta\n"), ("c.md", b"gamma\n")])
+    assert slept == [ADVISED]
+    assert devserver.request_count(r"POST /seafhttp/upload-api/") == 2
+    assert [r.path for r in results] == ["/b.md", "/c.md"]
+    assert sorted(devserver.tree(repo)) == ["/a.md", "/b.md", "/c.md"]
 
 
 def test_an_update_waits_out_a_429(devserver, repo, client, slept):

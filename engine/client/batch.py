@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import httpx
 
 from .answers import as_int, check_repo_id
-from .errors import check_id, error_for_response, parse_json, translate_errors
+from .errors import check_id, parse_json
 from .transport import SeafileHTTP
 from .paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
 from ..errors import ProtocolError, RemoteOperationError
@@ -69,21 +69,10 @@ class BatchUploads:
                 raise RemoteOperationError(f"Cannot upload {join_remote(parent, name)!r}: "
                                            f"{problem or 'a name with /'}.", path=join_remote(parent, name),
                                            title="Name not allowed")
-        resp: httpx.Response = self.http.retrying(lambda: self.http.links.send(
-            "upload", repo, parent, lambda link: self._post_files(link, parent, files)), idempotent=False)
+        resp = self.http.links.send("upload", repo, parent, lambda link: self.http.fs_post(
+            link.copy_merge_params({"ret-json": "1"}), {"parent_dir": parent, "replace": "0"}, files,
+            what=f"uploading {len(files)} files", path=parent))
         return _results(resp, parent, len(files))
-
-    def _post_files(self, link: httpx.URL, parent: str, files: Sequence[tuple[str, bytes]]) -> httpx.Response:
-        what = f"uploading {len(files)} files"
-        parts = [("file", (name, data, "application/octet-stream")) for name, data in files]
-        timeout = httpx.Timeout(self.http.timeout, read=max(self.http.timeout * 10, 300.0))
-        url = link.copy_merge_params({"ret-json": "1"})
-        with translate_errors(what=what, path=parent):
-            resp = self.http.httpx.post(url, data={"parent_dir": parent, "replace": "0"}, files=parts,
-                                        timeout=timeout)
-        if resp.status_code != 200:
-            raise error_for_response(resp, what=what, path=parent, fileserver=True, secrets=self.http.secrets)
-        return resp
 
 
 def _results(resp: httpx.Response, parent: str, sent: int) -> list[UploadResult]:

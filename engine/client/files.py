@@ -15,8 +15,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import BinaryIO
 
-import httpx
-
 from .answers import as_int, check_repo_id, parse_update_answer, parse_upload_answer, payload_size
 from .errors import check_id
 from .transport import Payload, SeafileHTTP
@@ -135,10 +133,8 @@ class FileCalls:
         form = {"parent_dir": parent, "replace": "1" if replace else "0"}
         if mtime is not None:
             form["last_modify"] = datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        resp: httpx.Response = self.http.retrying(lambda: self.http.links.send(
-            "upload", repo, parent, lambda link: self.http.fs_post(
-                link.copy_merge_params({"ret-json": "1"}), form, name, data, what=what, path=target)),
-            idempotent=False)
+        resp = self.http.links.send("upload", repo, parent, lambda link: self.http.fs_post(
+            link.copy_merge_params({"ret-json": "1"}), form, [(name, data)], what=what, path=target))
         return parse_upload_answer(resp.content, parent, target)
 
     def update(self, repo_id: str, remote_path: str, data: Payload, *, head: str | None = None) -> UploadResult:
@@ -169,11 +165,8 @@ class FileCalls:
         what = "updating a file"
         size = payload_size(data)
         query = {"head": check_id(head, what="the head commit id", path=target)} if head else {}
-        resp: httpx.Response = self.http.retrying(lambda: self.http.links.send(
-            "update", repo, parent, lambda link: self.http.fs_post(
-                link.copy_merge_params(query), {"target_file": target}, name, data, what=what,
-                path=target)),
-            idempotent=False)
+        resp = self.http.links.send("update", repo, parent, lambda link: self.http.fs_post(
+            link.copy_merge_params(query), {"target_file": target}, [(name, data)], what=what, path=target))
         file_id = parse_update_answer(resp.content, target)
         return UploadResult(path=target, id=file_id, size=size)
 

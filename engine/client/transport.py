@@ -18,7 +18,7 @@ import email.utils
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 import httpx
@@ -240,17 +240,26 @@ class SeafileHTTP:
                     path=remote,
                 )
 
-    def fs_post(self, url: httpx.URL, form: dict[str, str], name: str, data: Payload, *,
-                 what: str, path: str) -> httpx.Response:
-        """POST a multipart form to a file-server link (no token header)."""
-        files = {"file": (name, data, "application/octet-stream")}
+    def fs_post(self, url: httpx.URL, form: dict[str, str], files: Sequence[tuple[str, Payload]], *,
+                what: str, path: str) -> httpx.Response:
+        """POST a multipart form with one ``file`` part per ``(name, content)``
+        of ``files`` to a file-server link (no token header).
+
+        Sent again only after a 429 (nothing was stored), as
+        :meth:`resend_wait` decides; any other failure is raised, since the
+        file server may have stored the upload before it failed.
+        """
+        parts = [("file", (name, data, "application/octet-stream")) for name, data in files]
         timeout = httpx.Timeout(self.timeout, read=max(self.timeout * 10, 300.0))
-        with translate_errors(what=what, path=path):
-            resp = self.httpx.post(url, data=form, files=files, timeout=timeout)
-        if resp.status_code != 200:
-            raise error_for_response(resp, what=what, path=path, fileserver=True,
-                                     secrets=self.secrets)
-        return resp
+
+        def attempt() -> httpx.Response:
+            with translate_errors(what=what, path=path):
+                resp = self.httpx.post(url, data=form, files=parts, timeout=timeout)
+            if resp.status_code != 200:
+                raise error_for_response(resp, what=what, path=path, fileserver=True, secrets=self.secrets)
+            return resp
+
+        return self.retrying(attempt, idempotent=False)  # type: ignore[no-any-return]
 
     # -- retries: one decision, engine.failures.resend_wait ------------------
 
