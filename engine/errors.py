@@ -28,7 +28,10 @@ returns a :class:`Failure`): its **scope** (``path``: only this file fails;
 **behaviour** (``retry_soon``: back off and try again; ``retry_after``: wait
 the time the server gave; ``needs_person``: retrying the same thing cannot
 help until the person acts, and ``needs`` says how: ``login``, ``space``,
-``name``, ``limit``, ``quota``, ``permission``).  The engine, its failure
+``name``, ``limit``, ``quota``, ``permission``), and whether it is
+**transient** (a failure of one attempt, not of the request: a drop, a 5xx,
+a 429, an answer we could not read; the client's retry loops decide from
+that, through ``engine/failures.py`` ``resend_wait``).  The engine, its failure
 book (``engine/failures.py``), the worker, filing, the socket and the CLI
 read that instead of their own isinstance chains.  Translators per boundary
 turn foreign failures into these classes: HTTP answers in
