@@ -23,7 +23,7 @@ from urllib.parse import quote
 import httpx
 
 from .answers import check_repo_id, parse_update_answer, parse_upload_answer
-from .errors import check_id, error_for_response, parse_json, translate_errors
+from .errors import check_id, parse_json, translate_errors
 from .transport import SeafileHTTP
 from .paths import upload_target
 from ..errors import LocalError, RemoteError, local_error
@@ -224,7 +224,7 @@ class ChunkedUploads:
                                         files={"file": (name, data, "application/octet-stream")},  # type: ignore[dict-item]
                                         headers=headers, timeout=timeout)
         if resp.status_code != 200:
-            raise error_for_response(resp, what=what, path=target, fileserver=True, secrets=self.http.secrets)
+            raise self.http.fileserver_error(resp, what=what, path=target)
         return resp
 
     def _final_answer(self, resp: httpx.Response, exists: bool, target: str, parent: str,

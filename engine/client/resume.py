@@ -15,7 +15,7 @@ import httpx
 
 from .answers import as_int, check_repo_id, tell_or_none
 from .chunked import Progress
-from .errors import check_id, error_for_response, translate_errors
+from .errors import check_id, translate_errors
 from .transport import SeafileHTTP
 from .paths import normalize_remote_path
 from ..errors import LocalError, NetworkError, ProtocolError, RemoteError, ServerError
@@ -133,7 +133,7 @@ class ResumableDownloads:
                 return False
             if resp.status_code not in (200, 206):
                 resp.read()
-                raise error_for_response(resp, what=what, path=remote, fileserver=True, secrets=self.http.secrets)
+                raise self.http.fileserver_error(resp, what=what, path=remote)
             if resp.status_code == 206:
                 m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
                 if m is None or int(m.group(1)) != st.held:

@@ -25,10 +25,10 @@ import httpx
 import tenacity
 
 from .answers import as_int, tell_or_none
-from ..failures import MAX_RETRY_AFTER, resend_wait
 from .errors import check_id, error_for_response, parse_json, translate_errors
 from .links import LinkCache
-from ..errors import NetworkError, ProtocolError
+from ..errors import NetworkError, ProtocolError, RemoteError
+from ..failures import MAX_RETRY_AFTER, resend_wait
 
 __all__ = ["USER_AGENT", "Payload", "SeafileHTTP", "check_server_url"]
 
@@ -48,7 +48,6 @@ class SeafileHTTP:
 
     :ivar httpx: the ``httpx.Client`` (file-server requests of the call groups go through it).
     :ivar links: the upload/update link cache.
-    :ivar secrets: what must never appear in a message (the token).
     :ivar timeout, retries, max_retry_after, sleep: as given.
     """
 
@@ -68,7 +67,6 @@ class SeafileHTTP:
     ) -> None:
         self.server_url = check_server_url(server_url)
         self._token = token
-        self.secrets: tuple[str | None, ...] = (token,)
         self.timeout = timeout
         self.retries = max(0, int(retries))
         self._retry_base = retry_base
@@ -102,6 +100,10 @@ class SeafileHTTP:
         return f"{type(self).__name__}({self.server_url!r}, token={'set' if self._token else None})"
 
     # -- requests ----------------------------------------------------------
+
+    def fileserver_error(self, resp: httpx.Response, *, what: str, path: str) -> RemoteError:
+        """The typed error for a file server's non-success answer (the token redacted)."""
+        return error_for_response(resp, what=what, path=path, fileserver=True, secrets=(self._token,))
 
     def _read_clock(self, response: httpx.Response) -> None:
         date = response.headers.get("Date")
@@ -143,13 +145,13 @@ class SeafileHTTP:
         headers = {"Authorization": f"Token {self._token}"} if self._token else {}
 
         def attempt() -> httpx.Response:
-            with translate_errors(what=what, path=path, secrets=self.secrets):
+            with translate_errors(what=what, path=path, secrets=(self._token,)):
                 resp = self.httpx.request(
                     method, self.server_url + api_path, params=params, data=data, json=json,
                     headers=headers,
                 )
             if resp.status_code not in expect:
-                raise error_for_response(resp, what=what, path=path, secrets=self.secrets)
+                raise error_for_response(resp, what=what, path=path, secrets=(self._token,))
             return resp
 
         if once:
@@ -225,8 +227,7 @@ class SeafileHTTP:
         ):
             if resp.status_code != 200:
                 resp.read()
-                raise error_for_response(resp, what=what, path=remote, fileserver=True,
-                                         secrets=self.secrets)
+                raise self.fileserver_error(resp, what=what, path=remote)
             total = as_int(resp.headers.get("Content-Length", 0) or 0, "the download")
             for chunk in resp.iter_bytes(_CHUNK):
                 dest.write(chunk)
@@ -256,7 +257,7 @@ class SeafileHTTP:
             with translate_errors(what=what, path=path):
                 resp = self.httpx.post(url, data=form, files=parts, timeout=timeout)
             if resp.status_code != 200:
-                raise error_for_response(resp, what=what, path=path, fileserver=True, secrets=self.secrets)
+                raise self.fileserver_error(resp, what=what, path=path)
             return resp
 
         return self.retrying(attempt, idempotent=False)  # type: ignore[no-any-return]
