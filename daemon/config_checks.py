@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ohsync.daemon.config_model import DEFAULT_LIBRARY, MEMORY_KEYS, ConfigError, MemoryConfig, MirrorConfig
-from ohsync.engine.client_paths import normalize_remote_path
+from ohsync.engine.client.paths import normalize_remote_path
 from ohsync.engine.ignore import pattern_problem
 
 __all__ = ["normalize_server_url", "typed", "unknown_keys", "expand_path", "folder", "number", "mirror_table",

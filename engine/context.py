@@ -40,12 +40,12 @@ class EngineOptions:
         upload, verified on Seafile 12 and 13: no round trip per chunk); a
         larger one, or the retry after that request failed, in resumable
         chunks that start at ``upload_chunk`` and grow up to this size to take
-        about 4 s each (``engine/client_chunked.py``).  A drop or a restart
+        about 4 s each (``engine/client/chunked.py``).  A drop or a restart
         of the program loses at most one request's bytes.
     :ivar upload_in_flight: chunk requests of one chunked upload sent at once
         when the engine has a transfer pool (1, the default: strictly one
         after another).  More overlap the chunks' round trips, as both file
-        servers' source allows (``engine/client_chunked.py``), but a resume
+        servers' source allows (``engine/client/chunked.py``), but a resume
         after a kill then sends up to ``2 * upload_in_flight - 1`` chunks twice
         and it was not checked against a live server.
     :ivar backup_days: backups older than this many days are pruned.

@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from .errors import (
+from ..errors import (
     AuthError,
     LibraryGoneError,
     NameRejectedError,
