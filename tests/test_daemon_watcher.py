@@ -193,7 +193,7 @@ def test_without_a_close_the_quiet_period_applies(tmp_path: Path) -> None:
             _advance(w, clock, 0.5)   # past settle, within the quiet period
             time.sleep(0.3)
             assert rec.paths() == [] and not w._paths.is_complete("big.bin")
-            _advance(w, clock, 0.25)  # past the quiet period
+            _advance(w, clock, 1.0)   # past the quiet period (of the last event seen, however late)
             wait_for(lambda: rec.paths() == ["big.bin"], timeout=15, what="the quiet path handed on")
     finally:
         w.stop()
@@ -212,5 +212,26 @@ def test_a_burst_of_saves_of_many_files_is_one_batch(tmp_path: Path) -> None:
         wait_for(lambda: rec.paths(), timeout=30, what="the burst handed on")  # long before 60 s
         time.sleep(0.5)
         assert len(rec.batches) == 1 and rec.batches[0] == (names, False)
+    finally:
+        w.stop()
+
+
+def test_the_polling_observer_reports_no_close_so_the_quiet_period_applies(tmp_path: Path) -> None:
+    from watchdog.observers.polling import PollingObserver
+
+    clock = Clock()
+    rec = Recorder()
+    w = _watch(tmp_path, rec, quiet=0.7, settle=0.1, clock=clock,
+               observer_factory=lambda: PollingObserver(timeout=0.1))
+    try:
+        time.sleep(0.3)
+        (tmp_path / "note.md").write_text("saved\n")  # closed, but polling cannot tell
+        wait_for(lambda: w.pending == 1, timeout=15, what="the new file seen")
+        time.sleep(0.3)  # any later event of the same write is in
+        _advance(w, clock, 0.5)  # past settle, within the quiet period
+        time.sleep(0.3)
+        assert rec.paths() == [] and not w._paths.is_complete("note.md")
+        _advance(w, clock, 1.0)
+        wait_for(lambda: rec.paths() == ["note.md"], timeout=15, what="the quiet path handed on")
     finally:
         w.stop()
