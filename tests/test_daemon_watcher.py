@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, wait_for  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, isolated_env, wait_for  # noqa: E402,F401
 
 from ohsync.daemon.watcher import Watcher  # noqa: E402
 
@@ -235,3 +235,39 @@ def test_the_polling_observer_reports_no_close_so_the_quiet_period_applies(tmp_p
         wait_for(lambda: rec.paths() == ["note.md"], timeout=15, what="the quiet path handed on")
     finally:
         w.stop()
+
+
+def test_the_daemon_hands_a_completed_save_to_the_engine_without_the_quiet_period(isolated_env,
+                                                                                   tmp_path: Path) -> None:
+    """End to end in-process: watcher -> worker -> engine.sync with the saved path, while the
+    quiet period (60 s) is nowhere near over."""
+    from ohsync.daemon.app import Daemon
+    from ohsync.daemon.config import load_config
+
+    (tmp_path / "mirror").mkdir()
+    isolated_env.config.write_text("\n".join([
+        'server = "http://127.0.0.1:9"', 'username = "u@x"', "poll_interval = 3600",
+        f'state_dir = "{tmp_path}/state"', "[[mirror]]", f'local = "{tmp_path}/mirror"']) + "\n", encoding="utf-8")
+    cfg = load_config(isolated_env.config)
+    engine = FakeEngine(cfg.mirror.local)
+
+    def factory(on_event):
+        engine.on_event = on_event
+        return FakeSession(engine)
+
+    d = Daemon(cfg, session_factory=factory, install_signals=False, watcher_quiet=60.0)
+    t = threading.Thread(target=d.run, daemon=True)
+    t.start()
+    try:
+        assert d.ready.wait(10)
+        wait_for(lambda: d.mirrors[0]._watcher is not None and d.mirrors[0]._watcher.is_alive(),
+                 timeout=20, what="the watcher running")
+        time.sleep(0.3)
+        started = time.monotonic()
+        (tmp_path / "mirror" / "note.md").write_text("saved\n")
+        wait_for(lambda: any(paths and "note.md" in paths for paths, _ in engine.calls), timeout=30,
+                 what="a pass with the saved path")
+        assert time.monotonic() - started < 60.0  # the quiet period was not waited
+    finally:
+        d.request_stop()
+        t.join(15)
