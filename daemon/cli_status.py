@@ -46,6 +46,31 @@ def _last_sync(item: dict[str, Any]) -> str:
     return "none recorded on this computer (see above for why and what to do)"
 
 
+#: Attention items of each kind ``ohsync status`` prints; the rest are counted.
+SHOWN_PER_KIND = 20
+#: Where the whole list of each kind is.
+_FULL_LIST = {"held_delete": "`ohsync confirm-deletes --list`", "damaged": "`ohsync damaged`",
+              "skipped": "`ohsync status --json`"}
+_COUNT_KEY = {"held_delete": "held_deletes", "damaged": "damaged", "skipped": "skipped"}
+
+
+def _print_attention(st: dict[str, Any], items: list[dict[str, Any]], indent: str) -> None:
+    """The first :data:`SHOWN_PER_KIND` attention items of each kind, then how many more there are."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        by_kind.setdefault(str(item.get("kind")), []).append(item)
+    for kind in list(by_kind) + [k for k in _COUNT_KEY if k not in by_kind]:
+        kind_items = by_kind.get(kind, [])
+        for item in kind_items[:SHOWN_PER_KIND]:
+            print(f"{indent}{_ATTENTION_LABEL.get(kind, kind)}: {shown(item.get('path'))} — {item.get('reason')}")
+        total = max(len(kind_items), int(st.get(_COUNT_KEY.get(kind, ""), 0) or 0))
+        shown_count = min(len(kind_items), SHOWN_PER_KIND)
+        if total > shown_count:
+            label = _ATTENTION_LABEL.get(kind, kind)
+            print(f"{indent}… and {total - shown_count} more ({label}, {total} in all): see "
+                  f"{_FULL_LIST.get(kind, '`ohsync status --json`')}")
+
+
 def _print_status(st: dict[str, Any]) -> None:
     mirrors = [m for m in st.get("mirrors") or [] if isinstance(m, dict)]
     if len(mirrors) > 1:
@@ -61,12 +86,7 @@ def _print_status(st: dict[str, Any]) -> None:
               ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
     if counts:
         print("  " + ", ".join(counts))
-    items = st.get("attention") or []
-    for item in items:
-        print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {shown(item.get('path'))} — {item.get('reason')}")
-    listed = sum(int(st.get(k) or 0) for k in ("held_deletes", "damaged", "skipped"))
-    if listed > len(items):
-        print(f"  … {listed - len(items)} more: see `ohsync confirm-deletes --list` and `ohsync damaged`")
+    _print_attention(st, st.get("attention") or [], "  ")
     for item in (st.get("filing") or {}).get("held", []):
         print(f"  not filed: {item['message']}")
     if st.get("transfer"):
@@ -88,9 +108,7 @@ def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
                   ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if m.get(k)]
         if counts:
             print("  " + ", ".join(counts))
-        for item in m.get("attention") or []:
-            print(f"  {_ATTENTION_LABEL.get(item.get('kind'), item.get('kind'))}: {shown(item.get('path'))} — "
-                  f"{item.get('reason')}")
+        _print_attention(m, m.get("attention") or [], "  ")
         if m.get("transfer"):
             t = m["transfer"]
             print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ohsync.daemon.config_model import DEFAULT_LIBRARY, MEMORY_KEYS, ConfigError, MemoryConfig, MirrorConfig
-from ohsync.engine.client_paths import normalize_remote_path
+from ohsync.engine.client.paths import normalize_remote_path
 from ohsync.engine.ignore import pattern_problem
 
 __all__ = ["normalize_server_url", "typed", "unknown_keys", "expand_path", "folder", "number", "mirror_table",
@@ -174,19 +174,26 @@ def filing_mirror(value: Any, count: int, path: Path) -> int:
 def memory_table(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
     """The ``[memory]`` table."""
     from ohsync.engine.memory_index import parse_offset
+    from ohsync.engine.place import local_offset, text_language
 
     typed(raw, dict, "memory", path)
     warnings += unknown_keys(raw, MEMORY_KEYS, "memory.", path)
-    offset = typed(raw.get("time_offset", "+08:00"), str, "memory.time_offset", path)
+    offset = typed(raw.get("time_offset", local_offset()), str, "memory.time_offset", path)
     try:
         parse_offset(offset)
     except ValueError as exc:
         raise ConfigError(f"{path}: `memory.time_offset`: {exc}.") from None
     origin = typed(raw.get("origin", "desktop"), str, "memory.origin", path).strip() or "desktop"
+    language = typed(raw.get("language", "auto"), str, "memory.language", path).strip().lower()
+    try:
+        text_language(language)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: `memory.language`: {exc}.") from None
     return MemoryConfig(
         time_offset=offset,
         write_timeout=number(raw.get("write_timeout", 30), "memory.write_timeout", path, 1, 3600),
-        stamp_edits=typed(raw.get("stamp_edits", False), bool, "memory.stamp_edits", path),
+        stamp_edits=typed(raw.get("stamp_edits", True), bool, "memory.stamp_edits", path),
         stamp_quiet=number(raw.get("stamp_quiet", 1), "memory.stamp_quiet", path, 0, 600),
         origin=origin,
+        language=language,
     )

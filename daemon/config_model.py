@@ -20,6 +20,7 @@ import platformdirs
 
 from ohsync.daemon.protocol import default_socket_path
 from ohsync.engine.errors import OhsyncError
+from ohsync.engine.place import local_offset
 
 __all__ = ["APP_NAME", "DEFAULT_LIBRARY", "ConfigError", "MirrorConfig", "SafetyConfig", "FilingConfig",
            "MemoryConfig", "Config"]
@@ -40,7 +41,7 @@ KEYRING_CHOICES = ("system", "file")
 MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore", "server", "username"}
 SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
-MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin"}
+MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin", "language"}
 
 
 class ConfigError(OhsyncError):
@@ -107,21 +108,27 @@ class FilingConfig:
 class MemoryConfig:
     """``[memory]``: the memory tools (``ohsync mcp``, ``ohsync memory``).
 
-    :ivar time_offset: offset of the times written into memory files (``±HH:MM``).
+    :ivar time_offset: offset of the times written into memory files and
+        filed documents' sidecars and journal lines (``±HH:MM``; default: the
+        computer's own offset when the config is read).
     :ivar write_timeout: seconds a write waits for the server by default.
     :ivar stamp_edits: a person's saved edit of a memory entity gets
         ``modified`` (and ``origin: desktop``) stamped before it is pushed
-        (off by default: it rewrites the file the person just saved; the
-        saved version goes to the backups first).
+        (on by default; the saved version goes to the backups first, and the
+        stamp merges with any concurrent remote edit of the frontmatter).
     :ivar stamp_quiet: seconds a file must stay unchanged before it is stamped.
     :ivar origin: the ``origin`` written by this computer.
+    :ivar language: ``auto`` (the locale: Chinese for ``zh*``, else English),
+        ``zh`` or ``en``: the language of the texts ohsync writes (sidecar
+        summaries, journal lines).
     """
 
-    time_offset: str = "+08:00"
+    time_offset: str = field(default_factory=local_offset)
     write_timeout: float = 30.0
-    stamp_edits: bool = False
+    stamp_edits: bool = True
     stamp_quiet: float = 1.0
     origin: str = "desktop"
+    language: str = "auto"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ohsync.daemon.protocol import Method
 
@@ -38,7 +38,7 @@ INSTRUCTIONS = (
 _TIMEOUT = {"type": "number", "minimum": 1, "maximum": 3600,
             "description": "Seconds to wait for the cloud to confirm the write (default: the daemon's setting, 30)."}
 _PERMALINK = {"type": "string", "description": "The entity's permalink, as returned by memory_search or memory_list."}
-_OBSERVATION = {
+_OBSERVATION: dict[str, Any] = {
     "type": "object",
     "properties": {
         "category": {"type": "string", "description": "One word naming the kind of fact: pref, fact, task, "
@@ -73,7 +73,8 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
         "modified on or after an ISO date; sensitive entities only with include_sensitive), then keywords "
         "scored per word by case-insensitive substring: title x4, permalink x3, tag x2, body x1 (Chinese "
         "works without word segmentation: use short substrings such as 哈希表). Newest first on ties. Each "
-        "result has a snippet (the hit line with one line either side) and its related entities (one hop)."),
+        "result has a snippet (the hit line with one line either side) and its related entities (one hop, links "
+        "both ways: direction out or in, with the relation type)."),
         _schema({
             "query": {"type": "string", "description": "Space-separated keywords, including synonyms."},
             "tags": {"type": "array", "items": {"type": "string"}, "description": "Entities must carry all of these."},
@@ -148,14 +149,15 @@ def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None,
     params.pop("mirror", None)  # the person chose the mirror, not the agent
     if mirror:
         params["mirror"] = mirror
-    wait = params.get("timeout") if isinstance(params.get("timeout"), (int, float)) else 30.0
-    client = RpcClient(socket_path, timeout=float(wait) + 15.0)
+    asked = params.get("timeout")
+    wait = float(asked) if isinstance(asked, (int, float)) else 30.0
+    client = RpcClient(socket_path, timeout=wait + 15.0)
     try:
         return True, client.call(method, params)
     except DaemonNotRunning:
         return False, ("The ohsync daemon is not running, so the memory library cannot be reached. Ask the "
                        "person to start it (`ohsync run`, or the ohsync tray), then try again.")
-    except RpcError as exc:
+    except RpcError as exc:  # RequestTooLarge among them: "the request is too large: …"
         return False, exc.message
     except (ConnectionError, TimeoutError, OSError) as exc:
         return False, f"lost the connection to the ohsync daemon ({exc}); check `ohsync status`"
@@ -223,13 +225,29 @@ class _HeldReads:
         async with self._send:
             async with self.source:
                 async for item in self.source:
-                    message = getattr(item, "message", None)
-                    if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
-                        self.pending.ids.add(message.id)
+                    req_id = _request_id(item)
+                    if req_id is not None:
+                        self.pending.ids.add(req_id)
                     await self._send.send(item)
             with anyio.move_on_after(self.DRAIN_SECONDS):
                 while self.pending.ids:
                     await self.pending.changed.wait()
+
+
+def _request_id(item: Any) -> Any:
+    """The id of a request (a message with a method and an id), else None."""
+    message = getattr(item, "message", None)
+    if message is None or getattr(message, "method", None) is None:
+        return None
+    return getattr(message, "id", None)
+
+
+def _answer_id(item: Any) -> Any:
+    """The id of an answer (a message with an id and no method), else None."""
+    message = getattr(item, "message", None)
+    if message is None or getattr(message, "method", None) is not None:
+        return None
+    return getattr(message, "id", None)
 
 
 class _AnswerWrites:
@@ -241,9 +259,9 @@ class _AnswerWrites:
 
     async def send(self, item: Any) -> None:
         await self._target.send(item)
-        message = getattr(item, "message", None)
-        if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
-            self._pending.done(message.id)
+        answer_id = _answer_id(item)
+        if answer_id is not None:
+            self._pending.done(answer_id)
 
     async def __aenter__(self) -> _AnswerWrites:
         await self._target.__aenter__()
@@ -292,12 +310,34 @@ def run_stdio(config: str | None = None, mirror: str | None = None) -> int:
     server = build_server(cfg.socket, mirror)
 
     if sys.stdin.isatty():
-        print("ohsync mcp is an MCP stdio server, meant to be started by an MCP client (see the README "
-              "section \"Memory tools and MCP\"); it reads JSON-RPC on standard input (Ctrl-D ends it).",
+        print("ohsync mcp is an MCP stdio server for the ohsync memory tools, meant to be started by an MCP "
+              "client, not typed here: the client runs the command `ohsync mcp` itself (for example "
+              "{\"command\": \"ohsync\", \"args\": [\"mcp\"]} in its list of MCP servers; see the README section "
+              "\"Memory tools and MCP\"). It reads JSON-RPC on standard input (Ctrl-D ends it).",
               file=sys.stderr, flush=True)
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        import io
+
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        from ohsync.daemon.mcp_lines import CheckedLines
+
+        wire: list[Any] = []  # the SDK's write stream, once the transport is up
+        ready = anyio.Event()
+
+        async def answer_error(req_id: Any, code: int, message: str) -> None:
+            await ready.wait()
+            error = types.JSONRPCError(jsonrpc="2.0", id=req_id, error=types.ErrorData(code=code, message=message))
+            await wire[0].send(SessionMessage(error))
+
+        source = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        checked = CheckedLines(source, lambda line: types.jsonrpc_message_adapter.validate_json(line, by_name=False),
+                               answer_error)
+        async with stdio_server(stdin=cast(Any, checked)) as (read_stream, write_stream):
+            wire.append(write_stream)
+            ready.set()
             reads, writes = _answer_before_closing(read_stream, write_stream)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(reads.pump)

@@ -1,13 +1,16 @@
 """The memory tools inside the daemon: socket methods ``memory.search`` … ``memory.refresh``.
 
-Owns the mirror's :class:`~ohsync.engine.memory_index.MemoryIndex` (built
-on the first ``memory.*`` request, not when the daemon starts: at 30,000
-files it holds about 140 MB that a daemon nobody asks for memory does not
-need; then kept current from the paths the daemon reports: sync events,
-watcher events, its own writes) and the
-:class:`~ohsync.engine.memory_tools.MemoryTools` over it.  Reads answer on the
-socket thread under one lock.  Writes run as jobs on the sync worker, the
-thread that owns the engine, through
+Owns the mirror's :class:`~ohsync.engine.memory_index.MemoryIndex`, an
+SQLite file in the mirror's state folder (``memory-index.sqlite3``), opened
+on the first ``memory.*`` request, not when the daemon starts (a daemon
+nobody asks for memory reads nothing).  The first open reads every memory
+file; later starts re-read only the files whose size or mtime changed while
+the daemon was off.  From then on it is kept current from the paths the
+daemon reports: sync events, watcher events, its own writes.  The
+:class:`~ohsync.engine.memory_tools.MemoryTools` answer over it.  Reads
+answer on the socket thread under one lock (the index's one SQLite
+connection is used by one thread at a time).  Writes run as jobs on the sync
+worker, the thread that owns the engine, through
 :func:`ohsync.engine.memory_writes.apply_write` (read-merge-write with
 read-back verification), and the socket call returns once the server holds
 the new version, or with the reason it does not, within the caller's
@@ -16,6 +19,7 @@ the new version, or with the reason it does not, within the caller's
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -66,14 +70,18 @@ class MemoryService:
     :param on_state: told the index's state whenever it changes:
         ``"not built"`` (until the first ``memory.*`` request), ``"building"``,
         ``"ready"`` (status field ``memory_index``).
+    :param index_path: ``index_path()`` is the index file, asked when the
+        index is opened (None, or no callable: the index is held in memory).
     """
 
     def __init__(self, root: Path, time_offset: str, submit: Callable[[Callable[[], None]], None],
                  status: Callable[[str], Any], refresh: Callable[[float], tuple[bool, str]],
                  post_dirty: Callable[[list[str]], None], *, write_timeout: float = 30.0,
-                 origin: str = "desktop", on_state: Callable[[str], None] | None = None) -> None:
+                 origin: str = "desktop", on_state: Callable[[str], None] | None = None,
+                 index_path: Callable[[], Path | None] | None = None) -> None:
         tz = parse_offset(time_offset)
-        self.index = MemoryIndex(root, tz)
+        self.index = MemoryIndex(root, tz)  # empty until :meth:`rebuild` opens the index file
+        self._index_path = index_path or (lambda: None)
         self.tools = MemoryTools(self.index, tz, origin=origin)
         self._lock = threading.RLock()
         self._submit = submit
@@ -112,31 +120,52 @@ class MemoryService:
         threading.Thread(target=self.rebuild, name="ohsync-memory-index", daemon=True).start()
 
     def rebuild(self) -> int:
-        """Read every memory file again (at start; a cache, never the truth).
+        """Open the index file and bring it up to date with the mirror (a
+        full read when it is new, of another version or damaged; otherwise
+        only the files changed since it was written).
 
         :returns: the number of entities.
         """
-        fresh = MemoryIndex(self.index.root, self.index.tz)
         with self._lock:
             self._requested = True
             self._building = True
             self._missed.clear()
+            old = self.index
         self._on_state("building")
+        started = time.monotonic()
         try:
-            count = fresh.rebuild() if fresh.root.is_dir() else 0
-        except OSError as exc:
-            log.warning("memory index: cannot read %s: %s", fresh.root, exc)
-            count = 0
+            path = self._index_path()
+        except OSError:
+            path = None
+        fresh: MemoryIndex | None = None
+        count = changed = 0
+        try:
+            fresh = MemoryIndex(old.root, old.tz, db_path=path)
+            if fresh.root.is_dir():
+                count, changed = fresh.load()
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("memory index: cannot read %s into %s: %s", old.root, path, exc)
+            if fresh is not None:
+                fresh.close()
+            fresh = MemoryIndex(old.root, old.tz)  # in memory: searches work, the next start tries the file again
+            try:
+                count = changed = fresh.rebuild() if fresh.root.is_dir() else 0
+            except OSError:
+                count = changed = 0
         finally:
             with self._lock:
                 self._building = False
-                fresh.update(sorted(self._missed))
+                if fresh is not None:
+                    fresh.update(sorted(self._missed))
+                    self.index = fresh
+                    self.tools.index = fresh
                 self._missed.clear()
-                self.index = fresh
-                self.tools.index = fresh
-                self._ready.set()
-        self._on_state("ready")
-        log.info("memory index: %d entities in %s", count, fresh.root)
+            if fresh is not old:
+                old.close()
+            self._on_state("ready")
+            self._ready.set()
+        log.info("memory index: %d entities in %s (%d file(s) read, %.2f s)", count, old.root, changed,
+                 time.monotonic() - started)
         return count
 
     def attach(self, engine: Any) -> None:
@@ -158,6 +187,8 @@ class MemoryService:
                 self.index.update(paths)
             except OSError as exc:  # the mirror folder went away: the next start rebuilds
                 log.warning("memory index: cannot re-read %s: %s", paths[0], exc)
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
 
     def _wait_ready(self) -> None:
         self.ensure_index()
@@ -194,6 +225,22 @@ class MemoryService:
                 return getattr(self.tools, method)(**kwargs)
             except MemoryToolError as exc:
                 raise InvalidParams(str(exc)) from None
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
+        raise CannotNow("the memory index was damaged and is being rebuilt from the files; try again in a moment")
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> None:
+        """The index file broke while in use: rebuild it from the files in the background
+        (call with the lock held)."""
+        log.warning("memory index %s: %s; rebuilding it from the files", self.index.db_path, exc)
+        self._ready.clear()
+        self.index.close()
+        if self.index.db_path is not None:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.index.db_path}{suffix}").unlink(missing_ok=True)
+        self.index = MemoryIndex(self.index.root, self.index.tz)
+        self.tools.index = self.index
+        threading.Thread(target=self.rebuild, name="ohsync-memory-index", daemon=True).start()
 
     # ----------------------------------------------------------------- writes
 
@@ -345,9 +392,20 @@ class MemoryService:
         return job.result
 
 
+#: Parameters a memory method cannot do without (-32602 names them, never a TypeError).
+_REQUIRED = {"permalink", "title", "observations", "category", "text", "find", "replace"}
+
+
 def _pick(params: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """The known parameters present in ``params`` (unknown ones are refused)."""
+    """The known parameters present in ``params`` (unknown ones are refused,
+    missing required ones named).
+
+    :raises InvalidParams: an unknown parameter, or a required one missing.
+    """
     unknown = sorted(set(params) - set(names) - {"timeout", "permalink"})
     if unknown:
         raise InvalidParams(f"unknown parameter(s): {', '.join(unknown)}; expected {', '.join(names)}")
+    missing = [k for k in names if k in _REQUIRED and k not in params]
+    if missing:
+        raise InvalidParams(f"missing parameter(s): {', '.join(missing)}")
     return {k: params[k] for k in names if k in params}

@@ -115,7 +115,8 @@ class Mirror:
         self.memory = MemoryService(self.local, cfg.memory.time_offset, self.worker.submit,
                                     self.worker.control_fact, self._memory_refresh, self.worker.post_dirty,
                                     write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin,
-                                    on_state=lambda state: self.status.update(memory_index=state))
+                                    on_state=lambda state: self.status.update(memory_index=state),
+                                    index_path=self._memory_index_path)
 
     def __repr__(self) -> str:
         return f"Mirror({self.name!r}, {str(self.local)!r})"
@@ -142,6 +143,14 @@ class Mirror:
         if memory is not None:
             memory.note_event(event)
         self._publish_out({**event, "mirror": self.name})
+
+    def _memory_index_path(self) -> Path | None:
+        """The memory index file in this mirror's state folder (None while no folder is known yet:
+        the index is then held in memory until the next start)."""
+        if self.library_id:
+            return self.cfg.mirror_state_dir(self.library_id, self.config) / "memory-index.sqlite3"
+        known = self.cfg.mirror_state_dirs(self.config)
+        return known[-1] / "memory-index.sqlite3" if known else None
 
     def _memory_refresh(self, timeout: float) -> tuple[bool, str]:
         """Poll the server now and wait for that pass (``memory.refresh``)."""
@@ -226,11 +235,14 @@ class Mirror:
         self._check_watcher()
         self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
+            from ohsync.engine.memory_index import parse_offset
             from ohsync.engine.mirror_api import for_engine
+            from ohsync.engine.place import text_language
 
             self.filing.attach(self.filing.new_filer(
                 for_engine(session.engine), list(self.cfg.filing.rules), self.cfg.filing.default,
-                self.cfg.mirror_state_dir(session.library_id, self.config) / "filing.db"))
+                self.cfg.mirror_state_dir(session.library_id, self.config) / "filing.db",
+                tz=parse_offset(self.cfg.memory.time_offset), language=text_language(self.cfg.memory.language)))
             with self._helpers_lock:
                 if not self._stopping and not self.filing.is_alive():
                     try:

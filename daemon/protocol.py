@@ -19,9 +19,11 @@ of the socket and nothing more) imports only this module of the daemon:
 * the client: :class:`RpcClient`, :class:`DaemonNotRunning`, :class:`RpcError`.
 
 The server side lives in ``daemon/socket_server.py``.  Error codes: -32700
-not JSON, -32600 a request too large (over :data:`MAX_REQUEST` bytes) or
-nested too deep (over :data:`MAX_DEPTH`), -32601 unknown method, -32602 bad
-params, -32000 "cannot do that now".  The client talks only to a daemon
+not JSON (or not UTF-8), -32600 not a request (not an object, a method that
+is not a string, an id that is not a string, number or null), a request too
+large (over :data:`MAX_REQUEST` bytes) or nested too deep (over
+:data:`MAX_DEPTH`), -32601 unknown method, -32602 bad params, -32000 "cannot
+do that now".  The client talks only to a daemon
 running as its own user (``SO_PEERCRED``), so a socket planted by someone
 else is never believed.
 """
@@ -62,6 +64,8 @@ __all__ = [
     "MAX_DEPTH",
     "DaemonNotRunning",
     "TooDeep",
+    "NotAnObject",
+    "RequestTooLarge",
     "RpcError",
     "RpcClient",
     "default_socket_path",
@@ -253,12 +257,36 @@ def tray_pid_file(socket_path: str | os.PathLike[str] | None) -> Path:
 
 
 def encode(obj: dict[str, Any]) -> bytes:
-    """One protocol line: compact JSON, UTF-8, newline-terminated."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    """One protocol line: compact JSON, UTF-8, newline-terminated.
+
+    A string that UTF-8 cannot carry (a lone surrogate a peer sent as
+    ``"\\ud800"`` and an answer echoes) is written ``\\u``-escaped instead,
+    so every line is valid UTF-8.
+    """
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 class TooDeep(ValueError):
     """A message nests arrays/objects deeper than :data:`MAX_DEPTH`."""
+
+
+class NotAnObject(ValueError):
+    """A line is valid JSON but not an object (an array, a number…): not a request."""
+
+
+class RequestTooLarge(RpcError):
+    """A request would be over :data:`MAX_REQUEST` bytes, the daemon's line limit
+    (code -32600, as the daemon would answer it)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(INVALID_REQUEST, f"the request is too large: {size:,} bytes, over the daemon's limit "
+                                          f"of {MAX_REQUEST:,} bytes; send less at once (split a long text "
+                                          "over several writes)")
+        self.size = size
 
 
 def nesting_depth(line: bytes) -> int:
@@ -286,7 +314,8 @@ def decode(line: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     :param max_depth: deepest array/object nesting accepted.
     :raises TooDeep: nested deeper than ``max_depth`` (checked before parsing,
         so a hostile line never reaches the recursive parser).
-    :raises ValueError: not a JSON object.
+    :raises NotAnObject: valid JSON, but not an object.
+    :raises ValueError: not JSON (or not UTF-8).
     """
     if line.count(b"[") + line.count(b"{") > max_depth and nesting_depth(line) > max_depth:
         raise TooDeep(f"the message nests deeper than {max_depth} levels")
@@ -295,7 +324,7 @@ def decode(line: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     except RecursionError:
         raise TooDeep("the message nests too deeply to parse") from None
     if not isinstance(obj, dict):
-        raise ValueError("a JSON-RPC message must be an object")
+        raise NotAnObject(f"a JSON-RPC message must be an object, not {type(obj).__name__}")
     return obj
 
 
@@ -347,6 +376,8 @@ class RpcClient:
 
         :param timeout: seconds for this call, overriding the client's.
         :raises DaemonNotRunning: nobody listens on the socket.
+        :raises RequestTooLarge: the request is over :data:`MAX_REQUEST` bytes
+            (nothing is sent; the daemon would refuse it).
         :raises RpcError: the daemon answered with an error.
         :raises ConnectionError: the daemon closed the connection early.
         """
@@ -354,10 +385,13 @@ class RpcClient:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "method": method}
         if params is not None:
             msg["params"] = params
+        line = encode(msg)
+        if len(line) > MAX_REQUEST:
+            raise RequestTooLarge(len(line))
         with self._connect() as sock:
             if timeout is not None:
                 sock.settimeout(timeout)
-            sock.sendall(encode(msg))
+            sock.sendall(line)
             reader = sock.makefile("rb")
             while line := reader.readline(_MAX_LINE):
                 reply = decode(line)

@@ -76,7 +76,7 @@ class Pool:
 class Conn:
     """One client connection as the selector thread sees it."""
 
-    __slots__ = ("sock", "inbuf", "outbuf", "busy", "subscriber", "closing", "dead")
+    __slots__ = ("sock", "inbuf", "outbuf", "busy", "subscriber", "closing", "dead", "skipping")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -86,3 +86,4 @@ class Conn:
         self.subscriber = False
         self.closing = False  # close once the output is written
         self.dead = False
+        self.skipping = False  # inside a line over the limit (answered): drop bytes up to its newline

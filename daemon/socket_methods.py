@@ -20,7 +20,7 @@ from typing import Any
 from ohsync.daemon.protocol import CANNOT_NOW, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 from ohsync.engine.errors import OhsyncError, classify
 
-__all__ = ["Handler", "InvalidParams", "CannotNow", "MethodTable", "error_answer"]
+__all__ = ["Handler", "InvalidParams", "CannotNow", "MethodTable", "error_answer", "request_problem"]
 
 log = logging.getLogger("ohsync.daemon.socket_server")  # one logger for all the socket says
 
@@ -53,8 +53,8 @@ class MethodTable:
         self._quick.update(name for name in quick if name in handlers)
 
     def is_quick(self, method: Any) -> bool:
-        """True when ``method`` is answered on the selector thread."""
-        return method in self._quick
+        """True when ``method`` (any JSON value a peer sent) is answered on the selector thread."""
+        return isinstance(method, str) and method in self._quick
 
     def answer(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """Run the handler of one decoded request and build its answer.
@@ -64,15 +64,13 @@ class MethodTable:
             for a notification (no ``id``) that succeeded; never raises for
             a handler's failure (logged, answered -32603).
         """
+        problem = request_problem(msg)
+        if problem is not None:
+            code, message = problem
+            return error_answer(msg.get("id") if _valid_id(msg) else None, code, message)
         req_id = msg.get("id")
-        method = msg.get("method")
-        if not isinstance(method, str):
-            return error_answer(req_id, INVALID_REQUEST, "invalid request: no method")
-        params = msg.get("params", {})
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            return error_answer(req_id, INVALID_PARAMS, "params must be an object")
+        method = msg["method"]
+        params = msg.get("params") or {}
         handler = self._handlers.get(method)
         if handler is None:
             return error_answer(req_id, METHOD_NOT_FOUND, f"unknown method: {method}")
@@ -99,6 +97,47 @@ class MethodTable:
             log.error("socket method %s returned a non-JSON result", method)
             return error_answer(req_id, INTERNAL_ERROR, "internal error: result not serialisable")
         return {"jsonrpc": "2.0", "id": req_id, "result": result}
+
+
+def _valid_id(msg: dict[str, Any]) -> bool:
+    req_id = msg.get("id")
+    return req_id is None or (isinstance(req_id, (str, int, float)) and not isinstance(req_id, bool))
+
+
+def request_problem(msg: dict[str, Any]) -> tuple[int, str] | None:
+    """What makes the decoded object ``msg`` no valid request, or None.
+
+    :returns: ``(code, sentence)``: -32600 when ``method`` is not a string or
+        ``id`` is not a string, number or null (the answer's ``id`` is then
+        null: JSON-RPC 2.0 §5); -32602 when ``params`` is neither an object
+        nor absent/null.
+    """
+    method = msg.get("method")
+    if not isinstance(method, str):
+        shown = "no method" if method is None else f"the method must be a string, not {_json_type(method)}"
+        return INVALID_REQUEST, f"invalid request: {shown}"
+    if not _valid_id(msg):
+        return INVALID_REQUEST, f"invalid request: the id must be a string, a number or null, not " \
+                                f"{_json_type(msg.get('id'))}"
+    params = msg.get("params")
+    if params is not None and not isinstance(params, dict):
+        return INVALID_PARAMS, f"params must be an object, not {_json_type(params)}"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type (``an array``, ``a number``…)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "null"
 
 
 def error_answer(req_id: Any, code: int, message: str) -> dict[str, Any]:

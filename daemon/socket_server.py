@@ -10,9 +10,17 @@ Requests run on a small bounded pool of handler threads (a handler may
 block, e.g. ``wait``), one request at a time per connection, answers in
 order; the quick methods (``status``, ``ping``: see ``add_handlers``) are
 answered on the selector thread itself, so that an answer costs one thread
-wake-up, not three, while a sync thread keeps the GIL busy.  A request line over :data:`~ohsync.daemon.protocol.MAX_REQUEST` bytes or
-nested deeper than :data:`~ohsync.daemon.protocol.MAX_DEPTH` gets a -32600 answer
-and the connection is closed; the parser never sees it.
+wake-up, not three, while a sync thread keeps the GIL busy.
+
+No request can knock the socket out: every line gets a JSON-RPC answer and
+the connection is served on — -32700 for a line that is not JSON or not
+UTF-8, -32600 for one that is not a request (an array, a number, a method
+that is not a string, an id of the wrong type), nested deeper than
+:data:`~ohsync.daemon.protocol.MAX_DEPTH` (the parser never sees it) or over
+:data:`~ohsync.daemon.protocol.MAX_REQUEST` bytes (skipped unread up to its
+newline), -32602 for params that are not an object.  A failure of the
+selector thread itself (accepting, one connection's step) is logged and
+costs at most that connection; the socket is served again.
 
 It knows no method itself: the daemon passes a table ``name →
 handler(params) → result``, answered by ``daemon/socket_methods.py``
@@ -45,6 +53,7 @@ from ohsync.daemon.protocol import (
     MAX_REQUEST,
     Method,
     PARSE_ERROR,
+    NotAnObject,
     TooDeep,
     decode,
     encode,
@@ -53,7 +62,7 @@ from ohsync.daemon.protocol import (
 from ohsync.daemon.socket_conn import Conn as _Conn
 from ohsync.daemon.socket_conn import Pool as _Pool
 from ohsync.daemon.socket_dir import UnsafeSocketDir, prepare_socket_dir
-from ohsync.daemon.socket_methods import CannotNow, Handler, InvalidParams, MethodTable, error_answer
+from ohsync.daemon.socket_methods import CannotNow, Handler, InvalidParams, MethodTable, error_answer, request_problem
 
 __all__ = ["Handler", "InvalidParams", "CannotNow", "SocketInUse", "SocketServer", "UnsafeSocketDir",
            "peer_uid", "HANDLER_THREADS", "MAX_BACKLOG"]
@@ -66,6 +75,7 @@ HANDLER_THREADS = 8
 MAX_BACKLOG = 4 * 1024 * 1024
 _READ_CHUNK = 65536
 _STOP_GRACE = 3.0  # seconds stop() lets answers in flight reach their clients
+_RESTART_PAUSE = 0.2  # seconds between a failure of the selector thread and serving again
 
 
 class SocketInUse(Exception):
@@ -201,6 +211,19 @@ class SocketServer:
                 pass  # a wake-up is already pending, or we are closed
 
     def _loop(self) -> None:
+        """The selector thread: serve until :meth:`stop`; whatever fails
+        unexpectedly is logged and the socket is served again (a live daemon
+        whose socket died would look "not running" to every client)."""
+        try:
+            while not self._serve():
+                time.sleep(_RESTART_PAUSE)
+                if not self._rebuild_selector():
+                    return
+        finally:
+            self._close_all()
+
+    def _serve(self) -> bool:
+        """Serve events; True once stopped, False after an unexpected failure (logged)."""
         assert self._selector is not None and self._sock is not None
         stop_deadline: float | None = None
         try:
@@ -209,23 +232,70 @@ class SocketServer:
                     stop_deadline = time.monotonic() + _STOP_GRACE
                     self._stop_accepting()
                 if stop_deadline is not None and (time.monotonic() >= stop_deadline or self._drained()):
-                    return
+                    return True
                 self._resume_accepting()
                 for key, events in self._selector.select(timeout=0.5):
-                    if key.data == "listen":
-                        self._accept()
-                    elif key.data == "wake":
-                        self._take_inbox()
-                    else:
-                        conn = key.data
-                        if events & selectors.EVENT_READ and not conn.dead:
-                            self._read(conn)
-                        if events & selectors.EVENT_WRITE and not conn.dead:
-                            self._write(conn)
-        except Exception:  # noqa: BLE001 - never die silently; clients then see no daemon
-            log.exception("the socket server failed")
-        finally:
-            self._close_all()
+                    self._event(key.data, events)
+        except Exception:  # noqa: BLE001 - never die: clients would see no daemon
+            log.exception("the socket server failed; serving again")
+            return False
+
+    def _event(self, what: Any, events: int) -> None:
+        """Handle one ready file object; a failure costs at most its own connection."""
+        try:
+            if what == "listen":
+                self._accept()
+            elif what == "wake":
+                self._take_inbox()
+            else:
+                conn = what
+                if events & selectors.EVENT_READ and not conn.dead:
+                    self._read(conn)
+                if events & selectors.EVENT_WRITE and not conn.dead:
+                    self._write(conn)
+        except Exception:  # noqa: BLE001 - log, drop what failed, serve the rest
+            if isinstance(what, _Conn):
+                log.exception("a socket connection failed; it was closed, the others are served on")
+                try:
+                    self._close(what)
+                except Exception:  # noqa: BLE001 - closing is best effort here
+                    log.exception("closing the failed socket connection failed")
+            else:
+                log.exception("the socket server's %s step failed; serving on", what)
+
+    def _rebuild_selector(self) -> bool:
+        """A fresh selector over the listener, the wake-up socket and the live
+        connections, after a failure that may have left the old one broken.
+
+        :returns: False when there is nothing left to serve (stopping, closed).
+        """
+        if self._wake_r is None or self._sock is None:
+            return False
+        try:
+            if self._selector is not None:
+                self._selector.close()
+        except Exception:  # noqa: BLE001 - the old one is dropped either way
+            pass
+        selector = selectors.DefaultSelector()
+        self._selector = selector
+        try:
+            selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+            if self._sock.fileno() >= 0 and not self._accept_paused_until and not self._stopping.is_set():
+                selector.register(self._sock, selectors.EVENT_READ, "listen")
+        except (OSError, ValueError):
+            log.exception("the socket server cannot listen again")
+            return False
+        for fd, conn in list(self._conns.items()):
+            try:
+                selector.register(conn.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbuf else 0),
+                                  conn)
+            except (OSError, ValueError, KeyError):
+                conn.dead = True
+                self._conns.pop(fd, None)
+                if conn.subscriber:
+                    with self._subs_lock:
+                        self._subscribers -= 1
+        return True
 
     def _drained(self) -> bool:
         """True once no answer is pending (stop may finish)."""
@@ -268,17 +338,26 @@ class SocketServer:
                 log.warning("socket accept failed: %s", exc)
                 return
             try:
-                uid = peer_uid(sock)
-            except OSError:
-                uid = None
-            if uid is not None and uid != self._uid:
-                log.warning("refused a socket connection from uid %s", uid)
+                self._admit(sock)
+            except Exception:  # noqa: BLE001 - one connection lost, the listener serves on
+                log.exception("taking a socket connection failed; it was closed")
                 sock.close()
-                continue
-            sock.setblocking(False)
-            conn = _Conn(sock)
-            self._conns[sock.fileno()] = conn
-            self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _admit(self, sock: socket.socket) -> None:
+        """Serve an accepted connection, unless its peer runs as another user."""
+        assert self._selector is not None
+        try:
+            uid = peer_uid(sock)
+        except OSError:
+            uid = None
+        if uid is not None and uid != self._uid:
+            log.warning("refused a socket connection from uid %s", uid)
+            sock.close()
+            return
+        sock.setblocking(False)
+        conn = _Conn(sock)
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+        self._conns[sock.fileno()] = conn
 
     def _take_inbox(self) -> None:
         assert self._wake_r is not None
@@ -334,16 +413,29 @@ class SocketServer:
         self._next_request(conn)
 
     def _next_request(self, conn: _Conn) -> None:
-        """Start the next complete request line of ``conn``, if it is not busy."""
+        """Start the next complete request line of ``conn``, if it is not busy.
+
+        Every line gets an answer and the connection is served on: a line
+        over :data:`MAX_REQUEST` bytes is answered -32600 and skipped up to
+        its newline, unread.
+        """
         while not conn.busy and not conn.dead and not conn.closing:
             end = conn.inbuf.find(b"\n")
+            if conn.skipping:
+                if end < 0:
+                    conn.inbuf.clear()
+                    return
+                del conn.inbuf[:end + 1]
+                conn.skipping = False
+                continue
             if end < 0:
                 if len(conn.inbuf) > MAX_REQUEST:
-                    self._refuse(conn, f"request too large (more than {MAX_REQUEST} bytes)")
+                    self._too_large(conn)
+                    conn.inbuf.clear()
                 return
             if end > MAX_REQUEST:
-                self._refuse(conn, f"request too large (more than {MAX_REQUEST} bytes)")
-                return
+                self._too_large(conn)
+                continue
             line = bytes(conn.inbuf[:end + 1])
             del conn.inbuf[:end + 1]
             if not line.strip():
@@ -352,20 +444,21 @@ class SocketServer:
                 return
             try:
                 msg = decode(line)
-            except TooDeep as exc:
-                self._refuse(conn, f"invalid request: {exc}")
-                return
-            except ValueError as exc:
+            except (TooDeep, NotAnObject) as exc:
+                self._send(conn, encode(error_answer(None, INVALID_REQUEST, f"invalid request: {exc}")))
+                continue
+            except ValueError as exc:  # not JSON, not UTF-8
                 self._send(conn, encode(error_answer(None, PARSE_ERROR, f"parse error: {exc}")))
                 continue
-            if msg.get("method") == Method.SUBSCRIBE:
+            invalid = request_problem(msg) is not None
+            if not invalid and msg.get("method") == Method.SUBSCRIBE:
                 conn.subscriber = True
                 conn.inbuf.clear()
                 with self._subs_lock:
                     self._subscribers += 1
                 self._send(conn, encode({"jsonrpc": "2.0", "id": msg.get("id"), "result": {"subscribed": True}}))
                 return
-            if self._methods.is_quick(msg.get("method")):
+            if invalid or self._methods.is_quick(msg.get("method")):
                 reply = self._methods.answer(msg)  # answers its own errors
                 if reply is not None:
                     self._send(conn, encode(reply))
@@ -377,6 +470,13 @@ class SocketServer:
             except RuntimeError:  # the pool is shut down: we are stopping
                 conn.busy = False
                 return
+
+    def _too_large(self, conn: _Conn) -> None:
+        """Answer -32600 to a line over the limit; the rest of it is skipped unread."""
+        log.warning("socket request refused: over %d bytes", MAX_REQUEST)
+        conn.skipping = True
+        self._send(conn, encode(error_answer(None, INVALID_REQUEST,
+                                             f"request too large (more than {MAX_REQUEST} bytes)")))
 
     def _run_request(self, conn: _Conn, msg: dict[str, Any]) -> None:
         """In a handler thread: dispatch, hand the answer to the selector thread."""

@@ -4,7 +4,8 @@ The worker records *facts* in a :class:`StatusModel` (when the last poll and
 the last local scan finished, whether the watcher lives, the last error, the
 current transfer…); :func:`build_status` turns a :class:`Snapshot` of them into
 the status object.  ``idle`` is therefore honest by construction: it needs a
-poll and a full local scan that finished recently, a live watcher, a working
+poll that finished recently and a full local scan no later than the
+scheduler planned (``next_scan``, from the scan's own cost), a live watcher, a working
 token and nothing pending.  Every other case is a named degraded state with a
 sentence; ``attention`` is the state of a mirror that syncs but holds
 something the person must look at (a held mass delete, a damaged memory
@@ -79,6 +80,9 @@ class Snapshot:
     watcher_alive: bool = False
     last_poll: float | None = None
     last_scan: float | None = None
+    #: when the scheduler plans the next full scan (Unix time; daemon/scheduler.py
+    #: ``full_scan_every``); None: the configured spacing after ``last_scan``
+    next_scan: float | None = None
     last_sync: float | None = None
     pending_up: int = 0
     pending_down: int = 0
@@ -153,7 +157,9 @@ def _state(s: Snapshot) -> tuple[str, str]:
         return "error", f"{s.errors} file(s) failed to sync and will be retried; see `ohsync activity`"
     interval = s.push_poll_interval if s.notifications == "push" else s.poll_interval
     stale_poll = s.now - s.last_poll > 3 * interval + 30
-    stale_scan = s.now - s.last_scan > 2 * scan_interval(s.poll_interval) + 30
+    # a full scan starts at the first poll after it is due: overdue only past the scheduler's own plan
+    due = s.next_scan if s.next_scan is not None else s.last_scan + scan_interval(s.poll_interval)
+    stale_scan = s.now > due + 3 * interval + 30
     if stale_poll:
         return "error", f"No successful check of the server since {iso_time(s.last_poll)}"
     if stale_scan:
@@ -191,6 +197,7 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         # extra fields (docs/architecture.md §7.2: add freely)
         "last_poll": iso_time(s.last_poll),
         "last_scan": iso_time(s.last_scan),
+        "next_scan": iso_time(s.next_scan),
         "watcher": s.watcher_alive,
         "regression": s.regression,
         "errors": s.errors,
@@ -216,7 +223,7 @@ def _mirror_item(s: Snapshot, state: str, message: str) -> dict[str, Any]:
 
 
 #: Fields that change on every pass without anything happening.
-_ALWAYS_MOVING = ("last_poll", "last_scan", "polls", "clock_offset")
+_ALWAYS_MOVING = ("last_poll", "last_scan", "next_scan", "polls", "clock_offset")
 
 
 class StatusModel:

@@ -4,7 +4,16 @@ A watchdog observer reports raw events for the mirror folder; this module
 maps each to a library-relative path through the engine's ``rel_path``
 (which returns None for ignored names and our own ``.ohsync-tmp-*`` files),
 and hands a path on only after it has been quiet for ``quiet`` seconds, so an
-editor's burst of writes and temp-file renames becomes one dirty path.
+editor's burst of writes and temp-file renames becomes one dirty path.  An
+event that says a save is complete ends that wait early: the file closed
+after writing (inotify's ``IN_CLOSE_WRITE``, watchdog's "closed") or a rename
+onto it (the atomic save of most editors: a temp file renamed onto the
+note).  Such a path is handed on once no event of any path came for
+``settle`` seconds (:meth:`~ohsync.daemon.debounce.Debouncer.complete`), so
+a save goes out at once and a burst still goes out as one batch; without
+those signals (watchdog's polling observer reports no closes) the quiet
+period applies.  While a full scan is pending every path waits for it, as
+before.
 Directory creations, deletions and moves ask for a full local scan instead
 (the engine then sees every file below).  A folder moved in from outside the
 mirror arrives as a plain "created" event and inotify watches nothing inside
@@ -26,10 +35,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
-from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from .debounce import Debouncer
+from .prompt_observer import prompt_observer
 from .service_thread import ServiceThread
 
 __all__ = ["Watcher", "DirtyCallback"]
@@ -41,6 +50,12 @@ log = logging.getLogger(__name__)
 DirtyCallback = Callable[[list[str], bool], None]
 
 _IGNORED_TYPES = {"opened", "closed_no_write"}
+
+#: Event types after which the path's save is complete (see the module docstring).
+_SAVE_DONE_TYPES = {"closed", "moved"}
+
+#: Seconds without any event after which a completed save is handed on.
+SAVE_SETTLE = 0.1
 
 #: Seconds between two sweeps of watchdog's move records (see :meth:`Watcher._sweep_move_records`).
 MOVE_RECORD_SWEEP = 60.0
@@ -66,7 +81,9 @@ class _Handler(FileSystemEventHandler):
         paths = [event.src_path]
         if event.event_type == "moved" and event.dest_path:
             paths.append(event.dest_path)
-        self._watcher._note(os.fsdecode(p) for p in paths)
+        # the files of a moved folder (synthetic events) wait for the folder's scan
+        done = event.event_type in _SAVE_DONE_TYPES and not getattr(event, "is_synthetic", False)
+        self._watcher._note((os.fsdecode(p) for p in paths), complete=done)
 
 
 class Watcher(ServiceThread):
@@ -77,11 +94,15 @@ class Watcher(ServiceThread):
         when the path is outside the mirror or ignored (the engine's).
     :param on_dirty: called from the watcher's debounce thread.
     :param quiet: seconds without events before a path is reported.
+    :param settle: seconds without any event before a path whose save is
+        complete (closed after writing, renamed onto) is reported.
     :param on_restructure: called at once (from the observer thread, not
         debounced) when a folder is moved or deleted, so that a running pass
         can stop before it writes into a folder that is no longer there.
-    :param observer_factory: makes the watchdog observer (tests may pass a
-        polling observer).
+    :param observer_factory: makes the watchdog observer (default
+        :func:`~ohsync.daemon.prompt_observer.prompt_observer`; tests may pass
+        a polling observer).
+    :param clock: the debounce's monotonic clock (seconds).
     :param own_folder: local path -> True when that folder is one the engine
         created itself (``SyncEngine.own_folder``); asked when the scan a
         created folder asked for is due.  When every folder created in that
@@ -101,7 +122,9 @@ class Watcher(ServiceThread):
         on_dirty: DirtyCallback,
         *,
         quiet: float = 0.7,
-        observer_factory: Callable[[], BaseObserver] = Observer,
+        settle: float = SAVE_SETTLE,
+        observer_factory: Callable[[], BaseObserver] = prompt_observer,
+        clock: Callable[[], float] = time.monotonic,
         on_restructure: Callable[[], None] = lambda: None,
         own_folder: Callable[[str], bool] | None = None,
         forget_own_folders: Callable[[], None] = lambda: None,
@@ -112,7 +135,7 @@ class Watcher(ServiceThread):
         self._on_dirty = on_dirty
         self._quiet = quiet
         self._on_restructure = on_restructure
-        self._paths: Debouncer[str] = Debouncer(quiet)
+        self._paths: Debouncer[str] = Debouncer(quiet, clock, settle=settle)
         self._scan_at: float | None = None
         self._rewatch = False  # a folder appeared: watch the tree afresh before the scan
         self._own_folder = own_folder
@@ -140,7 +163,7 @@ class Watcher(ServiceThread):
         with self.cond:
             return len(self._paths)
 
-    def _note(self, local_paths: Iterable[str]) -> None:
+    def _note(self, local_paths: Iterable[str], *, complete: bool = False) -> None:
         rels = []
         for local_path in local_paths:
             try:
@@ -155,7 +178,10 @@ class Watcher(ServiceThread):
         with self.cond:
             now = self._paths.now()
             for rel in rels:
-                self._paths.touch(rel, at=now)
+                if complete:
+                    self._paths.complete(rel, at=now)
+                else:
+                    self._paths.touch(rel, at=now)
             self.cond.notify_all()
 
     def _restructured(self) -> None:
@@ -201,7 +227,8 @@ class Watcher(ServiceThread):
             with self.cond:
                 if not self.should_keep_running():
                     return
-                due = paths.next_due()
+                prompt = self._scan_at is None  # a pending scan takes every path along: no early ones
+                due = paths.next_due(prompt=prompt)
                 if self._scan_at is not None:
                     due = min(d for d in (due, self._scan_at + self._quiet) if d is not None)
                 if due is None:
@@ -230,7 +257,7 @@ class Watcher(ServiceThread):
                     needed, self._scan_needed = self._scan_needed, False
                     created, self._created = self._created, set()
                 else:
-                    ready = paths.pop_due(now)
+                    ready = paths.pop_due(now, prompt=prompt)
                     if not ready:  # only the scan marker is due but the tree is still busy
                         self.cond.wait(timeout=self._quiet / 4)
                         continue

@@ -385,6 +385,7 @@ class SyncWorker(WorkerRecovery):
             self._last_full_scan = time.monotonic()
             if not busy:  # the cost of looking, not of what a busy pass carried across
                 self._last_scan_seconds = now - started
+            facts["next_scan"] = now + self._full_scan_every()  # status judges "overdue" by this plan
         carried = len(report.uploaded) + len(report.downloaded) + len(report.merged) + len(report.moved) + \
             len(report.deleted_local) + len(report.deleted_remote)
         self._big_pass = worth_releasing(full_scan=work.full_scan, carried=carried, dirty=len(work.dirty),

@@ -27,7 +27,11 @@ from ohsync.engine.events import SyncEvent
 
 T = TypeVar("T")
 
-__all__ = ["Control", "FatalError", "Session", "SessionFactory", "WorkerRequests"]
+__all__ = ["ASKED_PASS_WINDOW", "Control", "FatalError", "Session", "SessionFactory", "WorkerRequests"]
+
+#: Seconds after a ``refresh`` or ``resume`` during which a ``wait`` also counts
+#: the conflicts made by the pass that request started (``refresh && wait``).
+ASKED_PASS_WINDOW = 60.0
 
 
 class Session(Protocol):
@@ -80,6 +84,8 @@ class WorkerRequests:
     _restructured: threading.Event
     _thread: threading.Thread
     _afresh_on_open: bool
+    #: ``(when, conflict keys then)`` of the last ``refresh``/``resume`` (None: none yet)
+    _asked: tuple[float, frozenset[tuple[str, str]] | None] | None = None
     facts: MirrorFacts
 
     def _set_control(self, **changes: Any) -> None:
@@ -99,6 +105,7 @@ class WorkerRequests:
 
     def refresh(self) -> None:
         """Poll the server and scan the local folder now (also retries a failed login)."""
+        self._note_asked()
         self._queue.put(("refresh", None))
 
     def pause(self) -> None:
@@ -109,8 +116,14 @@ class WorkerRequests:
     def resume(self) -> None:
         """Sync again, starting with a full scan and a poll (status says so at once)."""
         was_paused = self._control.paused
+        self._note_asked()
         self._set_control(paused=False)
         self._queue.put(("resume", was_paused))
+
+    def _note_asked(self) -> None:
+        """Remember the conflicts known as a pass is asked for: a ``wait``
+        right after counts those the asked pass makes (it may finish first)."""
+        self._asked = (time.time(), self.facts.conflict_keys())
 
     @property
     def control(self) -> Control:
@@ -233,7 +246,10 @@ class WorkerRequests:
         Asks for a full local scan (stat-only: no requests when nothing
         changed) and waits for that pass.  Not synced: a path failed, a
         deletion is held by the safety valve, a conflict appeared since the
-        wait began, or a path cannot sync (``daemon/attention.py``).
+        wait began (or since a ``refresh``/``resume`` asked at most
+        :data:`ASKED_PASS_WINDOW` seconds before it: the pass that request
+        started counts, even when it finished first), or a path cannot sync
+        (``daemon/attention.py``).
 
         :returns: ``(synced, message)``.
         """
@@ -243,7 +259,12 @@ class WorkerRequests:
     def wait_detail(self, timeout: float) -> tuple[bool, str, list[dict[str, str]]]:
         """:meth:`wait`, with the items behind a "not synced":
         ``[{"kind", "path", "reason"}]``."""
-        ticket = Ticket(conflicts_before=self.facts.conflict_keys(), started=time.time())
+        started, before = time.time(), self.facts.conflict_keys()
+        asked = self._asked
+        if asked is not None and started - asked[0] <= ASKED_PASS_WINDOW:
+            started, before = asked  # `refresh && wait`: the refresh's pass counts too
+        self._asked = None  # the next wait starts from its own beginning
+        ticket = Ticket(conflicts_before=before, started=started)
         self._queue.put(("wait", ticket))
         if not ticket.done.wait(timeout):
             return False, f"timed out after {timeout:g} s; see `ohsync status`", []

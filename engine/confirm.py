@@ -13,13 +13,20 @@ listing is all a remote delete or a remote move is built from.  So:
   whole folder gone, from its own listing) confirms the absence.  A file the
   server still has goes back into the snapshot as the server describes it.
 
+A delete the safety valve holds is not asked about on every pass: its
+confirmed absence is kept (``ctx.confirmed_absent``) while the folder it was
+in keeps the id it had then, for at most :data:`RECHECK_HELD_SECONDS`; a held
+mass delete thus costs no request per pass.  Once the person confirms the
+deletes, every one is asked about again right before it is carried out.
+
 No threads, no local writes: the caller re-plans what this returns.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Collection, Iterable
 
 from .context import MirrorContext
 from .errors import NotFoundError
@@ -28,9 +35,30 @@ from .paths import parent_rel
 from .reconcile import Action
 from .valve import Plan
 
-__all__ = ["listing_problem", "confirm_vanished", "confirm_plans"]
+__all__ = ["RECHECK_HELD_SECONDS", "listing_problem", "confirm_vanished", "confirm_plans", "folder_key",
+           "keep_confirmed"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds a held delete's confirmed absence is trusted while its folder is unchanged.
+RECHECK_HELD_SECONDS = 3600.0
+
+
+def folder_key(ctx: MirrorContext, rel: str) -> str:
+    """What changes when the folder holding ``rel`` changes on the server:
+    the id of its nearest folder still listed (the library root's id, the
+    ``root_oid`` meta, for a file at the top)."""
+    d = parent_rel(rel)
+    while d and d not in ctx.snapshot:
+        d = parent_rel(d)
+    if d:
+        return f"{d}\0{ctx.snapshot[d].id}"
+    return "\0" + (ctx.state.get_meta("root_oid") or "")
+
+
+def keep_confirmed(ctx: MirrorContext, held: Collection[str]) -> None:
+    """Forget the confirmed absences of paths no longer held (confirmed, restored, gone)."""
+    ctx.confirmed_absent = {rel: mark for rel, mark in ctx.confirmed_absent.items() if rel in held}
 
 
 def listing_problem(listing: DirListing, expected_oid: str | None) -> str | None:
@@ -96,20 +124,33 @@ def confirm_vanished(ctx: MirrorContext, rels: Iterable[str]) -> tuple[set[str],
 
 
 def confirm_plans(ctx: MirrorContext, plans: list[Plan],
-                  replan: Callable[[Plan, RemoteEntry], Plan | None]) -> list[Plan]:
+                  replan: Callable[[Plan, RemoteEntry], Plan | None],
+                  held: Collection[str] = ()) -> list[Plan]:
     """Keep a ``DELETE_LOCAL`` plan only when the server confirms the absence.
 
     A file the server still has is put back into ``ctx.snapshot`` (with its
     folders, under an id that makes the next scan list them again) and its
     plan is replaced by ``replan(plan, entry)`` (None: nothing to do).
 
+    :param held: rel paths whose deletes the valve holds: one confirmed
+        before, in a folder unchanged since (and less than
+        :data:`RECHECK_HELD_SECONDS` ago), is not asked about again.
     :returns: the plans to carry out, in the same order.
     :raises RemoteError: from the client (the pass stops; nothing was deleted).
     """
     vanished = [p.rel for p in plans if p.action is Action.DELETE_LOCAL]
     if not vanished:
         return plans
-    _, present = confirm_vanished(ctx, vanished)
+    now = time.monotonic()
+    keys = {rel: folder_key(ctx, rel) for rel in vanished}
+
+    def trusted(rel: str) -> bool:
+        mark = ctx.confirmed_absent.get(rel)
+        return rel in held and mark is not None and mark[0] == keys[rel] and now - mark[1] < RECHECK_HELD_SECONDS
+
+    confirmed, present = confirm_vanished(ctx, [rel for rel in vanished if not trusted(rel)])
+    for rel in confirmed:
+        ctx.confirmed_absent[rel] = (keys[rel], now)
     out: list[Plan] = []
     for plan in plans:
         entry = present.get(plan.rel) if plan.action is Action.DELETE_LOCAL else None

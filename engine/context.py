@@ -15,6 +15,7 @@ from typing import Any
 from .events import SyncEvent
 from .models import RemoteEntry
 from .paths import to_local, to_remote
+from .place import local_offset
 from .state import StateStore
 
 __all__ = ["EngineOptions", "MirrorContext"]
@@ -39,12 +40,12 @@ class EngineOptions:
         upload, verified on Seafile 12 and 13: no round trip per chunk); a
         larger one, or the retry after that request failed, in resumable
         chunks that start at ``upload_chunk`` and grow up to this size to take
-        about 4 s each (``engine/client_chunked.py``).  A drop or a restart
+        about 4 s each (``engine/client/chunked.py``).  A drop or a restart
         of the program loses at most one request's bytes.
     :ivar upload_in_flight: chunk requests of one chunked upload sent at once
         when the engine has a transfer pool (1, the default: strictly one
         after another).  More overlap the chunks' round trips, as both file
-        servers' source allows (``engine/client_chunked.py``), but a resume
+        servers' source allows (``engine/client/chunked.py``), but a resume
         after a kill then sends up to ``2 * upload_in_flight - 1`` chunks twice
         and it was not checked against a live server.
     :ivar backup_days: backups older than this many days are pruned.
@@ -61,7 +62,7 @@ class EngineOptions:
     :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
         person edited, before pushing them (:mod:`.memory_stamp`).
     :ivar stamp_quiet: seconds such a file must stay unchanged first.
-    :ivar time_offset: offset of the stamped time (``±HH:MM``).
+    :ivar time_offset: offset of the stamped time (``±HH:MM``; default: the computer's).
     :ivar origin: the ``origin`` this computer writes.
     """
 
@@ -80,7 +81,7 @@ class EngineOptions:
     history_check: bool | None = None
     stamp_edits: bool = False
     stamp_quiet: float = 1.0
-    time_offset: str = "+08:00"
+    time_offset: str = field(default_factory=local_offset)
     origin: str = "desktop"
 
 
@@ -128,6 +129,12 @@ class MirrorContext:
     written: dict[str, list[str]] = field(default_factory=dict)
     #: False once the server answered 404 to a commit's changes (no such endpoint)
     commit_diffs: bool = True
+    #: False once the server answered 404 to the history of a file it has (:mod:`.capabilities`)
+    file_history: bool = True
+    #: rel path → ``(folder key, time.monotonic())`` of a file whose absence
+    #: the server confirmed (404) while its local delete is held by the valve:
+    #: not asked again until its folder changes (:mod:`.confirm`)
+    confirmed_absent: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def wrote(self, rel_path: str, file_id: str) -> None:
         """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""

@@ -28,11 +28,14 @@ returns a :class:`Failure`): its **scope** (``path``: only this file fails;
 **behaviour** (``retry_soon``: back off and try again; ``retry_after``: wait
 the time the server gave; ``needs_person``: retrying the same thing cannot
 help until the person acts, and ``needs`` says how: ``login``, ``space``,
-``name``, ``limit``, ``quota``, ``permission``).  The engine, its failure
+``name``, ``limit``, ``quota``, ``permission``), and whether it is
+**transient** (a failure of one attempt, not of the request: a drop, a 5xx,
+a 429, an answer we could not read; the client's retry loops decide from
+that, through ``engine/failures.py`` ``resend_wait``).  The engine, its failure
 book (``engine/failures.py``), the worker, filing, the socket and the CLI
 read that instead of their own isinstance chains.  Translators per boundary
 turn foreign failures into these classes: HTTP answers in
-``client_errors.error_for_response``, local file-system errors in
+``client.errors.error_for_response``, local file-system errors in
 :func:`local_error`.
 
 A failed request (a 5xx, a dropped connection, a 429) concerns the path it
@@ -87,8 +90,10 @@ class OhsyncError(Exception):
     """
 
     title = "Sync error"
-    #: True when repeating the same operation later may succeed.
-    retryable = False
+    #: True for a failure of one attempt rather than of the request (a drop,
+    #: a 5xx, a 429, an answer we could not read): the same request sent
+    #: again may succeed.  Read through :func:`classify` (``Failure.transient``).
+    transient = False
     #: ``path``, ``mirror`` or ``daemon`` (see the module docstring).
     scope = "mirror"
     #: ``retry_soon``, ``retry_after`` or ``needs_person``.
@@ -106,6 +111,11 @@ class OhsyncError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    @property
+    def retryable(self) -> bool:
+        """True when repeating the same operation later may succeed (``classify(self).transient``)."""
+        return classify(self).transient
 
 
 class RemoteError(OhsyncError):
@@ -168,7 +178,7 @@ class ThrottledError(RemoteError):
     """
 
     title = "Server busy"
-    retryable = True
+    transient = True
     scope = "path"
     behaviour = "retry_after"
 
@@ -180,7 +190,7 @@ class ThrottledError(RemoteError):
 class ServerError(RemoteError):
     """The server failed one request (5xx, 520, a file-server error): retry with backoff."""
 
-    retryable = True
+    transient = True
     scope = "path"
 
 
@@ -188,7 +198,7 @@ class NetworkError(RemoteError):
     """No (complete) answer to one request: connection reset or dropped, timeout."""
 
     title = "Offline"
-    retryable = True
+    transient = True
     scope = "path"
 
 
@@ -203,7 +213,7 @@ class ProtocolError(RemoteError):
     """The server answered something we cannot understand (bad JSON, shape)."""
 
     title = "Unexpected server answer"
-    retryable = True
+    transient = True
     scope = "path"
 
 
@@ -322,6 +332,9 @@ class Failure:
     :ivar retry_after: seconds the server asked us to wait (``retry_after``).
     :ivar title: a short heading.
     :ivar message: a sentence saying what happened and what to do.
+    :ivar transient: the failure is of one attempt, not of the request: the
+        same request sent again may succeed (a drop, a 5xx, a 429, garbage);
+        :func:`ohsync.engine.failures.resend_wait` decides whether and when.
     :ivar origin: where it happened: ``network`` (no answer from the
         server: offline), ``server`` (the server answered, with a refusal or
         garbage), ``local`` (this computer's files), ``internal`` (a bug in
@@ -336,6 +349,7 @@ class Failure:
     title: str
     message: str
     origin: str = "ohsync"
+    transient: bool = False
 
     @property
     def permanent(self) -> bool:
@@ -356,7 +370,8 @@ def classify(exc: BaseException) -> Failure:
         retry_after = getattr(exc, "retry_after", None) if exc.behaviour == "retry_after" else None
         origin = "network" if isinstance(exc, NetworkError) else "server" if isinstance(exc, RemoteError) \
             else "local" if isinstance(exc, LocalError) else "ohsync"
-        return Failure(exc.scope, exc.behaviour, exc.needs, retry_after, exc.title, exc.message, origin)
+        return Failure(exc.scope, exc.behaviour, exc.needs, retry_after, exc.title, exc.message, origin,
+                       exc.transient)
     return Failure("mirror", "retry_soon", None, None, "Internal error", f"Internal error: {exc!r}; see the log",
                    "internal")
 

@@ -14,6 +14,12 @@ either side, the engine skips it:
 
 So a permanent failure costs one attempt per change instead of one per
 pass.  No threads; times are wall-clock seconds.
+
+One request is retried by the same policy, a level below: the client's
+retry loops (reads, links, downloads, chunks, uploads, API calls) all ask
+:func:`resend_wait` whether to send a failed request again and how long to
+wait first, and the answer is read from the same classification
+(``Failure.transient``, ``Failure.behaviour``, ``Failure.retry_after``).
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from typing import Any
 
 from .errors import Failure, classify
 
-__all__ = ["PathFailure", "FailureBook", "BACKOFF_BASE", "BACKOFF_CAP", "SPACE_CHECK"]
+__all__ = ["PathFailure", "FailureBook", "BACKOFF_BASE", "BACKOFF_CAP", "SPACE_CHECK", "MAX_RETRY_AFTER",
+           "resend_wait"]
 
 #: Seconds before the first retry of a path; doubled per further failure.
 BACKOFF_BASE = 30.0
@@ -35,6 +42,10 @@ BACKOFF_BASE = 30.0
 BACKOFF_CAP = 3600.0
 #: Seconds between two looks at the free space for paths held by a full disk.
 SPACE_CHECK = 60.0
+
+#: Longest ``Retry-After`` a request waits out itself, seconds; a longer one
+#: fails the request and the path waits in the failure book instead.
+MAX_RETRY_AFTER = 60.0
 
 Version = tuple[Any, ...]  # e.g. (local fingerprint or None, remote file id or None)
 
@@ -172,3 +183,37 @@ class FailureBook:
         for path, item in list(self._items.items()):
             self._items[path] = replace(item, retry_at=now)
         return len(self._items)
+
+
+def resend_wait(exc: BaseException, failures: int, *, idempotent: bool = True, base: float = 0.5,
+                cap: float = 8.0, max_wait: float = MAX_RETRY_AFTER) -> float | None:
+    """The one decision whether a failed request is sent again, and after how long.
+
+    Read from the failure's classification (:func:`classify`):
+
+    * not ``transient`` (a refusal, a missing file, a rejected login, a
+      local error): never;
+    * behaviour ``retry_after`` (a 429: the server did nothing with the
+      request and said when to come back): after the server's
+      ``Retry-After``, for any request, an upload as much as a read; never
+      when it asks for more than ``max_wait`` seconds (the path then waits
+      in the failure book, :meth:`FailureBook.record`);
+    * any other transient failure (a drop, a 5xx, an answer we could not
+      read) only of an ``idempotent`` request (a read, a link, a resumable
+      chunk): after ``base * 2**(failures - 1)`` seconds, at most ``cap``.
+      A plain upload that failed so may have been stored: the engine
+      re-plans it instead.
+
+    :param failures: failed attempts of this request so far, this one included (>= 1).
+    :param idempotent: sending the request twice does no harm.
+    :returns: seconds to wait before sending the request again, or None: raise ``exc``.
+    """
+    failure = classify(exc)
+    if not failure.transient or failure.permanent:
+        return None
+    if failure.behaviour == "retry_after":
+        wait = failure.retry_after if failure.retry_after is not None else 0.0
+        return wait if 0.0 <= wait <= max_wait else None
+    if not idempotent:
+        return None
+    return float(min(cap, base * 2 ** (max(1, failures) - 1)))

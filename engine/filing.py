@@ -59,7 +59,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
@@ -154,13 +154,18 @@ class Filer:
         stops (it is retried later).
     :param sleep: kept for callers; the client's backoff applies between
         upload attempts.
+    :param tz: the offset of filing times (sidecar ``filed``, the journal
+        line and its month; config ``[memory] time_offset``).
+    :param language: ``"zh"`` or ``"en"``: the language of sidecar summaries
+        and journal lines (config ``[memory] language``).
     :raises RuleError: invalid rules or default destination.
     """
 
     def __init__(self, mirror: MirrorAPI, drop_dir: Path, rules: Iterable[FilingRule | Mapping[str, Any]] = (),
                  default_dest: str = DEFAULT_DEST, db_path: Path | None = None, *, ready: ReadyCheck,
                  now: Callable[[], datetime] | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                 upload_attempts: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
+                 upload_attempts: int = 4, sleep: Callable[[float], None] = time.sleep,
+                 tz: tzinfo = BEIJING, language: str = "zh") -> None:
         self.mirror = mirror
         self.drop_dir = Path(drop_dir).expanduser().absolute()
         rules = list(rules)
@@ -172,12 +177,13 @@ class Filer:
         if db_path is None:
             raise ValueError("db_path is required (e.g. state_dir / 'filing.db')")
         self._jobs = _JobStore(Path(db_path))
-        self._now = now or (lambda: datetime.now(BEIJING))
+        self._now = now or (lambda: datetime.now(tz))
+        self.language = language
         self.chunk_size = max(1, int(chunk_size))
         self.upload_attempts = max(1, int(upload_attempts))
         self._sleep = sleep
         self._planner = Planner(mirror, self._jobs, self.drop_dir, self.rules, self.default_dest, self._now,
-                                ready)
+                                ready, tz=tz, language=language)
 
     #: The method that takes a job from each recorded step to the next.
     _NEXT: ClassVar[dict[str, str]] = {"planned": "_do_upload", "uploaded": "_do_sidecar", "sidecar": "_do_journal",
@@ -392,7 +398,7 @@ class Filer:
         return write_sidecar(self.mirror, self._jobs, job)
 
     def _do_journal(self, job: _Job) -> _Job:
-        return add_journal_line(self.mirror, self._jobs, job)
+        return add_journal_line(self.mirror, self._jobs, job, language=self.language)
 
     def _do_move(self, job: _Job) -> _Job:
         return move_into_mirror(self.mirror, self._jobs, job)

@@ -16,14 +16,22 @@ __all__ = ["BEIJING", "append_line", "has_line", "journal_line", "new_journal"]
 BEIJING = timezone(timedelta(hours=8), "CST")
 
 
-def journal_line(name: str, remote_path: str, when: datetime) -> str:
-    """``- [file] YYYY-MM-DD HH:MM 归档 <name> → <path> #附件`` (the
-    journal's observation format; ``when`` is shown as given, use +08:00)."""
-    return f"- [file] {when:%Y-%m-%d %H:%M} 归档 {name} → {remote_path} #附件"
+#: The words of the texts filing writes, per language (``"zh"``, ``"en"``).
+_WORDS = {"zh": {"filed": "归档", "attachment": "附件", "journal": "日志"},
+          "en": {"filed": "filed", "attachment": "attachment", "journal": "journal"}}
 
 
-def new_journal(month: str, when: datetime, first_line: str) -> bytes:
-    """A new ``journal/<yyyy-mm>.md`` in the samples' format, with one line."""
+def journal_line(name: str, remote_path: str, when: datetime, language: str = "zh") -> str:
+    """``- [file] YYYY-MM-DD HH:MM 归档 <name> → <path> #附件`` (the journal's
+    observation format; ``when`` is shown as given), in English
+    ``- [file] … filed <name> → <path> #attachment`` for ``language="en"``."""
+    words = _WORDS.get(language, _WORDS["en"])
+    return f"- [file] {when:%Y-%m-%d %H:%M} {words['filed']} {name} → {remote_path} #{words['attachment']}"
+
+
+def new_journal(month: str, when: datetime, first_line: str, language: str = "zh") -> bytes:
+    """A new ``journal/<yyyy-mm>.md`` in the samples' format, with one line
+    (its tag ``日志`` or, in English, ``journal``)."""
     permalink = f"journal-{month}-{hashlib.sha1(month.encode('utf-8')).hexdigest()[:4]}"
     stamp = when.isoformat(timespec="seconds")
     text = (
@@ -31,7 +39,7 @@ def new_journal(month: str, when: datetime, first_line: str) -> bytes:
         f"title: {month}\n"
         "type: journal\n"
         f"permalink: {permalink}\n"
-        f"tags: [日志, {month[:4]}]\n"
+        f"tags: [{_WORDS.get(language, _WORDS['en'])['journal']}, {month[:4]}]\n"
         f"created: {stamp}\n"
         f"modified: {stamp}\n"
         "origin: desktop\n"

@@ -13,7 +13,7 @@ import logging
 import os
 import unicodedata
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, tzinfo
 from pathlib import Path
 
 from .errors import QuotaError
@@ -45,13 +45,17 @@ class Planner:
     :param default_dest: the destination when no rule matches.
     :param now: the current time (aware datetime).
     :param ready: tells whether a file is finished (the daemon's stability gate).
+    :param tz: the offset filing times are written in.
+    :param language: ``"zh"`` or ``"en"``: the language of the sidecar summary.
     """
 
     def __init__(self, mirror: MirrorAPI, jobs: JobStore, drop_dir: Path, rules: list[FilingRule],
-                 default_dest: str, now: Callable[[], datetime], ready: ReadyCheck) -> None:
+                 default_dest: str, now: Callable[[], datetime], ready: ReadyCheck, *,
+                 tz: tzinfo = BEIJING, language: str = "zh") -> None:
         self.mirror, self.jobs, self.drop_dir = mirror, jobs, drop_dir
         self.rules, self.default_dest, self.now = rules, default_dest, now
         self.ready = ready
+        self.tz, self.language = tz, language
 
     def _drop_rel(self, source: Path) -> str | None:
         try:
@@ -104,7 +108,7 @@ class Planner:
             return FilingResult("duplicate", src, dest_rel=found, remote_path=where,
                                 message=f"{name} is already filed at {where}; it was not uploaded again "
                                 "and stays in the drop folder.")
-        when = self.now().astimezone(BEIJING).replace(microsecond=0)
+        when = self.now().astimezone(self.tz).replace(microsecond=0)
         drop_rel = self._drop_rel(source)
         rule = choose_rule(self.rules, name, drop_rel)
         folder, target = render_dest(rule.dest if rule else self.default_dest, name=name, when=when,
@@ -122,7 +126,7 @@ class Planner:
         job = self.jobs.insert(FilingJob(
             id=0, source=src, drop_rel=drop_rel, original_name=name, sha1=sha1, file_id=file_id, size=size,
             mtime_ns=before[1], dest_rel=dest_rel, filed_at=when.isoformat(timespec="seconds"),
-            summary=summarize(source, dest_rel.rsplit("/", 1)[-1], size), step="planned"))
+            summary=summarize(source, dest_rel.rsplit("/", 1)[-1], size, self.language), step="planned"))
         log.info("filing %s → %s (rule %s)", src, dest_rel, rule.source if rule else "default")
         return job
 

@@ -19,7 +19,7 @@ from .errors import LocalError
 from .events import SyncEvent
 from .filing_api import MirrorAPI
 from .filing_jobs import FilingJob, JobStore
-from .filing_journal import BEIJING, append_line, has_line, journal_line, new_journal
+from .filing_journal import append_line, has_line, journal_line, new_journal
 from .filing_summary import sidecar_text
 from .ids import file_hashes, seafile_file_id
 from .localfs import atomic_write, stat_fingerprint, temp_beside
@@ -69,22 +69,25 @@ def write_sidecar(mirror: MirrorAPI, jobs: JobStore, job: FilingJob) -> FilingJo
 
 # -- step 3: journal line ----------------------------------------------------------
 
-def add_journal_line(mirror: MirrorAPI, jobs: JobStore, job: FilingJob) -> FilingJob:
+def add_journal_line(mirror: MirrorAPI, jobs: JobStore, job: FilingJob, *, language: str = "zh") -> FilingJob:
     """Step 3: append the job's line to ``journal/<yyyy-mm>.md`` (pulled
     first if only the server has it; created when new) unless it is there,
     then push by read-merge-write.
 
+    The month and the time shown are the job's filing time in the offset it
+    was recorded with; ``language`` picks the line's words (``"zh"``, ``"en"``).
+
     :raises LocalError: the journal is being edited locally; retried later.
     """
-    when = job.when.astimezone(BEIJING)
+    when = job.when
     month = f"{when:%Y-%m}"
     rel = f"journal/{month}.md"
-    line = journal_line(job.name, to_remote(mirror.remote_root, job.dest_rel), when)
+    line = journal_line(job.name, to_remote(mirror.remote_root, job.dest_rel), when, language)
     local = to_local(mirror.local_root, rel)
     if not local.exists():
         mirror.pull(rel)  # read first: never start a second month file
     if not local.exists():
-        atomic_write(local, new_journal(month, when, line))
+        atomic_write(local, new_journal(month, when, line, language))
     else:
         with open(local, "rb") as fh:
             fp = stat_fingerprint(os.fstat(fh.fileno()))

@@ -36,6 +36,19 @@ _TYPE_LABELS = {
     ".md": "Markdown 文档", ".json": "JSON 文件", ".py": "Python 源代码", ".c": "C 源代码",
     ".cpp": "C++ 源代码", ".java": "Java 源代码", ".ipynb": "Jupyter 笔记本", ".epub": "EPUB 电子书",
 }
+#: The English labels (the Chinese ones above are the default texts).
+_TYPE_LABELS_EN = {
+    ".pdf": "PDF document", ".doc": "Word document", ".docx": "Word document", ".odt": "document",
+    ".rtf": "RTF document", ".ppt": "PowerPoint presentation", ".pptx": "PowerPoint presentation",
+    ".key": "Keynote presentation", ".xls": "Excel spreadsheet", ".xlsx": "Excel spreadsheet",
+    ".csv": "CSV spreadsheet", ".ods": "spreadsheet", ".png": "PNG image", ".jpg": "JPEG image",
+    ".jpeg": "JPEG image", ".gif": "GIF image", ".webp": "WebP image", ".heic": "HEIC image", ".svg": "SVG image",
+    ".mp4": "MP4 video", ".mov": "video", ".mkv": "video", ".mp3": "MP3 audio", ".m4a": "audio", ".wav": "WAV audio",
+    ".zip": "ZIP archive", ".rar": "RAR archive", ".7z": "7z archive", ".tar.gz": "tar.gz archive",
+    ".gz": "gzip archive", ".txt": "text file", ".md": "Markdown document", ".json": "JSON file",
+    ".py": "Python source", ".c": "C source", ".cpp": "C++ source", ".java": "Java source",
+    ".ipynb": "Jupyter notebook", ".epub": "EPUB e-book",
+}
 _TEXT_EXTS = {".txt", ".md", ".csv", ".json", ".py", ".c", ".h", ".cpp", ".java", ".tex", ".log",
               ".yaml", ".yml", ".toml", ".html", ".htm", ".xml", ".rst", ".ini", ".js", ".ts", ".sh"}
 
@@ -50,14 +63,17 @@ def human_size(size: int) -> str:
     return f"{size} B"  # pragma: no cover
 
 
-def _type_label(name: str) -> str:
+def _type_label(name: str, language: str = "zh") -> str:
     ext = split_name(name)[1].lower()
-    if ext in _TYPE_LABELS:
-        return _TYPE_LABELS[ext]
+    labels = _TYPE_LABELS if language == "zh" else _TYPE_LABELS_EN
+    if ext in labels:
+        return labels[ext]
     guess, _ = mimetypes.guess_type(name, strict=False)
     if guess:
         return guess
-    return f"{ext[1:].upper()} 文件" if ext else "文件"
+    if language == "zh":
+        return f"{ext[1:].upper()} 文件" if ext else "文件"
+    return f"{ext[1:].upper()} file" if ext else "file"
 
 
 def _meaningful(lines: Iterable[str]) -> str | None:
@@ -182,7 +198,7 @@ def _pdf_first_line(data: bytes) -> str | None:
     return None
 
 
-def summarize(path: Path, name: str, size: int) -> str:
+def summarize(path: Path, name: str, size: int, language: str = "zh") -> str:
     """The sidecar's short body for a file.
 
     Text and PDF files: their first meaningful line, then the type and
@@ -191,10 +207,14 @@ def summarize(path: Path, name: str, size: int) -> str:
     :param path: the file to read.
     :param name: the name it is filed under (its extension picks the type).
     :param size: bytes.
+    :param language: ``"zh"`` or ``"en"``: the words of the type-and-size line.
     :returns: one or two lines of text, without a trailing newline.
     """
-    label = _type_label(name)
-    tail = f"{label}，{human_size(size)}；由 ohsync 从投递文件夹归档。"
+    label = _type_label(name, language)
+    if language == "zh":
+        tail = f"{label}，{human_size(size)}；由 ohsync 从投递文件夹归档。"
+    else:
+        tail = f"{label}, {human_size(size)}; filed by ohsync from the drop folder."
     try:
         with open(path, "rb") as fh:
             head = fh.read(_SUMMARY_READ)

@@ -26,6 +26,7 @@ import difflib
 import json
 from typing import Any
 
+from .capabilities import file_history
 from .context import MirrorContext
 from .errors import NotFoundError
 from .events import SyncEvent, SyncReport
@@ -86,16 +87,21 @@ def blind_overwrite_base(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     if ours is None:
         return None  # binary or large: nothing to merge
     try:
-        revisions = ctx.client.file_history(ctx.repo_id, ctx.remote_path(rel_path), limit=_HISTORY_DEPTH)
+        revisions = file_history(ctx, rel_path, limit=_HISTORY_DEPTH)
     except NotFoundError:
         return None
+    if revisions is None:
+        return None  # a server without file history: pulled (merged) as usual
     ids = [r.file_id for r in revisions]
     if len(ids) < 3 or ids[0] != remote.id or ids[1] != pushed["ours"] or ids[2] != pushed["replaced"]:
         return None
     older = ctx.state.base_content(Base(rel_path, False, pushed.get("sha1"), pushed["replaced"], has_blob=True)) \
         if pushed.get("sha1") else None
     if older is None:
-        older = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), revisions[2].commit_id)
+        try:
+            older = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), revisions[2].commit_id)
+        except NotFoundError:
+            return None  # no older revisions served: pulled (merged) as usual
     theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
     if theirs_id != remote.id:
         return None  # changed again meanwhile: the next pass looks again
@@ -160,11 +166,12 @@ def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str,
     ``(commit id, file id)`` of a revision ours replaced without having
     merged it, or None when the revision before ours is ``merged_with``.
 
-    One request: ``GET /api/v2.1/repos/{id}/file/history/?limit=2``.
+    One request: ``GET /api/v2.1/repos/{id}/file/history/?limit=2`` (none,
+    and None, on a server without it: :mod:`.capabilities`).
     """
     if new_id == merged_with:
         return None  # the update changed nothing: no commit, nothing replaced
-    revisions = ctx.client.file_history(ctx.repo_id, ctx.remote_path(rel_path), limit=2)
+    revisions = file_history(ctx, rel_path, limit=2)
     if not revisions or revisions[0].file_id != new_id or len(revisions) < 2:
         return None
     before = revisions[1]

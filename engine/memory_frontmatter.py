@@ -2,7 +2,8 @@
 
 A field changed on one side takes that side; both sides changing a field to
 different values is a conflict, except ``modified`` (the later timestamp
-wins) and ``tags`` (three-way set merge).  Even with conflicts the merged
+wins), ``origin`` (the value of the side whose ``modified`` is later: where
+the last edit was made) and ``tags`` (three-way set merge).  Even with conflicts the merged
 lines hold a deterministic pick for every field (ours' value; theirs' when
 ours removed the field, since a modification beats a deletion), so the
 caller can keep a partial merge live and leave only the other value to the
@@ -200,6 +201,10 @@ def merge_frontmatter(base: Frontmatter | None, ours: Frontmatter | None, theirs
         elif key == "modified" and key in of and key in tf:
             chosen[key] = [with_eol(x, eol) for x in tf[key].lines] if _later_is_theirs(ov, tv) \
                 else list(of[key].lines)
+        elif key == "origin" and key in of and key in tf and "modified" in of and "modified" in tf:
+            # where the entity was last changed: the side with the later edit says
+            chosen[key] = [with_eol(x, eol) for x in tf[key].lines] \
+                if _later_is_theirs(of["modified"].value, tf["modified"].value) else list(of[key].lines)
         elif key == "tags" and key in of and key in tf \
                 and (tags := _merge_tags(bf.get(key), of[key], tf[key], eol)) is not None:
             chosen[key] = tags

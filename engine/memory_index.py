@@ -1,367 +1,242 @@
-"""An in-memory index of the memory entities of a mirror folder.
+"""The index of the memory entities of a mirror folder, in SQLite FTS5.
 
 The memory tools (``memory_search``, ``memory_read``, …) answer from this
-index instead of reading the tree on every call.  It is a cache: built once
-from the files (:meth:`MemoryIndex.rebuild`), then kept current by
-:meth:`MemoryIndex.update` with the paths the daemon saw change (sync events,
-watcher events, its own writes).  Nothing here runs a thread; the caller
-serialises access.
+index instead of reading the tree on every call.  It is a cache of the
+files, kept in one SQLite file in the mirror's state folder:
 
-An entity is a memory file (``*.md`` outside ``Files/``, ``.conflict/`` and
-other dot-folders, see :func:`is_indexed`) parsed with
-:mod:`ohsync.engine.memory_format`.  Files whose frontmatter does not parse
-are still indexed by their file name and raw text (``damaged`` says why), so
-a person's notes never vanish from search because of one bad line.
+* built once (:meth:`MemoryIndex.rebuild`), then kept current by
+  :meth:`MemoryIndex.update` with the paths the daemon saw change (sync
+  events, watcher events, its own writes);
+* on the next start :meth:`MemoryIndex.load` opens the file and re-reads
+  only the files whose size or mtime changed while the daemon was off (one
+  ``stat`` per file, no reads of unchanged files), so the first search after
+  a restart answers at once;
+* rebuilt from the files only when the file holds another schema version
+  (:data:`INDEX_VERSION`, SQLite's ``user_version``), indexes another folder
+  or another time offset, or is damaged (it is a cache: nothing in it is the
+  only copy of anything).
+
+Tables: ``entities`` (one row per file: the frontmatter fields the filters
+use, size and mtime), ``tags``, ``titles`` (the names a ``[[link]]`` finds an
+entity by), ``links`` (relations and wikilinks, so links are followed both
+ways: a renamed or moved entity keeps its incoming links, which name its
+title), and two FTS5 tables with the ``trigram`` tokenizer, ``fts_head``
+(title, permalink, tags) and ``fts_body`` (body; apart, so that the short
+fields' hits are found without reading the bodies' long term lists three
+more times): every three characters are a term, so CJK text is found as
+substrings without word segmentation.  A one- or two-character word
+is looked up among the terms it begins (each field ends in two newlines, so
+every substring begins some term); should a word begin more terms than
+:data:`_MAX_PREFIX_TERMS`, it is found by scanning the fields instead.
+
+Ranking: per word and field the entity scores the field's weight when the
+word occurs in it (title 4, permalink 3, tags 2, body 1, as
+:data:`WEIGHTS`), summed in SQL over the words; ties go to the newest
+``modified``.
+
+Nothing here runs a thread.  One connection per index, opened with
+``check_same_thread=False`` like the state store (``engine/state.py``): the
+daemon's memory service builds it on one thread and reads it on the socket
+threads, always under its own lock.
 """
 from __future__ import annotations
 
+import json
+import logging
 import os
-import re
-from bisect import bisect_right
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+import sqlite3
+import stat
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ohsync.engine.memory_format import MemoryParseError, iter_code_mask, load_yaml, parse_relation
-from ohsync.engine.memory_merge import is_memory_file
-from ohsync.engine.nofollow import OutsideMirrorError, entry_stat, read_file
-from ohsync.engine.text_merge import BOM
+from .nofollow import OutsideMirrorError, entry_stat, read_file
+from .memory_entity import (
+    FULLWIDTH,
+    Entity,
+    is_indexed,
+    parse_entity,
+    parse_offset,
+    title_from_filename,
+    title_keys,
+    to_timestamp,
+)
 
-__all__ = ["Columns", "Entity", "MemoryIndex", "is_indexed", "parse_entity", "parse_offset", "to_timestamp",
-           "FULLWIDTH", "title_from_filename"]
+__all__ = ["Entity", "MemoryIndex", "INDEX_VERSION", "WEIGHTS", "is_indexed", "parse_entity",
+           "parse_offset", "to_timestamp", "FULLWIDTH", "title_from_filename"]
 
-_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$\n?", re.MULTILINE)
-_LINK_RE = re.compile(r"\[\[([^\[\]]+)\]\]")
-_CODE_SPAN_RE = re.compile(r"(`+)(.+?)\1")
+log = logging.getLogger(__name__)
 
-#: Characters a file name cannot hold and the full-width forms that stand for them.
-FULLWIDTH = {"/": "／", ":": "：", "*": "＊", "?": "？", '"': "＂", "<": "＜", ">": "＞", "|": "｜"}
-_FROM_FULLWIDTH = {v: k for k, v in FULLWIDTH.items()}
+#: The schema version of the index file; another version is rebuilt from the files.
+INDEX_VERSION = 1
+#: The weight of a word's hit in each field (title, permalink, tags, body).
+WEIGHTS = (("title", 4), ("permalink", 3), ("tags", 2), ("body", 1))
+#: A short word beginning more index terms than this is found by scanning the fields.
+_MAX_PREFIX_TERMS = 2000
+#: What ends every indexed field: makes each one- and two-character substring the start of a trigram.
+_END = "\n\n"
 
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE entities (
+    id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, permalink TEXT NOT NULL, title TEXT NOT NULL,
+    type TEXT NOT NULL, tags TEXT NOT NULL, created TEXT NOT NULL, modified TEXT NOT NULL,
+    modified_ts REAL NOT NULL, sensitivity TEXT NOT NULL, status TEXT NOT NULL, size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL, damaged TEXT);
+CREATE INDEX entities_permalink ON entities(permalink);
+CREATE INDEX entities_newest ON entities(modified_ts DESC, path);
+CREATE TABLE tags (tag TEXT NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (tag, id)) WITHOUT ROWID;
+CREATE INDEX tags_id ON tags(id);
+CREATE TABLE titles (key TEXT NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (key, id)) WITHOUT ROWID;
+CREATE INDEX titles_id ON titles(id);
+CREATE TABLE links (
+    src INTEGER NOT NULL, ord INTEGER NOT NULL, rel TEXT NOT NULL, target TEXT NOT NULL,
+    target_key TEXT NOT NULL, PRIMARY KEY (src, ord)) WITHOUT ROWID;
+CREATE INDEX links_target ON links(target_key);
+CREATE VIRTUAL TABLE fts_head USING fts5(title, permalink, tags, tokenize='trigram');
+CREATE VIRTUAL TABLE fts_head_terms USING fts5vocab(fts_head, 'row');
+CREATE VIRTUAL TABLE fts_body USING fts5(body, tokenize='trigram');
+CREATE VIRTUAL TABLE fts_body_terms USING fts5vocab(fts_body, 'row');
+"""
 
-def parse_offset(text: str) -> timezone:
-    """``"+08:00"`` → a fixed :class:`~datetime.timezone`.
-
-    :raises ValueError: not of the form ``±HH:MM``.
-    """
-    s = text.strip()
-    if len(s) != 6 or s[0] not in "+-" or s[3] != ":" or not (s[1:3] + s[4:]).isdigit():
-        raise ValueError(f"a time offset looks like +08:00, not {text!r}")
-    hours, minutes = int(s[1:3]), int(s[4:])
-    if hours > 14 or minutes > 59:
-        raise ValueError(f"a time offset looks like +08:00, not {text!r}")
-    delta = timedelta(hours=hours, minutes=minutes)
-    return timezone(-delta if s[0] == "-" else delta)
-
-
-def to_timestamp(value: Any, tz: timezone) -> float | None:
-    """A frontmatter time (datetime, date or ISO string) as POSIX seconds.
-
-    Times without an offset are read in ``tz``; a date is its midnight.
-
-    :returns: seconds, or None when ``value`` is not a time.
-    """
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            try:
-                value = date.fromisoformat(text)
-            except ValueError:
-                return None
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=tz)
-        return float(value.timestamp())
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=tz).timestamp()
-    return None
+_COLUMNS = ("id, path, permalink, title, type, tags, created, modified, modified_ts, sensitivity, status, "
+            "size, damaged")
 
 
-def _time_text(value: Any) -> str:
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    return "" if value is None else str(value)
+def link_key(target: str) -> str:
+    """The lowercased name a ``[[target]]`` looks for (without ``|alias`` and ``#heading``)."""
+    return target.split("|", 1)[0].split("#", 1)[0].strip().lower()
 
 
-def _tags(value: Any) -> tuple[str, ...]:
-    """Frontmatter tags as strings (YAML reads ``2026`` as an int; ``"a, b"`` is two tags)."""
-    if value is None:
-        return ()
-    if isinstance(value, (list, tuple, set)):
-        items = [str(v).strip() for v in value if v is not None]
-    else:
-        items = [t.strip() for t in str(value).replace("，", ",").split(",")]
-    return tuple(t.lstrip("#") for t in items if t.strip("# "))
+def _phrase(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
 
 
-def title_from_filename(name: str) -> str:
-    """The title a file name stands for: ``线性代数： 期中复习要点.md`` → ``线性代数: 期中复习要点``."""
-    stem = name[:-3] if name.lower().endswith(".md") else name
-    return "".join(_FROM_FULLWIDTH.get(c, c) for c in stem)
-
-
-def is_indexed(rel_path: str) -> bool:
-    """True for paths the index holds: memory files outside dot-folders (``.trash``, ``.obsidian``…)."""
-    parts = rel_path.split("/")
-    return is_memory_file(rel_path) and not any(p.startswith(".") for p in parts)
-
-
-@dataclass(frozen=True)
-class Entity:
-    """One memory file as the tools see it.
-
-    :ivar path: library-relative path (``courses/数据结构（2026 秋）.md``).
-    :ivar permalink: the frontmatter ``permalink``; files without one get
-        their path without ``.md``.
-    :ivar title: the frontmatter ``title``, else the file name's title.
-    :ivar type: the frontmatter ``type`` (``""`` when absent).
-    :ivar tags: the frontmatter tags, as strings (observation ``#tags`` are body text).
-    :ivar created/modified: the frontmatter times as written (ISO 8601), ``""`` when absent.
-    :ivar modified_ts: ``modified`` in POSIX seconds (the file's mtime when absent).
-    :ivar sensitivity: ``normal`` or ``sensitive``.
-    :ivar status: the frontmatter ``status`` (``trashed`` for soft-deleted notes), else ``""``.
-    :ivar body: the text after the frontmatter, without a leading ``# <title>`` heading.
-    :ivar links: ``(relation type, target title)`` of relation lines, then
-        ``("links_to", target)`` for other ``[[wikilinks]]``, without repeats.
-    :ivar size: the file's size in bytes.
-    :ivar damaged: why the file does not parse, or ``None``.
-    """
-
-    path: str
-    permalink: str
-    title: str
-    type: str
-    tags: tuple[str, ...]
-    created: str
-    modified: str
-    modified_ts: float
-    sensitivity: str
-    status: str
-    body: str
-    links: tuple[tuple[str, str], ...]
-    size: int
-    damaged: str | None = None
-    # lowercased copies for case-insensitive matching (shared with the originals when equal)
-    title_l: str = ""
-    permalink_l: str = ""
-    tags_l: tuple[str, ...] = ()
-
-    @property
-    def folder(self) -> str:
-        """The entity's folder (``courses/2026-2027-1``; ``""`` at the top)."""
-        return self.path.rpartition("/")[0]
-
-
-def _title_keys(entity: Entity) -> set[str]:
-    return {entity.title_l, _lower(title_from_filename(entity.path.rpartition("/")[2]))}
-
-
-def _lower(text: str) -> str:
-    low = text.lower()
-    return text if low == text else low
-
-
-def _without_title_heading(body: str, title: str) -> str:
-    """The body without its ``# <title>`` heading (the title is scored on its own)."""
-    head, sep, rest = body.lstrip("\r\n").partition("\n")
-    if head.rstrip("\r").strip() == f"# {title}":
-        return rest
-    return body
-
-
-def _split(data: bytes) -> tuple[dict[str, Any], str]:
-    """Frontmatter (read as YAML once) and body text, with the failures
-    :func:`~ohsync.engine.memory_format.parse_memory` reports.
-
-    The index needs no lossless field split, so this is the fast path of the
-    same format: one YAML load per file instead of one per field.
-
-    :raises MemoryParseError: not UTF-8, frontmatter never closed, not YAML, not a mapping.
-    """
-    try:
-        text = data.decode("utf-8").removeprefix(BOM)
-    except UnicodeDecodeError as exc:
-        raise MemoryParseError(f"not valid UTF-8 (byte {exc.start})") from exc
-    first, sep, rest = text.partition("\n")
-    if first.rstrip("\r").rstrip() != "---":
-        return {}, text
-    m = _CLOSE_RE.search(rest)
-    if m is None:
-        raise MemoryParseError("frontmatter opened on line 1 is never closed", 1)
-    inner = rest[:m.start()]
-    try:
-        fm = load_yaml(inner) if inner.strip() else {}
-    except Exception as exc:  # noqa: BLE001 - yaml.YAMLError and its kin
-        raise MemoryParseError(f"frontmatter is not valid YAML: {exc}") from None
-    if fm is None:
-        fm = {}
-    if not isinstance(fm, dict):
-        raise MemoryParseError(f"frontmatter is not a mapping (it is a {type(fm).__name__})", 1)
-    return fm, rest[m.end():]
-
-
-def _links(body: str) -> list[tuple[str, str]]:
-    """Relation lines, then other ``[[wikilinks]]``, outside fenced code."""
-    lines = body.splitlines()
-    relations: list[tuple[str, str]] = []
-    links: list[tuple[str, str]] = []
-    if "[[" not in body:
-        return []
-    for line, code in zip(lines, iter_code_mask(lines)):
-        if code or "[[" not in line:
-            continue
-        rel = parse_relation(line)
-        if rel is not None:
-            relations.append((rel.relation_type, rel.target))
-            continue
-        line = _CODE_SPAN_RE.sub("", line)
-        links.extend(("links_to", m.group(1).split("|", 1)[0].strip()) for m in _LINK_RE.finditer(line))
-    return relations + links
-
-
-def _salvage(text: str) -> tuple[dict[str, Any], str]:
-    """Fields of a frontmatter that does not parse as a whole (never closed,
-    one bad line): each ``key: value`` line at the top read on its own.
-
-    :returns: ``(fields, the text after them)``.
-    """
-    lines = text.splitlines(keepends=True)
-    fields: dict[str, Any] = {}
-    if not lines or lines[0].strip() != "---":
-        return fields, text
-    end = 1
-    for end in range(1, len(lines)):
-        line = lines[end]
-        if not line.strip() or line.startswith("#") or line.strip() in ("---", "..."):
-            break
-        key, sep, _ = line.partition(":")
-        if sep and key.strip() and not line[0].isspace():
-            try:
-                value = load_yaml(line)
-            except Exception:  # noqa: BLE001 - one bad line: skip it
-                continue
-            if isinstance(value, dict):
-                fields.update({str(k): v for k, v in value.items()})
-    else:
-        end = len(lines)
-    if end < len(lines) and lines[end].strip() in ("---", "..."):
-        end += 1
-    return fields, "".join(lines[end:])
-
-
-def parse_entity(rel_path: str, data: bytes, mtime: float, tz: timezone) -> Entity:
-    """Read one memory file into an :class:`Entity` (never raises for bad content).
-
-    :param rel_path: library-relative path.
-    :param data: the file's bytes.
-    :param mtime: the file's mtime (used when ``modified`` is missing).
-    :param tz: offset for times written without one.
-    """
-    damaged = None
-    try:
-        fm, body = _split(data)
-    except MemoryParseError as exc:
-        damaged = exc.reason
-        fm, body = _salvage(data.decode("utf-8", errors="replace").removeprefix(BOM))
-    links = _links(body)
-    name = rel_path.rpartition("/")[2]
-    title = str(fm.get("title") or "").strip() or title_from_filename(name)
-    body = _without_title_heading(body, title)
-    permalink = str(fm.get("permalink") or "").strip() or rel_path[:-3]
-    all_tags = tuple(dict.fromkeys(_tags(fm.get("tags"))))
-    modified_ts = to_timestamp(fm.get("modified"), tz)
-    unique_links = tuple(dict.fromkeys(links))   # first occurrence of each, in order
-    return Entity(
-        path=rel_path, permalink=permalink, title=title, type=str(fm.get("type") or ""),
-        tags=all_tags, created=_time_text(fm.get("created")), modified=_time_text(fm.get("modified")),
-        modified_ts=modified_ts if modified_ts is not None else mtime,
-        sensitivity=str(fm.get("sensitivity") or "normal").strip().lower(),
-        status=str(fm.get("status") or "").strip().lower(), body=body, links=unique_links,
-        size=len(data), damaged=damaged, title_l=_lower(title), permalink_l=_lower(permalink),
-        tags_l=tuple(_lower(t) for t in all_tags))
-
-
-class Columns:
-    """Every entity's lowercased title, permalink, tags and body, each field
-    joined into one string, so that a keyword is found in all entities with
-    a few C-speed ``str.find`` calls instead of a Python loop per entity.
-
-    :ivar entities: the entities, newest ``modified`` first (the corpus order).
-    """
-
-    FIELDS = ("title", "permalink", "tags", "body")
-
-    def __init__(self, entities: list[Entity]) -> None:
-        self.entities = entities
-        self._fields: list[tuple[str, list[int], list[int]]] = []
-        getters = (lambda e: e.title_l, lambda e: e.permalink_l, lambda e: "\x01".join(e.tags_l),
-                   lambda e: _lower(e.body))  # the body's lowercase copy lives only here
-        for get in getters:
-            parts = [get(e).replace("\x00", " ") for e in entities]
-            nexts, pos = [], 0  # nexts[k]: where entity k+1 starts
-            starts = []
-            for part in parts:
-                starts.append(pos)
-                pos += len(part) + 1
-                nexts.append(pos)
-            self._fields.append(("\x00".join(parts), starts, nexts))
-
-    def hits(self, field: int, word: str) -> list[int]:
-        """Positions (in :attr:`entities`) whose field ``field`` contains ``word``, each once.
-
-        :param field: index into :attr:`FIELDS`.
-        :param word: lowercased, without ``\\x00``/``\\x01``.
-        """
-        corpus, starts, nexts = self._fields[field]
-        find = corpus.find
-        out: list[int] = []
-        append = out.append
-        i = find(word)
-        while i >= 0:
-            k = bisect_right(starts, i) - 1
-            append(k)
-            i = find(word, nexts[k])
-        return out
+def _clean_word(word: str) -> str:
+    return word.lower().replace("\x00", "").replace("\x01", "")
 
 
 class MemoryIndex:
-    """Every memory entity of one mirror folder, by path, permalink and title.
+    """Every memory entity of one mirror folder, by path, permalink, title and text.
 
     :param root: the mirror folder.
     :param tz: offset for frontmatter times written without one.
+    :param db_path: the index file (``None``: held in memory, gone when closed).
+    :raises sqlite3.OperationalError: the index file cannot be opened (locked, I/O).
     """
 
-    def __init__(self, root: Path, tz: timezone | None = None) -> None:
+    def __init__(self, root: Path, tz: timezone | None = None, db_path: Path | None = None) -> None:
         self.root = Path(root)
         self.tz = tz or timezone(timedelta(hours=8))
-        self._by_path: dict[str, Entity] = {}
-        self._by_permalink: dict[str, str] = {}
-        # every indexed path per permalink, in load order: a duplicate takes over in O(1)
-        self._permalink_paths: dict[str, dict[str, None]] = {}
-        self._by_title: dict[str, set[str]] = {}  # lowercased title and file-name title → paths
-        self._columns: Columns | None = None  # search corpora of a past state ...
-        self._stale: set[str] = set()  # ... and the paths changed since (scored one by one)
+        self.db_path = db_path
+        self._db = self._connect()
+        if db_path is None:
+            self._start_afresh()  # empty, ready for :meth:`rebuild` or :meth:`update`
+
+    # -- the file -------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        target = ":memory:" if self.db_path is None else str(self.db_path)
+        if self.db_path is not None:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30)
+        if self.db_path is not None:
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.DatabaseError:
+                pass  # a damaged file: :meth:`load` finds out and starts afresh
+        return db
+
+    def _identity(self) -> dict[str, str]:
+        return {"root": str(self.root), "tz": str(self.tz.utcoffset(None))}
+
+    def _reusable(self) -> str | None:
+        """Why the open file cannot be used as it is, or None when it can."""
+        try:
+            version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+            if version == 0:
+                return "new"
+            if version != INDEX_VERSION:
+                return f"schema version {version}, this build writes {INDEX_VERSION}"
+            meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+            if any(meta.get(k) != v for k, v in self._identity().items()):
+                return "built for another folder or time offset"
+            for table in ("fts_head_terms", "fts_body_terms"):
+                self._db.execute(f"SELECT count(*) FROM {table} WHERE term >= 'a' AND term < 'b'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            return f"damaged ({exc})"
+        return None
+
+    def _start_afresh(self) -> None:
+        """An empty index of the current schema: the file (with its WAL) is removed and created again."""
+        if self.db_path is not None:
+            self._db.close()
+            for suffix in ("", "-wal", "-shm"):
+                try:
+                    os.unlink(f"{self.db_path}{suffix}")
+                except FileNotFoundError:
+                    pass
+            self._db = self._connect()
+        else:
+            for name in ("fts_head_terms", "fts_body_terms", "fts_head", "fts_body", "links", "titles", "tags",
+                         "entities", "meta"):
+                self._db.execute(f"DROP TABLE IF EXISTS {name}")
+        with self._transaction():
+            for statement in (s.strip() for s in _SCHEMA.split(";")):
+                if statement:
+                    self._db.execute(statement)
+            self._db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", self._identity().items())
+            self._db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
+
+    def close(self) -> None:
+        """Close the index file (the object is unusable afterwards)."""
+        self._db.close()
 
     # -- building -------------------------------------------------------------------
+
+    def load(self) -> tuple[int, int]:
+        """Open the index and bring it up to date with the folder.
+
+        A usable file (this schema version, this folder and offset, readable)
+        is kept and only the files whose size or mtime changed since it was
+        written are re-read, files gone are dropped; otherwise it is rebuilt.
+
+        :returns: ``(entities, files re-read)``; after a rebuild both are the count.
+        :raises OSError: the folder cannot be read.
+        """
+        why = self._reusable() if self.db_path is not None else "new"
+        if why is not None:
+            if why != "new":
+                log.warning("memory index %s: %s; rebuilding it from the files", self.db_path, why)
+            count = self.rebuild()
+            return count, count
+        known = {path: (size, mtime_ns) for path, size, mtime_ns in
+                 self._db.execute("SELECT path, size, mtime_ns FROM entities")}
+        changed: list[str] = []
+        for rel, st in self._walk_stat(""):
+            if known.pop(rel, None) != (st.st_size, st.st_mtime_ns):
+                changed.append(rel)
+        with self._transaction():
+            for rel in known:  # deleted while the daemon was off
+                self._drop(rel)
+            for rel in changed:
+                self._load(rel)
+        return len(self), len(changed) + len(known)
 
     def rebuild(self) -> int:
         """Forget everything and read every memory file under the root.
 
         :returns: the number of entities indexed.
         """
-        self._by_path.clear()
-        self._by_permalink.clear()
-        self._permalink_paths.clear()
-        self._by_title.clear()
-        self._columns = None
-        self._stale.clear()
-        for rel in self._walk(""):
-            self._load(rel)
-        return len(self._by_path)
+        self._start_afresh()
+        with self._transaction():
+            for rel, _ in self._walk_stat(""):
+                self._load(rel)
+        for table in ("fts_head", "fts_body"):
+            self._db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        return len(self)
 
     def update(self, rel_paths: Iterable[str]) -> None:
         """Re-read these paths (files or folders) after they changed.
@@ -369,128 +244,331 @@ class MemoryIndex:
         A missing path drops its entity and everything indexed below it; a
         folder is re-read file by file.  Only the named paths are touched.
         """
-        for rel in rel_paths:
-            rel = rel.strip("/")
-            local = self.root / rel if rel else self.root
-            if rel and local.is_file():
-                self._drop(rel)
-                self._load(rel)
-                continue
-            prefix = rel + "/" if rel else ""
-            for known in [p for p in self._by_path if p == rel or p.startswith(prefix)]:
-                self._drop(known)
-            if local.is_dir():
-                for sub in self._walk(rel):
-                    self._load(sub)
+        with self._transaction():
+            for rel in rel_paths:
+                rel = rel.strip("/")
+                local = self.root / rel if rel else self.root
+                if rel and local.is_file():
+                    self._load(rel)
+                    continue
+                if rel:
+                    below = self._db.execute("SELECT path FROM entities WHERE path = ? OR "
+                                             "substr(path, 1, ?) = ?", (rel, len(rel) + 1, rel + "/")).fetchall()
+                else:
+                    below = self._db.execute("SELECT path FROM entities").fetchall()
+                for (known,) in below:
+                    self._drop(known)
+                if self._real_folder(rel):  # never read through a link out of the mirror
+                    for sub, _ in self._walk_stat(rel):
+                        self._load(sub)
 
-    def _walk(self, rel_dir: str) -> Iterator[str]:
+    def _transaction(self) -> Any:
+        index = self
+
+        class _Tx:
+            def __enter__(self) -> None:
+                index._db.execute("BEGIN")
+
+            def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+                index._db.execute("COMMIT" if kind is None else "ROLLBACK")
+        return _Tx()
+
+    def _real_folder(self, rel: str) -> bool:
+        """True when ``rel`` is a folder reached without a symbolic link on the way."""
+        if not rel:
+            return self.root.is_dir()
+        try:
+            st = entry_stat(self.root, rel)
+        except (OSError, OutsideMirrorError):
+            return False
+        return st is not None and stat.S_ISDIR(st.st_mode)
+
+    def _walk_stat(self, rel_dir: str) -> Iterator[tuple[str, os.stat_result]]:
+        """Every indexed file below ``rel_dir`` with its ``stat`` (symbolic links are not followed)."""
         top = self.root / rel_dir if rel_dir else self.root
-        if rel_dir:
+        stack = [(str(top), rel_dir + "/" if rel_dir else "")]
+        while stack:
+            folder, prefix = stack.pop()
             try:
-                entry_stat(self.root, rel_dir)
-            except OutsideMirrorError:
-                return  # a link to a folder (or inside one): never walked
-        for folder, dirs, names in os.walk(top):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
-            rel_folder = Path(folder).relative_to(self.root).as_posix()
-            rel_folder = "" if rel_folder == "." else rel_folder + "/"
-            for name in names:
-                rel = rel_folder + name
-                if is_indexed(rel):
-                    yield rel
+                with os.scandir(folder) as it:
+                    entries = list(it)
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                rel = prefix + entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, rel + "/"))
+                    elif entry.is_file(follow_symlinks=False) and is_indexed(rel):
+                        yield rel, entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
 
     def _load(self, rel: str) -> None:
+        """Read one file into the index (replacing what it held for that path)."""
         if not is_indexed(rel):
             return
-        try:  # never through a symbolic link (the file or a folder on its way)
-            data, st = read_file(self.root, rel)
+        try:
+            data, st = read_file(self.root, rel)  # no link followed, in the file nor in a folder on its way
         except (OSError, OutsideMirrorError):
+            self._drop(rel)
             return
         entity = parse_entity(rel, data, st.st_mtime, self.tz)
-        self._stale.add(rel)
-        self._by_path[rel] = entity
-        self._permalink_paths.setdefault(entity.permalink, {})[rel] = None
-        for key in _title_keys(entity):
-            self._by_title.setdefault(key, set()).add(rel)
-        other = self._by_permalink.get(entity.permalink)
-        if other is not None and other != rel and not (self.root / other).is_file():
-            self._drop(other)  # the file was renamed or moved: the old path is stale
-        if other is None or other == rel or other not in self._by_path:
-            self._by_permalink[entity.permalink] = rel
+        db = self._db
+        row = db.execute("SELECT id FROM entities WHERE path=?", (rel,)).fetchone()
+        values = (rel, entity.permalink, entity.title, entity.type, json.dumps(list(entity.tags), ensure_ascii=False),
+                  entity.created, entity.modified, entity.modified_ts, entity.sensitivity, entity.status,
+                  entity.size, st.st_mtime_ns, entity.damaged)
+        if row is None:
+            eid = int(db.execute("INSERT INTO entities(path, permalink, title, type, tags, created, modified, "
+                                 "modified_ts, sensitivity, status, size, mtime_ns, damaged) "
+                                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values).lastrowid or 0)
+        else:
+            eid = int(row[0])  # the row keeps its id: an entity holding a permalink keeps holding it
+            self._forget_parts(eid)
+            db.execute("UPDATE entities SET path=?, permalink=?, title=?, type=?, tags=?, created=?, modified=?, "
+                       "modified_ts=?, sensitivity=?, status=?, size=?, mtime_ns=?, damaged=? WHERE id=?",
+                       (*values, eid))
+        db.executemany("INSERT OR IGNORE INTO tags(tag, id) VALUES (?, ?)", [(t, eid) for t in entity.tags_l])
+        db.executemany("INSERT OR IGNORE INTO titles(key, id) VALUES (?, ?)", [(k, eid) for k in title_keys(entity)])
+        db.executemany("INSERT INTO links(src, ord, rel, target, target_key) VALUES (?, ?, ?, ?, ?)",
+                       [(eid, i, r, t, link_key(t)) for i, (r, t) in enumerate(entity.links)])
+        db.execute("INSERT INTO fts_head(rowid, title, permalink, tags) VALUES (?, ?, ?, ?)",
+                   (eid, entity.title + _END, entity.permalink + _END, "\n".join(entity.tags) + _END))
+        db.execute("INSERT INTO fts_body(rowid, body) VALUES (?, ?)", (eid, entity.body + _END))
+        # the same permalink at a path whose file is gone: the file was renamed or moved
+        for (other,) in db.execute("SELECT path FROM entities WHERE permalink=? AND path<>?",
+                                   (entity.permalink, rel)).fetchall():
+            if not (self.root / other).is_file():
+                self._drop(other)
+
+    def _forget_parts(self, eid: int) -> None:
+        for table, column in (("tags", "id"), ("titles", "id"), ("links", "src"), ("fts_head", "rowid"),
+                              ("fts_body", "rowid")):
+            self._db.execute(f"DELETE FROM {table} WHERE {column}=?", (eid,))
 
     def _drop(self, rel: str) -> None:
-        entity = self._by_path.pop(rel, None)
-        if entity is None:
-            return
-        self._stale.add(rel)
-        for key in _title_keys(entity):
-            paths = self._by_title.get(key)
-            if paths is not None:
-                paths.discard(rel)
-                if not paths:
-                    del self._by_title[key]
-        same = self._permalink_paths.get(entity.permalink, {})
-        same.pop(rel, None)
-        if not same:
-            self._permalink_paths.pop(entity.permalink, None)
-        if self._by_permalink.get(entity.permalink) == rel:
-            del self._by_permalink[entity.permalink]
-            if same:  # a duplicate permalink takes over
-                self._by_permalink[entity.permalink] = next(iter(same))
+        row = self._db.execute("SELECT id FROM entities WHERE path=?", (rel,)).fetchone()
+        if row is not None:
+            self._forget_parts(int(row[0]))
+            self._db.execute("DELETE FROM entities WHERE id=?", (row[0],))
 
-    # -- queries --------------------------------------------------------------------
+    # -- entities -------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._by_path)
+        return int(self._db.execute("SELECT count(*) FROM entities").fetchone()[0])
+
+    def _entity(self, row: Sequence[Any], body: str | None = None, *, links: bool = True) -> Entity:
+        """An entity from its ``entities`` row; ``body`` given (e.g. ``""``) is not read,
+        ``links=False`` leaves its links out (for listings)."""
+        eid, path, permalink, title, type_, tags, created, modified, modified_ts, sensitivity, status, size, \
+            damaged = row
+        if body is None:
+            found = self._db.execute("SELECT body FROM fts_body WHERE rowid=?", (eid,)).fetchone()
+            body = found[0] if found else ""
+        body = body[:-len(_END)] if body.endswith(_END) else body
+        link_rows = tuple((r, t) for r, t in self._db.execute(
+            "SELECT rel, target FROM links WHERE src=? ORDER BY ord", (eid,))) if links else ()
+        tag_tuple = tuple(json.loads(tags))
+        return Entity(path=path, permalink=permalink, title=title, type=type_, tags=tag_tuple, created=created,
+                      modified=modified, modified_ts=modified_ts, sensitivity=sensitivity, status=status, body=body,
+                      links=link_rows, size=size, damaged=damaged, title_l=title.lower(), permalink_l=permalink.lower(),
+                      tags_l=tuple(t.lower() for t in tag_tuple))
+
+    def _one(self, where: str, params: Sequence[Any]) -> Entity | None:
+        row = self._db.execute(f"SELECT {_COLUMNS} FROM entities WHERE {where}", params).fetchone()
+        return self._entity(row) if row is not None else None
 
     def entities(self) -> Iterator[Entity]:
-        """Every entity, in no particular order."""
-        return iter(list(self._by_path.values()))
-
-    def columns(self) -> Columns:
-        """Search corpora of the entities (rebuilt once many paths changed;
-        until then the changed ones are in :meth:`stale`)."""
-        if self._columns is None or len(self._stale) > max(256, len(self._by_path) // 20):
-            self._columns = Columns(sorted(self._by_path.values(), key=lambda e: (-e.modified_ts, e.path)))
-            self._stale.clear()
-        return self._columns
-
-    def stale(self) -> tuple[set[str], list[Entity]]:
-        """What changed since :meth:`columns` was built: the paths (their corpus
-        entries are out of date) and the current entities at those paths."""
-        paths = set(self._stale)
-        return paths, [self._by_path[p] for p in sorted(paths) if p in self._by_path]
+        """Every entity, in no particular order (bodies included: for tests and small libraries)."""
+        rows = self._db.execute(f"SELECT {_COLUMNS} FROM entities").fetchall()
+        return iter([self._entity(r) for r in rows])
 
     def get(self, rel_path: str) -> Entity | None:
         """The entity at a path, or None."""
-        return self._by_path.get(rel_path)
+        return self._one("path=?", (rel_path,))
 
     def by_permalink(self, permalink: str) -> Entity | None:
         """The entity with this permalink, checking that its file still exists.
 
         A stale entry (the file was moved without an event naming it) is
-        dropped and None returned.
+        dropped and the next holder of the permalink, if any, returned.
         """
-        rel = self._by_permalink.get(permalink.strip())
-        if rel is None:
-            return None
-        if not (self.root / rel).is_file():
-            self._drop(rel)
-            return self.by_permalink(permalink) if permalink.strip() in self._by_permalink else None
-        return self._by_path.get(rel)
+        key = permalink.strip()
+        for (rel,) in self._db.execute("SELECT path FROM entities WHERE permalink=? ORDER BY id", (key,)).fetchall():
+            if (self.root / rel).is_file():
+                return self.get(rel)
+            with self._transaction():
+                self._drop(rel)
+        return None
 
     def resolve_link(self, target: str) -> Entity | None:
         """The entity a ``[[target]]`` names: by title (case-insensitive), else by file name, else permalink."""
-        want = _lower(target.split("|", 1)[0].split("#", 1)[0].strip())
+        want = link_key(target)
         if not want:
             return None
-        paths = self._by_title.get(want)
-        if paths:
-            entities = sorted((self._by_path[p] for p in paths), key=lambda e: (e.title_l != want, e.path))
-            return entities[0]
-        rel = self._by_permalink.get(target.strip())
-        return self._by_path.get(rel) if rel else None
+        rows = self._db.execute(f"SELECT {_COLUMNS.replace('id,', 'e.id,', 1)} FROM titles t JOIN entities e "
+                                "ON e.id = t.id WHERE t.key=? ORDER BY lower(e.title) <> ?, e.path LIMIT 1",
+                                (want, want)).fetchall()
+        if rows:
+            return self._entity(rows[0])
+        return self._one("permalink=? ORDER BY id LIMIT 1", (target.strip(),))
+
+    def resolve_links(self, targets: Iterable[str]) -> dict[str, Entity | None]:
+        """:meth:`resolve_link` of many targets in one query; the entities come without body and links.
+
+        :returns: each target → the entity it names, or None.
+        """
+        wanted = {t: link_key(t) for t in dict.fromkeys(targets)}
+        keys = sorted({k for k in wanted.values() if k})
+        best: dict[str, tuple[bool, str, Entity]] = {}
+        cols = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            for key, *row in self._db.execute(
+                    f"SELECT t.key, {cols} FROM titles t JOIN entities e ON e.id = t.id "
+                    f"WHERE t.key IN ({','.join('?' * len(chunk))})", chunk):
+                rank = (row[3].lower() != key, row[1])  # the title itself before a file name, then by path
+                if key not in best or rank < best[key][:2]:
+                    best[key] = (*rank, self._entity(row, body="", links=False))
+        out: dict[str, Entity | None] = {}
+        for target, key in wanted.items():
+            if not key:
+                out[target] = None
+            elif key in best:
+                out[target] = best[key][2]
+            else:
+                row = self._db.execute(f"SELECT {_COLUMNS} FROM entities WHERE permalink=? ORDER BY id LIMIT 1",
+                                       (target.strip(),)).fetchone()
+                out[target] = self._entity(row, body="", links=False) if row is not None else None
+        return out
 
     def has_permalink(self, permalink: str) -> bool:
         """True when some entity uses this permalink."""
-        return permalink in self._by_permalink
+        return self._db.execute("SELECT 1 FROM entities WHERE permalink=? LIMIT 1", (permalink,)).fetchone() is not None
+
+    def backlinks(self, entity: Entity, limit: int = 20) -> list[tuple[str, str, Entity]]:
+        """The links of other entities that lead to ``entity``: ``(relation type, link text, source)``,
+        by source path, at most ``limit``; each source without its body and links.  A link
+        counts when it resolves to ``entity`` (:meth:`resolve_link`)."""
+        keys = sorted(title_keys(entity) | {entity.permalink.lower()})
+        marks = ",".join("?" * len(keys))
+        cols = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
+        rows = self._db.execute(
+            f"SELECT l.rel, l.target, {cols} FROM links l JOIN entities e ON e.id = l.src "
+            f"WHERE l.target_key IN ({marks}) AND e.path <> ? ORDER BY e.path, l.ord LIMIT ?",
+            (*keys, entity.path, 4 * limit)).fetchall()
+        out: list[tuple[str, str, Entity]] = []
+        resolved = {t: (e.path if e else None) for t, e in self.resolve_links(r[1] for r in rows).items()}
+        for rel, target, *source in rows:
+            if resolved[target] != entity.path:
+                continue
+            out.append((rel, target, self._entity(source, body="", links=False)))
+            if len(out) >= limit:
+                break
+        return out
+
+    # -- search ---------------------------------------------------------------------
+
+    def _expression(self, table: str, word: str) -> str | None:
+        """The FTS5 query finding ``word`` in ``table`` (``fts_head``/``fts_body``): the word as a
+        phrase, or for a one- or two-character word the terms it begins; ``""``: it occurs
+        nowhere; None: it begins too many terms to list."""
+        if len(word) >= 3:
+            return _phrase(word)
+        terms = [r[0] for r in self._db.execute(
+            f"SELECT term FROM {table}_terms WHERE term >= ? AND term < ? LIMIT ?",
+            (word, word + "\U0010ffff", _MAX_PREFIX_TERMS + 1))]
+        if len(terms) > _MAX_PREFIX_TERMS:
+            return None
+        return "(" + " OR ".join(_phrase(t) for t in terms) + ")" if terms else ""
+
+    def _word_hits(self, word: str) -> list[tuple[str, list[Any]]]:
+        """SQL selecting ``(id, weight)`` per field ``word`` occurs in, with its parameters."""
+        out: list[tuple[str, list[Any]]] = []
+        for table, fields in (("fts_head", WEIGHTS[:3]), ("fts_body", WEIGHTS[3:])):
+            expr = self._expression(table, word)
+            if expr == "":
+                continue
+            for column, weight in fields:
+                if expr is None:  # too common to list its terms: scan the field
+                    out.append((f"SELECT rowid AS id, {weight} AS s FROM {table} WHERE instr(lower({column}), ?) > 0",
+                                [word]))
+                elif table == "fts_body":
+                    out.append((f"SELECT rowid AS id, {weight} AS s FROM {table} WHERE {table} MATCH ?", [expr]))
+                else:
+                    out.append((f"SELECT rowid AS id, {weight} AS s FROM {table} WHERE {table} MATCH ?",
+                                [f"{column} : {expr}"]))
+        return out
+
+    def search(self, words: Sequence[str], *, tags: Sequence[str] = (), type_: str | None = None,
+               since: float | None = None, include_sensitive: bool = False,
+               limit: int = 8) -> list[tuple[int, Entity]]:
+        """Entities ranked for ``words`` (see the module docstring), filtered in SQL.
+
+        :param words: lowercased keywords (none: every entity, newest first).
+        :param tags: lowercased tags an entity must all carry.
+        :param type_: exact ``type``.
+        :param since: POSIX seconds ``modified`` must be at or after.
+        :param include_sensitive: also ``sensitivity: sensitive`` entities (trashed ones never).
+        :param limit: at most this many.
+        :returns: ``(score, entity)`` best first (score 0 without words).
+        """
+        where = ["e.status <> 'trashed'"]
+        params: list[Any] = []
+        if not include_sensitive:
+            where.append("e.sensitivity <> 'sensitive'")
+        if type_ is not None:
+            where.append("e.type = ?")
+            params.append(type_)
+        if since is not None:
+            where.append("e.modified_ts >= ?")
+            params.append(since)
+        for tag in dict.fromkeys(tags):
+            where.append("EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.id = e.id)")
+            params.append(tag)
+        cols = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
+        if not words:
+            rows = self._db.execute(f"SELECT {cols}, 0 FROM entities e WHERE {' AND '.join(where)} "
+                                    "ORDER BY e.modified_ts DESC, e.path LIMIT ?", (*params, limit)).fetchall()
+        else:
+            parts: list[str] = []
+            hit_params: list[Any] = []
+            for word in dict.fromkeys(_clean_word(w) for w in words):
+                for sql, p in self._word_hits(word) if word else []:
+                    parts.append(sql)
+                    hit_params += p
+            if not parts:
+                return []
+            rows = self._db.execute(
+                f"WITH hits(id, s) AS ({' UNION ALL '.join(parts)}), "
+                "scores(id, score) AS (SELECT id, sum(s) FROM hits GROUP BY id) "
+                f"SELECT {cols}, s.score FROM scores s JOIN entities e ON e.id = s.id "
+                f"WHERE {' AND '.join(where)} ORDER BY s.score DESC, e.modified_ts DESC, e.path LIMIT ?",
+                (*hit_params, *params, limit)).fetchall()
+        return [(int(r[-1]), self._entity(r[:-1])) for r in rows]
+
+    def listing(self, folder: str = "", tag: str = "", include_sensitive: bool = True,
+                limit: int = 500) -> tuple[list[Entity], int]:
+        """Entities below ``folder`` carrying ``tag`` (lowercased), newest first, without bodies.
+
+        :returns: ``(at most limit entities, how many match in all)``.
+        """
+        where = ["e.status <> 'trashed'"]
+        params: list[Any] = []
+        if folder:
+            where.append("substr(e.path, 1, ?) = ?")
+            params += [len(folder) + 1, folder + "/"]
+        if tag:
+            where.append("EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.id = e.id)")
+            params.append(tag)
+        if not include_sensitive:
+            where.append("e.sensitivity <> 'sensitive'")
+        cond = " AND ".join(where)
+        total = int(self._db.execute(f"SELECT count(*) FROM entities e WHERE {cond}", params).fetchone()[0])
+        cols = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
+        rows = self._db.execute(f"SELECT {cols} FROM entities e WHERE {cond} ORDER BY e.modified_ts DESC, e.path "
+                                "LIMIT ?", (*params, limit)).fetchall()
+        return [self._entity(r, body="", links=False) for r in rows], total

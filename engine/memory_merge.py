@@ -8,8 +8,8 @@ This module owns how two concurrent edits of one memory file become one:
   result *damaged*: nothing is written;
 * frontmatter merges field by field (:mod:`ohsync.engine.memory_frontmatter`):
   a one-sided change wins, both sides changing a field to different values
-  is a conflict, except ``modified`` (the later timestamp wins) and ``tags``
-  (three-way set merge);
+  is a conflict, except ``modified`` (the later timestamp wins), ``origin``
+  (follows the later ``modified``) and ``tags`` (three-way set merge);
 * ``## Observations`` and ``## Relations`` sections merge as a union: an entry
   added on either side is kept once, an entry removed on one side stays
   removed; order is base order, then ours' additions, then theirs';

@@ -10,8 +10,12 @@ entities (a ``*.md`` outside ``Files/`` whose frontmatter parses and names a
 ``title`` or ``permalink``), and never when the edit itself changed
 ``modified``.  ``origin`` is left alone when the server's copy changed too:
 two sides changing ``origin`` differently would not merge.  The version the
-person saved is copied to the backups before it is rewritten.  Off unless
-``EngineOptions.stamp_edits`` (config ``[memory] stamp_edits``).
+person saved is copied to the backups before it is rewritten.  Only with
+``EngineOptions.stamp_edits`` (config ``[memory] stamp_edits``, on by default).
+The stamp never makes a merge conflict with a concurrent remote edit of the
+same frontmatter: ``modified`` merges to the later time, and ``origin``
+follows the side whose ``modified`` is later
+(:mod:`.memory_frontmatter`).
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from .memory_edit import set_fields, yaml_scalar
 from .memory_format import MemoryParseError, parse_memory
 from .memory_index import parse_offset
 from .memory_merge import is_memory_file
+from .place import local_offset
 from .state import Base
 
 __all__ = ["stamp_edit"]
@@ -80,7 +85,7 @@ def stamp_edit(ctx: MirrorContext, rel: str, fp: tuple[int, int, int] | None, ba
     old = _frontmatter(ctx.state.base_content(base)) if base is not None else None
     if old is not None and old.get("modified") != fm.get("modified"):
         return False  # the person set `modified` themselves
-    tz = parse_offset(getattr(opts, "time_offset", "+08:00"))
+    tz = parse_offset(getattr(opts, "time_offset", None) or local_offset())
     when = (now or datetime.now(tz)).astimezone(tz).replace(microsecond=0)
     fields = {"modified": when.isoformat()}
     origin = getattr(opts, "origin", "desktop")

@@ -11,8 +11,10 @@ its sync worker and pushes by read-merge-write.  The contract (issue 15):
   scoring per space-separated word, case-insensitive substring, title ×4,
   permalink ×3, tag ×2, body ×1 (CJK works as plain substrings, no word
   segmentation), ``modified`` descending breaking ties; each result carries
-  its one-hop ``[[relations]]`` as ``related`` (not ranked) and a snippet:
-  the best hit line with one line either side.
+  its one-hop links both ways as ``related`` (not ranked): its own
+  ``[[relations]]`` (``direction: out``) and the links of other entities to
+  it (``direction: in``), each with its relation type; and a snippet: the
+  best hit line with one line either side.
 * ``read`` by permalink (found after renames and moves: the index follows
   the files), text past 8 KB truncated with a marker; ``list`` by folder or
   tag without bodies.
@@ -22,9 +24,8 @@ sentence.
 """
 from __future__ import annotations
 
-import heapq
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,6 @@ DEFAULT_LIMIT = 8
 #: Where ``write`` puts an entity of a type when no folder is given.
 TYPE_FOLDERS = {"preference": "preferences", "course": "courses", "task": "tasks", "journal": "journal"}
 _DEFAULT_FOLDER = "knowledge"
-_WEIGHTS = (4, 3, 2, 1)  # title, permalink, tag, body
 _MAX_RELATED = 20
 _SNIPPET_LINE = 300
 
@@ -210,48 +210,17 @@ class MemoryTools:
             raise MemoryToolError("`include_sensitive` must be true or false")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
             raise MemoryToolError("`limit` must be a whole number from 1 to 100")
-        cols = self.index.columns()
-        stale_paths, fresh = self.index.stale()
-        if words:
-            scores: dict[int, int] = {}
-            for w in words:
-                for field, weight in enumerate(_WEIGHTS):
-                    for k in cols.hits(field, w):
-                        scores[k] = scores.get(k, 0) + weight
-            candidates: Iterable[tuple[int, Entity]] = [(score, cols.entities[k]) for k, score in scores.items()]
-            fresh_scored = [(s, e) for e in fresh if (s := _score(e, words))]
-        else:
-            candidates = ((0, e) for e in cols.entities)
-            fresh_scored = [(0, e) for e in fresh]
-        scored: list[tuple[int, float, str, Entity]] = []
-        enough = None if words else limit + 8  # without keywords the corpus order is the ranking
-
-        def keep(e: Entity) -> bool:
-            if e.status == "trashed" or (e.sensitivity == "sensitive" and not include_sensitive):
-                return False
-            if want_type is not None and e.type != want_type:
-                return False
-            if floor is not None and e.modified_ts < floor:
-                return False
-            return not want_tags or all(t in e.tags_l for t in want_tags)
-
-        for score, e in candidates:
-            if enough is not None and len(scored) >= enough:
+        ranked: list[tuple[int, Entity]] = []
+        for _ in range(3):  # again when files vanished under the first picks
+            ranked = self.index.search(words, tags=want_tags, type_=want_type, since=floor,
+                                       include_sensitive=include_sensitive, limit=limit)
+            gone = [e.path for _, e in ranked if not (self.index.root / e.path).is_file()]
+            if not gone:
                 break
-            if e.path not in stale_paths and keep(e):
-                scored.append((-score, -e.modified_ts, e.path, e))
-        scored.extend((-score, -e.modified_ts, e.path, e) for score, e in fresh_scored if keep(e))
-        # the best few first; the whole list only when files vanished under the first picks
-        ranked = heapq.nsmallest(limit + 8, scored, key=lambda x: x[:3])
-        if len(ranked) < len(scored) and any(not (self.index.root / x[3].path).is_file() for x in ranked):
-            ranked = sorted(scored, key=lambda x: x[:3])
+            self.index.update(gone)  # moved or deleted without an event naming it
         results: list[dict[str, Any]] = []
-        for neg_score, _, _, e in ranked:
-            score = -neg_score
-            if len(results) >= limit:
-                break
-            if not (self.index.root / e.path).is_file():  # moved or deleted without an event naming it
-                self.index.update([e.path])
+        for score, e in ranked:
+            if not (self.index.root / e.path).is_file():
                 continue
             item: dict[str, Any] = {"permalink": e.permalink, "title": e.title, "type": e.type, "tags": list(e.tags),
                     "modified": e.modified, "snippet": _snippet(e.body, words),
@@ -262,21 +231,35 @@ class MemoryTools:
         return {"results": results}
 
     def _related(self, e: Entity, include_sensitive: bool) -> list[dict[str, Any]]:
+        """``e``'s links both ways: its own (``direction: out``, in the file's order), then the
+        links of other entities that lead to it (``direction: in``, by their path)."""
         out: list[dict[str, Any]] = []
-        for rel, target in e.links:
-            other = self.index.resolve_link(target)
-            if other is not None and other.path == e.path:
-                continue
+
+        def add(rel: str, target: str, direction: str, other: Entity | None) -> None:
             if other is not None and other.sensitivity == "sensitive" and not include_sensitive:
-                continue
-            item: dict[str, Any] = {"rel": rel, "target": target,
+                return
+            item: dict[str, Any] = {"rel": rel, "direction": direction, "target": target,
                                     "permalink": other.permalink if other else None,
                                     "title": other.title if other else None}
             if other is not None and other.status == "trashed":
                 item["status"] = "trashed"
             out.append(item)
+
+        targets = self.index.resolve_links(t for _, t in e.links[:_MAX_RELATED * 2])
+        for rel, target in e.links:
+            other = targets[target] if target in targets else self.index.resolve_link(target)
+            if other is not None and other.path == e.path:
+                continue
+            add(rel, target, "out", other)
             if len(out) >= _MAX_RELATED:
                 break
+        incoming = 0
+        for rel, target, source in self.index.backlinks(e, _MAX_RELATED):
+            if incoming >= _MAX_RELATED:
+                break
+            before = len(out)
+            add(rel, target, "in", source)
+            incoming += len(out) - before
         return out
 
     def entity(self, permalink: Any) -> Entity:
@@ -350,14 +333,10 @@ class MemoryTools:
             raise MemoryToolError("`include_sensitive` must be true or false")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise MemoryToolError("`limit` must be a positive whole number")
-        rows = [e for e in self.index.entities()
-                if e.status != "trashed" and (not where or e.path.startswith(where + "/"))
-                and (not want or want in e.tags_l)
-                and (include_sensitive or e.sensitivity != "sensitive")]
-        rows.sort(key=lambda e: (-e.modified_ts, e.path))
+        rows, total = self.index.listing(where, want, include_sensitive, limit)
         results = [{"permalink": e.permalink, "title": e.title, "type": e.type, "modified": e.modified,
-                    "path": e.path} for e in rows[:limit]]
-        return {"results": results, "total": len(rows)}
+                    "path": e.path} for e in rows]
+        return {"results": results, "total": total}
 
     # -- writes (planned here, applied and pushed by the daemon) -------------------
 
@@ -496,14 +475,6 @@ class MemoryTools:
         new = set_fields(data, fields)
         return WritePlan(entity.path, new, {"permalink": entity.permalink, "title": entity.title,
                                             "path": entity.path, "deleted": entity.title})
-
-
-def _score(e: Entity, words: Sequence[str]) -> int:
-    """The keyword score of one entity, field by field (for entities not in the corpora yet)."""
-    body = e.body.lower()
-    tags = "\x01".join(e.tags_l)
-    return sum(_WEIGHTS[0] * (w in e.title_l) + _WEIGHTS[1] * (w in e.permalink_l) + _WEIGHTS[2] * (w in tags)
-               + _WEIGHTS[3] * (w in body) for w in words)
 
 
 def _snippet(body: str, words: Sequence[str]) -> str:

@@ -32,7 +32,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .client_commits import CommitInfo
+from .client.commits import CommitInfo
 from .context import MirrorContext
 from .errors import LibraryGoneError, NotFoundError, OhsyncError, RemoteOperationError
 from .models import RemoteEntry, RepoInfo

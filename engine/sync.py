@@ -36,7 +36,7 @@ from .paths import normalize_rel
 from .reconcile import Action
 from .remote_scan import scan_remote
 from .state import StateStore
-from .confirm import confirm_plans
+from .confirm import confirm_plans, keep_confirmed
 from .crashpoints import reach
 from .echoes import OwnFolders, WatchedPaths, sort_watched
 from . import regression, remote_diffs
@@ -137,6 +137,7 @@ class SyncEngine(FolderSteps):
 
     def confirm_deletes(self) -> int:
         """Let the next pass carry out the held deletes; returns how many."""
+        self._settled = None  # the next pass is a full one, whatever its shape
         return self.valve.confirm()
 
     def regression(self) -> str | None:
@@ -284,6 +285,7 @@ class SyncEngine(FolderSteps):
         self._settled = None
         self._strikes, self._struck = 0, []
         generation = self.state.generation
+        held_before = set(self.valve.held())
         bases = self.state.all_bases()
         check_root(self.local_root, marker_expected=bool(bases))
         self.ignore.reload()
@@ -335,7 +337,7 @@ class SyncEngine(FolderSteps):
                 if plan is not None:
                     plans.append(plan)
             plans = confirm_plans(self.ctx, plans, lambda p, remote: self._plan_file(
-                p.rel, local.get(p.rel), remote, bases.get(p.rel), report))
+                p.rel, local.get(p.rel), remote, bases.get(p.rel), report), held=self.valve.holding())
             held = regression.load(self.state)
             if held is not None:
                 plans = regression.hold(self.ctx, plans, held, report)
@@ -355,6 +357,7 @@ class SyncEngine(FolderSteps):
             # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates - deferred)
+            keep_confirmed(self.ctx, {rel for rel, _ in report.held_deletes})
             plans = [p for p in plans if not self._held_back(p)]
             # held deletes and paths waiting out a failure are listed as such, not as waiting
             self._pending.keep({p.rel for p in plans} | (deferred - holding))
@@ -386,23 +389,29 @@ class SyncEngine(FolderSteps):
         # settled: an idle-shaped pass, or a full scan with the server checked, that found nothing
         # (else every periodic full scan would be followed by a pass that reads every base again)
         quiet_full = local_paths is None and check_remote
-        if (idle_shaped and not candidates or quiet_full) and self._nothing_waits(report, generation):
+        # deletes the valve holds, unchanged, are nothing to do: such a pass settles too (and the next
+        # polls cost one request, not one per held path)
+        nothing_new = not candidates - {rel for rel, _ in held_before}
+        if (idle_shaped and nothing_new or quiet_full) and self._nothing_waits(report, generation, held_before):
             self._settled = (self.state.generation, bool(bases), self.state.get_meta("head") or "")
         return report
 
-    def _nothing_waits(self, report: SyncReport, generation: int) -> bool:
+    def _nothing_waits(self, report: SyncReport, generation: int,
+                       held_before: set[tuple[str, str]] | None = None) -> bool:
         """True when an idle pass did nothing and left nothing for the next one:
         a pass with the same head and no local change would do the same nothing.
 
         ``generation`` is the state's before the pass: nothing may have been
-        written since.
+        written since.  ``held_before``: the deletes the valve held before the
+        pass; the same ones still held wait for the person, not for a pass.
         """
         if (report.remote_changed or report.uploaded or report.downloaded or report.merged or report.conflicts
                 or report.errors or report.skipped or report.damaged or report.deleted_local
-                or report.deleted_remote or report.held_deletes or report.moved or report.interrupted
-                or report.rescan):
+                or report.deleted_remote or report.moved or report.interrupted or report.rescan):
             return False
-        if self.failure_book.items() or self.valve.held() or regression.load(self.state) is not None:
+        if set(report.held_deletes) != (held_before or set()) or set(self.valve.held()) != (held_before or set()):
+            return False
+        if self.failure_book.items() or regression.load(self.state) is not None:
             return False
         return self.state.generation == generation
 

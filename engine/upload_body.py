@@ -1,4 +1,4 @@
-"""Request bodies of a chunked upload (:mod:`.client_chunked`): a slice of
+"""Request bodies of a chunked upload (:mod:`.client.chunked`): a slice of
 the file streamed as httpx sends it, or a slice of a chunk buffer.
 
 httpx reads a multipart file part with ``seek``/``tell`` (its length) and

@@ -184,7 +184,8 @@ def ohsync_cmd() -> list[str]:
 
 def write_config(env: Env, server: str, username: str, mirror: Path, *, poll_interval: float = 1.0,
                  **extra: Any) -> Path:
-    """A config for a daemon under ``env`` (state in env.root/state)."""
+    """A config for a daemon under ``env`` (state in env.root/state); ``memory={...}`` keys
+    replace the defaults set here (``+08:00``, Chinese texts, no stamping)."""
     import tomli_w
 
     doc: dict[str, Any] = {"server": server, "username": username, "poll_interval": poll_interval,
@@ -193,6 +194,9 @@ def write_config(env: Env, server: str, username: str, mirror: Path, *, poll_int
     for k in ("library", "library_id", "remote", "ignore"):
         if k in extra:
             mirror_doc[k] = extra.pop(k)
+    # the texts, offsets and bytes daemon tests compare were written for these (the product's defaults are the
+    # computer's offset, the locale's language and stamping on: tests of those set them)
+    doc["memory"] = {"time_offset": "+08:00", "language": "zh", "stamp_edits": False, **extra.pop("memory", {})}
     doc.update(extra)
     doc["mirror"] = [mirror_doc]
     env.config.write_text(tomli_w.dumps(doc), encoding="utf-8")

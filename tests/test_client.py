@@ -1031,3 +1031,22 @@ def test_live_big_file_streams_both_ways(dev, live, tmp_path):
         assert c.download(repo, "/big.bin", fh, progress=lambda d, t: progress.append((d, t))) == result.id
     assert out.read_bytes() == data
     assert progress[-1] == (len(data), len(data)) and len(progress) >= 9
+
+
+def test_every_call_of_a_call_group_is_a_call_of_the_client(client):
+    """SeafileClient is a transport and call groups composed onto it; every
+    public call of a group is reachable as ``client.<call>`` (the rest of
+    ohsync never names a group), bound to that group."""
+    from ohsync.engine.client.transport import SeafileHTTP
+
+    groups = [v for v in vars(client).values()
+              if type(v).__module__.startswith("ohsync.engine.client.") and not isinstance(v, SeafileHTTP)]
+    assert {type(g).__name__ for g in groups} >= {"FileCalls", "DirCalls", "MoveCalls", "ChunkedUploads",
+                                                  "ResumableDownloads", "ZipDownloads", "BatchUploads",
+                                                  "HistoryCalls", "CommitReads", "NotificationAPI"}
+    shared = {"listing"}  # DirCalls.listing: the moves' check of a folder, not a call of the client
+    missing = [f"{type(g).__name__}.{name}" for g in groups for name in vars(type(g))
+               if not name.startswith("_") and name not in shared and callable(getattr(g, name))
+               and getattr(client, name, None) != getattr(g, name)]
+    assert missing == []
+    assert client.upload_link == client.http.links.upload_link and client.forget_links == client.http.links.forget

@@ -1,4 +1,4 @@
-"""Bulk and resumable transfers of the client (``ohsync.engine.client_bulk``)
+"""Bulk and resumable transfers of the client (``ohsync.engine.client``)
 against devserver: zip download (and the engine's cold sync through it),
 chunked resumable upload, ranged resumable download.
 

@@ -1,5 +1,5 @@
 """Transfers hashed as they stream and chunks in flight
-(engine/client_chunked.py, engine/client_resume.py, engine/ids.py), against
+(engine/client/chunked.py, engine/client/resume.py, engine/ids.py), against
 devserver.
 
 Every test checks the bytes on the server (or in the destination) and that
@@ -19,6 +19,7 @@ import pytest
 
 from engine_helpers import USER
 from ohsync.engine.client import SeafileClient
+from ohsync.engine.client.chunked import ChunkedUploads
 from ohsync.engine.ids import ContentHasher, seafile_file_id
 
 MiB = 1024 * 1024
@@ -88,7 +89,7 @@ def test_the_final_chunk_waits_for_every_other_one(devserver, repo):
     lock = threading.Lock()
     order: list[tuple[str, int]] = []
 
-    real_post = SeafileClient._post
+    real_post = ChunkedUploads._post
 
     def post(self, link, form, name, data_, crange, target, exists):  # noqa: ANN001, ANN202
         with lock:
@@ -98,13 +99,13 @@ def test_the_final_chunk_waits_for_every_other_one(devserver, repo):
             order.append(("end", crange[0]))
         return resp
 
-    SeafileClient._post = post  # type: ignore[method-assign]
+    ChunkedUploads._post = post  # type: ignore[method-assign]
     try:
         with make_client(devserver) as client, ThreadPoolExecutor(4) as pool:
             client.upload_chunked(repo, "/f.bin", io.BytesIO(data), size=len(data), chunk_size=1 * MiB,
                                   executor=pool, in_flight=4, resume=False)
     finally:
-        SeafileClient._post = real_post  # type: ignore[method-assign]
+        ChunkedUploads._post = real_post  # type: ignore[method-assign]
     assert devserver.read_file(repo, "/f.bin") == data
     last = 5 * MiB
     final_start = order.index(("start", last))

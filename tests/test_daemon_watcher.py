@@ -1,4 +1,6 @@
-"""The watcher: bursts of writes become one dirty path; ignored names never appear."""
+"""The watcher: bursts of writes become one dirty path; ignored names never appear;
+a completed save (closed after writing, a temp file renamed onto it) is handed
+on without waiting the quiet period."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, wait_for  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, isolated_env, wait_for  # noqa: E402,F401
 
 from ohsync.daemon.watcher import Watcher  # noqa: E402
 
@@ -28,11 +30,27 @@ class Recorder:
             return [p for b, _ in self.batches for p in b]
 
 
-def _watch(root: Path, rec: Recorder, quiet: float = 0.5) -> Watcher:
+def _watch(root: Path, rec: Recorder, quiet: float = 0.5, **kw) -> Watcher:
     engine = FakeEngine(root)
-    w = Watcher(root, engine.rel_path, rec, quiet=quiet)
+    w = Watcher(root, engine.rel_path, rec, quiet=quiet, **kw)
     w.start()
     return w
+
+
+class Clock:
+    """The debounce's clock seam: time moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _advance(w: Watcher, clock: Clock, seconds: float) -> None:
+    with w.cond:
+        clock.now += seconds
+        w.cond.notify_all()  # the debounce thread looks at the clock again
 
 
 def test_burst_of_writes_is_one_dirty_path(tmp_path: Path) -> None:
@@ -40,10 +58,10 @@ def test_burst_of_writes_is_one_dirty_path(tmp_path: Path) -> None:
     target = tmp_path / "journal" / "2026-11.md"
     target.write_text("start\n", encoding="utf-8")
     rec = Recorder()
-    w = _watch(tmp_path, rec, quiet=0.7)
+    w = _watch(tmp_path, rec, quiet=0.7, settle=2.0)
     try:
         time.sleep(0.3)
-        for i in range(10):  # an editor saving repeatedly, 0.1 s apart (< quiet)
+        for i in range(10):  # an editor saving repeatedly, 0.1 s apart (< quiet, < settle)
             with open(target, "a", encoding="utf-8") as f:
                 f.write(f"- [x] line {i}\n")
             time.sleep(0.1)
@@ -122,3 +140,134 @@ def test_move_records_of_finished_renames_are_swept(tmp_path: Path, monkeypatch)
         assert w.is_alive()
     finally:
         w.stop()
+
+
+def test_a_save_closed_after_writing_is_handed_on_before_the_quiet_period(tmp_path: Path) -> None:
+    clock = Clock()
+    rec = Recorder()
+    w = _watch(tmp_path, rec, quiet=0.7, settle=0.1, clock=clock)
+    try:
+        time.sleep(0.3)
+        (tmp_path / "note.md").write_text("saved\n")  # open, write, close (IN_CLOSE_WRITE)
+        wait_for(lambda: w._paths.is_complete("note.md"), timeout=15, what="the close seen")
+        assert rec.paths() == []  # the clock has not moved: nothing is due yet
+        _advance(w, clock, 0.1)   # settle, far less than the quiet period
+        wait_for(lambda: rec.paths(), timeout=15, what="the save handed on")
+        assert rec.batches == [(["note.md"], False)]
+        assert clock.now - 1000.0 < 0.7
+    finally:
+        w.stop()
+
+
+def test_a_temp_file_renamed_onto_the_target_is_a_completed_save(tmp_path: Path) -> None:
+    (tmp_path / "note.md").write_text("old\n")
+    clock = Clock()
+    rec = Recorder()
+    w = _watch(tmp_path, rec, quiet=0.7, settle=0.1, clock=clock)
+    try:
+        time.sleep(0.3)
+        tmp = tmp_path / ".ohsync-tmp-save"   # an editor's atomic save: a temp file, then a rename
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, b"new\n")
+        os.fsync(fd)
+        os.close(fd)
+        os.replace(tmp, tmp_path / "note.md")
+        wait_for(lambda: w._paths.is_complete("note.md"), timeout=15, what="the rename seen")
+        _advance(w, clock, 0.1)
+        wait_for(lambda: rec.paths(), timeout=15, what="the save handed on")
+        assert rec.batches == [(["note.md"], False)]
+    finally:
+        w.stop()
+
+
+def test_without_a_close_the_quiet_period_applies(tmp_path: Path) -> None:
+    clock = Clock()
+    rec = Recorder()
+    w = _watch(tmp_path, rec, quiet=0.7, settle=0.1, clock=clock)
+    try:
+        time.sleep(0.3)
+        with open(tmp_path / "big.bin", "wb") as f:  # still being written: no close yet
+            f.write(b"x" * 1000)
+            f.flush()
+            wait_for(lambda: w.pending == 1, timeout=15, what="the write seen")
+            _advance(w, clock, 0.5)   # past settle, within the quiet period
+            time.sleep(0.3)
+            assert rec.paths() == [] and not w._paths.is_complete("big.bin")
+            _advance(w, clock, 1.0)   # past the quiet period (of the last event seen, however late)
+            wait_for(lambda: rec.paths() == ["big.bin"], timeout=15, what="the quiet path handed on")
+    finally:
+        w.stop()
+
+
+def test_a_burst_of_saves_of_many_files_is_one_batch(tmp_path: Path) -> None:
+    rec = Recorder()
+    w = _watch(tmp_path, rec, quiet=60.0, settle=1.0)
+    try:
+        time.sleep(0.3)
+        names = [f"n{i:02}.md" for i in range(30)]
+        for name in names:
+            (tmp_path / name).write_text(name)
+        for name in names[:5]:  # and some of them saved again at once
+            (tmp_path / name).write_text(name + " again")
+        wait_for(lambda: rec.paths(), timeout=30, what="the burst handed on")  # long before 60 s
+        time.sleep(0.5)
+        assert len(rec.batches) == 1 and rec.batches[0] == (names, False)
+    finally:
+        w.stop()
+
+
+def test_the_polling_observer_reports_no_close_so_the_quiet_period_applies(tmp_path: Path) -> None:
+    from watchdog.observers.polling import PollingObserver
+
+    clock = Clock()
+    rec = Recorder()
+    w = _watch(tmp_path, rec, quiet=0.7, settle=0.1, clock=clock,
+               observer_factory=lambda: PollingObserver(timeout=0.1))
+    try:
+        time.sleep(0.3)
+        (tmp_path / "note.md").write_text("saved\n")  # closed, but polling cannot tell
+        wait_for(lambda: w.pending == 1, timeout=15, what="the new file seen")
+        time.sleep(0.3)  # any later event of the same write is in
+        _advance(w, clock, 0.5)  # past settle, within the quiet period
+        time.sleep(0.3)
+        assert rec.paths() == [] and not w._paths.is_complete("note.md")
+        _advance(w, clock, 1.0)
+        wait_for(lambda: rec.paths() == ["note.md"], timeout=15, what="the quiet path handed on")
+    finally:
+        w.stop()
+
+
+def test_the_daemon_hands_a_completed_save_to_the_engine_without_the_quiet_period(isolated_env,
+                                                                                   tmp_path: Path) -> None:
+    """End to end in-process: watcher -> worker -> engine.sync with the saved path, while the
+    quiet period (60 s) is nowhere near over."""
+    from ohsync.daemon.app import Daemon
+    from ohsync.daemon.config import load_config
+
+    (tmp_path / "mirror").mkdir()
+    isolated_env.config.write_text("\n".join([
+        'server = "http://127.0.0.1:9"', 'username = "u@x"', "poll_interval = 3600",
+        f'state_dir = "{tmp_path}/state"', "[[mirror]]", f'local = "{tmp_path}/mirror"']) + "\n", encoding="utf-8")
+    cfg = load_config(isolated_env.config)
+    engine = FakeEngine(cfg.mirror.local)
+
+    def factory(on_event):
+        engine.on_event = on_event
+        return FakeSession(engine)
+
+    d = Daemon(cfg, session_factory=factory, install_signals=False, watcher_quiet=60.0)
+    t = threading.Thread(target=d.run, daemon=True)
+    t.start()
+    try:
+        assert d.ready.wait(10)
+        wait_for(lambda: d.mirrors[0]._watcher is not None and d.mirrors[0]._watcher.is_alive(),
+                 timeout=20, what="the watcher running")
+        time.sleep(0.3)
+        started = time.monotonic()
+        (tmp_path / "mirror" / "note.md").write_text("saved\n")
+        wait_for(lambda: any(paths and "note.md" in paths for paths, _ in engine.calls), timeout=30,
+                 what="a pass with the saved path")
+        assert time.monotonic() - started < 60.0  # the quiet period was not waited
+    finally:
+        d.request_stop()
+        t.join(15)

@@ -26,7 +26,7 @@ from ohsync.engine.errors import (
 
 DEVSERVER_USER = "user@example.edu.cn"  # the account of the ``devserver`` fixture (conftest.py)
 
-# the client's name limit (engine/client_paths.py MAX_NAME_BYTES) is 255 bytes
+# the client's name limit (engine/client/paths.py MAX_NAME_BYTES) is 255 bytes
 LONG_NAME = "长" * 100  # 300 UTF-8 bytes
 
 

@@ -1,4 +1,4 @@
-"""How a large file goes up (engine/client_chunked.py, engine/transfer_large.py):
+"""How a large file goes up (engine/client/chunked.py, engine/transfer_large.py):
 one streamed request up to ``upload_max_request``, hashed while it is sent;
 resumable chunks after that request failed or above the limit, growing from
 ``upload_chunk``; the read-back still verifies every upload.

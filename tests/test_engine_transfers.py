@@ -1,6 +1,6 @@
 """Requests per change: links reused while valid, read-back without a
 download, a push that trusts the snapshot its pass just listed
-(engine/client_links.py, engine/transfer.py).
+(engine/client/links.py, engine/transfer.py).
 
 Counts come from devserver's request counters; every test also checks that
 the server holds exactly the bytes the mirror recorded as synced.

@@ -98,3 +98,48 @@ def test_the_cli_says_a_local_file_error_in_a_sentence(tmp_path, capsys, monkeyp
 def test_an_unreachable_server_is_offline_for_the_whole_mirror() -> None:
     failure = classify(UnreachableError("Could not connect to the server."))
     assert (failure.scope, failure.origin, failure.permanent) == ("mirror", "network", False)
+
+
+# -- one retry decision for requests (engine.failures.resend_wait) ------------------
+
+from ohsync.engine.errors import (  # noqa: E402
+    AuthError,
+    LocalError,
+    NetworkError,
+    NotFoundError,
+    ProtocolError,
+    QuotaError,
+    RemoteOperationError,
+    ServerError,
+    ThrottledError,
+)
+from ohsync.engine.failures import resend_wait  # noqa: E402
+
+_ONE_ATTEMPT = [ServerError("x", status=502), NetworkError("x"), ThrottledError("x", retry_after=2.0),
+                ProtocolError("x")]
+_THE_REQUEST = [NotFoundError("x", status=404), RemoteOperationError("x", status=400), AuthError("x", status=401),
+                QuotaError("x", status=443), LocalError("x"), ValueError("a bug")]
+
+
+@pytest.mark.parametrize("exc", _ONE_ATTEMPT + _THE_REQUEST, ids=lambda e: type(e).__name__)
+def test_retryable_and_resending_read_the_one_classification(exc: BaseException) -> None:
+    transient = classify(exc).transient
+    assert transient == (exc in _ONE_ATTEMPT)
+    if hasattr(exc, "retryable"):
+        assert exc.retryable == transient
+    assert (resend_wait(exc, 1) is not None) == transient
+
+
+def test_a_429_is_waited_out_for_any_request_up_to_the_cap() -> None:
+    throttled = ThrottledError("x", retry_after=2.0)
+    assert resend_wait(throttled, 1) == 2.0
+    assert resend_wait(throttled, 3, idempotent=False) == 2.0  # nothing was done: an upload may go again
+    assert resend_wait(throttled, 1, max_wait=1.5) is None  # longer: the failure book waits it
+    assert resend_wait(ThrottledError("x", retry_after=0.0), 1) == 0.0
+
+
+def test_other_transient_failures_back_off_only_for_idempotent_requests() -> None:
+    failed = ServerError("x", status=503)
+    assert [resend_wait(failed, n, base=0.5, cap=3.0) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
+    assert resend_wait(failed, 1, idempotent=False) is None  # may have been stored: the engine re-plans
+    assert resend_wait(NetworkError("x"), 1, idempotent=False) is None

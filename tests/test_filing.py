@@ -297,6 +297,20 @@ def test_new_journal_month_is_created_in_the_journal_format(env):
     env.assert_converged()
 
 
+def test_sidecar_and_journal_line_follow_the_offset_and_language_given(env):
+    eastern = timezone(timedelta(hours=-5))
+    morning_in_china = datetime(2026, 12, 1, 8, 5, tzinfo=CST)  # still November in New York
+    source = env.drop_file("a.txt", b"first line\n")
+    result = env.filer(now=morning_in_china, tz=eastern, language="en").file(source)
+    assert result.status == "filed", result.message
+    sidecar = env.remote("/Files/_inbox/a.txt.md").decode()
+    assert "\nfiled: 2026-11-30T19:05:00-05:00\n" in sidecar
+    assert sidecar_of(sidecar.encode())[1] == "first line\ntext file, 11 B; filed by ohsync from the drop folder."
+    line = "- [file] 2026-11-30 19:05 filed a.txt → /Files/_inbox/a.txt #attachment"
+    assert env.journal_count(line, month="2026-11") == 1
+    env.assert_converged()
+
+
 def test_journal_lines_written_elsewhere_meanwhile_are_kept(env):
     theirs = "- [meal] 2026-11-30 12:00 午饭 观畴园 #吃饭"
     current = env.remote("/journal/2026-11.md")

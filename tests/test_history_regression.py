@@ -143,7 +143,7 @@ class _History:
     """A fake client whose history pages are given (newest first)."""
 
     def __init__(self, commits, per_page=2):
-        from ohsync.engine.client_commits import CommitInfo
+        from ohsync.engine.client.commits import CommitInfo
 
         self.commits = [CommitInfo(c, p, None, "r" * 40, t, "") for c, p, t in commits]
         self.per_page, self.pages = per_page, 0

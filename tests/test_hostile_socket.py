@@ -210,8 +210,8 @@ def test_deep_nesting_gets_an_error_answer_and_no_traceback(server, isolated_env
     caplog.set_level(logging.DEBUG)
     depth = 100_000
     payload = b'{"jsonrpc":"2.0","id":1,"method":"status","params":{"x":' + b"[" * depth + b"]" * depth + b"}}\n"
-    answers = _raw(isolated_env.socket, payload)
-    assert len(answers) == 1
+    answers = _raw(isolated_env.socket, payload + b'{"jsonrpc":"2.0","id":2,"method":"status"}\n', count=2)
+    assert len(answers) == 2 and answers[1]["result"]["real"] is True  # the connection is served on
     assert answers[0]["error"]["code"] == INVALID_REQUEST
     assert "deeper than" in answers[0]["error"]["message"]
     assert "RecursionError" not in caplog.text and "Traceback" not in caplog.text
@@ -224,7 +224,7 @@ def test_deep_nesting_gets_an_error_answer_and_no_traceback(server, isolated_env
 
 def test_oversized_request_gets_an_error_answer(server, isolated_env) -> None:
     payload = b'{"jsonrpc":"2.0","id":1,"method":"status","params":{"x":"' + b"a" * (MAX_REQUEST + 10)
-    answers = _raw(isolated_env.socket, payload)
+    answers = _raw(isolated_env.socket, payload, count=1)
     assert len(answers) == 1 and answers[0]["error"]["code"] == INVALID_REQUEST
     assert "too large" in answers[0]["error"]["message"]
     assert RpcClient(isolated_env.socket, timeout=5).call("status")["real"] is True

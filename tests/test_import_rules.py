@@ -160,3 +160,24 @@ def test_filing_sees_the_engine_only_through_its_api() -> None:
                    for m in inside):
                 found.append(f"{path.relative_to(REPO)}:{line} imports {name}")
     assert found == [], "filing uses only its narrow engine API (engine/filing_api.py):\n" + "\n".join(found)
+
+
+def test_the_seafile_client_is_composed_not_inherited() -> None:
+    """engine/client/: one transport and call groups composed onto it; no class
+    there derives from another class of the package, none has more than two bases."""
+    ours: dict[str, Path] = {}
+    trees = []
+    for path in sorted((REPO / "engine" / "client").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        trees.append((path, tree))
+        ours.update({node.name: path for node in ast.walk(tree) if isinstance(node, ast.ClassDef)})
+    found = []
+    for path, tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = [ast.unparse(b) for b in node.bases]
+            if len(bases) > 2 or any(b in ours for b in bases):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} class {node.name}({', '.join(bases)})")
+    assert "SeafileClient" in ours and "SeafileHTTP" in ours
+    assert found == [], "the client's parts are composed, not mixed in:\n" + "\n".join(found)

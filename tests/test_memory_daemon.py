@@ -164,3 +164,30 @@ def test_socket_and_cli_refuse_links_out_of_the_mirror(devserver, running, tmp_p
     assert out.returncode == 1 and "ext is a symbolic link to a folder" in out.stderr, out.stderr
     assert list(outside.iterdir()) == []
     assert not [p for p in devserver.tree(repo) if p.startswith("/ext") or "pw.md" in p]
+
+
+def test_one_append_is_one_activity_line(running) -> None:
+    _repo, _mirror, daemon = running
+    rpc = daemon.client(60)
+    before = len(rpc.call("activity", {"limit": 500}))
+    result = rpc.call("memory.append", {"permalink": "journal-2026-11-df70", "category": "desk",
+                                        "text": "one line, one activity item", "timeout": 30})
+    assert result["verified"]
+    rpc.call("refresh")
+    assert daemon.cli("wait").returncode in (0, 1)  # the pass after it (the sample keeps a damaged file)
+    items = [a for a in rpc.call("activity", {"limit": 500})[before:] if a.get("path") == JOURNAL]
+    assert [(a["action"], a["result"]) for a in items] == [("upload", "ok")], items
+
+
+def test_one_local_edit_is_one_activity_line(running) -> None:
+    _repo, mirror, daemon = running
+    rpc = daemon.client(60)
+    before = len(rpc.call("activity", {"limit": 500}))
+    with open(mirror / JOURNAL, "a", encoding="utf-8") as fh:
+        fh.write("- [desk] typed in the editor\n")
+    wait_for(lambda: any(a.get("path") == JOURNAL for a in rpc.call("activity", {"limit": 500})[before:]),
+             what="the edit uploaded")
+    rpc.call("refresh")
+    daemon.cli("wait")
+    items = [a for a in rpc.call("activity", {"limit": 500})[before:] if a.get("path") == JOURNAL]
+    assert [(a["action"], a["result"]) for a in items] == [("upload", "ok")], items

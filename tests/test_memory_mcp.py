@@ -106,9 +106,63 @@ def test_mcp_in_a_terminal_says_what_it_is(isolated_env, tmp_path: Path) -> None
     child = pexpect.spawn(cmd[0], [*cmd[1:], "mcp"], env=isolated_env.vars(), cwd=str(isolated_env.root),
                           encoding="utf-8", timeout=30)
     try:
-        child.expect("MCP stdio server, meant to be started by an MCP client")
+        child.expect("MCP stdio server for the ohsync memory tools, meant to be started by an MCP client")
+        child.expect("the client runs the command `ohsync mcp` itself")
         child.expect("Memory tools and MCP")
         child.sendeof()
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+def test_every_malformed_line_gets_the_error_it_deserves(isolated_env, tmp_path: Path) -> None:
+    """Nothing is left unanswered (a client waiting on an id would hang); a write over the daemon's
+    line limit says "too large", not "lost the connection"."""
+    import subprocess
+
+    write_config(isolated_env, "http://127.0.0.1:9", USER, tmp_path / "mirror")
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "pipe", "version": "1"}}}
+    huge = {"jsonrpc": "2.0", "id": "big", "method": "tools/call",
+            "params": {"name": "memory_write",
+                       "arguments": {"title": "t", "observations": [{"category": "c", "text": "a" * 1_100_000}]}}}
+    lines = [json.dumps(init), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+             "{not json", "[]", "123", '[{"jsonrpc":"2.0","id":3,"method":"tools/list"}]',
+             '{"jsonrpc":"2.0","id":[4],"method":"tools/list"}',
+             '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"memory_search"}',
+             '{"jsonrpc":"2.0","id":6,"method":7}',
+             '{"jsonrpc":"2.0","method":"notifications/whatever","params":"x"}',  # a notification: no answer
+             '{"jsonrpc":"2.0","id":8,"method":"tools/list"}', json.dumps(huge)]
+    proc = subprocess.run([*ohsync_cmd(), "mcp"], input=("\n".join(lines) + "\n").encode() + b"\xff\xfe\n",
+                          capture_output=True, env=isolated_env.vars(), cwd=str(isolated_env.root), timeout=60)
+    answers = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    codes = [(a["id"], a["error"]["code"]) for a in answers if "error" in a]
+    assert codes == [(None, -32700), (None, -32600), (None, -32600), (None, -32600), (None, -32600),
+                     (5, -32602), (6, -32600), (None, -32700)], proc.stdout.decode() + proc.stderr.decode()
+    by_id = {a["id"]: a for a in answers if a["id"] is not None}
+    assert len(by_id[8]["result"]["tools"]) == 8  # served on after every bad line
+    big = by_id["big"]["result"]
+    assert big["isError"] and "too large" in big["content"][0]["text"]
+    assert "connection" not in big["content"][0]["text"]
+
+
+def test_line_problem_names_each_malformed_shape() -> None:
+    import mcp_types as types
+
+    from ohsync.daemon.mcp_lines import line_problem
+
+    def check(line: str):  # noqa: ANN202
+        return line_problem(line, lambda text: types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+
+    assert check('{"jsonrpc":"2.0","id":1,"method":"tools/list"}') is None
+    assert check('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}') is None
+    assert check('{"jsonrpc":"2.0","id":"a","result":{}}') is None  # the client answering us
+    assert check("{not json")[:2] == (None, -32700)
+    assert check("[]")[:2] == (None, -32600) and check("123")[:2] == (None, -32600)
+    assert check('{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}')[:2] == (None, -32600)
+    assert check('{"jsonrpc":"2.0","id":true,"method":"tools/list"}')[:2] == (None, -32600)
+    assert check('{"jsonrpc":"2.0","id":3,"method":["x"]}')[:2] == (3, -32600)
+    assert check('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":[1]}')[:2] == (3, -32602)
+    assert check('{"jsonrpc":"2.0","method":"notifications/x","params":"s"}')[:2] == (None, 0)  # never answered
+    assert check('{"jsonrpc":"1.0","id":4,"method":"tools/list"}')[:2] == (4, -32600)

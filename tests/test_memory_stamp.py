@@ -29,7 +29,7 @@ def _mirror(devserver, tmp_path, **opts):  # noqa: ANN001, ANN202
 
 
 def test_a_persons_edit_is_stamped_before_the_push(devserver, tmp_path) -> None:
-    repo, m = _mirror(devserver, tmp_path, origin="desktop")
+    repo, m = _mirror(devserver, tmp_path, origin="desktop", time_offset="+08:00")
     before = m.read(REL)
     edited = before.replace(b"origin: desktop", b"origin: android").replace(
         b"## Relations", b"- [tone] \xe5\xb0\x91\xe7\x94\xa8\xe6\x84\x9f\xe5\x8f\xb9\xe5\x8f\xb7\n\n## Relations")
@@ -103,7 +103,50 @@ def test_memory_config_keys(tmp_path) -> None:
     cfg = load_config(path)
     assert (cfg.memory.time_offset, cfg.memory.write_timeout, cfg.memory.stamp_edits, cfg.memory.origin) == (
         "-05:30", 5.0, True, "laptop")
-    assert load_config(tmp_path / "missing.toml").memory.time_offset == "+08:00"
+    from ohsync.engine.place import local_offset
+    defaults = load_config(tmp_path / "missing.toml").memory
+    assert defaults.time_offset == local_offset() and defaults.stamp_edits is True and defaults.language == "auto"
     path.write_text('[memory]\ntime_offset = "8"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="time_offset"):
         load_config(path)
+
+
+def test_stamping_never_conflicts_with_a_concurrent_remote_edit_of_the_frontmatter(devserver, tmp_path,
+                                                                                   monkeypatch) -> None:
+    """The server's copy changes after the plan saw it unchanged (so `origin` is stamped too) and before the
+    push: `modified`, `origin` and `tags` changed on both sides, observations on both, and it all merges."""
+    import ohsync.engine.sync_run as sync_run
+
+    repo, m = _mirror(devserver, tmp_path, origin="desktop", time_offset="+08:00")
+    text = m.read(REL).decode()
+    assert "origin: desktop" in text
+    # the phone edited it last: the base says android
+    devserver.put_file(repo, "/" + REL, text.replace("origin: desktop", "origin: android").encode())
+    m.sync()
+    base = m.read(REL).decode()
+    assert "origin: android" in base
+    time.sleep(0.3)
+    mine = base.replace("## Relations", "- [tone] 电脑上加的一条\n\n## Relations")
+    m.write(REL, mine.encode())
+    line = next(x for x in base.splitlines() if x.startswith("modified: "))
+    tags = next(x for x in base.splitlines() if x.startswith("tags: "))
+    theirs = (base.replace("origin: android", "origin: bot").replace(line, "modified: 2026-11-30T09:00:00+08:00")
+              .replace(tags, tags[:-1] + ", 远程]").replace("## Relations", "- [tone] 机器人加的一条\n\n## Relations"))
+    real = sync_run.stamp_edit
+    stamped: list[bool] = []
+
+    def remote_edit_then_stamp(ctx, rel, fp, b, *, remote_changed, now=None):  # noqa: ANN001, ANN202
+        devserver.put_file(repo, "/" + REL, theirs.encode())  # lands after the plan, before the push
+        stamped.append(real(ctx, rel, fp, b, remote_changed=remote_changed, now=now))
+        return stamped[-1]
+    monkeypatch.setattr(sync_run, "stamp_edit", remote_edit_then_stamp)
+    report = m.sync([REL])
+    assert stamped == [True]
+    assert report.conflicts == [] and report.errors == []
+    assert not any(p.startswith(("/.conflict", ".conflict")) for p in devserver.tree(repo))
+    on_server = devserver.read_file(repo, "/" + REL).decode()
+    assert on_server == m.read(REL).decode()
+    assert "电脑上加的一条" in on_server and "机器人加的一条" in on_server and "远程" in on_server
+    assert "origin: desktop" in on_server  # this computer's stamp is the later edit
+    modified = next(x for x in on_server.splitlines() if x.startswith("modified: "))
+    assert datetime.fromisoformat(modified.split(": ", 1)[1]) > datetime.fromisoformat("2026-11-30T09:00:00+08:00")

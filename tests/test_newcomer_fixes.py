@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import DEMO_LIBRARY, USER, write_config  # noqa: E402
 
 from ohsync.daemon.mirror_lock import MirrorInUse, MirrorLock  # noqa: E402
-from ohsync.engine.client_errors import redact  # noqa: E402
+from ohsync.engine.client.errors import redact  # noqa: E402
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from engine_helpers import USER, make_mirror, settled_mirror
 from ohsync.engine import remote_diffs
-from ohsync.engine.client_commits import CommitInfo
+from ohsync.engine.client.commits import CommitInfo
 from ohsync.engine.remote_scan import scan_remote
 
 LISTING = "GET /api2/repos/{id}/dir/"

@@ -159,15 +159,15 @@ GARBAGE = {
 def test_a_garbage_commit_diff_never_hides_a_change(mirror, devserver, tmp_path, monkeypatch, answer):
     repo = mirror.repo_id
     devserver.put_file(repo, "/a/n0.md", b"changed on the server\n")
-    real = mirror.client._get_json
+    real = mirror.client.http.get_json
 
     def lying(api_path, **kw):  # noqa: ANN001, ANN003, ANN202
         if "/commits/" in api_path:
-            from ohsync.engine.client_http import parse_json
+            from ohsync.engine.client.errors import parse_json
             return parse_json(GARBAGE[answer], what=kw.get("what", ""), path=kw.get("path"))
         return real(api_path, **kw)
 
-    monkeypatch.setattr(mirror.client, "_get_json", lying)
+    monkeypatch.setattr(mirror.client.http, "get_json", lying)
     report = mirror.engine.sync([], check_remote=True)
     assert mirror.read("a/n0.md") == b"changed on the server\n", report
     monkeypatch.undo()

@@ -482,3 +482,14 @@ def test_setup_names_a_running_daemon_only_when_it_runs_this_config(isolated_env
         assert "ohsync is running with the old settings" in capsys.readouterr().out
     finally:
         server.stop()
+
+
+def test_setup_writes_exactly_the_keys_the_readme_names(isolated_env, devserver, monkeypatch, capsys) -> None:
+    """README "First run": the config holds only the answers; everything else is a default."""
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library")) == 0
+    doc = tomllib.loads(isolated_env.config.read_text())
+    assert set(doc) == {"server", "username", "mirror", "filing"}
+    assert [set(m) for m in doc["mirror"]] == [{"library", "local"}] and set(doc["filing"]) == {"drop_dir"}
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "holds only what was answered" in readme

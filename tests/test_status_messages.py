@@ -69,7 +69,7 @@ def test_the_three_sentences_differ(devserver) -> None:
 
 
 def test_a_host_with_no_seafile_at_its_root_is_named(devserver) -> None:
-    from ohsync.engine.client_errors import api_missing_error
+    from ohsync.engine.client.errors import api_missing_error
 
     err = api_missing_error("https://example.org", "/api2/auth-token/", 404)
     assert "does not look like a Seafile server" in err.message and err.title == "Wrong server address"

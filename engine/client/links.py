@@ -1,5 +1,5 @@
-"""Upload and update links, reused while valid (a mixin of
-:class:`~ohsync.engine.client.SeafileClient`).
+"""Upload and update links, reused while valid (a part of the transport,
+:class:`~.transport.SeafileHTTP`).
 
 Seafile's upload and update links are multi-use until they expire (1 h by
 default, ``web_token_expire_time``; ``docs/seafile-api.md`` §5.3, §5.4): an
@@ -11,7 +11,7 @@ file server instead of two.
 
 An expired (or otherwise unknown) link is answered by the file server with
 403 ``Access token not found`` before any byte is stored, so
-:meth:`LinkCache._with_link` drops the link, fetches a new one and sends the
+:meth:`LinkCache.send` drops the link, fetches a new one and sends the
 request once more; any other failure is raised as it is (a network failure
 also drops the link: the next transfer asks for a new one, in case the file
 server moved).
@@ -28,10 +28,9 @@ from collections.abc import Callable
 
 import httpx
 
-from .client_answers import check_repo_id
-from .client_http import SeafileHTTP
-from .client_paths import normalize_remote_path
-from .errors import NetworkError, ServerError
+from .answers import check_repo_id
+from .paths import normalize_remote_path
+from ..errors import NetworkError, ServerError
 
 __all__ = ["LINK_TTL", "LinkCache"]
 
@@ -39,11 +38,16 @@ __all__ = ["LINK_TTL", "LinkCache"]
 LINK_TTL = 1800.0
 
 
-class LinkCache(SeafileHTTP):
-    """The link cache (see the module docstring)."""
+class LinkCache:
+    """The link cache (see the module docstring).
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    :param fetch: ``fetch(kind, repo, folder)`` asks the server for a new
+        ``kind`` (``upload``/``update``) link of ``folder`` (the transport's
+        :meth:`~.transport.SeafileHTTP.fetch_link`).
+    """
+
+    def __init__(self, fetch: Callable[[str, str, str], httpx.URL]) -> None:
+        self._fetch = fetch
         self._links: dict[tuple[str, str, str], tuple[httpx.URL, float]] = {}
         self._links_lock = threading.Lock()
 
@@ -56,7 +60,7 @@ class LinkCache(SeafileHTTP):
         :raises NotFoundError: the folder or the library does not exist.
         :raises QuotaError: out of quota (checked by the server here already).
         """
-        return self._cached_link("upload", check_repo_id(repo_id), normalize_remote_path(folder), fresh=fresh)
+        return self.get("upload", check_repo_id(repo_id), normalize_remote_path(folder), fresh=fresh)
 
     def update_link(self, repo_id: str, folder: str = "/", *, fresh: bool = False) -> httpx.URL:
         """An update link of the library: ``GET /api2/repos/{id}/update-link/?p=<folder>``
@@ -67,40 +71,41 @@ class LinkCache(SeafileHTTP):
         :raises NotFoundError: the folder or the library does not exist.
         :raises QuotaError: out of quota.
         """
-        return self._cached_link("update", check_repo_id(repo_id), normalize_remote_path(folder), fresh=fresh)
+        return self.get("update", check_repo_id(repo_id), normalize_remote_path(folder), fresh=fresh)
 
-    def forget_links(self) -> None:
+    def forget(self) -> None:
         """Drop every cached link (the next transfer fetches new ones)."""
         with self._links_lock:
             self._links.clear()
 
-    def _cached_link(self, kind: str, repo: str, folder: str, *, fresh: bool = False) -> httpx.URL:
+    def get(self, kind: str, repo: str, folder: str, *, fresh: bool = False) -> httpx.URL:
+        """The cached ``kind`` link of ``folder`` (checked ids and path), or a new one."""
         key = (kind, repo, folder if kind == "upload" else "")
         with self._links_lock:
             known = self._links.get(key)
             if known is not None and not fresh and time.monotonic() - known[1] < LINK_TTL:
                 return known[0]
-            link: httpx.URL = self._retrying(lambda: self._link(
-                f"/api2/repos/{repo}/{kind}-link/", folder, what=f"getting an {kind} link", path=folder))
+            link = self._fetch(kind, repo, folder)
             self._links[key] = (link, time.monotonic())
             return link
 
-    def _with_link(self, kind: str, repo: str, folder: str, send: Callable[[httpx.URL], httpx.Response], *,
-                   fresh: bool = False) -> httpx.Response:
+    def send(self, kind: str, repo: str, folder: str, send: Callable[[httpx.URL], httpx.Response], *,
+             fresh: bool = False) -> httpx.Response:
         """``send(link)`` with the cached ``kind`` link; once more with a new
         link when the file server refused the cached one (403: expired or
         unknown, nothing stored).  Any other failure is raised."""
-        link = self._cached_link(kind, repo, folder, fresh=fresh)
+        link = self.get(kind, repo, folder, fresh=fresh)
         try:
             return send(link)
         except NetworkError:
-            self._drop_link(kind, repo, folder)  # the file server may have moved: ask again next time
+            self.drop(kind, repo, folder)  # the file server may have moved: ask again next time
             raise
         except ServerError as exc:
             if exc.status != 403 or fresh:
                 raise
-        return send(self._cached_link(kind, repo, folder, fresh=True))
+        return send(self.get(kind, repo, folder, fresh=True))
 
-    def _drop_link(self, kind: str, repo: str, folder: str) -> None:
+    def drop(self, kind: str, repo: str, folder: str) -> None:
+        """Forget the cached ``kind`` link of ``folder``."""
         with self._links_lock:
             self._links.pop((kind, repo, folder if kind == "upload" else ""), None)

@@ -12,9 +12,9 @@ in :mod:`.names` (``name_problem`` here is
 
 from __future__ import annotations
 
-from .errors import RemoteOperationError
-from .names import MAX_NAME_BYTES, upload_name_problem
-from .names import server_name_problem as name_problem
+from ..errors import RemoteOperationError
+from ..names import MAX_NAME_BYTES, upload_name_problem
+from ..names import server_name_problem as name_problem
 
 __all__ = [
     "MAX_NAME_BYTES",

@@ -1,31 +1,36 @@
-"""Folder calls of the Seafile client (a mixin of
+"""Folder calls of the Seafile client (a call group of
 :class:`~ohsync.engine.client.SeafileClient`): listing and creating folders.
 
 ``GET /api2/repos/{id}/dir/`` (with ``oid`` for the one-request "uptodate"
 check and ``recursive=1``) and ``POST …/dir/`` ``operation=mkdir``
 (``docs/seafile-api.md`` §4).  Listings are parsed by
-:mod:`ohsync.engine.client_listing`; unsafe names are left out and kept in
-:attr:`~ohsync.engine.client_http.SeafileHTTP.last_rejected`.
+:mod:`ohsync.engine.client.listing`; unsafe names are left out and kept in
+:attr:`~ohsync.engine.client.dirs.DirCalls.last_rejected`.
 """
 
 from __future__ import annotations
 
 import logging
 
-from .client_answers import check_repo_id, location_path
-from .client_http import SeafileHTTP
-from .client_listing import parse_listing
-from .client_paths import normalize_remote_path, split_remote
-from .errors import NotFoundError, RemoteOperationError
-from .models import DirListing
+from .answers import check_repo_id, location_path
+from .transport import SeafileHTTP
+from .listing import parse_listing
+from .paths import normalize_remote_path, split_remote
+from ..errors import NotFoundError, RemoteOperationError
+from ..models import DirListing
 
 __all__ = ["DirCalls"]
 
 log = logging.getLogger("ohsync.client")
 
 
-class DirCalls(SeafileHTTP):
+class DirCalls:
     """List and create folders (see the module docstring)."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
+        #: after each ``list_dir``: ``(path, reason)`` for every entry left out (see SeafileClient)
+        self.last_rejected: list[tuple[str, str]] = []
 
     def list_dir(
         self, repo_id: str, path: str, *, oid: str | None = None, recursive: bool = False
@@ -45,7 +50,7 @@ class DirCalls(SeafileHTTP):
         :raises NotFoundError: the folder (or library) does not exist, or
             ``path`` names a file.
         """
-        listing, rejected = self._list(
+        listing, rejected = self.listing(
             check_repo_id(repo_id), normalize_remote_path(path), oid=oid, recursive=recursive
         )
         self.last_rejected = rejected
@@ -53,18 +58,17 @@ class DirCalls(SeafileHTTP):
             log.warning("skipping unsafe remote name %r: %s", rejected_path, reason)
         return listing
 
-    def _list(self, repo: str, folder: str, *, oid: str | None = None,
-              recursive: bool = False) -> tuple[DirListing, list[tuple[str, str]]]:
-        """List without touching :attr:`last_rejected` (internal checks)."""
+    def listing(self, repo: str, folder: str, *, oid: str | None = None,
+                recursive: bool = False) -> tuple[DirListing, list[tuple[str, str]]]:
+        """One listing without touching :attr:`last_rejected` (checks of other calls): ``(listing, rejected)``."""
         params: dict[str, str] = {"p": folder}
         if oid:
             params["oid"] = oid
         if recursive:
             params["recursive"] = "1"
         what = "listing a folder"
-        resp = self._retrying(
-            lambda: self._request("GET", f"/api2/repos/{repo}/dir/", params=params, what=what, path=folder)
-        )
+        resp = self.http.request("GET", f"/api2/repos/{repo}/dir/", params=params, what=what, path=folder,
+                                 idempotent=True)
         return parse_listing(resp, folder, recursive=recursive, requested_oid=oid)
 
     def mkdir(self, repo_id: str, path: str, *, parents: bool = True) -> None:
@@ -86,7 +90,7 @@ class DirCalls(SeafileHTTP):
             return
         parent, name = split_remote(folder)
         try:
-            siblings, _ = self._list(repo, parent)
+            siblings, _ = self.listing(repo, parent)
         except NotFoundError:
             if not parents:
                 raise
@@ -103,7 +107,7 @@ class DirCalls(SeafileHTTP):
         data = {"operation": "mkdir"}
         if parents:
             data["create_parents"] = "true"
-        resp = self._request(
+        resp = self.http.request(
             "POST", f"/api2/repos/{repo}/dir/", params={"p": folder}, data=data,
             what="creating a folder", path=folder, expect=(200, 201),
         )

@@ -1,4 +1,4 @@
-"""The HTTP side of Seafile's notification server (a mixin of
+"""The HTTP side of Seafile's notification server (a call group of
 :class:`~ohsync.engine.client.SeafileClient`): discovery and tokens.
 
 The WebSocket itself is the daemon's (``daemon/notifications.py``); these
@@ -18,20 +18,23 @@ from __future__ import annotations
 
 import httpx
 
-from .client_answers import REPO_ID
-from .client_errors import parse_json, translate_errors
-from .client_http import SeafileHTTP
-from .errors import NotFoundError, ProtocolError, RemoteError
+from .answers import REPO_ID
+from .errors import parse_json, translate_errors
+from .transport import SeafileHTTP
+from ..errors import NotFoundError, ProtocolError, RemoteError
 
 __all__ = ["NotificationAPI"]
 
 
-class NotificationAPI(SeafileHTTP):
+class NotificationAPI:
     """Discovery of the notification server and its per-library tokens."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
 
     def notification_url(self) -> str:
         """The WebSocket URL: the server URL with ``ws``/``wss`` and ``/notification``."""
-        url = httpx.URL(self.server_url)
+        url = httpx.URL(self.http.server_url)
         scheme = "wss" if url.scheme == "https" else "ws"
         return str(url.copy_with(scheme=scheme)).rstrip("/") + "/notification"
 
@@ -43,7 +46,7 @@ class NotificationAPI(SeafileHTTP):
         """
         try:
             with translate_errors(what="asking for the notification server"):
-                resp = self._http.get(self.server_url + "/notification/ping", timeout=10.0)
+                resp = self.http.httpx.get(self.http.server_url + "/notification/ping", timeout=10.0)
         except RemoteError:
             return False
         if resp.status_code != 200:
@@ -66,8 +69,8 @@ class NotificationAPI(SeafileHTTP):
         repo = repo_id.strip().lower() if isinstance(repo_id, str) else ""
         if not REPO_ID.match(repo):
             raise NotFoundError(f"{repo_id!r} is not a Seafile library id (a UUID).")
-        body = self._get_json(f"/api/v2.1/repos/{repo}/repo-notification-jwt-token/",
-                              what="getting a notification token")
+        body = self.http.get_json(f"/api/v2.1/repos/{repo}/repo-notification-jwt-token/",
+                                  what="getting a notification token")
         token = body.get("token") if isinstance(body, dict) else None
         if not isinstance(token, str) or token.count(".") != 2:
             raise ProtocolError("The notification token answer holds no token.")

@@ -7,7 +7,7 @@ folder id in the ``oid`` header.  Recursive listings give every entry a
 slash) for entries directly under ``p=/x``, ``/x/y`` (none) deeper.
 
 Hostile or broken names are not trusted: an entry whose name is unsafe
-(:func:`ohsync.engine.client_paths.name_problem`), whose ``parent_dir`` is
+(:func:`ohsync.engine.client.paths.name_problem`), whose ``parent_dir`` is
 outside the listed folder or under a folder that was itself rejected or
 never listed, or that repeats a path already listed, is dropped and
 reported as ``(path, reason)``.  A body of the wrong shape (not an array,
@@ -21,10 +21,10 @@ from typing import Any
 
 import httpx
 
-from .client_errors import check_id, parse_json
-from .client_paths import is_within, join_remote, name_problem
-from .errors import ProtocolError
-from .models import DirListing, RemoteEntry
+from .errors import check_id, parse_json
+from .paths import is_within, join_remote, name_problem
+from ..errors import ProtocolError
+from ..models import DirListing, RemoteEntry
 
 __all__ = ["parse_listing"]
 

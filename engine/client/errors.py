@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from .errors import (
+from ..errors import (
     AuthError,
     LibraryGoneError,
     NameRejectedError,
@@ -58,6 +58,7 @@ from .errors import (
     UnreachableError,
     local_error,
 )
+from .reach import connect_error, timeout_error
 
 __all__ = [
     "AUTH_REJECTED_MESSAGE",
@@ -327,9 +328,7 @@ def translate_errors(
     except OhsyncError:
         raise
     except httpx.TimeoutException as exc:
-        raise NetworkError(
-            f"The server did not answer in time while {what}. {_CONNECT_HINT}", path=path
-        ) from exc
+        raise timeout_error(exc, what, path) from exc
     except httpx.ConnectError as exc:
         if _plain_http_answer(exc):
             raise UnreachableError(
@@ -337,7 +336,7 @@ def translate_errors(
                 "not speak HTTPS. Use http:// in the address if the server really is plain HTTP (a test "
                 "server on this computer), or the server's HTTPS port.", path=path
             ) from exc
-        raise UnreachableError(f"Could not connect to the server while {what}. {_CONNECT_HINT}", path=path) from exc
+        raise connect_error(exc, what, path) from exc
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
         raise NetworkError(
             f"The connection dropped while {what}. {_CONNECT_HINT}", path=path

@@ -1,4 +1,4 @@
-"""Chunked, resumable upload of one large file (a mixin of
+"""Chunked, resumable upload of one large file (a call group of
 :class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.5.
 
 A large file goes up to an upload link (new file) or an update link
@@ -22,15 +22,14 @@ from urllib.parse import quote
 
 import httpx
 
-from .client_answers import check_repo_id, parse_update_answer, parse_upload_answer
-from .client_errors import check_id, error_for_response, parse_json, translate_errors
-from .client_http import TRANSIENT
-from .client_links import LinkCache
-from .client_paths import upload_target
-from .errors import LocalError, RemoteError, ThrottledError, local_error
-from .ids import BLOCK_SIZE, ContentHasher
-from .models import UploadResult
-from .upload_body import BufferBody, FileSlice, read_chunk
+from .answers import check_repo_id, parse_update_answer, parse_upload_answer
+from .errors import check_id, parse_json, translate_errors
+from .transport import SeafileHTTP
+from .paths import upload_target
+from ..errors import LocalError, RemoteError, local_error
+from ..ids import BLOCK_SIZE, ContentHasher
+from ..models import UploadResult
+from ..upload_body import BufferBody, FileSlice, read_chunk
 
 __all__ = ["CHUNK_SECONDS", "CHUNK_SIZE", "IN_FLIGHT", "ChunkedUploads", "Progress"]
 
@@ -49,8 +48,11 @@ IN_FLIGHT = 4
 CHUNK_SECONDS = 4.0
 
 
-class ChunkedUploads(LinkCache):
+class ChunkedUploads:
     """Chunked, resumable upload (see the module docstring)."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
 
     def upload_chunked(
         self,
@@ -195,7 +197,7 @@ class ChunkedUploads(LinkCache):
                    head=check_id(head, what="the head commit id") if head and exists else None,
                    hasher=hasher if hasher is not None else ContentHasher(), single=single,
                    before_chunk=before_chunk, progress=progress,
-                   limit=self._retries + 1 if attempts is None else max(1, attempts),
+                   limit=self.http.retries + 1 if attempts is None else max(1, attempts),
                    max_request=max_request, sending=sending)
         offset = 0
         if resume and not single:
@@ -215,14 +217,14 @@ class ChunkedUploads(LinkCache):
             headers = {"Content-Range": f"bytes {first}-{first + data.size - 1}/{total}",
                        "Content-Disposition": f'attachment; filename="{quote(name, safe="")}"'}
         url = link if exists else link.copy_merge_params({"ret-json": "1"})
-        timeout = httpx.Timeout(self._timeout, read=max(self._timeout * 10, 300.0))
+        timeout = httpx.Timeout(self.http.timeout, read=max(self.http.timeout * 10, 300.0))
         with translate_errors(what=what, path=target):
             # the body is a raw binary file object, which httpx streams
-            resp = self._http.post(url, data=form,
-                                   files={"file": (name, data, "application/octet-stream")},  # type: ignore[dict-item]
-                                   headers=headers, timeout=timeout)
+            resp = self.http.httpx.post(url, data=form,
+                                        files={"file": (name, data, "application/octet-stream")},  # type: ignore[dict-item]
+                                        headers=headers, timeout=timeout)
         if resp.status_code != 200:
-            raise error_for_response(resp, what=what, path=target, fileserver=True, secrets=(self._token,))
+            raise self.http.fileserver_error(resp, what=what, path=target)
         return resp
 
     def _final_answer(self, resp: httpx.Response, exists: bool, target: str, parent: str,
@@ -235,9 +237,9 @@ class ChunkedUploads(LinkCache):
         """``file-uploaded-bytes``: bytes of a partial upload the server holds
         (``default`` when it cannot say)."""
         try:
-            body = self._get_json(f"/api/v2.1/repos/{repo}/file-uploaded-bytes/",
-                                  params={"parent_dir": parent, "file_name": name},
-                                  what="asking how much was uploaded", path=target)
+            body = self.http.get_json(f"/api/v2.1/repos/{repo}/file-uploaded-bytes/",
+                                      params={"parent_dir": parent, "file_name": name},
+                                      what="asking how much was uploaded", path=target)
         except RemoteError:
             return default
         value = body.get("uploadedBytes") if isinstance(body, dict) else None
@@ -247,8 +249,8 @@ class ChunkedUploads(LinkCache):
         """After the final chunk's answer was lost: the result if the server's
         file at ``target`` is provably ours (same size and content id ``file_id``)."""
         try:
-            resp = self._request("GET", f"/api2/repos/{repo}/file/detail/", params={"p": target},
-                                 what="checking the uploaded file", path=target)
+            resp = self.http.request("GET", f"/api2/repos/{repo}/file/detail/", params={"p": target},
+                                     what="checking the uploaded file", path=target)
             body = parse_json(resp.content, what="the file details", path=target)
         except RemoteError:
             return None
@@ -331,11 +333,11 @@ class _Run:
                 return outcome
             exc, final_failed, confirmed = outcome
             failures = 1 if confirmed > offset else failures + 1  # a round that got bytes through starts over
-            if failures >= self.limit or (isinstance(exc, ThrottledError)
-                                          and exc.retry_after > self.client._max_retry_after):
+            pause = self.client.http.resend_wait(exc, failures)  # chunks resume: idempotent
+            if failures >= self.limit or pause is None:
                 raise exc
             log.info("a chunk of %s failed after %d bytes (%s); resuming", self.target, confirmed, exc.title)
-            self.client._backoff(failures, exc)
+            self.client.http.backoff(pause, failures, exc)
             self.next_size = self.chunk_size  # a link that drops gets small chunks again
             if self.single and self.size > self.chunk_size:
                 self.single = False  # the one request failed: go on in resumable chunks
@@ -360,8 +362,10 @@ class _Run:
         """Send from ``offset`` until done or a transient failure: the result,
         or ``(error, whether the final chunk failed, confirmed prefix)``."""
         try:
-            link = self.client._cached_link(self.kind, self.repo, self.parent, fresh=fresh)
-        except TRANSIENT as refused:
+            link = self.client.http.links.get(self.kind, self.repo, self.parent, fresh=fresh)
+        except RemoteError as refused:
+            if not self._resent(refused):
+                raise
             return refused, False, offset
         if self.head:
             link = link.copy_merge_params({"head": self.head})
@@ -402,9 +406,8 @@ class _Run:
                     free.append(view)
                     exc = future.exception()
                     if exc is not None:
-                        if not isinstance(exc, TRANSIENT):
+                        if not isinstance(exc, RemoteError) or not self._resent(exc):
                             raise exc
-                        assert isinstance(exc, RemoteError)
                         failed = failed or (exc, end == self.size)
                         continue
                     if end == self.size:
@@ -423,6 +426,11 @@ class _Run:
         except BaseException:
             wait(pending)  # no request may still read a buffer when we leave
             raise
+
+    def _resent(self, exc: RemoteError) -> bool:
+        """True when the failure policy would send the chunk again at all
+        (:meth:`_go` decides when, counting failures in a row)."""
+        return self.client.http.resend_wait(exc, 1) is not None
 
     def _sent(self, offset: int) -> None:
         """``sending`` about every MiB of the body read, and at its end."""

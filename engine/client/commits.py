@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .client_errors import check_id
-from .client_http import SeafileHTTP
-from .errors import NotFoundError, ProtocolError
+from .errors import check_id
+from .transport import SeafileHTTP
+from ..errors import NotFoundError, ProtocolError
 
 __all__ = ["CommitChange", "CommitInfo", "CommitReads"]
 
@@ -73,8 +73,11 @@ def _repo(repo_id: str) -> str:
     return repo
 
 
-class CommitReads(SeafileHTTP):
+class CommitReads:
     """Commit-history reads of :class:`~ohsync.engine.client.SeafileClient`."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
 
     def commit_changes(self, repo_id: str, commit_id: str) -> list[CommitChange]:
         """``GET /api/v2.1/repos/{id}/commits/{commit_id}/``: what one commit
@@ -87,7 +90,7 @@ class CommitReads(SeafileHTTP):
         """
         repo = _repo(repo_id)
         commit = check_id(commit_id, what="a commit id")
-        body = self._get_json(f"/api/v2.1/repos/{repo}/commits/{commit}/", what="reading what a commit changed")
+        body = self.http.get_json(f"/api/v2.1/repos/{repo}/commits/{commit}/", what="reading what a commit changed")
         diffs = body.get("commit_diffs") if isinstance(body, dict) else None
         if not isinstance(diffs, list):
             raise ProtocolError("The commit's changes are not an object with a commit_diffs list.")
@@ -109,8 +112,8 @@ class CommitReads(SeafileHTTP):
         :raises ProtocolError: the answer has the wrong shape.
         """
         repo = _repo(repo_id)
-        body = self._get_json(f"/api2/repos/{repo}/history/", params={"page": str(page), "per_page": str(per_page)},
-                              what="reading the library history")
+        body = self.http.get_json(f"/api2/repos/{repo}/history/", params={"page": str(page), "per_page": str(per_page)},
+                                  what="reading the library history")
         if not isinstance(body, dict) or not isinstance(body.get("commits"), list):
             raise ProtocolError("The library history is not an object with a commits list.")
         commits = []

@@ -1,11 +1,11 @@
-"""File calls of the Seafile client (a mixin of
+"""File calls of the Seafile client (a call group of
 :class:`~ohsync.engine.client.SeafileClient`): details, one-shot download,
 upload, update in place and delete (``docs/seafile-api.md`` §5).
 
 Uploads and updates take their link from the link cache
-(:mod:`ohsync.engine.client_links`): a save costs one request to the file
+(:mod:`ohsync.engine.client.links`): a save costs one request to the file
 server, not two, while the link is valid.  Large files go through
-:mod:`ohsync.engine.client_chunked` instead.
+:mod:`ohsync.engine.client.chunked` instead.
 """
 
 from __future__ import annotations
@@ -15,19 +15,21 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import BinaryIO
 
-from .client_answers import as_int, check_repo_id, parse_update_answer, parse_upload_answer, payload_size
-from .client_errors import check_id
-from .client_http import Payload
-from .client_links import LinkCache
-from .client_paths import normalize_remote_path, split_remote, upload_target
-from .errors import ProtocolError
-from .models import RemoteEntry, UploadResult
+from .answers import as_int, check_repo_id, parse_update_answer, parse_upload_answer, payload_size
+from .errors import check_id
+from .transport import Payload, SeafileHTTP
+from .paths import normalize_remote_path, split_remote, upload_target
+from ..errors import ProtocolError
+from ..models import RemoteEntry, UploadResult
 
 __all__ = ["FileCalls"]
 
 
-class FileCalls(LinkCache):
+class FileCalls:
     """Per-file reads and writes (see the module docstring)."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
 
     def file_detail(self, repo_id: str, path: str) -> RemoteEntry:
         """``GET /api2/repos/{id}/file/detail/?p=``: the file's current id.
@@ -38,7 +40,7 @@ class FileCalls(LinkCache):
         """
         repo = check_repo_id(repo_id)
         remote = normalize_remote_path(path)
-        body = self._get_json(
+        body = self.http.get_json(
             f"/api2/repos/{repo}/file/detail/", params={"p": remote},
             what="reading file details", path=remote,
         )
@@ -78,11 +80,11 @@ class FileCalls(LinkCache):
         repo = check_repo_id(repo_id)
         remote = normalize_remote_path(path)
         def fetch(state: dict[str, int]) -> str:
-            link, file_id = self._download_link(repo, remote)
-            self._stream_into(link, dest, remote, progress, state)
+            link, file_id = self.http.download_link(repo, remote)
+            self.http.stream_into(link, dest, remote, progress, state)
             return str(file_id)
 
-        file_id: str = self._download_retrying(dest, fetch)
+        file_id: str = self.http.download_retrying(dest, fetch)
         return file_id
 
     def download_bytes(self, repo_id: str, path: str) -> tuple[bytes, str]:
@@ -109,8 +111,10 @@ class FileCalls(LinkCache):
         the link cache (``GET /api2/repos/{id}/upload-link/?p=<parent>`` when
         none is held).
 
-        Not retried (the engine re-plans), except once with a new link when
-        the file server refused the cached one (403, nothing stored). With ``replace=False`` a taken name
+        Sent again only when nothing was stored: once with a new link when
+        the file server refused the cached one (403), and after a 429's
+        ``Retry-After`` (:func:`~ohsync.engine.failures.resend_wait`); any
+        other failure is raised (the engine re-plans). With ``replace=False`` a taken name
         is stored as ``name (1).ext``; with ``replace=True`` the entry of that
         name is overwritten, **even a folder** — check the type first.
 
@@ -129,8 +133,8 @@ class FileCalls(LinkCache):
         form = {"parent_dir": parent, "replace": "1" if replace else "0"}
         if mtime is not None:
             form["last_modify"] = datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        resp = self._with_link("upload", repo, parent, lambda link: self._fs_post(
-            link.copy_merge_params({"ret-json": "1"}), form, name, data, what=what, path=target))
+        resp = self.http.links.send("upload", repo, parent, lambda link: self.http.fs_post(
+            link.copy_merge_params({"ret-json": "1"}), form, [(name, data)], what=what, path=target))
         return parse_upload_answer(resp.content, parent, target)
 
     def update(self, repo_id: str, remote_path: str, data: Payload, *, head: str | None = None) -> UploadResult:
@@ -139,8 +143,7 @@ class FileCalls(LinkCache):
         from the link cache (``GET /api2/repos/{id}/update-link/?p=<parent>``
         when none is held).  The answer is the bare new id.
 
-        Not retried, except once with a new link when the file server refused
-        the cached one (403, nothing stored).  Identical content returns the
+        Sent again only when nothing was stored, as :meth:`upload` is.  Identical content returns the
         same id (no new commit).
 
         :param head: the library commit the new content is based on (sent in
@@ -162,8 +165,8 @@ class FileCalls(LinkCache):
         what = "updating a file"
         size = payload_size(data)
         query = {"head": check_id(head, what="the head commit id", path=target)} if head else {}
-        resp = self._with_link("update", repo, parent, lambda link: self._fs_post(
-            link.copy_merge_params(query), {"target_file": target}, name, data, what=what, path=target))
+        resp = self.http.links.send("update", repo, parent, lambda link: self.http.fs_post(
+            link.copy_merge_params(query), {"target_file": target}, [(name, data)], what=what, path=target))
         file_id = parse_update_answer(resp.content, target)
         return UploadResult(path=target, id=file_id, size=size)
 
@@ -178,7 +181,7 @@ class FileCalls(LinkCache):
         remote = normalize_remote_path(path)
         if remote == "/":
             raise ValueError("refusing to delete the library root")
-        self._request(
+        self.http.request(
             "DELETE", f"/api2/repos/{repo}/file/", params={"p": remote},
             what="deleting", path=remote,
         )

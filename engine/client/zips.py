@@ -1,4 +1,4 @@
-"""Zip download of several items of one folder (a mixin of
+"""Zip download of several items of one folder (a call group of
 :class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.9:
 ``zip-task`` → ``query-zip-progress`` → ``{FILE_SERVER_ROOT}/zip/{token}``.
 
@@ -15,11 +15,11 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
-from .client_answers import check_repo_id
-from .client_errors import parse_json
-from .client_links import LinkCache
-from .client_paths import name_problem, normalize_remote_path
-from .errors import NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError, ServerError
+from .answers import check_repo_id
+from .errors import parse_json
+from .transport import SeafileHTTP
+from .paths import name_problem, normalize_remote_path
+from ..errors import NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError, ServerError
 
 __all__ = ["ZipDownloads"]
 
@@ -28,8 +28,11 @@ _ZIP_MAX_POLLS = 240  # bounded wait for a zip being prepared (≈ 2 min)
 _TOKEN = re.compile(r"^[0-9A-Za-z-]{8,64}$")
 
 
-class ZipDownloads(LinkCache):
+class ZipDownloads:
     """Zip download (see the module docstring)."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
 
     _fs_root: str | None = None
 
@@ -75,14 +78,14 @@ class ZipDownloads(LinkCache):
             token = self._zip_token(repo, parent, names)
             self._wait_for_zip(token, parent)
             url = httpx.URL(self._fileserver_root(repo, parent) + "/zip/" + token)
-            self._stream_into(url, dest, parent, None, state)
+            self.http.stream_into(url, dest, parent, None, state)
 
-        self._download_retrying(dest, fetch)
+        self.http.download_retrying(dest, fetch)
 
     def _zip_token(self, repo: str, parent: str, names: list[str]) -> str:
         query = urlencode([("parent_dir", parent)] + [("dirents", n) for n in names], quote_via=quote)
-        body = self._get_json(f"/api/v2.1/repos/{repo}/zip-task/?{query}",
-                              what="asking for a zip of a folder", path=parent)
+        body = self.http.get_json(f"/api/v2.1/repos/{repo}/zip-task/?{query}",
+                                  what="asking for a zip of a folder", path=parent)
         token = body.get("zip_token") if isinstance(body, dict) else None
         if not isinstance(token, str) or not _TOKEN.match(token):
             raise ProtocolError("The zip task answer holds no valid token.", path=parent)
@@ -93,8 +96,8 @@ class ZipDownloads(LinkCache):
         what = "asking whether the zip is ready"
         for _ in range(_ZIP_MAX_POLLS):
             try:
-                resp = self._request("GET", "/api/v2.1/query-zip-progress/", params={"token": token},
-                                     what=what, path=parent)
+                resp = self.http.request("GET", "/api/v2.1/query-zip-progress/", params={"token": token},
+                                         what=what, path=parent)
                 body = parse_json(resp.content, what=what, path=parent)
             except RemoteError:
                 return  # Go file server: nothing to wait for
@@ -107,7 +110,7 @@ class ZipDownloads(LinkCache):
             zipped, total = body.get("zipped"), body.get("total")
             if not isinstance(zipped, int) or not isinstance(total, int) or zipped >= total:
                 return
-            self._sleep(_ZIP_POLL)
+            self.http.sleep(_ZIP_POLL)
         raise ServerError(f"The server did not finish zipping {parent} in time.", path=parent)
 
     def _fileserver_root(self, repo: str, parent: str) -> str:
@@ -116,10 +119,10 @@ class ZipDownloads(LinkCache):
         no link can be had (read-only library)."""
         if self._fs_root is None:
             try:
-                link = self.upload_link(repo, parent)
+                link = self.http.links.upload_link(repo, parent)
                 root = str(link.copy_with(query=None)).rsplit("/upload-api/", 1)
-                self._fs_root = root[0] if len(root) == 2 else self.server_url + "/seafhttp"
+                self._fs_root = root[0] if len(root) == 2 else self.http.server_url + "/seafhttp"
             except (RemoteOperationError, NotFoundError, ProtocolError, QuotaError):
-                self._fs_root = self.server_url + "/seafhttp"
+                self._fs_root = self.http.server_url + "/seafhttp"
         return self._fs_root
 

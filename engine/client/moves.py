@@ -1,4 +1,4 @@
-"""Rename and move of the Seafile client (a mixin of
+"""Rename and move of the Seafile client (a call group of
 :class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.7 (files) and §4.2 (folders).
 
 File renames and moves answer 301 with a ``Location`` naming the result
@@ -12,16 +12,21 @@ import re
 
 import httpx
 
-from .client_answers import check_repo_id, location_path, move_result
-from .client_dirs import DirCalls
-from .client_paths import join_remote, name_problem, normalize_remote_path, split_remote
-from .errors import NotFoundError, ProtocolError, RemoteOperationError, ServerError
+from .answers import check_repo_id, location_path, move_result
+from .dirs import DirCalls
+from .transport import SeafileHTTP
+from .paths import join_remote, name_problem, normalize_remote_path, split_remote
+from ..errors import NotFoundError, ProtocolError, RemoteOperationError, ServerError
 
 __all__ = ["MoveCalls"]
 
 
-class MoveCalls(DirCalls):
+class MoveCalls:
     """Rename and move files and folders (see the module docstring)."""
+
+    def __init__(self, http: SeafileHTTP, dirs: DirCalls) -> None:
+        self.http = http
+        self._dirs = dirs
 
     def rename(self, repo_id: str, path: str, new_name: str, *, is_dir: bool = False) -> str:
         """Rename in place.
@@ -51,7 +56,7 @@ class MoveCalls(DirCalls):
         form = {"operation": "rename", "newname": new_name}
         if is_dir:
             before = self._names(repo, parent)
-            self._request(
+            self.http.request(
                 "POST", f"/api2/repos/{repo}/dir/", params={"p": remote}, data=form,
                 what="renaming a folder", path=remote,
             )
@@ -101,7 +106,7 @@ class MoveCalls(DirCalls):
             raise RemoteOperationError(f"Cannot move {remote} into itself.", path=remote)
         if is_dir:
             before = self._names(repo, dst)
-            self._request(
+            self.http.request(
                 "POST", "/api/v2.1/repos/sync-batch-move-item/",
                 json={"src_repo_id": repo, "src_parent_dir": parent, "src_dirents": [name],
                       "dst_repo_id": repo, "dst_parent_dir": dst},
@@ -119,7 +124,7 @@ class MoveCalls(DirCalls):
     def _mutate_file(self, repo: str, remote: str, form: dict[str, str], *, what: str,
                      expect: tuple[int, ...]) -> httpx.Response:
         try:
-            return self._request(
+            return self.http.request(
                 "POST", f"/api2/repos/{repo}/file/", params={"p": remote}, data=form,
                 what=what, path=remote, expect=expect,
             )
@@ -132,7 +137,7 @@ class MoveCalls(DirCalls):
             raise
 
     def _names(self, repo: str, folder: str) -> set[str]:
-        return {entry.name for entry in self._list(repo, folder)[0].entries}
+        return {entry.name for entry in self._dirs.listing(repo, folder)[0].entries}
 
     def _new_name(self, repo: str, folder: str, before: set[str], wanted: str, source: str) -> str:
         """After an operation that auto-renamed on a clash: find the new name."""

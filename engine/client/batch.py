@@ -1,12 +1,12 @@
 """Several new files in one upload request, with one upload link per folder
-(a mixin of :class:`~ohsync.engine.client.SeafileClient`).
+(a call group of :class:`~ohsync.engine.client.SeafileClient`).
 
 Seafile's upload endpoint takes any number of ``file`` parts in one
 multipart POST and makes one commit of them (``docs/seafile-api.md``
 §5.3, verified: the Go file server answers in request order, the C one in
 reverse order).  An upload link is multi-use until it expires (1 h by
 default) and bound to its folder, so one link per folder serves every batch
-sent there (:mod:`ohsync.engine.client_links`: kept while valid, fetched
+sent there (:mod:`ohsync.engine.client.links`: kept while valid, fetched
 again when the file server answers 403 "Access token not found", which it
 does before anything is stored, so sending the batch again is safe).
 
@@ -20,18 +20,21 @@ from collections.abc import Sequence
 
 import httpx
 
-from .client_answers import as_int, check_repo_id
-from .client_errors import check_id, error_for_response, parse_json, translate_errors
-from .client_links import LinkCache
-from .client_paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
-from .errors import ProtocolError, RemoteOperationError
-from .models import UploadResult
+from .answers import as_int, check_repo_id
+from .errors import check_id, parse_json
+from .transport import SeafileHTTP
+from .paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
+from ..errors import ProtocolError, RemoteOperationError
+from ..models import UploadResult
 
 __all__ = ["BatchUploads"]
 
 
-class BatchUploads(LinkCache):
+class BatchUploads:
     """Multi-file upload (see the module docstring)."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
 
     def upload_files(self, repo_id: str, folder: str, files: Sequence[tuple[str, bytes]]) -> list[UploadResult]:
         """Upload new files into one folder with one request:
@@ -66,20 +69,10 @@ class BatchUploads(LinkCache):
                 raise RemoteOperationError(f"Cannot upload {join_remote(parent, name)!r}: "
                                            f"{problem or 'a name with /'}.", path=join_remote(parent, name),
                                            title="Name not allowed")
-        resp = self._with_link("upload", repo, parent, lambda link: self._post_files(link, parent, files))
+        resp = self.http.links.send("upload", repo, parent, lambda link: self.http.fs_post(
+            link.copy_merge_params({"ret-json": "1"}), {"parent_dir": parent, "replace": "0"}, files,
+            what=f"uploading {len(files)} files", path=parent))
         return _results(resp, parent, len(files))
-
-    def _post_files(self, link: httpx.URL, parent: str, files: Sequence[tuple[str, bytes]]) -> httpx.Response:
-        what = f"uploading {len(files)} files"
-        parts = [("file", (name, data, "application/octet-stream")) for name, data in files]
-        timeout = httpx.Timeout(self._timeout, read=max(self._timeout * 10, 300.0))
-        url = link.copy_merge_params({"ret-json": "1"})
-        with translate_errors(what=what, path=parent):
-            resp = self._http.post(url, data={"parent_dir": parent, "replace": "0"}, files=parts,
-                                   timeout=timeout)
-        if resp.status_code != 200:
-            raise error_for_response(resp, what=what, path=parent, fileserver=True, secrets=(self._token,))
-        return resp
 
 
 def _results(resp: httpx.Response, parent: str, sent: int) -> list[UploadResult]:

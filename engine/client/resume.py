@@ -1,4 +1,4 @@
-"""Resumable download of one file (a mixin of
+"""Resumable download of one file (a call group of
 :class:`~ohsync.engine.client.SeafileClient`), ``docs/seafile-api.md`` §5.1:
 a ``reuse=1`` link fetched with ``Range: bytes=N-`` so a dropped connection
 continues where it stopped.  Memory is bounded by the pieces httpx hands
@@ -13,13 +13,13 @@ from typing import BinaryIO
 
 import httpx
 
-from .client_answers import as_int, check_repo_id, tell_or_none
-from .client_chunked import Progress
-from .client_errors import check_id, error_for_response, translate_errors
-from .client_http import TRANSIENT, SeafileHTTP
-from .client_paths import normalize_remote_path
-from .errors import LocalError, NetworkError, ProtocolError, ServerError, ThrottledError
-from .ids import ContentHasher
+from .answers import as_int, check_repo_id, tell_or_none
+from .chunked import Progress
+from .errors import check_id, translate_errors
+from .transport import SeafileHTTP
+from .paths import normalize_remote_path
+from ..errors import LocalError, NetworkError, ProtocolError, RemoteError, ServerError
+from ..ids import ContentHasher
 
 __all__ = ["ResumableDownloads"]
 
@@ -29,8 +29,11 @@ _READ = 1024 * 1024
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+)\s*$")
 
 
-class ResumableDownloads(SeafileHTTP):
+class ResumableDownloads:
     """Resumable download (see the module docstring)."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
 
     def download_resumable(self, repo_id: str, path: str, dest: BinaryIO, *,
                            progress: Progress | None = None, resume_id: str | None = None,
@@ -79,7 +82,7 @@ class ResumableDownloads(SeafileHTTP):
             st.feed_held()
         file_id: str = resume_id or ""   # "" differs from any listed id: a fresh start
         link: httpx.URL | None = None
-        limit = self._retries + 1
+        limit = self.http.retries + 1
         failures = 0
         while True:
             before = st.held
@@ -94,23 +97,23 @@ class ResumableDownloads(SeafileHTTP):
                 failures += 1  # 416: dest held more than the file; restarted
                 if failures >= limit:
                     raise ProtocolError(f"The download of {remote} could not be resumed.", path=remote)
-            except TRANSIENT as exc:
+            except RemoteError as exc:
                 failures = 1 if st.held > before else failures + 1
-                if failures >= limit or (isinstance(exc, ThrottledError)
-                                         and exc.retry_after > self._max_retry_after):
+                pause = self.http.resend_wait(exc, failures)  # a ranged GET: idempotent
+                if failures >= limit or pause is None:
                     raise
                 log.info("download of %s interrupted at %d bytes (%s); resuming", remote, st.held, exc.title)
-                self._backoff(failures, exc)
+                self.http.backoff(pause, failures, exc)
                 if isinstance(exc, ServerError) and exc.status == 403:
                     link = None  # expired: a fresh link (same version continues, another restarts)
 
     def _reuse_link(self, repo: str, remote: str) -> tuple[httpx.URL, str]:
         """``GET /api2/repos/{id}/file/?p=&reuse=1`` → (link, file id)."""
         what = "getting a download link"
-        resp = self._retrying(lambda: self._request(
-            "GET", f"/api2/repos/{repo}/file/", params={"p": remote, "reuse": "1"}, what=what, path=remote))
+        resp = self.http.request("GET", f"/api2/repos/{repo}/file/", params={"p": remote, "reuse": "1"},
+                                 what=what, path=remote, idempotent=True)
         file_id = check_id(resp.headers.get("oid"), what="the download link's oid header", path=remote)
-        return self._resolve_link(resp, what=what, path=remote), file_id
+        return self.http.resolve_link(resp, what=what, path=remote), file_id
 
     def _range_get(self, url: httpx.URL, st: _Fetch, progress: Progress | None) -> bool:
         """One GET with ``Range: bytes=<held>-`` appending to ``st.dest``.
@@ -120,7 +123,7 @@ class ResumableDownloads(SeafileHTTP):
         """
         what, remote = "downloading a file", st.remote
         headers = {"Accept": "*/*", "Range": f"bytes={st.held}-"}
-        with translate_errors(what=what, path=remote), self._http.stream("GET", url, headers=headers) as resp:
+        with translate_errors(what=what, path=remote), self.http.httpx.stream("GET", url, headers=headers) as resp:
             if resp.status_code == 416:
                 resp.read()
                 m = re.match(r"^\s*bytes\s+\*/(\d+)\s*$", resp.headers.get("Content-Range", ""))
@@ -130,7 +133,7 @@ class ResumableDownloads(SeafileHTTP):
                 return False
             if resp.status_code not in (200, 206):
                 resp.read()
-                raise error_for_response(resp, what=what, path=remote, fileserver=True, secrets=(self._token,))
+                raise self.http.fileserver_error(resp, what=what, path=remote)
             if resp.status_code == 206:
                 m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
                 if m is None or int(m.group(1)) != st.held:

@@ -1,19 +1,22 @@
-"""The Seafile Web API client: the only module that speaks HTTP to Seafile.
+"""The Seafile Web API client: the only package that speaks HTTP to Seafile.
 
 :class:`SeafileClient` wraps the api2 endpoints ohsync needs (see
 ``docs/seafile-api.md``) and converts every answer into the engine's
 value types (:mod:`ohsync.engine.models`); Seafile JSON never leaves this
-module.  Failures are typed (:mod:`ohsync.engine.errors`), mapped in one
-place (:mod:`ohsync.engine.client_errors`).
+package.  Failures are typed (:mod:`ohsync.engine.errors`), mapped in one
+place (:mod:`.errors`).
 
 Rules it follows: every URL ends with a slash; ``Authorization: Token <t>``
 goes to Seahub only, never to file-server links (they carry their own
 one-time credential); api2 writes use form bodies; file-server links may be
 relative and are resolved against the server URL; a 301 from rename/move is
-success and is never followed.  Idempotent reads (info, listings, links,
-downloads) are retried with tenacity on ServerError/NetworkError/
-ThrottledError (honouring ``Retry-After``), each attempt with a fresh link;
-uploads, updates, deletes and moves are never retried here (the engine
+success and is never followed.  Whether a failed request is sent again
+is one decision, :func:`ohsync.engine.failures.resend_wait`: a 429 waits
+its ``Retry-After`` (up to ``max_retry_after``) and goes again, whatever the
+request (upload, update, chunk, download, API call); a drop, a 5xx or an
+unreadable answer is retried with backoff only for idempotent requests
+(info, listings, links, downloads with a fresh link, resumable chunks);
+uploads, updates, deletes and moves that failed so are not (the engine
 re-plans).  The token never appears in a message, a log line or a repr.
 """
 
@@ -21,51 +24,160 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, Self
 
 import httpx
 
-from .client_answers import as_int, as_str, check_repo_id, repo_from_json
-from .client_batch import BatchUploads
-from .client_bulk import BulkTransfers
-from .client_commits import CommitReads
-from .client_errors import api_missing_error, check_id, error_for_response, parse_json, server_message, translate_errors
-from .client_files import FileCalls
-from .client_history import HistoryCalls
-from .client_http import USER_AGENT, check_server_url
-from .client_moves import MoveCalls
-from .client_notify import NotificationAPI
-from .errors import AuthError, NotFoundError, ProtocolError, TwoFactorRequired
-from .models import AccountInfo, RepoInfo
+from .answers import as_int, as_str, check_repo_id, repo_from_json
+from .batch import BatchUploads
+from .chunked import ChunkedUploads
+from .commits import CommitReads
+from .dirs import DirCalls
+from .errors import api_missing_error, check_id, error_for_response, parse_json, server_message, translate_errors
+from .files import FileCalls
+from .history import HistoryCalls
+from .moves import MoveCalls
+from .notify import NotificationAPI
+from .resume import ResumableDownloads
+from .transport import USER_AGENT, SeafileHTTP, check_server_url
+from .zips import ZipDownloads
+from ..errors import AuthError, NotFoundError, ProtocolError, TwoFactorRequired
+from ..failures import MAX_RETRY_AFTER
+from ..models import AccountInfo, RepoInfo
 
 __all__ = ["SeafileClient"]
 
 log = logging.getLogger("ohsync.client")
 
 
-class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, BulkTransfers, FileCalls,
-                    MoveCalls):
+class SeafileClient:
     """A synchronous client of one Seafile server for one account.
+
+    One transport (:class:`~.transport.SeafileHTTP`: the connection pool,
+    the token, the link cache, answers, errors and retries) and the call
+    groups composed onto it: files, folders and moves (:mod:`.files`,
+    :mod:`.dirs`, :mod:`.moves`); transfers (:mod:`.chunked`, :mod:`.resume`,
+    :mod:`.zips`, :mod:`.batch`); history and commits (:mod:`.history`,
+    :mod:`.commits`); notifications (:mod:`.notify`).  Each call is an
+    attribute of the client bound to the group that makes it
+    (``client.list_dir`` is ``client.dirs.list_dir``), so callers never see
+    the groups; account and library calls are the client's own.
 
     :param server_url: the Seafile base URL, e.g. ``https://cloud.tsinghua.edu.cn``.
     :param token: the API token (``None``: only ``server_info`` and
         ``obtain_token`` make sense; everything else gets AuthError).
     :param timeout: seconds for connecting and between bytes of an answer.
     :param transport: an httpx transport (tests pass ``httpx.MockTransport``).
-    :param retries: extra attempts for idempotent requests (0 = no retry).
+    :param retries: extra attempts of a failed request (0 = no retry).
     :param on_request: called as ``on_request(method, url)`` for every HTTP
         request sent, including file-server transfers (for counting).
     :param retry_base: first backoff in seconds (doubles each attempt).
     :param retry_cap: longest backoff between two attempts, seconds.
     :param max_retry_after: a 429 asking to wait longer than this is not
-        retried here but raised (the scheduler backs off instead).
+        retried here but raised (the failure book waits it instead).
     :param sleep: the sleep function used between attempts (tests inject one).
 
     :ivar last_rejected: after each ``list_dir``: ``(path, reason)`` for every
         entry the server listed with an unsafe name (``..``, ``/``, NUL, over
         255 bytes, outside the listed folder…); such entries are left out of
         the returned listing and must be reported as skipped by the caller.
+    :ivar http: the transport every call group shares.
     """
+
+    def __init__(
+        self,
+        server_url: str,
+        token: str | None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+        retries: int = 3,
+        on_request: Callable[[str, str], None] | None = None,
+        retry_base: float = 0.5,
+        retry_cap: float = 8.0,
+        max_retry_after: float = MAX_RETRY_AFTER,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.http = SeafileHTTP(server_url, token, timeout=timeout, transport=transport, retries=retries,
+                                on_request=on_request, retry_base=retry_base, retry_cap=retry_cap,
+                                max_retry_after=max_retry_after, sleep=sleep)
+        http = self.http
+        # files, folders, moves
+        self.files = FileCalls(http)
+        self.dirs = DirCalls(http)
+        self.moves = MoveCalls(http, self.dirs)
+        # transfers
+        self.chunked = ChunkedUploads(http)
+        self.resume = ResumableDownloads(http)
+        self.zips = ZipDownloads(http)
+        self.batch = BatchUploads(http)
+        # history and commits
+        self.history = HistoryCalls(http)
+        self.commits = CommitReads(http)
+        # notifications
+        self.notify = NotificationAPI(http)
+
+        self.file_detail = self.files.file_detail
+        self.download = self.files.download
+        self.download_bytes = self.files.download_bytes
+        self.upload = self.files.upload
+        self.update = self.files.update
+        self.delete = self.files.delete
+        self.list_dir = self.dirs.list_dir
+        self.mkdir = self.dirs.mkdir
+        self.rename = self.moves.rename
+        self.move = self.moves.move
+        self.upload_chunked = self.chunked.upload_chunked
+        self.download_resumable = self.resume.download_resumable
+        self.download_zip = self.zips.download_zip
+        self.upload_files = self.batch.upload_files
+        self.upload_link = http.links.upload_link
+        self.update_link = http.links.update_link
+        self.forget_links = http.links.forget
+        self.file_history = self.history.file_history
+        self.download_revision = self.history.download_revision
+        self.commit_changes = self.commits.commit_changes
+        self.commit_history = self.commits.commit_history
+        self.notification_url = self.notify.notification_url
+        self.notification_ping = self.notify.notification_ping
+        self.notification_token = self.notify.notification_token
+
+    # -- the transport's state ---------------------------------------------
+
+    @property
+    def server_url(self) -> str:
+        """The server base URL (no trailing slash)."""
+        return self.http.server_url
+
+    @property
+    def request_count(self) -> int:
+        """HTTP requests sent so far (the engine reports them per pass)."""
+        return self.http.request_count
+
+    @property
+    def clock_offset(self) -> float | None:
+        """Server clock minus ours, seconds, from the last ``Date`` header (None: unknown)."""
+        return self.http.clock_offset
+
+    @property
+    def last_rejected(self) -> list[tuple[str, str]]:
+        """The entries the last ``list_dir`` left out (see the class docstring)."""
+        return self.dirs.last_rejected
+
+    def close(self) -> None:
+        """Close the connection pool. The client is unusable afterwards."""
+        self.http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:  # never the token
+        return repr(self.http).replace(type(self.http).__name__, type(self).__name__, 1)
 
     @classmethod
     def obtain_token(
@@ -146,7 +258,7 @@ class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, Bu
         """``_get_json`` for an endpoint every Seafile server has: a 404 there
         means the server URL is wrong, and says so (:func:`api_missing_error`)."""
         try:
-            return self._get_json(endpoint, what=what)
+            return self.http.get_json(endpoint, what=what)
         except NotFoundError as exc:
             raise api_missing_error(self.server_url, endpoint, exc.status or 404) from exc
 
@@ -194,7 +306,7 @@ class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, Bu
             ``head_commit_id``; ``root`` is ``""`` (this endpoint omits it).
             Names are not unique.
         """
-        body = self._get_json("/api2/repos/", what="listing the libraries")
+        body = self.http.get_json("/api2/repos/", what="listing the libraries")
         if not isinstance(body, list):
             raise ProtocolError("The library list is not a JSON array.")
         return [repo_from_json(item, "the library list") for item in body]
@@ -205,7 +317,7 @@ class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, Bu
         :returns: the new library (``root`` is ``""``: read ``repo_info`` for it).
         :raises RemoteOperationError: invalid name or no permission to create.
         """
-        resp = self._request(
+        resp = self.http.request(
             "POST", "/api2/repos/", data={"name": name, "desc": desc}, what="creating a library"
         )
         body = parse_json(resp.content, what="creating a library")
@@ -230,7 +342,7 @@ class SeafileClient(CommitReads, HistoryCalls, BatchUploads, NotificationAPI, Bu
         :raises NotFoundError: no such library (or no access to it).
         """
         repo = check_repo_id(repo_id)
-        body = self._get_json(f"/api2/repos/{repo}/", what="reading the library info")
+        body = self.http.get_json(f"/api2/repos/{repo}/", what="reading the library info")
         info = repo_from_json(body, "the library info")
         if info.root:
             check_id(info.root, what="the library info")

@@ -1,4 +1,4 @@
-"""Per-file history of the Seafile client (a mixin of
+"""Per-file history of the Seafile client (a call group of
 :class:`~ohsync.engine.client.SeafileClient`): the revisions of one file and
 the content of one of them (``docs/seafile-api.md`` §5.8).
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from .client_answers import REPO_ID, as_int, as_str
-from .client_errors import check_id
-from .client_http import SeafileHTTP
-from .client_paths import normalize_remote_path
-from .errors import NotFoundError, ProtocolError
+from .answers import REPO_ID, as_int, as_str
+from .errors import check_id
+from .transport import SeafileHTTP
+from .paths import normalize_remote_path
+from ..errors import NotFoundError, ProtocolError
 
 __all__ = ["FileRevision", "HistoryCalls"]
 
@@ -36,8 +36,11 @@ class FileRevision:
     creator: str
 
 
-class HistoryCalls(SeafileHTTP):
+class HistoryCalls:
     """File history calls; uses the transport of :class:`SeafileHTTP`."""
+
+    def __init__(self, http: SeafileHTTP) -> None:
+        self.http = http
 
     def file_history(self, repo_id: str, path: str, *, limit: int = 10) -> list[FileRevision]:
         """``GET /api/v2.1/repos/{id}/file/history/?path=&limit=``: the newest
@@ -48,9 +51,9 @@ class HistoryCalls(SeafileHTTP):
         """
         repo = _repo(repo_id)
         remote = normalize_remote_path(path)
-        body = self._get_json(f"/api/v2.1/repos/{repo}/file/history/",
-                              params={"path": remote, "limit": str(max(1, limit))},
-                              what="reading a file's history", path=remote)
+        body = self.http.get_json(f"/api/v2.1/repos/{repo}/file/history/",
+                                  params={"path": remote, "limit": str(max(1, limit))},
+                                  what="reading a file's history", path=remote)
         items = body.get("data") if isinstance(body, dict) else None
         if not isinstance(items, list):
             raise ProtocolError("The file history has an unexpected shape.", path=remote)
@@ -78,13 +81,14 @@ class HistoryCalls(SeafileHTTP):
         what = "downloading an older version"
 
         def fetch(state: dict[str, int]) -> None:
-            resp = self._request("GET", f"/api2/repos/{repo}/file/revision/",
-                                 params={"p": remote, "commit_id": commit_id}, what=what, path=remote)
-            link = self._resolve_link(resp, what=what, path=remote)
-            self._stream_into(link, buffer, remote, None, state)
+            resp = self.http.request("GET", f"/api2/repos/{repo}/file/revision/",  # once: download_retrying loops
+                                     params={"p": remote, "commit_id": commit_id}, what=what, path=remote,
+                                     once=True)
+            link = self.http.resolve_link(resp, what=what, path=remote)
+            self.http.stream_into(link, buffer, remote, None, state)
 
         buffer = io.BytesIO()
-        self._download_retrying(buffer, fetch)
+        self.http.download_retrying(buffer, fetch)
         return buffer.getvalue()
 
 

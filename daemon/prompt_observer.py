@@ -1,0 +1,69 @@
+"""A watchdog observer that reports a rename without waiting half a second.
+
+watchdog's inotify backend (``InotifyBuffer``) holds every ``IN_MOVED_FROM``
+event for ``delay`` seconds (0.5) to pair it with the ``IN_MOVED_TO`` that
+follows, and since its queue is first in, first out, every event behind it
+waits as long: an editor's atomic save (a temp file renamed onto the note)
+would reach the watcher half a second late.  The kernel queues both halves
+of a rename together, so they nearly always arrive in one read and are
+paired at once; the hold matters only when a read falls between them, and
+then the other half is already queued.  :func:`prompt_observer` makes the
+same observer with a hold of :data:`MOVE_PAIRING_DELAY` seconds.  An
+unpaired half is still reported (as a deletion and a creation), so nothing
+is lost when the hold is too short, only the rename is seen as two events.
+
+On systems without inotify, or a watchdog whose inotify backend is laid out
+otherwise, it is watchdog's default ``Observer``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from watchdog.observers import Observer
+from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT, BaseObserver
+
+__all__ = ["MOVE_PAIRING_DELAY", "prompt_observer"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds the inotify backend holds an ``IN_MOVED_FROM`` for its pair (watchdog's own: 0.5).
+MOVE_PAIRING_DELAY = 0.05
+
+
+def _prompt_factory() -> Callable[[], BaseObserver] | None:
+    """The factory of an inotify observer with the short hold, or None."""
+    try:
+        from watchdog.observers.inotify import InotifyEmitter
+        from watchdog.observers.inotify_buffer import InotifyBuffer
+    except ImportError:  # not Linux: watchdog's own observer
+        return None
+    if not isinstance(getattr(InotifyBuffer, "delay", None), (int, float)) or not callable(
+            getattr(InotifyEmitter, "get_event_mask_from_filter", None)):
+        log.debug("watchdog's inotify backend has no pairing delay to shorten; using its own observer")
+        return None
+
+    class _PromptBuffer(InotifyBuffer):
+        delay = MOVE_PAIRING_DELAY
+
+    class _PromptEmitter(InotifyEmitter):
+        def on_thread_start(self) -> None:  # watchdog's, with the short-hold buffer
+            path = os.fsencode(self.watch.path)
+            self._inotify = _PromptBuffer(path, recursive=self.watch.is_recursive,
+                                          event_mask=self.get_event_mask_from_filter())
+
+    def make() -> BaseObserver:
+        return BaseObserver(_PromptEmitter, timeout=DEFAULT_OBSERVER_TIMEOUT)
+
+    return make
+
+
+_FACTORY = _prompt_factory()
+
+
+def prompt_observer() -> BaseObserver:
+    """A new, unstarted observer: inotify with a :data:`MOVE_PAIRING_DELAY`
+    hold where available, else watchdog's default ``Observer``."""
+    return _FACTORY() if _FACTORY is not None else Observer()
