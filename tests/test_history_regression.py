@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from daemon_helpers import DEMO_LIBRARY, wait_for
-from engine_helpers import USER, read_tree, mirrored_sample_mirror
+from engine_helpers import USER, read_tree, synced_sample_mirror
 
 REMOTE_EDITED = "tasks/申请 SRT 项目.md"
 LOCAL_EDITED = "knowledge/哈希表冲突处理.md"
