@@ -25,6 +25,7 @@ that does not finish goes to the ordinary pull.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import tempfile
@@ -57,6 +58,8 @@ REQUEST_SECONDS = 0.05
 LINK_BYTES_PER_SECOND = 10 * 1024 * 1024
 #: Requests of the zip path (zip task, progress query, stream, file-server address).
 _ZIP_REQUESTS = 4
+#: Write failures that every further file would meet too (a full or read-only disk).
+_WHOLE_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 
 def choose_path(wanted: int, wanted_bytes: int, zipped_bytes: int, in_flight: int) -> str:
@@ -137,12 +140,14 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
                 if seafile_file_id(data) != entry.id:
                     continue  # not provably the listed version: fetch it one by one
                 target = ctx.local_path(rel)
-                if target.exists() or folder_vanished(ctx, rel):
-                    continue  # the person was faster: the next pass plans it again
                 try:
+                    if target.exists() or folder_vanished(ctx, rel):
+                        continue  # the person was faster: the next pass plans it again
                     fp = atomic_write(target, data, entry.mtime or None)
-                except OSError:
-                    break  # e.g. the disk is full: the rest go one by one, each failure on its own path
+                except OSError as exc:
+                    if exc.errno in _WHOLE_DISK:
+                        break  # the disk is full: the rest go one by one, each failure on its own path
+                    continue  # this path's own trouble (a name this disk refuses): the ordinary pull reports it
                 base = Base(rel, False, sha1_bytes(data), entry.id, *fp)
                 ctx.state.set_base(base, data if is_text(data) else None)
                 done.add(rel)
@@ -168,10 +173,13 @@ def _parallel_pull(ctx: MirrorContext, entries: list[RemoteEntry],
         while queue or pending:
             while queue and len(pending) < DOWNLOADS_IN_FLIGHT and not (should_stop is not None and should_stop()):
                 entry = queue.pop()
-                if ctx.local_path(entry.path).exists() or folder_vanished(ctx, entry.path):
-                    continue
-                if not _folder_ready(ctx, entry.path):
-                    continue  # left to the ordinary pull, which knows a folder moved away
+                try:
+                    if ctx.local_path(entry.path).exists() or folder_vanished(ctx, entry.path):
+                        continue
+                    if not _folder_ready(ctx, entry.path):
+                        continue  # left to the ordinary pull, which knows a folder moved away
+                except OSError:
+                    continue  # a path this disk refuses: the ordinary pull reports it, on its own
                 pending[ctx.executor.submit(_fetch, ctx, entry)] = entry
             if not pending:
                 break

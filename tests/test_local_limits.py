@@ -1,0 +1,140 @@
+"""One remote path the local disk cannot hold fails alone: the rest of the pass, and of a
+cold mirror's zip, is applied; the path is named; a retry fetches nothing that landed."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from engine_helpers import USER, make_mirror  # noqa: E402
+
+from ohsync.engine import local_limits  # noqa: E402
+
+#: 17 nested folders of 250-byte names: about 4,300 bytes, beyond PATH_MAX (4,096) here
+DEEP = "/".join(f"{i:02d}" + "d" * 248 for i in range(17))
+ZIP_TASKS = r"zip-task"
+FETCHES = r"zip|/files/|download|file/\?"
+DOWNLOADS = "GET /seafhttp/files/{token}/{name}"
+
+
+def _library(devserver, files: int) -> tuple[str, dict[str, bytes]]:  # noqa: ANN001
+    repo = devserver.create_library(USER, "OH-Memory")
+    devserver.put_file(repo, f"/Files/{DEEP}/far.md", b"far away\n")
+    devserver.put_file(repo, f"/Files/{DEEP}/farther.md", b"farther\n")
+    wanted = {f"Files/n{i:03d}.md": f"note {i}\n".encode() for i in range(files)}
+    wanted |= {f"notes/k{i:02d}.md": f"kept {i}\n".encode() for i in range(10)}
+    for rel, data in wanted.items():
+        devserver.put_file(repo, "/" + rel, data)
+    return repo, wanted
+
+
+def _local_files(root) -> dict[str, bytes]:  # noqa: ANN001
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def _deep_top(root) -> str:  # noqa: ANN001
+    """The shallowest folder of DEEP that this disk cannot hold."""
+    parts = ["Files"] + DEEP.split("/")
+    for i in range(2, len(parts) + 1):
+        rel = "/".join(parts[:i])
+        if len(os.fsencode(str(root / rel))) >= 4096:
+            return rel
+    raise AssertionError("DEEP fits on this disk")
+
+
+def test_a_cold_mirror_applies_its_zip_around_a_path_too_long_for_this_disk(devserver, tmp_path) -> None:
+    repo, wanted = _library(devserver, 60)
+    m = make_mirror(devserver, repo, tmp_path)
+    devserver.reset_counters()
+    first = m.sync()  # no exception: the path fails alone
+    assert devserver.request_count(ZIP_TASKS) >= 1, devserver.requests  # the cold mirror took the zip
+    assert _local_files(m.root) == wanted  # every other file of the zip landed
+    top = _deep_top(m.root)
+    (failure,) = m.engine.failures()  # one failure for the folder, not one per file inside
+    assert failure["path"] == top and failure["needs"] == "name" and failure["permanent"], failure
+    assert "rename it on the server" in failure["reason"] and "2 files inside" in failure["reason"]
+    assert [p for p, _ in first.errors] == [top]
+    # the files that landed are synced: a retry fetches none of them, nor the zip
+    devserver.reset_counters()
+    for _ in range(2):
+        assert m.sync().errors == []  # held: no error line, no attempt per pass
+    assert devserver.request_count(FETCHES) == 0, devserver.requests
+    # the person asks for a retry: the path is looked at again, on its own, without a request
+    assert m.engine.release_failures() == 1
+    again = m.sync()
+    assert [p for p, _ in again.errors] == [top]
+    assert devserver.request_count(FETCHES) == 0, devserver.requests
+    assert _local_files(m.root) == wanted
+
+
+def test_new_remote_files_arrive_around_a_path_too_long_for_this_disk(devserver, tmp_path) -> None:
+    repo = devserver.create_library(USER, "OH-Memory")
+    devserver.put_file(repo, "/notes/old.md", b"old\n")
+    m = make_mirror(devserver, repo, tmp_path)
+    assert m.sync().errors == []
+    devserver.put_file(repo, f"/Files/{DEEP}/far.md", b"far away\n")
+    new = {f"Files/new{i}.md": f"new {i}\n".encode() for i in range(6)}
+    for rel, data in new.items():
+        devserver.put_file(repo, "/" + rel, data)
+    rep = m.sync()
+    assert _local_files(m.root) == {"notes/old.md": b"old\n"} | new
+    assert [p for p, _ in rep.errors] == [_deep_top(m.root)]
+    # later remote files keep arriving too
+    devserver.put_file(repo, "/notes/later.md", b"later\n")
+    assert m.sync().errors == []
+    assert m.read("notes/later.md") == b"later\n"
+
+
+def test_a_name_longer_than_this_disk_allows_is_named_and_the_rest_lands(devserver, tmp_path, monkeypatch) -> None:
+    # a disk whose names stop at 143 bytes (eCryptfs), a 200-byte name on the server (Seafile allows 255)
+    monkeypatch.setattr(local_limits, "limits", lambda root: (143, 4096))
+    repo = devserver.create_library(USER, "OH-Memory")
+    long_name = "n" * 197 + ".md"
+    devserver.put_file(repo, f"/notes/{long_name}", b"long\n")
+    wanted = {f"notes/k{i:02d}.md": f"kept {i}\n".encode() for i in range(20)}
+    for rel, data in wanted.items():
+        devserver.put_file(repo, "/" + rel, data)
+    m = make_mirror(devserver, repo, tmp_path)
+    rep = m.sync()
+    assert _local_files(m.root) == wanted
+    assert [p for p, _ in rep.errors] == [f"notes/{long_name}"]
+    assert "too long for this disk (200 bytes; it allows 143)" in rep.errors[0][1]
+    devserver.reset_counters()
+    assert m.sync().errors == []
+    assert devserver.request_count(FETCHES) == 0, devserver.requests
+
+
+def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path, monkeypatch) -> None:
+    # a disk that refuses ':' in names (FAT, NTFS): only writing finds out
+    real_replace, real_mkdir, real_open = os.replace, os.mkdir, os.open
+
+    def refusing(real):  # noqa: ANN001, ANN202
+        def call(path, *a, **kw):  # noqa: ANN001, ANN202
+            target = a[0] if real is real_replace else path
+            if ":" in os.path.basename(os.fspath(target)):
+                raise OSError(errno.EILSEQ, "Invalid or incomplete multibyte or wide character", target)
+            return real(path, *a, **kw)
+        return call
+
+    repo = devserver.create_library(USER, "OH-Memory")
+    devserver.put_file(repo, "/notes/a:b.md", b"refused here\n")
+    wanted = {f"notes/k{i:02d}.md": f"kept {i}\n".encode() for i in range(30)}
+    for rel, data in wanted.items():
+        devserver.put_file(repo, "/" + rel, data)
+    m = make_mirror(devserver, repo, tmp_path)
+    monkeypatch.setattr(os, "replace", refusing(real_replace))
+    monkeypatch.setattr(os, "mkdir", refusing(real_mkdir))
+    monkeypatch.setattr(os, "open", refusing(real_open))
+    devserver.reset_counters()
+    rep = m.sync()
+    assert _local_files(m.root) == wanted
+    assert [p for p, _ in rep.errors] == ["notes/a:b.md"] and "cannot hold the name" in rep.errors[0][1]
+    # the zip's files were applied from the zip: only the refused one was fetched again on its own
+    assert devserver.request_count(DOWNLOADS) <= 1, devserver.requests
+    (failure,) = m.engine.failures()
+    assert failure["path"] == "notes/a:b.md" and failure["needs"] == "name" and failure["permanent"]
+    devserver.reset_counters()
+    assert m.sync().errors == []
+    assert devserver.request_count(FETCHES) == 0, devserver.requests
