@@ -138,3 +138,38 @@ def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path,
     devserver.reset_counters()
     assert m.sync().errors == []
     assert devserver.request_count(FETCHES) == 0, devserver.requests
+
+
+def test_the_daemon_names_the_path_syncs_the_rest_and_never_fetches_the_zip_again(seed_daemon) -> None:
+    from daemon_helpers import wait_for
+
+    files = {f"Files/n{i:03d}.md": f"note {i}\n".encode() for i in range(40)}
+    setup = seed_daemon(files=files, put={f"/Files/{DEEP}/far.md": b"far away\n"}, poll_interval=1.0)
+    srv, mirror = setup.srv, setup.mirror
+    srv.reset_counters()
+    p = setup.start()
+    st = wait_for(lambda: (s := p.status())["failures"] and s, timeout=60, what="the failure in status")
+    top = _deep_top(mirror)
+    assert [f["path"] for f in st["failures"]] == [top] and st["failures"][0]["needs"] == "name"
+    wait_for(lambda: _local_files(mirror) == files, timeout=60, what="every other file")
+    assert top.split("/")[-1][:12] in st["message"], st["message"]  # the status names the path, not the mirror
+    polls = st["polls"]
+    wait_for(lambda: p.status()["polls"] >= polls + 5, timeout=60, what="five more polls")
+    assert p.cli("refresh").returncode == 0
+    wait_for(lambda: p.status()["polls"] >= polls + 8, timeout=60, what="polls after the refresh")
+    assert srv.request_count(ZIP_TASKS) <= 1 and srv.request_count(DOWNLOADS) <= 1, srv.requests
+    assert [f["path"] for f in p.status()["failures"]] == [top]
+
+
+def test_a_server_name_over_255_bytes_is_listed_and_the_rest_of_the_zip_lands(devserver, tmp_path) -> None:
+    repo = devserver.create_library(USER, "OH-Memory")
+    wanted = {f"notes/k{i:02d}.md": f"kept {i}\n".encode() for i in range(20)}
+    for rel, data in wanted.items():
+        devserver.put_file(repo, "/" + rel, data)
+    devserver.plant_entry(repo, "/notes", "n" * 300 + ".md", b"a name no disk holds\n")
+    m = make_mirror(devserver, repo, tmp_path)
+    devserver.reset_counters()
+    rep = m.sync()
+    assert rep.errors == [] and _local_files(m.root) == wanted
+    assert devserver.request_count(ZIP_TASKS) == 1 and devserver.request_count(DOWNLOADS) == 0, devserver.requests
+    assert any("303 bytes long" in why for _, why in m.engine.skipped()), m.engine.skipped()
