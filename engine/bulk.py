@@ -78,16 +78,22 @@ def choose_path(wanted: int, wanted_bytes: int, zipped_bytes: int, in_flight: in
 
 
 def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
-              should_stop: Callable[[], bool] | None = None) -> set[str]:
+              should_stop: Callable[[], bool] | None = None,
+              refused: dict[str, OSError] | None = None) -> set[str]:
     """Fetch files that are absent locally by the cheapest path (module docstring).
 
     :param entries: remote files (rel paths) with no local file and no base.
     :param should_stop: asked between two files written; True ends the
         writing there (the rest waits for the next pass).
+    :param refused: filled with the rel paths whose name or path this disk
+        refused when written (``ENAMETOOLONG``, ``EILSEQ``, ``EINVAL``) and
+        the error of each: fetching them again cannot help, so they are
+        neither retried here nor returned (the caller reports them).
     :returns: the rel paths written and recorded as synced; the caller pulls
         the rest one by one.  Never raises for server trouble: a failing zip
         task means per-file downloads, a failing download the ordinary pull.
     """
+    refused = refused if refused is not None else {}
     files = {e.path: e for e in entries if not e.is_dir}
     if not files:
         return set()
@@ -99,15 +105,20 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
         zipped = sum(e.size for p, e in ctx.snapshot.items() if not e.is_dir and p.split("/", 1)[0] in tops)
         wanted_bytes = sum(e.size for e in zippable.values())
         if choose_path(len(zippable), wanted_bytes, max(zipped, wanted_bytes), in_flight) == "zip":
-            done = _zip_pull(ctx, zippable, tops, should_stop)
-    rest = [e for p, e in sorted(files.items()) if p not in done]
+            done = _zip_pull(ctx, zippable, tops, should_stop, refused)
+    rest = [e for p, e in sorted(files.items()) if p not in done and p not in refused]
     if ctx.executor is not None and len(rest) > 1 and not (should_stop is not None and should_stop()):
-        done |= _parallel_pull(ctx, rest, should_stop)
+        done |= _parallel_pull(ctx, rest, should_stop, refused)
     return done
 
 
+def _name_refused(exc: OSError) -> bool:
+    """True when ``exc`` says this disk cannot hold the name or path (no retry helps)."""
+    return exc.errno in (errno.ENAMETOOLONG, errno.EILSEQ, errno.EINVAL)
+
+
 def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str],
-              should_stop: Callable[[], bool] | None) -> set[str]:
+              should_stop: Callable[[], bool] | None, refused: dict[str, OSError]) -> set[str]:
     """The zip path: the rel paths written from one archive of ``tops``."""
     done: set[str] = set()
     try:
@@ -147,7 +158,9 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
                 except OSError as exc:
                     if exc.errno in _WHOLE_DISK:
                         break  # the disk is full: the rest go one by one, each failure on its own path
-                    continue  # this path's own trouble (a name this disk refuses): the ordinary pull reports it
+                    if _name_refused(exc):
+                        refused[rel] = exc  # a name this disk refuses: fails alone, fetched no more
+                    continue
                 base = Base(rel, False, sha1_bytes(data), entry.id, *fp)
                 ctx.state.set_base(base, data if is_text(data) else None)
                 done.add(rel)
@@ -161,7 +174,7 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
 
 
 def _parallel_pull(ctx: MirrorContext, entries: list[RemoteEntry],
-                   should_stop: Callable[[], bool] | None) -> set[str]:
+                   should_stop: Callable[[], bool] | None, refused: dict[str, OSError]) -> set[str]:
     """The per-file path on the transfer pool: each file streams into a temp
     file beside its target (hashed as it comes); the temp files are moved
     into place here, in order, and recorded.  A file that fails is left for
@@ -178,15 +191,17 @@ def _parallel_pull(ctx: MirrorContext, entries: list[RemoteEntry],
                         continue
                     if not _folder_ready(ctx, entry.path):
                         continue  # left to the ordinary pull, which knows a folder moved away
-                except OSError:
-                    continue  # a path this disk refuses: the ordinary pull reports it, on its own
+                except OSError as exc:
+                    if _name_refused(exc):
+                        refused[entry.path] = exc
+                    continue  # else the ordinary pull reports it, on its own
                 pending[ctx.executor.submit(_fetch, ctx, entry)] = entry
             if not pending:
                 break
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
                 entry = pending.pop(future)
-                if future.exception() is None and _install(ctx, entry, *future.result()):
+                if future.exception() is None and _install(ctx, entry, *future.result(), refused=refused):
                     done.add(entry.path)
                     ctx.emit(SyncEvent("transfer", entry.path, "down", done=len(done), total=len(entries)))
     finally:
@@ -230,8 +245,10 @@ def _fetch(ctx: MirrorContext, entry: RemoteEntry) -> tuple[Path, str, ContentHa
     return tmp, str(file_id or entry.id), hasher
 
 
-def _install(ctx: MirrorContext, entry: RemoteEntry, tmp: Path, file_id: str, hasher: ContentHasher) -> bool:
-    """Move a fetched file into place unless the path was taken meanwhile; record it."""
+def _install(ctx: MirrorContext, entry: RemoteEntry, tmp: Path, file_id: str, hasher: ContentHasher, *,
+             refused: dict[str, OSError]) -> bool:
+    """Move a fetched file into place unless the path was taken meanwhile; record it.
+    A name this disk refuses goes into ``refused``."""
     target = ctx.local_path(entry.path)
     try:
         if target.exists() or folder_vanished(ctx, entry.path):
@@ -241,7 +258,9 @@ def _install(ctx: MirrorContext, entry: RemoteEntry, tmp: Path, file_id: str, ha
             os.utime(tmp, (entry.mtime, entry.mtime))
         os.replace(tmp, target)
         fp = stat_fingerprint(os.stat(target))
-    except OSError:
+    except OSError as exc:
+        if _name_refused(exc):
+            refused[entry.path] = exc
         _drop(tmp)
         return False
     text = hasher.kept()

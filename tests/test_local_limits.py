@@ -6,6 +6,9 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from engine_helpers import USER, make_mirror  # noqa: E402
@@ -106,7 +109,8 @@ def test_a_name_longer_than_this_disk_allows_is_named_and_the_rest_lands(devserv
     assert devserver.request_count(FETCHES) == 0, devserver.requests
 
 
-def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("pool", [False, True])
+def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path, monkeypatch, pool) -> None:
     # a disk that refuses ':' in names (FAT, NTFS): only writing finds out
     real_replace, real_mkdir, real_open = os.replace, os.mkdir, os.open
 
@@ -124,15 +128,22 @@ def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path,
     for rel, data in wanted.items():
         devserver.put_file(repo, "/" + rel, data)
     m = make_mirror(devserver, repo, tmp_path)
+    executor = ThreadPoolExecutor(4) if pool else None
+    m.engine.executor = m.engine.ctx.executor = executor
     monkeypatch.setattr(os, "replace", refusing(real_replace))
     monkeypatch.setattr(os, "mkdir", refusing(real_mkdir))
     monkeypatch.setattr(os, "open", refusing(real_open))
     devserver.reset_counters()
-    rep = m.sync()
+    try:
+        rep = m.sync()
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True)
+    m.engine.executor = m.engine.ctx.executor = None
     assert _local_files(m.root) == wanted
     assert [p for p, _ in rep.errors] == ["notes/a:b.md"] and "cannot hold the name" in rep.errors[0][1]
-    # the zip's files were applied from the zip: only the refused one was fetched again on its own
-    assert devserver.request_count(DOWNLOADS) <= 1, devserver.requests
+    # every file came from the zip, the refused one too: none was fetched again one by one
+    assert devserver.request_count(ZIP_TASKS) == 1 and devserver.request_count(DOWNLOADS) == 0, devserver.requests
     (failure,) = m.engine.failures()
     assert failure["path"] == "notes/a:b.md" and failure["needs"] == "name" and failure["permanent"]
     devserver.reset_counters()
@@ -173,3 +184,22 @@ def test_a_server_name_over_255_bytes_is_listed_and_the_rest_of_the_zip_lands(de
     assert rep.errors == [] and _local_files(m.root) == wanted
     assert devserver.request_count(ZIP_TASKS) == 1 and devserver.request_count(DOWNLOADS) == 0, devserver.requests
     assert any("303 bytes long" in why for _, why in m.engine.skipped()), m.engine.skipped()
+
+
+def test_a_name_refused_by_a_fat_or_ntfs_disk_needs_the_person() -> None:
+    from ohsync.engine.errors import LocalNameError, classify, local_error
+
+    err = local_error(OSError(errno.EINVAL, "Invalid argument"), "notes/a:b.md", what="writing the file")
+    assert isinstance(err, LocalNameError) and err.message.startswith("notes/a:b.md: ")
+    assert "rename it on the server" in err.message
+    failure = classify(err)
+    assert (failure.scope, failure.needs, failure.permanent) == ("path", "name", True)
+
+
+def test_the_limits_are_this_disks(tmp_path) -> None:
+    name_max, path_max = local_limits.limits(tmp_path)
+    assert (name_max, path_max) == (os.pathconf(tmp_path, "PC_NAME_MAX"), os.pathconf(tmp_path, "PC_PATH_MAX"))
+    assert local_limits.path_too_long(tmp_path, tmp_path / "a" / "b.md") is None
+    assert "a name in it is too long" in local_limits.path_too_long(tmp_path, tmp_path / ("n" * (name_max + 1)))
+    deep = tmp_path.joinpath(*["d" * 200] * (path_max // 200 + 1))
+    assert "the path is too long for this disk" in local_limits.path_too_long(tmp_path, deep)
