@@ -168,8 +168,11 @@ class RunSteps(PlanSteps):
 
     def _bulk_pull(self, plans: list[Plan], report: SyncReport,
                    should_stop: Callable[[], bool] | None = None) -> list[Plan]:
-        """Fetch many new remote files through one zip download (cold start)."""
-        fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None]
+        """Fetch many new remote files through one zip download (cold start);
+        paths that failed before are left to the ordinary pull, one by one."""
+        # a path that failed before is retried on its own: a zip would carry what already landed
+        fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None
+                 and self.failure_book.get(p.rel) is None]
         refused: dict[str, OSError] = {}  # names this disk refused: each fails alone
         done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop, refused) if fresh else set()
         for rel in sorted(done):

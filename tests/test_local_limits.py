@@ -123,7 +123,9 @@ def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path,
         return call
 
     repo = devserver.create_library(USER, "OH-Memory")
-    devserver.put_file(repo, "/notes/a:b.md", b"refused here\n")
+    refused = [f"notes/a:b{i}.md" for i in range(5)]
+    for rel in refused:
+        devserver.put_file(repo, "/" + rel, b"refused here " + rel.encode() + b"\n")
     wanted = {f"notes/k{i:02d}.md": f"kept {i}\n".encode() for i in range(30)}
     for rel, data in wanted.items():
         devserver.put_file(repo, "/" + rel, data)
@@ -141,14 +143,18 @@ def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path,
             executor.shutdown(wait=True)
     m.engine.executor = m.engine.ctx.executor = None
     assert _local_files(m.root) == wanted
-    assert [p for p, _ in rep.errors] == ["notes/a:b.md"] and "cannot hold the name" in rep.errors[0][1]
+    assert sorted(p for p, _ in rep.errors) == refused and all("cannot hold the name" in m for _, m in rep.errors)
     # every file came from the zip, the refused one too: none was fetched again one by one
     assert devserver.request_count(ZIP_TASKS) == 1 and devserver.request_count(DOWNLOADS) == 0, devserver.requests
-    (failure,) = m.engine.failures()
-    assert failure["path"] == "notes/a:b.md" and failure["needs"] == "name" and failure["permanent"]
+    failures = m.engine.failures()
+    assert [f["path"] for f in failures] == refused and all(f["needs"] == "name" and f["permanent"] for f in failures)
     devserver.reset_counters()
     assert m.sync().errors == []
     assert devserver.request_count(FETCHES) == 0, devserver.requests
+    # the person asks for a retry: those files alone are fetched again, never the zip of what landed
+    m.engine.release_failures()
+    assert sorted(p for p, _ in m.sync().errors) == refused
+    assert devserver.request_count(ZIP_TASKS) == 0 and devserver.request_count(DOWNLOADS) == 5, devserver.requests
 
 
 def test_the_daemon_names_the_path_syncs_the_rest_and_never_fetches_the_zip_again(seed_daemon) -> None:
