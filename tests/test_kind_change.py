@@ -198,3 +198,22 @@ def test_a_new_file_here_and_a_new_folder_there_with_one_name(devserver, tmp_pat
     assert _under(tree, "/x/") == {"/x/a.md": A}
     (copy,) = _under(tree, "/.conflict/")
     assert tree[copy] == b"new file here\n"
+
+
+def test_the_daemon_converges_both_ways(seed_daemon) -> None:
+    from daemon_helpers import wait_for
+
+    setup = seed_daemon(put={"/x": FILE_X, "/y/a.md": A}, poll_interval=1.0)
+    srv, repo, mirror = setup.srv, setup.repo_id, setup.mirror
+    p = setup.start(wait="idle", timeout=60)
+    # the server replaces the file x by a folder; here the folder y is replaced by a file
+    srv.delete_path(repo, "/x")
+    srv.put_file(repo, "/x/a.md", A)
+    shutil.rmtree(mirror / "y")
+    (mirror / "y").write_bytes(b"y, a file now\n")
+    wait_for(lambda: (mirror / "x" / "a.md").is_file() and srv.tree(repo).get("/y") == b"y, a file now\n",
+             timeout=60, what="both replacements carried over")
+    wait_for(lambda: srv.tree(repo).get("/.trash/y/a.md") == A, timeout=60, what="y's old file in /.trash/")
+    wait_for(lambda: read_tree(mirror) == srv.tree(repo) and p.status()["state"] == "idle", timeout=60,
+             what="both sides equal and idle")
+    assert not p.status().get("skipped"), p.status()
