@@ -28,12 +28,14 @@ from .events import ConflictRecord
 from .ignore import IgnoreRules
 from .localfs import backup_file, hash_file, stat_fingerprint
 from .models import RemoteEntry
+from .names import is_desktop_junk
 from .paths import normalize_rel
 from .resolve import Copy
 from .state import Base
 from .transfer import LocalChanged
 
-__all__ = ["archive_local_file", "archive_remote_file", "local_tree_changed", "remote_tree_changed"]
+__all__ = ["archive_local_file", "archive_remote_file", "clear_desktop_junk", "local_tree_changed",
+           "remote_tree_changed"]
 
 
 def local_tree_changed(ctx: MirrorContext, rel: str, bases: dict[str, Base], ignore: IgnoreRules) -> bool:
@@ -114,3 +116,34 @@ def archive_remote_file(ctx: MirrorContext, rel: str, remote: RemoteEntry, reaso
     record = archive(ctx, rel, copy, remote=remote, when=datetime.now(timezone.utc))
     ctx.state.delete_base(rel)
     return record
+
+
+def clear_desktop_junk(ctx: MirrorContext, rel: str) -> bool:
+    """Empty the local folder ``rel`` when all it still holds is desktop junk
+    (:func:`~ohsync.engine.names.is_desktop_junk`, in it or in folders below):
+    each such file is backed up, then removed, and so are the folders below.
+    Anything else (a file, a link) leaves everything as it is.
+
+    :returns: True when the folder is empty now (the caller removes it).
+    :raises OSError: a backup or a removal failed.
+    """
+    top = ctx.local_path(rel)
+    junk: list[str] = []
+    folders: list[str] = []
+    for folder, dirs, files in os.walk(top):
+        sub = os.path.relpath(folder, ctx.local_root).replace(os.sep, "/")
+        for name in dirs:
+            if os.path.islink(os.path.join(folder, name)):
+                return False
+            folders.append(f"{sub}/{name}")
+        for name in files:
+            if not is_desktop_junk(name) or not stat.S_ISREG(os.lstat(os.path.join(folder, name)).st_mode):
+                return False
+            junk.append(f"{sub}/{name}")
+    for path in junk:
+        if ctx.options.backup_dir is not None:
+            backup_file(ctx.local_root, path, ctx.options.backup_dir, ctx.options.library_name)
+        ctx.local_path(path).unlink()
+    for path in sorted(folders, key=lambda p: -p.count("/")):
+        ctx.local_path(path).rmdir()
+    return True

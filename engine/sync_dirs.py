@@ -17,7 +17,8 @@ from .deletes import delete_local, delete_remote
 from .echoes import OwnFolders, make_dirs
 from .errors import OhsyncError
 from .events import SyncEvent, SyncReport
-from .kind_change import archive_local_file, archive_remote_file, local_tree_changed, remote_tree_changed
+from .kind_change import (archive_local_file, archive_remote_file, clear_desktop_junk, local_tree_changed,
+                          remote_tree_changed)
 from .localfs import LocalFile
 from .models import RemoteEntry
 from .paths import normalize_rel
@@ -196,7 +197,7 @@ class FolderSteps(RunSteps):
                     self.ctx.snapshot.pop(rel, None)
                     remote_written(self.ctx, rel)
                 elif local_path.is_dir():  # deleted (or replaced by a file) on the server
-                    if any(local_path.iterdir()):
+                    if any(local_path.iterdir()) and not (remote is not None and clear_desktop_junk(self.ctx, rel)):
                         if remote is not None:
                             report.skipped.append((rel, "replaced by a file on the server while the local "
                                                         "folder still holds files"))

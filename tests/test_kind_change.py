@@ -217,3 +217,28 @@ def test_the_daemon_converges_both_ways(seed_daemon) -> None:
     wait_for(lambda: read_tree(mirror) == srv.tree(repo) and p.status()["state"] == "idle", timeout=60,
              what="both sides equal and idle")
     assert not p.status().get("skipped"), p.status()
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_desktop_junk_does_not_keep_a_folder_the_server_replaced_by_a_file(devserver, tmp_path, how) -> None:
+    repo, m = _mirror(devserver, tmp_path, folder=True)
+    m.write("x/.DS_Store", b"finder junk\n")  # never synced (ignored), left by the desktop
+    m.write("x/sub/Thumbs.db", b"thumbnails\n")
+    devserver.delete_path(repo, "/x")
+    devserver.put_file(repo, "/x", FILE_X)
+    assert _settle(m, how, remote_changed=True) == []
+    assert m.read("x") == FILE_X and devserver.tree(repo)["/x"] == FILE_X
+    assert _backups(m) == {"x/a.md": A, "x/b.md": B, "x/.DS_Store": b"finder junk\n",
+                           "x/sub/Thumbs.db": b"thumbnails\n"}
+
+
+def test_a_file_of_its_own_keeps_a_folder_the_server_replaced_by_a_file(devserver, tmp_path) -> None:
+    repo, m = _mirror(devserver, tmp_path, folder=True)
+    m.write("x/.DS_Store", b"finder junk\n")
+    m.write("x/notes.log", b"ignored, yet someone's\n")
+    m.engine.ignore = type(m.engine.ignore)((*m.engine.options.ignore, "*.log"), m.root)
+    devserver.delete_path(repo, "/x")
+    devserver.put_file(repo, "/x", FILE_X)
+    rep = m.sync()
+    assert m.read("x/notes.log") == b"ignored, yet someone's\n" and m.read("x/.DS_Store") == b"finder junk\n"
+    assert [p for p, _ in rep.skipped] == ["x"]
