@@ -109,6 +109,8 @@ class FolderSteps(RunSteps):
         """
         ctx = self.ctx
         if entry.is_dir:  # a folder here, a file on the server
+            if base is None and self._only_ignored(rel):
+                return False  # a folder with nothing to sync in it (.DS_Store): no rival for the file
             if base is not None and base.is_dir:
                 if not local_tree_changed(ctx, rel, bases, self.ignore):
                     return False

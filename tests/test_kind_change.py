@@ -242,3 +242,13 @@ def test_a_file_of_its_own_keeps_a_folder_the_server_replaced_by_a_file(devserve
     rep = m.sync()
     assert m.read("x/notes.log") == b"ignored, yet someone's\n" and m.read("x/.DS_Store") == b"finder junk\n"
     assert [p for p, _ in rep.skipped] == ["x"]
+
+
+def test_a_folder_here_holding_only_desktop_junk_yields_to_a_new_file_there(devserver, tmp_path) -> None:
+    repo = devserver.create_library(USER, "OH-Memory")
+    devserver.put_file(repo, "/x", FILE_X)
+    m = make_mirror(devserver, repo, tmp_path)
+    m.write("x/.DS_Store", b"finder junk\n")
+    assert _settle(m, "walk") == []
+    assert m.read("x") == FILE_X and devserver.tree(repo) == {"/x": FILE_X}
+    assert _backups(m) == {"x/.DS_Store": b"finder junk\n"}
