@@ -20,7 +20,9 @@ file ``⌈n / in flight⌉ · 2·r + wanted bytes / B``; the cheaper one is take
 from about 9 small files on; without it, from 3.  Every file taken from the
 archive is verified against its listed id before it is adopted; anything
 missing, different or failing falls back to the per-file path, and whatever
-that does not finish goes to the ordinary pull.
+that does not finish goes to the ordinary pull.  A name or path this disk
+refuses fails alone (``refused``): the rest of the archive is applied, and
+that file is not fetched again by the other paths.
 """
 
 from __future__ import annotations
