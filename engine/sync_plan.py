@@ -95,6 +95,9 @@ class PlanSteps:
 
         :returns: the candidates to leave out of this pass.
         """
+        for item in self.failure_book.items():
+            if item.version == _TOO_LONG and item.path not in self.ctx.snapshot:
+                self.failure_book.succeeded(item.path)  # renamed or removed on the server: settled
         name_max, path_max = local_limits.limits(self.local_root)
         root_bytes = len(os.fsencode(str(self.local_root)))
         out: set[str] = set()

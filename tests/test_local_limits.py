@@ -209,3 +209,20 @@ def test_the_limits_are_this_disks(tmp_path) -> None:
     assert "a name in it is too long" in local_limits.path_too_long(tmp_path, tmp_path / ("n" * (name_max + 1)))
     deep = tmp_path.joinpath(*["d" * 200] * (path_max // 200 + 1))
     assert "the path is too long for this disk" in local_limits.path_too_long(tmp_path, deep)
+
+
+def test_renaming_the_folder_on_the_server_brings_its_files_and_clears_the_failure(devserver, tmp_path) -> None:
+    repo, wanted = _library(devserver, 5)
+    m = make_mirror(devserver, repo, tmp_path)
+    m.sync()
+    m.engine.sync([], check_remote=True)
+    top = _deep_top(m.root)
+    assert [f["path"] for f in m.engine.failures()] == [top]
+    # what the failure asks the person to do: shorter names (the two outermost folders)
+    first, second = DEEP.split("/")[:2]
+    devserver.rename_path(repo, f"/Files/{first}", "a")
+    devserver.rename_path(repo, f"/Files/a/{second}", "b")
+    rep = m.engine.sync([], check_remote=True)  # a poll, not a full scan
+    assert rep.errors == [] and m.engine.failures() == []
+    moved = "Files/a/b/" + "/".join(DEEP.split("/")[2:])
+    assert m.read(f"{moved}/far.md") == b"far away\n" and m.read(f"{moved}/farther.md") == b"farther\n"
