@@ -252,3 +252,17 @@ def test_a_folder_here_holding_only_desktop_junk_yields_to_a_new_file_there(devs
     assert _settle(m, "walk") == []
     assert m.read("x") == FILE_X and devserver.tree(repo) == {"/x": FILE_X}
     assert _backups(m) == {"x/.DS_Store": b"finder junk\n"}
+
+
+def test_a_file_then_a_folder_of_one_name_both_deleted_here_both_land_in_trash(devserver, tmp_path) -> None:
+    repo, m = _mirror(devserver, tmp_path, folder=False)
+    (m.root / "x").unlink()
+    m.write("x/a.md", A)
+    assert _settle(m, "walk") == []  # the file x went to /.trash/x
+    shutil.rmtree(m.root / "x")  # now the folder goes too: /.trash/x is a file, not a folder
+    assert _settle(m, "walk") == []
+    tree = _assert_same_both_sides(m, devserver, repo)
+    trash = _under(tree, "/.trash/")
+    assert trash["/.trash/x"] == FILE_X and len(trash) == 2, trash
+    (folder_copy,) = [p for p in trash if p != "/.trash/x"]
+    assert folder_copy.startswith("/.trash/x__") and folder_copy.endswith("Z/a.md") and trash[folder_copy] == A
