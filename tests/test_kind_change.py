@@ -266,3 +266,16 @@ def test_a_file_then_a_folder_of_one_name_both_deleted_here_both_land_in_trash(d
     assert trash["/.trash/x"] == FILE_X and len(trash) == 2, trash
     (folder_copy,) = [p for p in trash if p != "/.trash/x"]
     assert folder_copy.startswith("/.trash/x__") and folder_copy.endswith("Z/a.md") and trash[folder_copy] == A
+
+
+def test_backups_of_a_file_and_then_of_a_folder_of_its_name_on_one_day(devserver, tmp_path) -> None:
+    repo, m = _mirror(devserver, tmp_path, folder=False)
+    devserver.delete_path(repo, "/x")
+    devserver.put_file(repo, "/x/a.md", A)
+    assert _settle(m, "walk") == []  # the file x backed up
+    devserver.delete_path(repo, "/x")
+    devserver.put_file(repo, "/x", b"a file again\n")
+    assert _settle(m, "walk") == []  # the folder's a.md backed up beside it
+    assert m.read("x") == b"a file again\n"
+    backups = _backups(m)
+    assert backups["x"] == FILE_X and sorted(backups.values()) == sorted([FILE_X, A]), backups
