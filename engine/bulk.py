@@ -20,11 +20,14 @@ file ``⌈n / in flight⌉ · 2·r + wanted bytes / B``; the cheaper one is take
 from about 9 small files on; without it, from 3.  Every file taken from the
 archive is verified against its listed id before it is adopted; anything
 missing, different or failing falls back to the per-file path, and whatever
-that does not finish goes to the ordinary pull.
+that does not finish goes to the ordinary pull.  A name or path this disk
+refuses fails alone (``refused``): the rest of the archive is applied, and
+that file is not fetched again by the other paths.
 """
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import tempfile
@@ -57,6 +60,8 @@ REQUEST_SECONDS = 0.05
 LINK_BYTES_PER_SECOND = 10 * 1024 * 1024
 #: Requests of the zip path (zip task, progress query, stream, file-server address).
 _ZIP_REQUESTS = 4
+#: Write failures that every further file would meet too (a full or read-only disk).
+_WHOLE_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 
 def choose_path(wanted: int, wanted_bytes: int, zipped_bytes: int, in_flight: int) -> str:
@@ -75,16 +80,22 @@ def choose_path(wanted: int, wanted_bytes: int, zipped_bytes: int, in_flight: in
 
 
 def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
-              should_stop: Callable[[], bool] | None = None) -> set[str]:
+              should_stop: Callable[[], bool] | None = None,
+              refused: dict[str, OSError] | None = None) -> set[str]:
     """Fetch files that are absent locally by the cheapest path (module docstring).
 
     :param entries: remote files (rel paths) with no local file and no base.
     :param should_stop: asked between two files written; True ends the
         writing there (the rest waits for the next pass).
+    :param refused: filled with the rel paths whose name or path this disk
+        refused when written (``ENAMETOOLONG``, ``EILSEQ``, ``EINVAL``) and
+        the error of each: fetching them again cannot help, so they are
+        neither retried here nor returned (the caller reports them).
     :returns: the rel paths written and recorded as synced; the caller pulls
         the rest one by one.  Never raises for server trouble: a failing zip
         task means per-file downloads, a failing download the ordinary pull.
     """
+    refused = refused if refused is not None else {}
     files = {e.path: e for e in entries if not e.is_dir}
     if not files:
         return set()
@@ -96,15 +107,20 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
         zipped = sum(e.size for p, e in ctx.snapshot.items() if not e.is_dir and p.split("/", 1)[0] in tops)
         wanted_bytes = sum(e.size for e in zippable.values())
         if choose_path(len(zippable), wanted_bytes, max(zipped, wanted_bytes), in_flight) == "zip":
-            done = _zip_pull(ctx, zippable, tops, should_stop)
-    rest = [e for p, e in sorted(files.items()) if p not in done]
+            done = _zip_pull(ctx, zippable, tops, should_stop, refused)
+    rest = [e for p, e in sorted(files.items()) if p not in done and p not in refused]
     if ctx.executor is not None and len(rest) > 1 and not (should_stop is not None and should_stop()):
-        done |= _parallel_pull(ctx, rest, should_stop)
+        done |= _parallel_pull(ctx, rest, should_stop, refused)
     return done
 
 
+def _name_refused(exc: OSError) -> bool:
+    """True when ``exc`` says this disk cannot hold the name or path (no retry helps)."""
+    return exc.errno in (errno.ENAMETOOLONG, errno.EILSEQ, errno.EINVAL)
+
+
 def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str],
-              should_stop: Callable[[], bool] | None) -> set[str]:
+              should_stop: Callable[[], bool] | None, refused: dict[str, OSError]) -> set[str]:
     """The zip path: the rel paths written from one archive of ``tops``."""
     done: set[str] = set()
     try:
@@ -137,12 +153,16 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
                 if seafile_file_id(data) != entry.id:
                     continue  # not provably the listed version: fetch it one by one
                 target = ctx.local_path(rel)
-                if target.exists() or folder_vanished(ctx, rel):
-                    continue  # the person was faster: the next pass plans it again
                 try:
+                    if target.exists() or folder_vanished(ctx, rel):
+                        continue  # the person was faster: the next pass plans it again
                     fp = atomic_write(target, data, entry.mtime or None)
-                except OSError:
-                    break  # e.g. the disk is full: the rest go one by one, each failure on its own path
+                except OSError as exc:
+                    if exc.errno in _WHOLE_DISK:
+                        break  # the disk is full: the rest go one by one, each failure on its own path
+                    if _name_refused(exc):
+                        refused[rel] = exc  # a name this disk refuses: fails alone, fetched no more
+                    continue
                 base = Base(rel, False, sha1_bytes(data), entry.id, *fp)
                 ctx.state.set_base(base, data if is_text(data) else None)
                 done.add(rel)
@@ -156,7 +176,7 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
 
 
 def _parallel_pull(ctx: MirrorContext, entries: list[RemoteEntry],
-                   should_stop: Callable[[], bool] | None) -> set[str]:
+                   should_stop: Callable[[], bool] | None, refused: dict[str, OSError]) -> set[str]:
     """The per-file path on the transfer pool: each file streams into a temp
     file beside its target (hashed as it comes); the temp files are moved
     into place here, in order, and recorded.  A file that fails is left for
@@ -168,17 +188,22 @@ def _parallel_pull(ctx: MirrorContext, entries: list[RemoteEntry],
         while queue or pending:
             while queue and len(pending) < DOWNLOADS_IN_FLIGHT and not (should_stop is not None and should_stop()):
                 entry = queue.pop()
-                if ctx.local_path(entry.path).exists() or folder_vanished(ctx, entry.path):
-                    continue
-                if not _folder_ready(ctx, entry.path):
-                    continue  # left to the ordinary pull, which knows a folder moved away
+                try:
+                    if ctx.local_path(entry.path).exists() or folder_vanished(ctx, entry.path):
+                        continue
+                    if not _folder_ready(ctx, entry.path):
+                        continue  # left to the ordinary pull, which knows a folder moved away
+                except OSError as exc:
+                    if _name_refused(exc):
+                        refused[entry.path] = exc
+                    continue  # else the ordinary pull reports it, on its own
                 pending[ctx.executor.submit(_fetch, ctx, entry)] = entry
             if not pending:
                 break
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
                 entry = pending.pop(future)
-                if future.exception() is None and _install(ctx, entry, *future.result()):
+                if future.exception() is None and _install(ctx, entry, *future.result(), refused=refused):
                     done.add(entry.path)
                     ctx.emit(SyncEvent("transfer", entry.path, "down", done=len(done), total=len(entries)))
     finally:
@@ -222,8 +247,10 @@ def _fetch(ctx: MirrorContext, entry: RemoteEntry) -> tuple[Path, str, ContentHa
     return tmp, str(file_id or entry.id), hasher
 
 
-def _install(ctx: MirrorContext, entry: RemoteEntry, tmp: Path, file_id: str, hasher: ContentHasher) -> bool:
-    """Move a fetched file into place unless the path was taken meanwhile; record it."""
+def _install(ctx: MirrorContext, entry: RemoteEntry, tmp: Path, file_id: str, hasher: ContentHasher, *,
+             refused: dict[str, OSError]) -> bool:
+    """Move a fetched file into place unless the path was taken meanwhile; record it.
+    A name this disk refuses goes into ``refused``."""
     target = ctx.local_path(entry.path)
     try:
         if target.exists() or folder_vanished(ctx, entry.path):
@@ -233,7 +260,9 @@ def _install(ctx: MirrorContext, entry: RemoteEntry, tmp: Path, file_id: str, ha
             os.utime(tmp, (entry.mtime, entry.mtime))
         os.replace(tmp, target)
         fp = stat_fingerprint(os.stat(target))
-    except OSError:
+    except OSError as exc:
+        if _name_refused(exc):
+            refused[entry.path] = exc
         _drop(tmp)
         return False
     text = hasher.kept()

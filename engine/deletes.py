@@ -57,6 +57,20 @@ def trash_path(rel_path: str, taken: bool, when: datetime | None = None, folder_
     return f"{folder}/{fit_name(stem, '__' + when.strftime('%Y%m%dT%H%M%SZ') + ext)}"
 
 
+def _around_files(ctx: MirrorContext, target: str, when: datetime | None = None) -> str:
+    """``target`` (a path in the trash), with the first of its folders that is a
+    file in the trash already (a file ``x`` trashed before the folder ``x/``
+    that replaced it) renamed ``<name>__<UTC time>``, so both are kept."""
+    parts = target.split("/")
+    for i in range(1, len(parts) - 1):
+        known = ctx.snapshot.get("/".join(parts[:i + 1]))
+        if known is not None and not known.is_dir:
+            when = when or datetime.now(timezone.utc)
+            parts[i] = fit_name(parts[i], "__" + when.strftime("%Y%m%dT%H%M%SZ"))
+            break
+    return "/".join(parts)
+
+
 def _backup_remote(ctx: MirrorContext, rel_path: str) -> None:
     """Download the server's version of ``rel_path`` into the backup folder."""
     if ctx.options.backup_dir is None:
@@ -125,7 +139,7 @@ def delete_remote(ctx: MirrorContext, rel_path: str, base: Base) -> str | None:
             taken = True
         except NotFoundError:
             pass
-    target = trash_path(rel_path, taken, folder_name=top)
+    target = _around_files(ctx, trash_path(rel_path, taken, folder_name=top))
     ensure_remote_dir(ctx, parent_rel(target))
     source = remote_path
     if taken:

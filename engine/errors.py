@@ -389,6 +389,9 @@ _ERRNO_CLASSES: dict[int, tuple[type[LocalError], str]] = {
     errno.ENAMETOOLONG: (LocalNameError, "the name or path is too long for this file system; rename it on "
                                          "the server (shorter name or fewer folders)"),
     errno.EILSEQ: (LocalNameError, "this file system cannot hold the name; rename it on the server"),
+    # FAT, NTFS and SMB disks answer EINVAL for a name with a character they refuse (: ? * " < > |)
+    errno.EINVAL: (LocalNameError, "this file system cannot hold the name (a character it refuses); rename it "
+                                   "on the server"),
 }
 
 

@@ -277,7 +277,15 @@ def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str
     if data is None and not src.is_file():
         return None
     now = datetime.now(timezone.utc)
-    dest = to_local(backup_root / now.strftime("%Y-%m-%d") / library, rel_path)
+    day = backup_root / now.strftime("%Y-%m-%d") / library
+    dest = to_local(day, rel_path)
+    folder = day
+    for part in Path(rel_path).parts[:-1]:  # a file backed up earlier where a folder is now
+        folder = folder / part
+        if folder.is_file():
+            folder = folder.with_name(f"{part}__{now.strftime('%H%M%S%f')}")
+            dest = folder.joinpath(*Path(rel_path).parts[len(folder.relative_to(day).parts):])
+            break
     if dest.exists():
         dest = dest.with_name(f"{dest.stem}__{now.strftime('%H%M%S%f')}{dest.suffix}")
     dest.parent.mkdir(parents=True, exist_ok=True)

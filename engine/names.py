@@ -26,6 +26,7 @@ __all__ = [
     "SIBLING_SUFFIXES",
     "fit_name",
     "has_partial_sibling",
+    "is_desktop_junk",
     "is_ignored_name",
     "is_partial_name",
     "path_problem",
@@ -184,6 +185,13 @@ def is_ignored_name(name: str) -> bool:
     :func:`is_partial_name`), hidden files (a leading ``.``) and desktop
     plumbing (``.DS_Store``, ``Thumbs.db``, ``desktop.ini``)."""
     return is_partial_name(name) or name.startswith(".") or name.lower() in _IGNORED_NAMES
+
+
+def is_desktop_junk(name: str) -> bool:
+    """True for the files a desktop leaves in every folder it shows
+    (``.DS_Store``, ``Thumbs.db``, ``desktop.ini``, ``.directory``, ``Icon\\r``):
+    never anyone's work, so they do not keep a folder from being replaced."""
+    return name.lower() in _IGNORED_NAMES
 
 
 def has_partial_sibling(path: Path) -> bool:

@@ -325,6 +325,7 @@ class SyncEngine(FolderSteps):
             candidates -= folded
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
             candidates -= self._case_clashes(bases, report)
+            candidates -= self._too_long_here(candidates, local, report)
             candidates -= self._folder_moves(local, bases, report)
             dir_deletes = self._sync_dirs(candidates, local, bases, report)
             plans = []

@@ -13,11 +13,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .deletes import delete_local, delete_remote
 from .echoes import OwnFolders, make_dirs
 from .errors import OhsyncError
 from .events import SyncEvent, SyncReport
+from .kind_change import (archive_local_file, archive_remote_file, clear_desktop_junk, local_tree_changed,
+                          remote_tree_changed)
 from .localfs import LocalFile
+from .models import RemoteEntry
 from .paths import normalize_rel
+from .reconcile import Side
 from .state import Base
 from .sync_run import RunSteps
 from .transfer import ensure_remote_dir, remote_written
@@ -50,12 +55,24 @@ class FolderSteps(RunSteps):
                 report.skipped.append((rel, "inside a symbolic link to a folder (not followed)"))
                 continue
             if (local_dir and remote is not None and not remote_dir) or (remote_dir and entry is not None and not local_dir):
-                if base is not None and base.is_dir:
-                    deletes.append(rel)  # a synced folder replaced by a file: empty the folder first
-                else:
-                    report.skipped.append((rel, "a folder on one side and a file on the other"))
-                continue
-            if base is not None and base.is_dir and not (local_dir and remote_dir):
+                assert entry is not None and remote is not None
+                kind = ("kind", local_dir, remote.id, entry.fingerprint)
+                if self.failure_book.held(rel, kind) is not None:
+                    continue
+                try:
+                    folder_kept = self._kind_change(rel, entry, remote, base, bases, report)
+                except (OhsyncError, OSError) as exc:
+                    self._dir_failed(rel, self._per_path(exc, rel, what="replacing a file by a folder"), kind,
+                                     report)
+                    continue
+                if not folder_kept:
+                    deletes.append(rel)  # the file wins: the folder is emptied by its files' deletes first
+                    continue
+                # the file went away (trash, backups or /.conflict/): the folder is made on both sides
+                remote = self.ctx.snapshot.get(rel)
+                remote_dir = remote is not None and remote.is_dir
+                base = self.state.get_base(rel)  # a folder's base, or none (the file's went)
+            elif base is not None and base.is_dir and not (local_dir and remote_dir):
                 deletes.append(rel)
                 continue
             if local_dir and not remote_dir and base is None and self._only_ignored(rel):
@@ -76,6 +93,54 @@ class FolderSteps(RunSteps):
                 self.failure_book.succeeded(rel)
                 self._went_through()
         return deletes
+
+    def _kind_change(self, rel: str, entry: LocalFile, remote: RemoteEntry, base: Base | None,
+                     bases: dict[str, Base], report: SyncReport) -> bool:
+        """Settle ``rel``, a folder on one side and a file on the other (rule:
+        :mod:`~ohsync.engine.kind_change`).
+
+        :returns: True when the folder keeps the name (the file was moved into
+            ``/.trash/``, backed up and removed here, or archived in
+            ``/.conflict/``); False when the file wins: the folder, unchanged
+            on its side, is emptied by the deletes of its files and removed
+            (:meth:`_finish_dir_deletes`), then the file takes its place.
+        :raises OhsyncError, OSError: a step failed (nothing lost: the file is
+            still where it was, or already archived).
+        """
+        ctx = self.ctx
+        if entry.is_dir:  # a folder here, a file on the server
+            if base is None and self._only_ignored(rel):
+                return False  # a folder with nothing to sync in it (.DS_Store): no rival for the file
+            if base is not None and base.is_dir:
+                if not local_tree_changed(ctx, rel, bases, self.ignore):
+                    return False
+                reason = "the folder was replaced by a file on the server while files in it changed here"
+            elif base is not None and remote.id == base.remote_id:
+                delete_remote(ctx, rel, base)  # replaced by a folder here; unchanged there: into /.trash/
+                report.deleted_remote.append(rel)
+                ctx.emit(SyncEvent("synced", rel, "up", action="delete", message="replaced by a folder here"))
+                return True
+            else:
+                reason = ("the file was replaced by a folder here while it changed on the server"
+                          if base is not None else "a file on the server and a folder here took the same name")
+            record = archive_remote_file(ctx, rel, remote, reason)
+        else:  # a file here, a folder on the server
+            if base is not None and base.is_dir:
+                if not remote_tree_changed(ctx, rel, bases):
+                    return False
+                reason = "the folder was replaced by a file here while files in it changed on the server"
+            elif base is not None and (side := self._classify_local(rel, entry, base))[0] is Side.SAME:
+                delete_local(ctx, rel, side[1])  # replaced by a folder there; unchanged here: backed up
+                report.deleted_local.append(rel)
+                ctx.emit(SyncEvent("synced", rel, "down", action="delete", message="replaced by a folder on the "
+                                                                                    "server"))
+                return True
+            else:
+                reason = ("the file was replaced by a folder on the server while it changed here"
+                          if base is not None else "a file here and a folder on the server took the same name")
+            record = archive_local_file(ctx, rel, reason)
+        report.conflicts.append(record)
+        return True
 
     def _dir_failed(self, rel: str, exc: OhsyncError, version: tuple[Any, ...], report: SyncReport) -> None:
         """Report and remember a folder that could not be created."""
@@ -117,8 +182,9 @@ class FolderSteps(RunSteps):
                 if remote is not None and remote.is_dir:  # deleted (or replaced by a file) locally
                     if any(p.startswith(rel + "/") for p in self.ctx.snapshot):
                         if local_path.exists() and not local_path.is_dir():
-                            report.skipped.append((rel, "replaced by a file here while the server's folder "
-                                                        "still holds files"))
+                            if not report.rescan:  # else the full scan it asks for deletes them first
+                                report.skipped.append((rel, "replaced by a file here while the server's "
+                                                            "folder still holds files"))
                         else:
                             local_path.mkdir(parents=True, exist_ok=True)
                         continue
@@ -133,7 +199,7 @@ class FolderSteps(RunSteps):
                     self.ctx.snapshot.pop(rel, None)
                     remote_written(self.ctx, rel)
                 elif local_path.is_dir():  # deleted (or replaced by a file) on the server
-                    if any(local_path.iterdir()):
+                    if any(local_path.iterdir()) and not (remote is not None and clear_desktop_junk(self.ctx, rel)):
                         if remote is not None:
                             report.skipped.append((rel, "replaced by a file on the server while the local "
                                                         "folder still holds files"))

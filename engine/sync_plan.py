@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
-from .errors import LocalError, local_error
-from .events import SyncReport
+from .errors import LocalError, LocalNameError, local_error
+from .events import SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IgnoreRules
 from .library import probe_case_insensitive
+from . import local_limits
 from .localfs import LocalFile, find_decomposed, hash_file, stat_fingerprint
 from .models import RemoteEntry
 from .nofollow import symlink_on_the_way
@@ -31,6 +32,10 @@ from .state import Base, StateStore
 from .valve import Plan
 
 __all__ = ["PlanSteps"]
+
+#: What a path too long for this disk is remembered against in the failure
+#: book: its name, not its content, is the trouble (a rename makes a new path).
+_TOO_LONG = ("too long here",)
 
 
 class PlanSteps:
@@ -78,6 +83,59 @@ class PlanSteps:
         self._skipped_remote = [s for s in self._skipped_remote if s[0] not in clashing] + \
             [s for s in report.skipped if s[0] in clashing]
         return clashing
+
+    def _too_long_here(self, candidates: set[str], local: dict[str, LocalFile], report: SyncReport) -> set[str]:
+        """Remote paths this disk cannot hold (a name or the whole path too long):
+        skipped, so the rest of the pass goes on, and named once as a failure.
+
+        Every such path is charged to the shallowest folder (or file) on its
+        way that is too long, so a folder too deep for this disk is one
+        failure however many files it holds.  The failure needs the person
+        (a rename on the server) and is not looked at again until it changes
+        or the person runs ``ohsync refresh``; no request is made for it.
+
+        :returns: the candidates to leave out of this pass.
+        """
+        for item in self.failure_book.items():
+            if item.version == _TOO_LONG and item.path not in self.ctx.snapshot:
+                self.failure_book.succeeded(item.path)  # renamed or removed on the server: settled
+        name_max, path_max = local_limits.limits(self.local_root)
+        root_bytes = len(os.fsencode(str(self.local_root)))
+        out: set[str] = set()
+        tops: set[str] = set()
+        for rel in candidates:
+            if rel in local or rel not in self.ctx.snapshot:
+                continue
+            size = len(rel.encode("utf-8", "surrogateescape"))
+            if size + root_bytes + 1 < path_max and size <= name_max:
+                continue  # the usual case, decided without looking at each name
+            top = self._first_too_long(rel)
+            if top is not None:
+                out.add(rel)
+                tops.add(top)
+        for top in sorted(tops):
+            if self.failure_book.held(top, _TOO_LONG) is not None:
+                continue
+            problem = local_limits.path_too_long(self.local_root, self.ctx.local_path(top)) or "too long for this disk"
+            inside = sum(1 for p, e in self.ctx.snapshot.items() if not e.is_dir and p.startswith(top + "/"))
+            held = "" if not inside else " (1 file inside waits with it)" if inside == 1 else \
+                f" ({inside:,} files inside wait with it)"
+            exc = LocalNameError(f"{top}: {problem}; rename it on the server (a shorter name or fewer "
+                                 f"folders){held}", path=top)
+            self.failure_book.record(top, exc, _TOO_LONG)
+            message = f"{exc} (not retried until it changes or you run `ohsync refresh`)"
+            report.errors.append((top, message))
+            self.ctx.emit(SyncEvent("error", top, message=message))
+        return out
+
+    def _first_too_long(self, rel: str) -> str | None:
+        """The shallowest of ``rel`` and its folders that this disk cannot hold, or None."""
+        parts = rel.split("/")
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            if local_limits.path_too_long(self.local_root, self.ctx.local_path(sub)) is not None:
+                return sub
+        return None
 
     def _remote_differences(self, bases: dict[str, Base]) -> set[str]:
         """Rel paths (files and folders) whose remote entry differs from its base."""

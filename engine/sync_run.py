@@ -168,15 +168,23 @@ class RunSteps(PlanSteps):
 
     def _bulk_pull(self, plans: list[Plan], report: SyncReport,
                    should_stop: Callable[[], bool] | None = None) -> list[Plan]:
-        """Fetch many new remote files through one zip download (cold start)."""
-        fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None]
-        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop) if fresh else set()
+        """Fetch many new remote files through one zip download (cold start);
+        paths that failed before are left to the ordinary pull, one by one."""
+        # a path that failed before is retried on its own: a zip would carry what already landed
+        fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None
+                 and self.failure_book.get(p.rel) is None]
+        refused: dict[str, OSError] = {}  # names this disk refused: each fails alone
+        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop, refused) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
             self._pending.done(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
             self._check_damaged(rel)
-        return [p for p in plans if p.rel not in done]
+        for plan in fresh:
+            if plan.rel in refused:
+                self._path_failed(plan, self._per_path(refused[plan.rel], plan.rel, what="writing the file"), report)
+                self._pending.done(plan.rel)
+        return [p for p in plans if p.rel not in done and p.rel not in refused]
 
     def _batch_push(self, plans: list[Plan], report: SyncReport,
                     should_stop: Callable[[], bool] | None) -> list[Plan]:
