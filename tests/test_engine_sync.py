@@ -51,7 +51,8 @@ def test_local_tree_pushed_into_empty_library(devserver, tmp_path):
     sample_library(mirror.root)
     report = mirror.sync()
     assert report.errors == []
-    assert mirrored(devserver.tree(repo_id)) == read_tree(mirror.root)
+    # the sample's local .trash/ is left alone, not uploaded: the trash stays on the server
+    assert devserver.tree(repo_id) == mirrored(read_tree(mirror.root))
     assert "/Files/learn/2026-2027-1" in {d.rstrip("/") for d in devserver.dirs(repo_id)}
 
 
