@@ -34,7 +34,7 @@ DEFAULT_UPLOAD_REQUEST_MIB = 256
 
 TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
-             "push_safety_poll", "upload_request_mib"}
+             "push_safety_poll", "upload_request_mib", "panel_port"}
 MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore", "server", "username"}
 SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
 FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
@@ -156,6 +156,8 @@ class Config:
     #: MiB one upload request carries at most: a large file up to this size goes
     #: up in one streamed request, a larger one in resumable chunks growing up to it
     upload_request_mib: int = DEFAULT_UPLOAD_REQUEST_MIB
+    #: TCP port of the local page on 127.0.0.1 (0: any free port at each start; -1: no page)
+    panel_port: int = 0
 
     @property
     def mirror(self) -> MirrorConfig:

@@ -77,6 +77,8 @@ class Methods:
             Method.HELD_DELETES: lambda p: self._lists(p, lambda m: m.worker.held_deletes()),
             Method.SKIPPED: lambda p: self._lists(p, lambda m: m.worker.skipped()),
             Method.RESYNC: self.resync,
+            Method.RESOLVE: self.resolve,
+            Method.PANEL: self.panel,
         }
         for name in MEMORY_METHODS:
             table[name] = self._memory(name)
@@ -220,6 +222,37 @@ class Methods:
         except FilingUnavailable as exc:
             raise CannotNow(str(exc)) from None
         return [r.as_dict() for r in results]
+
+    def resolve(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Settle one conflict (``ohsync resolve``, the local page's buttons); answers once
+        the server holds the result.
+
+        Params: ``path`` (the conflicted file or its archived copy), ``keep``
+        (``live``, ``other`` or ``merged``), ``content`` (the text for
+        ``merged``), ``timeout`` (seconds, default 60), ``mirror``.
+        """
+        path = params.get("path")
+        if not isinstance(path, str) or not path.strip():
+            raise InvalidParams("`path` must name the conflicted file or its archived copy")
+        mirrors = self.pick(params, several=True)
+        if len(mirrors) > 1:
+            mirrors = [m for m in mirrors if m.conflicts.owns(path)] or mirrors[:1]
+            if len(mirrors) > 1:
+                raise InvalidParams(f"{path} has conflicts in {len(mirrors)} mirrors; name one with --mirror NAME: "
+                                    f"{choices(mirrors)}")
+        timeout = _number(params, "timeout", 60, 1, 3600)
+        result = mirrors[0].conflicts.resolve(path, params.get("keep", ""), params.get("content"), timeout)
+        if len(self._mirrors) > 1:
+            result["mirror"] = mirrors[0].name
+        return result
+
+    def panel(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Where the local page is: ``{"url"}`` (the address with its secret, to open once) and
+        ``{"address"}`` (without it)."""
+        panel = getattr(self._daemon, "panel", None)
+        if panel is None or not panel.running:
+            raise CannotNow(getattr(self._daemon, "panel_problem", "") or "the local page is not running")
+        return {"url": panel.login_url(), "address": panel.address}
 
     def shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
         self._daemon.request_stop()

@@ -1,0 +1,267 @@
+"""Settling a recorded conflict the way the person chose (docs/architecture.md §4).
+
+Three choices, one for each button of the local page and each
+``ohsync resolve --keep`` value:
+
+* ``live`` — keep the live file as it is; the archived copy (the other
+  version) is deleted on both sides, which moves it into ``/.trash/``
+  like any deletion made in the mirror.
+* ``other`` — the archived copy's bytes become the live file; ``merged`` —
+  the bytes the person wrote (an editor prefilled with both versions)
+  become the live file.  Either way the live version they replace is kept
+  in ``/.trash/<path>`` (uploaded and read back, never dropped), the new
+  bytes are written into the mirror (after a backup) and pushed through
+  :func:`~ohsync.engine.transfer.push`, the same read-merge-write with
+  read-back every local edit takes, and then the archived copy is deleted
+  as for ``live``.
+
+The conflict's record goes once its archived copy is gone from both sides.
+Every step re-checks what it acts on; a file that changed since the person
+looked (the archived copy edited, the live file saved meanwhile) stops the
+resolution with :class:`ResolveRefused` before anything was replaced.
+
+Reads of the two versions never follow a symbolic link nor leave the
+mirror (:func:`read_version`).  Call these on the thread that owns the
+engine (the daemon's sync worker).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import Any
+
+from .conflict_names import is_conflict_path
+from .context import MirrorContext
+from .deletes import TRASH_DIR, delete_remote, trash_path
+from .errors import OhsyncError
+from .events import ConflictRecord, SyncEvent
+from .localfs import atomic_write, backup_file, stat_fingerprint
+from .paths import normalize_rel
+from .special_dirs import working_dir
+from .transfer import LocalChanged, push
+
+__all__ = ["KEEP_CHOICES", "ResolveRefused", "Resolution", "find_conflict", "read_version", "resolve_conflict"]
+
+#: The choices of :func:`resolve_conflict`.
+KEEP_CHOICES = ("live", "other", "merged")
+
+
+class ResolveRefused(OhsyncError):
+    """The conflict cannot be settled as asked (nothing was changed)."""
+
+    title = "Conflict not resolved"
+    scope = "path"
+    behaviour = "needs_person"
+
+
+@dataclass
+class Resolution:
+    """What :func:`resolve_conflict` did; every write in it is verified on the server.
+
+    :ivar path: the live file.
+    :ivar archived: the archived copy that was settled (now in the trash).
+    :ivar keep: ``live``, ``other`` or ``merged``.
+    :ivar trashed: where the archived copy went in ``/.trash/`` (None: already gone).
+    :ivar replaced: where the replaced live version is kept in ``/.trash/``
+        (None for ``live``, or when the live bytes did not change).
+    :ivar action: what the push of the live file did (``upload``, ``merge``,
+        ``conflict``), or None when it was not written.
+    :ivar new_conflict: the archived copy of an edit that landed on the
+        server meanwhile and did not merge (a new conflict), or None.
+    """
+
+    path: str
+    archived: str
+    keep: str
+    trashed: str | None = None
+    replaced: str | None = None
+    action: str | None = None
+    new_conflict: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The socket's ``resolve`` answer (``verified`` is always True: it answers after read-back)."""
+        return {"path": self.path, "archived": self.archived, "keep": self.keep, "verified": True,
+                "trashed": self.trashed, "replaced": self.replaced, "action": self.action,
+                "new_conflict": self.new_conflict}
+
+
+def find_conflict(records: list[ConflictRecord], path: str) -> ConflictRecord:
+    """The open conflict that ``path`` names: its archived copy, or its live
+    file when exactly one conflict of that file is open.
+
+    :param path: a library-relative path (leading ``/`` allowed).
+    :raises ResolveRefused: no open conflict has that path, or the live file
+        has several (the message lists their archived copies).
+    """
+    rel = normalize_rel(path.strip().lstrip("/"))
+    for record in records:
+        if record.archived == rel:
+            return record
+    live = [r for r in records if r.path == rel]
+    if len(live) == 1:
+        return live[0]
+    if live:
+        copies = ", ".join(r.archived for r in live)
+        raise ResolveRefused(f"{rel} has {len(live)} open conflicts; name one of its archived copies: {copies}",
+                             path=rel)
+    raise ResolveRefused(f"no open conflict for {rel}; `ohsync conflicts` lists them", path=rel)
+
+
+def _no_links(ctx: MirrorContext, rel: str) -> None:
+    """Refuse a path with a symbolic link (or a non-folder) on the way: nothing outside the mirror."""
+    current = ctx.local_root
+    parts = rel.split("/")
+    if not rel or ".." in parts:
+        raise ResolveRefused(f"{rel!r} is not a path inside the mirror", path=rel)
+    for i, part in enumerate(parts):
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise ResolveRefused(f"{rel} goes through a symbolic link; ohsync does not follow links", path=rel)
+        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+            raise ResolveRefused(f"{rel}: {'/'.join(parts[:i + 1])} is not a folder", path=rel)
+
+
+def read_version(ctx: MirrorContext, rel: str, limit: int | None = None) -> tuple[bytes, int, float] | None:
+    """The bytes of a file in the mirror, read without following a link.
+
+    :param limit: most bytes read (None: all).
+    :returns: ``(bytes, size, mtime in seconds)``, or None when the file is gone.
+    :raises ResolveRefused: a link or a non-file on the way.
+    """
+    rel = normalize_rel(rel)
+    _no_links(ctx, rel)
+    try:
+        fd = os.open(ctx.local_path(rel), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ResolveRefused(f"cannot read {rel}: {exc.strerror}", path=rel) from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ResolveRefused(f"{rel} is not a regular file", path=rel)
+        data = fh.read() if limit is None else fh.read(limit)
+    return data, st.st_size, st.st_mtime
+
+
+def _trash_copy(ctx: MirrorContext, rel: str) -> str | None:
+    """Delete the archived copy ``rel`` on both sides: into ``/.trash/`` on the
+    server, removed from the mirror after a backup.  Returns its trash path."""
+    base = ctx.state.get_base(rel)
+    path = ctx.local_path(rel)
+    moved: str | None = None
+    if base is not None and not base.is_dir:
+        try:
+            fp = stat_fingerprint(os.lstat(path))
+        except FileNotFoundError:
+            fp = None
+        if fp is not None and fp != base.fingerprint():
+            raise ResolveRefused(f"the archived copy {rel} was edited since it was synced; let it sync "
+                                 "(or undo the edit), then try again", path=rel)
+        try:
+            moved = delete_remote(ctx, rel, base)
+        except LocalChanged:
+            raise ResolveRefused(f"the archived copy {rel} changed on the server; let it sync, then try again",
+                                 path=rel) from None
+    if path.exists():
+        if ctx.options.backup_dir is not None:
+            backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
+        path.unlink()
+    ctx.state.delete_base(rel)
+    return moved
+
+
+def _keep_replaced(ctx: MirrorContext, rel: str, data: bytes) -> str:
+    """Keep the live version about to be replaced in ``/.trash/<path>``:
+    written into the mirror's trash folder and pushed (uploaded, read back)."""
+    top = working_dir(ctx, TRASH_DIR)
+    plain = trash_path(rel, False, folder_name=top)
+    taken = plain in ctx.snapshot or os.path.lexists(ctx.local_path(plain))
+    target = trash_path(rel, taken, folder_name=top)
+    n = 2
+    while target in ctx.snapshot or os.path.lexists(ctx.local_path(target)):
+        stem, dot, ext = target.rpartition(".")
+        target = f"{stem}-{n}.{ext}" if dot and "/" not in ext else f"{target}-{n}"
+        n += 1
+    _no_links(ctx, target)
+    local = ctx.local_path(target)
+    local.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(local, data)
+    push(ctx, target, None)
+    return target
+
+
+def _write_live(ctx: MirrorContext, rel: str, data: bytes, seen: tuple[int, int, int] | None) -> None:
+    """Write the chosen bytes over the live file, unless it was saved since the person looked."""
+    path = ctx.local_path(rel)
+    try:
+        now = stat_fingerprint(os.lstat(path))
+    except FileNotFoundError:
+        now = None
+    if now != seen:
+        raise ResolveRefused(f"{rel} was saved meanwhile; look at it again, then choose", path=rel)
+    if now is not None and ctx.options.backup_dir is not None:
+        backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, data)
+
+
+def resolve_conflict(ctx: MirrorContext, record: ConflictRecord, keep: str, content: bytes | None = None) -> Resolution:
+    """Settle one conflict; returns once the server holds the result (read back).
+
+    :param record: the open conflict (from :meth:`StateStore.conflicts`).
+    :param keep: ``live`` (the archived copy goes), ``other`` (the archived
+        copy becomes live) or ``merged`` (``content`` becomes live).
+    :param content: the bytes for ``merged``.
+    :returns: what was done.
+    :raises ResolveRefused: a bad choice, a version that changed since, a
+        link on the way; nothing was replaced then.
+    :raises OhsyncError: from the client or the disk (a step may have
+        happened: whatever was replaced is in ``/.trash/`` already, and the
+        next pass carries the rest).
+    """
+    if keep not in KEEP_CHOICES:
+        raise ResolveRefused(f"choose how to resolve: {', '.join(KEEP_CHOICES)} (not {keep!r})", path=record.path)
+    if keep == "merged" and content is None:
+        raise ResolveRefused("merging by hand needs the merged text", path=record.path)
+    if is_conflict_path(record.path) or not is_conflict_path(record.archived):
+        raise ResolveRefused(f"{record.archived} is not an archived copy of {record.path}", path=record.path)
+    result = Resolution(record.path, record.archived, keep)
+    other = read_version(ctx, record.archived)
+    if keep != "live":
+        if keep == "other":
+            if other is None:
+                raise ResolveRefused(f"the archived copy {record.archived} is gone; nothing to take", path=record.path)
+            new = other[0]
+        else:
+            assert content is not None
+            new = content
+        _no_links(ctx, record.path)
+        live_path = ctx.local_path(record.path)
+        try:
+            seen: tuple[int, int, int] | None = stat_fingerprint(os.lstat(live_path))
+        except FileNotFoundError:
+            seen = None
+        live = read_version(ctx, record.path)
+        if live is None or live[0] != new:
+            if live is not None:
+                result.replaced = _keep_replaced(ctx, record.path, live[0])
+            _write_live(ctx, record.path, new, seen)
+            outcome = push(ctx, record.path, ctx.state.get_base(record.path))
+            result.action = outcome.action
+            if outcome.conflict is not None:
+                result.new_conflict = outcome.conflict.archived
+    result.trashed = _trash_copy(ctx, record.archived)
+    ctx.state.forget_conflicts([record.archived])
+    ctx.state.replace_remote_snapshot(ctx.snapshot.values())  # as a pass would: a crash now costs nothing
+    message = {"live": "kept the live version", "other": "took the other version",
+               "merged": "merged by hand"}[keep]
+    ctx.emit(SyncEvent("synced", record.path, "up", action="resolve", message=f"conflict resolved: {message}"))
+    return result

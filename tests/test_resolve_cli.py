@@ -1,0 +1,52 @@
+"""``ohsync resolve PATH --keep live|other`` end to end against devserver: the
+server's content afterwards, the archived copy gone, 0 conflicts, the
+replaced live version kept in ``/.trash/``."""
+
+from __future__ import annotations
+
+import json
+
+
+from daemon_helpers import isolated_env, seed_daemon, wait_for  # noqa: F401
+from panel_helpers import LOCAL, REL, REMOTE, make_conflict
+
+
+def _settled(c) -> None:
+    wait_for(lambda: c.status()["conflicts"] == 0, timeout=30, what="0 conflicts")
+    assert c.server(c.archived) is None  # gone from /.conflict/ on the server
+    assert not (c.setup.mirror / c.archived).exists()  # and from the mirror
+
+
+def test_keep_live_deletes_the_archived_copy_on_both_sides(seed_daemon) -> None:
+    c = make_conflict(seed_daemon)
+    r = c.daemon.cli("resolve", REL, "--keep", "live", "--json")
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    assert answer["verified"] is True and answer["keep"] == "live"
+    assert c.server(REL) == LOCAL and (c.setup.mirror / REL).read_bytes() == LOCAL
+    _settled(c)
+    # the other version was deleted the way every deletion is: into /.trash/
+    assert c.server(answer["trashed"]) == REMOTE
+
+
+def test_take_other_makes_it_live_and_keeps_the_replaced_version(seed_daemon) -> None:
+    c = make_conflict(seed_daemon)
+    # PATH may be the archived copy, as a path in the mirror
+    r = c.daemon.cli("resolve", str(c.setup.mirror / c.archived), "--keep", "other", "--json")
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    assert answer["verified"] is True
+    assert c.server(REL) == REMOTE and (c.setup.mirror / REL).read_bytes() == REMOTE
+    _settled(c)
+    assert answer["replaced"].startswith(".trash/")
+    assert c.server(answer["replaced"]) == LOCAL  # the replaced live version is archived, not dropped
+    assert (c.setup.mirror / answer["replaced"]).read_bytes() == LOCAL
+    c.daemon.wait_state("idle", timeout=60)
+
+
+def test_resolve_refuses_what_is_not_a_conflict(seed_daemon) -> None:
+    c = make_conflict(seed_daemon)
+    r = c.daemon.cli("resolve", "notes/keep.md", "--keep", "other")
+    assert r.returncode == 1
+    assert "no open conflict for notes/keep.md" in r.stderr and "Traceback" not in r.stderr
+    assert c.status()["conflicts"] == 1
