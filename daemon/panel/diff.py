@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-__all__ = ["side_by_side", "CONTEXT", "MAX_LINES"]
+__all__ = ["side_by_side", "merge_prefill", "CONTEXT", "MAX_LINES"]
 
 #: Equal lines kept around each difference.
 CONTEXT = 3
@@ -62,3 +62,25 @@ def side_by_side(live: str, other: str, *, context: int = CONTEXT) -> dict[str, 
                              None if ri is None else ri + 1, None if ri is None else b[ri]))
     return {"rows": rows, "changes": changes,
             "truncated": len(a_all) > MAX_LINES or len(b_all) > MAX_LINES}
+
+
+def merge_prefill(live: str, other: str, live_name: str, other_name: str) -> str:
+    """The text an editor starts with to merge by hand: lines both versions
+    share once, and each difference as both versions between markers
+    (``<<<<<<< live …``, ``=======``, ``>>>>>>> other …``, as ``git`` writes them)."""
+    a, b = live.splitlines(keepends=True), other.splitlines(keepends=True)
+    if a and not a[-1].endswith(("\n", "\r")):
+        a[-1] += "\n"
+    if b and not b[-1].endswith(("\n", "\r")):
+        b[-1] += "\n"
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            out += a[i1:i2]
+        else:
+            out.append(f"<<<<<<< live ({live_name})\n")
+            out += a[i1:i2]
+            out.append("=======\n")
+            out += b[j1:j2]
+            out.append(f">>>>>>> other ({other_name})\n")
+    return "".join(out)

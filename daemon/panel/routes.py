@@ -43,7 +43,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from ohsync.daemon.panel.auth import COOKIE, PanelAuth
-from ohsync.daemon.panel.diff import side_by_side
+from ohsync.daemon.panel.diff import merge_prefill, side_by_side
 from ohsync.daemon.panel.events import CLOSED, EventHub
 from ohsync.daemon.protocol import CANNOT_NOW, INVALID_PARAMS, METHOD_NOT_FOUND, Method
 
@@ -216,6 +216,7 @@ class PanelApp:
         live, other = shown["live"], shown["other"]
         if live.get("text") is not None and other.get("text") is not None:
             shown["diff"] = side_by_side(live["text"], other["text"])
+            shown["prefill"] = merge_prefill(live["text"], other["text"], live["path"], other["path"])
         for side in (live, other):
             kind = mimetypes.guess_type(side["path"])[0]
             side["image"] = bool(side.get("exists")) and kind in _IMAGES and side.get("size", 0) <= MAX_IMAGE
