@@ -100,7 +100,7 @@ class PanelApp:
         self._hub = hub
         self._versions = versions
         self._read = read
-        self._health = health
+        self._doctor = health
         self._stopping = stopping
         self._map = Map([
             Rule("/", endpoint="index", methods=["GET"]),
@@ -261,7 +261,7 @@ class PanelApp:
         return self._method(Method.MEMORY_READ, {"permalink": request.args.get("permalink", "")})
 
     def _health(self, request: Request) -> Response:
-        return _json(self._health())
+        return _json(self._doctor())
 
     def _events(self, request: Request) -> Response:
         stream = self._hub.open()
