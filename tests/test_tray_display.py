@@ -401,7 +401,7 @@ def test_menu_and_refresh_with_the_daemon_in_process(world: World, desktop: Desk
     menu = DBusMenu(desktop.env["DBUS_SESSION_BUS_ADDRESS"])
     try:
         wait_icon(desktop, menu, daemon, world.log)
-        expected = ["Refresh now", "Open folder", "Open drop folder", "Conflicts (0)", "Pause syncing", "Quit"]
+        expected = ["Refresh now", "Open ohsync…", "Open folder", "Open drop folder", "Conflicts (0)", "Pause syncing", "Quit"]
         wait_until(lambda: up_to_date(menu) and menu.labels()[1:] == expected, 30,
                    f"the menu to read 'Up to date…' + {expected}", menu.labels)
         by_label = {e["label"]: e for e in menu.layout()}
