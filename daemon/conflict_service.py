@@ -120,10 +120,12 @@ class ConflictService:
             raise InvalidParams(exc.message) from None
 
     def resolve(self, path: str, keep: str, content: str | None = None,
-                timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+                timeout: float = DEFAULT_TIMEOUT, expected: dict[str, Any] | None = None) -> dict[str, Any]:
         """Settle the conflict ``path`` names and wait for the server.
 
         :param keep: ``live``, ``other`` or ``merged`` (then ``content`` is the text to keep).
+        :param expected: ``{"live": sha256, "other": sha256}`` of the versions the
+            person was shown; a version that changed since refuses.
         :returns: :meth:`Resolution.as_dict <ohsync.engine.conflict_resolve.Resolution.as_dict>`
             plus ``message``, a sentence saying what the server now holds.
         :raises InvalidParams: a bad choice or no such conflict.
@@ -134,6 +136,10 @@ class ConflictService:
             raise InvalidParams(f"`keep` must be one of {', '.join(KEEP_CHOICES)}")
         if keep == "merged" and not isinstance(content, str):
             raise InvalidParams("`content` (the merged text) is needed with keep=merged")
+        expected = expected if isinstance(expected, dict) else {}
+        hashes = {side: expected.get(side) for side in ("live", "other")}
+        if not all(h is None or (isinstance(h, str) and len(h) == 64) for h in hashes.values()):
+            raise InvalidParams("`expected` holds the SHA-256 (hex) of the live and the other version")
         record = self._record(path)
         data = content.encode("utf-8") if keep == "merged" and content is not None else None
         done = threading.Event()
@@ -150,7 +156,8 @@ class ConflictService:
             try:
                 if engine is None:
                     raise CannotNow("ohsync is still connecting to the server; nothing was changed")
-                answer["result"] = resolve_conflict(engine.ctx, record, keep, data).as_dict()
+                answer["result"] = resolve_conflict(engine.ctx, record, keep, data, expected_live=hashes["live"],
+                                                    expected_other=hashes["other"]).as_dict()
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 answer["error"] = exc
             finally:

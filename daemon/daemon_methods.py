@@ -229,7 +229,9 @@ class Methods:
 
         Params: ``path`` (the conflicted file or its archived copy), ``keep``
         (``live``, ``other`` or ``merged``), ``content`` (the text for
-        ``merged``), ``timeout`` (seconds, default 60), ``mirror``.
+        ``merged``), ``expected`` (``{"live", "other"}``: the SHA-256 of the
+        versions the person saw; a change since refuses), ``timeout``
+        (seconds, default 60), ``mirror``.
         """
         path = params.get("path")
         if not isinstance(path, str) or not path.strip():
@@ -241,7 +243,8 @@ class Methods:
                 raise InvalidParams(f"{path} has conflicts in {len(mirrors)} mirrors; name one with --mirror NAME: "
                                     f"{choices(mirrors)}")
         timeout = _number(params, "timeout", 60, 1, 3600)
-        result = mirrors[0].conflicts.resolve(path, params.get("keep", ""), params.get("content"), timeout)
+        result = mirrors[0].conflicts.resolve(path, params.get("keep", ""), params.get("content"), timeout,
+                                              params.get("expected"))
         if len(self._mirrors) > 1:
             result["mirror"] = mirrors[0].name
         return result

@@ -27,6 +27,7 @@ engine (the daemon's sync worker).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -213,13 +214,27 @@ def _write_live(ctx: MirrorContext, rel: str, data: bytes, seen: tuple[int, int,
     atomic_write(path, data)
 
 
-def resolve_conflict(ctx: MirrorContext, record: ConflictRecord, keep: str, content: bytes | None = None) -> Resolution:
+def _unchanged(ctx: MirrorContext, rel: str, expected: str | None, which: str) -> None:
+    """Refuse when the file no longer holds what the person was shown (``expected``: its SHA-256)."""
+    if expected is None:
+        return
+    found = read_version(ctx, rel)
+    if found is None or hashlib.sha256(found[0]).hexdigest() != expected:
+        raise ResolveRefused(f"the {which} ({rel}) changed since it was shown; look at it again, then choose",
+                             path=rel)
+
+
+def resolve_conflict(ctx: MirrorContext, record: ConflictRecord, keep: str, content: bytes | None = None, *,
+                     expected_live: str | None = None, expected_other: str | None = None) -> Resolution:
     """Settle one conflict; returns once the server holds the result (read back).
 
     :param record: the open conflict (from :meth:`StateStore.conflicts`).
     :param keep: ``live`` (the archived copy goes), ``other`` (the archived
         copy becomes live) or ``merged`` (``content`` becomes live).
     :param content: the bytes for ``merged``.
+    :param expected_live: the SHA-256 (hex) of the live file as the person
+        saw it; another content now refuses (None: not checked).
+    :param expected_other: the same for the archived copy.
     :returns: what was done.
     :raises ResolveRefused: a bad choice, a version that changed since, a
         link on the way; nothing was replaced then.
@@ -234,6 +249,8 @@ def resolve_conflict(ctx: MirrorContext, record: ConflictRecord, keep: str, cont
     if is_conflict_path(record.path) or not is_conflict_path(record.archived):
         raise ResolveRefused(f"{record.archived} is not an archived copy of {record.path}", path=record.path)
     result = Resolution(record.path, record.archived, keep)
+    _unchanged(ctx, record.path, expected_live, "live file")
+    _unchanged(ctx, record.archived, expected_other, "archived copy")
     other = read_version(ctx, record.archived)
     if keep != "live":
         if keep == "other":

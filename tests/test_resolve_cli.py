@@ -5,9 +5,10 @@ replaced live version kept in ``/.trash/``."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 
-from daemon_helpers import isolated_env, seed_daemon, wait_for  # noqa: F401
+from daemon_helpers import isolated_env, ohsync_cmd, seed_daemon, wait_for  # noqa: F401
 from panel_helpers import LOCAL, REL, REMOTE, make_conflict
 
 
@@ -50,3 +51,25 @@ def test_resolve_refuses_what_is_not_a_conflict(seed_daemon) -> None:
     assert r.returncode == 1
     assert "no open conflict for notes/keep.md" in r.stderr and "Traceback" not in r.stderr
     assert c.status()["conflicts"] == 1
+
+
+def test_ohsync_panel_opens_the_browser_at_the_address_with_its_secret(seed_daemon, isolated_env) -> None:
+    setup = seed_daemon(files={"a.txt": b"a\n"})
+    d = setup.start(wait="idle")
+    seen = isolated_env.root / "browser-got.txt"
+    browser = isolated_env.root / "fake-browser"
+    browser.write_text(f"#!/bin/sh\nprintf '%s' \"$1\" > {seen}\n")
+    browser.chmod(0o755)
+    r = d.cli("panel", "--url")
+    assert r.returncode == 0, r.stderr
+    url = r.stdout.strip()
+    secret = (isolated_env.socket.parent / "panel.secret").read_text().strip()
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/auth#" + secret)
+    env = {**isolated_env.vars(), "BROWSER": str(browser)}
+    r = subprocess.run([*ohsync_cmd(), "panel"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "Opened the ohsync page (http://127.0.0.1:" in r.stdout and secret not in r.stdout
+    assert wait_for(lambda: seen.exists() and seen.read_text(), timeout=10) == url
+    d.stop()
+    r = d.cli("resolve", "a.txt", "--keep", "live")
+    assert r.returncode == 3 and "not running" in r.stderr

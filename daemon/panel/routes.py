@@ -295,7 +295,7 @@ class PanelApp:
 
     def _resolve(self, request: Request) -> Response:
         body = _body(request)
-        params = {k: body[k] for k in ("path", "keep", "content", "mirror") if k in body and body[k] is not None}
+        params = {k: body[k] for k in ("path", "keep", "content", "mirror", "expected") if k in body and body[k] is not None}
         return self._method(Method.RESOLVE, params)
 
     def _confirm_deletes(self, request: Request) -> Response:

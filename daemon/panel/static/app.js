@@ -246,7 +246,9 @@
     api("/api/conflict?path=" + encodeURIComponent(archived) + (mirror ? "&mirror=" + encodeURIComponent(mirror) : ""))
       .then(function (data) {
         var c = data.conflict, live = data.live, other = data.other;
-        var body = mirror ? {path: c.archived, mirror: mirror} : {path: c.archived};
+        var body = {path: c.archived, expected: {live: live.exists ? live.sha256 : null,
+          other: other.exists ? other.sha256 : null}};
+        if (mirror) { body.mirror = mirror; }
         var nodes = [
           el("p", {}, [el("a", {href: "#/", id: "back", text: "← All conflicts"})]),
           el("h2", {"class": "path", id: "conflict-title", text: c.path}),
