@@ -87,14 +87,30 @@ def open_page(c: Conflicted, driver: Any) -> str:
     return url.split("/auth#")[0]
 
 
+def click(driver: Any, by: str, value: str, what: str) -> None:
+    """Click the element once it is there (the live page may redraw it meanwhile: look again)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def attempt() -> bool:
+        found = driver.find_elements(by, value)
+        if not found:
+            return False
+        try:
+            found[0].click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    wait_for(attempt, timeout=20, what=what)
+
+
 def text_of(driver: Any, element_id: str) -> str:
     found = driver.find_elements("id", element_id)
     return found[0].text if found else ""
 
 
 def open_conflict(c: Conflicted, driver: Any) -> None:
-    link = wait_for(lambda: driver.find_elements("link text", REL), timeout=20, what="the conflict's link")
-    link[0].click()
+    click(driver, "link text", REL, "the conflict's link")
     wait_for(lambda: driver.find_elements("id", "keep-live"), timeout=20, what="the conflict's page")
 
 
@@ -122,7 +138,7 @@ def test_keep_live_from_the_page(seed_daemon, browser) -> None:
     browser.find_element("id", "keep-live").click()
     settled(c, browser, LOCAL)
     shot(browser, "conflict-kept-live")
-    browser.find_element("id", "back").click()
+    click(browser, "id", "back", "the way back")
     wait_for(lambda: browser.find_elements("id", "no-conflicts"), timeout=20, what="No conflicts")
     shot(browser, "overview-no-conflicts")
 
@@ -218,3 +234,90 @@ def test_narrow_window_and_keyboard_only(seed_daemon, browser) -> None:
             if not url.startswith(("chrome://", "chrome-untrusted://", "about:", "data:")):
                 urls.append(url)
     assert urls and all(u.startswith(origin + "/") for u in urls), [u for u in urls if not u.startswith(origin)]
+
+
+def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A valid PNG of one colour (zlib and struct only)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def test_an_image_conflict_shows_both_thumbnails_and_takes_the_other(seed_daemon, browser) -> None:
+    rel = "Files/chart.png"
+    ours, theirs = _png(60, 30, (200, 40, 40)), _png(30, 60, (40, 90, 200))
+    setup = seed_daemon(files={rel: _png(10, 10, (0, 0, 0))})
+    d = setup.start(wait="idle")
+    assert d.cli("pause").returncode == 0
+    (setup.mirror / rel).write_bytes(ours)
+    setup.srv.put_file(setup.repo_id, "/" + rel, theirs)
+    assert d.cli("resume").returncode == 0
+    items = wait_for(lambda: json.loads(d.cli("conflicts", "--json").stdout), timeout=90, what="the conflict")
+    c = Conflicted(setup, d, items[0]["archived"])
+    d.wait_state("idle", "attention", timeout=60)
+    open_page(c, browser)
+    click(browser, "link text", rel, "the conflict's link")
+    wait_for(lambda: browser.find_elements("id", "take-other"), timeout=20, what="the conflict's page")
+    thumbs = wait_for(lambda: [i for i in browser.find_elements("css selector", "img.thumb")
+                               if browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i)],
+                      timeout=20, what="two loaded thumbnails")
+    sizes = sorted(browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight]", i)
+                   for i in thumbs)
+    assert sizes == [[30, 60], [60, 30]]
+    assert not browser.find_elements("id", "merge")  # no editor for a binary file
+    assert "SHA-256" in browser.find_element("id", "main").text
+    shot(browser, "conflict-image")
+    browser.find_element("id", "take-other").click()
+    wait_for(lambda: "verified on the server" in text_of(browser, "action-result"), timeout=60, what="the answer")
+    assert setup.srv.tree(setup.repo_id)["/" + rel] == theirs and (setup.mirror / rel).read_bytes() == theirs
+    assert d.status()["conflicts"] == 0
+
+
+def test_activity_memory_and_held_deletions(seed_daemon, browser) -> None:
+    from daemon_helpers import DEMO_LIBRARY
+    from selenium.webdriver.support.ui import Select
+
+    c = make_conflict(seed_daemon, tree=DEMO_LIBRARY, safety={"max_delete_files": 2})
+    open_page(c, browser)
+    # activity, filtered by kind
+    browser.find_element("id", "nav-activity").click()
+    wait_for(lambda: browser.find_elements("id", "activity-list"), timeout=20, what="the activity list")
+    assert "conflict" in text_of(browser, "activity-list") and "download" in text_of(browser, "activity-list")
+    Select(browser.find_element("id", "filter-kind")).select_by_value("conflict")
+    wait_for(lambda: "download" not in text_of(browser, "activity-list") and REL in text_of(browser, "activity-list"),
+             timeout=20, what="only the conflict's lines")
+    shot(browser, "activity-conflicts")
+    # memory: search, then read one entity
+    browser.find_element("id", "nav-memory").click()
+    box = wait_for(lambda: browser.find_elements("id", "memory-q"), timeout=20, what="the search box")[0]
+    box.send_keys("哈希表")
+    box.submit()
+    results = wait_for(lambda: browser.find_elements("css selector", "#memory-results li a"), timeout=30,
+                       what="search results")
+    results[0].click()
+    wait_for(lambda: browser.find_elements("css selector", "#memory-results article pre"), timeout=20,
+             what="the entity's text")
+    assert "哈希" in browser.find_element("id", "memory-results").text
+    shot(browser, "memory-read")
+    # held deletions appear live, and Confirm carries them out
+    browser.find_element("id", "nav-overview").click()
+    wait_for(lambda: browser.find_elements("id", "overall"), timeout=20, what="the overview")
+    gone = ["preferences/沟通风格偏好.md", "preferences/作息与提醒偏好.md", "knowledge/校园服务入口速查.md"]
+    for rel in gone:
+        (c.setup.mirror / rel).unlink()
+    assert c.daemon.cli("refresh").returncode == 0
+    wait_for(lambda: all(rel in browser.find_element("id", "h-held").find_element("xpath", "..").text for rel in gone),
+             timeout=60, what="the held deletions", interval=0.2)
+    # the daemon's "error" event (held deletions) is news on a live stream, not a lost connection
+    assert text_of(browser, "live") == "live"
+    shot(browser, "overview-held-deletions")
+    click(browser, "id", "confirm-deletes", "Confirm these deletions")
+    wait_for(lambda: all("/" + rel not in c.setup.srv.tree(c.setup.repo_id) for rel in gone), timeout=60,
+             what="the deletions carried out on the server")
+    wait_for(lambda: not browser.find_elements("id", "confirm-deletes"), timeout=30, what="the held list gone")

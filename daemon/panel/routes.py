@@ -281,9 +281,10 @@ class PanelApp:
                     if event is CLOSED:
                         return
                     last = time.monotonic()
-                    kind = str(event.get("type") or "event")
+                    # unnamed ("message") events: a daemon event of type "error" must not look like
+                    # the EventSource's own "error" (a lost connection)
                     data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-                    yield f"event: {kind}\ndata: {data}\n\n".encode("utf-8")
+                    yield f"data: {data}\n\n".encode("utf-8")
             finally:
                 self._hub.close_stream(stream)
 

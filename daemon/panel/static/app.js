@@ -73,9 +73,27 @@
     return c.mirror ? q + "?mirror=" + encodeURIComponent(c.mirror) : q;
   }
 
+  // what has the keyboard focus inside the view, to give it back after a redraw
+  function focusKey() {
+    var a = document.activeElement;
+    if (!a || !main.contains(a) || a === main) { return null; }
+    if (a.id) { return {id: a.id}; }
+    if (a.getAttribute("href")) { return {href: a.getAttribute("href")}; }
+    return null;
+  }
+
+  function restoreFocus(key) {
+    if (!key) { return; }
+    var target = key.id ? document.getElementById(key.id) : Array.prototype.find.call(
+      main.querySelectorAll("a[href]"), function (a) { return a.getAttribute("href") === key.href; });
+    if (target) { target.focus(); }
+  }
+
   function show(nodes, title) {
+    var key = focusKey();
     main.replaceChildren.apply(main, nodes);
     document.title = title ? title + " — ohsync" : "ohsync";
+    restoreFocus(key);
   }
 
   function section(title, id, children) {
@@ -174,8 +192,17 @@
     show(nodes, "Overview");
   }
 
+  var shownState = "";   // the state the overview was last drawn from
+
   function loadState() {
     return api("/api/state").then(function (data) { state = data; return data; });
+  }
+
+  function redrawOverview() {
+    var now = JSON.stringify(state);
+    if (now === shownState && document.getElementById("overall")) { return; }
+    shownState = now;
+    renderOverview();
   }
 
   // ------------------------------------------------------------------ one conflict
@@ -389,7 +416,8 @@
     } else if (r.path === "/memory") {
       renderMemory(r.query.q || "", r.query.read || "");
     } else {
-      loadState().then(renderOverview).catch(function (err) { show([problem(err)], "Overview"); });
+      loadState().then(function () { shownState = JSON.stringify(state); renderOverview(); })
+        .catch(function (err) { show([problem(err)], "Overview"); });
     }
   }
 
@@ -400,7 +428,7 @@
       reloadTimer = null;
       var r = parseHash();
       loadState().then(function () {
-        if (r.path === "/" && !busy) { renderOverview(); }
+        if (r.path === "/" && !busy) { redrawOverview(); }
         else if (r.path === "/activity") { renderActivity(r.query); }
       }).catch(function () {});
     }, 150);
@@ -410,7 +438,11 @@
     var source = new EventSource("/api/events");
     source.addEventListener("open", function () { liveBadge.textContent = "live"; liveBadge.className = "live on"; });
     source.addEventListener("error", function () { liveBadge.textContent = "reconnecting…"; liveBadge.className = "live off"; });
-    ["status", "conflict", "synced", "error", "filed"].forEach(function (t) { source.addEventListener(t, onChange); });
+    // every daemon event ({"type": "status"|"conflict"|"synced"|"error"|"filed", …}) is a "message"
+    source.addEventListener("message", function () {
+      liveBadge.textContent = "live"; liveBadge.className = "live on";
+      onChange();
+    });
   }
 
   window.addEventListener("hashchange", function () { route(); main.focus(); });
