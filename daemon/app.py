@@ -35,6 +35,7 @@ from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
 from ohsync.daemon.daemon_methods import Methods
 from ohsync.daemon.mirror import Mirror
+from ohsync.daemon.panel.auth import secret_path
 from ohsync.daemon.panel.server import PanelServer
 from ohsync.daemon.protocol import QUICK_METHODS, Event, combine_status
 from ohsync.daemon.socket_methods import MethodTable
@@ -179,7 +180,7 @@ class Daemon:
             findings = run_checks(self.cfg)
             return {"ok": exit_code(findings) == 0, "checks": [f.as_dict() for f in findings]}
 
-        return PanelServer(self.cfg.socket.parent, self.cfg.panel_port, call,
+        return PanelServer(secret_path(self.cfg.socket), self.cfg.panel_port, call,
                            lambda path, mirror: self._conflict_mirror(path, mirror).conflicts.versions(path),
                            lambda path, side, mirror: self._conflict_mirror(path, mirror).conflicts.read(path, side),
                            health)

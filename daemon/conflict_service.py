@@ -57,11 +57,8 @@ class ConflictService:
 
     def owns(self, path: str) -> bool:
         """True when ``path`` names one of this mirror's open conflicts (live file or archived copy)."""
-        try:
-            find_conflict(self.open_conflicts(), path)
-        except ResolveRefused as exc:
-            return "open conflicts" in exc.message  # several of one file: still this mirror's
-        return True
+        rel = "/".join(part for part in path.strip().split("/") if part not in ("", "."))
+        return any(rel in (c.path, c.archived) for c in self.open_conflicts())
 
     def versions(self, path: str) -> dict[str, Any]:
         """Both versions of the conflict ``path`` names, for a side-by-side view.
@@ -85,11 +82,14 @@ class ConflictService:
         ``path`` names, at most :data:`SHOWN_BYTES` × 4; None when gone.
 
         :raises InvalidParams: no such conflict, or a bad side.
+        :raises CannotNow: the mirror is not open yet.
         """
         record = self._record(path)
         engine = self._engine()
-        if engine is None or side not in ("live", "other"):
+        if side not in ("live", "other"):
             raise InvalidParams("`side` is live or other")
+        if engine is None:
+            raise CannotNow("ohsync is still connecting to the server; try again in a moment")
         try:
             found = read_version(engine.ctx, record.path if side == "live" else record.archived, SHOWN_BYTES * 4)
         except ResolveRefused as exc:

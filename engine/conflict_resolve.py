@@ -30,10 +30,10 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .conflict_names import is_conflict_path
+from .conflict_names import _split, is_conflict_path
 from .context import MirrorContext
 from .deletes import TRASH_DIR, delete_remote, trash_path
 from .errors import OhsyncError
@@ -80,7 +80,6 @@ class Resolution:
     replaced: str | None = None
     action: str | None = None
     new_conflict: str | None = None
-    notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """The socket's ``resolve`` answer (``verified`` is always True: it answers after read-back)."""
@@ -182,15 +181,16 @@ def _trash_copy(ctx: MirrorContext, rel: str) -> str | None:
 def _keep_replaced(ctx: MirrorContext, rel: str, data: bytes) -> str:
     """Keep the live version about to be replaced in ``/.trash/<path>``:
     written into the mirror's trash folder and pushed (uploaded, read back)."""
+    def taken(candidate: str) -> bool:
+        return candidate in ctx.snapshot or os.path.lexists(ctx.local_path(candidate))
+
     top = working_dir(ctx, TRASH_DIR)
-    plain = trash_path(rel, False, folder_name=top)
-    taken = plain in ctx.snapshot or os.path.lexists(ctx.local_path(plain))
-    target = trash_path(rel, taken, folder_name=top)
-    n = 2
-    while target in ctx.snapshot or os.path.lexists(ctx.local_path(target)):
-        stem, dot, ext = target.rpartition(".")
-        target = f"{stem}-{n}.{ext}" if dot and "/" not in ext else f"{target}-{n}"
-        n += 1
+    first = trash_path(rel, taken(trash_path(rel, False, folder_name=top)), folder_name=top)
+    folder, _, name = first.rpartition("/")
+    stem, ext = _split(name)
+    target, n = first, 2
+    while taken(target):  # the same path replaced twice within one second
+        target, n = f"{folder}/{stem}-{n}{ext}", n + 1
     _no_links(ctx, target)
     local = ctx.local_path(target)
     local.parent.mkdir(parents=True, exist_ok=True)

@@ -44,7 +44,7 @@ def _login(origin: str, secret: str) -> Iterator[httpx.Client]:
 
 def test_the_secret_is_the_users_alone_and_buys_a_strict_cookie(page, isolated_env) -> None:
     c, origin, secret = page
-    secret_file = isolated_env.socket.parent / "panel.secret"
+    secret_file = isolated_env.socket.parent / "ohsync-panel.secret"
     assert secret_file.read_text().strip() == secret
     assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
     assert stat.S_IMODE(secret_file.parent.stat().st_mode) == 0o700
@@ -133,7 +133,7 @@ def test_another_users_process_cannot_read_the_secret(page, isolated_env) -> Non
     c, origin, secret = page
     if os.getuid() != 0:
         pytest.skip("needs root to run a process as another user (the file's mode is checked above)")
-    secret_file = isolated_env.socket.parent / "panel.secret"
+    secret_file = isolated_env.socket.parent / "ohsync-panel.secret"
     probe = ("import sys, socket\n"
              "try:\n    open(sys.argv[1]).read(); print('read')\nexcept PermissionError: print('denied')\n"
              "s = socket.socket(socket.AF_UNIX)\n"

@@ -63,7 +63,7 @@ def test_ohsync_panel_opens_the_browser_at_the_address_with_its_secret(seed_daem
     r = d.cli("panel", "--url")
     assert r.returncode == 0, r.stderr
     url = r.stdout.strip()
-    secret = (isolated_env.socket.parent / "panel.secret").read_text().strip()
+    secret = (isolated_env.socket.parent / "ohsync-panel.secret").read_text().strip()
     assert url.startswith("http://127.0.0.1:") and url.endswith("/auth#" + secret)
     env = {**isolated_env.vars(), "BROWSER": str(browser)}
     r = subprocess.run([*ohsync_cmd(), "panel"], env=env, capture_output=True, text=True, timeout=60)

@@ -3,8 +3,10 @@
 The page is locked to the user who runs the daemon:
 
 * **The secret** is 32 random bytes (URL-safe text) in a ``0600`` file
-  beside the socket (``<socket dir>/panel.secret``, the folder ``0700`` and
-  ours alone, ``daemon/socket_dir.py``), written anew at every start.  Only
+  beside the socket (``ohsync-panel.secret`` beside ``ohsync.sock``: the
+  socket's name without its extension, then ``-panel.secret``; the folder
+  ``0700`` and ours alone, ``daemon/socket_dir.py``), written anew at every
+  start.  Only
   the user's own processes can read it (the file, or the socket's ``panel``
   method, which answers only peers of the same uid).
 * **The address** ``http://127.0.0.1:<port>/auth#<secret>`` carries it in the
@@ -28,24 +30,28 @@ import secrets
 import threading
 from pathlib import Path
 
-__all__ = ["COOKIE", "PanelAuth", "SECRET_FILE", "write_secret"]
+__all__ = ["COOKIE", "PanelAuth", "secret_path", "write_secret"]
 
 #: The session cookie's name.
 COOKIE = "ohsync_panel"
-#: The secret's file name, in the socket's folder.
-SECRET_FILE = "panel.secret"
 #: Most sessions kept at once (the oldest is forgotten first).
 MAX_SESSIONS = 64
 
 
-def write_secret(folder: Path) -> tuple[Path, str]:
-    """Write a fresh secret into ``folder/panel.secret`` (mode ``0600``, created
-    exclusively after removing any old file, so no one else's file is reused).
+def secret_path(socket_path: Path) -> Path:
+    """Where the page's secret lives for the daemon of ``socket_path``:
+    ``<dir>/<socket name without extension>-panel.secret``, so two daemons
+    with sockets in one folder keep their own."""
+    return socket_path.with_name(f"{socket_path.stem}-panel.secret")
 
-    :returns: ``(path, secret)``.
+
+def write_secret(path: Path) -> str:
+    """Write a fresh secret into ``path`` (mode ``0600``, created exclusively
+    after removing any old file, so no one else's file is reused).
+
+    :returns: the secret.
     :raises OSError: the file cannot be written.
     """
-    path = folder / SECRET_FILE
     secret = secrets.token_urlsafe(32)
     try:
         path.unlink()
@@ -56,7 +62,7 @@ def write_secret(folder: Path) -> tuple[Path, str]:
         os.write(fd, (secret + "\n").encode("ascii"))
     finally:
         os.close(fd)
-    return path, secret
+    return secret
 
 
 class PanelAuth:

@@ -46,6 +46,7 @@ from ohsync.daemon.panel.auth import COOKIE, PanelAuth
 from ohsync.daemon.panel.diff import merge_prefill, side_by_side
 from ohsync.daemon.panel.events import CLOSED, EventHub
 from ohsync.daemon.protocol import CANNOT_NOW, INVALID_PARAMS, METHOD_NOT_FOUND, Method
+from ohsync.daemon.socket_methods import CannotNow, InvalidParams
 
 __all__ = ["PanelApp", "CSP", "Call"]
 
@@ -211,8 +212,10 @@ class PanelApp:
             raise _BadRequest("`path` names the conflict (its archived copy)")
         try:
             shown = self._versions(path, request.args.get("mirror") or None)
-        except Exception as exc:  # InvalidParams / CannotNow from the mirror's service
-            return _json({"error": str(exc)}, 409 if type(exc).__name__ == "CannotNow" else 400)
+        except InvalidParams as exc:
+            return _json({"error": str(exc)}, 400)
+        except CannotNow as exc:
+            return _json({"error": str(exc)}, 409)
         live, other = shown["live"], shown["other"]
         if live.get("text") is not None and other.get("text") is not None:
             shown["diff"] = side_by_side(live["text"], other["text"])
@@ -228,8 +231,10 @@ class PanelApp:
             raise _BadRequest("`side` is live or other")
         try:
             data = self._read(path, side, request.args.get("mirror") or None)
-        except Exception as exc:  # noqa: BLE001 - no such conflict
+        except InvalidParams as exc:
             return _json({"error": str(exc)}, 400)
+        except CannotNow as exc:
+            return _json({"error": str(exc)}, 409)
         kind = mimetypes.guess_type(path)[0]
         if data is None:
             return _json({"error": "gone"}, 404)

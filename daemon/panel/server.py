@@ -16,6 +16,7 @@ failures, without the request's query.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -51,7 +52,8 @@ class _QuietHandler(WSGIRequestHandler):
 class PanelServer:
     """The local page of one daemon.
 
-    :param folder: where the secret file goes (the socket's folder, ``0700``).
+    :param secret_file: where the secret goes (beside the socket, in its ``0700`` folder:
+        :func:`~ohsync.daemon.panel.auth.secret_path`).
     :param port: the TCP port (0: any free one).
     :param call: runs a method of the daemon's table (``MethodTable.answer`` shape).
     :param versions: a conflict's two versions (``versions(path, mirror)``).
@@ -59,11 +61,11 @@ class PanelServer:
     :param health: the doctor's checks (``{"ok", "checks"}``).
     """
 
-    def __init__(self, folder: Path, port: int, call: Call,
+    def __init__(self, secret_file: Path, port: int, call: Call,
                  versions: Callable[[str, str | None], dict[str, Any]],
                  read: Callable[[str, str, str | None], bytes | None],
                  health: Callable[[], dict[str, Any]]) -> None:
-        self._folder = folder
+        self.secret_file = secret_file
         self._port = port
         self._call = call
         self._versions = versions
@@ -74,7 +76,7 @@ class PanelServer:
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._secret: str | None = None
-        self.secret_file: Path | None = None
+        self._wrote = False
         self.auth: PanelAuth | None = None
 
     @property
@@ -85,7 +87,7 @@ class PanelServer:
     @property
     def port(self) -> int:
         """The port it listens on (0 before :meth:`start`)."""
-        return self._server.server_port if self._server is not None else 0
+        return int(self._server.server_address[1]) if self._server is not None else 0
 
     @property
     def address(self) -> str:
@@ -106,13 +108,26 @@ class PanelServer:
 
         :raises OSError: the port is taken or the secret cannot be written.
         """
-        self.secret_file, self._secret = write_secret(self._folder)
+        self._secret = write_secret(self.secret_file)
+        self._wrote = True
         self.auth = PanelAuth(self._secret)
         app = PanelApp(self.auth, self._call, self.hub, self._versions, self._read, self._health,
                        self._stopping.is_set)
-        self._server = make_server(HOST, self._port, app, threaded=True, request_handler=_QuietHandler)
+        # bound here, not by werkzeug, which ends the process on a port in use
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((HOST, self._port))
+            listener.listen(64)
+            self._server = make_server(HOST, self._port, app, threaded=True, request_handler=_QuietHandler,
+                                       fd=listener.fileno())
+        except BaseException:
+            self._remove_secret()
+            raise
+        finally:
+            listener.close()  # the server holds its own duplicate
         self._server.daemon_threads = True  # type: ignore[attr-defined]
-        self.auth.port = self._server.server_port
+        self.auth.port = self.port
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="ohsync-panel", daemon=True)
         self._thread.start()
@@ -127,7 +142,11 @@ class PanelServer:
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(5)
-        if self.secret_file is not None:
+        self._remove_secret()
+
+    def _remove_secret(self) -> None:
+        if self._wrote:
+            self._wrote = False
             try:
                 self.secret_file.unlink()
             except FileNotFoundError:
