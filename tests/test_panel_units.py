@@ -96,3 +96,17 @@ def test_a_port_in_use_is_an_oserror_for_the_daemon_to_report(tmp_path: Path) ->
         panel.stop()
     finally:
         holder.close()
+
+
+def test_a_person_without_the_cookie_gets_a_page_saying_how_to_open_it(tmp_path: Path) -> None:
+    panel = _server(tmp_path / "ohsync-panel.secret")
+    panel.start()
+    try:
+        r = httpx.get(panel.address, headers={"Accept": "text/html"}, timeout=10)
+        assert r.status_code == 403 and r.headers["content-type"].startswith("text/html")
+        assert "Open this page with `ohsync panel`" in r.text
+        api = httpx.get(panel.address + "api/state", headers={"Accept": "text/html"}, timeout=10)
+        assert api.status_code == 403 and api.json()["error"].startswith("Open this page")
+        assert httpx.get(panel.address + "favicon.ico", timeout=10).status_code == 204
+    finally:
+        panel.stop()

@@ -29,6 +29,7 @@ origin; no inline script or style), ``X-Frame-Options: DENY``,
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import mimetypes
@@ -107,6 +108,7 @@ class PanelApp:
             Rule("/", endpoint="index", methods=["GET"]),
             Rule("/auth", endpoint="auth_page", methods=["GET"]),
             Rule("/static/<name>", endpoint="static", methods=["GET"]),
+            Rule("/favicon.ico", endpoint="favicon", methods=["GET"]),
             Rule("/api/session", endpoint="session", methods=["POST"]),
             Rule("/api/state", endpoint="state", methods=["GET"]),
             Rule("/api/conflict", endpoint="conflict", methods=["GET"]),
@@ -132,7 +134,7 @@ class PanelApp:
 
     def _dispatch(self, request: Request) -> Response:
         if not self.auth.host_ok(request.headers.get("Host")):
-            return _refuse("This page answers only at 127.0.0.1 or localhost on its own port.")
+            return _refuse("This page answers only at 127.0.0.1 or localhost on its own port.", request)
         adapter = self._map.bind_to_environ(request.environ)
         try:
             endpoint, args = adapter.match()
@@ -144,10 +146,12 @@ class PanelApp:
             return _json({"error": exc.description or "bad request"}, exc.code or 400)
         changes = request.method not in ("GET", "HEAD")
         if changes and not self.auth.origin_ok(request.headers.get("Origin")):
-            return _refuse("A change must come from this page itself (Origin).")
+            return _refuse("A change must come from this page itself (Origin).", request)
+        if endpoint == "favicon":
+            return Response(status=204)
         open_routes = ("auth_page", "static", "session")
         if endpoint not in open_routes and not self.auth.session_ok(request.cookies.get(COOKIE)):
-            return _refuse("Open this page with `ohsync panel` (or the tray's \u201cOpen ohsync\u2026\u201d).")
+            return _refuse("Open this page with `ohsync panel` (or the tray's \u201cOpen ohsync\u2026\u201d).", request)
         if not endpoint:
             return _json({"error": "not found"}, 404)
         try:
@@ -192,7 +196,7 @@ class PanelApp:
         body = _body(request)
         session = self.auth.exchange(body.get("secret", ""))
         if session is None:
-            return _refuse("That is not this page's secret; open it again with `ohsync panel`.")
+            return _refuse("That is not this page's secret; open it again with `ohsync panel`.", request)
         response = _json({"ok": True})
         response.set_cookie(COOKIE, session, httponly=True, samesite="Strict", path="/")
         return response
@@ -341,5 +345,11 @@ def _json(obj: Any, status: int = 200) -> Response:
     return Response(json.dumps(obj, ensure_ascii=False), status=status, mimetype="application/json")
 
 
-def _refuse(message: str) -> Response:
-    return _json({"error": message}, 403)
+def _refuse(message: str, request: Request) -> Response:
+    """403: JSON for the page's script, a short page for a person who typed the address."""
+    if request.path.startswith("/api/") or "text/html" not in request.headers.get("Accept", ""):
+        return _json({"error": message}, 403)
+    page = ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ohsync</title>"
+            "<link rel=\"stylesheet\" href=\"/static/app.css\"></head><body><main class=\"page\">"
+            f"<h1>ohsync</h1><p>{html.escape(message)}</p></main></body></html>")
+    return Response(page, status=403, mimetype="text/html")
