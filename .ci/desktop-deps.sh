@@ -21,11 +21,12 @@ export DEBIAN_FRONTEND=noninteractive
 # (pystray's icon.stop() fails without one). gtk-sni-tray-standalone: the
 # StatusNotifier host + watcher for the appindicator backend; trayer: the
 # XEmbed host for the gtk backend. chromium + chromium-driver: the headless
-# browser the local page's tests (tests/test_panel_browser.py) drive.
+# browser the local page's tests (tests/test_panel_browser.py) drive;
+# fonts-wqy-microhei: CJK glyphs for their screenshots of Chinese file names.
 PKGS=(xvfb xauth x11-utils xdotool imagemagick dbus
       trayer gir1.2-gtk-3.0 libcairo2-dev pkg-config gcc
       gir1.2-ayatanaappindicator3-0.1 haskell-gtk-sni-tray-utils dunst
-      chromium chromium-driver)
+      chromium chromium-driver fonts-wqy-microhei)
 command -v busctl >/dev/null 2>&1 || PKGS+=(systemd)
 
 # Debian 12 has only girepository 1.0 (PyGObject must stay <3.52); Debian 13

@@ -68,6 +68,13 @@
     return /[.!?]$/.test(text) ? text : text + ".";
   }
 
+  // who made the other version: the origin in the archived copy's name (…__<origin>__<UTC time>…)
+  function origin(archived) {
+    var m = /__([A-Za-z0-9_-]{1,32})__\d{8}T\d{6}Z/.exec(String(archived || ""));
+    if (!m) { return ""; }
+    return m[1] === "remote" ? " (from the server)" : " (from " + m[1] + ")";
+  }
+
   function conflictHref(c) {
     var q = "#/conflict/" + encodeURIComponent(c.archived);
     return c.mirror ? q + "?mirror=" + encodeURIComponent(c.mirror) : q;
@@ -130,8 +137,8 @@
     var list = conflicts.length ? el("ul", {"class": "items", id: "conflict-list"}, conflicts.map(function (c) {
       return el("li", {}, [
         el("a", {href: conflictHref(c), "class": "path", text: c.path}),
-        el("span", {"class": "meta", text: " — " + when(c.time) + "; yours stays in place, the other version is in " +
-          c.archived + (c.mirror ? " (" + c.mirror + ")" : "")})]);
+        el("span", {"class": "meta", text: " — " + when(c.time) + "; yours stays in place, the other version" +
+          origin(c.archived) + " is in " + c.archived + (c.mirror ? " (" + c.mirror + ")" : "")})]);
     })) : el("p", {id: "no-conflicts", text: "No conflicts."});
     nodes.push(section("Conflicts (" + conflicts.length + ")", "h-conflicts", [list]));
 
@@ -282,7 +289,8 @@
           el("p", {"class": "meta", text: "Conflict of " + when(c.time) + ". " + sentence(c.reason) +
             (c.fields && c.fields.length ? " Did not merge: " + c.fields.join(", ") + "." : "")}),
           el("div", {"class": "versions"}, [versionBlock("Live version (in place)", live, "live", q),
-            versionBlock("Other version (archived)", other, "other", q)])];
+            versionBlock("Other version (archived" + origin(c.archived).replace(" (", ", ").replace(")", "") + ")",
+              other, "other", q)])];
         if (data.diff) { nodes.push(diffTable(data.diff)); }
         else if (live.exists && other.exists && live.sha256 === other.sha256) {
           nodes.push(el("p", {text: "Both versions hold the same bytes."}));
@@ -357,10 +365,14 @@
         el("div", {"class": "filters"}, [el("label", {"for": "filter-mirror", text: "Mirror "}), mirrorSel,
           el("label", {"for": "filter-kind", text: " Kind "}), kindSel]),
         items.length ? el("ul", {"class": "items", id: "activity-list"}, items.map(function (a) {
+          // a conflict's action is where the other version went (as `ohsync activity` shows it)
+          var conflict = a.result === "conflict";
+          var notes = [conflict ? "other version kept as " + a.action : null, a.message || null].filter(Boolean);
           return el("li", {}, [el("span", {"class": "meta", text: when(a.time) + " "}),
-            el("strong", {text: a.action + " "}), el("span", {text: a.result + " "}),
+            el("strong", {text: (conflict ? "conflict" : a.action) + " "}),
+            conflict ? null : el("span", {text: a.result + " "}),
             el("span", {"class": "path", text: a.path}),
-            a.message ? el("span", {"class": "meta", text: " — " + a.message}) : null]);
+            notes.length ? el("span", {"class": "meta", text: " — " + notes.join("; ")}) : null]);
         })) : el("p", {text: "No activity yet."})])], "Activity");
     }).catch(function (err) { show([problem(err)], "Activity"); });
   }
