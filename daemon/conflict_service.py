@@ -12,7 +12,6 @@ caller's thread.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import Callable
@@ -94,22 +93,19 @@ class ConflictService:
             found = read_version(engine.ctx, record.path if side == "live" else record.archived, SHOWN_BYTES * 4)
         except ResolveRefused as exc:
             raise InvalidParams(exc.message) from None
-        return None if found is None else found[0]
+        return None if found is None else found.data
 
     @staticmethod
     def _version(engine: Any, rel: str) -> dict[str, Any]:
         try:
-            found = read_version(engine.ctx, rel)
+            found = read_version(engine.ctx, rel, SHOWN_BYTES)
         except ResolveRefused as exc:
             return {"path": rel, "exists": False, "error": exc.message}
         if found is None:
             return {"path": rel, "exists": False}
-        data, size, mtime = found
-        text = None
-        if size <= SHOWN_BYTES and is_text(data):
-            text = data.decode("utf-8", errors="replace")
-        return {"path": rel, "exists": True, "size": size, "mtime": mtime,
-                "sha256": hashlib.sha256(data).hexdigest(), "text": text}
+        text = found.data.decode("utf-8", errors="replace") if found.complete and is_text(found.data) else None
+        return {"path": rel, "exists": True, "size": found.size, "mtime": found.mtime, "sha256": found.sha256,
+                "text": text}
 
     def _record(self, path: str) -> ConflictRecord:
         if not isinstance(path, str) or not path.strip():

@@ -29,24 +29,30 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from .conflict_names import _split, is_conflict_path
 from .context import MirrorContext
 from .deletes import TRASH_DIR, delete_remote, trash_path
 from .errors import OhsyncError
 from .events import ConflictRecord, SyncEvent
-from .localfs import atomic_write, backup_file, stat_fingerprint
+from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
 from .paths import normalize_rel
 from .special_dirs import working_dir
-from .transfer import LocalChanged, push
+from .state import Base
+from .transfer import LocalChanged, PushOutcome, push
+from .transfer_large import LARGE_FILE, push_large
 
-__all__ = ["KEEP_CHOICES", "ResolveRefused", "Resolution", "find_conflict", "read_version", "resolve_conflict"]
+__all__ = ["KEEP_CHOICES", "ResolveRefused", "Resolution", "Version", "find_conflict", "read_version",
+           "resolve_conflict"]
 
 #: The choices of :func:`resolve_conflict`.
 KEEP_CHOICES = ("live", "other", "merged")
+_CHUNK = 1024 * 1024
 
 
 class ResolveRefused(OhsyncError):
@@ -128,14 +134,23 @@ def _no_links(ctx: MirrorContext, rel: str) -> None:
             raise ResolveRefused(f"{rel}: {'/'.join(parts[:i + 1])} is not a folder", path=rel)
 
 
-def read_version(ctx: MirrorContext, rel: str, limit: int | None = None) -> tuple[bytes, int, float] | None:
-    """The bytes of a file in the mirror, read without following a link.
+@dataclass(frozen=True)
+class Version:
+    """One version of a conflict as it is in the mirror.
 
-    :param limit: most bytes read (None: all).
-    :returns: ``(bytes, size, mtime in seconds)``, or None when the file is gone.
-    :raises ResolveRefused: a link or a non-file on the way.
+    :ivar data: its first bytes (all of them when ``complete``).
+    :ivar size: bytes; ``mtime``: seconds; ``sha256``: of the whole file (hex).
     """
-    rel = normalize_rel(rel)
+
+    data: bytes
+    size: int
+    mtime: float
+    sha256: str
+    complete: bool
+
+
+def _open_file(ctx: MirrorContext, rel: str) -> BinaryIO | None:
+    """Open a file of the mirror for reading, never through a link (None: gone)."""
     _no_links(ctx, rel)
     try:
         fd = os.open(ctx.local_path(rel), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -143,12 +158,58 @@ def read_version(ctx: MirrorContext, rel: str, limit: int | None = None) -> tupl
         return None
     except OSError as exc:
         raise ResolveRefused(f"cannot read {rel}: {exc.strerror}", path=rel) from None
-    with os.fdopen(fd, "rb") as fh:
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise ResolveRefused(f"{rel} is not a regular file", path=rel)
+    return fh
+
+
+def read_version(ctx: MirrorContext, rel: str, limit: int | None = None) -> Version | None:
+    """A file in the mirror, read without following a link; hashed whole,
+    streamed, keeping at most ``limit`` bytes (None: all).
+
+    :returns: the version, or None when the file is gone.
+    :raises ResolveRefused: a link or a non-file on the way, or ``..``.
+    """
+    rel = normalize_rel(rel)
+    fh = _open_file(ctx, rel)
+    if fh is None:
+        return None
+    with fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ResolveRefused(f"{rel} is not a regular file", path=rel)
-        data = fh.read() if limit is None else fh.read(limit)
-    return data, st.st_size, st.st_mtime
+        digest = hashlib.sha256()
+        kept: list[bytes] = []
+        room = limit
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+            if room is None:
+                kept.append(chunk)
+            elif room > 0:
+                kept.append(chunk[:room])
+                room -= len(chunk[:room])
+    data = b"".join(kept)
+    return Version(data, st.st_size, st.st_mtime, digest.hexdigest(), len(data) == st.st_size)
+
+
+def _copy_in(ctx: MirrorContext, source: str, target: Path) -> None:
+    """Copy the mirror's file ``source`` over ``target`` atomically (streamed, fsynced)."""
+    fh = _open_file(ctx, source)
+    if fh is None:
+        raise ResolveRefused(f"{source} is gone", path=source)
+    with fh, temp_beside(target) as (out, tmp):
+        shutil.copyfileobj(fh, out, _CHUNK)
+        out.flush()
+        os.fsync(out.fileno())
+        out.close()
+        os.replace(tmp, target)
+
+
+def _push(ctx: MirrorContext, rel: str, base: Base | None) -> PushOutcome:
+    """Push as a pass would: small files by read-merge-write, large ones streamed."""
+    if os.stat(ctx.local_path(rel)).st_size > LARGE_FILE:
+        return push_large(ctx, rel, base)
+    return push(ctx, rel, base)
 
 
 def _trash_copy(ctx: MirrorContext, rel: str) -> str | None:
@@ -178,9 +239,9 @@ def _trash_copy(ctx: MirrorContext, rel: str) -> str | None:
     return moved
 
 
-def _keep_replaced(ctx: MirrorContext, rel: str, data: bytes) -> str:
+def _keep_replaced(ctx: MirrorContext, rel: str) -> str:
     """Keep the live version about to be replaced in ``/.trash/<path>``:
-    written into the mirror's trash folder and pushed (uploaded, read back)."""
+    copied into the mirror's trash folder and pushed (uploaded, read back)."""
     def taken(candidate: str) -> bool:
         return candidate in ctx.snapshot or os.path.lexists(ctx.local_path(candidate))
 
@@ -192,15 +253,14 @@ def _keep_replaced(ctx: MirrorContext, rel: str, data: bytes) -> str:
     while taken(target):  # the same path replaced twice within one second
         target, n = f"{folder}/{stem}-{n}{ext}", n + 1
     _no_links(ctx, target)
-    local = ctx.local_path(target)
-    local.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(local, data)
-    push(ctx, target, None)
+    _copy_in(ctx, rel, ctx.local_path(target))
+    _push(ctx, target, None)
     return target
 
 
-def _write_live(ctx: MirrorContext, rel: str, data: bytes, seen: tuple[int, int, int] | None) -> None:
-    """Write the chosen bytes over the live file, unless it was saved since the person looked."""
+def _write_live(ctx: MirrorContext, rel: str, new: bytes | str, seen: tuple[int, int, int] | None) -> None:
+    """Write the chosen version over the live file (``new``: its bytes, or the
+    mirror path of the archived copy), unless it was saved since the person looked."""
     path = ctx.local_path(rel)
     try:
         now = stat_fingerprint(os.lstat(path))
@@ -211,15 +271,18 @@ def _write_live(ctx: MirrorContext, rel: str, data: bytes, seen: tuple[int, int,
     if now is not None and ctx.options.backup_dir is not None:
         backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, data)
+    if isinstance(new, bytes):
+        atomic_write(path, new)
+    else:
+        _copy_in(ctx, new, path)
 
 
 def _unchanged(ctx: MirrorContext, rel: str, expected: str | None, which: str) -> None:
     """Refuse when the file no longer holds what the person was shown (``expected``: its SHA-256)."""
     if expected is None:
         return
-    found = read_version(ctx, rel)
-    if found is None or hashlib.sha256(found[0]).hexdigest() != expected:
+    found = read_version(ctx, rel, 0)
+    if found is None or found.sha256 != expected:
         raise ResolveRefused(f"the {which} ({rel}) changed since it was shown; look at it again, then choose",
                              path=rel)
 
@@ -251,27 +314,27 @@ def resolve_conflict(ctx: MirrorContext, record: ConflictRecord, keep: str, cont
     result = Resolution(record.path, record.archived, keep)
     _unchanged(ctx, record.path, expected_live, "live file")
     _unchanged(ctx, record.archived, expected_other, "archived copy")
-    other = read_version(ctx, record.archived)
     if keep != "live":
+        other = read_version(ctx, record.archived, 0)
+        new: bytes | str
         if keep == "other":
             if other is None:
                 raise ResolveRefused(f"the archived copy {record.archived} is gone; nothing to take", path=record.path)
-            new = other[0]
+            new, new_sha = record.archived, other.sha256
         else:
             assert content is not None
-            new = content
+            new, new_sha = content, hashlib.sha256(content).hexdigest()
         _no_links(ctx, record.path)
-        live_path = ctx.local_path(record.path)
         try:
-            seen: tuple[int, int, int] | None = stat_fingerprint(os.lstat(live_path))
+            seen: tuple[int, int, int] | None = stat_fingerprint(os.lstat(ctx.local_path(record.path)))
         except FileNotFoundError:
             seen = None
-        live = read_version(ctx, record.path)
-        if live is None or live[0] != new:
+        live = read_version(ctx, record.path, 0)
+        if live is None or live.sha256 != new_sha:
             if live is not None:
-                result.replaced = _keep_replaced(ctx, record.path, live[0])
+                result.replaced = _keep_replaced(ctx, record.path)
             _write_live(ctx, record.path, new, seen)
-            outcome = push(ctx, record.path, ctx.state.get_base(record.path))
+            outcome = _push(ctx, record.path, ctx.state.get_base(record.path))
             result.action = outcome.action
             if outcome.conflict is not None:
                 result.new_conflict = outcome.conflict.archived

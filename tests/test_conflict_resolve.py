@@ -90,3 +90,29 @@ def test_links_are_never_followed(conflicted, tmp_path) -> None:
     with pytest.raises(ResolveRefused, match="symbolic link"):
         resolve_conflict(m.engine.ctx, linked, "other")
     assert outside.read_bytes() == b"not yours to read\n"
+
+
+def test_a_large_file_is_taken_and_kept_streamed(devserver, tmp_path) -> None:
+    from ohsync.engine.transfer_large import LARGE_FILE
+
+    rel = "Files/video.bin"
+    size = LARGE_FILE + 512 * 1024
+    repo = devserver.create_library(USER, "big")
+    devserver.put_file(repo, "/" + rel, os.urandom(size))
+    m = make_mirror(devserver, repo, tmp_path)
+    try:
+        assert not m.sync().errors
+        ours, theirs = os.urandom(size), os.urandom(size + 1)
+        m.write(rel, ours)
+        devserver.put_file(repo, "/" + rel, theirs)
+        assert not m.sync().errors
+        [record] = m.engine.conflicts()
+        result = resolve_conflict(m.engine.ctx, record, "other",
+                                  expected_other=hashlib.sha256(theirs).hexdigest())
+        tree = devserver.tree(repo)
+        assert tree["/" + rel] == theirs and m.read(rel) == theirs
+        assert tree["/" + result.replaced] == ours  # the replaced live version, streamed into the trash
+        assert "/" + record.archived not in tree and m.engine.conflicts() == []
+    finally:
+        m.state.close()
+        m.client.close()
