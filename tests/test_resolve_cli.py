@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 
+import httpx
+import tomli_w
+
 
 from daemon_helpers import isolated_env, ohsync_cmd, seed_daemon, wait_for  # noqa: F401
 from panel_helpers import LOCAL, REL, REMOTE, make_conflict
@@ -73,3 +76,36 @@ def test_ohsync_panel_opens_the_browser_at_the_address_with_its_secret(seed_daem
     d.stop()
     r = d.cli("resolve", "a.txt", "--keep", "live")
     assert r.returncode == 3 and "not running" in r.stderr
+
+
+def test_with_two_mirrors_the_conflict_is_found_in_its_own(seed_daemon, tmp_path) -> None:
+    first = seed_daemon(files={"a.txt": b"a\n"}, config=False)
+    docs = seed_daemon(library="Docs", put={"/readme.txt": b"one\ntwo\n"}, config=False)
+    mem, docs_dir = tmp_path / "OH-Memory", tmp_path / "Docs"
+    first.env.config.write_text(tomli_w.dumps({
+        "server": first.srv.url, "username": "user@example.edu.cn", "poll_interval": 1.0,
+        "state_dir": str(first.env.root / "state"),
+        "mirror": [{"library": "OH-Memory", "local": str(mem)}, {"library": "Docs", "local": str(docs_dir)}]}))
+    d = first.start()
+    wait_for(lambda: [m["state"] for m in d.status()["mirrors"]] == ["idle", "idle"], timeout=90, what="both idle")
+    assert d.cli("pause").returncode == 0
+    (docs_dir / "readme.txt").write_bytes(b"one\nmine\n")
+    first.srv.put_file(docs.repo_id, "/readme.txt", b"one\ntheirs\n")
+    assert d.cli("resume").returncode == 0
+    items = wait_for(lambda: json.loads(d.cli("conflicts", "--json").stdout), timeout=90, what="the conflict")
+    assert [(c["path"], c["mirror"]) for c in items] == [("readme.txt", "Docs")]
+    wait_for(lambda: (docs_dir / items[0]["archived"]).exists(), timeout=60, what="the archived copy")
+    # the page names the mirror and shows the versions of that mirror's files
+    url = d.cli("panel", "--url").stdout.strip()
+    origin, secret = url.split("/auth#")
+    with httpx.Client(base_url=origin, timeout=30) as page:
+        assert page.post("/api/session", json={"secret": secret}, headers={"Origin": origin}).status_code == 200
+        assert page.get("/api/state").json()["conflicts"][0]["mirror"] == "Docs"
+        shown = page.get("/api/conflict", params={"path": items[0]["archived"], "mirror": "Docs"}).json()
+        assert shown["live"]["text"] == "one\nmine\n" and shown["other"]["text"] == "one\ntheirs\n"
+    # no --mirror needed: the path names a conflict of one mirror only
+    r = d.cli("resolve", str(docs_dir / "readme.txt"), "--keep", "other", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["mirror"] == "Docs"
+    assert first.srv.tree(docs.repo_id)["/readme.txt"] == b"one\ntheirs\n"
+    wait_for(lambda: d.status()["mirrors"][1]["conflicts"] == 0, timeout=30, what="0 conflicts in Docs")
