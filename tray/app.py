@@ -408,7 +408,7 @@ class TrayApp:
         state, badge = menu_model.icon_state(view.status, starting=view.starting)
         self.icon = pystray.Icon("ohsync", icons.icon_for(state, badge, ICON_SIZE), menu_model.tooltip(view),
                                  to_pystray_menu(pystray, menu_model.build_menu(view), self.controller.perform))
-        self.notifier = Notifier(default_sender(self.icon))
+        self.notifier = Notifier(default_sender(self.icon), open_page=self.controller.open_panel)
         self._ui = threading.Thread(target=self._ui_loop, name="ohsync-tray-ui", daemon=True)
 
     def _post(self, notices: list[Notice]) -> None:
