@@ -226,7 +226,7 @@ class PanelApp:
             shown["prefill"] = merge_prefill(live["text"], other["text"], live["path"], other["path"])
         for side in (live, other):
             kind = mimetypes.guess_type(side["path"])[0]
-            side["image"] = bool(side.get("exists")) and kind in _IMAGES and side.get("size", 0) <= MAX_IMAGE
+            side["image"] = bool(side.get("exists")) and kind in _IMAGES and side.get("size", 0) < MAX_IMAGE
         return _json(shown)
 
     def _file(self, request: Request) -> Response:
@@ -242,7 +242,7 @@ class PanelApp:
         kind = mimetypes.guess_type(path)[0]
         if data is None:
             return _json({"error": "gone"}, 404)
-        if kind not in _IMAGES or len(data) > MAX_IMAGE:
+        if kind not in _IMAGES or len(data) >= MAX_IMAGE:  # (read stops at MAX_IMAGE: larger ones are cut)
             return _json({"error": "only images are shown"}, 415)
         response = Response(data, mimetype=kind)
         response.headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
