@@ -78,6 +78,7 @@ class Methods:
             Method.SKIPPED: lambda p: self._lists(p, lambda m: m.worker.skipped()),
             Method.RESYNC: self.resync,
             Method.RESOLVE: self.resolve,
+            Method.RESTORE_DELETES: self.restore_deletes,
             Method.PANEL: self.panel,
         }
         for name in MEMORY_METHODS:
@@ -222,6 +223,40 @@ class Methods:
         except FilingUnavailable as exc:
             raise CannotNow(str(exc)) from None
         return [r.as_dict() for r in results]
+
+    def restore_deletes(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Undo the deletions the safety valve holds (the other choice beside
+        ``confirm_deletes``): each file comes back on the side it was deleted
+        on; answers once that is done.  With several mirrors and none named:
+        the one mirror holding deletions."""
+        from ohsync.daemon.worker_job import run_job
+        from ohsync.engine.held_restore import restore_held
+
+        mirrors = self.pick(params, several=True)
+        holding = [m for m in mirrors if m.worker.held_deletes()]
+        if len(holding) > 1:
+            raise InvalidParams(f"{len(holding)} mirrors hold deletions; name one with --mirror NAME "
+                                f"(socket parameter `mirror`): {choices(holding)}")
+        if not holding:
+            return {"restored": [], "left": []}
+        mirror = holding[0]
+        timeout = _number(params, "timeout", 120, 1, 3600)
+
+        def job() -> tuple[list[str], list[tuple[str, str]]]:
+            engine = mirror.engine
+            if engine is None:
+                raise CannotNow("ohsync is still connecting to the server; nothing was restored")
+            held = [(h["path"], h["side"]) for h in mirror.worker.held_deletes()]
+            result = restore_held(engine.ctx, held)
+            mirror.worker.post_dirty([], full_scan=True)  # the held list is read afresh by a full pass
+            return result
+
+        restored, left = run_job(mirror.worker.submit, job, timeout, "restoring the held files")
+        mirror.worker.refresh()
+        answer: dict[str, Any] = {"restored": restored, "left": [{"path": p, "reason": r} for p, r in left]}
+        if len(self._mirrors) > 1:
+            answer["mirror"] = mirror.name
+        return answer
 
     def resolve(self, params: dict[str, Any]) -> dict[str, Any]:
         """Settle one conflict (``ohsync resolve``, the local page's buttons); answers once

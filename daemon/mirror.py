@@ -120,6 +120,11 @@ class Mirror:
         self.conflicts = ConflictService(self.worker.submit, lambda: self._engine, self.worker.conflicts,
                                          self.worker.facts.refresh)
 
+    @property
+    def engine(self) -> Any:
+        """The open engine (None until the worker opened the mirror)."""
+        return self._engine
+
     def __repr__(self) -> str:
         return f"Mirror({self.name!r}, {str(self.local)!r})"
 

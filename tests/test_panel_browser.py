@@ -321,3 +321,25 @@ def test_activity_memory_and_held_deletions(seed_daemon, browser) -> None:
     wait_for(lambda: all("/" + rel not in c.setup.srv.tree(c.setup.repo_id) for rel in gone), timeout=60,
              what="the deletions carried out on the server")
     wait_for(lambda: not browser.find_elements("id", "confirm-deletes"), timeout=30, what="the held list gone")
+
+
+def test_held_deletions_restored_from_the_page(seed_daemon, browser) -> None:
+    from daemon_helpers import DEMO_LIBRARY
+
+    c = make_conflict(seed_daemon, tree=DEMO_LIBRARY, safety={"max_delete_files": 2})
+    mirror, srv, repo = c.setup.mirror, c.setup.srv, c.setup.repo_id
+    gone = {rel: (mirror / rel).read_bytes() for rel in
+            ("preferences/沟通风格偏好.md", "preferences/作息与提醒偏好.md", "knowledge/校园服务入口速查.md")}
+    open_page(c, browser)
+    for rel in gone:
+        (mirror / rel).unlink()
+    assert c.daemon.cli("refresh").returncode == 0
+    wait_for(lambda: browser.find_elements("id", "restore-deletes"), timeout=60, what="the held deletions",
+             interval=0.2)
+    click(browser, "id", "restore-deletes", "Restore these files")
+    wait_for(lambda: "3 file(s) restored" in text_of(browser, "flash"), timeout=60, what="the answer", interval=0.2)
+    assert all((mirror / rel).read_bytes() == data for rel, data in gone.items())
+    assert all(srv.tree(repo)["/" + rel] == data for rel, data in gone.items())  # never deleted on the server
+    wait_for(lambda: not browser.find_elements("id", "restore-deletes"), timeout=60, what="the held list gone")
+    wait_for(lambda: c.status()["held_deletes"] == 0, timeout=60, what="nothing held")
+    shot(browser, "overview-held-restored")

@@ -109,3 +109,20 @@ def test_with_two_mirrors_the_conflict_is_found_in_its_own(seed_daemon, tmp_path
     assert json.loads(r.stdout)["mirror"] == "Docs"
     assert first.srv.tree(docs.repo_id)["/readme.txt"] == b"one\ntheirs\n"
     wait_for(lambda: d.status()["mirrors"][1]["conflicts"] == 0, timeout=30, what="0 conflicts in Docs")
+
+
+def test_restore_puts_files_deleted_on_the_server_back(seed_daemon) -> None:
+    files = {f"notes/n{i}.txt": f"note {i}\n".encode() for i in range(4)}
+    setup = seed_daemon(files=files, safety={"max_delete_files": 2})
+    d = setup.start(wait="idle")
+    for rel in list(files)[:3]:  # deleted on the server: held before the mirror's copies go
+        setup.srv.delete_path(setup.repo_id, "/" + rel)
+    assert d.cli("refresh").returncode == 0
+    held = wait_for(lambda: d.client().call("held_deletes"), timeout=60, what="the held deletions")
+    assert sorted(h["path"] for h in held) == sorted(list(files)[:3]) and {h["side"] for h in held} == {"local"}
+    answer = d.client().call("restore_deletes")
+    assert sorted(answer["restored"]) == sorted(list(files)[:3]) and answer["left"] == []
+    tree = setup.srv.tree(setup.repo_id)
+    assert all(tree["/" + rel] == data for rel, data in files.items())  # back on the server, as they were
+    wait_for(lambda: d.status()["held_deletes"] == 0, timeout=60, what="nothing held")
+    assert all((setup.mirror / rel).read_bytes() == data for rel, data in files.items())

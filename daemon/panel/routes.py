@@ -17,7 +17,8 @@ differences), ``GET /api/file?path=&side=`` (an image version, for its
 thumbnail), ``GET /api/activity``, ``GET /api/memory/search``,
 ``GET /api/memory/read``, ``GET /api/health`` (the doctor's checks),
 ``GET /api/events`` (server-sent events: the daemon's event stream),
-``POST /api/resolve``, ``POST /api/confirm-deletes``, ``POST /api/refresh``.
+``POST /api/resolve``, ``POST /api/confirm-deletes``,
+``POST /api/restore-deletes``, ``POST /api/refresh``.
 A method's -32602 answer is a 400, its -32000 a 409 (with the sentence),
 an unknown one a 404.
 
@@ -120,6 +121,7 @@ class PanelApp:
             Rule("/api/events", endpoint="events", methods=["GET"]),
             Rule("/api/resolve", endpoint="resolve", methods=["POST"]),
             Rule("/api/confirm-deletes", endpoint="confirm_deletes", methods=["POST"]),
+            Rule("/api/restore-deletes", endpoint="restore_deletes", methods=["POST"]),
             Rule("/api/refresh", endpoint="refresh", methods=["POST"]),
         ])
 
@@ -311,6 +313,10 @@ class PanelApp:
     def _confirm_deletes(self, request: Request) -> Response:
         body = _body(request)
         return self._method(Method.CONFIRM_DELETES, {"mirror": body["mirror"]} if body.get("mirror") else {})
+
+    def _restore_deletes(self, request: Request) -> Response:
+        body = _body(request)
+        return self._method(Method.RESTORE_DELETES, {"mirror": body["mirror"]} if body.get("mirror") else {})
 
     def _refresh(self, request: Request) -> Response:
         return self._method(Method.REFRESH, {})

@@ -8,6 +8,7 @@
   var state = null;          // the last /api/state answer
   var busy = false;          // an action is waiting for the server
   var reloadTimer = null;
+  var flash = "";            // the last action's answer, kept across redraws of the overview
 
   // ------------------------------------------------------------------ helpers
 
@@ -131,6 +132,7 @@
     var st = state.status || {};
     var conflicts = state.conflicts || [];
     var nodes = [];
+    if (flash) { nodes.push(el("p", {"class": "done", id: "flash", role: "status", text: flash})); }
     nodes.push(el("p", {"class": "state state-" + (st.state || "unknown"), id: "overall"}, [
       el("strong", {text: (st.state || "unknown").replace("_", " ")}), " — " + (st.message || "")]));
 
@@ -163,14 +165,18 @@
       var confirmBtn = el("button", {type: "button", id: "confirm-deletes", onclick: function () {
         act(confirmBtn, "/api/confirm-deletes", {}, "held-result");
       }, text: "Confirm these deletions"});
+      var restoreBtn = el("button", {type: "button", id: "restore-deletes", "class": "secondary", onclick: function () {
+        act(restoreBtn, "/api/restore-deletes", {}, "held-result");
+      }, text: "Restore these files"});
       nodes.push(section("Held deletions (" + held.length + ")", "h-held", [
         el("p", {text: "More files were deleted than the safety limit allows, so these deletions wait for you. " +
-          "Confirm them, or restore the files (put them back in the mirror, or restore them on the server)."}),
+          "Confirm them, or restore the files: each comes back on the side it was deleted on."}),
         el("ul", {"class": "items"}, held.map(function (h) {
           return el("li", {}, [el("span", {"class": "path", text: h.path}),
             el("span", {"class": "meta", text: h.side === "remote" ? " — deleted here; would be deleted on the server"
               : " — deleted on the server; would be deleted here"})]);
-        })), confirmBtn, el("p", {id: "held-result", role: "status", "aria-live": "polite"})]));
+        })), el("div", {"class": "actions"}, [confirmBtn, restoreBtn]),
+        el("p", {id: "held-result", role: "status", "aria-live": "polite"})]));
     }
     var damaged = state.damaged || [];
     if (damaged.length) {
@@ -259,9 +265,14 @@
     out.textContent = "Working… waiting until the server holds the result.";
     return api(path, {body: body}).then(function (res) {
       out.className = "done";
-      out.textContent = res.message || (res.confirmed !== undefined ? res.confirmed + " deletion(s) confirmed." : "Done.");
+      out.textContent = res.message || (res.confirmed !== undefined ? res.confirmed + " deletion(s) confirmed." :
+        res.restored !== undefined ? res.restored.length + " file(s) restored" + (res.left && res.left.length ?
+          "; not restored: " + res.left.map(function (l) { return l.path + " (" + l.reason + ")"; }).join(", ") : "") + "." :
+        "Done.");
       busy = false;
+      flash = out.textContent;
       return loadState().then(function () {
+        if (document.getElementById("overall")) { redrawOverview(); return; }  // the overview: draw what is left
         var back = document.getElementById("back");
         if (back) { back.focus(); }
       });
@@ -421,6 +432,7 @@
 
   function route() {
     var r = parseHash();
+    if (r.path !== "/") { flash = ""; }
     if (r.path.indexOf("/conflict/") === 0) {
       renderConflict(decodeURIComponent(r.path.slice("/conflict/".length)), r.query.mirror || "");
     } else if (r.path === "/activity") {
