@@ -13,11 +13,11 @@ caller's thread.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from ohsync.daemon.socket_methods import CannotNow, InvalidParams
+from ohsync.daemon.worker_job import run_job
 from ohsync.engine.conflict_resolve import KEEP_CHOICES, ResolveRefused, find_conflict, read_version, resolve_conflict
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.events import ConflictRecord
@@ -138,51 +138,29 @@ class ConflictService:
             raise InvalidParams("`expected` holds the SHA-256 (hex) of the live and the other version")
         record = self._record(path)
         data = content.encode("utf-8") if keep == "merged" and content is not None else None
-        done = threading.Event()
-        state = {"phase": "queued"}
-        answer: dict[str, Any] = {}
-        lock = threading.Lock()
 
-        def job() -> None:
-            with lock:
-                if state["phase"] == "cancelled":
-                    return
-                state["phase"] = "running"
+        def job() -> dict[str, Any]:
             engine = self._engine()
+            if engine is None:
+                raise CannotNow("ohsync is still connecting to the server; nothing was changed")
             try:
-                if engine is None:
-                    raise CannotNow("ohsync is still connecting to the server; nothing was changed")
-                answer["result"] = resolve_conflict(engine.ctx, record, keep, data, expected_live=hashes["live"],
-                                                    expected_other=hashes["other"]).as_dict()
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                answer["error"] = exc
+                return resolve_conflict(engine.ctx, record, keep, data, expected_live=hashes["live"],
+                                        expected_other=hashes["other"]).as_dict()
             finally:
-                if engine is not None:
-                    try:
-                        self._after(engine)
-                    except Exception:  # noqa: BLE001 - the read model catches up on the next pass
-                        log.exception("re-reading the conflict list failed")
-                done.set()
+                try:
+                    self._after(engine)
+                except Exception:  # noqa: BLE001 - the read model catches up on the next pass
+                    log.exception("re-reading the conflict list failed")
 
-        self._submit(job)
-        if not done.wait(timeout):
-            with lock:
-                queued = state["phase"] == "queued"
-                if queued:
-                    state["phase"] = "cancelled"
-            if queued:
-                raise CannotNow(f"nothing was changed: ohsync was busy syncing for {timeout:g} s; try again")
-            raise CannotNow(f"the server did not confirm the resolution of {record.path} within {timeout:g} s; "
-                            "it goes on in the background (see `ohsync conflicts`)")
-        exc = answer.get("error")
-        if exc is not None:
-            if isinstance(exc, CannotNow):
-                raise exc
-            if isinstance(exc, OhsyncError):
-                raise CannotNow(f"{record.path}: {exc.message}") from None
+        try:
+            result: dict[str, Any] = run_job(self._submit, job, timeout, f"the resolution of {record.path}")
+        except CannotNow:
+            raise
+        except OhsyncError as exc:
+            raise CannotNow(f"{record.path}: {exc.message}") from None
+        except Exception as exc:  # noqa: BLE001 - answered with a sentence, logged in full
             log.error("resolving the conflict of %s failed", record.path, exc_info=exc)
-            raise CannotNow(f"resolving {record.path} failed: internal error {exc!r}; see the log")
-        result: dict[str, Any] = answer["result"]
+            raise CannotNow(f"resolving {record.path} failed: internal error {exc!r}; see the log") from None
         result["message"] = _sentence(result)
         return result
 
