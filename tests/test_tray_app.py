@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from ohsync.tray import app as tray_app
-from ohsync.tray import desktop
+from ohsync.tray import desktop, menu_model
 from ohsync.tray.menu_model import Action
 from ohsync.tray.notifier import Notice
 
@@ -359,3 +359,20 @@ def test_open_commands_per_platform() -> None:
     assert desktop.open_command("/x", "linux") == ["xdg-open", "/x"]
     assert desktop.open_command("/x", "darwin") == ["open", "/x"]
     assert desktop.open_command("C:\\x", "win32") is None
+
+
+def test_open_ohsync_opens_the_address_the_socket_gives(sock: Path) -> None:
+    fake = FakeDaemon(sock).start()
+    opened: list[str] = []
+    h = Harness(sock, browser=lambda url: opened.append(url) or True)
+    h.controller.start()
+    try:
+        assert h.controller.connected.wait(8)
+        entry = next(e for e in menu_model.build_menu(h.controller.view()) if e.text == "Open ohsync…")
+        assert entry.enabled and entry.action == Action("panel")
+        h.controller.perform(entry.action)
+        wait_until(lambda: opened)
+        assert opened == ["http://127.0.0.1:8765/auth#the-secret"] and fake.wait_for_call("panel")
+    finally:
+        h.controller.stop()
+        fake.stop()
