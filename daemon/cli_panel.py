@@ -78,5 +78,5 @@ def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], Any]
     sp.add_argument("--keep", required=True, choices=("live", "other"),
                     help="live: delete the archived copy on both sides; other: make it the live file "
                          "(the version it replaces goes to .trash/)")
-    sp.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for the server")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for the server (default: %(default)s)")
+    sp.add_argument("--json", action="store_true", help="print the result as JSON")
