@@ -94,3 +94,16 @@ def test_this_machine_gets_one_of_the_two_ways() -> None:
     text = install_hint()
     assert ("'.[tray-system]'" in text) != (SOURCE_WAY in text)
     assert text[0].isupper() and text.endswith(".")
+
+
+def test_the_readme_tray_section_shows_both_ways_and_the_hosts() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### The tray icon"):readme.index("### Starting at login")]
+    assert hint.system_install_command().replace("--force ", "") in section  # the command the hints name
+    for installer, names in hint.SYSTEM_PACKAGES.values():
+        assert f"{installer} pipx {' '.join(names.values())}" in section
+    for packages in hint.BUILD_PACKAGES.values():
+        assert packages in section
+    assert SOURCE_WAY in section and "pip install --user '.[tray]'" in section
+    for host in ("GNOME", "gnome-shell-extension-appindicator", "KDE", "XFCE", "(docs/desktop-testing.md)"):
+        assert host in section, host
