@@ -350,6 +350,17 @@ def test_load_pystray_explains_what_is_missing(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(desktop.TrayUnavailable, match="no graphical display"):
         desktop.load_pystray()
     monkeypatch.setitem(sys.modules, "gi", None)  # PyGObject not installed
+    from ohsync.tray import install_hint
+
+    # a Debian machine whose /usr/bin/python3 lacks python3-gi: the packages, then the prebuilt-bindings way
+    system = install_hint.SystemPython("/usr/bin/python3", (3, 11), ("gi", "Gtk", "AyatanaAppIndicator3"))
+    monkeypatch.setattr(install_hint, "probe_machine", lambda: install_hint.Machine("linux", "debian", system))
+    with pytest.raises(desktop.TrayUnavailable) as info:
+        desktop.choose_linux_backend()
+    assert "PyGObject is missing" in str(info.value) and "sudo apt install python3-gi" in str(info.value)
+    assert "--system-site-packages '.[tray-system]'" in str(info.value)
+    # no distribution Python to borrow the bindings from: the source build and its -dev packages
+    monkeypatch.setattr(install_hint, "probe_machine", lambda: install_hint.Machine("linux", "debian", None))
     with pytest.raises(desktop.TrayUnavailable) as info:
         desktop.choose_linux_backend()
     assert "pipx install --force '.[tray]'" in str(info.value) and "libgirepository1.0-dev" in str(info.value)
