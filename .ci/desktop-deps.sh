@@ -20,10 +20,16 @@ export DEBIAN_FRONTEND=noninteractive
 # xauth: only a Recommends of xvfb. dunst: a notification service on the bus
 # (pystray's icon.stop() fails without one). gtk-sni-tray-standalone: the
 # StatusNotifier host + watcher for the appindicator backend; trayer: the
-# XEmbed host for the gtk backend.
+# XEmbed host for the gtk backend. chromium + chromium-driver: the headless
+# browser the local page's tests (tests/test_panel_browser.py) drive;
+# fonts-wqy-microhei: CJK glyphs for their screenshots of Chinese file names.
 PKGS=(xvfb xauth x11-utils xdotool imagemagick dbus
       trayer gir1.2-gtk-3.0 libcairo2-dev pkg-config gcc
-      gir1.2-ayatanaappindicator3-0.1 haskell-gtk-sni-tray-utils dunst)
+      gir1.2-ayatanaappindicator3-0.1 haskell-gtk-sni-tray-utils dunst
+      chromium chromium-driver fonts-wqy-microhei)
+# python3-gi, python3-venv: the tray with Debian's prebuilt GObject bindings, installed into a fresh
+# venv of /usr/bin/python3 with --system-site-packages (tests/test_install_tray_system.py)
+PKGS+=(python3-gi python3-venv)
 command -v busctl >/dev/null 2>&1 || PKGS+=(systemd)
 
 # Debian 12 has only girepository 1.0 (PyGObject must stay <3.52); Debian 13
@@ -83,9 +89,11 @@ then
 fi
 
 # --- smoke check: everything the display test looks for ----------------------
-for prog in Xvfb xdotool import compare dbus-daemon gtk-sni-tray-standalone trayer dunst busctl; do
+for prog in Xvfb xdotool import compare dbus-daemon gtk-sni-tray-standalone trayer dunst busctl chromium chromedriver; do
   command -v "$prog" >/dev/null || fail "program $prog still missing"
 done
 "$PY" -c 'import gi; gi.require_version("Gtk", "3.0"); gi.require_version("AyatanaAppIndicator3", "0.1"); from gi.repository import Gtk, AyatanaAppIndicator3; import PIL, jeepney' \
   || fail "PyGObject / Gtk / AyatanaAppIndicator3 typelib / Pillow / jeepney not importable from $PY"
+/usr/bin/python3 -c 'import gi, ensurepip; gi.require_version("Gtk", "3.0"); gi.require_version("AyatanaAppIndicator3", "0.1")' \
+  || fail "Debian's python3-gi / python3-venv not usable from /usr/bin/python3"
 echo "desktop-deps: ok"

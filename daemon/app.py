@@ -35,7 +35,10 @@ from ohsync.daemon import sd_notify
 from ohsync.daemon.config import Config
 from ohsync.daemon.daemon_methods import Methods
 from ohsync.daemon.mirror import Mirror
+from ohsync.daemon.panel.auth import secret_path
+from ohsync.daemon.panel.server import PanelServer
 from ohsync.daemon.protocol import QUICK_METHODS, Event, combine_status
+from ohsync.daemon.socket_methods import MethodTable
 from ohsync.daemon.socket_server import SocketInUse, SocketServer
 from ohsync.daemon.status import iso_time
 from ohsync.daemon.worker import SessionFactory
@@ -106,15 +109,19 @@ class Daemon:
         self._status_lock = threading.Lock()
         self._last_status: dict[str, Any] | None = None
         self.server = SocketServer(cfg.socket, {}, own_dir=_is_default_socket_dir(cfg.socket.parent))
+        self.panel: PanelServer | None = None
+        self.panel_problem = ""
         alone = len(cfg.mirrors) == 1
         self.mirrors: list[Mirror] = []
         for index in range(len(cfg.mirrors)):
             self.mirrors.append(Mirror(
-                cfg, index, publish=self.server.publish, on_status=self._publish_status,
+                cfg, index, publish=self._publish_event, on_status=self._publish_status,
                 on_fatal=lambda exc, i=index: self._on_fatal(i, exc), session_factory=session_factory,
                 exit_on_fatal=alone, watcher_quiet=watcher_quiet))
         self.methods = Methods(self)
         self.server.add_handlers(self.methods.table(), quick=QUICK_METHODS)
+        if cfg.panel_port >= 0:
+            self.panel = self._make_panel()
 
     # the first mirror's parts, by their names from before there were several
     @property
@@ -151,7 +158,38 @@ class Daemon:
             if key == self._last_status:
                 return
             self._last_status = key
-        self.server.publish({"type": Event.STATUS, "status": status})
+        self._publish_event({"type": Event.STATUS, "status": status})
+
+    def _publish_event(self, event: dict[str, Any]) -> None:
+        """One daemon event for the socket's subscribers and the local page's streams."""
+        self.server.publish(event)
+        panel = getattr(self, "panel", None)
+        if panel is not None:
+            panel.publish(event)
+
+    def _make_panel(self) -> PanelServer:
+        """The local page, answering from the same method table as the socket."""
+        table = MethodTable(self.methods.table())
+
+        def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            return table.answer({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}) or {}
+
+        def health() -> dict[str, Any]:
+            from ohsync.daemon.doctor import exit_code, run_checks
+
+            findings = run_checks(self.cfg)
+            return {"ok": exit_code(findings) == 0, "checks": [f.as_dict() for f in findings]}
+
+        return PanelServer(secret_path(self.cfg.socket), self.cfg.panel_port, call,
+                           lambda path, mirror: self._conflict_mirror(path, mirror).conflicts.versions(path),
+                           lambda path, side, mirror: self._conflict_mirror(path, mirror).conflicts.read(path, side),
+                           health)
+
+    def _conflict_mirror(self, path: str, mirror: str | None) -> Mirror:
+        """The mirror holding the conflict ``path`` names (``mirror`` picks one by name)."""
+        mirrors = self.methods.pick({"mirror": mirror} if mirror else {}, several=True)
+        owning = [m for m in mirrors if m.conflicts.owns(path)]
+        return (owning or mirrors)[0]
 
     def _on_fatal(self, index: int, exc: BaseException) -> None:
         """A mirror cannot run: alone, the daemon exits with its error; among
@@ -227,6 +265,7 @@ class Daemon:
             raise OhsyncError(f"Cannot create the socket {self.cfg.socket}: {exc.strerror}.",
                               title="Socket error") from exc
         log.info("ohsync %s listening on %s (pid %d)", "daemon", self.cfg.socket, os.getpid())
+        self._start_panel()
         old_handlers = self._signals()
         try:
             for mirror in self.mirrors:
@@ -242,6 +281,19 @@ class Daemon:
                 raise self._fatal
             raise OhsyncError(f"The sync worker failed: {self._fatal!r}. See the log.")
         return 0
+
+    def _start_panel(self) -> None:
+        """Serve the local page; a port in use costs the page, never the daemon."""
+        if self.panel is None:
+            self.panel_problem = "the local page is off (panel_port = -1 in the config)"
+            return
+        try:
+            self.panel.start()
+        except OSError as exc:
+            self.panel_problem = (f"the local page cannot listen on 127.0.0.1:{self.cfg.panel_port} "
+                                  f"({exc.strerror or exc}); set another panel_port, or 0 for any free port")
+            log.warning("%s", self.panel_problem)
+            self.panel = None
 
     def _guard_root(self) -> None:
         """Every few seconds, each mirror checks that its folder is still there."""
@@ -303,6 +355,8 @@ class Daemon:
         for mirror in self.mirrors:
             if not mirror.worker.shutdown(timeout=max(1.0, deadline - time.monotonic())):
                 log.warning("the sync worker of %s did not finish within 120 s; exiting anyway", mirror.name)
+        if self.panel is not None:
+            self.panel.stop()
         self.server.stop()
         for mirror in self.mirrors:
             mirror.release()

@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from ohsync.daemon import cli_autostart, cli_log, cli_trash
+from ohsync.daemon import cli_autostart, cli_log, cli_panel, cli_trash
 from ohsync.daemon.about import version
 from ohsync.daemon.cli_common import (
     EXIT_FAILED,
@@ -57,7 +57,7 @@ __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT
 #: Commands that act on one mirror take ``--mirror NAME`` (daemon/daemon_methods.py says what
 #: each does without it when there are several).
 MIRROR_COMMANDS = ("login", "status", "refresh", "pause", "resume", "wait", "conflicts", "damaged", "activity",
-                   "confirm-deletes", "resync", "mcp", "trash")
+                   "confirm-deletes", "resync", "mcp", "resolve", "trash")
 
 
 # --------------------------------------------------------------------------- parser
@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_doctor.register(sub)
     cli_autostart.register(add)
     cli_log.register(add)
+    cli_panel.register(add)
     cli_trash.register(add)
     _global_options_after_commands(p)
     for name in MIRROR_COMMANDS:

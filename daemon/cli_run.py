@@ -10,9 +10,12 @@ from ohsync.engine.errors import OhsyncError
 
 __all__ = ["TRAY_EXTRA_HINT", "cmd_run", "cmd_tray", "cmd_demo"]
 
-# ohsync is installed from its source folder (it is on no package index), so name commands that work there
-TRAY_EXTRA_HINT = ("Install the [tray] extra from the ohsync source folder: `pipx install --force '.[tray]'` "
-                   "(or `pip install --user '.[tray]'`); it needs PyGObject's system packages, see the README.")
+# ohsync is installed from its source folder (it is on no package index), so name commands that work there:
+# both ways, for text that does not probe the machine (`ohsync tray` names the one that fits: install_hint)
+TRAY_EXTRA_HINT = ("Install the tray from the ohsync source folder: with the distribution's GObject bindings "
+                   "`pipx install --force --python /usr/bin/python3 --system-site-packages '.[tray-system]'`, "
+                   "or `pipx install --force '.[tray]'` (or `pip install --user '.[tray]'`), which builds "
+                   "PyGObject; see the README.")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -49,7 +52,9 @@ def cmd_tray(args: argparse.Namespace) -> int:
     try:
         from ohsync.tray.app import default_start_command, run_tray
     except ImportError as exc:
-        raise OhsyncError(f"The tray is not available ({exc}). {TRAY_EXTRA_HINT}", title="No tray") from exc
+        from ohsync.tray.install_hint import install_hint  # stdlib only: loads without the extra
+
+        raise OhsyncError(f"The tray is not available ({exc}). {install_hint()}", title="No tray") from exc
     try:
         start = default_start_command(args.config) if args.config else None
         run_tray(cfg.socket, owns_daemon=False, start_command=start)

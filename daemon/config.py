@@ -119,6 +119,8 @@ def load_config(path: Path | None = None) -> Config:
     if "upload_request_mib" in doc:
         kw["upload_request_mib"] = int(number(typed(doc["upload_request_mib"], int, "upload_request_mib", path),
                                               "upload_request_mib", path, 8, 4096))
+    if "panel_port" in doc:
+        kw["panel_port"] = int(number(typed(doc["panel_port"], int, "panel_port", path), "panel_port", path, -1, 65535))
 
     raw_mirrors = doc.get("mirror", [])
     if isinstance(raw_mirrors, dict):  # a single [mirror] table instead of [[mirror]]

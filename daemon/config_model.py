@@ -35,7 +35,7 @@ DEFAULT_UPLOAD_REQUEST_MIB = 256
 
 TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
              "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
-             "push_safety_poll", "upload_request_mib", "keyring"}
+             "push_safety_poll", "upload_request_mib", "keyring", "panel_port"}
 #: Where the login token is kept: the OS keyring, or a file only the user can read.
 KEYRING_CHOICES = ("system", "file")
 MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore", "server", "username"}
@@ -167,6 +167,8 @@ class Config:
     upload_request_mib: int = DEFAULT_UPLOAD_REQUEST_MIB
     #: where the token is kept: "system" (the OS keyring) or "file" (:attr:`credentials_file`)
     keyring: str = "system"
+    #: TCP port of the local page on 127.0.0.1 (0: any free port at each start; -1: no page)
+    panel_port: int = 0
 
     @property
     def mirror(self) -> MirrorConfig:

@@ -77,6 +77,9 @@ class Methods:
             Method.HELD_DELETES: lambda p: self._lists(p, lambda m: m.worker.held_deletes()),
             Method.SKIPPED: lambda p: self._lists(p, lambda m: m.worker.skipped()),
             Method.RESYNC: self.resync,
+            Method.RESOLVE: self.resolve,
+            Method.RESTORE_DELETES: self.restore_deletes,
+            Method.PANEL: self.panel,
             Method.TRASH: self.trash,
         }
         for name in MEMORY_METHODS:
@@ -237,6 +240,74 @@ class Methods:
         except FilingUnavailable as exc:
             raise CannotNow(str(exc)) from None
         return [r.as_dict() for r in results]
+
+    def restore_deletes(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Undo the deletions the safety valve holds (the other choice beside
+        ``confirm_deletes``): each file comes back on the side it was deleted
+        on; answers once that is done.  With several mirrors and none named:
+        the one mirror holding deletions."""
+        from ohsync.daemon.worker_job import run_job
+        from ohsync.engine.held_restore import restore_held
+
+        mirrors = self.pick(params, several=True)
+        holding = [m for m in mirrors if m.worker.held_deletes()]
+        if len(holding) > 1:
+            raise InvalidParams(f"{len(holding)} mirrors hold deletions; name one with --mirror NAME "
+                                f"(socket parameter `mirror`): {choices(holding)}")
+        if not holding:
+            return {"restored": [], "left": []}
+        mirror = holding[0]
+        timeout = _number(params, "timeout", 120, 1, 3600)
+
+        def job() -> tuple[list[str], list[tuple[str, str]]]:
+            engine = mirror.engine
+            if engine is None:
+                raise CannotNow("ohsync is still connecting to the server; nothing was restored")
+            held = [(h["path"], h["side"]) for h in mirror.worker.held_deletes()]
+            result = restore_held(engine.ctx, held)
+            mirror.worker.post_dirty([], full_scan=True)  # the held list is read afresh by a full pass
+            return result
+
+        restored, left = run_job(mirror.worker.submit, job, timeout, "restoring the held files")
+        mirror.worker.refresh()
+        answer: dict[str, Any] = {"restored": restored, "left": [{"path": p, "reason": r} for p, r in left]}
+        if len(self._mirrors) > 1:
+            answer["mirror"] = mirror.name
+        return answer
+
+    def resolve(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Settle one conflict (``ohsync resolve``, the local page's buttons); answers once
+        the server holds the result.
+
+        Params: ``path`` (the conflicted file or its archived copy), ``keep``
+        (``live``, ``other`` or ``merged``), ``content`` (the text for
+        ``merged``), ``expected`` (``{"live", "other"}``: the SHA-256 of the
+        versions the person saw; a change since refuses), ``timeout``
+        (seconds, default 60), ``mirror``.
+        """
+        path = params.get("path")
+        if not isinstance(path, str) or not path.strip():
+            raise InvalidParams("`path` must name the conflicted file or its archived copy")
+        mirrors = self.pick(params, several=True)
+        if len(mirrors) > 1:
+            mirrors = [m for m in mirrors if m.conflicts.owns(path)] or mirrors[:1]
+            if len(mirrors) > 1:
+                raise InvalidParams(f"{path} has conflicts in {len(mirrors)} mirrors; name one with --mirror NAME: "
+                                    f"{choices(mirrors)}")
+        timeout = _number(params, "timeout", 60, 1, 3600)
+        result = mirrors[0].conflicts.resolve(path, params.get("keep", ""), params.get("content"), timeout,
+                                              params.get("expected"))
+        if len(self._mirrors) > 1:
+            result["mirror"] = mirrors[0].name
+        return result
+
+    def panel(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Where the local page is: ``{"url"}`` (the address with its secret, to open once) and
+        ``{"address"}`` (without it)."""
+        panel = getattr(self._daemon, "panel", None)
+        if panel is None or not panel.running:
+            raise CannotNow(getattr(self._daemon, "panel_problem", "") or "the local page is not running")
+        return {"url": panel.login_url(), "address": panel.address}
 
     def shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
         self._daemon.request_stop()

@@ -76,6 +76,12 @@ def _default_tray_libraries() -> str | None:
     return tray_libraries_problem()
 
 
+def _default_tray_install_hint() -> str:
+    from ohsync.tray.install_hint import install_hint
+
+    return install_hint()
+
+
 @dataclass
 class Probes:
     """What the checks read besides the config (tests replace any of it).
@@ -86,6 +92,7 @@ class Probes:
     :ivar platform: ``sys.platform`` value.
     :ivar find_tray_host: ``environ → description`` of the tray host, None when none.
     :ivar tray_libraries: ``() → problem`` with the tray's Python packages, None when fine.
+    :ivar tray_install_hint: ``() → sentence`` naming the command that installs them on this machine.
     :ivar client_factory: ``(server, token) → SeafileClient``.
     :ivar clock_warn: seconds of clock offset worth a warning.
     """
@@ -96,6 +103,7 @@ class Probes:
     platform: str = field(default_factory=lambda: sys.platform)
     find_tray_host: Callable[[Mapping[str, str]], str | None] = _default_tray_host
     tray_libraries: Callable[[], str | None] = _default_tray_libraries
+    tray_install_hint: Callable[[], str] = _default_tray_install_hint
     client_factory: Callable[[str, str | None], Any] = _default_client
     clock_warn: float = CLOCK_SKEW_WARN
 

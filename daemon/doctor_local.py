@@ -208,8 +208,6 @@ def tray_libraries_problem() -> str | None:
 
 
 def _desktop_checks(probes: Probes) -> list[Finding]:
-    from ohsync.tray.desktop import INSTALL_HINT
-
     env = probes.environ
     if not probes.platform.startswith("linux"):
         return [_finding("display", "ok", "Not Linux: the tray uses the system's menu bar.")]
@@ -222,8 +220,7 @@ def _desktop_checks(probes: Probes) -> list[Finding]:
     out = [_finding("display", "ok", f"Display {env.get('WAYLAND_DISPLAY') or env.get('DISPLAY')}.")]
     problem = probes.tray_libraries()
     if problem:
-        out.append(_finding("tray", "warning", f"No tray icon: {problem}.", INSTALL_HINT[0].upper() +
-                            INSTALL_HINT[1:] + "."))
+        out.append(_finding("tray", "warning", f"No tray icon: {problem}.", probes.tray_install_hint()))
         return out
     host = probes.find_tray_host(env)
     if host is None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from ohsync.daemon import last_sync
 from ohsync.daemon.config import Config, MirrorConfig
+from ohsync.daemon.conflict_service import ConflictService
 from ohsync.daemon.filing_service import FilingService
 from ohsync.daemon.memory_service import MemoryService
 from ohsync.daemon.mirror_lock import MirrorLock
@@ -117,6 +118,13 @@ class Mirror:
                                     write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin,
                                     on_state=lambda state: self.status.update(memory_index=state),
                                     index_path=self._memory_index_path)
+        self.conflicts = ConflictService(self.worker.submit, lambda: self._engine, self.worker.conflicts,
+                                         self.worker.facts.refresh)
+
+    @property
+    def engine(self) -> Any:
+        """The open engine (None until the worker opened the mirror)."""
+        return self._engine
 
     def __repr__(self) -> str:
         return f"Mirror({self.name!r}, {str(self.local)!r})"

@@ -100,7 +100,10 @@ class Method:
     HELD_DELETES = "held_deletes"
     SKIPPED = "skipped"
     CONFIRM_DELETES = "confirm_deletes"
+    RESTORE_DELETES = "restore_deletes"
     RESYNC = "resync"
+    RESOLVE = "resolve"
+    PANEL = "panel"
     #: the library's trash on the server: ``{"action": "list"|"restore"|"purge", …}``
     TRASH = "trash"
     SHUTDOWN = "shutdown"
@@ -119,7 +122,8 @@ class Method:
 #: Methods of the daemon's own table (``Methods.table`` in daemon/daemon_methods.py).
 DAEMON_METHODS = (Method.STATUS, Method.REFRESH, Method.PAUSE, Method.RESUME, Method.CONFLICTS, Method.DAMAGED,
                   Method.ACTIVITY, Method.WAIT, Method.SHUTDOWN, Method.PING, Method.FILE, Method.CONFIRM_DELETES,
-                  Method.HELD_DELETES, Method.SKIPPED, Method.RESYNC, Method.TRASH)
+                  Method.HELD_DELETES, Method.SKIPPED, Method.RESYNC, Method.RESOLVE, Method.PANEL,
+                  Method.RESTORE_DELETES, Method.TRASH)
 #: Methods answered at once from facts in memory (they never block nor touch
 #: the state database): the socket serves them on its own thread, with no
 #: hand-off to a handler thread that would queue once more for the GIL behind

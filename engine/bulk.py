@@ -258,8 +258,8 @@ def _install(ctx: MirrorContext, entry: RemoteEntry, tmp: Path, file_id: str, ha
             return False
         if entry.mtime > 0:
             os.utime(tmp, (entry.mtime, entry.mtime))
+        fp = stat_fingerprint(os.stat(tmp))  # the fetched file's own (see localfs.atomic_write)
         os.replace(tmp, target)
-        fp = stat_fingerprint(os.stat(target))
     except OSError as exc:
         if _name_refused(exc):
             refused[entry.path] = exc

@@ -12,10 +12,10 @@ to the per-file path, which also loses nothing.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .context import MirrorContext
-from .localfs import LocalFile, hash_file, stat_fingerprint
+from .localfs import Fingerprint, LocalFile, hash_file
 from .models import RemoteEntry
 from .paths import parent_rel
 from .state import Base
@@ -26,11 +26,18 @@ __all__ = ["FolderMove", "find_folder_moves", "apply_folder_move"]
 
 @dataclass(frozen=True)
 class FolderMove:
-    """``old`` became ``new``; ``local_side`` says where it happened."""
+    """``old`` became ``new``; ``local_side`` says where it happened.
+
+    ``fingerprints``: for a local move, the new rel path of each file → the
+    fingerprint it had when it was hashed (the one that goes with its base's
+    sha1); a remote move keeps the bases' fingerprints (the local files were
+    checked to hold them).
+    """
 
     old: str
     new: str
     local_side: bool
+    fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
 
 
 def _below(paths: object, folder: str) -> dict[str, str]:
@@ -62,8 +69,14 @@ def find_folder_moves(ctx: MirrorContext, local: dict[str, LocalFile], bases: di
             new_files = {k: v for k, v in _below(local, new).items() if not local[v].is_dir}
             if new_files.keys() != old_files.keys():
                 continue
-            if all(_same_content(ctx, new_files[k], bases[old_files[k]]) for k in old_files):
-                moves.append(FolderMove(old, new, True))
+            hashed: dict[str, Fingerprint] = {}
+            for k in old_files:
+                fp = _same_content(ctx, new_files[k], bases[old_files[k]])
+                if fp is None:
+                    break
+                hashed[new_files[k]] = fp
+            else:
+                moves.append(FolderMove(old, new, True, hashed))
                 new_here.remove(new)
                 break
     # moved on the server: old folder gone remotely, unchanged here
@@ -84,12 +97,13 @@ def find_folder_moves(ctx: MirrorContext, local: dict[str, LocalFile], bases: di
     return moves
 
 
-def _same_content(ctx: MirrorContext, rel: str, base: Base) -> bool:
+def _same_content(ctx: MirrorContext, rel: str, base: Base) -> Fingerprint | None:
+    """The fingerprint of the local file ``rel`` when it holds ``base``'s bytes, else None."""
     try:
-        sha1, _, _, _ = hash_file(ctx.local_path(rel))
+        sha1, _, _, fp = hash_file(ctx.local_path(rel))
     except OSError:
-        return False
-    return sha1 == base.sha1
+        return None
+    return fp if sha1 == base.sha1 else None
 
 
 def apply_folder_move(ctx: MirrorContext, move: FolderMove, bases: dict[str, Base]) -> list[str]:
@@ -124,7 +138,8 @@ def apply_folder_move(ctx: MirrorContext, move: FolderMove, bases: dict[str, Bas
             if src.is_dir:
                 ctx.state.set_base(Base(dst, True, None, None))
             else:
-                fp = stat_fingerprint(os.stat(ctx.local_path(dst)))
+                # never a stat now: a save since the hash (or the scan) would pass for synced
+                fp = move.fingerprints.get(dst) or src.fingerprint()
                 ctx.state.set_base(Base(dst, False, src.sha1, src.remote_id, *fp), ctx.state.base_content(src))
             ctx.state.delete_base(base)
             touched += [base, dst]

@@ -236,7 +236,10 @@ def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Finge
     """Write ``data`` to ``target`` atomically; returns the new fingerprint.
 
     Temp file in the same folder (ignored by the watcher), fsync, optional
-    mtime (seconds), ``os.replace``, fsync of the folder.
+    mtime (seconds), ``os.replace``, fsync of the folder.  The fingerprint
+    is the written file's own, taken before the rename (which keeps size,
+    mtime and inode): a ``stat`` of ``target`` afterwards could be of a save
+    that landed in between, which would then pass for this write.
     """
     with temp_beside(target) as (fh, tmp):
         fh.write(data)
@@ -244,9 +247,10 @@ def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Finge
         os.fsync(fh.fileno())
         if mtime is not None and mtime > 0:
             os.utime(tmp, (mtime, mtime))
+        fp = stat_fingerprint(os.fstat(fh.fileno()))
         os.replace(tmp, target)
     _fsync_dir(target.parent)
-    return stat_fingerprint(os.stat(target))
+    return fp
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -145,7 +145,9 @@ def move_local(ctx: MirrorContext, old: Plan, new: Plan) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     os.rename(src, dst)
     reach("move.local_done")
-    _move_base(ctx, old.base, new.rel, stat_fingerprint(os.stat(dst)), new.remote.id)
+    # the fingerprint checked before the rename (which keeps it): a stat of dst now
+    # could be of a save that landed in between, which would then pass for synced
+    _move_base(ctx, old.base, new.rel, fp, new.remote.id)
 
 
 def _move_base(ctx: MirrorContext, base: Base, new_rel: str, fp: tuple[int, int, int] | None,

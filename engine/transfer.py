@@ -151,6 +151,9 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
         fh.close()
         if remote.mtime > 0:
             os.utime(tmp, (remote.mtime, remote.mtime))
+        # the downloaded file's own fingerprint (a rename keeps it): a stat of the
+        # target after the rename could be of a save that landed in between
+        fp = stat_fingerprint(os.stat(tmp))
         reach("pull.downloaded")
         if not _local_unchanged(ctx, rel_path, expected):
             raise LocalChanged(f"{rel_path} changed while downloading; re-planning", path=rel_path)
@@ -158,7 +161,6 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
             backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
         os.replace(tmp, target)
     reach("pull.replaced")
-    fp = stat_fingerprint(os.stat(target))
     base = Base(rel_path, False, sha1, file_id or remote.id, *fp)
     ctx.state.set_base(base, text if text is not None and is_text(text) else None)
     ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, file_id or remote.id, size, remote.mtime)

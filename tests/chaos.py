@@ -9,18 +9,27 @@ A seeded, reproducible, bounded run against a real daemon (``ohsync run
 * the *other client* writes through the server at the same time: edits,
   blind overwrites (reads a version, writes its edit of it later), new
   files, moves, deletes;
+* with ``stale_bursts``, a *stale device* (``tests/chaos_stale.py``, plain
+  Web API over httpx) reads a file and later overwrites it several times in
+  a row from that old version through the update link, no ``head``, a few
+  tens of milliseconds apart, while the person goes on editing;
 * devserver injects faults (5xx, 429, latency, dropped connections, answers
   lost after the server applied a request) and the daemon is SIGKILLed and
   restarted at random moments.
 
 Every write adds one unique *marker* line, so a version is accounted for by
 its marker: at quiescence each marker must be found live (merged), in
-``/.conflict/``, in ``/.trash/`` (on either side) or in the daemon's local
-backups.  The server's file history does not count.  Markers that only the
-writer's own later delete removed, before the other side could have seen
-them, are exempt (that writer meant it).
+``/.conflict/`` or in ``/.trash/``, on either side.  The server's file
+history does not count, and for the person's lines neither do the daemon's
+local backups (``state_dir/backups/``): a line the person wrote that survives
+only there is **lost**.  A remote writer's line found only in a backup is
+counted as found and reported (``backup only``).  Exempt (that writer meant
+it): markers that only the writer's own later delete removed, lines a remote
+writer replaced of its own or the other remote writer's (a blind or stale
+overwrite), and the person's lines in a file the other client deleted after
+reading them (``deleted seen``: its delete, carried here after a backup).
 
-Run it by hand (the long profile)::
+Run it by hand (the long profile; stale bursts on unless ``--no-stale-bursts``)::
 
     .venv/bin/python tests/chaos.py --seed 7 --actions 10000
 
@@ -37,13 +46,15 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import USER, DaemonProc, Env, read_tree, mirrored, seed_daemon_setup, wait_for  # noqa: E402
+from chaos_stale import Burst, StaleBursts  # noqa: E402
+from daemon_helpers import USER, DaemonProc, Env, mirrored, read_tree, seed_daemon_setup, wait_for  # noqa: E402
 
 MEMORY_HEAD = ("---\ntitle: {title}\ntype: note\npermalink: {slug}\ntags: [chaos]\n"
                "created: 2026-11-01T10:00:00+08:00\nmodified: 2026-11-01T10:00:00+08:00\n"
@@ -72,6 +83,10 @@ class Stats:
     found: int = 0
     lost: list[str] = field(default_factory=list)
     exempt: int = 0
+    deleted_seen: int = 0
+    backup_only: int = 0
+    stale_bursts: int = 0
+    stale_overwrites: int = 0
     memory_concurrent: int = 0
     memory_conflicts: int = 0
 
@@ -80,17 +95,24 @@ class Stats:
         rate = (1.0 - self.memory_conflicts / self.memory_concurrent) if self.memory_concurrent else 1.0
         return (f"chaos seed={self.seed}: {self.actions} actions, {self.kills} kills, {self.relogins} logins, "
                 f"{self.confirms} confirmed mass deletes, "
-                f"{self.faults} faults; "
+                f"{self.faults} faults, {self.stale_bursts} stale bursts ({self.stale_overwrites} overwrites); "
                 f"versions written {self.written} / found {self.found} / lost {len(self.lost)} "
-                f"(exempt {self.exempt}); memory auto-merge {rate:.1%} "
+                f"(exempt {self.exempt}, deleted seen {self.deleted_seen}; remote lines in a backup only "
+                f"{self.backup_only}); memory auto-merge {rate:.1%} "
                 f"({self.memory_conflicts} conflict copies over {self.memory_concurrent} concurrent edits)")
 
 
 class Chaos:
-    """One seeded run: ``Chaos(env, srv, root, seed).run(actions)`` → :class:`Stats`."""
+    """One seeded run: ``Chaos(env, srv, root, seed).run(actions)`` → :class:`Stats`.
+
+    ``stale_bursts``: the stale device joins the other client (its actions
+    come from the same draws, so a seed's run differs with and without it).
+    """
+
+    user = USER
 
     def __init__(self, env: Env, srv: Any, root: Path, seed: int, *, kill_every: int = 60,
-                 fault_rate: float = 0.05) -> None:
+                 fault_rate: float = 0.05, stale_bursts: bool = False) -> None:
         self.env, self.srv, self.root = env, srv, root
         self.rng = random.Random(seed)
         self.stats = Stats(seed)
@@ -101,6 +123,11 @@ class Chaos:
         # marker -> (writer, path at write time); exempt: markers their own writer deleted
         self.markers: dict[str, tuple[str, str]] = {}
         self.exempt: set[str] = set()
+        self.deleted_seen: set[str] = set()   # the person's markers in a file the other client deleted
+        self._marks = threading.Lock()        # markers come from the stale burst's thread too
+        self.remote_lock = threading.Lock()   # the other client's actions and each stale overwrite
+        self.stale: StaleBursts | None = None
+        self.stale_enabled = stale_bursts
         self.pending_blind: list[tuple[str, bytes]] = []
         self.recent_local: dict[str, float] = {}
         self.daemon: DaemonProc | None = None
@@ -124,10 +151,16 @@ class Chaos:
     # ------------------------------------------------------------------ markers
 
     def _marker(self, writer: str, rel: str) -> str:
-        self.n += 1
-        m = f"chaos-{self.stats.seed}-{self.n:05d}-{writer}"
-        self.markers[m] = (writer, rel)
+        with self._marks:
+            self.n += 1
+            m = f"chaos-{self.stats.seed}-{self.n:05d}-{writer}"
+            self.markers[m] = (writer, rel)
         return m
+
+    def _unmark(self, marker: str) -> None:
+        """A write that did not happen (its request failed before the server applied it)."""
+        with self._marks:
+            self.markers.pop(marker, None)
 
     @staticmethod
     def _line(rel: str, marker: str) -> bytes:
@@ -163,6 +196,11 @@ class Chaos:
             self._note(f"local new {rel} {m}")
             return
         rel = self.rng.choice(files)
+        if self.stale is not None and kind in ("append", "atomic", "insert"):
+            # half the person's edits go to a file the stale device read or overwrites now
+            targets = [t for t in self.stale.targets() if t in files]
+            if targets and self.rng.random() < 0.5:
+                rel = self.rng.choice(targets)
         path = self.mirror / rel
         try:
             if kind in ("append", "atomic", "insert"):
@@ -206,17 +244,20 @@ class Chaos:
             elif kind == "delete":
                 if rel.startswith("journal/") or rel == "index.md":
                     return
-                self._forget("local", path.read_bytes())
+                self._forget(("local",), path.read_bytes())
                 path.unlink()
                 self._note(f"local delete {rel}")
         except OSError as exc:   # the daemon moved or removed it a moment ago: as for a person
             self._note(f"local {kind} {rel}: {exc.strerror}")
 
-    def _forget(self, writer: str, content: bytes) -> None:
-        """The writer deletes a file it sees as ``content``: its own markers in it are
-        its intent, not a loss (the other writer's markers in it must survive)."""
-        for m in re.findall(rb"chaos-\d+-\d+-" + writer.encode(), content):
-            self.exempt.add(m.decode())
+    def _forget(self, writers: tuple[str, ...], content: bytes, *, keep: bytes = b"",
+                into: set[str] | None = None) -> None:
+        """A writer deletes (or replaces) a file it sees as ``content``: the markers of
+        ``writers`` in it, on lines ``keep`` (what it writes instead) does not have, are
+        its intent, not a loss; they go to ``into`` (default: the exempt set)."""
+        gone = set_difference(content, keep) if keep else content
+        for m in re.findall(rb"chaos-\d+-\d+-(?:" + b"|".join(w.encode() for w in writers) + rb")\b", gone):
+            (self.exempt if into is None else into).add(m.decode())
 
     # ------------------------------------------------------------------ the other client (remote)
 
@@ -225,8 +266,32 @@ class Chaos:
                       if not k.startswith(("/.conflict", "/.trash")) and "SFConflict" not in k)
 
     def remote_action(self) -> None:
+        kinds = ["edit", "edit", "edit", "blind_read", "blind_write", "new", "new", "move", "delete"]
+        if self.stale is not None:
+            kinds += ["stale_read", "stale_burst"]
+        kind = self.rng.choice(kinds)
+        if kind == "stale_burst":
+            self._stale_burst()
+            return
+        with self.remote_lock:
+            self._remote_action(kind)
+
+    def _stale_burst(self) -> None:
+        """The stale device overwrites, several times, a file it read earlier (one burst at a time)."""
+        assert self.stale is not None
+        if not self.stale.reads or self.stale.busy():
+            return
+        rel, old = self.stale.reads.pop(0)
+        count = self.rng.randint(3, 8)
+        self.stale.start(Burst(rel, old, count, [self.rng.uniform(0.02, 0.08) for _ in range(count - 1)]))
+
+    def _remote_action(self, kind: str) -> None:
         files = self._remote_files()
-        kind = self.rng.choice(["edit", "edit", "edit", "blind_read", "blind_write", "new", "new", "move", "delete"])
+        if kind == "stale_read":
+            if files:
+                assert self.stale is not None
+                self.stale.read(self.rng.choice(files))
+            return
         if kind == "blind_write" and self.pending_blind:
             rel, old = self.pending_blind.pop(0)
             if self.srv.file_id(self.repo, "/" + rel) is None:
@@ -267,7 +332,9 @@ class Chaos:
             elif kind == "delete":
                 if rel.startswith("journal/") or rel == "index.md":
                     return
-                self._forget("remote", self.srv.read_file(self.repo, "/" + rel))
+                seen = self.srv.read_file(self.repo, "/" + rel)
+                self._forget(("remote", "stale"), seen)
+                self._forget(("local",), seen, into=self.deleted_seen)   # its delete, of what it read
                 self.srv.delete_path(self.repo, "/" + rel)
                 self._note(f"remote delete {rel}")
         except Exception as exc:  # noqa: BLE001 - the other client meets races too; logged, not fatal
@@ -280,7 +347,7 @@ class Chaos:
         doing (exempt); what it overwrites of ours the daemon must keep.
         """
         current = self.srv.read_file(self.repo, "/" + rel)
-        self._forget("remote", bytes(set_difference(current, old)))
+        self._forget(("remote", "stale"), current, keep=old)
         m = self._marker("remote", rel)
         self.srv.put_file(self.repo, "/" + rel, old + self._line(rel, m))
         self._note(f"remote blind write {rel} {m}")
@@ -338,6 +405,8 @@ class Chaos:
     def run(self, actions: int, *, pace: float = 0.05) -> Stats:
         """Do ``actions`` random actions, then quiesce and account for every version."""
         self.seed_library()
+        if self.stale_enabled:
+            self.stale = StaleBursts(self, self.remote_lock)
         self.start_daemon()
         assert self.daemon is not None
         self.daemon.wait_state("idle", timeout=120)
@@ -359,6 +428,9 @@ class Chaos:
                 self.kill_and_restart()
                 next_kill = i + 1 + self.rng.randint(self.kill_every // 2, self.kill_every * 3 // 2)
             time.sleep(self.rng.uniform(0, 2 * pace))
+        if self.stale is not None:
+            self.stale.join()                   # the burst under way ends; reads not used are dropped
+            self.stats.stale_bursts, self.stats.stale_overwrites = self.stale.bursts, self.stale.overwrites
         for rel, old in self.pending_blind:     # finish the blind overwrites still pending
             if self.srv.file_id(self.repo, "/" + rel) is not None:
                 self._blind_write(rel, old)
@@ -403,22 +475,28 @@ class Chaos:
                                  f"--- daemon output ---\n{self.daemon.output()[-3000:]}") from None
 
     def account(self) -> None:
-        """Find every marker live, in /.conflict/, /.trash/ or a local backup."""
-        blobs: list[bytes] = list(read_tree(self.mirror).values()) + list(mirrored(self.srv.tree(self.repo)).values())
+        """Find every marker live, in /.conflict/ or /.trash/ (either side); a remote
+        writer's also in a local backup, never the person's (see the module docstring)."""
+        server = self.srv.tree(self.repo)
+        live = b"\n".join(list(read_tree(self.mirror).values()) + list(server.values()))
         backups = self.env.root / "state" / "backups"
-        if backups.is_dir():
-            blobs += [p.read_bytes() for p in backups.rglob("*") if p.is_file()]
-        text = b"\n".join(blobs)
-        self.stats.memory_conflicts = sum(1 for k in self.srv.tree(self.repo)
-                                          if k.startswith("/.conflict/") and k.endswith(".md"))
+        kept = b"\n".join(p.read_bytes() for p in backups.rglob("*") if p.is_file()) if backups.is_dir() else b""
+        self.stats.memory_conflicts = sum(1 for k in server if k.startswith("/.conflict/") and k.endswith(".md"))
         for m, (writer, rel) in self.markers.items():
-            if m.encode() in text:
+            in_backup = m.encode() in kept
+            if m.encode() in live:
                 self.stats.found += 1
             elif m in self.exempt:
                 self.stats.exempt += 1
+            elif m in self.deleted_seen:
+                self.stats.deleted_seen += 1
+            elif in_backup and writer != "local":
+                self.stats.found += 1
+                self.stats.backup_only += 1
             else:
-                self.stats.lost.append(f"{m} ({writer}, written to {rel})")
-        self.stats.written = len(self.markers) - self.stats.exempt
+                where = "only in a local backup" if in_backup else "nowhere"
+                self.stats.lost.append(f"{m} ({writer}, written to {rel}; {where})")
+        self.stats.written = len(self.markers) - self.stats.exempt - self.stats.deleted_seen
 
     def explain(self) -> str:
         """The seed and the actions on the lost markers' files (a minimal action log)."""
@@ -428,6 +506,8 @@ class Chaos:
         return f"seed {self.stats.seed}; lost {sorted(self.stats.lost)[:10]}\n" + "\n".join(keep[-80:])
 
     def close(self) -> None:
+        if self.stale is not None:
+            self.stale.close()
         if self.daemon is not None:
             self.daemon.stop()
 
@@ -437,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--actions", type=int, default=10000)
+    ap.add_argument("--stale-bursts", action=argparse.BooleanOptionalAction, default=True,
+                    help="a stale device overwrites files from old reads, in bursts (default: on)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     ns = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="ohsync-chaos-"))
@@ -448,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
 
     srv = DevServer(root / "devserver", users={USER: "secret"})
     srv.start()
-    chaos = Chaos(env, srv, root, ns.seed)
+    chaos = Chaos(env, srv, root, ns.seed, stale_bursts=ns.stale_bursts)
     try:
         stats = chaos.run(ns.actions)
         print(stats.summary())

@@ -200,3 +200,15 @@ def test_upload_request_mib_is_read_and_bounded(isolated_env, tmp_path: Path) ->
         path.write_text(f"upload_request_mib = {bad}\n", encoding="utf-8")
         with pytest.raises(ConfigError, match="upload_request_mib"):
             load_config(path)
+
+
+def test_panel_port_is_read_and_bounded(isolated_env, tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    assert load_config(path).panel_port == 0  # any free port
+    path.write_text("panel_port = 8765\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.panel_port == 8765 and cfg.warnings == ()
+    for bad in ("-2", "70000", '"8765"'):
+        path.write_text(f"panel_port = {bad}\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match="panel_port"):
+            load_config(path)

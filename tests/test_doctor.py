@@ -27,6 +27,7 @@ from ohsync.daemon.cli import main  # noqa: E402
 from ohsync.daemon.config import load_config  # noqa: E402
 from ohsync.daemon.doctor import ERROR, OK, SKIPPED, WARNING, Probes, exit_code, run_checks  # noqa: E402
 from ohsync.engine.client import SeafileClient  # noqa: E402
+from ohsync.tray.install_hint import Machine, SystemPython, install_hint  # noqa: E402
 
 USER = "user@example.edu.cn"
 
@@ -280,9 +281,20 @@ def test_display_and_tray_host(setup_done, probes) -> None:
     found = _check(findings, "display")
     assert found.level == WARNING and "ohsync run --no-tray" in found.fix and exit_code(findings) == 0
     found = _check(_run(setup_done, replace(probes, tray_libraries=lambda: "pystray is missing")), "tray")
-    assert found.level == WARNING and "'.[tray]'" in found.fix
+    assert found.level == WARNING and "pystray is missing" in found.message
+    assert found.fix == install_hint()  # the command that fits this machine
     found = _check(_run(setup_done, replace(probes, find_tray_host=lambda env: None)), "tray")
     assert found.level == WARNING and "gnome-shell-extension-appindicator" in found.fix
+
+
+def test_tray_fix_names_the_system_bindings_or_the_source_build(setup_done, probes) -> None:
+    debian = Machine("linux", "debian", SystemPython("/usr/bin/python3", (3, 11), ("gi", "Gtk", "AyatanaAppIndicator3")))
+    missing = replace(probes, tray_libraries=lambda: "the tray's Python packages are missing (gi)")
+    found = _check(_run(setup_done, replace(missing, tray_install_hint=lambda: install_hint(debian))), "tray")
+    assert "sudo apt install python3-gi" in found.fix and "--system-site-packages '.[tray-system]'" in found.fix
+    found = _check(_run(setup_done, replace(missing, tray_install_hint=lambda: install_hint(Machine("darwin")))),
+                   "tray")
+    assert "pipx install --force '.[tray]'" in found.fix and "apt" not in found.fix
 
 
 def test_tray_host_search_finds_nothing_without_a_desktop() -> None:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from ohsync.tray import app as tray_app
-from ohsync.tray import desktop
+from ohsync.tray import desktop, menu_model
 from ohsync.tray.menu_model import Action
 from ohsync.tray.notifier import Notice
 
@@ -350,6 +350,17 @@ def test_load_pystray_explains_what_is_missing(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(desktop.TrayUnavailable, match="no graphical display"):
         desktop.load_pystray()
     monkeypatch.setitem(sys.modules, "gi", None)  # PyGObject not installed
+    from ohsync.tray import install_hint
+
+    # a Debian machine whose /usr/bin/python3 lacks python3-gi: the packages, then the prebuilt-bindings way
+    system = install_hint.SystemPython("/usr/bin/python3", (3, 11), ("gi", "Gtk", "AyatanaAppIndicator3"))
+    monkeypatch.setattr(install_hint, "probe_machine", lambda: install_hint.Machine("linux", "debian", system))
+    with pytest.raises(desktop.TrayUnavailable) as info:
+        desktop.choose_linux_backend()
+    assert "PyGObject is missing" in str(info.value) and "sudo apt install python3-gi" in str(info.value)
+    assert "--system-site-packages '.[tray-system]'" in str(info.value)
+    # no distribution Python to borrow the bindings from: the source build and its -dev packages
+    monkeypatch.setattr(install_hint, "probe_machine", lambda: install_hint.Machine("linux", "debian", None))
     with pytest.raises(desktop.TrayUnavailable) as info:
         desktop.choose_linux_backend()
     assert "pipx install --force '.[tray]'" in str(info.value) and "libgirepository1.0-dev" in str(info.value)
@@ -359,3 +370,20 @@ def test_open_commands_per_platform() -> None:
     assert desktop.open_command("/x", "linux") == ["xdg-open", "/x"]
     assert desktop.open_command("/x", "darwin") == ["open", "/x"]
     assert desktop.open_command("C:\\x", "win32") is None
+
+
+def test_open_ohsync_opens_the_address_the_socket_gives(sock: Path) -> None:
+    fake = FakeDaemon(sock).start()
+    opened: list[str] = []
+    h = Harness(sock, browser=lambda url: opened.append(url) or True)
+    h.controller.start()
+    try:
+        assert h.controller.connected.wait(8)
+        entry = next(e for e in menu_model.build_menu(h.controller.view()) if e.text == "Open ohsync…")
+        assert entry.enabled and entry.action == Action("panel")
+        h.controller.perform(entry.action)
+        wait_until(lambda: opened)
+        assert opened == ["http://127.0.0.1:8765/auth#the-secret"] and fake.wait_for_call("panel")
+    finally:
+        h.controller.stop()
+        fake.stop()

@@ -321,7 +321,13 @@ class World:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def vars(self, display: bool) -> dict[str, str]:
-        return {**self.env.vars(), **(self.desktop.session_vars() if display else {})}
+        # the browser a notice's "Open ohsync…" button starts: a script that writes down the address
+        self.opened = self.env.root / "browser-opened.txt"
+        browser = self.env.root / "fake-browser"
+        if not browser.exists():
+            browser.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> {self.opened}\n")
+            browser.chmod(0o755)
+        return {**self.env.vars(), **(self.desktop.session_vars() if display else {}), "BROWSER": str(browser)}
 
     def start_daemon(self, *args: str, display: bool) -> subprocess.Popen[bytes]:
         proc = self.desktop.spawn([*ohsync_cmd(), "run", "-v", *args], "daemon.log", env=self.vars(display),
@@ -401,7 +407,7 @@ def test_menu_and_refresh_with_the_daemon_in_process(world: World, desktop: Desk
     menu = DBusMenu(desktop.env["DBUS_SESSION_BUS_ADDRESS"])
     try:
         wait_icon(desktop, menu, daemon, world.log)
-        expected = ["Refresh now", "Open folder", "Open drop folder", "Conflicts (0)", "Pause syncing", "Quit"]
+        expected = ["Refresh now", "Open ohsync…", "Open folder", "Open drop folder", "Conflicts (0)", "Pause syncing", "Quit"]
         wait_until(lambda: up_to_date(menu) and menu.labels()[1:] == expected, 30,
                    f"the menu to read 'Up to date…' + {expected}", menu.labels)
         by_label = {e["label"]: e for e in menu.layout()}
@@ -469,6 +475,11 @@ def test_conflict_notices_on_the_session_bus(world: World, desktop: Desktop) -> 
         assert world.status()["conflicts"] == 1
         assert "line 3 (laptop) of" in (world.mirror / "notes" / "plan.txt").read_text()  # ours stays
         desktop.screenshot("notification.png")
+        # its "Open ohsync…" button opens the local page (dunst: the notice's default action)
+        desktop.run("dunstctl", "action", "0")
+        wait_until(lambda: world.opened.exists() and world.opened.read_text().strip(), 15,
+                   "the browser started by the notice's button")
+        assert world.opened.read_text().startswith("http://127.0.0.1:") and "/auth#" in world.opened.read_text()
 
         # a burst of three conflicts → one summary notice
         conflict_round(("notes/b.txt", "notes/c.txt", "notes/d.txt"))

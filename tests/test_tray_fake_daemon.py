@@ -192,6 +192,8 @@ class FakeDaemon:
             return None
         if method in ("refresh", "shutdown"):
             return None
+        if method == "panel":
+            return {"url": "http://127.0.0.1:8765/auth#the-secret", "address": "http://127.0.0.1:8765/"}
         raise KeyError(method)
 
 

@@ -63,7 +63,7 @@ def test_every_daemon_state_has_a_line_an_icon_and_the_full_menu(state: str) -> 
     assert entries[0] == MenuEntry(EXPECTED_LINES[state], enabled=False)
     assert mm.icon_state(st) == (state, False)
     assert [t for t in texts(entries) if t != "-"][1:] == [
-        "Refresh now", "Open folder", "Open drop folder", "Conflicts (0)",
+        "Refresh now", "Open ohsync…", "Open folder", "Open drop folder", "Conflicts (0)",
         "Resume syncing" if state == "paused" else "Pause syncing", "Stop ohsync and quit", "Quit"]
     assert entry(entries, "Refresh now") == MenuEntry("Refresh now", Action("refresh"))
     assert entry(entries, "Open folder").action == Action("open", (LOCAL,))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from ohsync.tray.notifier import Announcer, Notice, Notifier, summarize
 
@@ -140,3 +141,25 @@ def test_close_flushes_what_is_queued() -> None:
     notifier.post(Notice("filed", "Filed a.pdf", "a.pdf → /Files/a.pdf"))
     notifier.close()
     assert rec.sent == [("Filed a.pdf", "a.pdf → /Files/a.pdf")]
+
+
+def test_a_conflict_notice_carries_the_open_page_button() -> None:
+    sent: list[tuple[Any, ...]] = []
+    opened: list[bool] = []
+    notifier = Notifier(lambda *args: sent.append(args), quiet=0.05, max_wait=0.2,
+                        open_page=lambda: opened.append(True))
+    try:
+        notifier.post(Notice("conflict", "Conflict in a.md", "Both versions were kept."))
+        deadline = time.monotonic() + 5
+        while not sent and time.monotonic() < deadline:
+            time.sleep(0.02)
+        notifier.post(Notice("filed", "Filed x.pdf", "x.pdf → /Files/"))
+        deadline = time.monotonic() + 5
+        while len(sent) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        notifier.close()
+    (title, body, (label, press)), filed = sent
+    assert (title, label) == ("Conflict in a.md", "Open ohsync…") and filed == ("Filed x.pdf", "x.pdf → /Files/")
+    press()
+    assert opened == [True]

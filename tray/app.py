@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import webbrowser
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -112,6 +113,7 @@ class TrayController:
     :param notify: receives notices to show (already de-duplicated).
     :param start_command: the command behind the Start item (offered while
         no daemon answers); ``None``: :func:`default_start_command`.
+    :param browser: opens an address in the browser (default :func:`webbrowser.open`).
     """
 
     def __init__(self, socket_path: str | os.PathLike[str] | None = None, *, owns_daemon: bool = False,
@@ -121,13 +123,15 @@ class TrayController:
                  on_quit: Callable[[], None] = lambda: None,
                  opener: Callable[[str], None] = desktop.open_path,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-                 start_command: list[str] | None = None) -> None:
+                 start_command: list[str] | None = None,
+                 browser: Callable[[str], bool] | None = None) -> None:
         self.socket_path = Path(socket_path) if socket_path is not None else None
         self.owns_daemon = owns_daemon
         self._on_change, self._notify = on_change, notify
         self._on_daemon_gone, self._on_quit = on_daemon_gone, on_quit
         self._opener, self._clock = opener, clock
         self._start_command = start_command
+        self._browser = browser or (lambda url: webbrowser.open(url, new=2))
         self._start_pending: float | None = None  # monotonic time of the last Start click
         self._lock = threading.Lock()
         self._status: dict[str, Any] | None = None
@@ -282,6 +286,8 @@ class TrayController:
             self._on_quit()
         elif action.kind == "open":
             desktop.open_paths(action.paths, action.fallback, opener=self._opener)
+        elif action.kind == Method.PANEL:
+            threading.Thread(target=self.open_panel, name="ohsync-tray-panel", daemon=True).start()
         elif action.kind == "start":
             threading.Thread(target=self.start_daemon, name="ohsync-tray-start", daemon=True).start()
         elif action.kind in (Method.REFRESH, Method.PAUSE, Method.RESUME):
@@ -289,6 +295,22 @@ class TrayController:
                              daemon=True).start()
         else:
             log.warning("unknown tray action %r", action.kind)
+
+    def open_panel(self) -> bool:
+        """The "Open ohsync…" item: ask the daemon for its local page's address
+        (socket method ``panel``) and open it in the browser; a failure becomes
+        a notice.  :returns: True when a browser was asked to open it."""
+        try:
+            found = self._rpc().call(Method.PANEL)
+            url = str(found["url"])
+        except (DaemonNotRunning, RpcError, ConnectionError, OSError, ValueError, KeyError, TypeError) as exc:
+            self._notify([Notice("error", "Cannot open the ohsync page", str(getattr(exc, "message", exc)))])
+            return False
+        if not self._browser(url):
+            self._notify([Notice("error", "Cannot open the ohsync page",
+                                 "No browser could be started; run `ohsync panel --url` and open the address.")])
+            return False
+        return True
 
     def start_daemon(self) -> bool:
         """The Start item: start the daemon, show "Starting…" until it answers.
@@ -407,7 +429,7 @@ class TrayApp:
         state, badge = menu_model.icon_state(view.status, starting=view.starting)
         self.icon = pystray.Icon("ohsync", icons.icon_for(state, badge, ICON_SIZE), menu_model.tooltip(view),
                                  to_pystray_menu(pystray, menu_model.build_menu(view), self.controller.perform))
-        self.notifier = Notifier(default_sender(self.icon))
+        self.notifier = Notifier(default_sender(self.icon), open_page=self.controller.open_panel)
         self._ui = threading.Thread(target=self._ui_loop, name="ohsync-tray-ui", daemon=True)
 
     def _post(self, notices: list[Notice]) -> None:

@@ -17,16 +17,12 @@ import sys
 from collections.abc import Iterable
 from types import ModuleType
 
-__all__ = ["INSTALL_HINT", "TrayUnavailable", "choose_linux_backend", "load_pystray",
+from .install_hint import install_hint
+
+__all__ = ["TrayUnavailable", "choose_linux_backend", "load_pystray",
            "open_command", "open_path", "open_paths"]
 
 log = logging.getLogger(__name__)
-
-# ohsync is on no package index: name the commands that work from its source folder
-INSTALL_HINT = ("install the [tray] extra from the ohsync source folder: pipx install --force '.[tray]' "
-                "(or pip install --user '.[tray]'); PyGObject needs its system packages first "
-                "(Debian/Ubuntu: libgirepository1.0-dev libcairo2-dev gir1.2-ayatanaappindicator3-0.1; "
-                "see the README)")
 
 
 class TrayUnavailable(RuntimeError):
@@ -41,7 +37,7 @@ def choose_linux_backend() -> str:
     try:
         import gi
     except ImportError as exc:
-        raise TrayUnavailable(f"PyGObject is missing; {INSTALL_HINT}") from exc
+        raise TrayUnavailable(f"PyGObject is missing. {install_hint()}") from exc
     try:
         gi.require_version("Gtk", "3.0")
     except ValueError as exc:
@@ -76,7 +72,7 @@ def load_pystray(backend: str | None = None) -> ModuleType:
     try:
         import pystray
     except Exception as exc:  # not only ImportError: Xlib errors, ValueError from gi
-        hint = f"; {INSTALL_HINT}" if isinstance(exc, ImportError) and "gi" in str(exc) else ""
+        hint = f". {install_hint()}" if isinstance(exc, ImportError) and "gi" in str(exc) else ""
         raise TrayUnavailable(f"cannot start the tray icon (pystray backend {backend or 'default'}): "
                               f"{exc}{hint}") from exc
     return pystray

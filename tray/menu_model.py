@@ -59,6 +59,8 @@ START_LABEL = "Start ohsync"
 
 #: Most conflicts listed in the submenu; the rest are summarised.
 MAX_CONFLICT_ITEMS = 15
+#: The item that opens the daemon's local page (conflicts side by side, status, activity).
+PANEL_LABEL = "Open ohsync…"
 #: Longest menu line before it is shortened in the middle.
 MAX_LINE = 64
 
@@ -68,7 +70,8 @@ class Action:
     """What a click asks for.
 
     :ivar kind: ``refresh``, ``pause``, ``resume``, ``open`` (open every path
-        in ``paths`` that exists, else ``fallback``), ``start`` (start the
+        in ``paths`` that exists, else ``fallback``), ``panel`` (open the
+        daemon's local page in the browser), ``start`` (start the
         daemon; offered while it is not running), ``stop_and_quit`` (stop a daemon this
         tray did not start, then quit), or ``quit``.
     """
@@ -497,6 +500,7 @@ def build_menu(view: TrayView) -> tuple[MenuEntry, ...]:
     entries += [
         SEPARATOR,
         first,
+        MenuEntry(PANEL_LABEL, Action(Method.PANEL), enabled=running),
         _open_folder_entry(status),
         MenuEntry("Open drop folder", Action("open", (drop_dir(status),), fallback=drop_dir(status))),
         _conflicts_entry(view),

@@ -9,12 +9,14 @@ Three layers:
 * :class:`Notifier` debounces: notices that arrive close together are sent as
   one summary (:func:`summarize`), in a thread named ``ohsync-tray-notify``.
 * senders: :func:`freedesktop_sender` talks to ``org.freedesktop.Notifications``
-  over the session bus with jeepney (Linux); :func:`pystray_sender` uses
-  pystray's ``Icon.notify`` (macOS, Windows, or no jeepney).
+  over the session bus with jeepney (Linux; a conflict notice's
+  **Open ohsync…** button opens the daemon's local page); :func:`pystray_sender`
+  uses pystray's ``Icon.notify`` (macOS, Windows, or no jeepney; no buttons).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import sys
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "PAGE_ACTION",
     "Notice",
     "Announcer",
     "Notifier",
@@ -37,8 +40,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: ``send(title, body)``; may raise, the notifier logs and carries on.
-Sender = Callable[[str, str], None]
+#: ``send(title, body)``, or ``send(title, body, (label, callback))`` for a
+#: notice with a button (the senders here take both); may raise, the notifier
+#: logs and carries on.
+Sender = Callable[..., None]
+#: The button of a conflict notice (when the notifier has ``open_page``).
+PAGE_ACTION = "Open ohsync…"
+#: Seconds a notice's button is listened for.
+ACTION_WAIT = 600.0
 
 APP_NAME = "ohsync"
 MAX_SUMMARY_LINES = 5
@@ -195,11 +204,15 @@ class Notifier:
     pass without another, or ``max_wait`` seconds after it opened.
 
     :param send: the sender (``send(title, body)``).
+    :param open_page: when given, a conflict notice gets a button
+        (:data:`PAGE_ACTION`) that calls it (``send(title, body, (label, open_page))``).
     """
 
     def __init__(self, send: Sender, *, quiet: float = 1.5, max_wait: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 open_page: Callable[[], Any] | None = None) -> None:
         self._send = send
+        self._open_page = open_page
         self._quiet, self._max_wait, self._clock = quiet, max_wait, clock
         self._cond = threading.Condition()
         self._batch: list[Notice] = []
@@ -249,7 +262,10 @@ class Notifier:
                 batch, self._batch = self._batch, []
             notice = summarize(batch)
             try:
-                self._send(notice.title, notice.body)
+                if self._open_page is not None and notice.kind == "conflict":
+                    self._send(notice.title, notice.body, (PAGE_ACTION, self._open_page))
+                else:
+                    self._send(notice.title, notice.body)
             except Exception as exc:  # a missing notification service must not kill the tray
                 log.warning("could not show notification %r: %s", notice.title, exc)
 
@@ -261,26 +277,71 @@ def freedesktop_sender(app_name: str = APP_NAME, *, timeout_ms: int = 8000) -> S
 
     :raises ImportError: jeepney is not installed.
     """
-    from jeepney import DBusAddress, new_method_call
+    from jeepney import DBusAddress, MatchRule, message_bus, new_method_call
     from jeepney.io.blocking import open_dbus_connection
     from jeepney.wrappers import unwrap_msg
 
     address = DBusAddress("/org/freedesktop/Notifications", bus_name="org.freedesktop.Notifications",
                           interface="org.freedesktop.Notifications")
 
-    def send(title: str, body: str) -> None:
+    def send(title: str, body: str, action: tuple[str, Callable[[], Any]] | None = None) -> None:
+        buttons = ["default", action[0]] if action is not None else []
         msg = new_method_call(address, "Notify", "susssasa{sv}i",
-                              (app_name, 0, "", title, body, [], {}, timeout_ms))
-        with open_dbus_connection(bus="SESSION") as conn:
-            unwrap_msg(conn.send_and_get_reply(msg, timeout=5))
+                              (app_name, 0, "", title, body, buttons, {}, timeout_ms))
+        if action is None:
+            with open_dbus_connection(bus="SESSION") as conn:
+                unwrap_msg(conn.send_and_get_reply(msg, timeout=5))
+            return
+        # the button's signal comes to this connection: it stays open, on a thread of its own
+        conn = open_dbus_connection(bus="SESSION")
+        try:
+            rule = MatchRule(type="signal", interface=address.interface, path=address.object_path)
+            queue: collections.deque[Any] = collections.deque(maxlen=32)
+            conn.filter(rule, queue=queue)  # registered at once; the connection goes with the thread
+            unwrap_msg(conn.send_and_get_reply(message_bus.AddMatch(rule), timeout=5))
+            notice_id = unwrap_msg(conn.send_and_get_reply(msg, timeout=5))[0]
+        except BaseException:
+            conn.close()
+            raise
+        threading.Thread(target=_await_button, args=(conn, queue, notice_id, action[1]),
+                         name="ohsync-tray-notice-button", daemon=True).start()
 
     return send
+
+
+def _await_button(conn: Any, queue: Any, notice_id: int, callback: Callable[[], Any]) -> None:
+    """Call ``callback`` when notice ``notice_id``'s button is pressed; end when it is
+    closed or after :data:`ACTION_WAIT` seconds."""
+    deadline = time.monotonic() + ACTION_WAIT
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = conn.recv_until_filtered(queue, timeout=left)
+            except TimeoutError:
+                return
+            from jeepney import HeaderFields
+
+            member = msg.header.fields.get(HeaderFields.member)
+            if not msg.body or msg.body[0] != notice_id:
+                continue
+            if member == "ActionInvoked":
+                try:
+                    callback()
+                except Exception as exc:  # noqa: BLE001 - a button must not kill the tray
+                    log.warning("the notice's button failed: %s", exc)
+                return
+            if member == "NotificationClosed":
+                return
+    except OSError as exc:
+        log.debug("stopped listening for a notice's button: %s", exc)
+    finally:
+        conn.close()
 
 
 def pystray_sender(icon: Any) -> Sender:
     """A sender through pystray's ``Icon.notify`` (message, title)."""
 
-    def send(title: str, body: str) -> None:
+    def send(title: str, body: str, action: Any = None) -> None:  # pystray shows no buttons
         icon.notify(body or title, title)
 
     return send
