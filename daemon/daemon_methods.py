@@ -221,9 +221,18 @@ class Methods:
         action = params.get("action", "list")
         if action not in ("list", "restore", "purge"):
             raise InvalidParams("`action` must be \"list\", \"restore\" or \"purge\"")
+        from ohsync.daemon.worker_job import run_job
+
         mirror = self.one(params)
         job = trash_job(action, params, default_days=self._daemon.cfg.safety.backup_days)
-        return mirror.worker.call_engine(job, timeout=_number(params, "timeout", 120, 1, 3600))
+
+        def on_engine() -> Any:
+            engine = mirror.engine
+            if engine is None:
+                raise CannotNow("ohsync is still connecting to the server; try again in a moment")
+            return job(engine)
+        return run_job(mirror.worker.submit, on_engine, _number(params, "timeout", 120, 1, 3600),
+                       f"the trash {action}")
 
     def file(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         paths = params.get("paths")

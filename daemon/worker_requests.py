@@ -17,15 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from ohsync.daemon.scheduler import Ticket
 from ohsync.daemon.status import StatusModel
 from ohsync.daemon.worker_facts import MirrorFacts
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.events import SyncEvent
-
-T = TypeVar("T")
 
 __all__ = ["ASKED_PASS_WINDOW", "Control", "FatalError", "Session", "SessionFactory", "WorkerRequests"]
 
@@ -151,50 +149,6 @@ class WorkerRequests:
         """Run ``fn()`` on the worker thread between passes (for helpers such as
         drop-folder filing that need the engine's thread)."""
         self._queue.put(("call", fn))
-
-    def call_engine(self, fn: Callable[[Any], T], timeout: float = 120.0) -> T:
-        """Run ``fn(engine)`` on the worker thread between passes and return its result
-        (requests that need the engine and an answer, such as ``ohsync trash``).
-
-        :param timeout: seconds to wait for the worker (a pass may be running).
-        :raises CannotNow: the engine is not open (yet), or the worker did not get to it
-            within ``timeout`` (then ``fn`` does not run).
-        :raises Exception: what ``fn`` raised.
-        """
-        from ohsync.daemon.socket_methods import CannotNow
-
-        done = threading.Event()
-        lock = threading.Lock()
-        state = {"phase": "queued"}
-        out: dict[str, Any] = {}
-
-        def job() -> None:
-            with lock:
-                if state["phase"] == "cancelled":
-                    return
-                state["phase"] = "running"
-            try:
-                if self._session is None:
-                    raise CannotNow("ohsync is still connecting to the server; try again in a moment")
-                out["value"] = fn(self._session.engine)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                out["error"] = exc
-            finally:
-                done.set()
-
-        self.submit(job)
-        if not done.wait(timeout):
-            with lock:
-                queued = state["phase"] == "queued"
-                if queued:
-                    state["phase"] = "cancelled"
-            if queued:
-                raise CannotNow(f"ohsync was busy syncing for {timeout:g} s and did not start it; try again")
-            done.wait()  # once started, it finishes: its answer says what happened
-        if "error" in out:
-            raise out["error"]
-        value: T = out["value"]
-        return value
 
     def held_deletes(self) -> list[dict[str, str]]:
         """Deletes held by the safety valve: ``[{"path", "side"}]`` (side: local/remote)."""
