@@ -17,6 +17,7 @@ import time
 import zipfile
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote_plus
 
 from werkzeug.wrappers import Request, Response
@@ -59,7 +60,7 @@ class Fileserver:
         self.ops = app.ops
         self.tmp = Path(self.store.root) / "tmp"
         self.tmp.mkdir(exist_ok=True)
-        self._chunks: dict[tuple[str, str], dict] = {}
+        self._chunks: dict[tuple[str, str], dict[str, Any]] = {}
         self._chunk_lock = threading.Lock()
 
     # ------------------------------------------------------------ chunked state
@@ -85,12 +86,12 @@ class Fileserver:
         quota = self.store.users.get(user, {}).get("quota", -2)
         return quota <= 0 or self.store.usage(user) + extra < quota
 
-    def _upload_answer(self, results: list[dict], ret_json: bool) -> Response:
+    def _upload_answer(self, results: list[dict[str, Any]], ret_json: bool) -> Response:
         if ret_json:
             return go_json(results)
         return text("\t".join(r["id"] for r in results))
 
-    def _form(self, req: Request, token: str, kind: str) -> Response | tuple:
+    def _form(self, req: Request, token: str, kind: str) -> Response | tuple[Any, ...]:
         """Check the link token and parse the multipart body: ``(token, fields,
         file parts)``, or the fileserver's error answer."""
         if len(token) != 36:
@@ -348,7 +349,7 @@ class Fileserver:
         headers = {"Content-Disposition": content_disposition(zname)}
         return Response(buf.getvalue(), status=200, headers=headers, content_type="application/octet-stream")
 
-    def _zip_add(self, zf: zipfile.ZipFile, e: dict, arc: str) -> None:
+    def _zip_add(self, zf: zipfile.ZipFile, e: dict[str, Any], arc: str) -> None:
         ts = time.localtime(max(e["mtime"], 315532800))[:6]
         if is_dir(e):
             children = self.store.read_dir(e["id"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 from . import ids
 from .names import fs_unique_name, nfc, parent_and_name
@@ -73,7 +74,7 @@ def update_at_head(ops: RepoOps, repo_id: str, path: str, fid: str, size: int, u
 
 
 def _store_conflict(ops: RepoOps, repo_id: str, parent: str, name: str, fid: str, size: int, user: str,
-                    head_commit: dict, mtime: int | None) -> str:
+                    head_commit: dict[str, Any], mtime: int | None) -> str:
     """Commit ours on top of ``head`` (a side branch), then the merge commit
     that keeps the live version and adds ours as an SFConflict file."""
     store = ops.store

@@ -9,7 +9,7 @@ to the same path both succeed and the later one wins.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from . import ids
 from .names import join_path, nfc, parent_and_name, seahub_unique_name, split_path
@@ -40,7 +40,7 @@ class EntryNotFound(OpError):
     """The entry an operation acts on does not exist."""
 
 
-def is_dir(entry: dict | None) -> bool:
+def is_dir(entry: dict[str, Any] | None) -> bool:
     """True when ``entry`` is a directory entry."""
     return entry is not None and entry["mode"] == ids.DIR_MODE
 
@@ -62,10 +62,10 @@ class RepoOps:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.on_commit: list[Callable[[str, dict], None]] = []
+        self.on_commit: list[Callable[[str, dict[str, Any]], None]] = []
 
     # ------------------------------------------------------------------ reading
-    def lookup(self, repo_id: str, path: str, root: str | None = None) -> dict | None:
+    def lookup(self, repo_id: str, path: str, root: str | None = None) -> dict[str, Any] | None:
         """Entry at ``path`` (byte-exact names) or None; ``/`` gives a synthetic dir entry."""
         did = self.store.root_id(repo_id) if root is None else root
         entry = {"id": did, "mode": ids.DIR_MODE, "name": "", "mtime": 0}
@@ -82,9 +82,9 @@ class RepoOps:
             entry = found
         return entry
 
-    def walk(self, repo_id: str) -> tuple[dict[str, dict], set[str]]:
+    def walk(self, repo_id: str) -> tuple[dict[str, dict[str, Any]], set[str]]:
         """All file entries by path and all folder paths (``/a/b``) of a head tree."""
-        files: dict[str, dict] = {}
+        files: dict[str, dict[str, Any]] = {}
         dirs: set[str] = set()
         stack = [("", self.store.root_id(repo_id))]
         while stack:
@@ -135,7 +135,7 @@ class RepoOps:
         return new_root, result
 
     def commit(self, repo_id: str, new_root: str, desc: str, user: str, force: bool = False,
-               keep_desc: bool = True) -> dict | None:
+               keep_desc: bool = True) -> dict[str, Any] | None:
         """Make a commit when the root changed (or ``force``); returns it or None."""
         repo = self.store.repos[repo_id]
         head = self.store.head_commit(repo_id)
@@ -182,7 +182,7 @@ class RepoOps:
 
     def put_files(self, repo_id: str, parent: str, files: list[tuple[str, str, int]], user: str, *,
                   replace: bool, mtime: int | None = None, create_parents: bool = False,
-                  unique: Callable | None = None, keep_desc: bool = False) -> list[str]:
+                  unique: Callable[..., Any] | None = None, keep_desc: bool = False) -> list[str]:
         """Add files ``(name, file_id, size)`` to folder ``parent`` in one commit.
 
         ``replace`` overwrites an entry of the same name (even a folder); else the
@@ -281,7 +281,7 @@ class RepoOps:
             self.commit(repo_id, new_root, f'Renamed "{old}"', user)
             return final
 
-    def _clone_for_repo(self, entry: dict, cross_repo: bool) -> dict:
+    def _clone_for_repo(self, entry: dict[str, Any], cross_repo: bool) -> dict[str, Any]:
         e = dict(entry)
         if cross_repo and not is_dir(e) and e["id"] == ids.EMPTY_ID:
             e["id"], _ = self.store.write_blob(b"", explicit_empty=True)

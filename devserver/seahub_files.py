@@ -4,6 +4,8 @@ metadata, rename/move/copy/create/delete (api2 and v2.1), batch operations,
 """
 from __future__ import annotations
 
+from typing import Any
+
 from werkzeug.wrappers import Request, Response
 
 from . import ids
@@ -64,7 +66,7 @@ class SeahubFiles(SeahubBase):
         return self._link(req, user, repo_id, "update")
 
     # ------------------------------------------------------------ info
-    def _file_entry(self, req: Request, user: str, repo_id: str) -> dict | Response:
+    def _file_entry(self, req: Request, user: str, repo_id: str) -> dict[str, Any] | Response:
         """The file named by ``?p=``, or seahub's 404/400 answer."""
         if self.repo(repo_id, user) is None:
             return api_error(404, f"Library {repo_id} not found.")
@@ -97,7 +99,7 @@ class SeahubFiles(SeahubBase):
             return e
         return drf({"id": e["id"]})
 
-    def v21_file_obj(self, repo_id: str, path: str) -> dict:
+    def v21_file_obj(self, repo_id: str, path: str) -> dict[str, Any]:
         """The v2.1 file object of the file at ``path``."""
         e = self.ops.lookup(repo_id, path)
         parent, name = parent_and_name(path)

@@ -3,6 +3,7 @@ diff (what one commit changed relative to its parent)."""
 from __future__ import annotations
 
 import heapq
+from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
@@ -34,7 +35,7 @@ class SeahubHistory(SeahubBase):
                 "next_start_commit": None} for c in chunk]
         return django_json({"commits": out, "page_next": len(commits) > page * per_page})
 
-    def _all_commits(self, repo_id: str) -> list[dict]:
+    def _all_commits(self, repo_id: str) -> list[dict[str, Any]]:
         """Every commit reachable from the head through both parents, newest
         first by ``ctime`` (seafile's commit-tree traversal behind the api2
         history): a merged branch's commits are listed too.  Equal times keep

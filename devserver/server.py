@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
@@ -199,7 +199,7 @@ class DevServer:
                 return omit_entries(self._route(req, path, full, candidates), fault.omit_name)
         return self._route(req, path, full, candidates)
 
-    def _route(self, req: Request, path: str, full: str, candidates: list) -> Response:
+    def _route(self, req: Request, path: str, full: str, candidates: list[routes.Candidate]) -> Response:
         if not candidates:
             if not path.endswith("/") and routes.match(path + "/") and path.startswith("/api"):
                 loc = req.host_url.rstrip("/") + path + "/" + (("?" + full.split("?", 1)[1]) if "?" in full else "")
@@ -437,7 +437,7 @@ class DevServer:
         """The library's head commit id."""
         return self.store.repos[repo_id].head
 
-    def history(self, repo_id: str) -> list[dict]:
+    def history(self, repo_id: str) -> list[dict[str, Any]]:
         """Commit dicts newest first (``commit_id``, ``root_id``, ``description``, ``ctime``...)."""
         return self.store.history(repo_id)
 

@@ -24,6 +24,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import ids
 
@@ -68,11 +69,11 @@ class Store:
         for sub in ("blocks", "fs", "commits"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
-        self.users: dict[str, dict] = {}
+        self.users: dict[str, dict[str, Any]] = {}
         self.repos: dict[str, Repo] = {}
         self.web_tokens: dict[str, WebToken] = {}
-        self._dir_cache: dict[str, list[dict]] = {}
-        self._file_cache: dict[str, dict] = {}
+        self._dir_cache: dict[str, list[dict[str, Any]]] = {}
+        self._file_cache: dict[str, dict[str, Any]] = {}
         self._stats_cache: dict[str, tuple[int, int]] = {}
         self._load()
 
@@ -172,7 +173,7 @@ class Store:
             self._file_cache[fid] = {"block_ids": block_ids, "size": len(data)}
         return fid, len(data)
 
-    def file_object(self, fid: str) -> dict:
+    def file_object(self, fid: str) -> dict[str, Any]:
         """``{"block_ids": [...], "size": N}`` of a file id (zero id = empty)."""
         if fid == ids.EMPTY_ID:
             return {"block_ids": [], "size": 0}
@@ -215,7 +216,7 @@ class Store:
             if pos >= end:
                 break
 
-    def write_dir(self, entries: list[dict]) -> str:
+    def write_dir(self, entries: list[dict[str, Any]]) -> str:
         """Store a directory object; return its id (zero id when empty)."""
         did = ids.dir_id(entries)
         if did != ids.EMPTY_ID and did not in self._dir_cache:
@@ -223,7 +224,7 @@ class Store:
             self._dir_cache[did] = [dict(e) for e in entries]
         return did
 
-    def read_dir(self, did: str) -> list[dict]:
+    def read_dir(self, did: str) -> list[dict[str, Any]]:
         """Entries of directory ``did`` (copies; dicts id/mode/mtime/name[/modifier/size])."""
         if did == ids.EMPTY_ID:
             return []
@@ -237,7 +238,7 @@ class Store:
     # ----------------------------------------------------------------- commits
     def write_commit(self, repo_id: str, root_id: str, parent_id: str | None, creator_name: str,
                      desc: str, repo_name: str, repo_desc: str, ctime: int | None = None,
-                     second_parent_id: str | None = None, conflict: bool = False) -> dict:
+                     second_parent_id: str | None = None, conflict: bool = False) -> dict[str, Any]:
         """Create and store a commit; return the commit dict (a merge commit
         when ``second_parent_id`` is given; ``conflict``: it added SFConflict files)."""
         ctime = int(time.time()) if ctime is None else ctime
@@ -253,11 +254,11 @@ class Store:
         path.write_text(json.dumps(commit, ensure_ascii=False), "utf-8")
         return commit
 
-    def read_commit(self, repo_id: str, cid: str) -> dict:
+    def read_commit(self, repo_id: str, cid: str) -> dict[str, Any]:
         """A stored commit of ``repo_id``."""
         return json.loads((self.root / "commits" / repo_id / cid).read_text("utf-8"))
 
-    def history(self, repo_id: str) -> list[dict]:
+    def history(self, repo_id: str) -> list[dict[str, Any]]:
         """Commits of a library, newest first (following ``parent_id``)."""
         out = []
         cid: str | None = self.repos[repo_id].head
@@ -280,7 +281,7 @@ class Store:
             self.save()
             return repo
 
-    def head_commit(self, repo_id: str) -> dict:
+    def head_commit(self, repo_id: str) -> dict[str, Any]:
         """The head commit dict of a library."""
         return self.read_commit(repo_id, self.repos[repo_id].head)
 
