@@ -30,6 +30,7 @@ Counters are kept per endpoint, keyed by the route template such as
 """
 from __future__ import annotations
 
+import builtins
 import itertools
 import json
 import re
@@ -60,7 +61,7 @@ class Fault:
     drop_after_bytes: int | None = None
     omit_name: str | None = None
     listing_of: str | None = None
-    _rx: re.Pattern[str] = field(default=None, repr=False)  # type: ignore[assignment]
+    _rx: re.Pattern[str] | None = field(default=None, repr=False)
 
     def matches(self, method: str, path: str, full: str) -> bool:
         """True when this rule applies to the request."""
@@ -152,7 +153,7 @@ class FaultInjector:
         with self._lock:
             self._hooks.append(Hook(method, path_regex, callback, int(count)))
 
-    def take_hooks(self, method: str, path: str, full: str) -> list[Callable[..., Any]]:
+    def take_hooks(self, method: str, path: str, full: str) -> builtins.list[Callable[..., Any]]:
         """Callbacks due for this request (each use consumed)."""
         out = []
         with self._lock:

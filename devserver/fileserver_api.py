@@ -27,6 +27,7 @@ from .http_util import content_disposition, fs_error, go_json, header_params, pa
 from .names import fs_name_invalid, join_path, nfc, norm_path, split_path
 from .head_merge import HeadUnknown, update_at_head
 from .repo_ops import EntryNotFound, FolderNotFound, NotAFolder, is_dir
+from .store import WebToken
 
 _RANGE_RE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+)\s*$")
 
@@ -70,7 +71,8 @@ class Fileserver:
         st = self._chunks.get(key)
         return st["received"] if st else 0
 
-    def _token(self, token: str, ops: tuple[str, ...]):
+    def _token(self, token: str, ops: tuple[str, ...]) -> tuple[WebToken | None, Response | None]:
+        """The upload/download link token for one of ``ops``: ``(token, None)``, or ``(None, the error answer)``."""
         if len(token) != 36:
             return None, fs_error(400, "Invalid URL")
         tok = self.store.use_web_token(token)
@@ -83,7 +85,7 @@ class Fileserver:
         return tok, None
 
     def _quota_ok(self, user: str, extra: int) -> bool:
-        quota = self.store.users.get(user, {}).get("quota", -2)
+        quota: int = self.store.users.get(user, {}).get("quota", -2)
         return quota <= 0 or self.store.usage(user) + extra < quota
 
     def _upload_answer(self, results: list[dict[str, Any]], ret_json: bool) -> Response:
@@ -210,7 +212,7 @@ class Fileserver:
             st["received"] = max(st["received"], start + len(data)) if start <= st["received"] else st["received"]
             if end < total - 1:
                 return go_json({"success": True})
-            content = st["path"].read_bytes()[:total]
+            content: bytes = st["path"].read_bytes()[:total]
             self._chunks.pop(key, None)
             try:
                 os.unlink(st["path"])

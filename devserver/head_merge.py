@@ -19,7 +19,7 @@ from typing import Any
 
 from . import ids
 from .names import fs_unique_name, nfc, parent_and_name
-from .repo_ops import EntryNotFound, RepoOps, is_dir, now
+from .repo_ops import Entries, EntryNotFound, RepoOps, is_dir, now
 
 __all__ = ["HeadUnknown", "conflict_name", "update_at_head"]
 
@@ -91,7 +91,7 @@ def _store_conflict(ops: RepoOps, repo_id: str, parent: str, name: str, fid: str
                               repo.name, "")
     wanted = nfc(conflict_name(name, user, t))
 
-    def add_conflict(entries):
+    def add_conflict(entries: Entries) -> tuple[str, bool]:
         final = fs_unique_name(wanted, entries.__contains__) or wanted
         entries[final] = dict(entry, name=final)
         return final, True

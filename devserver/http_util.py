@@ -87,11 +87,12 @@ def size_formatted(n: int) -> str:
     """Seahub's ``filesizeformat`` (decimal units, non-breaking space): ``0\\xa0bytes``, ..."""
     if n < 1000:
         return "1\xa0byte" if n == 1 else f"{n}\xa0bytes"
+    size = float(n)
     for unit in ("KB", "MB", "GB", "TB"):
-        n /= 1000.0
-        if n < 1000:
-            return f"{n:.1f}\xa0{unit}"
-    return f"{n:.1f}\xa0PB"
+        size /= 1000.0
+        if size < 1000:
+            return f"{size:.1f}\xa0{unit}"
+    return f"{size:.1f}\xa0PB"
 
 
 # ---------------------------------------------------------------- multipart

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jwt
-from websockets.frames import Opcode
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Request as WSRequest
 from websockets.server import ServerProtocol
 from werkzeug.wrappers import Request, Response
@@ -242,10 +242,12 @@ class NotificationServer:
                 return
             proto.receive_data(data)
             for event in proto.events_received():
+                if not isinstance(event, Frame):
+                    continue  # after the handshake a server protocol yields frames only
                 if event.opcode is Opcode.PONG:
                     last_pong = time.monotonic()
                 elif event.opcode is Opcode.TEXT:
-                    if not self._message(client, proto, event.data):
+                    if not self._message(client, proto, bytes(event.data)):
                         return  # dropped without a close frame
                 elif event.opcode is Opcode.CLOSE:
                     _flush(sock, proto)

@@ -18,7 +18,8 @@ from . import ids
 from .http_util import api_error, django_json, drf, iso_time, location_quote, size_formatted
 from .names import (join_path, listing_key, name_too_long, nfc, norm_path, parent_and_name,
                     seahub_name_invalid, split_path)
-from .repo_ops import FolderNotFound, NotAFolder, is_dir
+from .repo_ops import FolderNotFound, NotAFolder, RepoOps, is_dir
+from .store import Store
 
 SERVER_VERSION = "13.0.15"
 
@@ -47,8 +48,8 @@ class SeahubBase:
 
     def __init__(self, app) -> None:
         self.app = app
-        self.store = app.store
-        self.ops = app.ops
+        self.store: Store = app.store
+        self.ops: RepoOps = app.ops
 
     # ------------------------------------------------------------ helpers
     def base(self, req: Request) -> str:
@@ -296,6 +297,8 @@ class SeahubDirs(SeahubBase):
             for i in range(len(parts)):
                 anc = join_path(parts[:i])
                 ae = self.ops.lookup(repo_id, anc)
+                if ae is None:  # removed since the folder's lookup (no lock is held here)
+                    continue
                 entries += [self.v21_entry(x, dir_slash(anc)) for x in self.sorted_entries(ae["id"]) if is_dir(x)]
         entries += [self.v21_entry(x, dir_slash(p)) for x in self.sorted_entries(e["id"])
                     if not t or (t == "d") == is_dir(x)]

@@ -102,11 +102,11 @@ class SeahubHistory(SeahubBase):
                 n_dir = n is not None and n["mode"] == ids.DIR_MODE
                 if o is not None and n is not None and o["id"] == n["id"] and o_dir == n_dir:
                     continue
-                if o_dir and n_dir:
+                if o is not None and o_dir and n is not None and n_dir:
                     stack.append((p, o["id"], n["id"]))
-                elif o_dir:
+                elif o is not None and o_dir:
                     old_d[p] = o["id"]
-                elif n_dir:
+                elif n is not None and n_dir:
                     new_d[p] = n["id"]
                 if o is not None and not o_dir:
                     old_f[p] = o["id"]

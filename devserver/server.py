@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from . import ids, routes
@@ -103,18 +103,17 @@ class DevServer:
         self._components = {"account": self.account, "history": SeahubHistory(self), "dirs": self.dirs_api,
                             "files": self.files, "file_history": SeahubFileHistory(self),
                             "fs": self.fileserver, "notify": self.notifications}
-        self._httpd = None
+        self._httpd: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ lifecycle
-    def _make_httpd(self):
+    def _make_httpd(self) -> BaseWSGIServer:
         return make_server(self.host, self.port, self.wsgi_app, threaded=True, request_handler=_QuietHandler)
 
     def start(self) -> "DevServer":
         """Start serving in a background thread; returns self (``url`` is then valid)."""
-        self._httpd = self._make_httpd()
-        self.port = self._httpd.server_port
-        httpd = self._httpd
+        httpd = self._httpd = self._make_httpd()
+        self.port = httpd.server_port
         # a short poll interval makes stop() (and every test teardown) quick
         self._thread = threading.Thread(target=lambda: httpd.serve_forever(poll_interval=0.05),
                                         name="devserver", daemon=True)
@@ -123,15 +122,16 @@ class DevServer:
 
     def serve_forever(self) -> None:
         """Serve in the calling thread (used by ``python -m ohsync.devserver``)."""
-        if self._httpd is None:
-            self._httpd = self._make_httpd()
-            self.port = self._httpd.server_port
-        self._httpd.serve_forever()
+        httpd = self._httpd
+        if httpd is None:
+            httpd = self._httpd = self._make_httpd()
+            self.port = httpd.server_port
+        httpd.serve_forever()
 
     def bind(self) -> None:
         """Open the listening socket without serving yet (port known afterwards)."""
-        self._httpd = self._make_httpd()
-        self.port = self._httpd.server_port
+        httpd = self._httpd = self._make_httpd()
+        self.port = httpd.server_port
 
     def stop(self) -> None:
         """Stop serving and close the socket (state stays on disk)."""
@@ -166,8 +166,12 @@ class DevServer:
         resp = self.dispatch(req)
         return resp(environ, start_response)
 
-    def dispatch(self, req: Request) -> Response:
-        """Route one request: control API, faults, auth, handler, after-request hooks."""
+    def dispatch(self, req: Request) -> Response | CutShort:
+        """Route one request: control API, faults, auth, handler, after-request hooks.
+
+        :returns: the answer, or a :class:`CutShort` wrapping it for a fault that drops the
+            connection part-way through the body.
+        """
         path = req.path
         if path.startswith("/_devserver/") or path == "/_devserver":
             return self.control.handle(req)

@@ -119,7 +119,8 @@ class Store:
             if not u.get("token"):
                 u["token"] = secrets.token_hex(20)
                 self.save()
-            return u["token"]
+            token: str = u["token"]
+            return token
 
     def user_for_token(self, token: str) -> str | None:
         """E-mail of the user owning API ``token``, or None."""
@@ -256,7 +257,8 @@ class Store:
 
     def read_commit(self, repo_id: str, cid: str) -> dict[str, Any]:
         """A stored commit of ``repo_id``."""
-        return json.loads((self.root / "commits" / repo_id / cid).read_text("utf-8"))
+        commit: dict[str, Any] = json.loads((self.root / "commits" / repo_id / cid).read_text("utf-8"))
+        return commit
 
     def history(self, repo_id: str) -> list[dict[str, Any]]:
         """Commits of a library, newest first (following ``parent_id``)."""
@@ -287,7 +289,8 @@ class Store:
 
     def root_id(self, repo_id: str) -> str:
         """Root directory id of a library's head."""
-        return self.head_commit(repo_id)["root_id"]
+        root: str = self.head_commit(repo_id)["root_id"]
+        return root
 
     def repo_stats(self, repo_id: str) -> tuple[int, int]:
         """``(total bytes, file count)`` of a library's head tree (cached per root)."""
