@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
@@ -154,7 +155,7 @@ class Control:
             return _json({"ok": True})
         return _json({"error": "method not allowed"}, 405)
 
-    def _after_request(self, body: dict) -> Response:
+    def _after_request(self, body: dict[str, Any]) -> Response:
         action = body.get("action") or {}
 
         def cb(srv) -> None:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from . import ids, routes
@@ -103,18 +103,17 @@ class DevServer:
         self._components = {"account": self.account, "history": SeahubHistory(self), "dirs": self.dirs_api,
                             "files": self.files, "file_history": SeahubFileHistory(self),
                             "fs": self.fileserver, "notify": self.notifications}
-        self._httpd = None
+        self._httpd: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ lifecycle
-    def _make_httpd(self):
+    def _make_httpd(self) -> BaseWSGIServer:
         return make_server(self.host, self.port, self.wsgi_app, threaded=True, request_handler=_QuietHandler)
 
     def start(self) -> "DevServer":
         """Start serving in a background thread; returns self (``url`` is then valid)."""
-        self._httpd = self._make_httpd()
-        self.port = self._httpd.server_port
-        httpd = self._httpd
+        httpd = self._httpd = self._make_httpd()
+        self.port = httpd.server_port
         # a short poll interval makes stop() (and every test teardown) quick
         self._thread = threading.Thread(target=lambda: httpd.serve_forever(poll_interval=0.05),
                                         name="devserver", daemon=True)
@@ -123,15 +122,16 @@ class DevServer:
 
     def serve_forever(self) -> None:
         """Serve in the calling thread (used by ``python -m ohsync.devserver``)."""
-        if self._httpd is None:
-            self._httpd = self._make_httpd()
-            self.port = self._httpd.server_port
-        self._httpd.serve_forever()
+        httpd = self._httpd
+        if httpd is None:
+            httpd = self._httpd = self._make_httpd()
+            self.port = httpd.server_port
+        httpd.serve_forever()
 
     def bind(self) -> None:
         """Open the listening socket without serving yet (port known afterwards)."""
-        self._httpd = self._make_httpd()
-        self.port = self._httpd.server_port
+        httpd = self._httpd = self._make_httpd()
+        self.port = httpd.server_port
 
     def stop(self) -> None:
         """Stop serving and close the socket (state stays on disk)."""
@@ -166,8 +166,12 @@ class DevServer:
         resp = self.dispatch(req)
         return resp(environ, start_response)
 
-    def dispatch(self, req: Request) -> Response:
-        """Route one request: control API, faults, auth, handler, after-request hooks."""
+    def dispatch(self, req: Request) -> Response | CutShort:
+        """Route one request: control API, faults, auth, handler, after-request hooks.
+
+        :returns: the answer, or a :class:`CutShort` wrapping it for a fault that drops the
+            connection part-way through the body.
+        """
         path = req.path
         if path.startswith("/_devserver/") or path == "/_devserver":
             return self.control.handle(req)
@@ -199,7 +203,7 @@ class DevServer:
                 return omit_entries(self._route(req, path, full, candidates), fault.omit_name)
         return self._route(req, path, full, candidates)
 
-    def _route(self, req: Request, path: str, full: str, candidates: list) -> Response:
+    def _route(self, req: Request, path: str, full: str, candidates: list[routes.Candidate]) -> Response:
         if not candidates:
             if not path.endswith("/") and routes.match(path + "/") and path.startswith("/api"):
                 loc = req.host_url.rstrip("/") + path + "/" + (("?" + full.split("?", 1)[1]) if "?" in full else "")
@@ -437,7 +441,7 @@ class DevServer:
         """The library's head commit id."""
         return self.store.repos[repo_id].head
 
-    def history(self, repo_id: str) -> list[dict]:
+    def history(self, repo_id: str) -> list[dict[str, Any]]:
         """Commit dicts newest first (``commit_id``, ``root_id``, ``description``, ``ctime``...)."""
         return self.store.history(repo_id)
 
