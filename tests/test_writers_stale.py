@@ -1,0 +1,110 @@
+"""Stale writers: another client that read a file long ago keeps uploading
+its edit of that old version through the ordinary update link (no ``head``),
+once or in bursts, before, during or after our pushes.  Whatever we saved and
+the server verified stays live, or is archived in ``/.conflict/`` with a
+notice; never only in a local backup (``engine/history_merge.py``)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from engine_helpers import USER, make_mirror  # noqa: E402
+
+TEXT = "Files/notes/todo.txt"
+V0 = b"line1\nline2\nline3\n"
+JOURNAL = "notes/journal.md"
+HEADER = b"---\ntitle: Journal\ntype: note\n---\n# Journal\n\n## Observations\n- [note] start #seed\n"
+
+
+@pytest.fixture
+def rid(devserver):
+    return devserver.create_library(USER, "OH-Memory")
+
+
+def kept(devserver, rid, rel: str) -> tuple[str, str]:
+    """``(live text of rel, every /.conflict/ file's text joined)`` on the server."""
+    tree = devserver.tree(rid)
+    copies = "".join(v.decode("utf-8", "replace") for k, v in tree.items() if k.startswith("/.conflict/"))
+    return tree.get("/" + rel, b"").decode("utf-8", "replace"), copies
+
+
+def assert_kept(mirror, rel: str, lines, *, live_only=()) -> None:
+    """Every one of ``lines`` is live on the server or in /.conflict/ there
+    (then with a recorded conflict: the notice); ``live_only`` must be live;
+    the mirror holds what the server holds."""
+    live, copies = kept(mirror.server, mirror.repo_id, rel)
+    lost = [ln for ln in lines if ln not in live and ln not in copies]
+    assert lost == [], f"lines neither live nor in /.conflict/: {lost}\nlive:\n{live}"
+    assert [ln for ln in live_only if ln not in live] == [], live
+    if any(ln not in live for ln in lines):
+        assert rel in [c.path for c in mirror.engine.conflicts()], "archived without a notice"
+    assert mirror.read(rel).decode() == live
+
+
+def settle(mirror, rounds: int = 4) -> None:
+    """Sync until a pass moves nothing (bounded)."""
+    for _ in range(rounds):
+        report = mirror.sync()
+        assert report.errors == []
+        if report.transferred == 0:
+            return
+    raise AssertionError(f"{rounds} passes and still transferring")
+
+
+def two_pushes_then_stale(devserver, rid, tmp_path, rel: str, v0: bytes, a: str, b: str, stale: str,
+                          append=None):
+    """Sync v0; save (or ``append``) line ``a``, synced; then ``b``, synced;
+    then another client uploads its edit of v0 (``stale`` added) through the
+    update link.  Returns the mirror and the activity events."""
+    devserver.put_file(rid, "/" + rel, v0)
+    mirror = make_mirror(devserver, rid, tmp_path)
+    events = []
+    mirror.engine.ctx.on_event = events.append
+    assert mirror.sync().errors == []
+    for line in (a, b):
+        if append is not None:
+            append(mirror, rel, line)
+        else:
+            mirror.write(rel, mirror.read(rel) + (line + "\n").encode())
+            assert mirror.sync([rel]).errors == []
+        assert devserver.read_file(rid, "/" + rel).decode().endswith(line + "\n")
+    burst = devserver.stale_burst(rid, "/" + rel, 1, old=v0, line=stale + "\n")
+    assert burst.errors == [] and len(burst.ids) == 1
+    return mirror, events
+
+
+def test_plain_text_two_pushes_behind_keeps_both_of_ours(devserver, rid, tmp_path):
+    mirror, events = two_pushes_then_stale(devserver, rid, tmp_path, TEXT, V0, "LINE-A", "LINE-B", "LINE-R")
+    settle(mirror)
+    assert_kept(mirror, TEXT, ["LINE-A", "LINE-B", "LINE-R", "line1"], live_only=["LINE-A", "LINE-B"])
+    said = [e.message or "" for e in events if e.path == TEXT and e.kind == "synced"]
+    assert any("2 of our uploads" in m for m in said), said
+
+
+def test_memory_file_two_pushes_behind_merges_every_line(devserver, rid, tmp_path):
+    a, b, r = "- [note] LINE-A #desk", "- [note] LINE-B #desk", "- [note] LINE-R #bot"
+    mirror, _ = two_pushes_then_stale(devserver, rid, tmp_path, JOURNAL, HEADER, a, b, r)
+    settle(mirror)
+    assert_kept(mirror, JOURNAL, [a, b, r], live_only=[a, b, r, "start #seed"])  # observations merge as a union
+    assert mirror.engine.conflicts() == []
+
+
+def _memory_append(mirror, rel: str, line: str) -> None:
+    from ohsync.engine.memory_tools import WritePlan
+    from ohsync.engine.memory_writes import apply_write
+
+    result = apply_write(mirror.engine, rel, lambda data: WritePlan(rel, (data or b"") + (line + "\n").encode(), {}))
+    assert result["verified"] is True
+
+
+def test_memory_append_two_pushes_behind_merges_every_line(devserver, rid, tmp_path):
+    a, b, r = "- [note] LINE-A #agent", "- [note] LINE-B #agent", "- [note] LINE-R #bot"
+    mirror, _ = two_pushes_then_stale(devserver, rid, tmp_path, JOURNAL, HEADER, a, b, r, append=_memory_append)
+    c = "- [note] LINE-C #agent"
+    _memory_append(mirror, JOURNAL, c)  # the next append meets the stale overwrite first
+    assert_kept(mirror, JOURNAL, [a, b, c, r], live_only=[a, b, c, r])
+    settle(mirror)
+    assert_kept(mirror, JOURNAL, [a, b, c, r], live_only=[a, b, c, r])
