@@ -108,3 +108,99 @@ def test_memory_append_two_pushes_behind_merges_every_line(devserver, rid, tmp_p
     assert_kept(mirror, JOURNAL, [a, b, c, r], live_only=[a, b, c, r])
     settle(mirror)
     assert_kept(mirror, JOURNAL, [a, b, c, r], live_only=[a, b, c, r])
+
+
+LOCAL = "- [note] saved at the desk #desk"
+
+
+def _synced_journal(devserver, rid, tmp_path):
+    devserver.put_file(rid, "/" + JOURNAL, HEADER)
+    mirror = make_mirror(devserver, rid, tmp_path)
+    assert mirror.sync().errors == []
+    return mirror
+
+
+def _save_and_push(mirror, line: str) -> None:
+    mirror.write(JOURNAL, mirror.read(JOURNAL) + (line + "\n").encode())
+    assert mirror.sync([JOURNAL]).errors == []
+
+
+def _burst_lines(burst) -> list[str]:
+    return [burst.line.format(i=i).strip() for i in range(burst.count)]
+
+
+def test_stale_burst_before_our_push(devserver, rid, tmp_path):
+    mirror = _synced_journal(devserver, rid, tmp_path)
+    burst = devserver.stale_burst(rid, "/" + JOURNAL, 6, old=HEADER, spacing_ms=5)
+    assert len(burst.ids) == 6
+    _save_and_push(mirror, LOCAL)
+    settle(mirror)
+    assert_kept(mirror, JOURNAL, [LOCAL, _burst_lines(burst)[-1]], live_only=[LOCAL])
+
+
+def test_stale_burst_after_our_push(devserver, rid, tmp_path):
+    mirror = _synced_journal(devserver, rid, tmp_path)
+    _save_and_push(mirror, LOCAL)
+    burst = devserver.stale_burst(rid, "/" + JOURNAL, 11, old=HEADER, spacing_ms=5)
+    assert len(burst.ids) == 11
+    settle(mirror)
+    assert_kept(mirror, JOURNAL, [LOCAL, _burst_lines(burst)[-1]], live_only=[LOCAL, _burst_lines(burst)[-1]])
+
+
+def test_stale_burst_during_our_push(devserver, rid, tmp_path):
+    """Overwrites from the version both read land before our read, between
+    our read and our update (the update's head keeps them live) and after
+    our upload was verified."""
+    mirror = _synced_journal(devserver, rid, tmp_path)
+    first = devserver.stale_burst(rid, "/" + JOURNAL, 3, old=HEADER, spacing_ms=5, line="- [note] early {i} #bot\n")
+    later = []
+    devserver.after_request("GET", r"/update-link/", lambda srv: later.append(
+        srv.stale_burst(rid, "/" + JOURNAL, 4, old=HEADER, line="- [note] crossing {i} #bot\n")))
+    theirs = {devserver.file_id(rid, "/" + JOURNAL), *first.ids}
+
+    def after_ours_verified(srv):
+        # the read-back just saw a revision of ours live: overwrite it right after
+        if len(later) == 1 and srv.file_id(rid, "/" + JOURNAL) not in theirs | set(later[0].ids):
+            later.append(srv.stale_burst(rid, "/" + JOURNAL, 4, old=HEADER, spacing_ms=10,
+                                         line="- [note] late {i} #bot\n"))
+    devserver.after_request("GET", r"/file/detail/", after_ours_verified, count=50)
+    mirror.write(JOURNAL, mirror.read(JOURNAL) + (LOCAL + "\n").encode())
+    mirror.sync([JOURNAL])
+    for burst in later:
+        burst.wait()
+    assert later and all(len(b.ids) == b.count for b in [first, *later])
+    settle(mirror, rounds=6)
+    history = [r.file_id for r in mirror.client.file_history(rid, "/" + JOURNAL, limit=100)]
+    bursts = {i: b.line.format(i=n).strip() for b in [first, *later] for n, i in enumerate(b.ids)}
+    ours = [k for k, fid in enumerate(history) if fid not in bursts][:-1]  # newest first; the last is HEADER
+    stale = [k for k, fid in enumerate(history) if fid in bursts]
+    assert ours and min(stale) < max(ours) < max(stale), "the overwrites did not cross our push"
+    newest_stale = bursts[history[min(stale)]]
+    assert_kept(mirror, JOURNAL, [LOCAL, newest_stale], live_only=[LOCAL])
+
+
+def test_without_file_history_the_kept_versions_decide(devserver, rid, tmp_path):
+    devserver.inject_fault("GET", r"/file/history/", status=404, count=10**6)  # neither endpoint exists
+    a, b, r = "- [note] LINE-A #desk", "- [note] LINE-B #desk", "- [note] LINE-R #bot"
+    mirror, events = two_pushes_then_stale(devserver, rid, tmp_path, JOURNAL, HEADER, a, b, r)
+    settle(mirror)
+    assert_kept(mirror, JOURNAL, [a, b, r], live_only=[a, b, r])
+    said = [e.message or "" for e in events if e.kind == "synced"]
+    assert any("2 of our uploads" in m and "on purpose" in m for m in said), said
+    assert devserver.request_count(r"GET /api/v2.1/repos/[^/]+/file/history/") >= 1  # it was asked, and 404
+
+
+def test_an_edit_of_a_later_version_that_removes_our_line_is_pulled(devserver, rid, tmp_path):
+    """Another client edits the version after ours (adds its line), then one
+    that read *that* removes our line: made from a version that held ours, so
+    a deliberate removal, pulled as usual."""
+    mirror = _synced_journal(devserver, rid, tmp_path)
+    _save_and_push(mirror, LOCAL)
+    phone = HEADER + (LOCAL + "\n- [note] from the phone #phone\n").encode()
+    devserver.put_file(rid, "/" + JOURNAL, phone)
+    settle(mirror)
+    tidied = HEADER + b"- [note] from the phone #phone\n"
+    devserver.put_file(rid, "/" + JOURNAL, tidied)
+    report = mirror.sync()
+    assert report.errors == [] and JOURNAL in report.downloaded and JOURNAL not in report.merged
+    assert mirror.read(JOURNAL) == tidied == devserver.read_file(rid, "/" + JOURNAL)
