@@ -140,17 +140,23 @@ def _lines(data: bytes) -> list[bytes]:
     return data.splitlines()
 
 
-def push_evidence(older: bytes, ours: bytes, theirs: bytes, added_before: frozenset[bytes] = frozenset()
-                  ) -> bool | None:
+def push_evidence(older: bytes, ours: bytes, theirs: bytes, earlier: frozenset[bytes] = frozenset(),
+                  first: frozenset[bytes] | None = None) -> bool | None:
     """Does ``theirs`` hold the change ``older`` → ``ours`` (one push of ours)?
 
     True when a line ours added is in it, or a line ours removed is gone
     from it too (it was made from ours, or later); False when it holds none
     of the lines ours added and at least one is missing, or still has a line
-    ours removed (made from an older version); None when it cannot tell:
-    ours changed only blank lines, or removed only lines an earlier push of
-    ours had added (``added_before``), which a version older than those
-    never had either.  Blank lines never count.
+    ours removed (made from an older version); None when it cannot tell.
+
+    :param earlier: lines of every earlier version on record (earlier
+        pushes of ours and what they replaced): a line ours adds that is
+        among them was put back by a merge, not written by us, and is no
+        evidence either way.
+    :param first: lines of the oldest version on record (None: ``older``);
+        a line ours removed that came later than that may never have been
+        in a version older than ours, so its absence is no evidence.
+    Blank lines never count.
     """
     a, b = _lines(older), _lines(ours)
     present, before, after = set(_lines(theirs)), set(a), set(b)
@@ -159,7 +165,7 @@ def push_evidence(older: bytes, ours: bytes, theirs: bytes, added_before: frozen
         if tag == "equal":
             continue
         for line in b[j1:j2]:
-            if line.strip() and line not in before:
+            if line.strip() and line not in before and line not in earlier:
                 if line in present:
                     return True
                 lacking = True
@@ -167,7 +173,7 @@ def push_evidence(older: bytes, ours: bytes, theirs: bytes, added_before: frozen
             if line.strip() and line not in after:
                 if line in present:
                     lacking = True
-                elif line not in added_before:
+                elif first is None or line in first:
                     return True
     return False if lacking else None
 
@@ -175,18 +181,26 @@ def push_evidence(older: bytes, ours: bytes, theirs: bytes, added_before: frozen
 def _lacked(ctx: MirrorContext, pushes: list[_Push], theirs: bytes) -> tuple[int, _Push | None, bytes | None]:
     """How many of ``pushes`` (newest last) ``theirs`` lacks, newest first up
     to the newest one whose change it holds; the oldest lacked push and the
-    content it replaced."""
-    kept = [(_blob(ctx, p.replaced_sha1), _blob(ctx, p.ours_sha1)) for p in pushes]
-    count, oldest, content = 0, None, None
-    for k in range(len(pushes) - 1, -1, -1):
-        older, ours = kept[k]
+    content it replaced.  Only the newest pushes whose contents are kept
+    count (binary, large, or an earlier version's record end the run)."""
+    kept: list[tuple[bytes, bytes]] = []
+    for push in reversed(pushes):
+        older, ours = _blob(ctx, push.replaced_sha1), _blob(ctx, push.ours_sha1)
         if older is None or ours is None:
-            break  # not kept (binary, large, an earlier version's record): judge no further back
-        added_before: set[bytes] = set()
+            break
+        kept.insert(0, (older, ours))
+    pushes = pushes[len(pushes) - len(kept):]
+    if not kept:
+        return 0, None, None
+    first = frozenset(_lines(kept[0][0]))
+    count, oldest, content = 0, None, None
+    for k in range(len(kept) - 1, -1, -1):
+        older, ours = kept[k]
+        earlier: set[bytes] = set()
         for r, o in kept[:k]:
-            if r is not None and o is not None:
-                added_before.update(set(_lines(o)) - set(_lines(r)))
-        verdict = push_evidence(older, ours, theirs, frozenset(added_before))
+            earlier.update(_lines(r))
+            earlier.update(_lines(o))
+        verdict = push_evidence(older, ours, theirs, frozenset(earlier), first)
         if verdict is True:
             break
         if verdict is False:

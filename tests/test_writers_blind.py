@@ -90,7 +90,10 @@ def test_push_evidence_tells_an_edit_of_the_older_revision_from_an_edit_of_ours(
     assert push_evidence(older, ours, b"a\nb\nours\ntheirs\n") is True      # made from ours
     assert push_evidence(older, ours, older) is False                       # older written back: ours is kept
     assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nc\nx\n") is True  # our removal kept: made from ours
-    assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nc\nx\n", frozenset([b"b"])) is None  # b was ours: cannot tell
+    # b came after the oldest version on record: a version older than ours may never have had it
+    assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nc\nx\n", first=frozenset([b"a", b"c"])) is None
+    # a line an earlier version had, put back by a merge, is no evidence
+    assert push_evidence(b"a\n", b"a\nold\n", b"a\nold\nx\n", earlier=frozenset([b"old"])) is None
     assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nb\nc\nx\n") is False  # our removal undone by an older edit
     assert push_evidence(older, b"a\nb\n\n", b"a\nb\nx\n") is None      # only a blank line: no evidence
 

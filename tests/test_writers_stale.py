@@ -204,3 +204,48 @@ def test_an_edit_of_a_later_version_that_removes_our_line_is_pulled(devserver, r
     report = mirror.sync()
     assert report.errors == [] and JOURNAL in report.downloaded and JOURNAL not in report.merged
     assert mirror.read(JOURNAL) == tidied == devserver.read_file(rid, "/" + JOURNAL)
+
+
+# ----------------------------------------------------------------------------- property
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+#: One step: a local save (synced later), a save pushed at once (memory.append), a pass, or
+#: another client's overwrite made from the n-th server version seen so far (counted back).
+_STEPS = st.lists(st.one_of(st.just(("save",)), st.just(("append",)), st.just(("sync",)),
+                            st.tuples(st.just("stale"), st.integers(min_value=0, max_value=6))),
+                  min_size=1, max_size=10)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=_STEPS)
+def test_any_interleaving_of_saves_and_stale_overwrites_keeps_every_saved_line(devserver, tmp_path_factory, steps):
+    work = tmp_path_factory.mktemp("interleaving")
+    repo = devserver.create_library(USER, "OH-Memory")
+    devserver.put_file(repo, "/" + JOURNAL, HEADER)
+    mirror = make_mirror(devserver, repo, work)
+    try:
+        assert mirror.sync().errors == []
+        seen = [HEADER]  # server versions, oldest first
+        saved = []
+        for n, step in enumerate(steps):
+            if step[0] in ("save", "append"):
+                saved.append(f"- [note] saved {n} #desk")
+                if step[0] == "append":
+                    _memory_append(mirror, JOURNAL, saved[-1])
+                else:
+                    mirror.write(JOURNAL, mirror.read(JOURNAL) + (saved[-1] + "\n").encode())
+            elif step[0] == "sync":
+                assert mirror.sync().errors == []
+            else:
+                old = seen[max(0, len(seen) - 1 - step[1])]
+                devserver.stale_burst(repo, "/" + JOURNAL, 1, old=old, line=f"- [note] stale {n} #bot\n")
+            live = devserver.read_file(repo, "/" + JOURNAL)
+            if live != seen[-1]:
+                seen.append(live)
+        settle(mirror, rounds=6)
+        assert_kept(mirror, JOURNAL, saved)
+    finally:
+        mirror.state.close()
+        mirror.client.close()
