@@ -206,6 +206,34 @@ def test_an_edit_of_a_later_version_that_removes_our_line_is_pulled(devserver, r
     assert mirror.read(JOURNAL) == tidied == devserver.read_file(rid, "/" + JOURNAL)
 
 
+def test_daemon_keeps_a_local_edit_made_during_a_burst_of_twenty(seed_daemon, devserver):
+    """As seen on a real server: 20 overwrites from the version read earlier,
+    one every 50 ms, and a local edit 1 s into the burst."""
+    from daemon_helpers import wait_for
+
+    s = seed_daemon(files={JOURNAL: HEADER}, poll_interval=0.5)
+    daemon = s.start(wait="idle")
+    journal = s.mirror / JOURNAL
+    first = "- [note] before the burst #desk"
+    journal.write_bytes(journal.read_bytes() + (first + "\n").encode())
+    wait_for(lambda: first in devserver.read_file(s.repo_id, "/" + JOURNAL).decode(), timeout=60,
+             what="the first local line uploaded")
+    burst = devserver.stale_burst(s.repo_id, "/" + JOURNAL, 20, old=HEADER, spacing_ms=50, wait=False)
+    wait_for(lambda: len(burst.ids) >= 20 * 1000 // 1050 or burst.done.is_set(), timeout=30,
+             what="1 s into the burst")
+    during = "- [note] during the burst #desk"
+    journal.write_bytes(journal.read_bytes() + (during + "\n").encode())
+    assert len(burst.wait()) == 20 and burst.errors == []
+    last = burst.line.format(i=19).strip()
+
+    def settled() -> bool:
+        live = devserver.read_file(s.repo_id, "/" + JOURNAL).decode()
+        return all(x in live for x in (first, during, last)) and journal.read_bytes().decode() == live
+    wait_for(settled, timeout=90, what="both local lines and the burst's last line live on both sides")
+    daemon.wait_state("idle", timeout=60)
+    assert daemon.status()["conflicts"] == 0
+
+
 # ----------------------------------------------------------------------------- property
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
