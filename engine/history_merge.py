@@ -62,12 +62,14 @@ def _key(rel_path: str) -> str:
 @dataclass(frozen=True)
 class _Push:
     """One verified push of ours: ``ours`` (file id) replaced ``replaced``;
-    their contents are kept as blobs under these sha1s (None: not kept)."""
+    their contents are kept as blobs under these sha1s (None: not kept), and
+    so is ``had``: the version we had agreed on before (what we edited)."""
 
     ours: str
     ours_sha1: str | None
     replaced: str
     replaced_sha1: str | None
+    had_sha1: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,15 +102,17 @@ def _load(ctx: MirrorContext, rel_path: str) -> list[_Push]:
     out: list[_Push] = []
     for item in value if isinstance(value, list) else []:
         if isinstance(item, dict) and isinstance(item.get("ours"), str) and isinstance(item.get("replaced"), str):
-            out.append(_Push(item["ours"], item.get("ours_sha1"), item["replaced"], item.get("replaced_sha1")))
+            out.append(_Push(item["ours"], item.get("ours_sha1"), item["replaced"], item.get("replaced_sha1"),
+                             item.get("had_sha1")))
     return out
 
 
 def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str | None,
-                replaced_content: bytes | None, content: bytes | None = None) -> None:
+                replaced_content: bytes | None, content: bytes | None = None, had: bytes | None = None) -> None:
     """After a verified push: ``new_id`` (holding ``content``) is ours, it
     replaced ``replaced_id`` (holding ``replaced_content``; None: the file
-    was new, which starts the record afresh).  Both contents are kept as
+    was new, which starts the record afresh); ``had`` is the version we had
+    agreed on before it (the base we edited).  The contents are kept as
     blobs, so judging a later stale overwrite needs no download; the oldest
     pushes beyond :data:`MAX_PUSHES` are forgotten."""
     if replaced_id is None:
@@ -119,9 +123,10 @@ def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str
     pushes = _load(ctx, rel_path)
     keep = ctx.state.keep_blob
     pushes.append(_Push(new_id, keep(content) if content is not None else None, replaced_id,
-                        keep(replaced_content) if replaced_content is not None else None))
-    rows = [{"ours": p.ours, "ours_sha1": p.ours_sha1, "replaced": p.replaced, "replaced_sha1": p.replaced_sha1}
-            for p in pushes[-MAX_PUSHES:]]
+                        keep(replaced_content) if replaced_content is not None else None,
+                        keep(had) if had is not None else None))
+    rows = [{"ours": p.ours, "ours_sha1": p.ours_sha1, "replaced": p.replaced, "replaced_sha1": p.replaced_sha1,
+             "had_sha1": p.had_sha1} for p in pushes[-MAX_PUSHES:]]
     ctx.state.set_meta(_key(rel_path), json.dumps(rows))
 
 
@@ -141,7 +146,7 @@ def _lines(data: bytes) -> list[bytes]:
 
 
 def push_evidence(older: bytes, ours: bytes, theirs: bytes, earlier: frozenset[bytes] = frozenset(),
-                  first: frozenset[bytes] | None = None) -> bool | None:
+                  first: frozenset[bytes] | None = None, had: frozenset[bytes] | None = None) -> bool | None:
     """Does ``theirs`` hold the change ``older`` → ``ours`` (one push of ours)?
 
     True when a line ours added is in it, or a line ours removed is gone
@@ -156,6 +161,9 @@ def push_evidence(older: bytes, ours: bytes, theirs: bytes, earlier: frozenset[b
     :param first: lines of the oldest version on record (None: ``older``);
         a line ours removed that came later than that may never have been
         in a version older than ours, so its absence is no evidence.
+    :param had: lines of the version we had edited (None: ``older``): a
+        line ours dropped that we never had (the other side's, archived in
+        a conflict copy) is no removal of ours.
     Blank lines never count.
     """
     a, b = _lines(older), _lines(ours)
@@ -173,7 +181,7 @@ def push_evidence(older: bytes, ours: bytes, theirs: bytes, earlier: frozenset[b
             if line.strip() and line not in after:
                 if line in present:
                     lacking = True
-                elif first is None or line in first:
+                elif (first is None or line in first) and (had is None or line in had):
                     return True
     return False if lacking else None
 
@@ -184,11 +192,14 @@ def _lacked(ctx: MirrorContext, pushes: list[_Push], theirs: bytes) -> tuple[int
     content it replaced.  Only the newest pushes whose contents are kept
     count (binary, large, or an earlier version's record end the run)."""
     kept: list[tuple[bytes, bytes]] = []
+    hads: list[frozenset[bytes] | None] = []
     for push in reversed(pushes):
         older, ours = _blob(ctx, push.replaced_sha1), _blob(ctx, push.ours_sha1)
         if older is None or ours is None:
             break
         kept.insert(0, (older, ours))
+        had = _blob(ctx, push.had_sha1)
+        hads.insert(0, frozenset(_lines(had)) if had is not None else None)
     pushes = pushes[len(pushes) - len(kept):]
     if not kept:
         return 0, None, None
@@ -200,7 +211,7 @@ def _lacked(ctx: MirrorContext, pushes: list[_Push], theirs: bytes) -> tuple[int
         for r, o in kept[:k]:
             earlier.update(_lines(r))
             earlier.update(_lines(o))
-        verdict = push_evidence(older, ours, theirs, frozenset(earlier), first)
+        verdict = push_evidence(older, ours, theirs, frozenset(earlier), first, hads[k])
         if verdict is True:
             break
         if verdict is False:

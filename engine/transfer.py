@@ -324,6 +324,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
     action = "upload"
     conflict: ConflictRecord | None = None
     base_content = ctx.state.base_content(base) if base is not None else None
+    had = base_content  # the version we edited: what a record of this push says we had
     agreed = True  # base is still the version both sides last agreed on (not one read in this push)
     merged_stale: StaleBase | None = None
     for attempt in range(ctx.options.max_attempts):
@@ -429,7 +430,8 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue
             _record_base(ctx, rel_path, content, new_id, fp)
-            record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content, content)
+            record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content, content,
+                        had)
             if merged_stale is not None:
                 ctx.emit(SyncEvent("synced", rel_path, "up", action="merge", message=stale_note(merged_stale)))
             return PushOutcome(action, conflict)

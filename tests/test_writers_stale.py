@@ -246,34 +246,45 @@ _STEPS = st.lists(st.one_of(st.just(("save",)), st.just(("append",)), st.just(("
                   min_size=1, max_size=10)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=_STEPS)
-def test_any_interleaving_of_saves_and_stale_overwrites_keeps_every_saved_line(devserver, tmp_path_factory, steps):
-    work = tmp_path_factory.mktemp("interleaving")
+def _interleave(devserver, work, rel: str, v0: bytes, steps) -> None:
+    """Run ``steps`` on a new library holding ``rel`` = ``v0``, settle, and
+    check that every line a local save added is live or archived with a notice."""
     repo = devserver.create_library(USER, "OH-Memory")
-    devserver.put_file(repo, "/" + JOURNAL, HEADER)
+    devserver.put_file(repo, "/" + rel, v0)
     mirror = make_mirror(devserver, repo, work)
     try:
         assert mirror.sync().errors == []
-        seen = [HEADER]  # server versions, oldest first
+        seen = [v0]  # server versions, oldest first
         saved = []
         for n, step in enumerate(steps):
             if step[0] in ("save", "append"):
                 saved.append(f"- [note] saved {n} #desk")
-                if step[0] == "append":
-                    _memory_append(mirror, JOURNAL, saved[-1])
+                if step[0] == "append" and rel == JOURNAL:
+                    _memory_append(mirror, rel, saved[-1])
                 else:
-                    mirror.write(JOURNAL, mirror.read(JOURNAL) + (saved[-1] + "\n").encode())
+                    mirror.write(rel, mirror.read(rel) + (saved[-1] + "\n").encode())
             elif step[0] == "sync":
                 assert mirror.sync().errors == []
             else:
                 old = seen[max(0, len(seen) - 1 - step[1])]
-                devserver.stale_burst(repo, "/" + JOURNAL, 1, old=old, line=f"- [note] stale {n} #bot\n")
-            live = devserver.read_file(repo, "/" + JOURNAL)
+                devserver.stale_burst(repo, "/" + rel, 1, old=old, line=f"- [note] stale {n} #bot\n")
+            live = devserver.read_file(repo, "/" + rel)
             if live != seen[-1]:
                 seen.append(live)
         settle(mirror, rounds=6)
-        assert_kept(mirror, JOURNAL, saved)
+        assert_kept(mirror, rel, saved)
     finally:
         mirror.state.close()
         mirror.client.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=_STEPS)
+def test_any_interleaving_of_saves_and_stale_overwrites_keeps_every_saved_line(devserver, tmp_path_factory, steps):
+    _interleave(devserver, tmp_path_factory.mktemp("interleaving"), JOURNAL, HEADER, steps)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=_STEPS)
+def test_plain_text_interleavings_keep_every_saved_line_live_or_archived(devserver, tmp_path_factory, steps):
+    _interleave(devserver, tmp_path_factory.mktemp("interleaving"), TEXT, V0, steps)
