@@ -261,7 +261,7 @@ def stale_base(ctx: MirrorContext, rel_path: str, theirs_id: str, theirs: bytes,
     :raises RemoteError: from the client (history, a revision download).
     """
     pushes = _load(ctx, rel_path)
-    if not pushes or base is None or theirs_id in {p.ours for p in pushes}:
+    if not pushes or base is None:
         return None
     count, oldest, older = _lacked(ctx, pushes, theirs)
     if oldest is None or older is None:

@@ -92,6 +92,8 @@ def test_push_evidence_tells_an_edit_of_the_older_revision_from_an_edit_of_ours(
     assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nc\nx\n") is True  # our removal kept: made from ours
     # b came after the oldest version on record: a version older than ours may never have had it
     assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nc\nx\n", first=frozenset([b"a", b"c"])) is None
+    # a line we never had (theirs, archived in a conflict copy) that ours dropped is no removal of ours
+    assert push_evidence(b"a\nt\n", b"a\nours\n", b"a\nx\n", had=frozenset([b"a"])) is False
     # a line an earlier version had, put back by a merge, is no evidence
     assert push_evidence(b"a\n", b"a\nold\n", b"a\nold\nx\n", earlier=frozenset([b"old"])) is None
     assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nb\nc\nx\n") is False  # our removal undone by an older edit

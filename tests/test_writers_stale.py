@@ -288,3 +288,13 @@ def test_any_interleaving_of_saves_and_stale_overwrites_keeps_every_saved_line(d
 @given(steps=_STEPS)
 def test_plain_text_interleavings_keep_every_saved_line_live_or_archived(devserver, tmp_path_factory, steps):
     _interleave(devserver, tmp_path_factory.mktemp("interleaving"), TEXT, V0, steps)
+
+
+def test_a_writer_putting_back_an_earlier_revision_of_ours_keeps_our_newer_lines(devserver, rid, tmp_path):
+    mirror = _synced_journal(devserver, rid, tmp_path)
+    _save_and_push(mirror, "- [note] first #desk")
+    earlier = devserver.read_file(rid, "/" + JOURNAL)
+    _save_and_push(mirror, "- [note] second #desk")
+    devserver.stale_burst(rid, "/" + JOURNAL, 1, old=earlier, line="")  # writes back what it read: ours, one behind
+    settle(mirror)
+    assert_kept(mirror, JOURNAL, ["first #desk", "second #desk"], live_only=["first #desk", "second #desk"])
