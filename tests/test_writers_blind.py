@@ -119,3 +119,17 @@ def test_plain_text_file_keeps_both_sides(devserver, rid, tmp_path, theirs_based
     if theirs_based_on_ours:  # an ordinary edit of our revision: pulled, no conflict copy
         assert tree["/" + path] == other and path in report.downloaded and report.conflicts == []
     assert mirror.read(path) == tree["/" + path]
+
+
+def test_pruning_blobs_keeps_what_the_push_record_needs(devserver, rid, tmp_path):
+    devserver.put_file(rid, "/" + JOURNAL, HEADER.encode())
+    mirror = make_mirror(devserver, rid, tmp_path)
+    mirror.sync()
+    mirror.write(JOURNAL, (HEADER + "- [note] ours #desk\n").encode())
+    mirror.sync([JOURNAL])
+    mirror.state.delete_base(JOURNAL)  # no base refers to either version now
+    mirror.state.prune_blobs()
+    kept = {p.name for p in mirror.state.blob_dir.iterdir()}
+    from ohsync.engine.ids import sha1_bytes
+
+    assert {sha1_bytes(HEADER.encode()), sha1_bytes((HEADER + "- [note] ours #desk\n").encode())} <= kept
