@@ -37,6 +37,7 @@ from .seahub_api import SeahubAccount, SeahubDirs
 from .seahub_files import SeahubFiles
 from .seahub_file_history import SeahubFileHistory
 from .seahub_history import SeahubHistory
+from .stale_burst import DEFAULT_LINE, StaleBurst
 from .store import Store
 
 DEFAULT_USERS = {"user@example.edu.cn": "secret"}
@@ -105,6 +106,7 @@ class DevServer:
                             "fs": self.fileserver, "notify": self.notifications}
         self._httpd: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self.bursts: list[StaleBurst] = []
 
     # ------------------------------------------------------------ lifecycle
     def _make_httpd(self) -> BaseWSGIServer:
@@ -134,7 +136,10 @@ class DevServer:
         self.port = httpd.server_port
 
     def stop(self) -> None:
-        """Stop serving and close the socket (state stays on disk)."""
+        """Stop serving and close the socket (state stays on disk); a stale
+        burst still running sends nothing more."""
+        for burst in self.bursts:
+            burst.stop()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -364,6 +369,42 @@ class DevServer:
                 raise FileNotFoundError(f"no commit {commit_id} in library {repo_id}") from exc
             repo.head = commit_id
             self.store.save()
+
+    def stale_burst(self, repo_id: str, path: str, count: int, *, spacing_ms: float = 50.0,
+                    old: bytes | None = None, from_commit: str | None = None, line: str = DEFAULT_LINE,
+                    email: str | None = None, wait: bool = True) -> StaleBurst:
+        """Overwrite ``path`` ``count`` times from one old version, as a stale
+        read-modify-write client does: each overwrite is an ordinary
+        update-link upload without ``head`` (so the file history records
+        each), holding the old content plus ``line.format(i=i)``, the next
+        one ``spacing_ms`` milliseconds later.
+
+        The old version is ``old`` (bytes), else the file as of commit
+        ``from_commit``, else the file as it is now.  ``email`` is the writer
+        (default the owner).  ``wait``: return when all were sent; else they
+        are sent in the background (:meth:`StaleBurst.wait`).
+
+        Raises ``FileNotFoundError`` when the old version cannot be read.
+        """
+        path = norm_path(nfc(path))
+        if old is None:
+            root = None
+            if from_commit is not None:
+                try:
+                    root = self.store.read_commit(repo_id, from_commit)["root_id"]
+                except (OSError, ValueError) as exc:
+                    raise FileNotFoundError(f"no commit {from_commit} in library {repo_id}") from exc
+            e = self.ops.lookup(repo_id, path, root=root)
+            if e is None or is_dir(e):
+                raise FileNotFoundError(path)
+            old = self.store.read_blob(e["id"])
+        burst = StaleBurst(self, repo_id, path, old, count, spacing_ms / 1000.0, line=line, email=email)
+        self.bursts.append(burst)
+        if wait:
+            burst.run()
+        else:
+            burst.start()
+        return burst
 
     def mkdir(self, repo_id: str, path: str) -> None:
         """Create a folder and its parents (no-op when it exists)."""
