@@ -89,7 +89,7 @@ class StaleBurst:
     def _request(self, method: str, path: str, **kwargs) -> tuple[int, bytes]:
         token = self.app.store.token_for(self.email)
         builder = EnvironBuilder(path=path, method=method, base_url=self.app.url,
-                                 headers={"Authorization": f"Token {token}"}, **kwargs)
+                                 headers=[("Authorization", f"Token {token}")], **kwargs)
         try:
             resp = self.app.dispatch(Request(builder.get_environ()))
         finally:
