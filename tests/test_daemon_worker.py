@@ -70,7 +70,7 @@ def test_auth_error_stops_polling_until_refresh(tmp_path: Path) -> None:
 
 
 def test_offline_backs_off_and_recovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ohsync.daemon.worker_recovery.backoff_delay", lambda attempt, **kw: 0.5)
+    monkeypatch.setattr("ohsync.daemon.worker.recovery.backoff_delay", lambda attempt, **kw: 0.5)
     engine = FakeEngine(tmp_path, fail_with=[NetworkError("connection refused")] * 2)
     w, status = _worker(engine, poll=0.2)
     w.start()

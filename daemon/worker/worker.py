@@ -12,12 +12,12 @@ fatal (the daemon exits with the message; with ``exit_on_fatal=False``, one
 mirror among several, that mirror stops with it until a ``refresh``).  The
 engine is opened inside this thread because its SQLite connection belongs to
 the thread that made it.  Opening and the policy after an error are
-``daemon/worker_recovery.py``.
+``daemon/worker/recovery.py``.
 
 The worker owns the control state (:class:`Control`: paused, the problem
 and when to retry); the status model is only told it.  The lists read by
 socket threads (activity, conflicts, held deletes…) are the read model in
-``daemon/worker_facts.py``; the poll clock is ``daemon/scheduler.py``.
+``daemon/worker/facts.py``; the poll clock is ``daemon/scheduler.py``.
 """
 
 from __future__ import annotations
@@ -30,19 +30,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from ohsync.daemon import last_sync
-from ohsync.daemon.memory_trim import release_memory, worth_releasing
-from ohsync.daemon.scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
-from ohsync.daemon.status import CHECK_GRACE, StatusModel, scan_interval
-from ohsync.daemon.worker_echoes import awaiting_push, sort_watched
-from ohsync.daemon.worker_facts import MirrorFacts
-from ohsync.daemon.worker_recovery import WorkerRecovery
-from ohsync.daemon.worker_requests import Control, FatalError, Session, SessionFactory
-from ohsync.engine.events import SyncEvent, SyncReport
+from .. import last_sync
+from ..memory_trim import release_memory, worth_releasing
+from ..scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
+from ..status import CHECK_GRACE, StatusModel, scan_interval
+from .echoes import awaiting_push, sort_watched
+from .facts import MirrorFacts
+from .recovery import WorkerRecovery
+from .requests import Control, FatalError, Session, SessionFactory
+from ...engine.events import SyncEvent, SyncReport
 
 __all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Control", "Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ohsync.daemon.worker")  # one logger for all the worker says
 
 
 #: Seconds between local deletes seen by the watcher and the full scan that carries them out.
@@ -55,8 +55,8 @@ RELEASE_AFTER = 10.0
 
 class SyncWorker(WorkerRecovery):
     """The sync worker thread (what other threads may ask of it:
-    :class:`~ohsync.daemon.worker_requests.WorkerRequests`; opening and the
-    policy after an error: :class:`~ohsync.daemon.worker_recovery.WorkerRecovery`).
+    :class:`~ohsync.daemon.worker.requests.WorkerRequests`; opening and the
+    policy after an error: :class:`~ohsync.daemon.worker.recovery.WorkerRecovery`).
 
     :param open_session: opens the engine (called in the worker thread).
     :param status: where the facts go.

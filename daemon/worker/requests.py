@@ -4,8 +4,8 @@
 that the watcher, the scheduler, the push channel, the socket methods and
 the services call from their own threads: it only posts messages (or
 submits jobs that run on the worker between passes) and reads the read
-model (``daemon/worker_facts.py``) and the control state; everything that
-touches the engine happens on the worker thread (``daemon/worker.py``).
+model (``daemon/worker/facts.py``) and the control state; everything that
+touches the engine happens on the worker thread (``daemon/worker/worker.py``).
 Also here: the types the worker's callers name (:class:`Session`,
 :data:`SessionFactory`, :class:`FatalError`, :class:`Control`).
 """
@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ohsync.daemon.scheduler import Ticket
-from ohsync.daemon.status import StatusModel
-from ohsync.daemon.worker_facts import MirrorFacts
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.events import SyncEvent
+from ..scheduler import Ticket
+from ..status import StatusModel
+from .facts import MirrorFacts
+from ...engine.errors import OhsyncError
+from ...engine.events import SyncEvent
 
 __all__ = ["ASKED_PASS_WINDOW", "Control", "FatalError", "Session", "SessionFactory", "WorkerRequests"]
 

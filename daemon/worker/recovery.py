@@ -21,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.scheduler import Scheduler, backoff_delay
-from ohsync.daemon.status import StatusModel
-from ohsync.daemon.worker_requests import FatalError, Session, SessionFactory, WorkerRequests
-from ohsync.engine.errors import StateTooNew, classify
-from ohsync.engine.events import SyncEvent
+from ..scheduler import Scheduler, backoff_delay
+from ..status import StatusModel
+from .requests import FatalError, Session, SessionFactory, WorkerRequests
+from ...engine.errors import StateTooNew, classify
+from ...engine.events import SyncEvent
 
 __all__ = ["WorkerRecovery"]
 
@@ -96,7 +96,7 @@ class WorkerRecovery(WorkerRequests):
         except StateTooNew as exc:
             if not self._afresh_on_open:
                 raise
-            from ohsync.engine.state_schema import set_aside
+            from ...engine.state_schema import set_aside
             moved = set_aside(Path(str(exc.db_path)), "newer")
             log.warning("resync: the state database of a newer ohsync was moved to %s; comparing both sides "
                         "afresh (nothing is deleted)", moved)
