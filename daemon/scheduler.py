@@ -3,12 +3,17 @@
 :class:`Scheduler` is a thread that only keeps the clock: the worker tells
 it when the next poll is due (:meth:`Scheduler.poll_in`, after every pass:
 the poll interval, or a backoff from :func:`backoff_delay`) and it posts
-"poll" then.  :class:`Work` is what the next pass must cover, coalesced from
+"poll" then; on the same clock it runs the worker's one-shot delayed calls
+(:meth:`Scheduler.call_in`), so that no timer thread outlives the worker.
+:class:`Work` is what the next pass must cover, coalesced from
 many queued messages; :class:`Ticket` is a ``wait`` caller waiting for it.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import logging
 import random
 import threading
 import time
@@ -17,6 +22,8 @@ from dataclasses import dataclass, field
 
 __all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Scheduler", "Ticket", "Work", "backoff_delay",
            "full_scan_every"]
+
+log = logging.getLogger(__name__)
 
 #: full scans are spaced by 1,000 × their measured duration (at most 0.1 % of the time:
 #: a laptop's idle budget is 0.5 % CPU, and the watcher sees changes between scans) ...
@@ -44,7 +51,9 @@ class Scheduler:
 
     The worker decides *when* (:meth:`poll_in` after every pass: the poll
     interval, or a backoff after an error; :meth:`halt` when polling must
-    stop); this thread only keeps the clock.
+    stop); this thread only keeps the clock.  The worker that makes it
+    starts and stops it (:meth:`stop` joins the thread; the delayed calls
+    not yet due are dropped).
 
     :param post_poll: called from the scheduler thread when a poll is due.
     """
@@ -53,11 +62,22 @@ class Scheduler:
         self._post = post_poll
         self._cond = threading.Condition()
         self._due: float | None = None
+        #: one-shot delayed calls: ``(monotonic due time, order, fn)`` as a heap
+        self._calls: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="ohsync-scheduler", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="ohsync-scheduler")
 
     def start(self) -> None:
+        """Start the clock thread."""
         self._thread.start()
+
+    def call_in(self, seconds: float, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once on the scheduler thread ``seconds`` from now
+        (dropped when the scheduler stops first; an error is logged)."""
+        with self._cond:
+            heapq.heappush(self._calls, (time.monotonic() + max(0.0, seconds), next(self._order), fn))
+            self._cond.notify_all()
 
     def poll_in(self, seconds: float) -> None:
         """Post the next poll ``seconds`` from now (replacing any earlier plan)."""
@@ -78,8 +98,10 @@ class Scheduler:
             return None if self._due is None else self._due - time.monotonic()
 
     def stop(self) -> None:
+        """Stop the clock: no more polls or delayed calls; joins the thread."""
         with self._cond:
             self._stopping = True
+            self._calls.clear()
             self._cond.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
@@ -89,15 +111,24 @@ class Scheduler:
             with self._cond:
                 if self._stopping:
                     return
-                if self._due is None:
-                    self._cond.wait()
+                now = time.monotonic()
+                calls = []
+                while self._calls and self._calls[0][0] <= now:
+                    calls.append(heapq.heappop(self._calls)[2])
+                poll = self._due is not None and self._due <= now
+                if poll:
+                    self._due = None
+                if not calls and not poll:
+                    deadlines = [d for d in (self._due, self._calls[0][0] if self._calls else None) if d is not None]
+                    self._cond.wait(timeout=min(deadlines) - now if deadlines else None)
                     continue
-                wait = self._due - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(timeout=wait)
-                    continue
-                self._due = None
-            self._post()
+            for fn in calls:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - one delayed call must not stop the clock
+                    log.exception("a delayed call of the sync worker failed")
+            if poll:
+                self._post()
 
 
 @dataclass

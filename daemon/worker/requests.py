@@ -1,13 +1,14 @@
 """What other threads ask of the sync worker: each request is a message on its queue.
 
-:class:`WorkerRequests` is the part of :class:`~ohsync.daemon.worker.SyncWorker`
-that the watcher, the scheduler, the push channel, the socket methods and
-the services call from their own threads: it only posts messages (or
-submits jobs that run on the worker between passes) and reads the read
+:class:`WorkerRequests` is the part a :class:`~ohsync.daemon.worker.SyncWorker`
+holds for what the watcher, the scheduler, the push channel, the socket
+methods and the services ask from their own threads: it only posts messages
+(or submits jobs that run on the worker between passes) and reads the read
 model (``daemon/worker/facts.py``) and the control state; everything that
 touches the engine happens on the worker thread (``daemon/worker/worker.py``).
-Also here: the types the worker's callers name (:class:`Session`,
-:data:`SessionFactory`, :class:`FatalError`, :class:`Control`).
+Also here: the control state itself (:class:`Control`, held in a
+:class:`ControlState` the worker's parts share) and the types the worker's
+callers name (:class:`Session`, :data:`SessionFactory`, :class:`FatalError`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from .facts import MirrorFacts
 from ...engine.errors import OhsyncError
 from ...engine.events import SyncEvent
 
-__all__ = ["ASKED_PASS_WINDOW", "Control", "FatalError", "Session", "SessionFactory", "WorkerRequests"]
+__all__ = ["ASKED_PASS_WINDOW", "Control", "ControlState", "FatalError", "Session", "SessionFactory",
+           "WorkerRequests"]
 
 #: Seconds after a ``refresh`` or ``resume`` during which a ``wait`` also counts
 #: the conflicts made by the pass that request started (``refresh && wait``).
@@ -71,29 +73,65 @@ class Control:
     retry_at: float | None = None
 
 
-class WorkerRequests:
-    """The thread-safe requests of the sync worker (a base of ``SyncWorker``)."""
 
-    _queue: queue.Queue[tuple[str, Any]]
-    _control: Control
-    _status: StatusModel
-    _session: Session | None
-    _shutdown: threading.Event
-    _restructured: threading.Event
-    _thread: threading.Thread
-    _afresh_on_open: bool
-    #: ``(when, conflict keys then)`` of the last ``refresh``/``resume`` (None: none yet)
-    _asked: tuple[float, frozenset[tuple[str, str]] | None] | None = None
-    facts: MirrorFacts
 
-    def _set_control(self, **changes: Any) -> None:
+class ControlState:
+    """The worker's :class:`Control`, shared by its parts; every change is told
+    to the status model (which never decides from it).
+
+    :param status: the mirror's status model.
+    """
+
+    def __init__(self, status: StatusModel) -> None:
+        self._status = status
+        self._control = Control()
+
+    @property
+    def now(self) -> Control:
+        """The control state now (any thread)."""
+        return self._control
+
+    def set(self, **changes: Any) -> None:
         """Change the control state and tell the status model."""
         self._control = replace(self._control, **changes)
         self._status.update(**changes)
 
+    def set_problem(self, problem: str | None, message: str = "", retry_at: float | None = None) -> None:
+        """Record why no pass runs (``problem`` None: nothing stands in the way)."""
+        self.set(problem=problem, problem_message=message, retry_at=retry_at)
+
+    def clear_problem_untold(self) -> None:
+        """The pass succeeded: no problem any more (the pass tells the status model with its other facts)."""
+        self._control = replace(self._control, problem=None, problem_message="", retry_at=None)
+
+
+class WorkerRequests:
+    """The thread-safe requests of one sync worker: messages on its queue.
+
+    :param messages: the worker's queue (``(kind, argument)``).
+    :param control: the worker's control state (pause and resume show at once).
+    :param facts: the read model (``wait`` compares its conflicts).
+    :param shutdown: set once the worker is to stop.
+    :param restructured: set when a local folder moved or vanished (a pass stops between two files).
+    """
+
+    def __init__(self, messages: queue.Queue[tuple[str, Any]], control: ControlState, facts: MirrorFacts, *,
+                 shutdown: threading.Event, restructured: threading.Event) -> None:
+        self._queue = messages
+        self._control = control
+        self._facts = facts
+        self._shutdown = shutdown
+        self._restructured = restructured
+        #: ``(when, conflict keys then)`` of the last ``refresh``/``resume`` (None: none yet)
+        self._asked: tuple[float, frozenset[tuple[str, str]] | None] | None = None
+
     def post_dirty(self, paths: Iterable[str], full_scan: bool = False) -> None:
         """Local paths changed (from the watcher)."""
         self._queue.put(("dirty", (list(paths), full_scan)))
+
+    def post_poll(self) -> None:
+        """Look at the server now (from the scheduler, when the next poll is due)."""
+        self._queue.put(("poll", None))
 
     def note_restructure(self) -> None:
         """A local folder was moved or deleted (from the watcher, at once): a
@@ -108,32 +146,20 @@ class WorkerRequests:
 
     def pause(self) -> None:
         """Stop syncing after the current pass (status says so at once)."""
-        self._set_control(paused=True)
+        self._control.set(paused=True)
         self._queue.put(("pause", None))
 
     def resume(self) -> None:
         """Sync again, starting with a full scan and a poll (status says so at once)."""
-        was_paused = self._control.paused
+        was_paused = self._control.now.paused
         self._note_asked()
-        self._set_control(paused=False)
+        self._control.set(paused=False)
         self._queue.put(("resume", was_paused))
 
     def _note_asked(self) -> None:
         """Remember the conflicts known as a pass is asked for: a ``wait``
         right after counts those the asked pass makes (it may finish first)."""
-        self._asked = (time.time(), self.facts.conflict_keys())
-
-    @property
-    def control(self) -> Control:
-        """The control state now (any thread)."""
-        return self._control
-
-    def control_fact(self, name: str) -> Any:
-        """One field of :attr:`control` (``paused``, ``problem``, ``problem_message``, ``retry_at``)."""
-        return getattr(self._control, name)
-
-    def _set_problem(self, problem: str | None, message: str = "", retry_at: float | None = None) -> None:
-        self._set_control(problem=problem, problem_message=message, retry_at=retry_at)
+        self._asked = (time.time(), self._facts.conflict_keys())
 
     def set_push(self, active: bool) -> None:
         """The push channel came up (True: compare the head once now, then poll
@@ -150,70 +176,15 @@ class WorkerRequests:
         drop-folder filing that need the engine's thread)."""
         self._queue.put(("call", fn))
 
-    def held_deletes(self) -> list[dict[str, str]]:
-        """Deletes held by the safety valve: ``[{"path", "side"}]`` (side: local/remote)."""
-        return self.facts.held_deletes()
-
-    def note_activity(self, path: str, action: str, result: str, message: str = "") -> None:
-        """Add an item to the activity list (e.g. a filing outcome)."""
-        self.facts.note_activity(path, action, result, message)
-
-    def confirm_deletes(self) -> int:
-        """Let the held deletes through on the next pass; returns how many are held now."""
-        held = len(self.facts.held_deletes())
-
-        def job() -> None:
-            if self._session is not None:
-                self._session.engine.confirm_deletes()
-                self.post_dirty([], full_scan=True)
-        self.submit(job)
-        self.refresh()
-        return held
-
-    def resync(self, keep: str | None = None) -> None:
-        """Reconcile everything again.
-
-        While the library's history went backwards (``regression`` in the
-        status), or with ``keep="newer"``, this keeps the newer version from
-        either side on both (the held paths); otherwise (or with
-        ``keep="afresh"``) it forgets what both sides last agreed on.
-        Nothing is deleted by a resync: files on one side only are copied to
-        the other, different versions are merged or archived as conflicts.
-        """
-        def job() -> None:
-            if self._session is not None:
-                engine = self._session.engine
-                held = hasattr(engine, "regression") and engine.regression() is not None
-                if keep == "newer" or (held and keep != "afresh"):
-                    engine.keep_newer()
-                else:
-                    engine.reset_state()
-                self.post_dirty([], full_scan=True)
-        if keep != "newer" and self._session is None:
-            self._afresh_on_open = True  # a state no session could open (a newer ohsync's) is set aside
-        self.submit(job)
-        self.refresh()
-
-    def wait(self, timeout: float) -> tuple[bool, str]:
-        """Block until everything on disk now is synced and verified.
-
-        Asks for a full local scan (stat-only: no requests when nothing
-        changed) and waits for that pass.  Not synced: a path failed, a
-        deletion is held by the safety valve, a conflict appeared since the
-        wait began (or since a ``refresh``/``resume`` asked at most
-        :data:`ASKED_PASS_WINDOW` seconds before it: the pass that request
-        started counts, even when it finished first), or a path cannot sync
-        (``daemon/attention.py``).
-
-        :returns: ``(synced, message)``.
-        """
-        synced, message, _ = self.wait_detail(timeout)
-        return synced, message
-
     def wait_detail(self, timeout: float) -> tuple[bool, str, list[dict[str, str]]]:
-        """:meth:`wait`, with the items behind a "not synced":
-        ``[{"kind", "path", "reason"}]``."""
-        started, before = time.time(), self.facts.conflict_keys()
+        """Block until everything on disk now is synced and verified (see
+        :meth:`~ohsync.daemon.worker.SyncWorker.wait`).
+
+        :param timeout: seconds to wait for the pass.
+        :returns: ``(synced, message, [{"kind", "path", "reason"}])``: the
+            items behind a "not synced".
+        """
+        started, before = time.time(), self._facts.conflict_keys()
         asked = self._asked
         if asked is not None and started - asked[0] <= ASKED_PASS_WINDOW:
             started, before = asked  # `refresh && wait`: the refresh's pass counts too
@@ -229,37 +200,7 @@ class WorkerRequests:
         self._shutdown.set()
         self._queue.put(("shutdown", None))
 
-    def shutdown(self, timeout: float = 60.0) -> bool:
-        """Ask the worker to stop after the current pass and wait for it.
-
-        :returns: False when the worker was still busy after ``timeout``.
-        """
-        self.request_shutdown()
-        self.scheduler.stop()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
-
     @property
     def stopping(self) -> bool:
         """True once shutdown was requested (the engine may check it between files)."""
         return self._shutdown.is_set()
-
-    def is_alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def activity(self, limit: int = 50) -> list[dict[str, Any]]:
-        """The last ``limit`` sync events, oldest first."""
-        return self.facts.activity(limit)
-
-    def conflicts(self) -> list[dict[str, Any]]:
-        """Conflicts recorded and not settled (``ConflictRecord.as_dict``)."""
-        return self.facts.conflicts()
-
-    def damaged(self) -> list[dict[str, str]]:
-        """Memory files that do not parse: ``[{"path", "reason"}]``."""
-        return self.facts.damaged()
-
-    def skipped(self) -> list[dict[str, str]]:
-        """Names that cannot sync: ``[{"path", "reason"}]``."""
-        return self.facts.skipped()
