@@ -190,7 +190,7 @@ class MirrorFacts:
                 "path": event.path, "direction": event.direction, "done": event.done, "total": event.total})
             return
         now = time.time()
-        item = {"time": iso_time(now), "path": event.path,
+        item: dict[str, Any] = {"time": iso_time(now), "path": event.path,
                 "action": event.action or event.kind, "result": {"synced": "ok"}.get(event.kind, event.kind),
                 "direction": event.direction}
         if event.message:
