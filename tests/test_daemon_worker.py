@@ -314,3 +314,17 @@ def test_the_scheduler_runs_delayed_calls_in_order_and_drops_them_at_stop() -> N
         sched.stop()
     assert [t.name for t in threading.enumerate() if t not in before and t.is_alive()] == []  # joined
     assert ("never", "") not in ran
+
+
+def test_the_workers_threads_are_on_the_daemons_thread_base(tmp_path: Path) -> None:
+    from ohsync.daemon.service_thread import ServiceThread
+    w, _ = _worker(FakeEngine(tmp_path))
+    assert isinstance(w.scheduler, ServiceThread)
+    w.start()
+    try:
+        threads = {t.name: t for t in threading.enumerate()}
+        assert not threads["ohsync-scheduler"].daemon  # it never blocks: shutdown() always joins it
+        assert threads["ohsync-sync-worker"].daemon  # a pass stuck in a request may outlast the join
+    finally:
+        assert w.shutdown(10)
+    assert not w.is_alive()

@@ -40,6 +40,7 @@ from typing import Any
 from .. import last_sync
 from ..memory_trim import release_memory, worth_releasing
 from ..scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
+from ..service_thread import ServiceThread
 from ..status import CHECK_GRACE, StatusModel, scan_interval
 from .echoes import awaiting_push, sort_watched
 from .facts import MirrorFacts
@@ -58,6 +59,25 @@ RESCAN_DELAY = 2.0
 #: Seconds without work after which a settled mirror's remote listing leaves memory
 #: (``SyncEngine.release_snapshot``): a burst of edits keeps it, an idle daemon does not.
 RELEASE_AFTER = 10.0
+
+
+class WorkerLoopThread(ServiceThread):
+    """The worker's loop thread, on the daemon's thread base (no watched folder).
+
+    A daemon thread: :meth:`SyncWorker.shutdown` joins it, but a pass stuck
+    in a request past the daemon's stop deadline cannot be joined, and the
+    process exits anyway.
+
+    :param loop: the worker's loop; returns once the worker is to stop.
+    """
+
+    def __init__(self, loop: Callable[[], None]) -> None:
+        super().__init__("ohsync-sync-worker", daemon=True)
+        self._loop = loop
+
+    def run_loop(self) -> None:
+        """Run the worker's loop (its own stop signal is the worker's shutdown message)."""
+        self._loop()
 
 
 class SyncWorker:
@@ -133,9 +153,7 @@ class SyncWorker:
             notify_if_slow=self._notify_if_slow, on_ready=on_ready, on_fatal=on_fatal,
             login_changed=login_changed, login_command=login_command, exit_on_fatal=exit_on_fatal,
             poll_interval=poll_interval)
-        # a daemon thread: shutdown() joins it, but a pass stuck in a request past
-        # the daemon's deadline cannot be joined, and the process exits anyway
-        self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
+        self._thread = WorkerLoopThread(self._run)
 
     @property
     def _session(self) -> Session | None:
@@ -148,7 +166,7 @@ class SyncWorker:
         """Start the poll clock and the worker thread (the initial sync: full scan + remote check)."""
         self.scheduler.start()
         self._queue.put(("start", None))  # the initial sync: full scan + remote check
-        self._thread.start()
+        self._thread.start_thread()
 
     # ----------------------------------------------------------------- the thread
 
@@ -553,9 +571,8 @@ class SyncWorker:
         """
         self.requests.request_shutdown()
         self.scheduler.stop()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
+        self._thread.stop(timeout)
+        return not self._thread.thread_alive()
 
     @property
     def stopping(self) -> bool:
@@ -564,7 +581,7 @@ class SyncWorker:
 
     def is_alive(self) -> bool:
         """True while the worker thread runs."""
-        return self._thread.is_alive()
+        return self._thread.thread_alive()
 
     # ----------------------------------------------------------------- the read model (any thread)
 
