@@ -2,7 +2,7 @@
 
 :class:`WorkerRecovery` is the part a :class:`~ohsync.daemon.worker.SyncWorker`
 holds to open the session (in the worker thread: the engine's SQLite connection
-belongs to it) and decides, from the one classification of the error
+belongs to it) and to decide, from the one classification of the error
 (``engine.errors.classify``), what follows a failure of opening or of a
 pass: a rejected token → ``auth_required`` (no more polling until login +
 refresh, or at once when a newer login was saved); a failure that needs the
