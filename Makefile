@@ -31,7 +31,7 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n 2
 
-# ruff over the tree, mypy (strict on engine/): .ci/lint.sh
+# ruff over the tree, mypy (strict on engine/ daemon/ tray/, looser on devserver/): .ci/lint.sh
 lint: $(VENV)/.installed-test
 	bash .ci/lint.sh $(VENV)
 

@@ -17,6 +17,7 @@ others go on; the daemon exits only once none can run.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -26,7 +27,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from filelock import FileLock, Timeout
@@ -53,6 +56,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds between GIL hand-offs while several threads want it (see ``_run_locked``).
 SWITCH_INTERVAL = 0.001
+
+#: What :func:`signal.signal` takes and returns: a handler, ``SIG_DFL``/``SIG_IGN``, or ``None``
+#: (a handler not installed from Python).
+SignalHandler = Callable[[int, FrameType | None], Any] | int | None
 
 
 class AlreadyRunning(OhsyncError):
@@ -116,7 +123,7 @@ class Daemon:
         for index in range(len(cfg.mirrors)):
             self.mirrors.append(Mirror(
                 cfg, index, publish=self._publish_event, on_status=self._publish_status,
-                on_fatal=lambda exc, i=index: self._on_fatal(i, exc), session_factory=session_factory,
+                on_fatal=functools.partial(self._on_fatal, index), session_factory=session_factory,
                 exit_on_fatal=alone, watcher_quiet=watcher_quiet))
         self.methods = Methods(self)
         self.server.add_handlers(self.methods.table(), quick=QUICK_METHODS)
@@ -325,10 +332,10 @@ class Daemon:
             return
         self.request_stop()  # the tray's Quit ends the daemon it owns
 
-    def _signals(self) -> dict[int, Any]:
+    def _signals(self) -> dict[signal.Signals, SignalHandler]:
         if not self._install_signals or threading.current_thread() is not threading.main_thread():
             return {}
-        old = {}
+        old: dict[signal.Signals, SignalHandler] = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
             old[sig] = signal.signal(sig, lambda signum, frame: self._on_signal(signum))
         return old
@@ -341,7 +348,7 @@ class Daemon:
         self.request_stop()
 
     @staticmethod
-    def _restore_signals(old: dict[int, Any]) -> None:
+    def _restore_signals(old: dict[signal.Signals, SignalHandler]) -> None:
         for sig, handler in old.items():
             signal.signal(sig, handler)
 

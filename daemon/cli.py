@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.own_process = argv is None  # the console script or `python -m`: the process is this command's
     try:
-        code = args.func(args)
+        code: int = args.func(args)  # every command's handler returns its exit code
     except UsageError as exc:
         parser.print_usage(sys.stderr)
         _err(str(exc))

@@ -53,11 +53,11 @@ class FileKeyring(KeyringBackend):
     """
 
     def __init__(self, path: Path | None = None) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # keyring leaves KeyringBackend.__init__ unannotated
         self.path = path
 
     @properties.classproperty
-    def priority(cls) -> float:  # type: ignore[override]
+    def priority(cls) -> float:
         """Viable only when ``OHSYNC_KEYRING_FILE`` is set; never preferred over a real keyring."""
         _file()
         return 0.1

@@ -32,6 +32,7 @@ watcher; whether a file is finished is the
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -328,7 +329,7 @@ class FilingService(ServiceThread):
                     continue  # nothing can be filed before the engine is open
                 due = self._due_paths()
             for path in due:
-                self._submit(lambda p=path: self._file_on_worker(p))
+                self._submit(functools.partial(self._file_on_worker, path))
 
     def _due_paths(self) -> list[str]:
         """Paths whose size and mtime held still for the quiet period and that

@@ -97,7 +97,7 @@ def setup_logging(log_dir: Path | None, *, verbose: bool = False, stderr: bool =
 _actions = logging.getLogger("ohsync.sync")
 
 
-def log_action(path: str, action: str, result: str, direction: str = "", message: str = "") -> None:
+def log_action(path: str, action: str, result: str, direction: str | None = "", message: str | None = "") -> None:
     """One log line for one sync action.
 
     :param path: library-relative path (or a local path for filing).
@@ -105,8 +105,8 @@ def log_action(path: str, action: str, result: str, direction: str = "", message
         ``conflict``, ``file``, ``error``…
     :param result: ``ok``, ``conflict``, ``error``, ``skipped``…
     :param direction: ``up`` (to the server), ``down`` (to this computer) or
-        ``""`` (neither / not known).
-    :param message: the reason or detail, if any.
+        ``""``/``None`` (neither / not known).
+    :param message: the reason or detail, if any (``""``/``None``: none).
     """
     level = logging.WARNING if result in ("error", "skipped") else logging.INFO
     _actions.log(level, "%-4s %-8s %-8s %s%s", direction or "-", action, result, path,

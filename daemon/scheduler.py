@@ -3,20 +3,29 @@
 :class:`Scheduler` is a thread that only keeps the clock: the worker tells
 it when the next poll is due (:meth:`Scheduler.poll_in`, after every pass:
 the poll interval, or a backoff from :func:`backoff_delay`) and it posts
-"poll" then.  :class:`Work` is what the next pass must cover, coalesced from
+"poll" then; on the same clock it runs the worker's one-shot delayed calls
+(:meth:`Scheduler.call_in`), so that no timer thread outlives the worker.
+:class:`Work` is what the next pass must cover, coalesced from
 many queued messages; :class:`Ticket` is a ``wait`` caller waiting for it.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import logging
 import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .service_thread import ServiceThread
+
 __all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Scheduler", "Ticket", "Work", "backoff_delay",
            "full_scan_every"]
+
+log = logging.getLogger(__name__)
 
 #: full scans are spaced by 1,000 × their measured duration (at most 0.1 % of the time:
 #: a laptop's idle budget is 0.5 % CPU, and the watcher sees changes between scans) ...
@@ -39,65 +48,87 @@ def backoff_delay(attempt: int, *, base: float = 2.0, cap: float = 300.0) -> flo
     return delay * random.uniform(0.8, 1.2)
 
 
-class Scheduler:
-    """Posts "poll" to the worker when the next poll is due.
+class Scheduler(ServiceThread):
+    """Posts "poll" to the worker when the next poll is due (a loop thread
+    on the daemon's thread base, without a watched folder).
 
     The worker decides *when* (:meth:`poll_in` after every pass: the poll
     interval, or a backoff after an error; :meth:`halt` when polling must
-    stop); this thread only keeps the clock.
+    stop); this thread only keeps the clock.  The worker that makes it
+    starts and stops it (:meth:`stop` joins the thread; the delayed calls
+    not yet due are dropped).
 
     :param post_poll: called from the scheduler thread when a poll is due.
     """
 
     def __init__(self, post_poll: Callable[[], None]) -> None:
+        # not a daemon thread: it never blocks but on its condition, so stop() always joins it
+        super().__init__("ohsync-scheduler", daemon=False)
         self._post = post_poll
-        self._cond = threading.Condition()
         self._due: float | None = None
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="ohsync-scheduler", daemon=True)
+        #: one-shot delayed calls: ``(monotonic due time, order, fn)`` as a heap
+        self._calls: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
 
     def start(self) -> None:
-        self._thread.start()
+        """Start the clock thread."""
+        self.start_thread()
+
+    def call_in(self, seconds: float, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once on the scheduler thread ``seconds`` from now
+        (dropped when the scheduler stops first; an error is logged)."""
+        with self.cond:
+            heapq.heappush(self._calls, (time.monotonic() + max(0.0, seconds), next(self._order), fn))
+            self.cond.notify_all()
 
     def poll_in(self, seconds: float) -> None:
         """Post the next poll ``seconds`` from now (replacing any earlier plan)."""
-        with self._cond:
+        with self.cond:
             self._due = time.monotonic() + max(0.0, seconds)
-            self._cond.notify_all()
+            self.cond.notify_all()
 
     def halt(self) -> None:
         """No polls until the next :meth:`poll_in`."""
-        with self._cond:
+        with self.cond:
             self._due = None
-            self._cond.notify_all()
+            self.cond.notify_all()
 
     @property
     def due_in(self) -> float | None:
         """Seconds until the next poll, or None when halted."""
-        with self._cond:
+        with self.cond:
             return None if self._due is None else self._due - time.monotonic()
 
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the clock: no more polls or delayed calls; joins the thread."""
+        with self.cond:
+            self._calls.clear()
+        super().stop(timeout)
 
-    def _run(self) -> None:
+    def run_loop(self) -> None:
+        """The clock thread: post each poll and run each delayed call when due."""
         while True:
-            with self._cond:
-                if self._stopping:
+            with self.cond:
+                if not self.should_keep_running():
                     return
-                if self._due is None:
-                    self._cond.wait()
+                now = time.monotonic()
+                calls = []
+                while self._calls and self._calls[0][0] <= now:
+                    calls.append(heapq.heappop(self._calls)[2])
+                poll = self._due is not None and self._due <= now
+                if poll:
+                    self._due = None
+                if not calls and not poll:
+                    deadlines = [d for d in (self._due, self._calls[0][0] if self._calls else None) if d is not None]
+                    self.cond.wait(timeout=min(deadlines) - now if deadlines else None)
                     continue
-                wait = self._due - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(timeout=wait)
-                    continue
-                self._due = None
-            self._post()
+            for fn in calls:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - one delayed call must not stop the clock
+                    log.exception("a delayed call of the sync worker failed")
+            if poll:
+                self._post()
 
 
 @dataclass

@@ -1,11 +1,14 @@
-"""The thread base of the daemon's folder services: a watchdog observer
-feeding one loop thread of our own.
+"""The thread base of the daemon's long-lived threads: one loop thread of
+our own, started and stopped (joined) by the object that made it, and for
+the folder services a watchdog observer feeding it.
 
 :class:`~ohsync.daemon.watcher.Watcher` (the mirror folder) and
 :class:`~ohsync.daemon.filing_service.FilingService` (the drop folder) both
 are one: the observer's handler notes events under :attr:`ServiceThread.cond`,
 the loop (:meth:`ServiceThread.run_loop`) waits on it and hands work on.
-Modelled on watchdog's ``BaseThread``: a daemon thread that runs while
+The sync worker's :class:`~ohsync.daemon.scheduler.Scheduler` and loop
+thread are one without an observer (:meth:`ServiceThread.start_thread`).
+Modelled on watchdog's ``BaseThread``: a thread (a daemon thread unless told) that runs while
 :meth:`should_keep_running`, a :meth:`stop` that signals, wakes and joins,
 and hooks around the start.
 """
@@ -29,20 +32,23 @@ JOIN_TIMEOUT = 5.0
 
 
 class ServiceThread:
-    """A watched folder plus the loop thread that acts on its events.
+    """A loop thread, for a folder service plus the observer of its folder.
 
     :param name: the loop thread's name (the observer is ``<name>-observer``
         unless ``observer_name`` says otherwise).
     :param observer_factory: makes the watchdog observer (tests may pass a
-        polling observer).
+        polling observer); None for a loop without a watched folder.
     :param observer_name: the observer thread's name.
+    :param daemon: whether the loop thread is a daemon thread (only where
+        its owner cannot always join it: a loop that may block in I/O).
     """
 
-    def __init__(self, name: str, observer_factory: Callable[[], BaseObserver], *,
-                 observer_name: str | None = None) -> None:
+    def __init__(self, name: str, observer_factory: Callable[[], BaseObserver] | None = None, *,
+                 observer_name: str | None = None, daemon: bool = True) -> None:
         self.thread_name = name
         self.observer_name = observer_name or f"{name}-observer"
         self._observer_factory = observer_factory
+        self._daemon = daemon
         self._observer: BaseObserver | None = None
         self._thread: threading.Thread | None = None
         #: Guards the subclass's pending work; the loop waits on it.
@@ -68,6 +74,7 @@ class ServiceThread:
 
         :raises OSError: the folder cannot be watched (missing, inotify limit).
         """
+        assert self._observer_factory is not None, "a loop without an observer watches no folder"
         observer = self._observer_factory()
         observer.name = self.observer_name
         observer.schedule(handler, str(folder), recursive=True)
@@ -103,8 +110,12 @@ class ServiceThread:
         :raises OSError: the folder cannot be watched.
         """
         self._observer = self.watch(folder, handler)
+        self.start_thread()
+
+    def start_thread(self) -> None:
+        """Start the loop thread (after :meth:`on_thread_start`)."""
         self.on_thread_start()
-        self._thread = threading.Thread(target=self.run_loop, name=self.thread_name, daemon=True)
+        self._thread = threading.Thread(target=self.run_loop, name=self.thread_name, daemon=self._daemon)
         self._thread.start()
 
     def wake(self) -> None:
@@ -112,17 +123,22 @@ class ServiceThread:
         with self.cond:
             self.cond.notify_all()
 
-    def stop(self) -> None:
-        """Signal the loop to stop, wake it, stop the observer and join both."""
+    def stop(self, timeout: float = JOIN_TIMEOUT) -> None:
+        """Signal the loop to stop, wake it, stop the observer and join both
+        (each for at most ``timeout`` seconds)."""
         with self.cond:
             self._stopping = True
             self.cond.notify_all()
         if self._observer is not None:
             self._observer.stop()
-            self._observer.join(timeout=JOIN_TIMEOUT)
-        if self._thread is not None:
-            self._thread.join(timeout=JOIN_TIMEOUT)
+            self._observer.join(timeout=timeout)
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout=timeout)
 
     def is_alive(self) -> bool:
         """True while both the observer and the loop thread run."""
-        return bool(self._observer and self._observer.is_alive() and self._thread and self._thread.is_alive())
+        return bool(self._observer and self._observer.is_alive() and self.thread_alive())
+
+    def thread_alive(self) -> bool:
+        """True while the loop thread runs."""
+        return bool(self._thread and self._thread.is_alive())

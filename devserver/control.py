@@ -22,6 +22,8 @@ JSON out, no authentication (bind devserver to 127.0.0.1).
 | ``PUT /_devserver/libraries/<id>/file?path=P`` | raw bytes | ``{"id"}`` (write as another client) |
 | ``DELETE /_devserver/libraries/<id>/file?path=P`` | | ``{"ok": true}`` / 404 |
 | ``POST /_devserver/libraries/<id>/plant`` | ``{"parent", "name", "text"}`` or ``{"parent", "name", "dir": true}`` | ``{"id"}``: an entry with exactly that (hostile) name |
+| ``POST /_devserver/libraries/<id>/stale-burst`` | ``{"path", "count", "spacing_ms", "text" or "from_commit" (the old version; default the file now), "line", "email", "wait"}`` | ``{"burst": N, "done", "ids", "errors"}``: ``count`` update-link overwrites (no ``head``) from one old version (``DevServer.stale_burst``); ``wait`` false sends them in the background |
+| ``GET /_devserver/libraries/<id>/stale-burst?burst=N`` | | ``{"burst": N, "done", "ids", "errors"}`` |
 | ``POST /_devserver/libraries/<id>/restore`` | ``{"commit_id"}`` | ``{"head"}``: the head moves back to that commit (a snapshot rollback; 404 for an unknown commit) |
 | ``GET /_devserver/notifications`` | | ``{"state", "publishing", "connections", "subscriptions"}`` |
 | ``POST /_devserver/notifications`` | ``{"state": "up"/"down"/"absent", "publishing": bool}`` (both optional) | the same |
@@ -31,8 +33,11 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from werkzeug.wrappers import Request, Response
+
+from .stale_burst import DEFAULT_LINE
 
 
 def _json(obj, status: int = 200) -> Response:
@@ -51,7 +56,7 @@ class Control:
         path = req.path[len("/_devserver"):].rstrip("/") or "/"
         body = req.get_json(silent=True) if req.mimetype == "application/json" else None
         body = body if isinstance(body, dict) else {}
-        m = re.match(r"^/libraries/([-0-9a-f]{36})/(tree|file|plant|restore)$", path)
+        m = re.match(r"^/libraries/([-0-9a-f]{36})/(tree|file|plant|restore|stale-burst)$", path)
         try:
             if path == "/":
                 return _json({"ok": True, "url": app.url, "fileserver": app.fileserver_url})
@@ -126,6 +131,8 @@ class Control:
             except FileNotFoundError as exc:
                 return _json({"error": str(exc)}, 404)
             return _json({"head": app.head_commit(repo_id)})
+        if what == "stale-burst":
+            return self._stale_burst(req, repo_id)
         if what == "plant":
             if req.method != "POST":
                 return _json({"error": "method not allowed"}, 405)
@@ -154,7 +161,34 @@ class Control:
             return _json({"ok": True})
         return _json({"error": "method not allowed"}, 405)
 
-    def _after_request(self, body: dict) -> Response:
+    def _stale_burst(self, req: Request, repo_id: str) -> Response:
+        app = self.app
+        if req.method == "GET":
+            try:
+                burst = app.bursts[int(req.args.get("burst", ""))]
+            except (ValueError, IndexError):
+                return _json({"error": "no such burst"}, 404)
+        elif req.method == "POST":
+            body = req.get_json(silent=True)
+            body = body if isinstance(body, dict) else {}
+            text = body.get("text")
+            try:
+                burst = app.stale_burst(repo_id, str(body["path"]), int(body.get("count", 1)),
+                                        spacing_ms=float(body.get("spacing_ms", 50)),
+                                        old=None if text is None else str(text).encode("utf-8"),
+                                        from_commit=body.get("from_commit"),
+                                        line=str(body.get("line") or DEFAULT_LINE), email=body.get("email"),
+                                        wait=bool(body.get("wait", True)))
+            except FileNotFoundError as exc:
+                return _json({"error": f"old version not found: {exc}"}, 404)
+            except ValueError as exc:
+                return _json({"error": str(exc)}, 400)
+        else:
+            return _json({"error": "method not allowed"}, 405)
+        return _json({"burst": app.bursts.index(burst), "done": burst.done.is_set(), "ids": list(burst.ids),
+                      "errors": list(burst.errors)})
+
+    def _after_request(self, body: dict[str, Any]) -> Response:
         action = body.get("action") or {}
 
         def cb(srv) -> None:

@@ -30,6 +30,7 @@ Counters are kept per endpoint, keyed by the route template such as
 """
 from __future__ import annotations
 
+import builtins
 import itertools
 import json
 import re
@@ -38,7 +39,7 @@ import struct
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode
 
 from werkzeug.wrappers import Request, Response
@@ -60,7 +61,7 @@ class Fault:
     drop_after_bytes: int | None = None
     omit_name: str | None = None
     listing_of: str | None = None
-    _rx: re.Pattern = field(default=None, repr=False)  # type: ignore[assignment]
+    _rx: re.Pattern[str] | None = field(default=None, repr=False)
 
     def matches(self, method: str, path: str, full: str) -> bool:
         """True when this rule applies to the request."""
@@ -71,7 +72,7 @@ class Fault:
         rx = self._rx or re.compile(self.path_regex)
         return bool(rx.search(path) or rx.search(full))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """JSON view of the rule (for the control endpoint)."""
         return {"id": self.id, "method": self.method, "path_regex": self.path_regex, "status": self.status,
                 "count": self.remaining, "retry_after": self.retry_after, "latency": self.latency,
@@ -86,7 +87,7 @@ class Hook:
 
     method: str | None
     path_regex: str
-    callback: Callable
+    callback: Callable[..., Any]
     remaining: int = 1
 
     def matches(self, method: str, path: str, full: str) -> bool:
@@ -135,7 +136,7 @@ class FaultInjector:
                     return f
         return None
 
-    def list(self) -> list[dict]:
+    def list(self) -> list[dict[str, Any]]:
         """The live fault rules."""
         with self._lock:
             return [f.as_dict() for f in self._faults]
@@ -147,12 +148,12 @@ class FaultInjector:
             self._hooks.clear()
 
     # ------------------------------------------------------------ hooks
-    def add_hook(self, method: str | None, path_regex: str, callback: Callable, count: int = 1) -> None:
+    def add_hook(self, method: str | None, path_regex: str, callback: Callable[..., Any], count: int = 1) -> None:
         """Run ``callback`` after the next ``count`` matching requests were handled."""
         with self._lock:
             self._hooks.append(Hook(method, path_regex, callback, int(count)))
 
-    def take_hooks(self, method: str, path: str, full: str) -> list[Callable]:
+    def take_hooks(self, method: str, path: str, full: str) -> builtins.list[Callable[..., Any]]:
         """Callbacks due for this request (each use consumed)."""
         out = []
         with self._lock:
@@ -274,7 +275,7 @@ def omit_entries(resp: Response, name: str) -> Response:
     return resp
 
 
-def with_query(environ: dict, key: str, value: str) -> dict:
+def with_query(environ: dict[str, Any], key: str, value: str) -> dict[str, Any]:
     """A copy of a WSGI environ whose query parameter ``key`` is ``value``."""
     args = [(k, v) for k, v in parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True) if k != key]
     args.append((key, value))

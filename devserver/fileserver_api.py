@@ -17,6 +17,7 @@ import time
 import zipfile
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote_plus
 
 from werkzeug.wrappers import Request, Response
@@ -26,6 +27,7 @@ from .http_util import content_disposition, fs_error, go_json, header_params, pa
 from .names import fs_name_invalid, join_path, nfc, norm_path, split_path
 from .head_merge import HeadUnknown, update_at_head
 from .repo_ops import EntryNotFound, FolderNotFound, NotAFolder, is_dir
+from .store import WebToken
 
 _RANGE_RE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+)\s*$")
 
@@ -59,7 +61,7 @@ class Fileserver:
         self.ops = app.ops
         self.tmp = Path(self.store.root) / "tmp"
         self.tmp.mkdir(exist_ok=True)
-        self._chunks: dict[tuple[str, str], dict] = {}
+        self._chunks: dict[tuple[str, str], dict[str, Any]] = {}
         self._chunk_lock = threading.Lock()
 
     # ------------------------------------------------------------ chunked state
@@ -69,7 +71,8 @@ class Fileserver:
         st = self._chunks.get(key)
         return st["received"] if st else 0
 
-    def _token(self, token: str, ops: tuple[str, ...]):
+    def _token(self, token: str, ops: tuple[str, ...]) -> tuple[WebToken | None, Response | None]:
+        """The upload/download link token for one of ``ops``: ``(token, None)``, or ``(None, the error answer)``."""
         if len(token) != 36:
             return None, fs_error(400, "Invalid URL")
         tok = self.store.use_web_token(token)
@@ -82,15 +85,15 @@ class Fileserver:
         return tok, None
 
     def _quota_ok(self, user: str, extra: int) -> bool:
-        quota = self.store.users.get(user, {}).get("quota", -2)
+        quota: int = self.store.users.get(user, {}).get("quota", -2)
         return quota <= 0 or self.store.usage(user) + extra < quota
 
-    def _upload_answer(self, results: list[dict], ret_json: bool) -> Response:
+    def _upload_answer(self, results: list[dict[str, Any]], ret_json: bool) -> Response:
         if ret_json:
             return go_json(results)
         return text("\t".join(r["id"] for r in results))
 
-    def _form(self, req: Request, token: str, kind: str) -> Response | tuple:
+    def _form(self, req: Request, token: str, kind: str) -> Response | tuple[Any, ...]:
         """Check the link token and parse the multipart body: ``(token, fields,
         file parts)``, or the fileserver's error answer."""
         if len(token) != 36:
@@ -209,7 +212,7 @@ class Fileserver:
             st["received"] = max(st["received"], start + len(data)) if start <= st["received"] else st["received"]
             if end < total - 1:
                 return go_json({"success": True})
-            content = st["path"].read_bytes()[:total]
+            content: bytes = st["path"].read_bytes()[:total]
             self._chunks.pop(key, None)
             try:
                 os.unlink(st["path"])
@@ -348,7 +351,7 @@ class Fileserver:
         headers = {"Content-Disposition": content_disposition(zname)}
         return Response(buf.getvalue(), status=200, headers=headers, content_type="application/octet-stream")
 
-    def _zip_add(self, zf: zipfile.ZipFile, e: dict, arc: str) -> None:
+    def _zip_add(self, zf: zipfile.ZipFile, e: dict[str, Any], arc: str) -> None:
         ts = time.localtime(max(e["mtime"], 315532800))[:6]
         if is_dir(e):
             children = self.store.read_dir(e["id"])

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 from . import ids
 from .names import fs_unique_name, nfc, parent_and_name
-from .repo_ops import EntryNotFound, RepoOps, is_dir, now
+from .repo_ops import Entries, EntryNotFound, RepoOps, is_dir, now
 
 __all__ = ["HeadUnknown", "conflict_name", "update_at_head"]
 
@@ -73,7 +74,7 @@ def update_at_head(ops: RepoOps, repo_id: str, path: str, fid: str, size: int, u
 
 
 def _store_conflict(ops: RepoOps, repo_id: str, parent: str, name: str, fid: str, size: int, user: str,
-                    head_commit: dict, mtime: int | None) -> str:
+                    head_commit: dict[str, Any], mtime: int | None) -> str:
     """Commit ours on top of ``head`` (a side branch), then the merge commit
     that keeps the live version and adds ours as an SFConflict file."""
     store = ops.store
@@ -90,7 +91,7 @@ def _store_conflict(ops: RepoOps, repo_id: str, parent: str, name: str, fid: str
                               repo.name, "")
     wanted = nfc(conflict_name(name, user, t))
 
-    def add_conflict(entries):
+    def add_conflict(entries: Entries) -> tuple[str, bool]:
         final = fs_unique_name(wanted, entries.__contains__) or wanted
         entries[final] = dict(entry, name=final)
         return final, True

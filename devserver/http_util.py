@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timezone
+from typing import Any
 from urllib.parse import quote
 
 from werkzeug.wrappers import Response
@@ -26,13 +27,13 @@ JSON_UTF8 = "application/json; charset=utf-8"
 TEXT_UTF8 = "text/plain; charset=utf-8"
 
 
-def drf(obj, status: int = 200, headers: dict | None = None) -> Response:
+def drf(obj, status: int = 200, headers: dict[str, Any] | None = None) -> Response:
     """A DRF ``Response``: compact JSON, ``Content-Type: application/json``."""
     body = json.dumps(obj, separators=(",", ":"), ensure_ascii=True)
     return Response(body, status=status, content_type=JSON, headers=headers)
 
 
-def django_json(obj, status: int = 200, headers: dict | None = None) -> Response:
+def django_json(obj, status: int = 200, headers: dict[str, Any] | None = None) -> Response:
     """``HttpResponse(json.dumps(obj), content_type=application/json; charset=utf-8)``."""
     return Response(json.dumps(obj), status=status, content_type=JSON_UTF8, headers=headers)
 
@@ -42,7 +43,7 @@ def api_error(status: int, msg: str) -> Response:
     return drf({"error_msg": msg}, status)
 
 
-def drf_detail(status: int, msg: str, headers: dict | None = None) -> Response:
+def drf_detail(status: int, msg: str, headers: dict[str, Any] | None = None) -> Response:
     """A DRF exception body ``{"detail": msg}`` (auth errors, throttling)."""
     return drf({"detail": msg}, status, headers)
 
@@ -86,11 +87,12 @@ def size_formatted(n: int) -> str:
     """Seahub's ``filesizeformat`` (decimal units, non-breaking space): ``0\\xa0bytes``, ..."""
     if n < 1000:
         return "1\xa0byte" if n == 1 else f"{n}\xa0bytes"
+    size = float(n)
     for unit in ("KB", "MB", "GB", "TB"):
-        n /= 1000.0
-        if n < 1000:
-            return f"{n:.1f}\xa0{unit}"
-    return f"{n:.1f}\xa0PB"
+        size /= 1000.0
+        if size < 1000:
+            return f"{size:.1f}\xa0{unit}"
+    return f"{size:.1f}\xa0PB"
 
 
 # ---------------------------------------------------------------- multipart

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Iterable
+from typing import Any, Iterable
 
 EMPTY_ID = "0" * 40
 BLOCK_SIZE = 8 * 1024 * 1024
@@ -67,7 +67,7 @@ def file_id(data: bytes, block_size: int = BLOCK_SIZE) -> str:
     return file_id_for_blocks([sha1_hex(b) for b in split_blocks(data, block_size)], len(data))
 
 
-def dirent_dict(entry: dict) -> dict:
+def dirent_dict(entry: dict[str, Any]) -> dict[str, Any]:
     """The serialised form of one directory entry (keys as Seafile writes them)."""
     if entry["mode"] == DIR_MODE:
         return {"id": entry["id"], "mode": entry["mode"], "mtime": entry["mtime"], "name": entry["name"]}
@@ -75,14 +75,14 @@ def dirent_dict(entry: dict) -> dict:
             "mtime": entry["mtime"], "name": entry["name"], "size": entry["size"]}
 
 
-def dir_object_json(entries: Iterable[dict]) -> str:
+def dir_object_json(entries: Iterable[dict[str, Any]]) -> str:
     """Seafile's JSON text of a directory object; entries sorted by name descending."""
     ordered = sorted(entries, key=lambda e: e["name"].encode("utf-8"), reverse=True)
     obj = {"dirents": [dirent_dict(e) for e in ordered], "type": 3, "version": 1}
     return json.dumps(obj, sort_keys=True, ensure_ascii=False)
 
 
-def dir_id(entries: Iterable[dict]) -> str:
+def dir_id(entries: Iterable[dict[str, Any]]) -> str:
     """Directory id of a list of entries (dicts with id, mode, mtime, name[, modifier, size]).
 
     An empty directory has the zero id.

@@ -36,9 +36,10 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import jwt
-from websockets.frames import Opcode
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Request as WSRequest
 from websockets.server import ServerProtocol
 from werkzeug.wrappers import Request, Response
@@ -63,7 +64,7 @@ class _Client:
     sock: socket.socket
     repos: dict[str, float] = field(default_factory=dict)  # repo id -> token exp
     user: str = ""
-    outbox: queue.Queue = field(default_factory=queue.Queue)
+    outbox: queue.Queue[dict[str, Any]] = field(default_factory=queue.Queue)
     serving: bool = True   # False after a missed pong deadline (no pings, no events)
     killed: bool = False
     wake: tuple[socket.socket, socket.socket] = field(default_factory=socket.socketpair)
@@ -117,7 +118,7 @@ class NotificationServer:
             client.poke()
         return len(clients)
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         """``{"state", "publishing", "connections", "subscriptions": {repo: n}}``."""
         with self._lock:
             subs: dict[str, int] = {}
@@ -141,7 +142,7 @@ class NotificationServer:
             client.outbox.put(message)
             client.poke()
 
-    def _on_commit(self, repo_id: str, commit: dict) -> None:
+    def _on_commit(self, repo_id: str, commit: dict[str, Any]) -> None:
         if self.state == "up" and self.publishing:
             self.publish(repo_id, commit["commit_id"])
 
@@ -241,10 +242,12 @@ class NotificationServer:
                 return
             proto.receive_data(data)
             for event in proto.events_received():
+                if not isinstance(event, Frame):
+                    continue  # after the handshake a server protocol yields frames only
                 if event.opcode is Opcode.PONG:
                     last_pong = time.monotonic()
                 elif event.opcode is Opcode.TEXT:
-                    if not self._message(client, proto, event.data):
+                    if not self._message(client, proto, bytes(event.data)):
                         return  # dropped without a close frame
                 elif event.opcode is Opcode.CLOSE:
                     _flush(sock, proto)
@@ -288,7 +291,7 @@ class NotificationServer:
             return True
         return False
 
-    def _claims(self, token: object) -> dict | None:
+    def _claims(self, token: object) -> dict[str, Any] | None:
         if not isinstance(token, str) or not token:
             return None
         try:
@@ -307,7 +310,7 @@ class NotificationServer:
             proto.send_text(_frame("jwt-expired", {"repo_id": repo}))
 
 
-def _frame(kind: str, content: dict) -> bytes:
+def _frame(kind: str, content: dict[str, Any]) -> bytes:
     return (json.dumps({"type": kind, "content": content}) + "\n").encode()
 
 

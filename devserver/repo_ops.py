@@ -9,11 +9,17 @@ to the same path both succeed and the later one wins.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable, TypeGuard, TypeVar
 
 from . import ids
 from .names import join_path, nfc, parent_and_name, seahub_unique_name, split_path
 from .store import Store
+
+
+#: What a folder rewrite's function returns besides "changed" (see :meth:`RepoOps.rewrite`).
+R = TypeVar("R")
+#: A folder's entries by name, as a rewrite function edits them.
+Entries = dict[str, dict[str, Any]]
 
 
 class OpError(Exception):
@@ -40,8 +46,8 @@ class EntryNotFound(OpError):
     """The entry an operation acts on does not exist."""
 
 
-def is_dir(entry: dict | None) -> bool:
-    """True when ``entry`` is a directory entry."""
+def is_dir(entry: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+    """True when ``entry`` is a directory entry (so not None)."""
     return entry is not None and entry["mode"] == ids.DIR_MODE
 
 
@@ -62,13 +68,13 @@ class RepoOps:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.on_commit: list[Callable[[str, dict], None]] = []
+        self.on_commit: list[Callable[[str, dict[str, Any]], None]] = []
 
     # ------------------------------------------------------------------ reading
-    def lookup(self, repo_id: str, path: str, root: str | None = None) -> dict | None:
+    def lookup(self, repo_id: str, path: str, root: str | None = None) -> dict[str, Any] | None:
         """Entry at ``path`` (byte-exact names) or None; ``/`` gives a synthetic dir entry."""
         did = self.store.root_id(repo_id) if root is None else root
-        entry = {"id": did, "mode": ids.DIR_MODE, "name": "", "mtime": 0}
+        entry: dict[str, Any] = {"id": did, "mode": ids.DIR_MODE, "name": "", "mtime": 0}
         for part in split_path(path):
             if not is_dir(entry):
                 return None
@@ -82,9 +88,9 @@ class RepoOps:
             entry = found
         return entry
 
-    def walk(self, repo_id: str) -> tuple[dict[str, dict], set[str]]:
+    def walk(self, repo_id: str) -> tuple[dict[str, dict[str, Any]], set[str]]:
         """All file entries by path and all folder paths (``/a/b``) of a head tree."""
-        files: dict[str, dict] = {}
+        files: dict[str, dict[str, Any]] = {}
         dirs: set[str] = set()
         stack = [("", self.store.root_id(repo_id))]
         while stack:
@@ -99,8 +105,8 @@ class RepoOps:
         return files, dirs
 
     # ------------------------------------------------------------------ core
-    def _rewrite(self, did: str, parts: list[str], fn, t: int, create_parents: bool,
-                 done: list[str]) -> tuple[str, object, bool]:
+    def _rewrite(self, did: str, parts: list[str], fn: Callable[[Entries], tuple[R, bool]], t: int,
+                 create_parents: bool, done: list[str]) -> tuple[str, R, bool]:
         entries = {e["name"]: e for e in self.store.read_dir(did)}
         if not parts:
             result, changed = fn(entries)
@@ -125,7 +131,8 @@ class RepoOps:
             return did, result, False
         return self.store.write_dir(list(entries.values())), result, True
 
-    def rewrite(self, root: str, dir_path: str, fn, create_parents: bool = False) -> tuple[str, object]:
+    def rewrite(self, root: str, dir_path: str, fn: Callable[[Entries], tuple[R, bool]],
+                create_parents: bool = False) -> tuple[str, R]:
         """Apply ``fn(entries_by_name) -> (result, changed)`` to the folder at ``dir_path``.
 
         Returns ``(new_root_id, result)``.  Raises ``FolderNotFound`` /
@@ -135,7 +142,7 @@ class RepoOps:
         return new_root, result
 
     def commit(self, repo_id: str, new_root: str, desc: str, user: str, force: bool = False,
-               keep_desc: bool = True) -> dict | None:
+               keep_desc: bool = True) -> dict[str, Any] | None:
         """Make a commit when the root changed (or ``force``); returns it or None."""
         repo = self.store.repos[repo_id]
         head = self.store.head_commit(repo_id)
@@ -161,7 +168,7 @@ class RepoOps:
         with self.store.lock:
             root = self.store.root_id(repo_id)
             if create_parents:
-                def fn(entries):
+                def fn(entries: Entries) -> tuple[str, bool]:
                     e = entries.get(name)
                     if e is not None:
                         if not is_dir(e):
@@ -172,7 +179,7 @@ class RepoOps:
                 new_root, final = self.rewrite(root, parent, fn, create_parents=True)
                 self.commit(repo_id, new_root, f'Added directory "{path.strip("/")}"', user)
                 return path
-            def fn2(entries):
+            def fn2(entries: Entries) -> tuple[str, bool]:
                 final = seahub_unique_name(name, entries.__contains__, is_dir=True)
                 entries[final] = {"id": ids.EMPTY_ID, "mode": ids.DIR_MODE, "mtime": now(), "name": final}
                 return final, True
@@ -182,7 +189,7 @@ class RepoOps:
 
     def put_files(self, repo_id: str, parent: str, files: list[tuple[str, str, int]], user: str, *,
                   replace: bool, mtime: int | None = None, create_parents: bool = False,
-                  unique: Callable | None = None, keep_desc: bool = False) -> list[str]:
+                  unique: Callable[..., Any] | None = None, keep_desc: bool = False) -> list[str]:
         """Add files ``(name, file_id, size)`` to folder ``parent`` in one commit.
 
         ``replace`` overwrites an entry of the same name (even a folder); else the
@@ -195,14 +202,15 @@ class RepoOps:
             root = self.store.root_id(repo_id)
             t = now()
 
-            def fn(entries):
+            def fn(entries: Entries) -> tuple[list[str], bool]:
                 finals = []
                 for name, fid, size in files:
                     name = nfc(name)
                     if not replace:
-                        name = unique(name, entries.__contains__)
-                        if name is None:
+                        free = unique(name, entries.__contains__)
+                        if free is None:
                             raise OpError("Too many files with same name.")
+                        name = free
                     entries[name] = {"id": fid, "mode": ids.FILE_MODE, "modifier": user,
                                      "mtime": t if mtime is None else int(mtime), "name": name,
                                      "size": size}
@@ -227,7 +235,7 @@ class RepoOps:
                 return fid
             root = self.store.root_id(repo_id)
 
-            def fn(entries):
+            def fn(entries: Entries) -> tuple[None, bool]:
                 entries[name] = dict(entries[name], id=fid, size=size, modifier=user,
                                      mtime=now() if mtime is None else int(mtime))
                 return None, True
@@ -244,7 +252,7 @@ class RepoOps:
             root = self.store.root_id(repo_id)
             removed: list[tuple[str, bool]] = []
 
-            def fn(entries):
+            def fn(entries: Entries) -> tuple[None, bool]:
                 for n in names:
                     e = entries.pop(n, None)
                     if e is not None:
@@ -270,7 +278,7 @@ class RepoOps:
         with self.store.lock:
             root = self.store.root_id(repo_id)
 
-            def fn(entries):
+            def fn(entries: Entries) -> tuple[str, bool]:
                 e = entries.pop(old, None)
                 if e is None:
                     raise EntryNotFound(path)
@@ -281,7 +289,7 @@ class RepoOps:
             self.commit(repo_id, new_root, f'Renamed "{old}"', user)
             return final
 
-    def _clone_for_repo(self, entry: dict, cross_repo: bool) -> dict:
+    def _clone_for_repo(self, entry: dict[str, Any], cross_repo: bool) -> dict[str, Any]:
         e = dict(entry)
         if cross_repo and not is_dir(e) and e["id"] == ids.EMPTY_ID:
             e["id"], _ = self.store.write_blob(b"", explicit_empty=True)
@@ -302,14 +310,14 @@ class RepoOps:
                 return None
             entry = self._clone_for_repo(entry, src_repo != dst_repo)
 
-            def add(entries):
+            def add(entries: Entries) -> tuple[str, bool]:
                 final = name
                 if rename_clash:
                     final = seahub_unique_name(name, entries.__contains__, is_dir=is_dir(entry))
                 entries[final] = dict(entry, name=final)
                 return final, True
 
-            def remove(entries):
+            def remove(entries: Entries) -> tuple[None, bool]:
                 entries.pop(name, None)
                 return None, True
             if src_repo == dst_repo:

@@ -19,6 +19,7 @@ that reading of the source, the transcript wins.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 ROUTES: list[tuple[tuple[str, ...], str, str, str]] = [
     (("POST",), "/api2/auth-token/", "account.auth_token", "none"),
@@ -127,7 +128,7 @@ _PLACEHOLDERS = {"{id}": r"(?P<repo_id>[-0-9a-f]{36})", "{token}": r"(?P<token>[
                  "{name}": r"(?P<name>.*)", "{commit}": r"(?P<commit_id>[0-9a-f]{40})"}
 
 
-def _compile(template: str) -> re.Pattern:
+def _compile(template: str) -> re.Pattern[str]:
     rx = re.escape(template)
     for ph, sub in _PLACEHOLDERS.items():
         rx = rx.replace(re.escape(ph), sub)
@@ -137,7 +138,11 @@ def _compile(template: str) -> re.Pattern:
 COMPILED = [(methods, template, _compile(template), handler, auth) for methods, template, handler, auth in ROUTES]
 
 
-def match(path: str) -> list[tuple[tuple[str, ...], str, str, str, dict]]:
+#: One matching route: ``(methods, template, handler, auth, params)``.
+Candidate = tuple[tuple[str, ...], str, str, str, dict[str, Any]]
+
+
+def match(path: str) -> list[Candidate]:
     """All routes whose template matches ``path``: ``(methods, template, handler, auth, params)``."""
     out = []
     for methods, template, rx, handler, auth in COMPILED:

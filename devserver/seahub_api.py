@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
@@ -17,7 +18,8 @@ from . import ids
 from .http_util import api_error, django_json, drf, iso_time, location_quote, size_formatted
 from .names import (join_path, listing_key, name_too_long, nfc, norm_path, parent_and_name,
                     seahub_name_invalid, split_path)
-from .repo_ops import FolderNotFound, NotAFolder, is_dir
+from .repo_ops import FolderNotFound, NotAFolder, RepoOps, is_dir
+from .store import Store
 
 SERVER_VERSION = "13.0.15"
 
@@ -33,7 +35,7 @@ def dir_slash(p: str | None) -> str:
     return "/" + "/".join(parts) + ("/" if parts else "")
 
 
-def form_or_json(req: Request) -> dict:
+def form_or_json(req: Request) -> dict[str, Any]:
     """``request.data`` of DRF: JSON body or form fields."""
     if req.mimetype == "application/json":
         data = req.get_json(silent=True)
@@ -46,8 +48,8 @@ class SeahubBase:
 
     def __init__(self, app) -> None:
         self.app = app
-        self.store = app.store
-        self.ops = app.ops
+        self.store: Store = app.store
+        self.ops: RepoOps = app.ops
 
     # ------------------------------------------------------------ helpers
     def base(self, req: Request) -> str:
@@ -63,7 +65,7 @@ class SeahubBase:
         r = self.store.repos.get(repo_id)
         return r if r is not None and r.owner == user else None
 
-    def api2_entry(self, e: dict) -> dict:
+    def api2_entry(self, e: dict[str, Any]) -> dict[str, Any]:
         """A non-recursive api2 listing entry."""
         if is_dir(e):
             return {"type": "dir", "name": e["name"], "id": e["id"], "mtime": e["mtime"], "permission": "rw"}
@@ -71,7 +73,7 @@ class SeahubBase:
                 "size": e["size"], "modifier_email": e["modifier"], "modifier_name": user_name(e["modifier"]),
                 "modifier_contact_email": "", "starred": False}
 
-    def recursive_entry(self, e: dict, parent_dir: str) -> dict:
+    def recursive_entry(self, e: dict[str, Any], parent_dir: str) -> dict[str, Any]:
         """An entry of a recursive listing (api2 and v2.1 alike)."""
         if is_dir(e):
             return {"type": "dir", "parent_dir": parent_dir, "id": e["id"], "name": e["name"],
@@ -80,7 +82,7 @@ class SeahubBase:
                 "id": e["id"], "name": e["name"], "mtime": e["mtime"], "permission": "rw",
                 "modifier_contact_email": "", "modifier_name": user_name(e["modifier"])}
 
-    def v21_entry(self, e: dict, parent_dir: str) -> dict:
+    def v21_entry(self, e: dict[str, Any], parent_dir: str) -> dict[str, Any]:
         """A non-recursive v2.1 listing entry."""
         d = {"type": "dir" if is_dir(e) else "file", "id": e["id"], "name": e["name"], "mtime": e["mtime"],
              "permission": "rw", "parent_dir": parent_dir}
@@ -90,16 +92,16 @@ class SeahubBase:
         d["starred"] = False
         return d
 
-    def sorted_entries(self, did: str) -> list[dict]:
+    def sorted_entries(self, did: str) -> list[dict[str, Any]]:
         """Entries of a folder: folders first, then files, each by ASCII-case-folded bytes."""
         es = self.store.read_dir(did)
         dirs = sorted((e for e in es if is_dir(e)), key=lambda e: listing_key(e["name"]))
         files = sorted((e for e in es if not is_dir(e)), key=lambda e: listing_key(e["name"]))
         return dirs + files
 
-    def recursive(self, did: str, p: str, t: str | None) -> list[dict]:
+    def recursive(self, did: str, p: str, t: str | None) -> list[dict[str, Any]]:
         """Pre-order flat listing with the ``parent_dir`` trailing-slash quirk."""
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
 
         def walk(d: str, path: str, top: bool) -> None:
             pd = dir_slash(path) if top else norm_path(path)
@@ -113,7 +115,7 @@ class SeahubBase:
         walk(did, p, True)
         return out
 
-    def download_info(self, req: Request, repo) -> dict:
+    def download_info(self, req: Request, repo) -> dict[str, Any]:
         """The "download info" object of ``POST /api2/repos/`` and ``download-info/``."""
         head = self.store.head_commit(repo.id)
         size, _ = self.store.repo_stats(repo.id)
@@ -295,6 +297,8 @@ class SeahubDirs(SeahubBase):
             for i in range(len(parts)):
                 anc = join_path(parts[:i])
                 ae = self.ops.lookup(repo_id, anc)
+                if ae is None:  # removed since the folder's lookup (no lock is held here)
+                    continue
                 entries += [self.v21_entry(x, dir_slash(anc)) for x in self.sorted_entries(ae["id"]) if is_dir(x)]
         entries += [self.v21_entry(x, dir_slash(p)) for x in self.sorted_entries(e["id"])
                     if not t or (t == "d") == is_dir(x)]

@@ -8,6 +8,7 @@ the file did not exist.  Renames are not followed.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
@@ -23,9 +24,9 @@ class SeahubFileHistory(SeahubBase):
     """``/api2/repos/{id}/file/history/``, ``/api/v2.1/repos/{id}/file/history/``
     and ``/api2/repos/{id}/file/revision/``."""
 
-    def _revisions(self, repo_id: str, path: str, limit: int | None = None) -> list[tuple[dict, dict]]:
+    def _revisions(self, repo_id: str, path: str, limit: int | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """``(commit, file entry)`` of every revision of ``path``, newest first."""
-        out: list[tuple[dict, dict]] = []
+        out: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for c in self.store.history(repo_id):
             e = self.ops.lookup(repo_id, path, root=c["root_id"])
             if e is None or is_dir(e):

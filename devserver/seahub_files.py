@@ -4,6 +4,8 @@ metadata, rename/move/copy/create/delete (api2 and v2.1), batch operations,
 """
 from __future__ import annotations
 
+from typing import Any
+
 from werkzeug.wrappers import Request, Response
 
 from . import ids
@@ -64,7 +66,7 @@ class SeahubFiles(SeahubBase):
         return self._link(req, user, repo_id, "update")
 
     # ------------------------------------------------------------ info
-    def _file_entry(self, req: Request, user: str, repo_id: str) -> dict | Response:
+    def _file_entry(self, req: Request, user: str, repo_id: str) -> dict[str, Any] | Response:
         """The file named by ``?p=``, or seahub's 404/400 answer."""
         if self.repo(repo_id, user) is None:
             return api_error(404, f"Library {repo_id} not found.")
@@ -97,9 +99,14 @@ class SeahubFiles(SeahubBase):
             return e
         return drf({"id": e["id"]})
 
-    def v21_file_obj(self, repo_id: str, path: str) -> dict:
-        """The v2.1 file object of the file at ``path``."""
+    def v21_file_obj(self, repo_id: str, path: str) -> dict[str, Any]:
+        """The v2.1 file object of the file at ``path``.
+
+        :raises EntryNotFound: nothing is at ``path``.
+        """
         e = self.ops.lookup(repo_id, path)
+        if e is None:
+            raise EntryNotFound(path)
         parent, name = parent_and_name(path)
         return {"type": "file", "repo_id": repo_id, "parent_dir": parent, "obj_name": name,
                 "obj_id": e["id"], "size": e["size"], "mtime": iso_time(e["mtime"]), "is_locked": False,
@@ -162,8 +169,7 @@ class SeahubFiles(SeahubBase):
                 return drf("success")
             if not is_dir(self.ops.lookup(dst_repo, dst_dir)):
                 return api_error(404, f"Folder {norm_path(dst_dir)} not found.")
-            final = self.ops.move_copy(repo_id, path, dst_repo, dst_dir, user, copy=op == "copy")
-            final = final or name
+            final = self.ops.move_copy(repo_id, path, dst_repo, dst_dir, user, copy=op == "copy") or name
             body = {"repo_id": dst_repo, "parent_dir": dst_dir, "obj_name": final}
             loc = f"{base}/api2/repos/{dst_repo}/file/?p={location_quote(dst_dir + final)}"
             return drf(body, 301 if op == "move" else 200, headers={"Location": loc})
@@ -252,8 +258,10 @@ class SeahubFiles(SeahubBase):
                 return api_error(404, f"Folder {dst} not found.")
             if op == "move" and dst_repo == repo_id and parent == "/" and dst == "/":
                 return drf(self.v21_file_obj(repo_id, path))
-            final = self.ops.move_copy(repo_id, path, dst_repo, dst, user, copy=op == "copy")
-            return drf(self.v21_file_obj(dst_repo, join_path(split_path(dst) + [final])))
+            moved = self.ops.move_copy(repo_id, path, dst_repo, dst, user, copy=op == "copy")
+            if moved is None:  # deleted since the lookup above
+                return api_error(404, f"File {path} not found.")
+            return drf(self.v21_file_obj(dst_repo, join_path(split_path(dst) + [moved])))
         return api_error(400, "operation invalid.")
 
     # ------------------------------------------------------------ batch

@@ -3,6 +3,7 @@ diff (what one commit changed relative to its parent)."""
 from __future__ import annotations
 
 import heapq
+from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
@@ -34,7 +35,7 @@ class SeahubHistory(SeahubBase):
                 "next_start_commit": None} for c in chunk]
         return django_json({"commits": out, "page_next": len(commits) > page * per_page})
 
-    def _all_commits(self, repo_id: str) -> list[dict]:
+    def _all_commits(self, repo_id: str) -> list[dict[str, Any]]:
         """Every commit reachable from the head through both parents, newest
         first by ``ctime`` (seafile's commit-tree traversal behind the api2
         history): a merged branch's commits are listed too.  Equal times keep
@@ -101,11 +102,11 @@ class SeahubHistory(SeahubBase):
                 n_dir = n is not None and n["mode"] == ids.DIR_MODE
                 if o is not None and n is not None and o["id"] == n["id"] and o_dir == n_dir:
                     continue
-                if o_dir and n_dir:
+                if o is not None and o_dir and n is not None and n_dir:
                     stack.append((p, o["id"], n["id"]))
-                elif o_dir:
+                elif o is not None and o_dir:
                     old_d[p] = o["id"]
-                elif n_dir:
+                elif n is not None and n_dir:
                     new_d[p] = n["id"]
                 if o is not None and not o_dir:
                     old_f[p] = o["id"]

@@ -20,9 +20,9 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from . import ids, routes
@@ -37,6 +37,7 @@ from .seahub_api import SeahubAccount, SeahubDirs
 from .seahub_files import SeahubFiles
 from .seahub_file_history import SeahubFileHistory
 from .seahub_history import SeahubHistory
+from .stale_burst import DEFAULT_LINE, StaleBurst
 from .store import Store
 
 DEFAULT_USERS = {"user@example.edu.cn": "secret"}
@@ -103,18 +104,18 @@ class DevServer:
         self._components = {"account": self.account, "history": SeahubHistory(self), "dirs": self.dirs_api,
                             "files": self.files, "file_history": SeahubFileHistory(self),
                             "fs": self.fileserver, "notify": self.notifications}
-        self._httpd = None
+        self._httpd: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self.bursts: list[StaleBurst] = []
 
     # ------------------------------------------------------------ lifecycle
-    def _make_httpd(self):
+    def _make_httpd(self) -> BaseWSGIServer:
         return make_server(self.host, self.port, self.wsgi_app, threaded=True, request_handler=_QuietHandler)
 
     def start(self) -> "DevServer":
         """Start serving in a background thread; returns self (``url`` is then valid)."""
-        self._httpd = self._make_httpd()
-        self.port = self._httpd.server_port
-        httpd = self._httpd
+        httpd = self._httpd = self._make_httpd()
+        self.port = httpd.server_port
         # a short poll interval makes stop() (and every test teardown) quick
         self._thread = threading.Thread(target=lambda: httpd.serve_forever(poll_interval=0.05),
                                         name="devserver", daemon=True)
@@ -123,18 +124,22 @@ class DevServer:
 
     def serve_forever(self) -> None:
         """Serve in the calling thread (used by ``python -m ohsync.devserver``)."""
-        if self._httpd is None:
-            self._httpd = self._make_httpd()
-            self.port = self._httpd.server_port
-        self._httpd.serve_forever()
+        httpd = self._httpd
+        if httpd is None:
+            httpd = self._httpd = self._make_httpd()
+            self.port = httpd.server_port
+        httpd.serve_forever()
 
     def bind(self) -> None:
         """Open the listening socket without serving yet (port known afterwards)."""
-        self._httpd = self._make_httpd()
-        self.port = self._httpd.server_port
+        httpd = self._httpd = self._make_httpd()
+        self.port = httpd.server_port
 
     def stop(self) -> None:
-        """Stop serving and close the socket (state stays on disk)."""
+        """Stop serving and close the socket (state stays on disk); a stale
+        burst still running sends nothing more."""
+        for burst in self.bursts:
+            burst.stop()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -166,8 +171,12 @@ class DevServer:
         resp = self.dispatch(req)
         return resp(environ, start_response)
 
-    def dispatch(self, req: Request) -> Response:
-        """Route one request: control API, faults, auth, handler, after-request hooks."""
+    def dispatch(self, req: Request) -> Response | CutShort:
+        """Route one request: control API, faults, auth, handler, after-request hooks.
+
+        :returns: the answer, or a :class:`CutShort` wrapping it for a fault that drops the
+            connection part-way through the body.
+        """
         path = req.path
         if path.startswith("/_devserver/") or path == "/_devserver":
             return self.control.handle(req)
@@ -199,7 +208,7 @@ class DevServer:
                 return omit_entries(self._route(req, path, full, candidates), fault.omit_name)
         return self._route(req, path, full, candidates)
 
-    def _route(self, req: Request, path: str, full: str, candidates: list) -> Response:
+    def _route(self, req: Request, path: str, full: str, candidates: list[routes.Candidate]) -> Response:
         if not candidates:
             if not path.endswith("/") and routes.match(path + "/") and path.startswith("/api"):
                 loc = req.host_url.rstrip("/") + path + "/" + (("?" + full.split("?", 1)[1]) if "?" in full else "")
@@ -361,6 +370,42 @@ class DevServer:
             repo.head = commit_id
             self.store.save()
 
+    def stale_burst(self, repo_id: str, path: str, count: int, *, spacing_ms: float = 50.0,
+                    old: bytes | None = None, from_commit: str | None = None, line: str = DEFAULT_LINE,
+                    email: str | None = None, wait: bool = True) -> StaleBurst:
+        """Overwrite ``path`` ``count`` times from one old version, as a stale
+        read-modify-write client does: each overwrite is an ordinary
+        update-link upload without ``head`` (so the file history records
+        each), holding the old content plus ``line.format(i=i)``, the next
+        one ``spacing_ms`` milliseconds later.
+
+        The old version is ``old`` (bytes), else the file as of commit
+        ``from_commit``, else the file as it is now.  ``email`` is the writer
+        (default the owner).  ``wait``: return when all were sent; else they
+        are sent in the background (:meth:`StaleBurst.wait`).
+
+        Raises ``FileNotFoundError`` when the old version cannot be read.
+        """
+        path = norm_path(nfc(path))
+        if old is None:
+            root = None
+            if from_commit is not None:
+                try:
+                    root = self.store.read_commit(repo_id, from_commit)["root_id"]
+                except (OSError, ValueError) as exc:
+                    raise FileNotFoundError(f"no commit {from_commit} in library {repo_id}") from exc
+            e = self.ops.lookup(repo_id, path, root=root)
+            if e is None or is_dir(e):
+                raise FileNotFoundError(path)
+            old = self.store.read_blob(e["id"])
+        burst = StaleBurst(self, repo_id, path, old, count, spacing_ms / 1000.0, line=line, email=email)
+        self.bursts.append(burst)
+        if wait:
+            burst.run()
+        else:
+            burst.start()
+        return burst
+
     def mkdir(self, repo_id: str, path: str) -> None:
         """Create a folder and its parents (no-op when it exists)."""
         self.ops.mkdir(repo_id, norm_path(path), self.store.repos[repo_id].owner, create_parents=True)
@@ -437,7 +482,7 @@ class DevServer:
         """The library's head commit id."""
         return self.store.repos[repo_id].head
 
-    def history(self, repo_id: str) -> list[dict]:
+    def history(self, repo_id: str) -> list[dict[str, Any]]:
         """Commit dicts newest first (``commit_id``, ``root_id``, ``description``, ``ctime``...)."""
         return self.store.history(repo_id)
 

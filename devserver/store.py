@@ -24,6 +24,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import ids
 
@@ -68,11 +69,11 @@ class Store:
         for sub in ("blocks", "fs", "commits"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
-        self.users: dict[str, dict] = {}
+        self.users: dict[str, dict[str, Any]] = {}
         self.repos: dict[str, Repo] = {}
         self.web_tokens: dict[str, WebToken] = {}
-        self._dir_cache: dict[str, list[dict]] = {}
-        self._file_cache: dict[str, dict] = {}
+        self._dir_cache: dict[str, list[dict[str, Any]]] = {}
+        self._file_cache: dict[str, dict[str, Any]] = {}
         self._stats_cache: dict[str, tuple[int, int]] = {}
         self._load()
 
@@ -118,7 +119,8 @@ class Store:
             if not u.get("token"):
                 u["token"] = secrets.token_hex(20)
                 self.save()
-            return u["token"]
+            token: str = u["token"]
+            return token
 
     def user_for_token(self, token: str) -> str | None:
         """E-mail of the user owning API ``token``, or None."""
@@ -172,7 +174,7 @@ class Store:
             self._file_cache[fid] = {"block_ids": block_ids, "size": len(data)}
         return fid, len(data)
 
-    def file_object(self, fid: str) -> dict:
+    def file_object(self, fid: str) -> dict[str, Any]:
         """``{"block_ids": [...], "size": N}`` of a file id (zero id = empty)."""
         if fid == ids.EMPTY_ID:
             return {"block_ids": [], "size": 0}
@@ -215,7 +217,7 @@ class Store:
             if pos >= end:
                 break
 
-    def write_dir(self, entries: list[dict]) -> str:
+    def write_dir(self, entries: list[dict[str, Any]]) -> str:
         """Store a directory object; return its id (zero id when empty)."""
         did = ids.dir_id(entries)
         if did != ids.EMPTY_ID and did not in self._dir_cache:
@@ -223,7 +225,7 @@ class Store:
             self._dir_cache[did] = [dict(e) for e in entries]
         return did
 
-    def read_dir(self, did: str) -> list[dict]:
+    def read_dir(self, did: str) -> list[dict[str, Any]]:
         """Entries of directory ``did`` (copies; dicts id/mode/mtime/name[/modifier/size])."""
         if did == ids.EMPTY_ID:
             return []
@@ -237,7 +239,7 @@ class Store:
     # ----------------------------------------------------------------- commits
     def write_commit(self, repo_id: str, root_id: str, parent_id: str | None, creator_name: str,
                      desc: str, repo_name: str, repo_desc: str, ctime: int | None = None,
-                     second_parent_id: str | None = None, conflict: bool = False) -> dict:
+                     second_parent_id: str | None = None, conflict: bool = False) -> dict[str, Any]:
         """Create and store a commit; return the commit dict (a merge commit
         when ``second_parent_id`` is given; ``conflict``: it added SFConflict files)."""
         ctime = int(time.time()) if ctime is None else ctime
@@ -253,11 +255,12 @@ class Store:
         path.write_text(json.dumps(commit, ensure_ascii=False), "utf-8")
         return commit
 
-    def read_commit(self, repo_id: str, cid: str) -> dict:
+    def read_commit(self, repo_id: str, cid: str) -> dict[str, Any]:
         """A stored commit of ``repo_id``."""
-        return json.loads((self.root / "commits" / repo_id / cid).read_text("utf-8"))
+        commit: dict[str, Any] = json.loads((self.root / "commits" / repo_id / cid).read_text("utf-8"))
+        return commit
 
-    def history(self, repo_id: str) -> list[dict]:
+    def history(self, repo_id: str) -> list[dict[str, Any]]:
         """Commits of a library, newest first (following ``parent_id``)."""
         out = []
         cid: str | None = self.repos[repo_id].head
@@ -280,13 +283,14 @@ class Store:
             self.save()
             return repo
 
-    def head_commit(self, repo_id: str) -> dict:
+    def head_commit(self, repo_id: str) -> dict[str, Any]:
         """The head commit dict of a library."""
         return self.read_commit(repo_id, self.repos[repo_id].head)
 
     def root_id(self, repo_id: str) -> str:
         """Root directory id of a library's head."""
-        return self.head_commit(repo_id)["root_id"]
+        root: str = self.head_commit(repo_id)["root_id"]
+        return root
 
     def repo_stats(self, repo_id: str) -> tuple[int, int]:
         """``(total bytes, file count)`` of a library's head tree (cached per root)."""

@@ -1,162 +1,331 @@
-"""What the file history says about writes that crossed ours (docs/architecture.md §5, step 5).
+"""Stale overwrites: other writers' uploads made from a version older than
+ours (docs/architecture.md §5, step 5).
 
 The Web API has no compare-and-swap for other clients: one that read a file,
 then uploaded its edit without ``head`` after we wrote ours, replaces our
-revision with an edit of the revision *before* it (a blind overwrite).  The
-server keeps every revision, so this module looks it up:
+revision with an edit of an *older* one (a stale, or blind, overwrite),
+however many of our revisions came in between; a read-modify-write bot does
+it again and again from the same old read (a burst).  This module makes sure
+such an overwrite never takes our change out of the live file:
 
-* :func:`record_push` remembers, per path, the revision our last verified
-  push made and the one it replaced (state meta ``pushed:<path>``);
-* :func:`blind_overwrite_base` is asked before a pull: when the pulled
-  revision directly follows one of ours in the file's history and lacks
-  (part of) our change, it returns the revision before ours as the base to
-  merge with, so both sides' additions stay live;
+* :func:`record_push` keeps, per path, a bounded record of our verified
+  pushes (state meta ``pushed:<path>``): the id we wrote and the id it
+  replaced, with both contents kept as blobs (content-addressed);
+* :func:`stale_base` is asked before merging a remote revision: from the kept
+  contents alone it finds the pushes of ours the revision lacks (none of the
+  lines a push added are in it), newest first, up to the newest push whose
+  change it holds; their oldest's replaced version is the base to merge
+  with, so *our* change (what ours replaced → ours, for every push the stale
+  writer lacks) goes into the newest remote version and the newest remote
+  writer's content stays too.  It reads the file history (one
+  ``file/history`` request, only when something is lacking) to tell a
+  deliberate removal from a stale overwrite: a revision made from a version
+  that held our change (the one the remote revision replaced, or our base)
+  carries that version's own lines.  Without history (404) the base alone
+  serves;
+* :func:`merge_back` is the pull-side entry: a stale overwrite of a path whose
+  local file did not change is merged and pushed instead of pulled;
 * :func:`overwritten_revision` is the check after a write on servers that
-  ignore ``head`` (:attr:`EngineOptions.history_check`): the revision ours
-  replaced must be the one we merged with.
+  ignore ``head`` (:attr:`EngineOptions.history_check`).
 
-Requests: only for paths whose last push was ours and that changed again:
-one ``file/history`` (v2.1, ``limit``), one download of the older revision
-when its content is no longer kept locally, one download of the new one.
+Where a deliberate removal of our lines and a stale overwrite cannot be told
+apart, the lines are kept and the activity line says so.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from typing import Any
+from dataclasses import dataclass
 
 from .capabilities import file_history
 from .context import MirrorContext
 from .errors import NotFoundError
-from .events import SyncEvent, SyncReport
+from .events import SyncReport
 from .ids import sha1_bytes
 from .models import RemoteEntry
 from .state import Base
 
-__all__ = ["record_push", "blind_overwrite_base", "lacks_change", "merge_back", "overwritten_revision"]
+__all__ = ["StaleBase", "record_push", "stale_base", "push_evidence", "merge_back", "overwritten_revision",
+           "stale_note", "MAX_PUSHES"]
 
-_HISTORY_DEPTH = 5
+#: Verified pushes remembered per path (each with two kept blobs).
+MAX_PUSHES = 16
+
+#: Revisions of the file history read to find what a stale revision replaced.
+HISTORY_DEPTH = 20
 
 
 def _key(rel_path: str) -> str:
     return f"pushed:{rel_path}"
 
 
-def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str | None,
-                replaced_content: bytes | None) -> None:
-    """After a verified push: ``new_id`` is ours, it replaced ``replaced_id``
-    (None: the file was new).  The replaced content is kept as a base blob
-    (content-addressed) so a later merge-back needs no download."""
-    if replaced_id is None or replaced_id == new_id:
-        ctx.state.set_meta(_key(rel_path), None)  # new file, or an update that changed nothing
-        return
-    sha1 = ctx.state.keep_blob(replaced_content) if replaced_content is not None else None
-    ctx.state.set_meta(_key(rel_path), json.dumps({"ours": new_id, "replaced": replaced_id, "sha1": sha1}))
+@dataclass(frozen=True)
+class _Push:
+    """One verified push of ours: ``ours`` (file id) replaced ``replaced``;
+    their contents are kept as blobs under these sha1s (None: not kept), and
+    so is ``had``: the version we had agreed on before (what we edited)."""
+
+    ours: str
+    ours_sha1: str | None
+    replaced: str
+    replaced_sha1: str | None
+    had_sha1: str | None = None
 
 
-def _pushed(ctx: MirrorContext, rel_path: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class StaleBase:
+    """What a stale revision lacks of ours, and the base to merge it with.
+
+    :ivar theirs_id: the remote revision judged (file id).
+    :ivar base: the version our oldest lacked push replaced (as a base).
+    :ivar content: that version's bytes.
+    :ivar lacked: how many of our pushes the remote revision lacks.
+    :ivar from_history: the file history was read for the judgement.
+    """
+
+    theirs_id: str
+    base: Base
+    content: bytes
+    lacked: int
+    from_history: bool
+
+
+def _load(ctx: MirrorContext, rel_path: str) -> list[_Push]:
     raw = ctx.state.get_meta(_key(rel_path))
     try:
-        value = json.loads(raw) if raw else None
+        value = json.loads(raw) if raw else []
     except ValueError:
+        return []
+    if isinstance(value, dict):  # the one-push record of earlier versions
+        value = [{"ours": value.get("ours"), "replaced": value.get("replaced"),
+                  "replaced_sha1": value.get("sha1")}]
+    out: list[_Push] = []
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("ours"), str) and isinstance(item.get("replaced"), str):
+            out.append(_Push(item["ours"], item.get("ours_sha1"), item["replaced"], item.get("replaced_sha1"),
+                             item.get("had_sha1")))
+    return out
+
+
+def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str | None,
+                replaced_content: bytes | None, content: bytes | None = None, had: bytes | None = None) -> None:
+    """After a verified push: ``new_id`` (holding ``content``) is ours, it
+    replaced ``replaced_id`` (holding ``replaced_content``; None: the file
+    was new, which starts the record afresh); ``had`` is the version we had
+    agreed on before it (the base we edited).  The contents are kept as
+    blobs, so judging a later stale overwrite needs no download; the oldest
+    pushes beyond :data:`MAX_PUSHES` are forgotten."""
+    if replaced_id is None:
+        ctx.state.set_meta(_key(rel_path), None)
+        return
+    if replaced_id == new_id:
+        return  # an update that changed nothing
+    pushes = _load(ctx, rel_path)
+    keep = ctx.state.keep_blob
+    pushes.append(_Push(new_id, keep(content) if content is not None else None, replaced_id,
+                        keep(replaced_content) if replaced_content is not None else None,
+                        keep(had) if had is not None else None))
+    rows = [{"ours": p.ours, "ours_sha1": p.ours_sha1, "replaced": p.replaced, "replaced_sha1": p.replaced_sha1,
+             "had_sha1": p.had_sha1} for p in pushes[-MAX_PUSHES:]]
+    ctx.state.set_meta(_key(rel_path), json.dumps(rows))
+
+
+def has_pushes(ctx: MirrorContext, rel_path: str) -> bool:
+    """True when a verified push of ours to ``rel_path`` is on record."""
+    return bool(_load(ctx, rel_path))
+
+
+def _blob(ctx: MirrorContext, sha1: str | None) -> bytes | None:
+    if not sha1:
         return None
-    return value if isinstance(value, dict) else None
+    return ctx.state.base_content(Base("", False, sha1, "", has_blob=True))
 
 
-def blind_overwrite_base(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
-                         base: Base | None) -> tuple[Base, bytes] | None:
-    """Is the remote revision a blind overwrite of our last push?
+def _lines(data: bytes) -> list[bytes]:
+    return data.splitlines()
 
-    True when the base is the revision our last push made, the file's
-    history shows the remote revision directly after ours and ours directly
-    after the one it replaced, and merging (that older revision, ours, the
-    remote one) gives something other than the remote revision (it lacks
-    part of our change).
 
-    :returns: ``(older base, its content)`` to merge with, or None (pull as usual).
-    :raises RemoteError: from the client.
+def push_evidence(older: bytes, ours: bytes, theirs: bytes, earlier: frozenset[bytes] = frozenset(),
+                  first: frozenset[bytes] | None = None, had: frozenset[bytes] | None = None) -> bool | None:
+    """Does ``theirs`` hold the change ``older`` → ``ours`` (one push of ours)?
+
+    True when a line ours added is in it, or a line ours removed is gone
+    from it too (it was made from ours, or later); False when it holds none
+    of the lines ours added and at least one is missing, or still has a line
+    ours removed (made from an older version); None when it cannot tell.
+
+    :param earlier: lines of every earlier version on record (earlier
+        pushes of ours and what they replaced): a line ours adds that is
+        among them was put back by a merge, not written by us, and is no
+        evidence either way.
+    :param first: lines of the oldest version on record (None: ``older``);
+        a line ours removed that came later than that may never have been
+        in a version older than ours, so its absence is no evidence.
+    :param had: lines of the version we had edited (None: ``older``): a
+        line ours dropped that we never had (the other side's, archived in
+        a conflict copy) is no removal of ours.
+    Blank lines never count.
     """
-    pushed = _pushed(ctx, rel_path)
-    if pushed is None or base is None or remote.id == base.remote_id:
-        return None
-    if base.remote_id != pushed.get("ours"):
-        ctx.state.set_meta(_key(rel_path), None)  # agreed on a later revision since
-        return None
-    ours = ctx.state.base_content(base)
-    if ours is None:
-        return None  # binary or large: nothing to merge
-    try:
-        revisions = file_history(ctx, rel_path, limit=_HISTORY_DEPTH)
-    except NotFoundError:
-        return None
-    if revisions is None:
-        return None  # a server without file history: pulled (merged) as usual
-    ids = [r.file_id for r in revisions]
-    if len(ids) < 3 or ids[0] != remote.id or ids[1] != pushed["ours"] or ids[2] != pushed["replaced"]:
-        return None
-    older = ctx.state.base_content(Base(rel_path, False, pushed.get("sha1"), pushed["replaced"], has_blob=True)) \
-        if pushed.get("sha1") else None
-    if older is None:
-        try:
-            older = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), revisions[2].commit_id)
-        except NotFoundError:
-            return None  # no older revisions served: pulled (merged) as usual
-    theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
-    if theirs_id != remote.id:
-        return None  # changed again meanwhile: the next pass looks again
-    if not lacks_change(older, ours, theirs):
-        return None  # the new revision holds (some of) our change: it was based on ours
-    return Base(rel_path, False, sha1_bytes(older), pushed["replaced"]), older
-
-
-def lacks_change(older: bytes, ours: bytes, theirs: bytes) -> bool:
-    """True when ``theirs`` shows none of the change ``older`` → ``ours``:
-    no line ours added is in it, every line ours removed still is (blank
-    lines do not count).  Then ``theirs`` was made from ``older``, not from
-    ours.  Any trace of our change means it was made from ours (edited,
-    maybe partly undone, on purpose): that is pulled as usual."""
-    a, b, t = older.splitlines(), ours.splitlines(), theirs.splitlines()
-    present = set(t)
-    signals = 0
+    a, b = _lines(older), _lines(ours)
+    present, before, after = set(_lines(theirs)), set(a), set(b)
+    lacking = False
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
         for line in b[j1:j2]:
-            if line.strip():
-                if line in present and line not in a:
-                    return False  # a line we added is there
-                signals += 1
+            if line.strip() and line not in before and line not in earlier:
+                if line in present:
+                    return True
+                lacking = True
         for line in a[i1:i2]:
-            if line.strip() and line not in b:
-                if line not in present:
-                    return False  # a line we removed is gone there too
-                signals += 1
-    return signals > 0 and theirs != older
+            if line.strip() and line not in after:
+                if line in present:
+                    lacking = True
+                elif (first is None or line in first) and (had is None or line in had):
+                    return True
+    return False if lacking else None
+
+
+def _lacked(ctx: MirrorContext, pushes: list[_Push], theirs: bytes) -> tuple[int, _Push | None, bytes | None]:
+    """How many of ``pushes`` (newest last) ``theirs`` lacks, newest first up
+    to the newest one whose change it holds; the oldest lacked push and the
+    content it replaced.  Only the newest pushes whose contents are kept
+    count (binary, large, or an earlier version's record end the run)."""
+    kept: list[tuple[bytes, bytes]] = []
+    hads: list[frozenset[bytes] | None] = []
+    for push in reversed(pushes):
+        older, ours = _blob(ctx, push.replaced_sha1), _blob(ctx, push.ours_sha1)
+        if older is None or ours is None:
+            break
+        kept.insert(0, (older, ours))
+        had = _blob(ctx, push.had_sha1)
+        hads.insert(0, frozenset(_lines(had)) if had is not None else None)
+    pushes = pushes[len(pushes) - len(kept):]
+    if not kept:
+        return 0, None, None
+    first = frozenset(_lines(kept[0][0]))
+    count, oldest, content = 0, None, None
+    for k in range(len(kept) - 1, -1, -1):
+        older, ours = kept[k]
+        earlier: set[bytes] = set()
+        for r, o in kept[:k]:
+            earlier.update(_lines(r))
+            earlier.update(_lines(o))
+        verdict = push_evidence(older, ours, theirs, frozenset(earlier), first, hads[k])
+        if verdict is True:
+            break
+        if verdict is False:
+            count += 1
+            oldest, content = pushes[k], older
+    return count, oldest, content
+
+
+def _made_from(version: bytes, theirs: bytes, ours_lines: set[bytes]) -> bool:
+    """Does ``theirs`` carry lines of ``version`` that none of our recorded
+    versions has (that version's own lines, so it was made from it)?"""
+    own = {ln for ln in _lines(version) if ln.strip() and ln not in ours_lines}
+    return bool(own & set(_lines(theirs)))
+
+
+def _predecessor(ctx: MirrorContext, rel_path: str, theirs_id: str, known: dict[str, bytes]
+                 ) -> tuple[bool, bytes | None]:
+    """``(history read, content of the revision theirs replaced or None)``
+    from ``GET /api/v2.1/repos/{id}/file/history/``; (False, None) without
+    history (404, noted once by :mod:`.capabilities`) or when the file is gone."""
+    try:
+        revisions = file_history(ctx, rel_path, limit=HISTORY_DEPTH)
+    except NotFoundError:
+        return False, None
+    if revisions is None:
+        return False, None
+    ids = [r.file_id for r in revisions]
+    if theirs_id not in ids or ids.index(theirs_id) + 1 >= len(ids):
+        return True, None
+    before = revisions[ids.index(theirs_id) + 1]
+    if before.file_id in known:
+        return True, known[before.file_id]
+    try:
+        return True, ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), before.commit_id)
+    except NotFoundError:
+        return True, None
+
+
+def stale_base(ctx: MirrorContext, rel_path: str, theirs_id: str, theirs: bytes, base: Base | None,
+               base_content: bytes | None) -> StaleBase | None:
+    """Is the remote revision ``theirs`` (id ``theirs_id``) a stale overwrite
+    that lacks pushes of ours?
+
+    :param base: the path's base (the version both sides last agreed on).
+    :param base_content: its content, when kept.
+    :returns: the base to merge ``theirs`` with, or None: it holds our
+        change (or was made on purpose from a version that held it), or
+        nothing of ours is on record: merge or pull as usual.
+    :raises RemoteError: from the client (history, a revision download).
+    """
+    pushes = _load(ctx, rel_path)
+    if not pushes or base is None:
+        return None
+    count, oldest, older = _lacked(ctx, pushes, theirs)
+    if oldest is None or older is None:
+        return None
+    known: dict[str, bytes] = {}
+    ours_lines: set[bytes] = set()
+    for push in pushes:
+        for fid, sha1 in ((push.ours, push.ours_sha1), (push.replaced, push.replaced_sha1)):
+            data = _blob(ctx, sha1)
+            if data is not None:
+                known[fid] = data
+                ours_lines.update(_lines(data))
+    # A revision made from a version that held our change, carrying that
+    # version's own lines, removed ours on purpose: first our base (no
+    # request), then the revision it replaced in the file history.
+    held = [base_content] if base_content is not None and _lacked(ctx, pushes, base_content)[0] == 0 else []
+    if any(_made_from(v, theirs, ours_lines) for v in held):
+        return None
+    from_history, before = _predecessor(ctx, rel_path, theirs_id, known)
+    if before is not None and _lacked(ctx, pushes, before)[0] == 0 and _made_from(before, theirs, ours_lines):
+        return None
+    return StaleBase(theirs_id, Base(rel_path, False, sha1_bytes(older), oldest.replaced), older, count,
+                     from_history)
+
+
+def stale_note(stale: StaleBase) -> str:
+    """The activity line of a merged stale overwrite (says that lines were kept)."""
+    uploads = "our last upload" if stale.lacked == 1 else f"{stale.lacked} of our uploads"
+    return (f"another client wrote over {uploads} with an edit of an older version; merged both, keeping our "
+            "lines (if it removed them on purpose, remove them again)")
 
 
 def merge_back(ctx: MirrorContext, rel_path: str, remote: RemoteEntry, base: Base | None,
                report: SyncReport) -> bool:
-    """Before pulling (or merging) ``rel_path``: if the remote revision blindly
-    overwrote our last push, push a merge against the revision before ours
-    (local edits included) and say so in activity.
+    """Before pulling ``rel_path`` (local file unchanged): if the remote
+    revision is a stale overwrite of our pushes, merge our change into it and
+    push the result instead (:func:`~ohsync.engine.transfer.push` says so in
+    activity).
 
-    :returns: True when done that way; False: the caller goes on as planned.
+    Costs nothing for a path without a push of ours on record; else one
+    download of the remote revision (and the history when it lacks ours).
+
+    :returns: True when done that way; False: the caller pulls as planned.
     :raises RemoteError, LocalError: as :func:`~ohsync.engine.transfer.push`.
     """
     from .transfer import push
 
-    older = blind_overwrite_base(ctx, rel_path, remote, base)
-    if older is None:
+    if base is None or not has_pushes(ctx, rel_path):
         return False
-    outcome = push(ctx, rel_path, older[0], base_content=older[1])
+    base_content = ctx.state.base_content(base)
+    if base_content is None:
+        return False  # binary or large: nothing to merge
+    theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
+    stale = stale_base(ctx, rel_path, theirs_id, theirs, base, base_content)
+    if stale is None:
+        return False
+    outcome = push(ctx, rel_path, base, stale=stale)
     report.merged.append(rel_path)
     report.uploaded.append(rel_path)
     if outcome.conflict is not None:
         report.conflicts.append(outcome.conflict)
-    ctx.emit(SyncEvent("synced", rel_path, "up", action="merge",
-                       message="another client had written over our last upload from the version before it; "
-                               "merged both edits"))
     return True
 
 
@@ -164,14 +333,18 @@ def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str,
                          merged_with: str | None) -> tuple[str, str] | None:
     """After a verified update on a server that may ignore ``head``: the
     ``(commit id, file id)`` of a revision ours replaced without having
-    merged it, or None when the revision before ours is ``merged_with``.
+    merged it, or None when the revision before ours is ``merged_with`` (or
+    the server keeps no file history: 404).
 
     One request: ``GET /api/v2.1/repos/{id}/file/history/?limit=2`` (none,
     and None, on a server without it: :mod:`.capabilities`).
     """
     if new_id == merged_with:
         return None  # the update changed nothing: no commit, nothing replaced
-    revisions = file_history(ctx, rel_path, limit=2)
+    try:
+        revisions = file_history(ctx, rel_path, limit=2)
+    except NotFoundError:
+        return None
     if not revisions or revisions[0].file_id != new_id or len(revisions) < 2:
         return None
     before = revisions[1]

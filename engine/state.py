@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -178,8 +179,12 @@ class StateStore:
         os.replace(tmp, target)
 
     def prune_blobs(self) -> int:
-        """Delete blobs no base refers to; returns how many were removed."""
+        """Delete blobs no base refers to and no record of our pushes names
+        (meta ``pushed:<path>``, kept to judge stale overwrites:
+        ``engine/history_merge.py``); returns how many were removed."""
         used = {r[0] for r in self._db.execute("SELECT sha1 FROM base WHERE has_blob=1")}
+        for (value,) in self._db.execute("SELECT value FROM meta WHERE key LIKE 'pushed:%'"):
+            used.update(re.findall(r"[0-9a-f]{40}", value or ""))
         removed = 0
         for entry in self.blob_dir.iterdir():
             if entry.name not in used:

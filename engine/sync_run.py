@@ -134,7 +134,7 @@ class RunSteps(PlanSteps):
                 delete_remote(ctx, rel, base)
                 report.deleted_remote.append(rel)
                 ctx.emit(SyncEvent("synced", rel, "up", action="delete"))
-            elif action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None and \
+            elif action is Action.PULL and entry is not None and remote is not None and \
                     merge_back(ctx, rel, remote, base, report):
                 self._check_damaged(rel)
             elif action is Action.PULL:

@@ -19,6 +19,7 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from .conflict_archive import archive
 from .crashpoints import reach
@@ -33,6 +34,9 @@ from .paths import parent_rel
 from .resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .state import Base
 from .write_path import current_remote, read_back, send
+
+if TYPE_CHECKING:
+    from .history_merge import StaleBase
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
            "remote_written", "head_for"]
@@ -294,7 +298,7 @@ def _check_history(ctx: MirrorContext, action: str) -> bool:
 
 
 def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
-         base_content: bytes | None = None) -> PushOutcome:
+         stale: StaleBase | None = None) -> PushOutcome:
     """Read-merge-write of one local file (docs/architecture.md §5).
 
     Updates carry ``head`` (:func:`head_for`), so the server never overwrites
@@ -303,21 +307,28 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
     (:func:`~ohsync.engine.sfconflict.find_own`), deletes, and the next round
     merges the live version in.
 
+    A remote version that lacks pushes of ours (a stale overwrite,
+    :func:`~ohsync.engine.history_merge.stale_base`) is merged with the
+    version our oldest lacked push replaced, so our change goes into it; the
+    activity line says so.
+
     :param base: the path's base (None for a new file).
-    :param base_content: the base's content when it is not the stored one
-        (a merge-back of a blind overwrite passes an older revision).
+    :param stale: the judgement :func:`~ohsync.engine.history_merge.merge_back`
+        already made of the remote version (saves a second one).
     :returns: what was done.
     :raises LocalChanged: the local file changed meanwhile (re-plan later).
     :raises RemoteError: from the client; base does not advance.
     :raises LocalError: attempts exhausted (another writer keeps racing).
     """
-    from .history_merge import overwritten_revision, record_push
+    from .history_merge import overwritten_revision, record_push, stale_base, stale_note
     from .sfconflict import find_own, remove_remote
 
     action = "upload"
     conflict: ConflictRecord | None = None
-    if base_content is None and base is not None:
-        base_content = ctx.state.base_content(base)
+    base_content = ctx.state.base_content(base) if base is not None else None
+    had = base_content  # the version we edited: what a record of this push says we had
+    agreed = True  # base is still the version both sides last agreed on (not one read in this push)
+    merged_stale: StaleBase | None = None
     for attempt in range(ctx.options.max_attempts):
         if attempt:
             time.sleep(random.uniform(0.05, 0.3) * attempt)  # jitter against a racing writer
@@ -345,7 +356,13 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         if remote is not None and (base is None or remote.id != base.remote_id):
             theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
             read_content = theirs
-            result = merge_versions(rel_path, base_content, ours, theirs)
+            merge_base = base_content
+            if agreed:
+                found = stale if stale is not None and stale.theirs_id == theirs_id else \
+                    stale_base(ctx, rel_path, theirs_id, theirs, base, base_content)
+                if found is not None:
+                    merge_base, merged_stale = found.content, found
+            result = merge_versions(rel_path, merge_base, ours, theirs)
             if result.damaged:
                 ctx.state.set_issue("damaged", rel_path, result.damaged)
             since = (datetime.now(timezone.utc) - FIGHT_WINDOW).isoformat(timespec="seconds")
@@ -373,6 +390,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                 action = "conflict"
             base_content = theirs  # theirs is now accounted for
             base = Base(rel_path, False, sha1_bytes(theirs), theirs_id)
+            agreed = False
             # Merging and archiving took requests and time: if yet another
             # version arrived meanwhile, merge that one too before writing.
             latest = current_remote(ctx, rel_path)
@@ -391,12 +409,17 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                     # The server ignored head and ours replaced a version we
                     # never saw: merge it in and write again.
                     unseen = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), crossed[0])
-                    result = merge_versions(rel_path, read_content, content, unseen)
+                    older = stale_base(ctx, rel_path, crossed[1], unseen, base, read_content)
+                    if older is not None:
+                        merged_stale = older
+                    result = merge_versions(rel_path, read_content if older is None else older.content,
+                                            content, unseen)
                     crossing = decide(Facts(Situation.EDIT, rel_path, ours=content, theirs=unseen, merge=result))
                     if crossing.copy is None:
                         assert crossing.live is not None
                         fp = _replace_local(ctx, rel_path, crossing.live, fp)
                         base, base_content, action = Base(rel_path, False, sha1_bytes(content), new_id), content, "merge"
+                        agreed = False
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue
                     conflict = archive(ctx, rel_path, crossing.copy, theirs=unseen)
@@ -405,10 +428,14 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                         # What merged stays live; write that and upload it.
                         fp = _replace_local(ctx, rel_path, crossing.live, fp)
                         base, base_content = Base(rel_path, False, sha1_bytes(content), new_id), content
+                        agreed = False
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue
             _record_base(ctx, rel_path, content, new_id, fp)
-            record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content)
+            record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content, content,
+                        had)
+            if merged_stale is not None:
+                ctx.emit(SyncEvent("synced", rel_path, "up", action="merge", message=stale_note(merged_stale)))
             return PushOutcome(action, conflict)
         own = find_own(ctx, rel_path, new_id) if remote is not None else None
         if own is not None:

@@ -23,7 +23,7 @@ from daemon_helpers import Env, isolated_env  # noqa: E402,F401
 SEEDS = [int(s) for s in os.environ.get("OHSYNC_CHAOS_SEEDS", "11,12,13,14,15").split(",")]
 ACTIONS = int(os.environ.get("OHSYNC_CHAOS_ACTIONS", "300"))
 #: The seeds run with the stale-burst device ("" = none).
-STALE_SEEDS_DEFAULT = ""
+STALE_SEEDS_DEFAULT = "11,12,13"
 STALE_SEEDS = [int(s) for s in os.environ.get("OHSYNC_CHAOS_STALE_SEEDS", STALE_SEEDS_DEFAULT).split(",") if s]
 
 

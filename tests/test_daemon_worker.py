@@ -70,7 +70,7 @@ def test_auth_error_stops_polling_until_refresh(tmp_path: Path) -> None:
 
 
 def test_offline_backs_off_and_recovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ohsync.daemon.worker_recovery.backoff_delay", lambda attempt, **kw: 0.5)
+    monkeypatch.setattr("ohsync.daemon.worker.recovery.backoff_delay", lambda attempt, **kw: 0.5)
     engine = FakeEngine(tmp_path, fail_with=[NetworkError("connection refused")] * 2)
     w, status = _worker(engine, poll=0.2)
     w.start()
@@ -251,3 +251,80 @@ def test_a_stop_while_the_engine_opens_leaves_no_watcher_running(isolated_env, t
     t.join(30)
     assert not t.is_alive()
     assert [th.name for th in threading.enumerate() if th.name.startswith("ohsync-watch")] == []
+
+
+def _rescanning(engine: FakeEngine, passes: int) -> None:
+    """Make the first ``passes`` passes of ``engine`` report local deletes (``rescan``)."""
+    plain = engine.sync
+
+    def sync(*args, **kw):
+        report = plain(*args, **kw)
+        report.rescan = len(engine.calls) <= passes
+        return report
+    engine.sync = sync  # type: ignore[method-assign]
+
+
+def test_local_deletes_get_their_full_scan_on_the_schedulers_clock(tmp_path: Path) -> None:
+    engine = FakeEngine(tmp_path)
+    _rescanning(engine, passes=2)
+    w, status = _worker(engine, poll=600.0)  # no poll comes in the test's time
+    w.start()
+    try:
+        wait_for(lambda: len(engine.calls) >= 1, what="the initial pass")
+        w.post_dirty(["gone.md"])
+        wait_for(lambda: len(engine.calls) >= 2, what="the pass that sees the delete")
+        assert engine.calls[1] == (("gone.md",), False)
+        # the full scan that carries the deletes out, RESCAN_DELAY later, asked by nobody else
+        wait_for(lambda: len(engine.calls) >= 3, timeout=20, what="the rescan")
+        assert engine.calls[2][0] is None
+    finally:
+        assert w.shutdown(10)
+
+
+def test_once_shut_down_no_thread_the_worker_started_runs(tmp_path: Path) -> None:
+    """The worker's delayed calls (the rescan after local deletes, the "syncing"
+    notice of a slow check) run on its scheduler, which it joins: none outlives it."""
+    before = set(threading.enumerate())
+    engine = FakeEngine(tmp_path)
+    _rescanning(engine, passes=100)
+    w, status = _worker(engine)
+    w.start()
+    try:
+        wait_for(lambda: len(engine.calls) >= 2, what="two passes, each planning a rescan in 2 s")
+    finally:
+        assert w.shutdown(10)
+    assert [t.name for t in threading.enumerate() if t not in before and t.is_alive()] == []
+
+
+def test_the_scheduler_runs_delayed_calls_in_order_and_drops_them_at_stop() -> None:
+    from ohsync.daemon.scheduler import Scheduler
+    before = set(threading.enumerate())
+    ran: list[tuple[str, str]] = []
+    sched = Scheduler(lambda: ran.append(("poll", threading.current_thread().name)))
+    sched.start()
+    try:
+        sched.call_in(0.2, lambda: ran.append(("late", threading.current_thread().name)))
+        sched.call_in(0.05, lambda: ran.append(("early", threading.current_thread().name)))
+        sched.call_in(0.1, lambda: 1 / 0)  # logged; the clock goes on
+        sched.poll_in(0.15)
+        sched.call_in(60, lambda: ran.append(("never", "")))
+        wait_for(lambda: len(ran) >= 3, what="three calls")
+        assert ran == [("early", "ohsync-scheduler"), ("poll", "ohsync-scheduler"), ("late", "ohsync-scheduler")]
+    finally:
+        sched.stop()
+    assert [t.name for t in threading.enumerate() if t not in before and t.is_alive()] == []  # joined
+    assert ("never", "") not in ran
+
+
+def test_the_workers_threads_are_on_the_daemons_thread_base(tmp_path: Path) -> None:
+    from ohsync.daemon.service_thread import ServiceThread
+    w, _ = _worker(FakeEngine(tmp_path))
+    assert isinstance(w.scheduler, ServiceThread)
+    w.start()
+    try:
+        threads = {t.name: t for t in threading.enumerate()}
+        assert not threads["ohsync-scheduler"].daemon  # it never blocks: shutdown() always joins it
+        assert threads["ohsync-sync-worker"].daemon  # a pass stuck in a request may outlast the join
+    finally:
+        assert w.shutdown(10)
+    assert not w.is_alive()

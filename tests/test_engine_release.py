@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import FakeEngine, FakeSession, wait_for  # noqa: E402
 from engine_helpers import USER, make_mirror, read_tree  # noqa: E402
 
-from ohsync.daemon import worker as worker_mod  # noqa: E402
+from ohsync.daemon.worker import worker as worker_mod  # noqa: E402
 from ohsync.daemon.notifications import _expiry  # noqa: E402
 from ohsync.daemon.status import StatusModel  # noqa: E402
 from ohsync.engine.models import RemoteEntry  # noqa: E402

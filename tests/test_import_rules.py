@@ -7,7 +7,10 @@
 * ``devserver/`` imports nothing of ohsync outside itself (no code shared
   with ``engine/``);
 * ``daemon/`` imports ``tray`` only lazily (inside functions), never at
-  module level.
+  module level;
+* composition, not mixins: the Seafile client (``engine/client/``) and the
+  sync worker (``daemon/worker/``) hold their parts, and no class in
+  ``daemon/`` has more than two bases.
 """
 
 from __future__ import annotations
@@ -162,22 +165,41 @@ def test_filing_sees_the_engine_only_through_its_api() -> None:
     assert found == [], "filing uses only its narrow engine API (engine/filing_api.py):\n" + "\n".join(found)
 
 
+def _classes(folder: Path) -> list[tuple[Path, ast.ClassDef]]:
+    return [(path, node) for path in sorted(folder.rglob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)]
+
+
+def _inherited(folder: Path, *, most_bases: int) -> tuple[set[str], list[str]]:
+    """The class names defined under ``folder``, and the classes there that
+    derive from one of them or have more than ``most_bases`` bases."""
+    classes = _classes(folder)
+    ours = {node.name for _, node in classes}
+    found = []
+    for path, node in classes:
+        bases = [ast.unparse(b) for b in node.bases]
+        if len(bases) > most_bases or any(b in ours for b in bases):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno} class {node.name}({', '.join(bases)})")
+    return ours, found
+
+
 def test_the_seafile_client_is_composed_not_inherited() -> None:
     """engine/client/: one transport and call groups composed onto it; no class
     there derives from another class of the package, none has more than two bases."""
-    ours: dict[str, Path] = {}
-    trees = []
-    for path in sorted((REPO / "engine" / "client").glob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        trees.append((path, tree))
-        ours.update({node.name: path for node in ast.walk(tree) if isinstance(node, ast.ClassDef)})
-    found = []
-    for path, tree in trees:
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.ClassDef):
-                continue
-            bases = [ast.unparse(b) for b in node.bases]
-            if len(bases) > 2 or any(b in ours for b in bases):
-                found.append(f"{path.relative_to(REPO)}:{node.lineno} class {node.name}({', '.join(bases)})")
+    ours, found = _inherited(REPO / "engine" / "client", most_bases=2)
     assert "SeafileClient" in ours and "SeafileHTTP" in ours
     assert found == [], "the client's parts are composed, not mixed in:\n" + "\n".join(found)
+
+
+def test_the_sync_worker_holds_its_parts() -> None:
+    """daemon/worker/: the worker holds its requests and recovery parts; no
+    class there derives from another class of the package or has more than one base."""
+    ours, found = _inherited(REPO / "daemon" / "worker", most_bases=1)
+    assert {"SyncWorker", "WorkerRequests", "WorkerRecovery", "MirrorFacts"} <= ours
+    assert found == [], "the worker's parts are composed, not mixed in:\n" + "\n".join(found)
+
+
+def test_no_class_of_the_daemon_has_more_than_two_bases() -> None:
+    found = [f"{path.relative_to(REPO)}:{node.lineno} class {node.name}" for path, node in _classes(REPO / "daemon")
+             if len(node.bases) > 2]
+    assert found == [], "composition, not mixins:\n" + "\n".join(found)

@@ -49,7 +49,7 @@ def test_a_refused_connection_at_open_is_retried_with_backoff(tmp_path: Path,
         delays.append(attempt)
         return 0.4
 
-    monkeypatch.setattr("ohsync.daemon.worker_recovery.backoff_delay", backoff)
+    monkeypatch.setattr("ohsync.daemon.worker.recovery.backoff_delay", backoff)
     refused = UnreachableError("Cannot connect to http://127.0.0.1:9 (connection refused)")
     w, status, attempts, fatal = _worker(tmp_path, [refused, refused])
     w.start()

@@ -46,7 +46,7 @@ def test_ten_rounds_of_blind_overwrites_lose_nothing(devserver, rid, tmp_path):
     assert lost == [], f"{len(lost)} lines lost: {lost}"
     assert all(line in live for line in local_lines + remote_lines)  # memory lines merge as a union
     assert mirror.read(JOURNAL).decode() == live
-    merged_back = [e for e in events if e.kind == "synced" and "written over" in (e.message or "")]
+    merged_back = [e for e in events if e.kind == "synced" and "wrote over our last upload" in (e.message or "")]
     assert len(merged_back) == 10
 
 
@@ -81,17 +81,23 @@ def test_blind_overwrite_while_the_local_file_changed_again(devserver, rid, tmp_
     assert mirror.read(JOURNAL).decode() == live
 
 
-def test_lacks_change_tells_an_edit_of_the_older_revision_from_an_edit_of_ours():
-    from ohsync.engine.history_merge import lacks_change
+def test_push_evidence_tells_an_edit_of_the_older_revision_from_an_edit_of_ours():
+    from ohsync.engine.history_merge import push_evidence
 
     older = b"a\nb\n"
     ours = b"a\nb\nours\n"
-    assert lacks_change(older, ours, b"a\nb\ntheirs\n")            # made from older: blind
-    assert not lacks_change(older, ours, b"a\nb\nours\ntheirs\n")  # made from ours
-    assert not lacks_change(older, ours, older)                    # a restore of older: deliberate
-    assert not lacks_change(b"a\nb\nc\n", b"a\nc\n", b"a\nc\nx\n")  # our removal kept: made from ours
-    assert lacks_change(b"a\nb\nc\n", b"a\nc\n", b"a\nb\nc\nx\n")   # our removal undone by an older edit
-    assert not lacks_change(older, b"a\nb\n\n", b"a\nb\nx\n")      # only a blank line: no evidence
+    assert push_evidence(older, ours, b"a\nb\ntheirs\n") is False            # made from older: stale
+    assert push_evidence(older, ours, b"a\nb\nours\ntheirs\n") is True      # made from ours
+    assert push_evidence(older, ours, older) is False                       # older written back: ours is kept
+    assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nc\nx\n") is True  # our removal kept: made from ours
+    # b came after the oldest version on record: a version older than ours may never have had it
+    assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nc\nx\n", first=frozenset([b"a", b"c"])) is None
+    # a line we never had (theirs, archived in a conflict copy) that ours dropped is no removal of ours
+    assert push_evidence(b"a\nt\n", b"a\nours\n", b"a\nx\n", had=frozenset([b"a"])) is False
+    # a line an earlier version had, put back by a merge, is no evidence
+    assert push_evidence(b"a\n", b"a\nold\n", b"a\nold\nx\n", earlier=frozenset([b"old"])) is None
+    assert push_evidence(b"a\nb\nc\n", b"a\nc\n", b"a\nb\nc\nx\n") is False  # our removal undone by an older edit
+    assert push_evidence(older, b"a\nb\n\n", b"a\nb\nx\n") is None      # only a blank line: no evidence
 
 
 @pytest.mark.parametrize("theirs_based_on_ours", [False, True])
@@ -113,3 +119,17 @@ def test_plain_text_file_keeps_both_sides(devserver, rid, tmp_path, theirs_based
     if theirs_based_on_ours:  # an ordinary edit of our revision: pulled, no conflict copy
         assert tree["/" + path] == other and path in report.downloaded and report.conflicts == []
     assert mirror.read(path) == tree["/" + path]
+
+
+def test_pruning_blobs_keeps_what_the_push_record_needs(devserver, rid, tmp_path):
+    devserver.put_file(rid, "/" + JOURNAL, HEADER.encode())
+    mirror = make_mirror(devserver, rid, tmp_path)
+    mirror.sync()
+    mirror.write(JOURNAL, (HEADER + "- [note] ours #desk\n").encode())
+    mirror.sync([JOURNAL])
+    mirror.state.delete_base(JOURNAL)  # no base refers to either version now
+    mirror.state.prune_blobs()
+    kept = {p.name for p in mirror.state.blob_dir.iterdir()}
+    from ohsync.engine.ids import sha1_bytes
+
+    assert {sha1_bytes(HEADER.encode()), sha1_bytes((HEADER + "- [note] ours #desk\n").encode())} <= kept

@@ -4,6 +4,7 @@ rename answer, and backslashes in multipart file names."""
 from __future__ import annotations
 
 import re
+import time
 
 import httpx
 import pytest
@@ -143,3 +144,42 @@ def test_httpx_upload_of_backslash_name_is_stored_as_sent(c, devserver, rid):
                files={"file": ("back\\slash.txt", b"b\n")})
     assert r.json()[0]["name"] == "back\\slash.txt"
     assert devserver.read_file(rid, "/back\\slash.txt") == b"b\n"
+
+
+def test_stale_burst_overwrites_from_one_old_version_each_a_revision(c, devserver, rid):
+    devserver.put_file(rid, "/n.md", b"v0\n")
+    v0_commit = head_of(c, rid)
+    devserver.put_file(rid, "/n.md", b"v0\nnewer\n")
+    devserver.reset_counters()
+    r = c.post(f"/_devserver/libraries/{rid}/stale-burst",
+               json={"path": "/n.md", "count": 4, "spacing_ms": 5, "from_commit": v0_commit, "line": "bot {i}\n"})
+    assert r.status_code == 200, r.text
+    burst = r.json()
+    assert burst["done"] is True and burst["errors"] == [] and len(burst["ids"]) == 4
+    assert devserver.read_file(rid, "/n.md") == b"v0\nbot 3\n"
+    # each went through an ordinary update link, without head
+    assert devserver.request_count("GET /api2/repos/{id}/update-link/") == 4
+    assert devserver.request_count(r"POST /seafhttp/update-api/[^?]*$") == 4
+    commits = c.get(f"/api2/repos/{rid}/file/history/", params={"p": "/n.md"}).json()["commits"]
+    assert [x["rev_file_id"] for x in commits[:4]] == burst["ids"][::-1]
+    for i, x in enumerate(reversed(commits[:4])):
+        link = c.get(f"/api2/repos/{rid}/file/revision/", params={"p": "/n.md", "commit_id": x["id"]}).json()
+        assert httpx.get(link).content == f"v0\nbot {i}\n".encode()
+
+
+def test_stale_burst_in_the_background_with_spacing(c, devserver, rid):
+    devserver.put_file(rid, "/d/n.md", b"old\n")
+    r = c.post(f"/_devserver/libraries/{rid}/stale-burst",
+               json={"path": "/d/n.md", "count": 3, "spacing_ms": 30, "text": "read earlier\n", "wait": False})
+    assert r.status_code == 200
+    number = r.json()["burst"]
+    deadline = time.monotonic() + 30
+    while True:
+        state = c.get(f"/_devserver/libraries/{rid}/stale-burst", params={"burst": number}).json()
+        if state["done"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert state["done"] and len(state["ids"]) == 3 and state["errors"] == []
+    assert devserver.read_file(rid, "/d/n.md") == b"read earlier\n- [note] stale writer 2 #bot\n"
+    assert c.post(f"/_devserver/libraries/{rid}/stale-burst", json={"path": "/nope.md"}).status_code == 404
+    assert c.get(f"/_devserver/libraries/{rid}/stale-burst", params={"burst": "99"}).status_code == 404

@@ -328,17 +328,19 @@ class TrayController:
         command = self._start_command or default_start_command()
         log.info("starting the daemon: %s", " ".join(command))
         problem = ""
+        proc: subprocess.Popen[bytes] | None = None  # the daemon's process once it started
         capture = start_report.open_capture()  # what the daemon prints when it gives up
         try:
             # its own session: the daemon must outlive this tray; it logs to its own log file
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=capture, start_new_session=True, close_fds=True,
-                                    env={**os.environ, **start_report.CAPTURE_ENV})
+            child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=capture, start_new_session=True, close_fds=True,
+                                     env={**os.environ, **start_report.CAPTURE_ENV})
         except OSError as exc:
-            proc, problem = None, f"{command[0]}: {exc.strerror or exc}"
+            problem = f"{command[0]}: {exc.strerror or exc}"
         else:
+            proc = child
             with self._lock:
-                self._children.append(proc)
+                self._children.append(child)
         self._wake.set()  # reconnect now rather than after the backoff
         deadline = time.monotonic() + START_TIMEOUT
         while proc is not None and not self._stop.is_set() and time.monotonic() < deadline:

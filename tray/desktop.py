@@ -10,11 +10,12 @@ into :class:`TrayUnavailable` with a sentence a person can act on.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from .install_hint import install_hint
@@ -70,7 +71,7 @@ def load_pystray(backend: str | None = None) -> ModuleType:
     if backend:
         os.environ["PYSTRAY_BACKEND"] = backend  # read by pystray at import time
     try:
-        import pystray
+        pystray = importlib.import_module("pystray")
     except Exception as exc:  # not only ImportError: Xlib errors, ValueError from gi
         hint = f". {install_hint()}" if isinstance(exc, ImportError) and "gi" in str(exc) else ""
         raise TrayUnavailable(f"cannot start the tray icon (pystray backend {backend or 'default'}): "
@@ -100,7 +101,8 @@ def open_path(path: str) -> None:
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 
-def open_paths(paths: Iterable[str], fallback: str | None = None, *, opener=open_path) -> list[str]:
+def open_paths(paths: Iterable[str], fallback: str | None = None, *,
+               opener: Callable[[str], None] = open_path) -> list[str]:
     """Open each path that exists; if none does, open ``fallback`` (created if missing).
 
     :returns: the paths handed to the opener.

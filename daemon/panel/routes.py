@@ -307,7 +307,8 @@ class PanelApp:
 
     def _resolve(self, request: Request) -> Response:
         body = _body(request)
-        params = {k: body[k] for k in ("path", "keep", "content", "mirror", "expected") if k in body and body[k] is not None}
+        keys: tuple[str, ...] = ("path", "keep", "content", "mirror", "expected")
+        params: dict[str, Any] = {k: body[k] for k in keys if k in body and body[k] is not None}
         return self._method(Method.RESOLVE, params)
 
     def _confirm_deletes(self, request: Request) -> Response:

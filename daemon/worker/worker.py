@@ -11,13 +11,21 @@ restart; missing mirror → ``stopped``; a missing library or login at start →
 fatal (the daemon exits with the message; with ``exit_on_fatal=False``, one
 mirror among several, that mirror stops with it until a ``refresh``).  The
 engine is opened inside this thread because its SQLite connection belongs to
-the thread that made it.  Opening and the policy after an error are
-``daemon/worker_recovery.py``.
+the thread that made it.
+
+The worker is composed of parts it holds and gives what they need: its
+:class:`~ohsync.daemon.worker.requests.WorkerRequests` (what other threads
+ask: messages on the queue), its
+:class:`~ohsync.daemon.worker.recovery.WorkerRecovery` (opening the session
+and the policy after an error), its read model and its poll clock (a
+:class:`Scheduler` it starts and stops, which also runs the worker's delayed
+calls: the rescan after local deletes, the "syncing" notice of a slow check).
 
 The worker owns the control state (:class:`Control`: paused, the problem
-and when to retry); the status model is only told it.  The lists read by
+and when to retry, in a :class:`ControlState` its parts share); the status
+model is only told it.  The lists read by
 socket threads (activity, conflicts, held deletes…) are the read model in
-``daemon/worker_facts.py``; the poll clock is ``daemon/scheduler.py``.
+``daemon/worker/facts.py``; the poll clock is ``daemon/scheduler.py``.
 """
 
 from __future__ import annotations
@@ -27,22 +35,22 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Any
 
-from ohsync.daemon import last_sync
-from ohsync.daemon.memory_trim import release_memory, worth_releasing
-from ohsync.daemon.scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
-from ohsync.daemon.status import CHECK_GRACE, StatusModel, scan_interval
-from ohsync.daemon.worker_echoes import awaiting_push, sort_watched
-from ohsync.daemon.worker_facts import MirrorFacts
-from ohsync.daemon.worker_recovery import WorkerRecovery
-from ohsync.daemon.worker_requests import Control, FatalError, Session, SessionFactory
-from ohsync.engine.events import SyncEvent, SyncReport
+from .. import last_sync
+from ..memory_trim import release_memory, worth_releasing
+from ..scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
+from ..service_thread import ServiceThread
+from ..status import CHECK_GRACE, StatusModel, scan_interval
+from .echoes import awaiting_push, sort_watched
+from .facts import MirrorFacts
+from .recovery import WorkerRecovery
+from .requests import Control, ControlState, FatalError, Session, SessionFactory, WorkerRequests
+from ...engine.events import SyncReport
 
 __all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Control", "Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ohsync.daemon.worker")  # one logger for all the worker says
 
 
 #: Seconds between local deletes seen by the watcher and the full scan that carries them out.
@@ -53,10 +61,30 @@ RESCAN_DELAY = 2.0
 RELEASE_AFTER = 10.0
 
 
-class SyncWorker(WorkerRecovery):
-    """The sync worker thread (what other threads may ask of it:
-    :class:`~ohsync.daemon.worker_requests.WorkerRequests`; opening and the
-    policy after an error: :class:`~ohsync.daemon.worker_recovery.WorkerRecovery`).
+class WorkerLoopThread(ServiceThread):
+    """The worker's loop thread, on the daemon's thread base (no watched folder).
+
+    A daemon thread: :meth:`SyncWorker.shutdown` joins it, but a pass stuck
+    in a request past the daemon's stop deadline cannot be joined, and the
+    process exits anyway.
+
+    :param loop: the worker's loop; returns once the worker is to stop.
+    """
+
+    def __init__(self, loop: Callable[[], None]) -> None:
+        super().__init__("ohsync-sync-worker", daemon=True)
+        self._loop = loop
+
+    def run_loop(self) -> None:
+        """Run the worker's loop (its own stop signal is the worker's shutdown message)."""
+        self._loop()
+
+
+class SyncWorker:
+    """The sync worker thread, holding its parts: :attr:`requests` (what
+    other threads may ask of it, :class:`WorkerRequests`), :attr:`recovery`
+    (opening and the policy after an error, :class:`WorkerRecovery`),
+    :attr:`facts` (the read model) and :attr:`scheduler` (the poll clock).
 
     :param open_session: opens the engine (called in the worker thread).
     :param status: where the facts go.
@@ -94,47 +122,51 @@ class SyncWorker(WorkerRecovery):
         exit_on_fatal: bool = True,
         login_command: str = "ohsync login",
     ) -> None:
-        self._open_session = open_session
         self._status = status
         self._poll_interval = poll_interval
         self._push_poll_interval = push_poll_interval
         self._push = False
         self._known_head: str | None = None
         self._scan_interval = scan_interval(poll_interval)
-        self._publish = publish
-        self._on_ready = on_ready
-        self._on_fatal = on_fatal
         self._before_pass = before_pass
-        self._login_changed = login_changed
-        self._exit_on_fatal = exit_on_fatal
-        self._login_command = login_command
+        self._on_fatal = on_fatal
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self._session: Session | None = None
         self._work = Work(full_scan=True, check_remote=True)  # the initial sync
         self._retry: set[str] = set()
         self._calls: list[Callable[[], None]] = []
-        self._control = Control()
+        self._control = ControlState(status)
         self._shutdown = threading.Event()
         self._restructured = threading.Event()
-        self._attempt = 0
         self._last_full_scan = 0.0
         self._last_scan_seconds = 0.0  # how long the last full scan took (wall time)
-        self._requests = self._polls = 0
+        self._request_count = self._polls = 0
         self._synced_once = False
-        self.facts = MirrorFacts(status, publish, activity_size=activity_size)
-        self._refreshed_since_open = False
-        self._afresh_on_open = False  # `ohsync resync` while the state could not be opened
         self._big_pass = False  # the last pass was big: give its memory back (daemon/memory_trim.py)
         self._release_at: float | None = None  # monotonic time of the idle release (RELEASE_AFTER)
-        self.scheduler = Scheduler(lambda: self._queue.put(("poll", None)))
-        self._thread = threading.Thread(target=self._run, name="ohsync-sync-worker", daemon=True)
+        self.facts = MirrorFacts(status, publish, activity_size=activity_size)
+        self.requests = WorkerRequests(self._queue, self._control, self.facts,
+                                       shutdown=self._shutdown, restructured=self._restructured)
+        self.scheduler = Scheduler(self.requests.post_poll)
+        self.recovery = WorkerRecovery(
+            open_session, status, self._control, self.scheduler, self.facts, on_event=self.facts.on_event,
+            shutdown=self._shutdown, post_poll=self.requests.post_poll, finish_tickets=self._finish_tickets,
+            notify_if_slow=self._notify_if_slow, on_ready=on_ready, on_fatal=on_fatal,
+            login_changed=login_changed, login_command=login_command, exit_on_fatal=exit_on_fatal,
+            poll_interval=poll_interval)
+        self._thread = WorkerLoopThread(self._run)
 
-    # ----------------------------------------------------------------- API (any thread)
+    @property
+    def _session(self) -> Session | None:
+        """The open session (held by :attr:`recovery`, which opens and closes it)."""
+        return self.recovery.session
+
+    # ----------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
+        """Start the poll clock and the worker thread (the initial sync: full scan + remote check)."""
         self.scheduler.start()
         self._queue.put(("start", None))  # the initial sync: full scan + remote check
-        self._thread.start()
+        self._thread.start_thread()
 
     # ----------------------------------------------------------------- the thread
 
@@ -156,11 +188,11 @@ class SyncWorker(WorkerRecovery):
                 self._step()
         except Exception as exc:  # noqa: BLE001 - last resort: say so and let the daemon exit
             log.exception("the sync worker crashed")
-            self._set_problem("error", f"Internal error in the sync worker: {exc!r}")
+            self._control.set_problem("error", f"Internal error in the sync worker: {exc!r}")
             self._on_fatal(exc)
         finally:
             self._finish_tickets(False, "ohsync is shutting down")
-            self._close_session()
+            self.recovery.close_session()
 
     def _next_message(self) -> tuple[str, Any] | None:
         """The next message; None once the idle release is due and none came."""
@@ -219,18 +251,18 @@ class SyncWorker(WorkerRecovery):
             else:
                 work.tickets.append(arg)
             if kind == "refresh":
-                self._refreshed_since_open = True  # e.g. after `ohsync login`: a new token may wait
+                self.recovery.refreshed_since_open = True  # e.g. after `ohsync login`: a new token may wait
             if kind == "refresh" and self._session is not None and hasattr(self._session.engine, "release_failures"):
                 self._session.engine.release_failures()  # the person acted: try held paths once more
-            if self._control.problem in ("auth_required", "offline", "error", "stopped") and kind == "refresh":
-                self._set_problem(None)
-                self._attempt = 0
+            if self._control.now.problem in ("auth_required", "offline", "error", "stopped") and kind == "refresh":
+                self._control.set_problem(None)
+                self.recovery.attempt = 0
         elif kind == "pause":
-            self._set_control(paused=True)
+            self._control.set(paused=True)
         elif kind == "resume":
-            if arg or self._control.paused:
+            if arg or self._control.now.paused:
                 work.full_scan = work.check_remote = True
-                self._set_control(paused=False)
+                self._control.set(paused=False)
         elif kind == "shutdown":
             self._shutdown.set()
         elif kind == "call":
@@ -253,7 +285,7 @@ class SyncWorker(WorkerRecovery):
 
     def _blocked(self) -> str | None:
         """Why no pass may run now, or None."""
-        control = self._control
+        control = self._control.now
         if control.paused:
             return "syncing is paused"
         problem = control.problem
@@ -269,7 +301,7 @@ class SyncWorker(WorkerRecovery):
         if blocked:
             self._finish_tickets(False, blocked)
             return
-        if self._session is None and not self._open():
+        if self._session is None and not self.recovery.open():
             return
         # submitted jobs first: a confirm or a resync must shape the pass that follows
         self._drain()
@@ -312,7 +344,7 @@ class SyncWorker(WorkerRecovery):
         paths = None if work.full_scan else sorted(work.dirty)
         started = time.time()
         # a pass that finds nothing must change no state (no syncing→idle flicker):
-        # "syncing" shows once there is work (_on_event) or the check takes long
+        # "syncing" shows once there is work (MirrorFacts.on_event) or the check takes long
         self._status.update(checking_since=started, pending_up=len(work.awaiting))
         self._notify_if_slow()
         try:
@@ -329,8 +361,8 @@ class SyncWorker(WorkerRecovery):
             self._work.tickets[:0] = work.tickets
             self._status.update(syncing=False, checking_since=None, transfer=None, current_path=None,
                                 pending_up=len(self._work.awaiting))
-            self._failed(exc)
-            message = self._control.problem_message or str(exc)
+            self.recovery.failed(exc)
+            message = self._control.now.problem_message or str(exc)
             self._finish_tickets(False, message)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -352,24 +384,22 @@ class SyncWorker(WorkerRecovery):
                 t.synced, t.message = False, "ohsync is shutting down"
                 t.done.set()
             return
-        self._attempt = 0
+        self.recovery.attempt = 0
         if report.rescan:  # local deletes wait for a full scan that sees them all
-            timer = threading.Timer(RESCAN_DELAY, self.post_dirty, args=([],), kwargs={"full_scan": True})
-            timer.daemon = True
-            timer.start()
+            self.scheduler.call_in(RESCAN_DELAY, lambda: self.requests.post_dirty([], full_scan=True))
         self._retry |= {p for p, _ in report.errors}
         # what the pass left (local deletes for the full scan) waits with what arrived since
         self._work.awaiting |= set(getattr(report, "waiting_up", ()))
         now = time.time()
         busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
-        self._requests += report.requests
-        self._control = replace(self._control, problem=None, problem_message="", retry_at=None)
+        self._request_count += report.requests
+        self._control.clear_problem_untold()
         facts: dict[str, Any] = {
             "syncing": False, "checking_since": None, "transfer": None, "current_path": None,
             "phase": "running", "problem": None, "problem_message": "", "retry_at": None,
             "errors": len(self._retry), "pending_up": len(self._work.awaiting),
             "pending_down": len(getattr(report, "waiting_down", ())),
-            "requests": self._requests,
+            "requests": self._request_count,
         }
         if busy or not self._synced_once:
             facts["last_sync"] = now  # the last time something was carried across: idle polls move nothing
@@ -422,14 +452,159 @@ class SyncWorker(WorkerRecovery):
 
     def _notify_if_slow(self) -> None:
         """Let subscribers see ``syncing`` once a check outlasts :data:`CHECK_GRACE`."""
-        timer = threading.Timer(CHECK_GRACE + 0.05, self._status.notify)
-        timer.daemon = True
-        timer.start()
+        self.scheduler.call_in(CHECK_GRACE + 0.05, self._status.notify)
 
     def _refresh_caches(self) -> None:
         assert self._session is not None
         self.facts.refresh(self._session.engine)
 
-    def _on_event(self, event: SyncEvent) -> None:
-        """Called by the engine inside :meth:`sync` (worker thread)."""
-        self.facts.on_event(event)
+    # ----------------------------------------------------------------- requests (any thread)
+    # what other threads ask is the requests part's; these name it on the worker
+
+    def post_dirty(self, paths: Iterable[str], full_scan: bool = False) -> None:
+        """Local paths changed (from the watcher): :meth:`WorkerRequests.post_dirty`."""
+        self.requests.post_dirty(paths, full_scan)
+
+    def note_restructure(self) -> None:
+        """A local folder was moved or deleted: :meth:`WorkerRequests.note_restructure`."""
+        self.requests.note_restructure()
+
+    def refresh(self) -> None:
+        """Poll the server and scan the local folder now (also retries a failed login)."""
+        self.requests.refresh()
+
+    def pause(self) -> None:
+        """Stop syncing after the current pass (status says so at once)."""
+        self.requests.pause()
+
+    def resume(self) -> None:
+        """Sync again, starting with a full scan and a poll (status says so at once)."""
+        self.requests.resume()
+
+    def set_push(self, active: bool) -> None:
+        """The push channel came up or went down: :meth:`WorkerRequests.set_push`."""
+        self.requests.set_push(active)
+
+    def push_update(self, commit_id: str = "") -> None:
+        """The server announced a new head: :meth:`WorkerRequests.push_update`."""
+        self.requests.push_update(commit_id)
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on the worker thread between passes (for helpers such as
+        drop-folder filing that need the engine's thread)."""
+        self.requests.submit(fn)
+
+    @property
+    def control(self) -> Control:
+        """The control state now (any thread)."""
+        return self._control.now
+
+    def control_fact(self, name: str) -> Any:
+        """One field of :attr:`control` (``paused``, ``problem``, ``problem_message``, ``retry_at``)."""
+        return getattr(self._control.now, name)
+
+    def confirm_deletes(self) -> int:
+        """Let the held deletes through on the next pass; returns how many are held now."""
+        held = len(self.facts.held_deletes())
+
+        def job() -> None:
+            if self._session is not None:
+                self._session.engine.confirm_deletes()
+                self.requests.post_dirty([], full_scan=True)
+        self.requests.submit(job)
+        self.requests.refresh()
+        return held
+
+    def resync(self, keep: str | None = None) -> None:
+        """Reconcile everything again.
+
+        While the library's history went backwards (``regression`` in the
+        status), or with ``keep="newer"``, this keeps the newer version from
+        either side on both (the held paths); otherwise (or with
+        ``keep="afresh"``) it forgets what both sides last agreed on.
+        Nothing is deleted by a resync: files on one side only are copied to
+        the other, different versions are merged or archived as conflicts.
+        """
+        def job() -> None:
+            if self._session is not None:
+                engine = self._session.engine
+                held = hasattr(engine, "regression") and engine.regression() is not None
+                if keep == "newer" or (held and keep != "afresh"):
+                    engine.keep_newer()
+                else:
+                    engine.reset_state()
+                self.requests.post_dirty([], full_scan=True)
+        if keep != "newer" and self._session is None:
+            self.recovery.afresh_on_open = True  # a state no session could open (a newer ohsync's) is set aside
+        self.requests.submit(job)
+        self.requests.refresh()
+
+    def wait(self, timeout: float) -> tuple[bool, str]:
+        """Block until everything on disk now is synced and verified.
+
+        Asks for a full local scan (stat-only: no requests when nothing
+        changed) and waits for that pass.  Not synced: a path failed, a
+        deletion is held by the safety valve, a conflict appeared since the
+        wait began (or since a ``refresh``/``resume`` asked at most
+        :data:`~ohsync.daemon.worker.requests.ASKED_PASS_WINDOW` seconds
+        before it: the pass that request started counts, even when it
+        finished first), or a path cannot sync (``daemon/attention.py``).
+
+        :returns: ``(synced, message)``.
+        """
+        synced, message, _ = self.requests.wait_detail(timeout)
+        return synced, message
+
+    def wait_detail(self, timeout: float) -> tuple[bool, str, list[dict[str, str]]]:
+        """:meth:`wait`, with the items behind a "not synced":
+        ``[{"kind", "path", "reason"}]``."""
+        return self.requests.wait_detail(timeout)
+
+    def request_shutdown(self) -> None:
+        """Ask the worker to stop after the current file, without waiting (any thread)."""
+        self.requests.request_shutdown()
+
+    def shutdown(self, timeout: float = 60.0) -> bool:
+        """Ask the worker to stop after the current pass, stop its clock and wait for the thread.
+
+        :returns: False when the worker was still busy after ``timeout``.
+        """
+        self.requests.request_shutdown()
+        self.scheduler.stop()
+        self._thread.stop(timeout)
+        return not self._thread.thread_alive()
+
+    @property
+    def stopping(self) -> bool:
+        """True once shutdown was requested (the engine may check it between files)."""
+        return self.requests.stopping
+
+    def is_alive(self) -> bool:
+        """True while the worker thread runs."""
+        return self._thread.thread_alive()
+
+    # ----------------------------------------------------------------- the read model (any thread)
+
+    def held_deletes(self) -> list[dict[str, str]]:
+        """Deletes held by the safety valve: ``[{"path", "side"}]`` (side: local/remote)."""
+        return self.facts.held_deletes()
+
+    def note_activity(self, path: str, action: str, result: str, message: str = "") -> None:
+        """Add an item to the activity list (e.g. a filing outcome)."""
+        self.facts.note_activity(path, action, result, message)
+
+    def activity(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The last ``limit`` sync events, oldest first."""
+        return self.facts.activity(limit)
+
+    def conflicts(self) -> list[dict[str, Any]]:
+        """Conflicts recorded and not settled (``ConflictRecord.as_dict``)."""
+        return self.facts.conflicts()
+
+    def damaged(self) -> list[dict[str, str]]:
+        """Memory files that do not parse: ``[{"path", "reason"}]``."""
+        return self.facts.damaged()
+
+    def skipped(self) -> list[dict[str, str]]:
+        """Names that cannot sync: ``[{"path", "reason"}]``."""
+        return self.facts.skipped()

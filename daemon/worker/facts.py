@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.attention import attention_items, conflict_since, wait_verdict
-from ohsync.daemon.logs import log_action
-from ohsync.daemon.scheduler import Ticket
-from ohsync.daemon.status import StatusModel, iso_time
-from ohsync.engine.events import SyncEvent, SyncReport
+from ..attention import attention_items, conflict_since, wait_verdict
+from ..logs import log_action
+from ..scheduler import Ticket
+from ..status import StatusModel, iso_time
+from ...engine.events import SyncEvent, SyncReport
 
 __all__ = ["MirrorFacts"]
 
@@ -190,7 +190,7 @@ class MirrorFacts:
                 "path": event.path, "direction": event.direction, "done": event.done, "total": event.total})
             return
         now = time.time()
-        item = {"time": iso_time(now), "path": event.path,
+        item: dict[str, Any] = {"time": iso_time(now), "path": event.path,
                 "action": event.action or event.kind, "result": {"synced": "ok"}.get(event.kind, event.kind),
                 "direction": event.direction}
         if event.message:
