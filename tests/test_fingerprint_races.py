@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from breaker_helpers import synced_small
-from engine_helpers import read_tree
+from engine_helpers import mirrored, read_tree
 
 
 def _save_right_after_rename(monkeypatch: pytest.MonkeyPatch, target: str, save) -> list[str]:  # noqa: ANN001
@@ -54,7 +54,7 @@ def _atomic_save(path, data: bytes) -> None:  # noqa: ANN001
 
 
 def _converged(m) -> bool:  # noqa: ANN001
-    return read_tree(m.root) == m.server.tree(m.repo_id)
+    return read_tree(m.root) == mirrored(m.server.tree(m.repo_id))
 
 
 @pytest.mark.parametrize("save", ["append", "atomic"])
