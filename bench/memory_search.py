@@ -77,6 +77,29 @@ def _rss_mib() -> float:
     return 0.0
 
 
+# -- the earlier index, from the repository's history -----------------------------------------
+
+#: The last commit with the in-memory index (engine/memory_index.py, engine/memory_tools.py).
+LEGACY_COMMIT = "65651d2"
+
+
+def _legacy_modules(folder: Path) -> Path:
+    """Write the earlier index and its search, as they were at :data:`LEGACY_COMMIT`, into
+    ``folder`` as ``legacy_memory_index.py`` and ``legacy_memory_tools.py`` (read with
+    ``git show``: the bench needs a clone with its history, not a copy of the old code)."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def show(path: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO), "show", f"{LEGACY_COMMIT}:{path}"], check=True,
+                              capture_output=True, text=True).stdout
+
+    (folder / "legacy_memory_index.py").write_text(show("engine/memory_index.py"), encoding="utf-8")
+    tools = show("engine/memory_tools.py").replace("from ohsync.engine.memory_index import",
+                                                   "from legacy_memory_index import")
+    (folder / "legacy_memory_tools.py").write_text(tools, encoding="utf-8")
+    return folder
+
+
 # -- one process: a restarted daemon ---------------------------------------------------------
 
 def child(impl: str, root: Path, db: Path, queries: int, seed: int) -> dict[str, Any]:
@@ -85,7 +108,7 @@ def child(impl: str, root: Path, db: Path, queries: int, seed: int) -> dict[str,
 
     tz = parse_offset("+08:00")
     if impl == "legacy":
-        sys.path.insert(0, str(REPO / "bench"))
+        sys.path.insert(0, str(_legacy_modules(db.parent.parent / "legacy-index")))
         from legacy_memory_index import MemoryIndex as Legacy  # type: ignore[import-not-found]
         from legacy_memory_tools import MemoryTools as LegacyTools  # type: ignore[import-not-found]
         idle = _rss_mib()
