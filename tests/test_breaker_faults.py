@@ -12,7 +12,7 @@ import pytest
 from ohsync.engine.errors import AuthError, MirrorMissingError, RemoteError
 from ohsync.engine.failures import BACKOFF_CAP, FailureBook
 from breaker_helpers import missing_lines, missing_versions, synced_small
-from engine_helpers import USER, make_mirror, read_tree
+from engine_helpers import USER, make_mirror, mirrored, read_tree
 
 
 def test_quota_exhausted_mid_pass_with_conflict(devserver, tmp_path):
@@ -77,7 +77,7 @@ def test_5xx_storm_then_convergence(devserver, tmp_path):
             pass
     devserver.clear_faults()
     m.sync()  # still inside the backoff: a path that differs waits, and says so
-    tree = devserver.tree(m.repo_id)
+    tree = mirrored(devserver.tree(m.repo_id))  # the trash stays on the server
     local = read_tree(m.root)
     differ = {k for k in set(tree) | set(local) if tree.get(k) != local.get(k)}
     waiting = {"/" + f["path"] for f in m.engine.failures() if f["retry_at"] is not None}
@@ -86,7 +86,7 @@ def test_5xx_storm_then_convergence(devserver, tmp_path):
     m.sync()
     m.sync()
     assert missing_lines(m, tmp_path, [v.strip() for v in versions] + [b"file 5", b"file 7"]) == []
-    tree = devserver.tree(m.repo_id)
+    tree = mirrored(devserver.tree(m.repo_id))
     assert {k: v for k, v in read_tree(m.root).items()} == tree
 
 

@@ -285,7 +285,7 @@ def test_process_killed_mid_pass_then_restarted_converges_without_loss(devserver
     report = finished.sync()
     assert report.conflicts == [] and report.errors == []
     tree = devserver.tree(repo)
-    assert read_tree(finished.root) == tree
+    assert read_tree(finished.root) == mirrored(tree)
     for rel, data in {**expected_local, **expected_remote}.items():
         assert tree["/" + rel] == data
     assert everything_in(tree["/" + JOURNAL], local_line, remote_line)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from daemon_helpers import DEMO_LIBRARY, wait_for
-from engine_helpers import USER, read_tree, synced_sample_mirror
+from engine_helpers import USER, mirrored, read_tree, synced_sample_mirror
 
 REMOTE_EDITED = "tasks/申请 SRT 项目.md"
 LOCAL_EDITED = "knowledge/哈希表冲突处理.md"
@@ -83,7 +83,7 @@ def test_keep_newer_puts_the_newer_version_from_either_side_on_both(devserver, r
     merged = mirror.read(PHONE_EDITED)  # newer on both sides: both kept
     assert "回答先给结论".encode() in merged and "少用感叹号".encode() in merged
     tree = read_tree(mirror.root)
-    assert tree == devserver.tree(repo)
+    assert tree == mirrored(devserver.tree(repo))
     assert mirror.sync().transferred == 0
 
 

@@ -64,18 +64,3 @@ def test_a_file_named_trash_does_not_block_deletes(devserver, tmp_path) -> None:
     assert m.sync().errors == []
     assert not (m.root / ".trash").exists() and not (m.root / ".trash_ohsync").exists()
     assert devserver.tree(m.repo_id)["/.trash_ohsync/Files/old.txt"] == b"old\n"
-
-
-def test_a_file_in_the_way_of_a_folder_names_the_real_cause(devserver, tmp_path) -> None:
-    m = _mirror(devserver, tmp_path)
-    devserver.put_file(m.repo_id, "/Files/reports", b"a file where a folder is wanted\n")
-    m.sync()
-    (m.root / "Files" / "reports").unlink()
-    (m.root / "Files" / "reports").mkdir()  # a folder here while the server has a file
-    m.write("Files/reports/q3.md", b"q3\n")
-    m.write("notes/fine.md", b"fine\n")
-    rep = m.sync()
-    assert devserver.tree(m.repo_id)["/notes/fine.md"] == b"fine\n"  # the rest syncs
-    errors = dict(rep.errors)
-    assert "a file named Files/reports is in the way" in errors["Files/reports/q3.md"]
-    assert not any("520" in msg for msg in errors.values())

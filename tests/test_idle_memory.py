@@ -43,7 +43,7 @@ def test_idle_rss_does_not_grow_across_full_passes(seed_daemon, tmp_path: Path) 
         status = rpc.call("status")
     finally:
         daemon.stop()
-    assert len(list((tmp_path / "mirror").rglob("*.md"))) >= FILES - 10  # it did mirror the library
+    assert len(list((tmp_path / "mirror").rglob("*.md"))) >= FILES * 0.98  # it did mirror the library (1 % is in the trash, which stays on the server)
     assert status["memory_index"] == "not built"  # nobody asked for memory: no index was read
     # after the first passes settle the allocator, further passes add nothing that stays
     growth = rss[-1] - min(rss[1:3])

@@ -42,8 +42,9 @@ def test_stop_all():
 
 def test_the_guard_fails_leaks_and_kills_left_processes(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(CONFTEST.read_text(encoding="utf-8"), encoding="utf-8")
-    helpers = CONFTEST.with_name("daemon_helpers.py")   # the conftest registers its fixtures
-    (tmp_path / helpers.name).write_text(helpers.read_text(encoding="utf-8"), encoding="utf-8")
+    for name in ("daemon_helpers.py", "engine_helpers.py"):  # the conftest registers their fixtures
+        helpers = CONFTEST.with_name(name)
+        (tmp_path / helpers.name).write_text(helpers.read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "test_inner.py").write_text(INNER, encoding="utf-8")
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-rA",
