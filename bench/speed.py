@@ -8,6 +8,10 @@
   server over a network).  rclone runs are bounded by
   ``--rclone-upload-timeout`` and extrapolated by requests when cut short
   (its seafile backend paces itself at about 10 calls per second).
+  Then once more, engine only and without latency, for the shape measured
+  on a real server: N files of 1–4 KiB in 180 folders three levels deep
+  (5 × 5 × 6 leaf folders holding the files), with the request count
+  against its target (≤ 200 for 3,000 files).
 * ``notify``: the real daemon with devserver's notification service up:
   seconds from a remote change 3 folders deep to the file being local (p50
   and p95 of ``--notify-changes`` changes), requests per change.  Its idle
@@ -95,6 +99,57 @@ def s_upload(bench: Any) -> None:
                           oh_value=f"{oh.extra['requests_per_file']} req/file",
                           other_value=f"{other.extra['requests_per_file']} req/file",
                           note="rclone extrapolated from a bounded run" if other.extra.get("extrapolated") else "")
+    _shaped_upload(bench)
+
+
+#: The real-server shape of the cold upload: top × middle × leaf folders (180 in all).
+SHAPE = (5, 5, 6)
+#: Requests a cold upload of 3,000 files in that shape may cost.
+SHAPE_TARGET = 200
+
+
+def shaped_tree(dest: Path, n: int, seed: int) -> int:
+    """``n`` files of 1–4 KiB spread evenly over the leaf folders of :data:`SHAPE`; returns the folder count."""
+    import random
+
+    rnd = random.Random(seed)
+    top, mid, leaf = SHAPE
+    leaves = [f"t{a}/m{b}/l{c}" for a in range(top) for b in range(mid) for c in range(leaf)]
+    for i in range(n):
+        path = dest / leaves[i % len(leaves)] / f"note-{i:05d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(rnd.randbytes(rnd.randint(1024, 4096)))
+    return top + top * mid + len(leaves)
+
+
+def _shaped_upload(bench: Any) -> None:
+    """The cold upload in the real-server shape (see the module docstring)."""
+    from common import EngineMirror, log, measured, report_extra
+
+    n = bench.args.files
+    src = bench.work / "upload-shape-src"
+    folders = shaped_tree(src, n, bench.args.seed)
+    repo = bench.srv.repo_id("Upload-shape")
+    base = bench.work / "upload-shape"
+    base.mkdir()
+    mirror = EngineMirror(bench.srv, repo, base, "m")
+    try:
+        mirror.sync()  # empty library: the base head (not measured)
+        shutil.copytree(src, mirror.root, dirs_exist_ok=True)
+        m, report = measured(bench.srv, lambda: mirror.sync(), bench.args.timeout, "ohsync upload (shape)")
+    finally:
+        mirror.close()
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(src, ignore_errors=True)
+    m.extra.update(report_extra(report))
+    m.extra["requests_per_file"] = round((m.requests or 0) / max(1, m.extra.get("uploaded", 0)), 3)
+    target = SHAPE_TARGET * n / 3000
+    met = "met" if (m.requests or 0) <= target else "not met"
+    log(f"upload (real-server shape, {folders} folders): ohsync {m.seconds or 0:.1f} s, {m.requests} requests, "
+        f"{m.extra.get('uploaded')} files")
+    bench.add_row("upload", f"cold upload of {n} files in {folders} folders 3 deep (real-server shape), no latency",
+                  m, None, other_name="-", oh_value=f"{m.requests} requests (target ≤ {target:g}: {met})",
+                  note=f"{m.extra['requests_per_file']} req/file")
 
 
 def s_notify(bench: Any) -> None:

@@ -62,6 +62,16 @@ class ContentHasher:
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
         """Feed the next bytes of the stream."""
+        self.update_whole(data)
+        self.update_blocks(data)
+
+    def update_whole(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed the next bytes to the whole-file sha1 (and the kept bytes).
+
+        With :meth:`update_blocks` this is :meth:`update` in two halves that
+        may run on two threads at once (each half in stream order): hashlib
+        releases the interpreter while it hashes more than 2 KiB.
+        """
         view = memoryview(data).cast("B")
         self.size += len(view)
         self._whole.update(view)
@@ -70,6 +80,10 @@ class ContentHasher:
                 self._kept += view
             else:
                 self._kept = None
+
+    def update_blocks(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed the next bytes to the per-block sha1s (see :meth:`update_whole`)."""
+        view = memoryview(data).cast("B")
         while len(view):
             take = min(len(view), BLOCK_SIZE - self._in_block)
             self._block.update(view[:take])

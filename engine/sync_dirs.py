@@ -26,6 +26,7 @@ from .reconcile import Side
 from .state import Base
 from .sync_run import RunSteps
 from .transfer import ensure_remote_dir, remote_written
+from .upload_batch import BATCH_MAX_FILE
 
 __all__ = ["FolderSteps"]
 
@@ -44,6 +45,7 @@ class FolderSteps(RunSteps):
         handled (:meth:`_finish_dir_deletes`).
         """
         deletes: list[str] = []
+        uploading = self._uploads_create(candidates, local, bases)
         for rel in sorted(candidates, key=lambda p: p.count("/")):
             entry, remote = local.get(rel), self.ctx.snapshot.get(rel)
             local_dir = entry is not None and entry.is_dir
@@ -80,6 +82,8 @@ class FolderSteps(RunSteps):
             version = ("dir", local_dir, remote.id if remote is not None else None)
             if self.failure_book.held(rel, version) is not None:
                 continue  # failed on these very versions: waits (backoff) or needs the person
+            if local_dir and not remote_dir and base is None and rel in uploading:
+                continue  # the batched upload of a new file in it creates it (and records its base)
             try:
                 if local_dir and not remote_dir:
                     ensure_remote_dir(self.ctx, rel)
@@ -141,6 +145,24 @@ class FolderSteps(RunSteps):
             record = archive_local_file(ctx, rel, reason)
         report.conflicts.append(record)
         return True
+
+    def _uploads_create(self, candidates: set[str], local: dict[str, LocalFile],
+                        bases: dict[str, Base]) -> set[str]:
+        """Folders the pass's batched upload of new files will create
+        (:mod:`.upload_batch`: ``relative_path``, no ``mkdir``): every
+        folder above a small local file that has no base and is not on the
+        server.  One that gets no file after all is created next pass."""
+        folders: set[str] = set()
+        for rel in candidates:
+            entry = local.get(rel)
+            if (entry is None or entry.is_dir or entry.fingerprint[0] > BATCH_MAX_FILE or rel in bases
+                    or rel in self.ctx.snapshot):
+                continue
+            parent = rel.rpartition("/")[0]
+            while parent and parent not in folders:
+                folders.add(parent)
+                parent = parent.rpartition("/")[0]
+        return folders
 
     def _dir_failed(self, rel: str, exc: OhsyncError, version: tuple[Any, ...], report: SyncReport) -> None:
         """Report and remember a folder that could not be created."""

@@ -145,10 +145,10 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     with temp_beside(target) as (fh, tmp):
         def progress(done: int, total: int) -> None:
             ctx.emit(SyncEvent("transfer", rel_path, "down", done=done, total=total))
-        # hashed while it streams in: no second read of the file
+        # hashed on the transfer pool while it streams in: no second read of the file
         hasher = ContentHasher(keep=ctx.options.readback_full_limit * 4)
         file_id = ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(rel_path), fh,
-                                                progress=progress, hasher=hasher)
+                                                progress=progress, hasher=hasher, hash_pool=ctx.executor)
         fh.flush()
         os.fsync(fh.fileno())
         sha1, size, text = hasher.sha1(), hasher.size, hasher.kept()

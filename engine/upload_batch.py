@@ -4,9 +4,19 @@ The per-file push of a new file costs six requests (file detail → 404,
 upload link, upload, file detail, download link, download).  For files the
 pass knows are new — no base, nothing at that path in the remote snapshot —
 this module sends the files of one folder in multipart POSTs of up to
-:data:`BATCH_FILES` files (one upload link per folder, reused), then reads
-the folder once and compares each listed file id with the id computed
-locally from the bytes sent (Seafile ids are content hashes, docs/seafile-api.md §6.1).
+:data:`BATCH_FILES` files, then reads the folders back and compares each
+listed file id with the id computed locally from the bytes sent (Seafile
+ids are content hashes, docs/seafile-api.md §6.1).
+
+Requests: one upload link for the whole pass — the link of the mirror's
+root folder, each POST naming its folder in ``relative_path``, which makes
+the file server create missing folders (no ``mkdir``, no link per folder:
+the server binds a link to its folder) — one POST per batch, and the
+read-back: when the pass uploads into one folder, one listing of it; into
+several, one recursive listing of their closest common folder once every
+upload was answered (or once :data:`DEFER_BYTES` wait for it), with one
+listing per folder only if the recursive one fails.  A folder whose name
+the form cannot carry is created with ``mkdir`` and gets its own link.
 A file counts as synced only when the server lists exactly our content at
 exactly its path; everything else goes back to the caller for the ordinary
 read-merge-write push, which merges whatever raced with us.
@@ -33,11 +43,13 @@ from typing import Any
 
 from .context import MirrorContext
 from .crashpoints import reach
-from .errors import LocalError, NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError
+from .errors import AuthError, LocalError, NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError
 from .ids import seafile_file_id
 from .models import RemoteEntry, UploadResult
+from .names import upload_name_problem
 from .paths import parent_rel
 from .reconcile import Action
+from .state import Base
 from .transfer import _read_local, _record_base, ensure_remote_dir, remote_written
 from .valve import Plan
 
@@ -54,6 +66,9 @@ BATCH_MAX_FILE = 1024 * 1024
 IN_FLIGHT = 8
 #: A folder's files are read back by one listing per this many files.
 SEGMENT_FILES = 2000
+#: Bytes of uploaded files held for a deferred read-back (several folders)
+#: before it is done with what is answered so far.
+DEFER_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -88,6 +103,7 @@ class _Segment:
     answers: list[tuple[list[_Item], list[UploadResult]]] = field(default_factory=list)
     outstanding: int = 0
     closed: bool = False
+    via_link: bool = False  # sent through the root's link with relative_path
 
 
 def batchable(ctx: MirrorContext, plan: Plan) -> bool:
@@ -128,13 +144,15 @@ def push_new_files(ctx: MirrorContext, plans: Iterable[Plan], *, executor: Any =
         request already sent was collected and the files the server holds
         were recorded, so nothing done is lost; the rest is retried next pass.
     """
-    runner = _Runner(ctx, executor or _Inline(), on_done)
     groups: dict[str, list[Plan]] = {}
     for plan in plans:
         groups.setdefault(parent_rel(plan.rel), []).append(plan)
+    runner = _Runner(ctx, executor or _Inline(), on_done, defer=len(groups) > 1)
     try:
         for folder in sorted(groups):
             runner.folder(folder, sorted(groups[folder], key=lambda p: p.rel), should_stop)
+        runner.drain()
+        runner.verify_ready()
     finally:
         runner.drain()
     if runner.error is not None:
@@ -143,13 +161,18 @@ def push_new_files(ctx: MirrorContext, plans: Iterable[Plan], *, executor: Any =
 
 
 class _Runner:
-    def __init__(self, ctx: MirrorContext, executor: Any, on_done: Callable[[str], None]) -> None:
+    def __init__(self, ctx: MirrorContext, executor: Any, on_done: Callable[[str], None], *,
+                 defer: bool = False) -> None:
         self.ctx = ctx
         self.executor = executor
         self.on_done = on_done
         self.outcome = BatchOutcome()
         self.error: RemoteError | None = None
         self.inflight: deque[tuple[_Segment, list[_Item], concurrent.futures.Future[Any]]] = deque()
+        self.defer = defer  # read back once for every folder (see verify_ready)
+        self.ready: list[_Segment] = []
+        self.ready_bytes = 0
+        self.under = ctx.remote_path("")  # the one folder whose upload link serves every batch
 
     # -- sending ---------------------------------------------------------
     def folder(self, folder: str, plans: list[Plan], should_stop: Callable[[], bool] | None) -> None:
@@ -157,12 +180,13 @@ class _Runner:
         if self.error is not None:
             self.outcome.rest.extend(plans)
             return
-        try:
-            ensure_remote_dir(ctx, folder)
-        except (NotFoundError, RemoteOperationError, QuotaError):
-            self.outcome.rest.extend(plans)  # the per-file path reports it per path
-            return
-        segment = _Segment(folder)
+        segment = _Segment(folder, via_link=self._creatable(folder))
+        if not segment.via_link:
+            try:
+                ensure_remote_dir(ctx, folder)
+            except (NotFoundError, RemoteOperationError, QuotaError):
+                self.outcome.rest.extend(plans)  # the per-file path reports it per path
+                return
         batch: list[_Item] = []
         size = 0
         for i, plan in enumerate(plans):
@@ -183,7 +207,7 @@ class _Runner:
                 batch, size = [], 0
             if len(segment.items) >= SEGMENT_FILES:
                 self._close(segment)
-                segment = _Segment(folder)
+                segment = _Segment(folder, via_link=segment.via_link)
             item = _Item(plan, plan.rel.rpartition("/")[2], data, fp, seafile_file_id(data))
             batch.append(item)
             segment.items.append(item)
@@ -202,14 +226,64 @@ class _Runner:
         ctx = self.ctx
         remote_written(ctx, batch[0].plan.rel)  # whatever happens next, this folder changed
         files = [(item.name, item.data) for item in batch]
-        future = self.executor.submit(ctx.client.upload_files, ctx.repo_id, ctx.remote_path(segment.folder), files)
+        under = self.under if segment.via_link else None
+        future = self.executor.submit(_upload, ctx, ctx.remote_path(segment.folder), files, under)
         segment.outstanding += 1
         self.inflight.append((segment, batch, future))
+
+    def _creatable(self, folder: str) -> bool:
+        """Can the uploads into ``folder`` create it through ``relative_path``?
+        (Names the form carries, and no file on the server in the way: then
+        ``mkdir`` reports the problem.)"""
+        if not folder:
+            return True
+        parts = folder.split("/")
+        for i in range(1, len(parts) + 1):
+            entry = self.ctx.snapshot.get("/".join(parts[:i]))
+            if (entry is not None and not entry.is_dir) or upload_name_problem(parts[i - 1]):
+                return False
+        return True
 
     def _close(self, segment: _Segment) -> None:
         segment.closed = True
         if segment.outstanding == 0:
+            self._settled(segment)
+
+    def _settled(self, segment: _Segment) -> None:
+        """Every upload of ``segment`` was answered: read it back (now or deferred)."""
+        if not self.defer:
             self._verify(segment)
+            return
+        self.ready.append(segment)
+        self.ready_bytes += sum(len(item.data) for item in segment.items)
+        if self.ready_bytes >= DEFER_BYTES:
+            self.verify_ready()
+
+    def verify_ready(self) -> None:
+        """Read back every settled segment with one recursive listing of
+        their closest common folder (per-folder listings if it fails)."""
+        segments = [segment for segment in self.ready if segment.items]
+        self.ready, self.ready_bytes = [], 0
+        if len(segments) <= 1:
+            for segment in segments:
+                self._verify(segment)
+            return
+        ctx = self.ctx
+        top = _common_folder([segment.folder for segment in segments])
+        try:
+            listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(top), recursive=True)
+        except AuthError as exc:
+            self.error = self.error or exc
+            return
+        except RemoteError:
+            for segment in segments:  # e.g. a commit landed during the walk: folder by folder
+                self._verify(segment)
+            return
+        by_folder: dict[str, dict[str, RemoteEntry]] = {}
+        for entry in listing.entries:
+            by_folder.setdefault(entry.path.rpartition("/")[0] or "/", {})[entry.name] = entry
+        for segment in segments:
+            self._verify(segment, by_folder.get(ctx.remote_path(segment.folder), {}))
 
     def drain(self) -> None:
         while self.inflight:
@@ -237,33 +311,57 @@ class _Runner:
             self.error = self.error or exc
         else:
             segment.answers.append((batch, results))
+            if segment.via_link:
+                self._folders_exist(segment.folder)
             reach("batch.uploaded")
         segment.outstanding -= 1
         if segment.closed and segment.outstanding == 0:
-            self._verify(segment)
+            self._settled(segment)
 
     @staticmethod
     def _forget(segment: _Segment, batch: list[_Item]) -> None:
         ids = {id(item) for item in batch}
         segment.items = [item for item in segment.items if id(item) not in ids]
 
+    def _folders_exist(self, folder: str) -> None:
+        """An upload created ``folder`` and its parents: the snapshot knows them now."""
+        parts = folder.split("/")
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            if sub not in self.ctx.snapshot:
+                self.ctx.snapshot[sub] = RemoteEntry(sub, True, "")
+
+    def _record_folders(self, folder: str) -> None:
+        """A folder an upload created holds a verified file: it is synced
+        both ways now, so record its base (and its parents') as the folder
+        steps do after a ``mkdir``."""
+        parts = folder.split("/") if folder else []
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            if self.ctx.state.get_base(sub) is None and self.ctx.local_path(sub).is_dir():
+                self.ctx.state.set_base(Base(sub, True, None, None))
+
     # -- reading back ----------------------------------------------------
-    def _verify(self, segment: _Segment) -> None:
+    def _verify(self, segment: _Segment, listed: dict[str, RemoteEntry] | None = None) -> None:
         """One listing (one file detail for a single file) decides which
-        files the server holds exactly; strays of a race are removed."""
+        files the server holds exactly; strays of a race are removed.
+
+        :param listed: the folder's entries by name, already read (a
+            recursive listing); None: read them now."""
         ctx = self.ctx
         if not segment.items:
             return
         strays = [(item, result) for batch, results in segment.answers
                   for item, result in _pair(batch, results, ctx)
                   if result.path != ctx.remote_path(item.plan.rel)]
-        try:
-            listed = self._listed(segment, strays)
-        except RemoteError as exc:
-            if not isinstance(exc, (NotFoundError, RemoteOperationError)):
-                self.error = self.error or exc
-                return
-            listed = {}
+        if listed is None:
+            try:
+                listed = self._listed(segment, strays)
+            except RemoteError as exc:
+                if not isinstance(exc, (NotFoundError, RemoteOperationError)):
+                    self.error = self.error or exc
+                    return
+                listed = {}
         reach("batch.verified")
         verified = []
         with ctx.state.transaction():
@@ -276,6 +374,8 @@ class _Runner:
                 ctx.snapshot[item.plan.rel] = RemoteEntry(item.plan.rel, False, item.fid, len(item.data), entry.mtime)
                 ctx.wrote(item.plan.rel, item.fid)
                 verified.append(item.plan.rel)
+            if verified and segment.via_link:
+                self._record_folders(segment.folder)
         for rel in verified:
             self.on_done(rel)
         for item, result in strays:
@@ -300,6 +400,28 @@ class _Runner:
             return {segment.items[0].name: entry}
         listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(segment.folder))
         return {entry.name: entry for entry in listing.entries}
+
+
+def _upload(ctx: MirrorContext, folder: str, files: list[tuple[str, bytes]],
+            under: str | None) -> list[UploadResult]:
+    """One upload request (on the executor): ``files`` into the remote ``folder``."""
+    if under is None:
+        results: list[UploadResult] = ctx.client.upload_files(ctx.repo_id, folder, files)
+    else:
+        results = ctx.client.upload_files(ctx.repo_id, folder, files, under=under)
+    return results
+
+
+def _common_folder(folders: list[str]) -> str:
+    """The closest folder (rel path, "" = the root) holding every one of ``folders``."""
+    common = folders[0].split("/") if folders[0] else []
+    for folder in folders[1:]:
+        parts = folder.split("/") if folder else []
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    return "/".join(common)
 
 
 def _pair(batch: list[_Item], results: list[UploadResult], ctx: MirrorContext) -> list[tuple[_Item, UploadResult]]:

@@ -65,9 +65,12 @@ def test_new_files_cost_at_most_1_2_requests_each(devserver, mirror):
     assert sorted(report.uploaded) == sorted(files)
     assert requests <= 1.2 * len(files), devserver.requests
     assert_synced(mirror, devserver, files)
-    # several files per POST, one link per folder, no 404 pre-check, no download read-back
+    # several files per POST, one link for every folder (relative_path creates them: no mkdir),
+    # one recursive listing for the read-back, no 404 pre-check, no download read-back
     assert devserver.request_count(UPLOADS) <= sum(math.ceil(100 / BATCH_FILES) for _ in range(3))
-    assert devserver.request_count(LINKS) == 3
+    assert devserver.request_count(LINKS) == 1
+    assert devserver.request_count(r"^POST /api2/repos/[^/]+/dir/") == 0
+    assert devserver.request_count(r"^GET /api2/repos/[^/]+/dir/\?.*recursive=1") == 1
     assert devserver.request_count(r"file/detail/") == 0
     assert devserver.request_count(r"^GET /seafhttp/files/") == 0
     assert devserver.request_count(r"^GET /api2/repos/[^/]+/file/\?") == 0
@@ -228,3 +231,54 @@ def test_over_quota_names_each_file_that_does_not_fit(devserver, mirror):
     for rel, data in small.items():
         assert devserver.read_file(mirror.repo_id, "/" + rel) == data
     assert mirror.state.get_base("notes/big.md") is None
+
+
+MKDIRS = r"^POST /api2/repos/[^/]+/dir/"
+RECURSIVE = r"^GET /api2/repos/[^/]+/dir/\?.*recursive=1"
+
+
+def test_one_link_serves_every_folder_through_relative_path(devserver, mirror):
+    """The link of the root, with ``relative_path``, creates nested folders; a link stays bound to its folder."""
+    from ohsync.engine.errors import RemoteOperationError
+    results = mirror.client.upload_files(mirror.repo_id, "/a/b/c", [("x.md", b"x\n"), ("y.md", b"y\n")], under="/")
+    assert sorted(r.path for r in results) == ["/a/b/c/x.md", "/a/b/c/y.md"]
+    assert devserver.read_file(mirror.repo_id, "/a/b/c/x.md") == b"x\n"
+    again = mirror.client.upload_files(mirror.repo_id, "/a/d", [("z.md", b"z\n")], under="/a")
+    assert again[0].path == "/a/d/z.md"
+    assert devserver.request_count(LINKS) == 2  # one for "/", one for "/a"
+    assert devserver.request_count(MKDIRS) == 0
+    with pytest.raises(ValueError):
+        mirror.client.upload_files(mirror.repo_id, "/other", [("z.md", b"z\n")], under="/a")
+    with pytest.raises(RemoteOperationError):
+        mirror.client.upload_files(mirror.repo_id, '/a/q"uote', [("z.md", b"z\n")], under="/")
+
+
+def test_cold_upload_of_many_folders_costs_one_link_and_one_read_back(devserver, mirror):
+    folders = [f"top{i}/mid{j}/leaf{k}" for i in range(3) for j in range(3) for k in range(2)]
+    files = write_notes(mirror, 180, folders=tuple(folders))
+    devserver.reset_counters()
+    report = mirror.sync()
+    assert sorted(report.uploaded) == sorted(files) and not report.errors
+    assert_synced(mirror, devserver, files)
+    assert devserver.request_count(LINKS) == 1
+    assert devserver.request_count(MKDIRS) == 0
+    assert devserver.request_count(RECURSIVE) == 1
+    assert devserver.request_count(UPLOADS) == len(folders)
+    # the folders the uploads created are synced folders: the next pass has nothing to do
+    for folder in {f.rsplit("/", i)[0] for f in folders for i in range(3)}:
+        base = mirror.state.get_base(folder)
+        assert base is not None and base.is_dir, folder
+    devserver.reset_counters()
+    again = mirror.sync()
+    assert not again.uploaded and not again.downloaded and not again.errors
+    assert devserver.request_count(MKDIRS) == 0
+
+
+def test_a_failing_recursive_listing_falls_back_to_one_listing_per_folder(devserver, mirror):
+    files = write_notes(mirror, 30)
+    devserver.reset_counters()
+    devserver.inject_fault("GET", r"recursive=1", status=500, count=20)
+    report = mirror.sync()
+    assert sorted(report.uploaded) == sorted(files) and not report.errors
+    assert_synced(mirror, devserver, files)
+    assert devserver.request_count(r"^GET /api2/repos/[^/]+/dir/\?p=%2F(notes|tasks|knowledge%2Fdeep)(&|$)") == 3

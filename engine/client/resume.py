@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import httpx
 
 from .answers import as_int, check_repo_id, tell_or_none
 from .chunked import Progress
 from .errors import check_id, translate_errors
+from .hash_feed import HashFeed
 from .transport import SeafileHTTP
 from .paths import normalize_remote_path
 from ..errors import LocalError, NetworkError, ProtocolError, RemoteError, ServerError
@@ -37,7 +38,7 @@ class ResumableDownloads:
 
     def download_resumable(self, repo_id: str, path: str, dest: BinaryIO, *,
                            progress: Progress | None = None, resume_id: str | None = None,
-                           hasher: ContentHasher | None = None) -> str:
+                           hasher: ContentHasher | None = None, hash_pool: Any = None) -> str:
         """Download a file into ``dest``, continuing after dropped connections.
 
         ``GET /api2/repos/{id}/file/?p=<path>&reuse=1`` gives a link usable
@@ -66,7 +67,12 @@ class ResumableDownloads:
             (reset when the download starts over), so the caller has the
             file's hashes without reading it again; with ``resume_id`` the
             bytes already in ``dest`` are read back into it first (``dest``
-            must then be readable).
+            must then be readable).  It is fed in pieces of
+            :data:`~ohsync.engine.client.hash_feed.PIECE` bytes and is
+            complete when this returns.
+        :param hash_pool: an executor (``submit``) on which the hasher runs
+            while the next bytes arrive (:class:`HashFeed`); None: on this
+            thread.
         :returns: the id of the version downloaded (40 hex).
         :raises NotFoundError: no such file.
         :raises ProtocolError: the server answered with another range than asked.
@@ -77,9 +83,19 @@ class ResumableDownloads:
         remote = normalize_remote_path(path)
         pos = tell_or_none(dest)
         st = _Fetch(dest, remote, start=0 if resume_id is not None else pos,
-                    held=(pos or 0) if resume_id is not None else 0, hasher=hasher)
-        if hasher is not None and st.held:
+                    held=(pos or 0) if resume_id is not None else 0,
+                    feed=HashFeed(hasher, hash_pool) if hasher is not None else None)
+        if st.feed is not None and st.held:
             st.feed_held()
+        try:
+            return self._download(repo, remote, st, progress, resume_id)
+        finally:
+            if st.feed is not None:
+                st.feed.finish()
+
+    def _download(self, repo: str, remote: str, st: _Fetch, progress: Progress | None,
+                  resume_id: str | None) -> str:
+        """The attempts of :meth:`download_resumable`; returns the file id."""
         file_id: str = resume_id or ""   # "" differs from any listed id: a fresh start
         link: httpx.URL | None = None
         limit = self.http.retries + 1
@@ -147,8 +163,8 @@ class ResumableDownloads:
             for chunk in resp.iter_bytes():  # unbuffered: a drop loses no received byte
                 st.dest.write(chunk)
                 st.held += len(chunk)
-                if st.hasher is not None:
-                    st.hasher.update(chunk)
+                if st.feed is not None:
+                    st.feed.add(chunk)
                 if progress is not None and (st.held - reported >= _READ or st.held == total):
                     progress(st.held, max(total, 0))
                     reported = st.held
@@ -162,13 +178,13 @@ class _Fetch:
     ``dest``, which starts at offset ``start`` (None: not seekable)."""
 
     def __init__(self, dest: BinaryIO, remote: str, *, start: int | None, held: int,
-                 hasher: ContentHasher | None = None) -> None:
+                 feed: HashFeed | None = None) -> None:
         self.dest, self.remote, self.start, self.held = dest, remote, start, held
-        self.hasher = hasher
+        self.feed = feed
 
     def feed_held(self) -> None:
         """Feed the bytes already in ``dest`` (a resumed download) to the hasher."""
-        assert self.hasher is not None and self.start is not None
+        assert self.feed is not None and self.start is not None
         with translate_errors(what="reading a partial download", path=self.remote):
             self.dest.seek(self.start)
             left = self.held
@@ -177,13 +193,13 @@ class _Fetch:
                 if not piece:
                     raise LocalError(f"The partial download of {self.remote} is shorter than expected.",
                                      path=self.remote)
-                self.hasher.update(piece)
+                self.feed.add(piece)
                 left -= len(piece)
 
     def restart(self) -> None:
         """Throw away what is held (rewind and truncate ``dest``)."""
-        if self.hasher is not None:
-            self.hasher.reset()
+        if self.feed is not None:
+            self.feed.reset()
         if not self.held:
             return
         if self.start is None:
