@@ -48,7 +48,7 @@ PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONWARNINGS=ignore quiet "$VENV/bin/pip" inst
 # --- the environment of every check: a fresh home, no session, no real systemd
 export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" XDG_STATE_HOME="$WORK/home/.local/state"
 export XDG_DATA_HOME="$WORK/home/.local/share" XDG_CACHE_HOME="$WORK/home/.cache"
-unset DISPLAY WAYLAND_DISPLAY DBUS_SESSION_BUS_ADDRESS OHSYNC_CONFIG OHSYNC_SOCKET NOTIFY_SOCKET XDG_RUNTIME_DIR
+unset DISPLAY WAYLAND_DISPLAY XDG_CURRENT_DESKTOP DBUS_SESSION_BUS_ADDRESS OHSYNC_CONFIG OHSYNC_SOCKET NOTIFY_SOCKET XDG_RUNTIME_DIR
 # a systemctl that finds no user manager, so `autostart` can never touch this machine's login setup
 printf '#!/bin/sh\necho "no user manager (install-check stand-in)" >&2\nexit 1\n' >"$WORK/bin/systemctl"
 chmod +x "$WORK/bin/systemctl"
@@ -73,9 +73,18 @@ check_help() {
 
 check_autostart() {
   local entry="$XDG_CONFIG_HOME/autostart/ohsync.desktop"
+  # a headless machine (no desktop session installed): enable says nothing will start the entry
+  export XDG_DATA_DIRS="$WORK/share-headless"
   ohs autostart enable
   expect "$entry"
+  expect "nothing on this machine will start it"
   grep -qxF "Exec=$VENV/bin/ohsync run" "$entry" || fail "$entry does not run the installed ohsync"
+  if "$VENV/bin/ohsync" autostart status >"$OUT" 2>&1; then fail "autostart status exited 0 on a headless machine"; fi
+  expect "installed, but will not start"
+  # the same entry where a display manager offers a desktop session
+  mkdir -p "$WORK/share-desktop/xsessions"
+  printf '[Desktop Entry]\nName=Xfce\nExec=startxfce4\n' >"$WORK/share-desktop/xsessions/xfce.desktop"
+  export XDG_DATA_DIRS="$WORK/share-desktop"
   ohs autostart status
   expect "autostart: on"
   ohs autostart disable
