@@ -44,12 +44,14 @@ def settle_token_store(cfg: Any, config_file: Path, choice: str | None,
     wanted = choice or cfg.keyring
     if wanted == "file":
         return _use_file(cfg, config_file)
-    if choice == "system" and cfg.keyring != "system":
-        update_config(config_file, {"keyring": "system"})
     use_file_store(None)
     problem = system_keyring_problem()
     if problem is None:
+        if choice == "system" and cfg.keyring != "system":
+            update_config(config_file, {"keyring": "system"})  # only once it works: a failed switch keeps the file
         return None
+    if cfg.keyring == "file":
+        use_file_store(cfg.credentials_file)  # the switch failed: the login in the file stays usable
     explained = (f"No usable keyring to store the ohsync login ({problem}): this machine has no Secret "
                  "Service (usual on a headless machine, over SSH or in a container).")
     if choice == "system" or confirm is None:

@@ -35,17 +35,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from datetime import datetime, timezone
+
 from .conflict_names import _split, is_conflict_path
 from .context import MirrorContext
-from .deletes import TRASH_DIR, delete_remote, trash_path
+from .deletes import TRASH_DIR, delete_remote, trash_path, trashed_key
 from .errors import OhsyncError
+from .ids import file_hashes
 from .events import ConflictRecord, SyncEvent
 from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
-from .paths import normalize_rel
+from .paths import normalize_rel, parent_rel
 from .special_dirs import working_dir
 from .state import Base
-from .transfer import LocalChanged, PushOutcome, push
+from .transfer import LocalChanged, PushOutcome, ensure_remote_dir, push
 from .transfer_large import LARGE_FILE, push_large
+from .write_path import read_back, send
 
 __all__ = ["KEEP_CHOICES", "ResolveRefused", "Resolution", "Version", "find_conflict", "read_version",
            "resolve_conflict"]
@@ -240,22 +244,32 @@ def _trash_copy(ctx: MirrorContext, rel: str) -> str | None:
 
 
 def _keep_replaced(ctx: MirrorContext, rel: str) -> str:
-    """Keep the live version about to be replaced in ``/.trash/<path>``:
-    copied into the mirror's trash folder and pushed (uploaded, read back)."""
-    def taken(candidate: str) -> bool:
-        return candidate in ctx.snapshot or os.path.lexists(ctx.local_path(candidate))
-
+    """Keep the live version about to be replaced in ``/.trash/<path>`` on the
+    server (the trash is not mirrored: nothing is written into the mirror),
+    uploaded as a new file and read back; its trash time is recorded for
+    ``ohsync trash purge``."""
     top = working_dir(ctx, TRASH_DIR)
-    first = trash_path(rel, taken(trash_path(rel, False, folder_name=top)), folder_name=top)
+    first = trash_path(rel, trash_path(rel, False, folder_name=top) in ctx.snapshot, folder_name=top)
     folder, _, name = first.rpartition("/")
     stem, ext = _split(name)
     target, n = first, 2
-    while taken(target):  # the same path replaced twice within one second
+    while target in ctx.snapshot:  # the same path replaced twice within one second
         target, n = f"{folder}/{stem}-{n}{ext}", n + 1
-    _no_links(ctx, target)
-    _copy_in(ctx, rel, ctx.local_path(target))
-    _push(ctx, target, None)
-    return target
+    path = ctx.local_path(rel)
+    with open(path, "rb") as fh:
+        sha1, file_id, size = file_hashes(fh)
+        fh.seek(0)
+        ensure_remote_dir(ctx, parent_rel(target))
+        content: bytes | BinaryIO = fh.read() if size <= LARGE_FILE else fh
+        result = send(ctx, target, content, size, exists=False)
+    stored = result.path.lstrip("/")
+    if ctx.remote_root.strip("/"):
+        stored = result.path[len(ctx.remote_path("")):].lstrip("/")
+    if read_back(ctx, stored, result.id, sha1=sha1, size=size, file_id=file_id) is None:
+        raise OhsyncError(f"the server did not keep the replaced version of {rel} in the trash as sent; "
+                          "nothing was replaced", path=rel)
+    ctx.state.set_meta(trashed_key(stored), datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+    return stored
 
 
 def _write_live(ctx: MirrorContext, rel: str, new: bytes | str, seen: tuple[int, int, int] | None) -> None:

@@ -84,9 +84,13 @@ def _parse(stamp: str | None) -> datetime | None:
 
 
 def _original(trash_rel: str) -> str:
-    """The path a trash entry came from: without the trash folder and a time suffix."""
+    """The path a trash entry came from: without the trash folder and a time suffix (a
+    conflict copy's own ``__<origin>__<time>`` is part of its name, not a trash suffix)."""
     inside = _TOP.sub("", trash_rel, count=1)
-    return _SUFFIX.sub("", inside, count=1)
+    stripped = _SUFFIX.sub("", inside, count=1)
+    if re.search(r"__[a-z]+(?:\.[^./]*)?$", stripped.rsplit("/", 1)[-1]):
+        return inside  # <stem>__remote__<time>.ext: a conflict copy trashed under its free name
+    return stripped
 
 
 def entries(ctx: MirrorContext) -> list[TrashEntry]:

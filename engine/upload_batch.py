@@ -43,6 +43,7 @@ from typing import Any
 
 from .context import MirrorContext
 from .crashpoints import reach
+from .history_merge import record_push
 from .errors import AuthError, LocalError, NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError
 from .ids import seafile_file_id
 from .models import RemoteEntry, UploadResult
@@ -371,6 +372,7 @@ class _Runner:
                     self.outcome.rest.append(item.plan)
                     continue
                 _record_base(ctx, item.plan.rel, item.data, item.fid, item.fp)
+                record_push(ctx, item.plan.rel, item.fid, None, None, item.data)  # a new file of ours
                 ctx.snapshot[item.plan.rel] = RemoteEntry(item.plan.rel, False, item.fid, len(item.data), entry.mtime)
                 ctx.wrote(item.plan.rel, item.fid)
                 verified.append(item.plan.rel)

@@ -44,7 +44,10 @@ def test_take_other_makes_it_live_and_keeps_the_replaced_version(seed_daemon) ->
     _settled(c)
     assert answer["replaced"].startswith(".trash/")
     assert c.server(answer["replaced"]) == LOCAL  # the replaced live version is archived, not dropped
-    assert (c.setup.mirror / answer["replaced"]).read_bytes() == LOCAL
+    assert not (c.setup.mirror / answer["replaced"]).exists()  # the trash stays on the server
+    assert not (c.setup.mirror / ".trash").exists()
+    trashed = json.loads(c.daemon.cli("trash", "--json").stdout)
+    assert [e["trashed"] is not None for e in trashed if e["path"] == answer["replaced"]] == [True]
     c.daemon.wait_state("idle", timeout=60)
 
 

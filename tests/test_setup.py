@@ -493,3 +493,18 @@ def test_setup_writes_exactly_the_keys_the_readme_names(isolated_env, devserver,
     assert [set(m) for m in doc["mirror"]] == [{"library", "local"}] and set(doc["filing"]) == {"drop_dir"}
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     assert "holds only what was answered" in readme
+
+
+def test_a_failed_switch_to_the_system_keyring_keeps_the_file_login(isolated_env, devserver, monkeypatch,
+                                                                    capsys) -> None:
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    state = isolated_env.root / "state"
+    isolated_env.config.write_text(f'state_dir = "{state}"\n')
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(_scripted(isolated_env, devserver, "--create-library", "--keyring", "file")) == 0
+    capsys.readouterr()
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(["login", "--keyring", "system", "--password-stdin"]) == 1
+    assert "Keyring unavailable" in capsys.readouterr().err
+    assert load_config(isolated_env.config).keyring == "file"  # unchanged: the switch did not happen
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)

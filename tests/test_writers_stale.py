@@ -298,3 +298,19 @@ def test_a_writer_putting_back_an_earlier_revision_of_ours_keeps_our_newer_lines
     devserver.stale_burst(rid, "/" + JOURNAL, 1, old=earlier, line="")  # writes back what it read: ours, one behind
     settle(mirror)
     assert_kept(mirror, JOURNAL, ["first #desk", "second #desk"], live_only=["first #desk", "second #desk"])
+
+
+def test_a_stale_write_after_a_remote_delete_keeps_our_recreated_file(devserver, rid, tmp_path):
+    """The other client read v0, then the file was deleted on the server while we had an unsynced
+    edit (modification beats deletion: ours goes up as a new file); the other client then uploads
+    its edit of v0 over it.  Our line stays live or in /.conflict/, never only in a backup."""
+    devserver.put_file(rid, "/" + TEXT, V0)
+    mirror = make_mirror(devserver, rid, tmp_path)
+    assert mirror.sync().errors == []
+    mirror.write(TEXT, V0 + b"LINE-A\n")  # saved here, not synced yet
+    devserver.delete_path(rid, "/" + TEXT)
+    settle(mirror)
+    assert devserver.read_file(rid, "/" + TEXT) == V0 + b"LINE-A\n"  # ours went up again
+    devserver.put_file(rid, "/" + TEXT, V0 + b"LINE-R\n")  # the other client's edit of the old v0
+    settle(mirror)
+    assert_kept(mirror, TEXT, ["LINE-A", "LINE-R"])
