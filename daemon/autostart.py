@@ -291,6 +291,11 @@ def enable(*, config: Path | None = None, now: bool = False, log_dir: Path | Non
         if now:
             if socket is None:
                 raise ValueError("enable(now=True) of an XDG entry needs the config's socket")
+            from ohsync.daemon.running import running_daemon
+
+            if running_daemon(socket, config or Path("-")) is not None:
+                said.append(f"An ohsync daemon already answers on {socket}; none was started.")
+                return said
             said.append(start_daemon_now(_command(config, "run", *([] if desktop_session_possible()
                                                                   else ["--no-tray"])), socket))
     elif kind == "launchd":

@@ -57,6 +57,9 @@ def daemon_client(args: argparse.Namespace, timeout: float | None = 10.0) -> Rpc
     another config file (two configs can name one socket), a note on standard error says so
     before the command's own output."""
     cfg = read_config(args)
+    if getattr(args, "config", None) and not cfg.path.exists():
+        raise UsageError(f"there is no config file {cfg.path} (--config); give an existing one, or run "
+                         f"`ohsync --config {cfg.path} setup` to make it")
     _note_other_config(cfg.socket, cfg.path)
     return _MirrorClient(cfg.socket, timeout, getattr(args, "mirror", None))
 

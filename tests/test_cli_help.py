@@ -78,3 +78,12 @@ def test_a_daemon_of_another_config_is_named(tmp_path, monkeypatch, capsys) -> N
     finally:
         server.stop()
         shutil.rmtree(sock.parent, ignore_errors=True)
+
+
+def test_a_missing_config_file_given_with_config_is_an_error(tmp_path, capsys) -> None:
+    from ohsync.daemon.cli import main
+
+    missing = tmp_path / "other.toml"
+    assert main(["status", "--config", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"there is no config file {missing}" in err and "setup" in err
