@@ -296,8 +296,22 @@ def stale_base(ctx: MirrorContext, rel_path: str, theirs_id: str, theirs: bytes,
     from_history, before = _predecessor(ctx, rel_path, theirs_id, known)
     if before is not None and _lacked(ctx, pushes, before)[0] == 0 and _made_from(before, theirs, ours_lines):
         return None
+    if oldest is pushes[0] and len(pushes) >= MAX_PUSHES:
+        # It lacks even the oldest push on record, and older ones were forgotten: what it was made
+        # from is not known, so merge from what ours and theirs share (every line either side
+        # has beyond that counts as added, none as removed: nothing of ours is dropped).
+        newest = _blob(ctx, pushes[-1].ours_sha1)
+        if newest is not None:
+            older = _shared_lines(newest, theirs)
     return StaleBase(theirs_id, Base(rel_path, False, sha1_bytes(older), oldest.replaced), older, count,
                      from_history)
+
+
+def _shared_lines(a: bytes, b: bytes) -> bytes:
+    """The lines ``a`` and ``b`` have in common, in order (a base from which each adds its own)."""
+    la, lb = a.splitlines(keepends=True), b.splitlines(keepends=True)
+    matcher = difflib.SequenceMatcher(a=la, b=lb, autojunk=False)
+    return b"".join(line for block in matcher.get_matching_blocks() for line in la[block.a:block.a + block.size])
 
 
 def stale_note(stale: StaleBase) -> str:

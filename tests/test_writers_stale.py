@@ -314,3 +314,21 @@ def test_a_stale_write_after_a_remote_delete_keeps_our_recreated_file(devserver,
     devserver.put_file(rid, "/" + TEXT, V0 + b"LINE-R\n")  # the other client's edit of the old v0
     settle(mirror)
     assert_kept(mirror, TEXT, ["LINE-A", "LINE-R"])
+
+
+def test_a_stale_write_older_than_every_push_on_record_keeps_our_lines(devserver, rid, tmp_path):
+    """More of our pushes came after the other client's read than the record keeps: what it read
+    is not known, and every line of ours still stays live or in /.conflict/."""
+    from ohsync.engine.history_merge import MAX_PUSHES
+
+    devserver.put_file(rid, "/" + TEXT, V0)
+    mirror = make_mirror(devserver, rid, tmp_path)
+    assert mirror.sync().errors == []
+    ours = [f"LOCAL-{i}" for i in range(MAX_PUSHES + 4)]
+    for line in ours:
+        mirror.write(TEXT, mirror.read(TEXT) + (line + "\n").encode())
+        assert mirror.sync([TEXT]).errors == []
+    burst = devserver.stale_burst(rid, "/" + TEXT, 1, old=V0, line="LINE-R\n")
+    assert burst.errors == []
+    settle(mirror)
+    assert_kept(mirror, TEXT, ours + ["LINE-R"])
