@@ -23,30 +23,18 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ohsync.daemon.protocol import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, json_type
+
 __all__ = ["PARSE_ERROR", "INVALID_REQUEST", "INVALID_PARAMS", "line_problem", "CheckedLines"]
 
 log = logging.getLogger(__name__)
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-INVALID_PARAMS = -32602
 
 
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "null" if value is None else "an object"
 
 
 def line_problem(line: str, validate: Callable[[str], Any]) -> tuple[Any, int, str] | None:
@@ -66,7 +54,7 @@ def line_problem(line: str, validate: Callable[[str], Any]) -> tuple[Any, int, s
         return None, INVALID_REQUEST, ("Invalid request: batches are not supported; send one JSON-RPC "
                                        "object per line" if obj else "Invalid request: an empty array")
     if not isinstance(obj, dict):
-        return None, INVALID_REQUEST, f"Invalid request: a message must be a JSON object, not {_json_type(obj)}"
+        return None, INVALID_REQUEST, f"Invalid request: a message must be a JSON object, not {json_type(obj)}"
     req_id = obj.get("id")
     if "id" in obj and not _valid_id(req_id):
         return None, INVALID_REQUEST, "Invalid request: the id must be a string or an integer"
@@ -78,7 +66,7 @@ def line_problem(line: str, validate: Callable[[str], Any]) -> tuple[Any, int, s
     if "method" in obj and params is not None and not isinstance(params, dict):
         if "id" not in obj:
             return None, 0, f"a notification {method!r} whose params are not an object"
-        return req_id, INVALID_PARAMS, f"Invalid params: params must be an object, not {_json_type(params)}"
+        return req_id, INVALID_PARAMS, f"Invalid params: params must be an object, not {json_type(params)}"
     try:
         validate(line)
     except Exception as exc:  # noqa: BLE001 - the SDK's refusal, whatever its type

@@ -260,6 +260,19 @@ def tray_pid_file(socket_path: str | os.PathLike[str] | None) -> Path:
     return sock.parent / "ohsync-tray.pid"
 
 
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type (``an array``, ``a number``…), for error messages."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "null" if value is None else "an object"
+
+
 def encode(obj: dict[str, Any]) -> bytes:
     """One protocol line: compact JSON, UTF-8, newline-terminated.
 

@@ -17,7 +17,14 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ohsync.daemon.protocol import CANNOT_NOW, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
+from ohsync.daemon.protocol import (
+    CANNOT_NOW,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    json_type,
+)
 from ohsync.engine.errors import OhsyncError, classify
 
 __all__ = ["Handler", "InvalidParams", "CannotNow", "MethodTable", "error_answer", "request_problem"]
@@ -114,30 +121,17 @@ def request_problem(msg: dict[str, Any]) -> tuple[int, str] | None:
     """
     method = msg.get("method")
     if not isinstance(method, str):
-        shown = "no method" if method is None else f"the method must be a string, not {_json_type(method)}"
+        shown = "no method" if method is None else f"the method must be a string, not {json_type(method)}"
         return INVALID_REQUEST, f"invalid request: {shown}"
     if not _valid_id(msg):
         return INVALID_REQUEST, f"invalid request: the id must be a string, a number or null, not " \
-                                f"{_json_type(msg.get('id'))}"
+                                f"{json_type(msg.get('id'))}"
     params = msg.get("params")
     if params is not None and not isinstance(params, dict):
-        return INVALID_PARAMS, f"params must be an object, not {_json_type(params)}"
+        return INVALID_PARAMS, f"params must be an object, not {json_type(params)}"
     return None
 
 
-def _json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type (``an array``, ``a number``…)."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return "null"
 
 
 def error_answer(req_id: Any, code: int, message: str) -> dict[str, Any]:
