@@ -173,7 +173,7 @@ def filing_mirror(value: Any, count: int, path: Path) -> int:
 
 def memory_table(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
     """The ``[memory]`` table."""
-    from ohsync.engine.memory_index import parse_offset
+    from ohsync.engine.memory.index import parse_offset
     from ohsync.engine.place import local_offset, text_language
 
     typed(raw, dict, "memory", path)

@@ -41,8 +41,8 @@ from ohsync.daemon.status import StatusModel
 from ohsync.daemon.watcher import Watcher
 from ohsync.daemon.worker import Session, SessionFactory, SyncWorker
 from ohsync.engine.errors import OhsyncError
-from ohsync.engine.filing import FilingResult
-from ohsync.engine.filing_rules import RuleError, parse_dest, parse_rules
+from ohsync.engine.filing.filer import FilingResult
+from ohsync.engine.filing.rules import RuleError, parse_dest, parse_rules
 
 __all__ = ["Mirror"]
 
@@ -243,7 +243,7 @@ class Mirror:
         self._check_watcher()
         self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
-            from ohsync.engine.memory_index import parse_offset
+            from ohsync.engine.memory.index import parse_offset
             from ohsync.engine.mirror_api import for_engine
             from ohsync.engine.place import text_language
 

@@ -19,7 +19,7 @@ from ohsync.daemon.filing_service import FilingService  # noqa: E402
 from ohsync.daemon.protocol import CANNOT_NOW, RpcClient, RpcError  # noqa: E402
 from ohsync.daemon.socket_server import SocketServer  # noqa: E402
 from ohsync.engine.errors import DiskFullError, NameRejectedError, UnreachableError, classify  # noqa: E402
-from ohsync.engine.filing import FilingResult  # noqa: E402
+from ohsync.engine.filing.filer import FilingResult  # noqa: E402
 
 UPLOAD_LINK = r"/upload-link/"
 

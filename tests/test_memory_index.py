@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ohsync.engine import memory_index
-from ohsync.engine.memory_index import MemoryIndex, parse_offset
-from ohsync.engine.memory_tools import MemoryTools
+from ohsync.engine.memory import index as memory_index
+from ohsync.engine.memory.index import MemoryIndex, parse_offset
+from ohsync.engine.memory.tools import MemoryTools
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
 TZ = parse_offset("+08:00")

@@ -34,7 +34,7 @@ from datetime import date, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from .names import (
+from ..names import (
     MAX_NAME_BYTES,
     PARTIAL_SUFFIXES,
     fit_name,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from ohsync.engine.text_merge import BOM, detect_eol, line_content, split_lines
+from ..text_merge import BOM, detect_eol, line_content, split_lines
 
 __all__ = [
     "Frontmatter",

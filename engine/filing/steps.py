@@ -1,11 +1,11 @@
 """Filing steps after the upload: sidecar, journal line, move into the mirror.
 
 Each function takes a job from one recorded step to the next and returns
-it updated in the :class:`~ohsync.engine.filing_jobs.JobStore`; each checks
+it updated in the :class:`~ohsync.engine.filing.jobs.JobStore`; each checks
 the server or the mirror first, so running it again after a crash does
-nothing twice (see :mod:`ohsync.engine.filing`).  They see the mirror only
-through :class:`~ohsync.engine.filing_api.MirrorAPI`; text files are pushed
-by its read-merge-write (:meth:`~ohsync.engine.filing_api.MirrorAPI.push`).
+nothing twice (see :mod:`ohsync.engine.filing.filer`).  They see the mirror only
+through :class:`~ohsync.engine.filing.api.MirrorAPI`; text files are pushed
+by its read-merge-write (:meth:`~ohsync.engine.filing.api.MirrorAPI.push`).
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import logging
 import os
 from pathlib import Path
 
-from .crashpoints import reach
-from .errors import LocalError
-from .events import SyncEvent
-from .filing_api import MirrorAPI
-from .filing_jobs import FilingJob, JobStore
-from .filing_journal import append_line, has_line, journal_line, new_journal
-from .filing_summary import sidecar_text
-from .ids import file_hashes, seafile_file_id
-from .localfs import atomic_write, stat_fingerprint, temp_beside
-from .paths import to_local, to_remote
+from ..crashpoints import reach
+from ..errors import LocalError
+from ..events import SyncEvent
+from .api import MirrorAPI
+from .jobs import FilingJob, JobStore
+from .journal import append_line, has_line, journal_line, new_journal
+from .summary import sidecar_text
+from ..ids import file_hashes, seafile_file_id
+from ..localfs import atomic_write, stat_fingerprint, temp_beside
+from ..paths import to_local, to_remote
 
 __all__ = ["add_journal_line", "move_into_mirror", "record_base", "source_unchanged", "write_sidecar"]
 

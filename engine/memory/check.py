@@ -1,6 +1,6 @@
 """Is a memory file damaged?  The check behind ``ohsync damaged`` and status.
 
-A memory file is damaged when :func:`~ohsync.engine.memory_format.parse_memory`
+A memory file is damaged when :func:`~ohsync.engine.memory.format.parse_memory`
 refuses it (not UTF-8, a frontmatter block never closed, frontmatter that is
 not a YAML mapping) or when it holds a second frontmatter block right after
 the first: a tool that prepended its own block, or two copies pasted
@@ -12,8 +12,8 @@ byte for byte; it is only reported.
 
 from __future__ import annotations
 
-from .memory_format import MemoryDoc, MemoryParseError, load_yaml, parse_memory
-from .text_merge import line_content
+from .format import MemoryDoc, MemoryParseError, load_yaml, parse_memory
+from ..text_merge import line_content
 
 __all__ = ["memory_problem"]
 

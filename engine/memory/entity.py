@@ -2,10 +2,10 @@
 
 An entity is a memory file (``*.md`` outside ``Files/``, ``.conflict/`` and
 other dot-folders, see :func:`is_indexed`) parsed with
-:mod:`ohsync.engine.memory_format`.  Files whose frontmatter does not parse
+:mod:`ohsync.engine.memory.format`.  Files whose frontmatter does not parse
 are still read by their file name and raw text (``damaged`` says why), so a
 person's notes never vanish from search because of one bad line.  The index
-(:mod:`ohsync.engine.memory_index`) stores what this module reads.
+(:mod:`ohsync.engine.memory.index`) stores what this module reads.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from .memory_format import MemoryParseError, iter_code_mask, load_yaml, parse_relation
-from .memory_merge import is_memory_file
-from .text_merge import BOM
+from .format import MemoryParseError, iter_code_mask, load_yaml, parse_relation
+from .merge import is_memory_file
+from ..text_merge import BOM
 
 __all__ = ["Entity", "is_indexed", "parse_entity", "parse_offset", "to_timestamp", "FULLWIDTH",
            "title_from_filename", "title_keys"]
@@ -165,7 +165,7 @@ def _without_title_heading(body: str, title: str) -> str:
 
 def _split(data: bytes) -> tuple[dict[str, Any], str]:
     """Frontmatter (read as YAML once) and body text, with the failures
-    :func:`~ohsync.engine.memory_format.parse_memory` reports.
+    :func:`~ohsync.engine.memory.format.parse_memory` reports.
 
     The index needs no lossless field split, so this is the fast path of the
     same format: one YAML load per file instead of one per field.

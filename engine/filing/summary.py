@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from .filing_rules import split_name
+from .rules import split_name
 
 __all__ = ["human_size", "sidecar_text", "summarize"]
 

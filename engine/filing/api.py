@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from .events import SyncEvent
-from .models import RemoteEntry
+from ..events import SyncEvent
+from ..models import RemoteEntry
 
 __all__ = ["DOWNLOADING", "WRITING", "MirrorAPI", "ReadyCheck"]
 

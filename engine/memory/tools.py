@@ -1,4 +1,4 @@
-"""The memory tools' semantics over a :class:`~ohsync.engine.memory_index.MemoryIndex`.
+"""The memory tools' semantics over a :class:`~ohsync.engine.memory.index.MemoryIndex`.
 
 Reads (``search``, ``read``, ``list``) answer from the index and the files;
 writes are planned here as pure byte transforms (``plan_write``,
@@ -19,7 +19,7 @@ its sync worker and pushes by read-merge-write.  The contract (issue 15):
   the files), text past 8 KB truncated with a marker; ``list`` by folder or
   tag without bodies.
 
-Errors are :class:`~ohsync.engine.memory_edit.MemoryToolError` with a
+Errors are :class:`~ohsync.engine.memory.edit.MemoryToolError` with a
 sentence.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ohsync.engine.memory_edit import (
+from .edit import (
     MemoryToolError,
     append_observation,
     entity_filename,
@@ -42,11 +42,11 @@ from ohsync.engine.memory_edit import (
     set_fields,
     yaml_scalar,
 )
-from ohsync.engine.memory_format import MemoryParseError, parse_memory
-from ohsync.engine.memory_guard import added, secrets_in, sensitive_in
-from ohsync.engine.memory_index import Entity, MemoryIndex, is_indexed, to_timestamp
-from ohsync.engine.memory_merge import is_journal_file
-from ohsync.engine.nofollow import OutsideMirrorError, entry_stat, read_file
+from .format import MemoryParseError, parse_memory
+from .guard import added, secrets_in, sensitive_in
+from .index import Entity, MemoryIndex, is_indexed, to_timestamp
+from .merge import is_journal_file
+from ..nofollow import OutsideMirrorError, entry_stat, read_file
 
 __all__ = ["MemoryTools", "MemoryToolError", "WritePlan", "READ_LIMIT", "DEFAULT_LIMIT", "TYPE_FOLDERS"]
 

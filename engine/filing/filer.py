@@ -3,7 +3,7 @@
 :class:`Filer` files one document at a time as a small, resumable state
 machine whose progress lives in a SQLite file of its own (``db_path``, e.g.
 ``state_dir/filing.db``).  It sees the mirror only through the narrow
-:class:`~ohsync.engine.filing_api.MirrorAPI` (the engine's implementation
+:class:`~ohsync.engine.filing.api.MirrorAPI` (the engine's implementation
 is :class:`~ohsync.engine.mirror_api.EngineMirror`) and asks the injected
 ``ready`` check (the daemon's stability gate) whether a file is finished.
 Each job goes through these steps, recorded after each one succeeded::
@@ -17,12 +17,12 @@ or journal line:
 
 * upload: if the destination already holds a file with our content id the
   upload is done; otherwise the file goes up through the engine's one write
-  path (:meth:`MirrorAPI.upload_new <ohsync.engine.filing_api.MirrorAPI.upload_new>`:
+  path (:meth:`MirrorAPI.upload_new <ohsync.engine.filing.api.MirrorAPI.upload_new>`:
   large files in chunks, and a resumed job continues from the server's
   ``file-uploaded-bytes``), then the engine's one read-back
-  (:meth:`~ohsync.engine.filing_api.MirrorAPI.verify`);
+  (:meth:`~ohsync.engine.filing.api.MirrorAPI.verify`);
 * sidecar: written into the local mirror and pushed by read-merge-write
-  (:meth:`~ohsync.engine.filing_api.MirrorAPI.push`); a sidecar already on
+  (:meth:`~ohsync.engine.filing.api.MirrorAPI.push`); a sidecar already on
   the server with our content counts as done, one with other content is
   left alone;
 * journal: the line is appended to the local ``journal/<yyyy-mm>.md`` only
@@ -46,11 +46,11 @@ account's free space is checked (``over_quota``).  Filing runs in the
 thread that owns the engine (the daemon's sync worker).
 
 Modules: this one is the pipeline (:class:`Filer`: running the steps,
-upload + read-back); :mod:`.filing_plan` planning a job;
-:mod:`.filing_jobs` the job database and results; :mod:`.filing_steps` the
-steps after the upload; :mod:`.filing_summary` the sidecar text;
-:mod:`.filing_journal` the journal line; :mod:`.filing_rules` the
-destination rules; :mod:`.filing_api` what filing needs of the engine.
+upload + read-back); :mod:`.plan` planning a job;
+:mod:`.jobs` the job database and results; :mod:`.steps` the
+steps after the upload; :mod:`.summary` the sidecar text;
+:mod:`.journal` the journal line; :mod:`.rules` the
+destination rules; :mod:`.api` what filing needs of the engine.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
-from .crashpoints import reach
-from .errors import (
+from ..crashpoints import reach
+from ..errors import (
     Failure,
     OhsyncError,
     QuotaError,
@@ -73,18 +73,18 @@ from .errors import (
     classify,
     local_error,
 )
-from .events import SyncEvent
-from .filing_api import MirrorAPI, ReadyCheck
-from .filing_jobs import STEPS, Abandon, FilingJob, FilingResult, JobStore
-from .filing_journal import BEIJING, journal_line
-from .filing_plan import Planner
-from .filing_rules import DEFAULT_DEST, FilingRule, RuleError, parse_dest, parse_rules
-from .filing_steps import add_journal_line, move_into_mirror, source_unchanged, write_sidecar
-from .filing_summary import sidecar_text, summarize
-from .ids import BLOCK_SIZE
-from .localfs import stat_fingerprint
-from .models import RemoteEntry
-from .paths import parent_rel, to_remote
+from ..events import SyncEvent
+from .api import MirrorAPI, ReadyCheck
+from .jobs import STEPS, Abandon, FilingJob, FilingResult, JobStore
+from .journal import BEIJING, journal_line
+from .plan import Planner
+from .rules import DEFAULT_DEST, FilingRule, RuleError, parse_dest, parse_rules
+from .steps import add_journal_line, move_into_mirror, source_unchanged, write_sidecar
+from .summary import sidecar_text, summarize
+from ..ids import BLOCK_SIZE
+from ..localfs import stat_fingerprint
+from ..models import RemoteEntry
+from ..paths import parent_rel, to_remote
 
 __all__ = [
     "BEIJING",
@@ -135,7 +135,7 @@ class Filer:
     sync pass).
 
     :param mirror: the mirror, as filing sees it
-        (:class:`~ohsync.engine.filing_api.MirrorAPI`; for a running engine
+        (:class:`~ohsync.engine.filing.api.MirrorAPI`; for a running engine
         :func:`ohsync.engine.mirror_api.for_engine`).
     :param drop_dir: the drop folder (``[filing] drop_dir``); files in it
         match ``dir:`` rules by their subfolder.
@@ -392,7 +392,7 @@ class Filer:
         reach("filing.verified")
         return self._jobs.update(job, step="uploaded", upload_id=current.id, note="")
 
-    # -- steps 2-5 (see filing_steps) ---------------------------------------------------
+    # -- steps 2-5 (see filing/steps.py) ---------------------------------------------------
 
     def _do_sidecar(self, job: _Job) -> _Job:
         return write_sidecar(self.mirror, self._jobs, job)

@@ -51,8 +51,8 @@ from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .nofollow import OutsideMirrorError, entry_stat, read_file
-from .memory_entity import (
+from ..nofollow import OutsideMirrorError, entry_stat, read_file
+from .entity import (
     FULLWIDTH,
     Entity,
     is_indexed,

@@ -15,7 +15,7 @@ person saved is copied to the backups before it is rewritten.  Only with
 The stamp never makes a merge conflict with a concurrent remote edit of the
 same frontmatter: ``modified`` merges to the later time, and ``origin``
 follows the side whose ``modified`` is later
-(:mod:`.memory_frontmatter`).
+(:mod:`.frontmatter`).
 """
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ import time
 from datetime import datetime
 from typing import Any
 
-from .context import MirrorContext
-from .localfs import atomic_write, backup_file, stat_fingerprint
-from .memory_edit import set_fields, yaml_scalar
-from .memory_format import MemoryParseError, parse_memory
-from .memory_index import parse_offset
-from .memory_merge import is_memory_file
-from .place import local_offset
-from .state import Base
+from ..context import MirrorContext
+from ..localfs import atomic_write, backup_file, stat_fingerprint
+from .edit import set_fields, yaml_scalar
+from .format import MemoryParseError, parse_memory
+from .index import parse_offset
+from .merge import is_memory_file
+from ..place import local_offset
+from ..state import Base
 
 __all__ = ["stamp_edit"]
 

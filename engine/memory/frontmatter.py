@@ -17,8 +17,8 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import yaml
-from ohsync.engine.memory_format import Frontmatter, FrontmatterField, load_yaml
-from ohsync.engine.text_merge import line_content, with_eol
+from .format import Frontmatter, FrontmatterField, load_yaml
+from ..text_merge import line_content, with_eol
 
 __all__ = ["merge_frontmatter"]
 

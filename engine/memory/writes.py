@@ -1,7 +1,7 @@
 """Carrying a memory tool's write to the server: local write, read-merge-write, verify.
 
 The one write path of the memory tools.  :func:`apply_write` reads the file
-in the mirror, lets a planner (:class:`~ohsync.engine.memory_tools.MemoryTools`)
+in the mirror, lets a planner (:class:`~ohsync.engine.memory.tools.MemoryTools`)
 compute the new bytes, writes them atomically into the mirror (backing up
 the version it replaces, re-checking that nobody saved the file meanwhile),
 then pushes the path with :func:`ohsync.engine.transfer.push` — the same
@@ -22,14 +22,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.engine.deletes import delete_remote
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.events import SyncEvent
-from ohsync.engine.localfs import Fingerprint, backup_file, stat_fingerprint
-from ohsync.engine.memory_edit import MemoryToolError
-from ohsync.engine.memory_tools import WritePlan
-from ohsync.engine.nofollow import OutsideMirrorError, entry_stat, read_file, remove_file, write_file
-from ohsync.engine.transfer import push
+from ..deletes import delete_remote
+from ..errors import OhsyncError
+from ..events import SyncEvent
+from ..localfs import Fingerprint, backup_file, stat_fingerprint
+from .edit import MemoryToolError
+from .tools import WritePlan
+from ..nofollow import OutsideMirrorError, entry_stat, read_file, remove_file, write_file
+from ..transfer import push
 
 __all__ = ["Planner", "apply_write", "trash_entity"]
 

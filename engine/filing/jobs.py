@@ -1,4 +1,4 @@
-"""The filing database and the values it holds (see :mod:`ohsync.engine.filing`).
+"""The filing database and the values it holds (see :mod:`ohsync.engine.filing.filer`).
 
 One SQLite file (``state_dir/filing.db``), one row per job; a job's
 ``step`` is the last of :data:`STEPS` it completed, so a restarted daemon

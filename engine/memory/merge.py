@@ -4,9 +4,9 @@ This module owns how two concurrent edits of one memory file become one:
 
 * the identities ``merge(b, x, x) == x``, ``merge(b, b, x) == x`` and
   ``merge(b, x, b) == x`` are applied first, on raw bytes, for any input;
-* a side that does not parse (:mod:`ohsync.engine.memory_format`) makes the
+* a side that does not parse (:mod:`ohsync.engine.memory.format`) makes the
   result *damaged*: nothing is written;
-* frontmatter merges field by field (:mod:`ohsync.engine.memory_frontmatter`):
+* frontmatter merges field by field (:mod:`ohsync.engine.memory.frontmatter`):
   a one-sided change wins, both sides changing a field to different values
   is a conflict, except ``modified`` (the later timestamp wins), ``origin``
   (follows the later ``modified``) and ``tags`` (three-way set merge);
@@ -31,9 +31,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ohsync.engine.memory_format import MemoryDoc, MemoryParseError, code_block_ids, parse_memory
-from ohsync.engine.memory_frontmatter import merge_frontmatter
-from ohsync.engine.text_merge import (
+from .format import MemoryDoc, MemoryParseError, code_block_ids, parse_memory
+from .frontmatter import merge_frontmatter
+from ..text_merge import (
     BOM,
     MergeResult,
     describe_lines,
