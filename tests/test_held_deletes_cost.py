@@ -121,7 +121,8 @@ def test_the_daemon_stays_in_attention_and_polls_cheaply_while_deletes_are_held(
     _delete_on_server(srv, s.repo_id, "/notes", [f"n{i:03d}.md" for i in range(60)])
     wait_for(lambda: proc.status()["held_deletes"] == 60 and proc.status()["state"] == "attention", timeout=60,
              what="the mass delete held")
-    time.sleep(1.0)  # the pass that held them is over
+    held_at = proc.status()["polls"]
+    wait_for(lambda: proc.status()["polls"] > held_at, timeout=30, what="a poll after the pass that held them")
     srv.reset_counters()
     polls = proc.status()["polls"]
     states: list[str] = []

@@ -191,7 +191,7 @@ def test_the_index_never_reads_through_a_symbolic_link(lib: Path, tmp_path: Path
 
 
 def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again(lib: Path, tmp_path: Path) -> None:
-    import time as _time
+    from daemon_helpers import wait_for
 
     from ohsync.daemon.memory_service import MemoryService
     from ohsync.daemon.socket_server import CannotNow
@@ -209,13 +209,7 @@ def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again
         fh.write(b"\xa5" * (size - 4096))
     with pytest.raises(CannotNow, match="damaged"):
         search({"query": "沟通风格"})
-    deadline = _time.monotonic() + 30
-    while True:
-        try:
-            found = search({"query": "沟通风格"})["results"]
-            break
-        except CannotNow:
-            assert _time.monotonic() < deadline
-            _time.sleep(0.05)
+    # CannotNow ("being rebuilt") until the rebuild is done
+    found = wait_for(lambda: search({"query": "沟通风格"})["results"], timeout=30, what="searches answering again")
     assert found[0]["permalink"] == "comm-style-pref-0e96"
     assert MemoryIndex(lib, TZ, db).load()[1] == 0  # the rebuilt file is whole again

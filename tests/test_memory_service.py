@@ -80,12 +80,11 @@ def test_a_write_the_worker_never_started_is_cancelled(harness: Harness) -> None
 
 def test_a_write_without_an_engine_says_it_is_connecting(harness: Harness) -> None:
     import threading
-    import time
+
+    from daemon_helpers import wait_for
 
     def run_jobs() -> None:
-        deadline = time.monotonic() + 5
-        while not harness.jobs and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: harness.jobs, timeout=5, interval=0.01, what="the write queued for the worker")
         harness.jobs[0]()
     t = threading.Thread(target=run_jobs)
     t.start()
