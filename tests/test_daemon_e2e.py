@@ -141,7 +141,7 @@ def test_revoked_token_is_auth_required_and_nothing_is_lost(setup) -> None:
     assert read_tree(mirror) == before  # nothing deleted or overwritten
     # polling stopped: no requests for a few poll intervals
     srv.reset_counters()
-    time.sleep(3)
+    time.sleep(3)  # why: a quiet period of a few poll intervals: no request may be made
     assert srv.request_count() == 0, srv.faults.lines
     assert d.proc.poll() is None  # still running, waiting for a login
     # the token never reached a log line
@@ -241,7 +241,7 @@ def test_mirror_folder_gone_stops_then_refresh_recovers(setup) -> None:
     mirror.rename(aside)  # like a drive that was unplugged
     st = d.wait_state("stopped", timeout=60)
     assert str(mirror) in st["message"]
-    time.sleep(2)
+    time.sleep(2)  # why: a quiet period: a stopped mirror must not delete anything on the server
     assert srv.tree(repo_id) == before  # nothing deleted on the server
     aside.rename(mirror)
     r = d.cli("refresh")

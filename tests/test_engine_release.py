@@ -156,7 +156,7 @@ def test_the_worker_releases_the_engines_listing_once_it_has_been_idle(tmp_path,
         wait_for(lambda: engine.releases, timeout=10, what="the idle release")
         assert engine.releases[0] - 0.25 >= 0 and len(engine.calls) == 1
         assert trims  # the dropped listing's pages are handed back
-        time.sleep(0.8)
+        time.sleep(0.8)  # why: a quiet period of three idle spells: no second release may follow
         assert len(engine.releases) == 1  # once per quiet spell, not in a loop
         w.post_dirty(["a.md"])
         wait_for(lambda: len(engine.releases) == 2, timeout=10, what="the release after the next pass")

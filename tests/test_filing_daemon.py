@@ -280,7 +280,7 @@ def test_a_duplicate_is_not_uploaded_and_the_notice_says_where_it_is(harness: Ha
     [event] = events.filed(dropped)
     assert event["status"] == "duplicate" and event["dest"] == SAMPLE_REMOTE
     assert SAMPLE_REMOTE in event["message"]
-    time.sleep(4)  # not retried, not announced again
+    time.sleep(4)  # why: a quiet period longer than the 3 s quiet period: not retried, not announced again
     assert len(events.filed(dropped)) == 1
     assert dropped.read_bytes() == SAMPLE_PDF.read_bytes()  # stays in the drop folder
     assert harness.srv.request_count(UPLOAD) == harness.srv.request_count(UPDATE) == 0
@@ -310,10 +310,10 @@ def test_a_partial_download_is_filed_once_and_only_when_complete(harness: Harnes
             fh.write(content[i * step:(i + 1) * step])
         with open(crdl, "ab") as fh:
             fh.write(handout[i * 40_000:(i + 1) * 40_000])
-        time.sleep(1.0)
+        time.sleep(1.0)  # why: the downloads' pace: six steps take longer than the quiet period
     with open(part, "ab") as fh:
         fh.write(content[6 * step:])
-    time.sleep(4)  # both stood still for longer than the quiet period
+    time.sleep(4)  # why: a quiet period: both stood still for longer than the 3 s quiet period
     assert harness.srv.request_count(UPLOAD) == 0, "a partial download was uploaded"
     assert not any(k.startswith("/Files/papers/") for k in harness.tree())
     os.replace(part, final)  # the downloads complete
@@ -400,7 +400,7 @@ def test_over_quota_the_file_stays_with_a_notice_until_there_is_room(harness: Ha
     assert r.returncode == 0, r.stderr
     held = json.loads(r.stdout)["filing"]["held"]
     assert held and held[0]["path"] == str(dropped) and "whiteboard.jpg" in held[0]["message"]
-    time.sleep(4)
+    time.sleep(4)  # why: a quiet period longer than the 3 s quiet period: announced once, not retried
     assert len(events.filed(dropped)) == 1  # announced once
     assert dropped.read_bytes() == content  # stays
     assert srv.request_count(UPLOAD) == 0

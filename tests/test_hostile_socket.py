@@ -38,6 +38,7 @@ needs_root = pytest.mark.skipif(os.getuid() != 0, reason="switching to another u
 
 def _handlers():
     return {"status": lambda p: {"state": "idle", "real": True},
+            # why: a handler that takes the time the caller asks for (the slow request under test)
             "slow": lambda p: time.sleep(float(p.get("s", 1))) or {"slept": True}}
 
 

@@ -35,7 +35,7 @@ def test_idle_rss_does_not_grow_across_full_passes(seed_daemon, tmp_path: Path) 
         rss: list[int] = []
         for _ in range(10):
             before = rpc.call("status")["last_scan"]
-            time.sleep(1.1)  # last_scan has one-second resolution
+            time.sleep(1.1)  # why: last_scan has one-second resolution: the next one must differ
             rpc.call("refresh")  # a full local scan and a poll; nothing changed on either side
             wait_for(lambda: (st := rpc.call("status"))["last_scan"] != before and st["state"] in ("idle", "attention")
                      and not st["pending_up"], timeout=120, what="the full pass")

@@ -17,6 +17,7 @@ from ohsync.daemon.protocol import tray_pid_file  # noqa: E402
 
 def _fake_tray(socket: Path) -> subprocess.Popen[bytes]:
     """A process whose command line is an ``ohsync … tray`` and that wrote the tray's pid file."""
+    # why: the fake tray stays up until the test stops it
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "ohsync", "tray"])
     pid_file = tray_pid_file(socket)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +69,7 @@ def test_stop_without_a_daemon_still_ends_the_tray(isolated_env) -> None:
 def test_a_stale_tray_pid_file_signals_nothing(isolated_env) -> None:
     from ohsync.daemon.tray_stop import stop_tray
 
+    # why: the bystander stays up until the test stops it
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         pid_file = tray_pid_file(isolated_env.socket)
@@ -105,6 +107,7 @@ def test_the_tray_reaps_the_daemon_it_started(isolated_env) -> None:
 
     server = SocketServer(isolated_env.socket, {"status": lambda p: {"state": "idle", "message": "ok"},
                                                  "conflicts": lambda p: []})
+    # why: a started "daemon" that lives a second, then exits
     ctl = TrayController(isolated_env.socket, start_command=[sys.executable, "-c", "import time; time.sleep(1)"])
     before = _children()
     try:
