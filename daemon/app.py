@@ -41,8 +41,8 @@ from ohsync.daemon.mirror import Mirror
 from ohsync.daemon.panel.auth import secret_path
 from ohsync.daemon.panel.server import PanelServer
 from ohsync.daemon.protocol import QUICK_METHODS, Event, combine_status
-from ohsync.daemon.socket_methods import MethodTable
-from ohsync.daemon.socket_server import SocketInUse, SocketServer
+from ohsync.daemon.socket.methods import MethodTable
+from ohsync.daemon.socket.server import SocketInUse, SocketServer
 from ohsync.daemon.status import iso_time
 from ohsync.daemon.worker import SessionFactory
 from ohsync.engine.errors import OhsyncError

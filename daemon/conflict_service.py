@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.socket_methods import CannotNow, InvalidParams
+from ohsync.daemon.socket.methods import CannotNow, InvalidParams
 from ohsync.daemon.worker_job import run_job
 from ohsync.engine.conflict_resolve import KEEP_CHOICES, ResolveRefused, find_conflict, read_version, resolve_conflict
 from ohsync.engine.errors import OhsyncError

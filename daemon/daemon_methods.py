@@ -1,7 +1,7 @@
 """The daemon's socket methods (docs/architecture.md §7.1), routed to its mirrors.
 
 :class:`Methods` builds the table ``name → handler(params)`` that
-``daemon/socket_server.py`` serves.  A method that acts on one mirror takes
+``daemon/socket/server.py`` serves.  A method that acts on one mirror takes
 the optional ``mirror`` param (:data:`~ohsync.daemon.protocol.MIRROR_PARAM`:
 a mirror's name, its library's name or id, or its folder).  With one mirror
 nothing changes.  With several and no ``mirror``: ``refresh``, ``pause``,
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ohsync.daemon.config import DEFAULT_LIBRARY
 from ohsync.daemon.filing_service import FilingUnavailable
 from ohsync.daemon.protocol import MEMORY_METHODS, MIRROR_PARAM, PROTOCOL, Method, combine_status
-from ohsync.daemon.socket_server import CannotNow, InvalidParams
+from ohsync.daemon.socket.server import CannotNow, InvalidParams
 
 if TYPE_CHECKING:
     from ohsync.daemon.app import Daemon

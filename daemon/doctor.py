@@ -347,7 +347,7 @@ def run_checks(cfg: Config, probes: Probes | None = None) -> list[Finding]:
     """Run every check.
 
     :param cfg: the loaded config (a config that cannot be loaded is the
-        caller's finding: see :mod:`ohsync.daemon.cli_doctor`).
+        caller's finding: see :mod:`ohsync.daemon.cli.doctor`).
     :param probes: what to look at besides the config (default: this machine).
     :returns: the findings, in check order; never raises for a failed check.
     """

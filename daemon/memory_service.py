@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ohsync.daemon.protocol import MEMORY_METHODS, Method
-from ohsync.daemon.socket_server import CannotNow, InvalidParams
+from ohsync.daemon.socket.server import CannotNow, InvalidParams
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.memory.edit import MemoryToolError
 from ohsync.engine.memory.index import MemoryIndex, parse_offset

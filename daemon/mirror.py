@@ -36,7 +36,7 @@ from ohsync.daemon.memory_service import MemoryService
 from ohsync.daemon.mirror_lock import MirrorLock
 from ohsync.daemon.notifications import PushChannel
 from ohsync.daemon.protocol import Event
-from ohsync.daemon.socket_dir import UnsafeSocketDir
+from ohsync.daemon.socket.dir import UnsafeSocketDir
 from ohsync.daemon.status import StatusModel
 from ohsync.daemon.watcher import Watcher
 from ohsync.daemon.worker import Session, SessionFactory, SyncWorker

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.socket_methods import CannotNow, InvalidParams
+from ohsync.daemon.socket.methods import CannotNow, InvalidParams
 from ohsync.engine import trash
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.events import SyncEvent

@@ -48,7 +48,7 @@ from ohsync.daemon.panel.auth import COOKIE, PanelAuth
 from ohsync.daemon.panel.diff import merge_prefill, side_by_side
 from ohsync.daemon.panel.events import CLOSED, EventHub
 from ohsync.daemon.protocol import CANNOT_NOW, INVALID_PARAMS, METHOD_NOT_FOUND, Method
-from ohsync.daemon.socket_methods import CannotNow, InvalidParams
+from ohsync.daemon.socket.methods import CannotNow, InvalidParams
 
 __all__ = ["PanelApp", "CSP", "Call"]
 
