@@ -44,9 +44,9 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
-from ohsync.engine.filing.filer import Filer, FilingResult
-from ohsync.engine.filing.api import MirrorAPI
-from ohsync.engine.names import is_ignored_name, is_partial_name
+from ..engine.filing.filer import Filer, FilingResult
+from ..engine.filing.api import MirrorAPI
+from ..engine.names import is_ignored_name, is_partial_name
 
 from .debounce import Debouncer
 from .service_thread import ServiceThread

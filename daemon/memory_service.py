@@ -26,13 +26,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.protocol import MEMORY_METHODS, Method
-from ohsync.daemon.socket_server import CannotNow, InvalidParams
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.memory.edit import MemoryToolError
-from ohsync.engine.memory.index import MemoryIndex, parse_offset
-from ohsync.engine.memory.tools import MemoryTools
-from ohsync.engine.nofollow import OutsideMirrorError, read_file
+from .protocol import MEMORY_METHODS, Method
+from .socket.server import CannotNow, InvalidParams
+from ..engine.errors import OhsyncError
+from ..engine.memory.edit import MemoryToolError
+from ..engine.memory.index import MemoryIndex, parse_offset
+from ..engine.memory.tools import MemoryTools
+from ..engine.nofollow import OutsideMirrorError, read_file
 
 __all__ = ["MemoryService", "METHODS"]
 
@@ -325,7 +325,7 @@ class MemoryService:
     def _run(self, rel: str, planner: Callable[[bytes | None], Any], params: dict[str, Any], *,
              create: bool = False, trash: bool = False) -> dict[str, Any]:
         """Run one write on the worker and wait for the server's answer."""
-        from ohsync.engine.memory.writes import apply_write, trash_entity
+        from ..engine.memory.writes import apply_write, trash_entity
 
         timeout = self._timeout_of(params)
         if self._status("paused"):

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ohsync.engine.filing.api import DOWNLOADING, WRITING
-from ohsync.engine.names import has_partial_sibling, is_partial_name
+from ..engine.filing.api import DOWNLOADING, WRITING
+from ..engine.names import has_partial_sibling, is_partial_name
 
 from .open_files import open_for_writing
 

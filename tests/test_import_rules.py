@@ -13,6 +13,8 @@
   the hooks a sync pass calls (the memory-file merge, the damaged check, the
   edit stamp); filing sees the engine only through ``engine/filing/api.py``;
   neither feature imports the other;
+* the product imports itself relatively (``from ..engine.errors import …``),
+  never as ``ohsync.…``;
 * composition, not mixins: the Seafile client (``engine/client/``) and the
   sync worker (``daemon/worker/``) hold their parts, and no class in
   ``daemon/`` has more than two bases.
@@ -120,6 +122,32 @@ def test_the_devserver_shares_no_code_with_ohsync(other: str) -> None:
 def test_the_daemon_imports_the_tray_only_lazily() -> None:
     found = _violations("daemon", lambda n: not _within(n, "ohsync.tray"), top_level_only=True)
     assert found == [], "daemon/ imports tray only inside the commands that show it (§2):\n" + "\n".join(found)
+
+
+def _absolute_self_imports(source: str) -> Iterator[tuple[int, str]]:
+    """``(line, statement)`` of every import of ohsync that names it absolutely."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "ohsync" or alias.name.startswith("ohsync."):
+                    yield node.lineno, f"import {alias.name}"
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                and (node.module == "ohsync" or node.module.startswith("ohsync.")):
+            yield node.lineno, f"from {node.module} import …"
+
+
+def test_the_absolute_import_checker_sees_both_forms() -> None:
+    source = ("import ohsync.devserver\nfrom ohsync.engine.errors import OhsyncError\nfrom . import icons\n"
+              "from ..engine import sync\nimport json\ndef f():\n    from ohsync import engine\n")
+    assert [line for line, _ in _absolute_self_imports(source)] == [1, 2, 7]
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_the_product_imports_itself_relatively(folder: str) -> None:
+    found = [f"{path.relative_to(REPO)}:{line} {what}" for path, _module in _sources(folder)
+             for line, what in _absolute_self_imports(path.read_text(encoding="utf-8"))]
+    assert found == [], (f"{folder}/ imports ohsync relatively (`from .x import`, `from ..engine.x import`), "
+                         "as httpx and Maestral do:\n" + "\n".join(found))
 
 
 def _process_reach(path: Path, root: Path = REPO) -> list[str]:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ohsync.daemon.memory_service import MemoryService
-from ohsync.daemon.socket_server import InvalidParams
+from ohsync.daemon.socket.server import InvalidParams
 from ohsync.engine.memory.edit import MemoryToolError
 from ohsync.engine.memory.guard import iban_ok, luhn_ok, secrets_in, sensitive_in
 from ohsync.engine.memory.index import MemoryIndex, parse_offset

@@ -194,7 +194,7 @@ def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again
     from daemon_helpers import wait_for
 
     from ohsync.daemon.memory_service import MemoryService
-    from ohsync.daemon.socket_server import CannotNow
+    from ohsync.daemon.socket.server import CannotNow
 
     db = tmp_path / "state" / "memory-index.sqlite3"
     service = MemoryService(lib, "+08:00", lambda job: None, {"paused": False}.get, lambda t: (True, ""),

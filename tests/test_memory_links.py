@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from ohsync.daemon.memory_service import MemoryService
-from ohsync.daemon.socket_server import InvalidParams
+from ohsync.daemon.socket.server import InvalidParams
 from ohsync.engine import nofollow
 from ohsync.engine.memory.edit import MemoryToolError
 from ohsync.engine.memory.index import MemoryIndex, parse_offset

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ohsync.daemon.memory_service import MemoryService
-from ohsync.daemon.socket_server import CannotNow, InvalidParams
+from ohsync.daemon.socket.server import CannotNow, InvalidParams
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
 

@@ -1,7 +1,7 @@
 """The method table of the daemon's JSON-RPC socket: which handler answers a request, and how.
 
 The daemon passes a table ``name → handler(params) → result``
-(:class:`MethodTable`); the transport (``daemon/socket_server.py``) hands it
+(:class:`MethodTable`); the transport (``daemon/socket/server.py``) hands it
 each decoded request and sends back what :meth:`MethodTable.answer` builds.
 Handlers raise :class:`InvalidParams` (-32602) or :class:`CannotNow`
 (-32000); an ohsync error or an OSError is answered -32000 with the sentence
@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ohsync.daemon.protocol import (
+from ..protocol import (
     CANNOT_NOW,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -25,11 +25,11 @@ from ohsync.daemon.protocol import (
     METHOD_NOT_FOUND,
     json_type,
 )
-from ohsync.engine.errors import OhsyncError, classify
+from ...engine.errors import OhsyncError, classify
 
 __all__ = ["Handler", "InvalidParams", "CannotNow", "MethodTable", "error_answer", "request_problem"]
 
-log = logging.getLogger("ohsync.daemon.socket_server")  # one logger for all the socket says
+log = logging.getLogger("ohsync.daemon.socket.server")  # one logger for all the socket says
 
 Handler = Callable[[dict[str, Any]], Any]
 

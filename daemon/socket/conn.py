@@ -4,7 +4,7 @@
 block, e.g. ``wait``, and must never hold up the process's exit);
 :class:`Conn` is one client connection as the server's selector thread
 sees it (buffers, whether a request is in the pool, whether it subscribed).
-Both are used by ``daemon/socket_server.py`` only.
+Both are used by ``daemon/socket/server.py`` only.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["Conn", "Pool"]
 
-log = logging.getLogger("ohsync.daemon.socket_server")
+log = logging.getLogger("ohsync.daemon.socket.server")
 
 
 class Pool:

@@ -1,10 +1,10 @@
 """The ``ohsync`` command: argument parsing and exit codes, nothing else.
 
 Every command is a thin function in a module of its own kind: the daemon
-commands are clients of the socket (``daemon/cli_requests.py``,
-``daemon/cli_status.py``), ``login``/``logout`` talk to the server and the
-keyring (``daemon/cli_login.py``), ``run`` and ``demo`` start the daemon
-(``daemon/cli_run.py``); what they share is ``daemon/cli_common.py``.  This
+commands are clients of the socket (``daemon/cli/requests.py``,
+``daemon/cli/status.py``), ``login``/``logout`` talk to the server and the
+keyring (``daemon/cli/login.py``), ``run`` and ``demo`` start the daemon
+(``daemon/cli/run.py``); what they share is ``daemon/cli/common.py``.  This
 module registers them (:func:`build_parser`) and turns errors into exit
 codes (:func:`main`).  Heavy imports happen inside the commands.  Exit codes
 (docs/architecture.md §10): 0 ok, 1 failed (the message says why and what to
@@ -19,9 +19,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from ohsync.daemon import cli_autostart, cli_log, cli_panel, cli_trash
-from ohsync.daemon.about import version
-from ohsync.daemon.cli_common import (
+from . import autostart as cli_autostart, log as cli_log, panel as cli_panel, trash as cli_trash
+from ..about import version
+from .common import (
     EXIT_FAILED,
     EXIT_NOT_RUNNING,
     EXIT_OK,
@@ -30,8 +30,8 @@ from ohsync.daemon.cli_common import (
     daemon_client as _client,
     say_error as _err,
 )
-from ohsync.daemon.cli_login import cmd_login, cmd_logout
-from ohsync.daemon.cli_requests import (
+from .login import cmd_login, cmd_logout
+from .requests import (
     cmd_activity,
     cmd_confirm_deletes,
     cmd_conflicts,
@@ -42,12 +42,12 @@ from ohsync.daemon.cli_requests import (
     pause_resume_command as _pause_resume,
     simple_command as _simple,
 )
-from ohsync.daemon.cli_resync import add_resync
-from ohsync.daemon.cli_run import TRAY_EXTRA_HINT, cmd_demo, cmd_run, cmd_tray
-from ohsync.daemon.cli_setup import add_keyring_option
-from ohsync.daemon.cli_status import cmd_status
-from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcError
-from ohsync.engine.errors import OhsyncError, classify, local_error
+from .resync import add_resync
+from .run import TRAY_EXTRA_HINT, cmd_demo, cmd_run, cmd_tray
+from .setup import add_keyring_option
+from .status import cmd_status
+from ..protocol import DaemonNotRunning, Method, RpcError
+from ...engine.errors import OhsyncError, classify, local_error
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING", "UsageError",
            "TRAY_EXTRA_HINT", "cmd_login", "cmd_logout", "cmd_run", "cmd_tray", "cmd_demo", "cmd_status", "cmd_wait",
@@ -121,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds between remote checks (default: %(default)s)")
     sp.add_argument("--no-tray", action="store_true", help="no tray icon, even with a display")
     sp.add_argument("-v", "--verbose", action="store_true", help="also log debug lines")
-    from ohsync.daemon import cli_doctor, cli_setup
-    from ohsync.daemon.cli_memory import register as register_memory
+    from . import doctor as cli_doctor, setup as cli_setup
+    from .memory import register as register_memory
 
     register_memory(add)
     cli_setup.register(sub)

@@ -4,9 +4,9 @@ Owns where the config lives (``--config``, ``OHSYNC_CONFIG``, else
 ``user_config_dir/config.toml``; docs/architecture.md §3) and
 :func:`load_config`, which turns the file into a :class:`Config`.  Unknown
 keys are kept and reported as warnings, never errors.  The keys and their
-defaults are ``daemon/config_model.py``; the checks of each value,
-``daemon/config_checks.py``; reading and rewriting the file (every other key
-and comment kept), ``daemon/config_file.py``.  Every name the daemon uses is
+defaults are ``daemon/config/model.py``; the checks of each value,
+``daemon/config/checks.py``; reading and rewriting the file (every other key
+and comment kept), ``daemon/config/file.py``.  Every name the daemon uses is
 importable from here.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import platformdirs
 
-from ohsync.daemon.config_checks import (
+from .checks import (
     check_mirrors,
     expand_path,
     filing_mirror,
@@ -30,8 +30,8 @@ from ohsync.daemon.config_checks import (
     typed,
     unknown_keys,
 )
-from ohsync.daemon.config_file import read_document, update_config
-from ohsync.daemon.config_model import (
+from .file import read_document, update_config
+from .model import (
     APP_NAME,
     DEFAULT_LIBRARY,
     DEFAULT_POLL_INTERVAL,
@@ -167,7 +167,7 @@ def load_config(path: Path | None = None) -> Config:
     kw["warnings"] = tuple(warnings)
     cfg = Config(**kw)
     # the token store follows the config this process reads (daemon/credentials.py)
-    from ohsync.daemon.credentials import use_file_store
+    from ..credentials import use_file_store
 
     use_file_store(cfg.credentials_file if cfg.keyring == "file" else None)
     return cfg

@@ -16,8 +16,8 @@ __all__ = ["add_resync", "cmd_resync"]
 
 def cmd_resync(args: argparse.Namespace) -> int:
     """Send ``resync`` (``{"keep": "newer"|"afresh"}``) and say what it does."""
-    from ohsync.daemon.cli_common import EXIT_OK, daemon_client as _client
-    from ohsync.daemon.protocol import Method
+    from .common import EXIT_OK, daemon_client as _client
+    from ..protocol import Method
 
     keep = "newer" if args.keep_newer else "afresh" if args.afresh else None
     result = _client(args).call(Method.RESYNC, {"keep": keep} if keep else {})

@@ -1,7 +1,7 @@
 """The server side of the daemon's JSON-RPC socket (docs/architecture.md §7).
 
 Owns the Unix socket: a ``0700`` folder that must be ours alone
-(``daemon/socket_dir.py``), a ``0600`` socket, a refusal for peers running
+(``daemon/socket/dir.py``), a ``0600`` socket, a refusal for peers running
 as another user (``SO_PEERCRED``), one JSON object per line each way.
 
 One selector thread reads and writes every connection, so idle connections
@@ -23,7 +23,7 @@ selector thread itself (accepting, one connection's step) is logged and
 costs at most that connection; the socket is served again.
 
 It knows no method itself: the daemon passes a table ``name →
-handler(params) → result``, answered by ``daemon/socket_methods.py``
+handler(params) → result``, answered by ``daemon/socket/methods.py``
 (:class:`InvalidParams` -32602, :class:`CannotNow` -32000, an ohsync error
 with the sentence of its one classification).  ``subscribe`` is
 built in: the connection stays open and every :meth:`SocketServer.publish`\\
@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.protocol import (
+from ..protocol import (
     EVENT,
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -59,10 +59,10 @@ from ohsync.daemon.protocol import (
     encode,
     peer_uid,
 )
-from ohsync.daemon.socket_conn import Conn as _Conn
-from ohsync.daemon.socket_conn import Pool as _Pool
-from ohsync.daemon.socket_dir import UnsafeSocketDir, prepare_socket_dir
-from ohsync.daemon.socket_methods import CannotNow, Handler, InvalidParams, MethodTable, error_answer, request_problem
+from .conn import Conn as _Conn
+from .conn import Pool as _Pool
+from .dir import UnsafeSocketDir, prepare_socket_dir
+from .methods import CannotNow, Handler, InvalidParams, MethodTable, error_answer, request_problem
 
 __all__ = ["Handler", "InvalidParams", "CannotNow", "SocketInUse", "SocketServer", "UnsafeSocketDir",
            "peer_uid", "HANDLER_THREADS", "MAX_BACKLOG"]

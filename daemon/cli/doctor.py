@@ -36,8 +36,8 @@ def format_findings(findings: list[Any]) -> str:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Run the checks and print them."""
-    from ohsync.daemon.config import ConfigError, config_path, load_config
-    from ohsync.daemon.doctor import ERROR, Finding, exit_code, run_checks
+    from ..config import ConfigError, config_path, load_config
+    from ..doctor import ERROR, Finding, exit_code, run_checks
 
     path = config_path(args.config)
     try:

@@ -4,8 +4,8 @@ The dataclasses :class:`Config`, :class:`MirrorConfig`, :class:`SafetyConfig`,
 :class:`FilingConfig` and :class:`MemoryConfig` hold the keys of
 docs/architecture.md §10 with their defaults; the ``*_KEYS`` sets name the
 keys each table knows (others are kept and reported as warnings).  Reading
-the file is ``daemon/config.py``; checking its values,
-``daemon/config_checks.py``.
+the file is ``daemon/config/__init__.py``; checking its values,
+``daemon/config/checks.py``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 
 import platformdirs
 
-from ohsync.daemon.protocol import default_socket_path
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.place import local_offset
+from ..protocol import default_socket_path
+from ...engine.errors import OhsyncError
+from ...engine.place import local_offset
 
 __all__ = ["APP_NAME", "DEFAULT_LIBRARY", "ConfigError", "MirrorConfig", "SafetyConfig", "FilingConfig",
            "MemoryConfig", "Config"]

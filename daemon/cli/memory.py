@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.protocol import Method, RpcError
+from ..protocol import Method, RpcError
 
 __all__ = ["register"]
 
@@ -40,8 +40,8 @@ def _call(args: argparse.Namespace, method: str, params: dict[str, Any], *, writ
 
 
 def _call_daemon(args: argparse.Namespace, method: str, params: dict[str, Any], *, write: bool) -> Any:
-    from ohsync.daemon.config import config_path, load_config
-    from ohsync.daemon.protocol import MIRROR_PARAM, RpcClient
+    from ..config import config_path, load_config
+    from ..protocol import MIRROR_PARAM, RpcClient
 
     cfg = load_config(config_path(args.config))
     timeout = getattr(args, "timeout", None)
@@ -164,7 +164,7 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from ohsync.daemon.mcp_server import run_stdio
+    from ..mcp_server import run_stdio
 
     return run_stdio(args.config, mirror=getattr(args, "mirror", None))
 

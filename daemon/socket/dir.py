@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from ohsync.engine.errors import OhsyncError
+from ...engine.errors import OhsyncError
 
 __all__ = ["UnsafeSocketDir", "prepare_socket_dir", "check_socket_dir"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from ohsync.daemon.cli_common import EXIT_OK, read_config
-from ohsync.engine.errors import OhsyncError
+from .common import EXIT_OK, read_config
+from ...engine.errors import OhsyncError
 
 __all__ = ["TRAY_EXTRA_HINT", "cmd_run", "cmd_tray", "cmd_demo"]
 
@@ -23,14 +23,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     :raises OhsyncError: no mirror has a saved login."""
     if getattr(args, "own_process", False):  # started as `ohsync run`, not called by another program
-        from ohsync.daemon.allocator import use_system_malloc
+        from ..allocator import use_system_malloc
 
         use_system_malloc()  # returns only when it keeps this process as it is
-    from ohsync.daemon.app import Daemon
-    from ohsync.daemon.crash_at import install_from_env
-    from ohsync.daemon.credentials import load_token
-    from ohsync.daemon.logs import setup_logging
-    from ohsync.daemon.session import no_login_message
+    from ..app import Daemon
+    from ..crash_at import install_from_env
+    from ..credentials import load_token
+    from ..logs import setup_logging
+    from ..session import no_login_message
 
     install_from_env()  # crash tests: die at the engine's named point
     cfg = read_config(args)
@@ -50,9 +50,9 @@ def cmd_tray(args: argparse.Namespace) -> int:
     """``ohsync tray``: the tray icon of a running daemon (needs the ``[tray]`` extra and a display)."""
     cfg = read_config(args)
     try:
-        from ohsync.tray.app import default_start_command, run_tray
+        from ...tray.app import default_start_command, run_tray
     except ImportError as exc:
-        from ohsync.tray.install_hint import install_hint  # stdlib only: loads without the extra
+        from ...tray.install_hint import install_hint  # stdlib only: loads without the extra
 
         raise OhsyncError(f"The tray is not available ({exc}). {install_hint()}", title="No tray") from exc
     try:
@@ -65,7 +65,7 @@ def cmd_tray(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``ohsync demo``: the daemon against a local devserver with a sample library."""
-    from ohsync.daemon.demo import run_demo
+    from ..demo import run_demo
 
     return run_demo(seconds=args.seconds, directory=args.dir, tray=not args.no_tray,
                     poll_interval=args.poll_interval, verbose=args.verbose)

@@ -14,7 +14,7 @@ __all__ = ["register"]
 def _config_arg(args: argparse.Namespace) -> Path | None:
     """``--config`` for the autostart command line: only when another file than the default is used
     (``--config`` or ``OHSYNC_CONFIG``; a login session does not have the variable)."""
-    from ohsync.daemon.config import config_path
+    from ..config import config_path
 
     if args.config or os.environ.get("OHSYNC_CONFIG"):
         return config_path(args.config).resolve()
@@ -22,10 +22,10 @@ def _config_arg(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_autostart(args: argparse.Namespace) -> int:
-    from ohsync.daemon import autostart
+    from .. import autostart
 
     if args.action == "enable":
-        from ohsync.daemon.config import config_path, load_config
+        from ..config import config_path, load_config
 
         cfg = load_config(config_path(args.config))
         for line in autostart.enable(config=_config_arg(args), now=args.now, log_dir=cfg.log_dir,
@@ -33,8 +33,8 @@ def cmd_autostart(args: argparse.Namespace) -> int:
             print(line)
         return 0
     if args.action == "disable":
-        from ohsync.daemon.config import config_path, load_config
-        from ohsync.daemon.tray_stop import stop_tray
+        from ..config import config_path, load_config
+        from ..tray_stop import stop_tray
 
         for line in autostart.disable():
             print(line)
@@ -53,7 +53,7 @@ def cmd_autostart(args: argparse.Namespace) -> int:
 
 
 def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]) -> None:
-    """Add the ``autostart`` command with :func:`ohsync.daemon.cli.build_parser`'s ``add``."""
+    """Add the ``autostart`` command with :func:`ohsync.daemon.cli.main.build_parser`'s ``add``."""
     sp = add("autostart", cmd_autostart, "start ohsync at login (systemd user unit, XDG autostart or LaunchAgent)")
     sp.add_argument("action", choices=("enable", "disable", "status"),
                     help="enable: start ohsync at every login; disable: stop doing so; status: what will run")

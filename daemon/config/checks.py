@@ -1,8 +1,8 @@
 """Checking the values of the config file: each key's type and range, each table's keys.
 
-Every check raises :class:`~ohsync.daemon.config_model.ConfigError` with a
+Every check raises :class:`~ohsync.daemon.config.model.ConfigError` with a
 sentence naming the file, the key and what it must be; unknown keys become
-warnings (:func:`unknown_keys`).  ``daemon/config.py`` :func:`load_config`
+warnings (:func:`unknown_keys`).  ``daemon/config/__init__.py`` :func:`load_config`
 applies them to the document.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.config_model import DEFAULT_LIBRARY, MEMORY_KEYS, ConfigError, MemoryConfig, MirrorConfig
-from ohsync.engine.client.paths import normalize_remote_path
-from ohsync.engine.ignore import pattern_problem
+from .model import DEFAULT_LIBRARY, MEMORY_KEYS, ConfigError, MemoryConfig, MirrorConfig
+from ...engine.client.paths import normalize_remote_path
+from ...engine.ignore import pattern_problem
 
 __all__ = ["normalize_server_url", "typed", "unknown_keys", "expand_path", "folder", "number", "mirror_table",
            "check_mirrors", "filing_mirror", "memory_table"]
@@ -173,8 +173,8 @@ def filing_mirror(value: Any, count: int, path: Path) -> int:
 
 def memory_table(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
     """The ``[memory]`` table."""
-    from ohsync.engine.memory.index import parse_offset
-    from ohsync.engine.place import local_offset, text_language
+    from ...engine.memory.index import parse_offset
+    from ...engine.place import local_offset, text_language
 
     typed(raw, dict, "memory", path)
     warnings += unknown_keys(raw, MEMORY_KEYS, "memory.", path)

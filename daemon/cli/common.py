@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from ohsync.daemon.protocol import MIRROR_PARAM, RpcClient
+from ..protocol import MIRROR_PARAM, RpcClient
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING", "UsageError", "say_error", "read_config",
            "daemon_client"]
@@ -32,7 +32,7 @@ def read_config(args: argparse.Namespace) -> Any:
 
     :raises ConfigError: the file is invalid.
     """
-    from ohsync.daemon.config import config_path, load_config
+    from ..config import config_path, load_config
 
     cfg = load_config(config_path(args.config))
     return cfg
@@ -65,7 +65,7 @@ def daemon_client(args: argparse.Namespace, timeout: float | None = 10.0) -> Rpc
 
 
 def _note_other_config(socket: Any, config: Any) -> None:
-    from ohsync.daemon.running import running_daemon
+    from ..running import running_daemon
 
     running = running_daemon(socket, config)
     if running and running.config and not running.same:

@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from ohsync.daemon.protocol import Method
+from ..protocol import Method
 
 __all__ = ["cmd_status", "shown"]
 
@@ -120,7 +120,7 @@ def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print the status (``--json``: the object as it is; ``--mirror``: that mirror's own)."""
-    from ohsync.daemon.cli_common import EXIT_OK, daemon_client as _client
+    from .common import EXIT_OK, daemon_client as _client
 
     st = _client(args).call(Method.STATUS)
     if args.json:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ohsync.engine.errors import OhsyncError
+from ...engine.errors import OhsyncError
 
 __all__ = ["register", "last_lines", "follow"]
 
@@ -77,8 +77,8 @@ def follow(path: Path, *, start_at_end: bool, interval: float = 0.5,
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from ohsync.daemon.config import config_path, load_config
-    from ohsync.daemon.logs import LOG_NAME
+    from ..config import config_path, load_config
+    from ..logs import LOG_NAME
 
     path = load_config(config_path(args.config)).log_dir / LOG_NAME
     out = sys.stdout.buffer
@@ -113,7 +113,7 @@ def _line_count(text: str) -> int:
 
 
 def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]) -> None:
-    """Add the ``log`` command with :func:`ohsync.daemon.cli.build_parser`'s ``add``."""
+    """Add the ``log`` command with :func:`ohsync.daemon.cli.main.build_parser`'s ``add``."""
     sp = add("log", cmd_log, "print the daemon's log (state_dir/logs/ohsync.log); -f follows it")
     sp.add_argument("-f", "--follow", action="store_true", help="keep printing what is appended (Ctrl-C stops)")
     sp.add_argument("-n", "--lines", type=_line_count, default=50, metavar="N",

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.cli_common import EXIT_FAILED, EXIT_OK, daemon_client, read_config, say_error
-from ohsync.daemon.protocol import Method
+from .common import EXIT_FAILED, EXIT_OK, daemon_client, read_config, say_error
+from ..protocol import Method
 
 __all__ = ["register", "cmd_panel", "cmd_resolve"]
 

@@ -1,7 +1,7 @@
 """The ``ohsync`` commands that ask the running daemon: refresh, pause,
 resume, wait, conflicts, damaged, activity, file, confirm-deletes, stop.
 
-Each is a client of the socket (:func:`~ohsync.daemon.cli_common.daemon_client`)
+Each is a client of the socket (:func:`~ohsync.daemon.cli.common.daemon_client`)
 that prints the answer as text (``--json``: as it is, for the lists).
 """
 
@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.attention import natural_key
-from ohsync.daemon.cli_common import EXIT_FAILED, EXIT_OK, UsageError, daemon_client, say_error
-from ohsync.daemon.cli_status import shown as _shown
-from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcError
+from ..attention import natural_key
+from .common import EXIT_FAILED, EXIT_OK, UsageError, daemon_client, say_error
+from .status import shown as _shown
+from ..protocol import DaemonNotRunning, Method, RpcError
 
 __all__ = ["simple_command", "pause_resume_command", "cmd_wait", "cmd_conflicts", "cmd_damaged", "cmd_activity",
            "cmd_file", "cmd_confirm_deletes", "cmd_stop"]
@@ -158,8 +158,8 @@ def cmd_confirm_deletes(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     """``ohsync stop``: ask the daemon to exit and wait until it has (exit 1 after ``--timeout``);
     an ``ohsync tray`` of this socket is stopped too (daemon/tray_stop.py)."""
-    from ohsync.daemon.cli_common import read_config
-    from ohsync.daemon.tray_stop import stop_tray
+    from .common import read_config
+    from ..tray_stop import stop_tray
 
     client = daemon_client(args)
     try:

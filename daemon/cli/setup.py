@@ -4,7 +4,7 @@ Registers the parser (every question has a flag; ``--yes`` asks nothing),
 reads the answers at the terminal, and reaches autostart through one seam,
 :func:`autostart_enabler`.  A missing answer is a usage error (exit 2)
 naming its flag; input that ends at a question exits 1 with a sentence;
-everything else follows :mod:`ohsync.daemon.cli`.
+everything else follows :mod:`ohsync.daemon.cli.main`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.cli_common import EXIT_FAILED, EXIT_OK, UsageError
+from .common import EXIT_FAILED, EXIT_OK, UsageError
 
 __all__ = ["register", "cmd_setup", "autostart_enabler", "add_keyring_option"]
 
@@ -37,14 +37,14 @@ def autostart_enabler() -> Callable[[Path], str] | None:
     (:func:`ohsync.daemon.autostart.enable`).
     """
     try:
-        from ohsync.daemon import autostart
+        from .. import autostart
     except ImportError:
         return None
 
     def enable(path: Path) -> str:
         import platformdirs
 
-        from ohsync.daemon.config import APP_NAME, load_config
+        from ..config import APP_NAME, load_config
 
         default = Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
         config = None if path.expanduser() == default else path.expanduser().resolve()
@@ -56,10 +56,10 @@ def autostart_enabler() -> Callable[[Path], str] | None:
 
 def cmd_setup(args: argparse.Namespace) -> int:
     """Run the setup flow; exit 0 when everything asked for was done."""
-    from ohsync.daemon.config import config_path, load_config
-    from ohsync.daemon.running import running_daemon
-    from ohsync.daemon.setup_flow import SetupAnswers, run_setup
-    from ohsync.daemon.setup_prompt import InputEnded, MissingAnswer, Prompter
+    from ..config import config_path, load_config
+    from ..running import running_daemon
+    from ..setup_flow import SetupAnswers, run_setup
+    from ..setup_prompt import InputEnded, MissingAnswer, Prompter
 
     answers = SetupAnswers(server=args.server, username=args.username, password_stdin=args.password_stdin,
                            token_stdin=args.token_stdin, library=args.library,

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ohsync.daemon.cli_common import EXIT_OK, UsageError, daemon_client, read_config
-from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcError
-from ohsync.engine.errors import OhsyncError
+from .common import EXIT_OK, UsageError, daemon_client, read_config
+from ..protocol import DaemonNotRunning, Method, RpcError
+from ...engine.errors import OhsyncError
 
 __all__ = ["cmd_login", "cmd_logout"]
 
@@ -42,7 +42,7 @@ def _read_secret_line(what: str) -> str:
 def _scheme_named(entered: str, server: str) -> Iterator[None]:
     """A failure of signing in at ``server`` says that ``https://`` was guessed
     when the address ``entered`` had no scheme (``login.without_scheme``)."""
-    from ohsync.daemon.login import without_scheme
+    from ..login import without_scheme
 
     try:
         yield
@@ -59,10 +59,10 @@ def cmd_login(args: argparse.Namespace) -> int:
 
     :raises UsageError: no server or username, or both stdin options.
     :raises OhsyncError: the server refused (the message says why), or the keyring is unusable."""
-    from ohsync.daemon.config import config_path, normalize_server_url, update_config
-    from ohsync.daemon.credentials import load_token, save_token
-    from ohsync.daemon.login import check_token, token_from_password, token_owner_note
-    from ohsync.engine.errors import TwoFactorRequired
+    from ..config import config_path, normalize_server_url, update_config
+    from ..credentials import load_token, save_token
+    from ..login import check_token, token_from_password, token_owner_note
+    from ...engine.errors import TwoFactorRequired
 
     path = config_path(args.config)
     cfg = read_config(args)
@@ -75,7 +75,7 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise UsageError("login needs --server URL and --username EMAIL (or both set in the config)")
     if args.password_stdin and args.token_stdin:
         raise UsageError("give only one of --password-stdin and --token-stdin")
-    from ohsync.daemon.token_store import settle_token_store
+    from ..token_store import settle_token_store
 
     # fail early, before any prompt: no usable keyring is said (and the file store offered) first
     asked = not (args.password_stdin or args.token_stdin) and sys.stdin.isatty()
@@ -145,8 +145,8 @@ def _config_mirror(cfg: Any, selector: str) -> Any:
 
 def _this_configs_daemon(args: argparse.Namespace) -> bool:
     """True when the daemon answering on this config's socket runs this config file."""
-    from ohsync.daemon.config import config_path
-    from ohsync.daemon.running import running_daemon
+    from ..config import config_path
+    from ..running import running_daemon
 
     running = running_daemon(read_config(args).socket, config_path(args.config))
     return bool(running and running.same)
@@ -165,8 +165,8 @@ def _tell_daemon_to_refresh(args: argparse.Namespace) -> None:
 
 def cmd_logout(args: argparse.Namespace) -> int:
     """``ohsync logout``: remove the saved token of the account from the keyring."""
-    from ohsync.daemon.config import normalize_server_url
-    from ohsync.daemon.credentials import delete_token
+    from ..config import normalize_server_url
+    from ..credentials import delete_token
 
     cfg = read_config(args)
     server = normalize_server_url(args.server or cfg.server)

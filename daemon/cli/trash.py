@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.cli_common import EXIT_OK, daemon_client
-from ohsync.daemon.protocol import Method
+from .common import EXIT_OK, daemon_client
+from ..protocol import Method
 
 __all__ = ["register", "cmd_trash"]
 
@@ -62,7 +62,7 @@ def cmd_trash(args: argparse.Namespace) -> int:
 
 
 def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]) -> None:
-    """Add ``trash`` with :func:`ohsync.daemon.cli.build_parser`'s ``add``."""
+    """Add ``trash`` with :func:`ohsync.daemon.cli.main.build_parser`'s ``add``."""
     sp = add("trash", cmd_trash, "list, restore or purge deleted files (the trash stays on the server)")
     sp.add_argument("--json", action="store_true", help="print the answer as JSON")
     sub = sp.add_subparsers(dest="trash_action", metavar="ACTION")

@@ -16,8 +16,8 @@ from typing import Any
 import tomlkit
 import tomlkit.items
 
-from ohsync.daemon.atomic_file import replace_file
-from ohsync.daemon.config_model import ConfigError
+from ..atomic_file import replace_file
+from .model import ConfigError
 
 __all__ = ["read_document", "update_config"]
 
