@@ -137,7 +137,8 @@ def test_revoked_token_is_auth_required_and_nothing_is_lost(setup) -> None:
     st = d.wait_state("auth_required", timeout=60)
     assert "ohsync login" in st["message"]
     r = d.cli("status", "--json")
-    assert r.returncode == 0 and json.loads(r.stdout)["state"] == "auth_required"
+    # the daemon runs, but the mirror does not sync: exit 1, the message says what to do
+    assert r.returncode == 1 and json.loads(r.stdout)["state"] == "auth_required"
     assert read_tree(mirror) == before  # nothing deleted or overwritten
     # polling stopped: no requests for a few poll intervals
     srv.reset_counters()
@@ -262,7 +263,8 @@ def test_binary_edited_on_both_sides_is_a_listed_conflict(setup) -> None:
     (mirror / rel).write_bytes(b"\x89PNG\r\n\x1a\nlocal version")
     srv.put_file(repo_id, "/" + rel, b"\x89PNG\r\n\x1a\nremote version")
     d2 = setup.start()
-    d2.wait_state("idle", timeout=90)
+    st = d2.wait_state("attention", timeout=90)  # the conflict copy needs the person: never "Up to date"
+    assert "1 conflict needs you" in st["message"] and "`ohsync conflicts`" in st["message"]
     r = d2.cli("conflicts", "--json")
     assert r.returncode == 0, r.stderr
     items = json.loads(r.stdout)
