@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ohsync.engine.errors import OhsyncError
+from ..engine.errors import OhsyncError
 
 __all__ = ["desktop_session_possible", "lingering", "start_daemon_now", "autostart_pid_file", "stop_started_daemon",
            "HEADLESS_ADVICE", "LINGER_DIR"]
@@ -77,7 +77,7 @@ def start_daemon_now(argv: list[str], socket: Path, *, timeout: float = 20.0) ->
     :raises OhsyncError: it exited before answering (with its exit code and last output line), or
         did not answer within ``timeout`` seconds.
     """
-    from ohsync.daemon.protocol import Method, RpcClient
+    from .protocol import Method, RpcClient
 
     # detached, in a session of its own: it outlives this command; it logs to its log file
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -121,7 +121,7 @@ def stop_started_daemon(socket: Path, *, timeout: float = 60.0) -> str | None:
     :param timeout: seconds to wait for the daemon to finish its pass and exit.
     :returns: a sentence saying what was stopped or left running; None when no daemon answers.
     """
-    from ohsync.daemon.protocol import Method, RpcClient
+    from .protocol import Method, RpcClient
 
     noted = autostart_pid_file(socket)
     try:

@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ohsync.daemon.config import Config, MirrorConfig
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.models import RepoInfo
-from ohsync.engine.state_schema import SCHEMA_VERSION
+from .config import Config, MirrorConfig
+from ..engine.errors import OhsyncError
+from ..engine.models import RepoInfo
+from ..engine.state_schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from ohsync.daemon.doctor import Finding, Probes
+    from .doctor import Finding, Probes
 
 __all__ = ["local_checks", "state_db_path", "probe_folder", "count_folders", "find_tray_host",
            "tray_libraries_problem"]
@@ -35,7 +35,7 @@ _WATCH_SHARE = 0.5
 
 
 def _finding(check: str, level: str, message: str, fix: str = "", summary: str = "") -> Finding:
-    from ohsync.daemon.doctor import Finding
+    from .doctor import Finding
 
     return Finding(check, level, message, fix, summary)
 
@@ -235,7 +235,7 @@ def _desktop_checks(probes: Probes) -> list[Finding]:
 
 def _start_advice() -> str:
     """How to start the daemon, as ``ohsync autostart status`` sees the next login."""
-    from ohsync.daemon import autostart
+    from . import autostart
 
     try:
         st = autostart.status()
@@ -256,8 +256,8 @@ def _instance_check(socket: Path, config: Path) -> Finding:
     is a warning whose ``summary`` the report's last line repeats: the setup
     can sync, yet "syncing works" alone would not be true.
     """
-    from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcClient
-    from ohsync.daemon.running import Running, running_daemon, same_file
+    from .protocol import DaemonNotRunning, Method, RpcClient
+    from .running import Running, running_daemon, same_file
 
     client = RpcClient(socket, timeout=3)
     try:

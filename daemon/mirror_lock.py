@@ -18,8 +18,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from ohsync.daemon.socket_dir import prepare_socket_dir
-from ohsync.daemon.worker import FatalError
+from .socket.dir import prepare_socket_dir
+from .worker import FatalError
 
 __all__ = ["MirrorInUse", "MirrorLock", "lock_dir"]
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.config import update_config
-from ohsync.daemon.credentials import KeyringUnavailable, system_keyring_problem, use_file_store
+from .config import update_config
+from .credentials import KeyringUnavailable, system_keyring_problem, use_file_store
 
 __all__ = ["settle_token_store", "file_store_note", "token_store_name"]
 
@@ -31,7 +31,7 @@ def file_store_note(path: Path, *, kept: bool = True) -> str:
 
 def token_store_name() -> str:
     """Where the token is kept, for a sentence: ``the credentials file <path>`` or ``the keyring``."""
-    from ohsync.daemon.credentials import file_store
+    from .credentials import file_store
 
     path = file_store()
     return f"the credentials file {path}" if path is not None else "the keyring"

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
 
 from ohsync.daemon import autostart, autostart_reach, sd_notify  # noqa: E402
-from ohsync.daemon.cli import main  # noqa: E402
+from ohsync.daemon.cli.main import main  # noqa: E402
 
 OHSYNC = Path(sys.executable).parent / "ohsync"
 
@@ -158,7 +158,7 @@ def test_enable_now_without_systemd_starts_the_daemon(home, tmp_path, isolated_e
 
 def test_disable_leaves_a_daemon_started_by_hand_running_and_says_so(home, tmp_path, isolated_env, monkeypatch,
                                                                      capsys) -> None:
-    from ohsync.daemon.socket_server import SocketServer
+    from ohsync.daemon.socket.server import SocketServer
 
     no_systemd(tmp_path)
     monkeypatch.setenv("OHSYNC_CONFIG", str(isolated_env.config))
