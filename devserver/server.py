@@ -82,6 +82,11 @@ class DevServer:
         seahub_version: 13 (default) or 12; seahub 12 answers a file rename
             with a ``Location`` whose path lacks the slash between the folder
             and the new name (``?p=/subagain.txt`` for ``/sub/again.txt``).
+        walk_hook: None, or ``walk_hook(path)`` called by a recursive listing
+            before it resolves each folder below the listed one by path (as
+            seahub does, from the head at that moment): a test lands a commit
+            there to mix two trees in one answer, or removes the folder to get
+            seahub's HTML 500 (``Invalid dir id``).
     """
 
     def __init__(self, data_dir: Path, users: dict[str, str] | None = None, host: str = "127.0.0.1",
@@ -92,6 +97,7 @@ class DevServer:
         self.ops = RepoOps(self.store)
         self.honour_head = True
         self.seahub_version = 13
+        self.walk_hook: Callable[[str], None] | None = None
         for email, pw in (DEFAULT_USERS if users is None else users).items():
             self.store.ensure_user(email, pw)
         self.faults = FaultInjector()
