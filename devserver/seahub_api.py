@@ -123,7 +123,8 @@ class SeahubBase:
                     sub = join_path(split_path(path) + [e["name"]])
                     if hook is not None:
                         hook(sub)
-                    now = self.ops.lookup(repo_id, sub)
+                    # a planted name no path can address (``plant_entry``) is walked by its id
+                    now = e if "/" in e["name"] else self.ops.lookup(repo_id, sub)
                     if not is_dir(now) or not walk(now["id"], sub, False):
                         return False
                 elif t != "d":

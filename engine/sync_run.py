@@ -215,9 +215,15 @@ class RunSteps(PlanSteps):
         for plan, refused in outcome.errors:
             self._path_failed(plan, refused, report)
             self._pending.done(plan.rel)
-        left = {p.rel for p in outcome.rest}
-        handled = {p.rel for p in new} - left
-        return [p for p in plans if p.rel not in handled]
+        for plan, pushed in outcome.repeated:  # stored damaged by the server, sent again and verified
+            done(plan.rel)
+            if pushed.action == "merge":
+                report.merged.append(plan.rel)
+            if pushed.conflict is not None:
+                report.conflicts.append(pushed.conflict)
+        left = {p.rel: p for p in outcome.rest}  # a plan may come back based on the server's damaged copy
+        handled = {p.rel for p in new} - set(left)
+        return [left.get(p.rel, p) for p in plans if p.rel not in handled]
 
     def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base], report: SyncReport) -> set[str]:
         """Carry whole-folder moves first; returns the paths they accounted for."""
