@@ -146,3 +146,17 @@ def test_an_unknown_or_huge_file_count_never_asks_for_the_whole_tree(devserver, 
     assert mirror.sync().errors == []
     assert devserver.request_count(RECURSIVE) == 0
     assert read_tree(mirror.root) == files
+
+
+@pytest.mark.parametrize("fault", [{"status": 500}, {"drop": True}], ids=["500", "dropped"])
+def test_a_recursive_listing_that_keeps_failing_falls_back_to_the_walk(devserver, tmp_path, fault):
+    """A 5xx, or a connection closed without an answer (as when the walk outlasts the read
+    timeout), every time it is sent: the walk per folder gets the tree instead."""
+    repo, files = _tree(devserver)
+    devserver.inject_fault("GET", r"recursive=1", count=10, **fault)
+    mirror = make_mirror(devserver, repo, tmp_path)
+    devserver.reset_counters()
+    report = mirror.sync()
+    assert report.errors == []
+    assert devserver.request_count(PER_FOLDER) == 1 + len(devserver.dirs(repo))
+    assert read_tree(mirror.root) == mirrored(devserver.tree(repo)) == files
