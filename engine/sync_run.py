@@ -11,6 +11,7 @@ next attempt merges against the right version.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -209,9 +210,12 @@ class RunSteps(PlanSteps):
             outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
         except (OhsyncError, OSError) as exc:
             # a batch request failed (a 5xx, a drop): ends the pass when it is the server's
-            # trouble; otherwise the files not verified take the per-file way
+            # trouble; otherwise the files not verified take the per-file way, each on the
+            # base it has now (the server's damaged copy of an upload of ours, if one was found)
             self._per_path(exc, None)
-            return [p for p in plans if p.rel not in uploaded]
+            rebased = set(self.ctx.upload_retries)
+            return [dataclasses.replace(p, base=self.state.get_base(p.rel)) if p.rel in rebased else p
+                    for p in plans if p.rel not in uploaded]
         for plan, refused in outcome.errors:
             self._path_failed(plan, refused, report)
             self._pending.done(plan.rel)

@@ -399,6 +399,9 @@ class _Runner:
                 self._record_folders(segment.folder)
         for rel in verified:
             self.on_done(rel)
+        answered = {result.path: result.id for _, results in segment.answers for result in results}
+        for item, entry in suspects:  # before the strays: a failing server ends that loop early
+            self._repeat_damaged(item, entry, answered.get(ctx.remote_path(item.plan.rel)))
         for item, result in strays:
             entry = listed.get(result.path.rpartition("/")[2])
             if entry is not None and not entry.is_dir and entry.id == result.id == item.fid:
@@ -409,9 +412,6 @@ class _Runner:
                 except RemoteError as exc:
                     self.error = self.error or exc
                     return
-        answered = {result.path: result.id for _, results in segment.answers for result in results}
-        for item, entry in suspects:
-            self._repeat_damaged(item, entry, answered.get(ctx.remote_path(item.plan.rel)))
         segment.items = []
 
     def _repeat_damaged(self, item: _Item, listed: RemoteEntry, answered_id: str | None) -> None:

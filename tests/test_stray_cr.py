@@ -154,3 +154,19 @@ def test_the_two_tells_of_our_own_damaged_copy():
     # the server holds ours exactly: nothing damaged
     exact = RemoteEntry("a.md", False, seafile_file_id(sent), len(sent))
     assert damaged_copy(_Ctx(sent), sent, exact, seafile_file_id(sent)) is None  # type: ignore[arg-type]
+
+
+def test_a_repeat_that_fails_is_sent_again_on_top_of_the_copy_not_merged(devserver, mirror):
+    """The repeat of the damaged upload fails (a 500 to its update): the per-file
+    push of the same pass sends the file again, still based on the server's copy."""
+    files = {f"notes/n{i}.md": _note(i) for i in range(3)}
+    for rel, data in files.items():
+        mirror.write(rel, data)
+    devserver.inject_fault("POST", UPLOAD_PATH, trailing_cr="n1.md")
+    devserver.inject_fault("POST", UPDATE_PATH, status=500)
+    report = mirror.sync()
+    assert report.conflicts == [] and report.merged == []
+    assert report.upload_retries == ["notes/n1.md"]
+    assert _conflict_copies(devserver, mirror) == []
+    assert devserver.read_file(mirror.repo_id, "/notes/n1.md") == files["notes/n1.md"]
+    assert "notes/n1.md" in report.uploaded and report.errors == []
