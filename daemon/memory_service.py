@@ -72,14 +72,18 @@ class MemoryService:
         ``"ready"`` (status field ``memory_index``).
     :param index_path: ``index_path()`` is the index file, asked when the
         index is opened (None, or no callable: the index is held in memory).
+    :param on_carried: called (on the worker) after a write the server verified,
+        so the status's ``last sync`` moves (``SyncWorker.note_carried``).
     """
 
     def __init__(self, root: Path, time_offset: str, submit: Callable[[Callable[[], None]], None],
                  status: Callable[[str], Any], refresh: Callable[[float], tuple[bool, str]],
                  post_dirty: Callable[[list[str]], None], *, write_timeout: float = 30.0,
                  origin: str = "desktop", on_state: Callable[[str], None] | None = None,
-                 index_path: Callable[[], Path | None] | None = None) -> None:
+                 index_path: Callable[[], Path | None] | None = None,
+                 on_carried: Callable[[], None] | None = None) -> None:
         tz = parse_offset(time_offset)
+        self._on_carried = on_carried or (lambda: None)
         self.index = MemoryIndex(root, tz)  # empty until :meth:`rebuild` opens the index file
         self._index_path = index_path or (lambda: None)
         self.tools = MemoryTools(self.index, tz, origin=origin)
@@ -354,6 +358,7 @@ class MemoryService:
                     job.result = trash_entity(engine, rel, planner, on_written=written)
                 else:
                     job.result = apply_write(engine, rel, planner, create=create, on_written=written)
+                self._on_carried()  # verified on the server: the last sync is now
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 job.error = exc
                 if job.wrote:
