@@ -489,7 +489,7 @@ def test_a_filed_document_moves_the_last_sync(harness: Harness) -> None:
     daemon = harness.start()
     events = Events(daemon)
     before = daemon.status()["last_sync"]
-    time.sleep(1.2)  # the status shows whole seconds
+    time.sleep(1.2)  # why: the status shows whole seconds: the next last sync must differ
     (harness.drop / "notes.txt").write_bytes(b"a document to file\n")
     wait_for(lambda: events.filed(harness.drop / "notes.txt"), timeout=60, what="the filed event")
     st = wait_for(lambda: (lambda s: s if s["last_sync"] != before else None)(daemon.status()), timeout=5,

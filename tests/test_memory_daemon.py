@@ -201,7 +201,7 @@ def test_a_memory_write_moves_the_last_sync(running) -> None:
     _repo, _mirror, daemon = running
     rpc = daemon.client(60)
     before = rpc.call("status")["last_sync"]
-    time.sleep(1.2)  # the status shows whole seconds
+    time.sleep(1.2)  # why: the status shows whole seconds: the next last sync must differ
     result = rpc.call("memory.append", {"permalink": "journal-2026-11-df70", "category": "desk",
                                         "text": "桌面端追加：last sync 跟着动", "timeout": 30})
     assert result["verified"]
