@@ -28,7 +28,8 @@ from ohsync.engine.events import SyncEvent
 from ohsync.engine.localfs import Fingerprint, backup_file, stat_fingerprint
 from ohsync.engine.memory_edit import MemoryToolError
 from ohsync.engine.memory_tools import WritePlan
-from ohsync.engine.nofollow import OutsideMirrorError, entry_stat, read_file, remove_file, write_file
+from ohsync.engine.local_replace import keep_crossed
+from ohsync.engine.nofollow import FileChanged, OutsideMirrorError, entry_stat, read_file, remove_file, write_file
 from ohsync.engine.transfer import push
 
 __all__ = ["Planner", "apply_write", "trash_entity"]
@@ -75,7 +76,13 @@ def _write_inside(engine: Any, rel: str, planner: Planner, create: bool) -> Writ
             continue  # saved by someone meanwhile: plan again on the new bytes
         if data is not None and ctx.options.backup_dir is not None:
             backup_file(root, rel, ctx.options.backup_dir, ctx.options.library_name, data=data)
-        write_file(root, rel, plan.data)
+        try:
+            # replaced only if still the version planned on, checked on the very file replaced
+            write_file(root, rel, plan.data, expected=fp)
+        except FileChanged as exc:
+            if exc.crossed is not None:
+                keep_crossed(ctx, rel, ctx.local_path(exc.crossed))
+            continue  # saved by someone in the last instant: plan again on the new bytes
         return plan
     raise MemoryToolError(f"{rel} keeps changing (someone is editing it); try again in a moment")
 
