@@ -176,9 +176,10 @@ def adopt(ctx: MirrorContext, rel_path: str, remote_id: str, *, edited: Base | N
     data, fp = _read_local(ctx, rel_path)
     if seafile_file_id(data) != remote_id:
         raise LocalChanged(f"{rel_path} was saved while syncing; re-planning", path=rel_path)
-    if edited is not None:
-        _unrecorded_push(ctx, rel_path, data, remote_id, edited, ctx.state.base_content(edited))
-    _record_base(ctx, rel_path, data, remote_id, fp)
+    with ctx.state.transaction():
+        if edited is not None:
+            _unrecorded_push(ctx, rel_path, data, remote_id, edited, ctx.state.base_content(edited))
+        _record_base(ctx, rel_path, data, remote_id, fp)
 
 
 def _unrecorded_push(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: str, base: Base | None,
@@ -371,8 +372,9 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         ours_id = seafile_file_id(ours)
         if remote is not None and remote.id == ours_id:
             # already there: an upload of ours whose record was lost (a kill, a lost answer)
-            _unrecorded_push(ctx, rel_path, ours, remote.id, base, base_content)
-            _record_base(ctx, rel_path, ours, remote.id, fp)
+            with ctx.state.transaction():
+                _unrecorded_push(ctx, rel_path, ours, remote.id, base, base_content)
+                _record_base(ctx, rel_path, ours, remote.id, fp)
             ctx.snapshot[rel_path] = remote
             return PushOutcome(action, conflict)
         content = ours
@@ -455,9 +457,11 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                         agreed = False
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue
-            _record_base(ctx, rel_path, content, new_id, fp)
-            record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content, content,
-                        had)
+            with ctx.state.transaction():  # both or neither: a base without its push record would let a
+                # stale overwrite of it be pulled over the person's lines (a kill in between)
+                record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content,
+                            content, had)
+                _record_base(ctx, rel_path, content, new_id, fp)
             if merged_stale is not None:
                 ctx.emit(SyncEvent("synced", rel_path, "up", action="merge", message=stale_note(merged_stale)))
             return PushOutcome(action, conflict)
