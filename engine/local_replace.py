@@ -7,7 +7,7 @@ backup).  Here the check is made on the very file the rename took away:
 
 * :func:`install` backs the live file up, then *exchanges* the new version
   (a temp file beside the target) with it in one rename (Linux
-  ``renameat2(RENAME_EXCHANGE)``, macOS ``renamex_np(RENAME_SWAP)``).  The
+  ``renameat2(RENAME_EXCHANGE)``, macOS ``renameatx_np(RENAME_SWAP)``).  The
   file now under the temp name is exactly what was live at that instant; only
   when it is the version the plan saw is it removed.  Otherwise the two are
   exchanged back, so the save is live again, and the caller re-plans
@@ -19,10 +19,10 @@ backup).  Here the check is made on the very file the rename took away:
 * A save that lands in the instant between the two exchanges (made on top
   of our version) is archived in ``.conflict/`` with a notice, never dropped.
 
-The two renames are :mod:`.renames`.  Where the filesystem can do no exchange, the check is made just before the
-rename, as before (a window of one backup copy).  Nothing here leaves a
-version of the person's under a temp name when it returns or raises: an
-error in the middle leaves the temp file for the caller, never removes it.
+The two renames are :mod:`.renames`.  Where the filesystem can do no
+exchange, the check is made just before the rename, as before (a window of
+one stat).  Nothing here removes a version of the person's: an error in the
+middle leaves the temp file for the caller, never removes it.
 """
 
 from __future__ import annotations
