@@ -147,7 +147,11 @@ def trash_entity(engine: Any, rel: str, planner: Planner,
         if ctx.options.backup_dir is not None:
             backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name, data=data)
         try:
-            remove_file(ctx.local_root, rel)
+            # only the version just pushed and trashed: a save since stays (a new file to the next pass)
+            remove_file(ctx.local_root, rel, expected=base.fingerprint())
+        except FileChanged as exc:
+            if exc.crossed is not None:
+                keep_crossed(ctx, rel, ctx.local_path(exc.crossed))
         except OutsideMirrorError:
             pass
     ctx.state.replace_remote_snapshot(ctx.snapshot.values())

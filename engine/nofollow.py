@@ -329,10 +329,15 @@ def _put_checked(dfd: int, tmp: str, name: str, rel: str, expected: tuple[int, i
     raise FileChanged(f"{rel} was saved twice meanwhile", path=rel, crossed=kept)
 
 
-def remove_file(root: Path, rel: str) -> bool:
+def remove_file(root: Path, rel: str, *, expected: tuple[int, int, int] | None = _ANY) -> bool:
     """Remove the file ``rel`` (a link there is refused, never removed through).
 
+    :param expected: the stat fingerprint the file must still have: it is
+        renamed away to a temp name first and what was taken is checked; another
+        version (a save meanwhile) is renamed back.  Without it, whatever is
+        there is removed.
     :returns: False when it did not exist.
+    :raises FileChanged: ``expected`` was given and the file is another version (it stays).
     :raises OutsideMirrorError: a folder on the way is a symbolic link, or
         ``rel`` itself is one.
     """
@@ -340,7 +345,22 @@ def remove_file(root: Path, rel: str) -> bool:
         with _parent(root, rel) as (dfd, name):
             if _is_link(dfd, name):
                 raise _link_refusal(rel, folder=False)
-            os.unlink(name, dir_fd=dfd)
+            if expected is _ANY:
+                os.unlink(name, dir_fd=dfd)
+                return True
+            if _fingerprint(dfd, name) != expected:
+                raise FileChanged(f"{rel} was saved meanwhile; kept", path=rel)
+            hold = f"{TEMP_PREFIX}{secrets.token_hex(6)}"
+            os.rename(name, hold, src_dir_fd=dfd, dst_dir_fd=dfd)
+            if _fingerprint(dfd, hold) == expected:
+                os.unlink(hold, dir_fd=dfd)
+                return True
+            folder = rel.rpartition("/")[0]
+            try:
+                rename_new(hold, name, dir_fd=dfd)
+            except FileExistsError:
+                raise FileChanged(f"{rel} was saved twice meanwhile", path=rel,
+                                  crossed=f"{folder}/{hold}" if folder else hold) from None
+            raise FileChanged(f"{rel} was saved meanwhile; kept", path=rel)
     except (FileNotFoundError, NotADirectoryError):
         return False
-    return True

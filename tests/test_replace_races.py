@@ -270,3 +270,27 @@ def test_save_landing_while_a_memory_tool_writes_the_file_stays_live(devserver, 
     lines = [b"- [b] person", b"- [d] agent"] + ([b"- [c] person again"] if twice else [])
     assert _unkept(m, "notes/n.md", lines) == [], read_tree(m.root)
     assert bool(m.state.conflicts()) == twice
+
+
+def test_save_landing_while_a_memory_tool_trashes_the_file_stays_live(devserver, tmp_path, monkeypatch) -> None:
+    # memory_delete moves the entity into /.trash/ on the server, then removes it here; the
+    # person saves it in between: that save is not removed (it syncs again as the file)
+    from ohsync.engine import memory_writes
+    from ohsync.engine.memory_tools import WritePlan
+
+    m = synced_small(devserver, tmp_path, {"/notes/n.md": b"# N\n\n## Observations\n- [a] one\n"})
+    path = m.root / "notes" / "n.md"
+    real = memory_writes.delete_remote
+
+    def trash_then_a_save(ctx, rel, base):  # noqa: ANN001, ANN202
+        moved = real(ctx, rel, base)
+        _append(path, b"- [b] person\n")
+        return moved
+
+    monkeypatch.setattr(memory_writes, "delete_remote", trash_then_a_save)
+    result = memory_writes.trash_entity(
+        m.engine, "notes/n.md", lambda data: WritePlan("notes/n.md", (data or b"") + b"status: trashed\n", {}))
+    assert result["trash"] and not result["in_place"]
+    assert b"- [b] person" in path.read_bytes()              # the save was not removed with the entity
+    _settle(m)
+    assert b"- [b] person" in devserver.read_file(m.repo_id, "/notes/n.md")
