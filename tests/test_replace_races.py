@@ -294,3 +294,26 @@ def test_save_landing_while_a_memory_tool_trashes_the_file_stays_live(devserver,
     assert b"- [b] person" in path.read_bytes()              # the save was not removed with the entity
     _settle(m)
     assert b"- [b] person" in devserver.read_file(m.repo_id, "/notes/n.md")
+
+
+@pytest.mark.parametrize("exchange_works", [True, False])
+def test_a_checked_memory_write_replaces_only_the_version_expected(tmp_path, monkeypatch,
+                                                                   exchange_works: bool) -> None:
+    from ohsync.engine import nofollow
+
+    if not exchange_works:
+        monkeypatch.setattr(renames, "_RENAME", None)          # the check just before the rename
+    (tmp_path / "notes").mkdir()
+    target = tmp_path / "notes" / "n.md"
+    target.write_bytes(b"v1\n")
+    st = os.lstat(target)
+    seen = (st.st_size, st.st_mtime_ns, st.st_ino)
+    nofollow.write_file(tmp_path, "notes/n.md", b"v2\n", expected=seen)
+    assert target.read_bytes() == b"v2\n"
+    with pytest.raises(nofollow.FileChanged):                   # v2 is not the version seen
+        nofollow.write_file(tmp_path, "notes/n.md", b"v3\n", expected=seen)
+    with pytest.raises(nofollow.FileChanged):                   # it exists: not "no file there"
+        nofollow.write_file(tmp_path, "notes/n.md", b"v3\n", expected=None)
+    nofollow.write_file(tmp_path, "notes/new.md", b"new\n", expected=None)
+    assert target.read_bytes() == b"v2\n" and (tmp_path / "notes" / "new.md").read_bytes() == b"new\n"
+    assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["n.md", "new.md"]   # no temp files left
