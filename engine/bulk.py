@@ -41,7 +41,8 @@ from .context import MirrorContext
 from .errors import LocalError, RemoteError
 from .events import SyncEvent
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
-from .localfs import atomic_write, stat_fingerprint, temp_beside
+from .local_replace import LocalChanged, install, write_over
+from .localfs import stat_fingerprint, temp_beside
 from .merge import is_text
 from .models import RemoteEntry
 from .state import Base
@@ -156,7 +157,9 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
                 try:
                     if target.exists() or folder_vanished(ctx, rel):
                         continue  # the person was faster: the next pass plans it again
-                    fp = atomic_write(target, data, entry.mtime or None)
+                    fp = write_over(ctx, rel, data, None, entry.mtime or None)  # never over a file made meanwhile
+                except LocalChanged:
+                    continue
                 except OSError as exc:
                     if exc.errno in _WHOLE_DISK:
                         break  # the disk is full: the rest go one by one, each failure on its own path
@@ -259,7 +262,9 @@ def _install(ctx: MirrorContext, entry: RemoteEntry, tmp: Path, file_id: str, ha
         if entry.mtime > 0:
             os.utime(tmp, (entry.mtime, entry.mtime))
         fp = stat_fingerprint(os.stat(tmp))  # the fetched file's own (see localfs.atomic_write)
-        os.replace(tmp, target)
+        install(ctx, entry.path, tmp, None)  # never over a file made meanwhile
+    except LocalChanged:
+        return False
     except OSError as exc:
         if _name_refused(exc):
             refused[entry.path] = exc

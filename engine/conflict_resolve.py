@@ -32,7 +32,6 @@ import os
 import shutil
 import stat
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from datetime import datetime, timezone
@@ -43,7 +42,8 @@ from .deletes import TRASH_DIR, delete_remote, trash_path, trashed_key
 from .errors import OhsyncError
 from .ids import file_hashes
 from .events import ConflictRecord, SyncEvent
-from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
+from .local_replace import install, remove, write_over
+from .localfs import stat_fingerprint, temp_beside
 from .paths import normalize_rel, parent_rel
 from .special_dirs import working_dir
 from .state import Base
@@ -199,17 +199,18 @@ def read_version(ctx: MirrorContext, rel: str, limit: int | None = None) -> Vers
     return Version(data, st.st_size, st.st_mtime, digest.hexdigest(), len(data) == st.st_size)
 
 
-def _copy_in(ctx: MirrorContext, source: str, target: Path) -> None:
-    """Copy the mirror's file ``source`` over ``target`` atomically (streamed, fsynced)."""
+def _copy_in(ctx: MirrorContext, source: str, rel: str, seen: tuple[int, int, int] | None) -> None:
+    """Copy the mirror's file ``source`` over ``rel`` atomically (streamed,
+    fsynced, :func:`~ohsync.engine.local_replace.install`: unless ``rel`` is
+    no longer the version ``seen``)."""
     fh = _open_file(ctx, source)
     if fh is None:
         raise ResolveRefused(f"{source} is gone", path=source)
-    with fh, temp_beside(target) as (out, tmp):
+    with fh, temp_beside(ctx.local_path(rel)) as (out, tmp):
         shutil.copyfileobj(fh, out, _CHUNK)
         out.flush()
         os.fsync(out.fileno())
-        out.close()
-        os.replace(tmp, target)
+    install(ctx, rel, tmp, seen)
 
 
 def _push(ctx: MirrorContext, rel: str, base: Base | None) -> PushOutcome:
@@ -238,10 +239,15 @@ def _trash_copy(ctx: MirrorContext, rel: str) -> str | None:
         except LocalChanged:
             raise ResolveRefused(f"the archived copy {rel} changed on the server; let it sync, then try again",
                                  path=rel) from None
-    if path.exists():
-        if ctx.options.backup_dir is not None:
-            backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
-        path.unlink()
+    try:
+        fp = stat_fingerprint(os.lstat(path))
+    except FileNotFoundError:
+        fp = None
+    if fp is not None:
+        try:
+            remove(ctx, rel, fp)   # after a backup; a save landing meanwhile stays
+        except (FileNotFoundError, LocalChanged):
+            pass
     ctx.state.delete_base(rel)
     return moved
 
@@ -285,13 +291,14 @@ def _write_live(ctx: MirrorContext, rel: str, new: bytes | str, seen: tuple[int,
         now = None
     if now != seen:
         raise ResolveRefused(f"{rel} was saved meanwhile; look at it again, then choose", path=rel)
-    if now is not None and ctx.options.backup_dir is not None:
-        backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(new, bytes):
-        atomic_write(path, new)
-    else:
-        _copy_in(ctx, new, path)
+    try:  # backed up first; a save landing meanwhile stays live (checked on the file replaced)
+        if isinstance(new, bytes):
+            write_over(ctx, rel, new, seen)
+        else:
+            _copy_in(ctx, new, rel, seen)
+    except LocalChanged:
+        raise ResolveRefused(f"{rel} was saved meanwhile; look at it again, then choose", path=rel) from None
 
 
 def _unchanged(ctx: MirrorContext, rel: str, expected: str | None, which: str) -> None:

@@ -19,6 +19,8 @@ __all__ = ["POINTS", "CrashHook", "reach", "set_hook"]
 POINTS = (
     "remote.snapshot_written",  # the listing's changed rows are written, its head not yet (one transaction)
     "pull.downloaded",        # the new version is in a temp file beside the target
+    "replace.ready",          # a new version is beside a local file (backed up), about to be exchanged with it
+    "replace.exchanged",      # exchanged: the version taken away is under the temp name, not yet checked
     "pull.replaced",          # the target was replaced, base not yet recorded
     "push.uploaded",          # the server has our version, not yet read back
     "push.verified",          # read back, base not yet recorded
@@ -29,7 +31,7 @@ POINTS = (
     "move.remote_done",       # a local move was carried out on the server, base not moved
     "move.local_done",        # a remote move was carried out locally, base not moved
     "delete.remote_trashed",  # the file is in the server's trash, base not forgotten
-    "delete.local_backed_up",  # the backup is written, the local file not yet removed
+    "delete.local_backed_up",  # the backup is written, the local file not yet renamed away and removed
     # drop-folder filing (engine/filing/filer.py, engine/filing/steps.py), in pipeline order:
     "filing.planned",         # the job is recorded, nothing sent yet
     "filing.chunk_sent",      # a non-final chunk of a chunked upload is on the server

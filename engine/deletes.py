@@ -20,7 +20,8 @@ from .names import fit_name
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import NotFoundError
-from .localfs import backup_file, stat_fingerprint, temp_beside
+from .local_replace import remove
+from .localfs import temp_beside
 from .models import RemoteEntry
 from .paths import parent_rel, to_local
 from .state import Base
@@ -91,18 +92,15 @@ def delete_local(ctx: MirrorContext, rel_path: str, expected: tuple[int, int, in
     :param expected: the fingerprint the plan saw.
     :raises LocalChanged: the file changed since the plan (it will be uploaded).
     """
-    path = ctx.local_path(rel_path)
-    try:
-        fp = stat_fingerprint(os.stat(path))
-    except FileNotFoundError:
+    if expected is None:
+        if os.path.lexists(ctx.local_path(rel_path)):
+            raise LocalChanged(f"{rel_path} appeared locally; keeping it", path=rel_path)
         ctx.state.delete_base(rel_path)
         return
-    if fp != expected:
-        raise LocalChanged(f"{rel_path} changed locally; keeping it", path=rel_path)
-    if ctx.options.backup_dir is not None:
-        backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
-    reach("delete.local_backed_up")
-    path.unlink()
+    try:
+        remove(ctx, rel_path, expected)  # checked on the very file taken away (a save meanwhile stays)
+    except FileNotFoundError:
+        pass
     ctx.state.delete_base(rel_path)
 
 

@@ -32,7 +32,7 @@ from .names import is_desktop_junk
 from .paths import normalize_rel
 from .resolve import Copy
 from .state import Base
-from .transfer import LocalChanged
+from .local_replace import LocalChanged, remove
 
 __all__ = ["archive_local_file", "archive_remote_file", "clear_desktop_junk", "local_tree_changed",
            "remote_tree_changed"]
@@ -95,11 +95,10 @@ def archive_local_file(ctx: MirrorContext, rel: str, reason: str) -> ConflictRec
     copy = Copy("upload", rel, "local" if origin == "remote" else origin, reason, ("kind",),
                 announce="the file here was archived as {stored}; the folder keeps the name")
     record = archive(ctx, rel, copy, theirs=data, when=datetime.now(timezone.utc))
-    if stat_fingerprint(os.lstat(path)) != before:
-        raise LocalChanged(f"{rel} changed while it was archived; keeping it", path=rel)
-    if ctx.options.backup_dir is not None:
-        backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name)
-    path.unlink()
+    try:
+        remove(ctx, rel, before)  # after a backup; checked on the very file taken away
+    except (FileNotFoundError, LocalChanged):
+        raise LocalChanged(f"{rel} changed while it was archived; keeping it", path=rel) from None
     ctx.state.delete_base(rel)
     return record
 

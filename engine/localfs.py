@@ -27,7 +27,7 @@ from .ignore import TEMP_PREFIX, IgnoreRules
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "temp_beside", "clean_temp_files", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors",
+           "atomic_write", "temp_beside", "new_temp", "clean_temp_files", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors",
            "find_decomposed"]
 
 Fingerprint = tuple[int, int, int]
@@ -181,6 +181,14 @@ def hash_file(path: Path) -> tuple[str, str, int, Fingerprint]:
     return sha1, fid, size, after
 
 
+def new_temp(folder: Path) -> Path:
+    """Create an empty temp file in ``folder`` (a name the watcher and the
+    scan ignore) and return its path; a rename onto it replaces it."""
+    fd, path = _new_temp(folder)
+    os.close(fd)
+    return path
+
+
 def _new_temp(folder: Path) -> tuple[int, Path]:
     """Create a new temp file in ``folder`` (a name the watcher ignores) with
     the mode a new file gets there: 0666 under the person's umask (and the
@@ -267,7 +275,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str, *,
-                data: bytes | None = None) -> Path | None:
+                data: bytes | None = None, source: Path | None = None) -> Path | None:
     """Copy a local file to ``backup_root/<YYYY-MM-DD>/<library>/<rel path>``.
 
     Called before the daemon overwrites or deletes a local file.  An
@@ -275,9 +283,11 @@ def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str
 
     :param data: the file's bytes as the caller already read them (without
         following links); then the file is not opened again.
+    :param source: where the file's version is now, when not at its path
+        (the version a replace just took away, under a temp name).
     :returns: the backup path, or None when the file does not exist.
     """
-    src = to_local(local_root, rel_path)
+    src = source if source is not None else to_local(local_root, rel_path)
     if data is None and not src.is_file():
         return None
     now = datetime.now(timezone.utc)

@@ -17,7 +17,8 @@ from typing import Any, BinaryIO
 from .context import MirrorContext
 from .errors import NotFoundError
 from .events import SyncEvent
-from .localfs import backup_file, stat_fingerprint
+from .local_replace import write_over
+from .localfs import stat_fingerprint
 from .merge import is_text
 from .models import RemoteEntry
 from .paths import from_remote, parent_rel
@@ -136,11 +137,10 @@ class EngineMirror:
         self._persist()
         return outcome.action
 
-    def back_up(self, rel: str) -> None:
-        """See :meth:`MirrorAPI.back_up <ohsync.engine.filing.api.MirrorAPI.back_up>`."""
-        options = self._ctx.options
-        if options.backup_dir is not None:
-            backup_file(self._ctx.local_root, rel, options.backup_dir, options.library_name)
+    def write_over(self, rel: str, data: bytes, expected: tuple[int, int, int]) -> None:
+        """See :meth:`MirrorAPI.write_over <ohsync.engine.filing.api.MirrorAPI.write_over>`
+        (:func:`~ohsync.engine.local_replace.write_over`: checked on the very file replaced)."""
+        write_over(self._ctx, rel, data, expected)
 
     def adopt(self, rel: str, *, sha1: str, remote_id: str, size: int) -> None:
         """See :meth:`MirrorAPI.adopt <ohsync.engine.filing.api.MirrorAPI.adopt>`."""

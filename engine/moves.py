@@ -17,6 +17,7 @@ from collections import Counter
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError
+from .renames import rename_new
 from .localfs import LocalFile, hash_file, stat_fingerprint
 from .models import EMPTY_ID, RemoteEntry
 from .paths import parent_rel
@@ -143,7 +144,10 @@ def move_local(ctx: MirrorContext, old: Plan, new: Plan) -> None:
     if fp != old.fp or dst.exists():
         raise LocalChanged(f"{old.rel} changed locally; not moving it", path=old.rel)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    os.rename(src, dst)
+    try:
+        rename_new(src, dst)  # never over a file made there meanwhile
+    except FileExistsError:
+        raise LocalChanged(f"{new.rel} was created here meanwhile; not moving {old.rel}", path=old.rel) from None
     reach("move.local_done")
     # the fingerprint checked before the rename (which keeps it): a stat of dst now
     # could be of a save that landed in between, which would then pass for synced

@@ -25,11 +25,14 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .errors import LocalError
 from .ignore import TEMP_PREFIX
+from .renames import exchange, rename_new
 
-__all__ = ["OutsideMirrorError", "symlink_on_the_way", "read_file", "entry_stat", "write_file", "remove_file"]
+__all__ = ["OutsideMirrorError", "FileChanged", "symlink_on_the_way", "read_file", "entry_stat", "write_file",
+           "remove_file"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -199,14 +202,48 @@ def entry_stat(root: Path, rel: str) -> os.stat_result | None:
     return st
 
 
-def write_file(root: Path, rel: str, data: bytes, *, make_parents: bool = True) -> os.stat_result:
+class FileChanged(LocalError):
+    """:func:`write_file` with ``expected``: the file was not the version
+    expected when it was to be replaced (saved meanwhile); it is left as it is.
+
+    :ivar crossed: the library path of a temp file holding a second save that
+        landed over ours in the instant it was live (the caller archives it),
+        or None.
+    """
+
+    title = "File changed meanwhile"
+
+    def __init__(self, message: str, *, path: str | None = None, crossed: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.crossed = crossed
+
+
+_ANY: Any = object()
+
+
+def _fingerprint(dfd: int, name: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def write_file(root: Path, rel: str, data: bytes, *, make_parents: bool = True,
+               expected: tuple[int, int, int] | None = _ANY) -> os.stat_result:
     """Write ``data`` to ``rel`` atomically, creating missing folders without following links.
 
     A temp file (a name the watcher ignores) in the same folder, fsynced,
     renamed over ``rel`` relative to the folder's descriptor, then the folder
     fsynced.  A rewritten file keeps its mode.
 
+    :param expected: the stat fingerprint ``(size, mtime_ns, inode)`` the
+        file must still have (None: no file there) at the instant it is
+        replaced: the temp file is *exchanged* with it (:mod:`.renames`) and
+        what came away is checked; another version is exchanged back.
+        Without it, whatever is there is replaced.
     :returns: the stat of the new file.
+    :raises FileChanged: ``expected`` was given and the file is another version.
     :raises OutsideMirrorError: ``rel`` or a folder on its way is a symbolic link.
     :raises OSError: as the file system reports (disk full, read-only…).
     """
@@ -217,6 +254,8 @@ def write_file(root: Path, rel: str, data: bytes, *, make_parents: bool = True) 
             old = None
         if old is not None and stat.S_ISLNK(old.st_mode):
             raise _link_refusal(rel, folder=False)
+        if expected is not _ANY and _fingerprint(dfd, name) != expected:
+            raise FileChanged(f"{rel} was saved meanwhile", path=rel)
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
         for _ in range(100):
             tmp = f"{TEMP_PREFIX}{secrets.token_hex(6)}"
@@ -234,12 +273,18 @@ def write_file(root: Path, rel: str, data: bytes, *, make_parents: bool = True) 
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=dfd)
-            except OSError:
-                pass
+                st = os.fstat(fh.fileno())
+                ours = (st.st_size, st.st_mtime_ns, st.st_ino)
+            if expected is _ANY:
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            else:
+                _put_checked(dfd, tmp, name, rel, expected, ours)
+        except BaseException as exc:
+            if not (isinstance(exc, FileChanged) and exc.crossed):  # a save kept there is never removed
+                try:
+                    os.unlink(tmp, dir_fd=dfd)
+                except OSError:
+                    pass
             raise
         try:
             os.fsync(dfd)
@@ -248,10 +293,51 @@ def write_file(root: Path, rel: str, data: bytes, *, make_parents: bool = True) 
         return os.stat(name, dir_fd=dfd, follow_symlinks=False)
 
 
-def remove_file(root: Path, rel: str) -> bool:
+def _put_checked(dfd: int, tmp: str, name: str, rel: str, expected: tuple[int, int, int] | None,
+                 ours: tuple[int, int, int]) -> None:
+    """Put ``tmp`` at ``name`` if ``name`` is ``expected`` at that instant (see :func:`write_file`)."""
+    if expected is None:
+        try:
+            rename_new(tmp, name, dir_fd=dfd)
+        except FileExistsError:
+            raise FileChanged(f"{rel} was created meanwhile", path=rel) from None
+        return
+    try:
+        swapped = exchange(tmp, name, dir_fd=dfd)
+    except FileNotFoundError:
+        raise FileChanged(f"{rel} was removed meanwhile", path=rel) from None
+    if not swapped:  # a filesystem that cannot exchange names: the check just before
+        if _fingerprint(dfd, name) != expected:
+            raise FileChanged(f"{rel} was saved meanwhile", path=rel)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return
+    if _fingerprint(dfd, tmp) == expected:
+        os.unlink(tmp, dir_fd=dfd)
+        return
+    folder = rel.rpartition("/")[0]
+    kept = f"{folder}/{tmp}" if folder else tmp
+    try:
+        exchange(tmp, name, dir_fd=dfd)   # the save that landed meanwhile goes live again
+    except OSError:
+        try:
+            rename_new(tmp, name, dir_fd=dfd)   # the name went meanwhile: the save takes it again
+        except OSError:
+            raise FileChanged(f"{rel} was saved and replaced meanwhile", path=rel, crossed=kept) from None
+        raise FileChanged(f"{rel} was saved meanwhile", path=rel) from None
+    if _fingerprint(dfd, tmp) == ours:
+        raise FileChanged(f"{rel} was saved meanwhile", path=rel)
+    raise FileChanged(f"{rel} was saved twice meanwhile", path=rel, crossed=kept)
+
+
+def remove_file(root: Path, rel: str, *, expected: tuple[int, int, int] | None = _ANY) -> bool:
     """Remove the file ``rel`` (a link there is refused, never removed through).
 
+    :param expected: the stat fingerprint the file must still have: it is
+        renamed away to a temp name first and what was taken is checked; another
+        version (a save meanwhile) is renamed back.  Without it, whatever is
+        there is removed.
     :returns: False when it did not exist.
+    :raises FileChanged: ``expected`` was given and the file is another version (it stays).
     :raises OutsideMirrorError: a folder on the way is a symbolic link, or
         ``rel`` itself is one.
     """
@@ -259,7 +345,22 @@ def remove_file(root: Path, rel: str) -> bool:
         with _parent(root, rel) as (dfd, name):
             if _is_link(dfd, name):
                 raise _link_refusal(rel, folder=False)
-            os.unlink(name, dir_fd=dfd)
+            if expected is _ANY:
+                os.unlink(name, dir_fd=dfd)
+                return True
+            if _fingerprint(dfd, name) != expected:
+                raise FileChanged(f"{rel} was saved meanwhile; kept", path=rel)
+            hold = f"{TEMP_PREFIX}{secrets.token_hex(6)}"
+            os.rename(name, hold, src_dir_fd=dfd, dst_dir_fd=dfd)
+            if _fingerprint(dfd, hold) == expected:
+                os.unlink(hold, dir_fd=dfd)
+                return True
+            folder = rel.rpartition("/")[0]
+            try:
+                rename_new(hold, name, dir_fd=dfd)
+            except FileExistsError:
+                raise FileChanged(f"{rel} was saved twice meanwhile", path=rel,
+                                  crossed=f"{folder}/{hold}" if folder else hold) from None
+            raise FileChanged(f"{rel} was saved meanwhile; kept", path=rel)
     except (FileNotFoundError, NotADirectoryError):
         return False
-    return True

@@ -25,7 +25,8 @@ from .conflict_names import CONFLICT_DIR
 from .context import MirrorContext
 from .errors import LocalError, NotFoundError, OhsyncError, classify, local_error
 from .events import SyncEvent, SyncReport
-from .localfs import atomic_write, backup_file, stat_fingerprint
+from .local_replace import LocalChanged, write_over
+from .localfs import backup_file, stat_fingerprint
 from .merge import merge_versions
 from .paths import from_remote, parent_rel
 from .special_dirs import is_under
@@ -136,12 +137,11 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
     if decision.copy is None:
         assert decision.live is not None and ours is not None
         if decision.live != ours:
-            if stat_fingerprint(os.stat(local)) != fp:
+            try:
+                write_over(ctx, original, decision.live, fp)
+            except LocalChanged:
                 raise LocalError(f"{original} changed while a Seafile conflict file was merged; "
-                                 "will try again", path=original)
-            if ctx.options.backup_dir is not None:
-                backup_file(ctx.local_root, original, ctx.options.backup_dir, ctx.options.library_name)
-            atomic_write(local, decision.live)
+                                 "will try again", path=original) from None
         if decision.drop_source:
             remove_remote(ctx, rel)
         _drop_local(ctx, rel)
@@ -149,12 +149,14 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
         ctx.emit(SyncEvent("synced", original, "down", action="merge",
                            message=f"merged the Seafile conflict file {rel.rpartition('/')[2]}"))
         return
-    if decision.live is not None and decision.live != ours and stat_fingerprint(os.stat(local)) == fp:
+    if decision.live is not None and decision.live != ours:
         # What merged stays live (pushed by the next pass); the whole
-        # conflict file is archived below.
-        if ctx.options.backup_dir is not None:
-            backup_file(ctx.local_root, original, ctx.options.backup_dir, ctx.options.library_name)
-        atomic_write(local, decision.live)
+        # conflict file is archived below.  A save landing meanwhile stays
+        # live instead (the archived copy keeps the other side).
+        try:
+            write_over(ctx, original, decision.live, fp)
+        except LocalChanged:
+            pass
     record = archive(ctx, original, decision.copy, remote=entry)
     _drop_local(ctx, rel)
     report.conflicts.append(record)

@@ -120,7 +120,7 @@ class RunSteps(PlanSteps):
                 # Same bytes on both sides (e.g. a crash after an upload): adopt.
                 _, fid, _, _ = hash_file(ctx.local_path(rel))
                 if fid == remote.id:
-                    adopt(ctx, rel, remote.id)
+                    adopt(ctx, rel, remote.id, edited=base if action is Action.MERGE else None)
                     ctx.emit(SyncEvent("synced", rel, action="adopt"))
                     self._check_damaged(rel)
                     return

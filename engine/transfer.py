@@ -27,7 +27,8 @@ from .context import MirrorContext
 from .errors import RemoteOperationError, LocalError
 from .events import ConflictRecord, SyncEvent
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
-from .localfs import atomic_write, backup_file, stat_fingerprint, temp_beside
+from .local_replace import LocalChanged, install, write_over
+from .localfs import stat_fingerprint, temp_beside
 from .merge import is_text, merge_versions
 from .models import RemoteEntry
 from .paths import parent_rel
@@ -48,12 +49,6 @@ class WritersFighting(LocalError):
     """A path keeps conflicting (two writers fighting): it is left alone for a while."""
 
     title = "Path paused"
-
-
-class LocalChanged(LocalError):
-    """The local file changed after the plan was made: re-plan the path."""
-
-    title = "File changed meanwhile"
 
 
 @dataclass
@@ -99,12 +94,9 @@ def _local_unchanged(ctx: MirrorContext, rel_path: str, expected: tuple[int, int
 
 def _replace_local(ctx: MirrorContext, rel_path: str, data: bytes, expected: tuple[int, int, int] | None,
                    mtime: float | None = None) -> tuple[int, int, int]:
-    """Back up and atomically replace a local file, unless it changed meanwhile."""
-    if not _local_unchanged(ctx, rel_path, expected):
-        raise LocalChanged(f"{rel_path} changed while syncing; re-planning", path=rel_path)
-    if expected is not None and ctx.options.backup_dir is not None:
-        backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
-    return atomic_write(ctx.local_path(rel_path), data, mtime)
+    """Back up and atomically replace a local file, unless it changed meanwhile
+    (:func:`~ohsync.engine.local_replace.write_over`: checked on the very file replaced)."""
+    return write_over(ctx, rel_path, data, expected, mtime)
 
 
 def folder_vanished(ctx: MirrorContext, rel_path: str) -> bool:
@@ -161,19 +153,50 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
         reach("pull.downloaded")
         if not _local_unchanged(ctx, rel_path, expected):
             raise LocalChanged(f"{rel_path} changed while downloading; re-planning", path=rel_path)
-        if expected is not None and ctx.options.backup_dir is not None:
-            backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name)
-        os.replace(tmp, target)
+    # outside the temp file's block: an error there never removes what the exchange took away
+    install(ctx, rel_path, tmp, expected)
     reach("pull.replaced")
     base = Base(rel_path, False, sha1, file_id or remote.id, *fp)
     ctx.state.set_base(base, text if text is not None and is_text(text) else None)
     ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, file_id or remote.id, size, remote.mtime)
 
 
-def adopt(ctx: MirrorContext, rel_path: str, remote_id: str) -> None:
-    """Both sides hold the same bytes: record them as the base, move nothing."""
+def adopt(ctx: MirrorContext, rel_path: str, remote_id: str, *, edited: Base | None = None) -> None:
+    """Both sides hold the same bytes: record them as the base, move nothing.
+
+    :param edited: the base the local file was edited from, when it changed
+        here since (a plan that found both sides changed): the server holding
+        exactly our edit is most likely a push of ours that was never
+        recorded (the daemon killed after the upload, or the upload's answer
+        lost), so it is recorded as one (:func:`_unrecorded_push`).
+    :raises LocalChanged: the local file no longer holds ``remote_id``'s
+        bytes (saved since it was hashed): recording it would take that save
+        for synced, never to be uploaded, and a later download would replace it.
+    """
     data, fp = _read_local(ctx, rel_path)
-    _record_base(ctx, rel_path, data, remote_id, fp)
+    if seafile_file_id(data) != remote_id:
+        raise LocalChanged(f"{rel_path} was saved while syncing; re-planning", path=rel_path)
+    with ctx.state.transaction():
+        if edited is not None:
+            _unrecorded_push(ctx, rel_path, data, remote_id, edited, ctx.state.base_content(edited))
+        _record_base(ctx, rel_path, data, remote_id, fp)
+
+
+def _unrecorded_push(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: str, base: Base | None,
+                     base_content: bytes | None) -> None:
+    """The server holds our local edit ``data`` (id ``remote_id``) although
+    the base says otherwise: record it as a push of ours that replaced the
+    base, so that a later upload by another client of a version from before
+    it (a stale or blind overwrite) is merged back, not pulled over the
+    person's lines (:mod:`.history_merge`).  When someone else had written
+    in between, that version's lines count as ours too: they are kept, never
+    dropped.  Nothing for a path without a base (a new file: nobody can have
+    read an older version of it)."""
+    from .history_merge import record_push
+
+    if base is None or base.is_dir or base.remote_id in (None, remote_id):
+        return
+    record_push(ctx, rel_path, remote_id, base.remote_id, base_content, data, base_content)
 
 
 def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
@@ -348,7 +371,10 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             remote = current_remote(ctx, rel_path)
         ours_id = seafile_file_id(ours)
         if remote is not None and remote.id == ours_id:
-            _record_base(ctx, rel_path, ours, remote.id, fp)  # already there
+            # already there: an upload of ours whose record was lost (a kill, a lost answer)
+            with ctx.state.transaction():
+                _unrecorded_push(ctx, rel_path, ours, remote.id, base, base_content)
+                _record_base(ctx, rel_path, ours, remote.id, fp)
             ctx.snapshot[rel_path] = remote
             return PushOutcome(action, conflict)
         content = ours
@@ -431,9 +457,11 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                         agreed = False
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue
-            _record_base(ctx, rel_path, content, new_id, fp)
-            record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content, content,
-                        had)
+            with ctx.state.transaction():  # both or neither: a base without its push record would let a
+                # stale overwrite of it be pulled over the person's lines (a kill in between)
+                record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content,
+                            content, had)
+                _record_base(ctx, rel_path, content, new_id, fp)
             if merged_stale is not None:
                 ctx.emit(SyncEvent("synced", rel_path, "up", action="merge", message=stale_note(merged_stale)))
             return PushOutcome(action, conflict)

@@ -147,6 +147,8 @@ def _check_deleted_locally(s: Setup) -> None:
 SCENARIOS = [
     Scenario("remote.snapshot_written", _remote_edit, (DOC_REMOTE, DOC_BASE), _check_pulled),
     Scenario("pull.downloaded", _remote_edit, (DOC_REMOTE, DOC_BASE), _check_pulled),
+    Scenario("replace.ready", _remote_edit, (DOC_REMOTE, DOC_BASE), _check_pulled),
+    Scenario("replace.exchanged", _remote_edit, (DOC_REMOTE, DOC_BASE), _check_pulled),
     Scenario("pull.replaced", _remote_edit, (DOC_REMOTE, DOC_BASE), _check_pulled),
     Scenario("push.uploaded", _local_edit, (DOC_LOCAL,), _check_pushed),
     Scenario("push.verified", _local_edit, (DOC_LOCAL,), _check_pushed),

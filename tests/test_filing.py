@@ -323,6 +323,35 @@ def test_journal_lines_written_elsewhere_meanwhile_are_kept(env):
     env.assert_converged()
 
 
+def test_a_journal_line_the_person_saves_while_the_filing_line_is_written_stays(env):
+    # the person's editor saves the journal in the instant the filing line is written into it
+    from ohsync.engine.crashpoints import set_hook
+
+    journal = env.mirror.root / "journal" / "2026-11.md"
+    mine = "- [note] 2026-11-30 09:12 written at the desk #desk"
+    fired: list[str] = []
+
+    def hook(name: str) -> None:
+        if name == "replace.ready" and not fired:
+            fired.append(name)
+            with open(journal, "ab") as fh:
+                fh.write(mine.encode() + b"\n")
+
+    filer = env.filer()
+    previous = set_hook(hook)
+    try:
+        result = filer.file(env.drop_file("n.txt", b"n\n"))
+    finally:
+        set_hook(previous)
+    assert fired, "the journal line was never written over the journal"
+    assert result.status == "failed" and "is being edited" in result.message, result.message
+    assert mine in journal.read_text("utf-8")                   # the save stays live
+    assert [r.status for r in filer.resume()] == ["filed"]      # the filing line follows on the next try
+    ours = journal_line("n.txt", "/Files/_inbox/n.txt", NOW)
+    assert env.journal_count(mine) == 1 and env.journal_count(ours) == 1
+    env.assert_converged()
+
+
 def test_source_changed_before_upload_is_replanned(env, monkeypatch):
     source = env.drop_file("draft.txt", b"v1\n")
     filer = env.filer()

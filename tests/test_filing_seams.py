@@ -206,8 +206,9 @@ class FakeMirror:
         self.remote[rel] = (self.local_root / rel).read_bytes()
         return "upload"
 
-    def back_up(self, rel):
-        self.calls.append(f"back up {rel}")
+    def write_over(self, rel, data, expected):
+        self.calls.append(f"write over {rel}")
+        (self.local_root / rel).write_bytes(data)
 
     def adopt(self, rel, *, sha1, remote_id, size):
         self.adopted[rel] = remote_id
@@ -249,7 +250,7 @@ def test_filing_runs_end_to_end_on_a_fake_of_its_engine_api(tmp_path):
     journal = mirror.remote["journal/2026-11.md"].decode()
     assert "- [x] kept" in journal and journal_line("notes.pdf", "/Files/pdf/2026/notes.pdf", NOW) in journal
     assert mirror.calls == ["upload Files/pdf/2026/notes.pdf", "verify Files/pdf/2026/notes.pdf",
-                            "push Files/pdf/2026/notes.pdf.md", "back up journal/2026-11.md",
+                            "push Files/pdf/2026/notes.pdf.md", "write over journal/2026-11.md",
                             "push journal/2026-11.md"]
     assert not source.exists() and (mirror.local_root / "Files/pdf/2026/notes.pdf").read_bytes() == \
         b"%PDF-1.4 lecture\n"

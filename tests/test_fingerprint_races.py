@@ -18,25 +18,31 @@ import pytest
 from breaker_helpers import synced_small
 from engine_helpers import mirrored, read_tree
 
+from ohsync.engine import local_replace, moves
+
 
 def _save_right_after_rename(monkeypatch: pytest.MonkeyPatch, target: str, save) -> list[str]:  # noqa: ANN001
-    """Run ``save()`` right after the first ``os.replace``/``os.rename`` onto a path ending in
-    ``target`` (the person's editor saving in the instant after ohsync's rename)."""
+    """Run ``save()`` right after the first rename onto a path ending in ``target``
+    (``os.replace``/``os.rename``, or ``engine/local_replace.py``'s exchange and
+    no-replace rename): the person's editor saving in the instant after ohsync's rename."""
     done: list[str] = []
-    real_replace, real_rename = os.replace, os.rename
+    reals = [(os, "replace", os.replace), (os, "rename", os.rename),
+             (local_replace, "exchange", local_replace.exchange), (local_replace, "rename_new", local_replace.rename_new),
+             (moves, "rename_new", moves.rename_new)]
 
     def hooked(real):  # noqa: ANN001, ANN202
         def call(src, dst, *args, **kwargs):  # noqa: ANN001, ANN202
-            real(src, dst, *args, **kwargs)
+            result = real(src, dst, *args, **kwargs)
             if not done and os.fspath(dst).endswith(target):
                 done.append(os.fspath(dst))
-                monkeypatch.setattr(os, "replace", real_replace)
-                monkeypatch.setattr(os, "rename", real_rename)
+                for module, name, original in reals:
+                    monkeypatch.setattr(module, name, original)
                 save()
+            return result
         return call
 
-    monkeypatch.setattr(os, "replace", hooked(real_replace))
-    monkeypatch.setattr(os, "rename", hooked(real_rename))
+    for module, name, original in reals:
+        monkeypatch.setattr(module, name, hooked(original))
     return done
 
 

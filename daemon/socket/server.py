@@ -187,7 +187,7 @@ class SocketServer:
 
     def stamp_answers(self, **members: Any) -> None:
         """Add ``members`` (JSON values) to every answer, beside ``result``/``error``
-        (:meth:`~ohsync.daemon.socket_methods.MethodTable.stamp`)."""
+        (:meth:`~ohsync.daemon.socket.methods.MethodTable.stamp`)."""
         self._methods.stamp(**members)
 
     def publish(self, params: dict[str, Any]) -> None:

@@ -118,8 +118,13 @@ class MirrorAPI(Protocol):
         :raises RemoteError: from the server.
         """
 
-    def back_up(self, rel: str) -> None:
-        """Keep a local backup of the mirror's file ``rel`` before it is changed."""
+    def write_over(self, rel: str, data: bytes, expected: tuple[int, int, int]) -> None:
+        """Replace the mirror's file ``rel`` with ``data`` (after a local backup
+        of the version there) if it is still the version with the stat
+        fingerprint ``expected`` at the instant it is replaced.
+
+        :raises LocalError: it was saved meanwhile (it is left as it is).
+        """
 
     def adopt(self, rel: str, *, sha1: str, remote_id: str, size: int) -> None:
         """The mirror's file ``rel`` is the server's version ``remote_id``:

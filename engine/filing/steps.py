@@ -93,11 +93,10 @@ def add_journal_line(mirror: MirrorAPI, jobs: JobStore, job: FilingJob, *, langu
             fp = stat_fingerprint(os.fstat(fh.fileno()))
             data = fh.read()
         if not has_line(data, line):
-            new = append_line(data, line)
-            if stat_fingerprint(os.stat(local)) != fp:
-                raise LocalError(f"{rel} is being edited; the journal line is added later", path=rel)
-            mirror.back_up(rel)
-            atomic_write(local, new)
+            try:  # after a backup, and only over the version read (a save meanwhile stays)
+                mirror.write_over(rel, append_line(data, line), fp)
+            except LocalError:
+                raise LocalError(f"{rel} is being edited; the journal line is added later", path=rel) from None
     reach("filing.journal_written")
     action = mirror.push(rel)
     reach("filing.journal_pushed")

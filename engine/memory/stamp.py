@@ -26,7 +26,8 @@ from datetime import datetime
 from typing import Any
 
 from ..context import MirrorContext
-from ..localfs import atomic_write, backup_file, stat_fingerprint
+from ..local_replace import LocalChanged, write_over
+from ..localfs import stat_fingerprint
 from .edit import set_fields, yaml_scalar
 from .format import MemoryParseError, parse_memory
 from .index import parse_offset
@@ -94,10 +95,11 @@ def stamp_edit(ctx: MirrorContext, rel: str, fp: tuple[int, int, int] | None, ba
     new = set_fields(data, fields)
     if new == data:
         return False
-    if stat_fingerprint(os.stat(path)) != fp:
+    try:
+        # backed up first (the exact bytes the person saved stay recoverable); a save
+        # landing meanwhile stays live and is stamped by a later pass
+        write_over(ctx, rel, new, fp)
+    except LocalChanged:
         return False
-    if opts.backup_dir is not None:  # the exact bytes the person saved stay recoverable
-        backup_file(ctx.local_root, rel, opts.backup_dir, opts.library_name)
-    atomic_write(path, new)
     log.info("stamped %s: modified %s", rel, fields["modified"])
     return True

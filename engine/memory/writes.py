@@ -28,7 +28,8 @@ from ..events import SyncEvent
 from ..localfs import Fingerprint, backup_file, stat_fingerprint
 from .edit import MemoryToolError
 from .tools import WritePlan
-from ..nofollow import OutsideMirrorError, entry_stat, read_file, remove_file, write_file
+from ..local_replace import keep_crossed
+from ..nofollow import FileChanged, OutsideMirrorError, entry_stat, read_file, remove_file, write_file
 from ..transfer import push
 
 __all__ = ["Planner", "apply_write", "trash_entity"]
@@ -75,7 +76,13 @@ def _write_inside(engine: Any, rel: str, planner: Planner, create: bool) -> Writ
             continue  # saved by someone meanwhile: plan again on the new bytes
         if data is not None and ctx.options.backup_dir is not None:
             backup_file(root, rel, ctx.options.backup_dir, ctx.options.library_name, data=data)
-        write_file(root, rel, plan.data)
+        try:
+            # replaced only if still the version planned on, checked on the very file replaced
+            write_file(root, rel, plan.data, expected=fp)
+        except FileChanged as exc:
+            if exc.crossed is not None:
+                keep_crossed(ctx, rel, ctx.local_path(exc.crossed))
+            continue  # saved by someone in the last instant: plan again on the new bytes
         return plan
     raise MemoryToolError(f"{rel} keeps changing (someone is editing it); try again in a moment")
 
@@ -140,7 +147,11 @@ def trash_entity(engine: Any, rel: str, planner: Planner,
         if ctx.options.backup_dir is not None:
             backup_file(ctx.local_root, rel, ctx.options.backup_dir, ctx.options.library_name, data=data)
         try:
-            remove_file(ctx.local_root, rel)
+            # only the version just pushed and trashed: a save since stays (a new file to the next pass)
+            remove_file(ctx.local_root, rel, expected=base.fingerprint())
+        except FileChanged as exc:
+            if exc.crossed is not None:
+                keep_crossed(ctx, rel, ctx.local_path(exc.crossed))
         except OutsideMirrorError:
             pass
     ctx.state.replace_remote_snapshot(ctx.snapshot.values())

@@ -1,0 +1,234 @@
+"""Replacing or removing a local file only if it still is the version the plan saw.
+
+A re-check of the file's fingerprint followed by a rename leaves a window: a
+save of the person's that lands between the two is replaced, and survives
+only in the backup taken of it (or nowhere, when it landed after the
+backup).  Here the check is made on the very file the rename took away:
+
+* :func:`install` backs the live file up, then *exchanges* the new version
+  (a temp file beside the target) with it in one rename (Linux
+  ``renameat2(RENAME_EXCHANGE)``, macOS ``renameatx_np(RENAME_SWAP)``).  The
+  file now under the temp name is exactly what was live at that instant; only
+  when it is the version the plan saw is it removed.  Otherwise the two are
+  exchanged back, so the save is live again, and the caller re-plans
+  (:class:`LocalChanged`).  A file the plan saw absent is put in
+  place by a rename that never replaces (``RENAME_NOREPLACE``, else a hard
+  link).
+* :func:`remove` renames the file away first and checks what it took; a
+  version other than the plan's goes back.
+* A save that lands in the instant between the two exchanges (made on top
+  of our version) is archived in ``.conflict/`` with a notice, never dropped.
+
+The two renames are :mod:`.renames`.  Where the filesystem can do no
+exchange, the check is made just before the rename, as before (a window of
+one stat).  Nothing here removes a version of the person's: an error in the
+middle leaves the temp file for the caller, never removes it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .context import MirrorContext
+from .crashpoints import reach
+from .errors import LocalError
+from .localfs import Fingerprint, backup_file, new_temp, stat_fingerprint, temp_beside
+from .renames import exchange, rename_new
+
+__all__ = ["LocalChanged", "install", "write_over", "remove", "keep_crossed"]
+
+
+class LocalChanged(LocalError):
+    """The local file changed after the plan was made: re-plan the path."""
+
+    title = "File changed meanwhile"
+
+
+def _fp(path: Path) -> Fingerprint | None:
+    """The fingerprint of the regular file at ``path`` (not followed), or None."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return stat_fingerprint(st) if stat.S_ISREG(st.st_mode) else None
+
+
+def _backup(ctx: MirrorContext, rel_path: str, source: Path) -> None:
+    if ctx.options.backup_dir is not None and _fp(source) is not None:
+        backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name, source=source)
+
+
+def install(ctx: MirrorContext, rel_path: str, tmp: Path, expected: Fingerprint | None, *,
+            backup: bool = True) -> None:
+    """Put the temp file ``tmp`` (closed, beside the target) at ``rel_path``
+    if the local file is still the one the plan saw at the instant it is
+    replaced.
+
+    :param expected: the fingerprint the plan saw (None: no file there).
+    :param backup: copy the version about to be replaced to the backups
+        first (taken before the exchange, so a kill at any point leaves it).
+    :raises LocalChanged: the file changed (or appeared, or went) meanwhile:
+        it is as the person left it, and ``tmp`` is removed; re-plan.
+    :raises OSError: a rename failed; ``tmp`` is left for the caller (it may
+        hold the version that was live: it is never removed then).
+    """
+    target = ctx.local_path(rel_path)
+    if _fp(target) != expected and (expected is not None or os.path.lexists(target)):
+        os.unlink(tmp)  # changed already (the exchange below catches a save in the last instant)
+        raise LocalChanged(f"{rel_path} changed while syncing; re-planning", path=rel_path)
+    if expected is None:
+        reach("replace.ready")
+        try:
+            rename_new(tmp, target)
+        except FileExistsError:
+            os.unlink(tmp)
+            raise LocalChanged(f"{rel_path} was created here meanwhile; re-planning", path=rel_path) from None
+        return
+    try:
+        if backup:
+            _backup(ctx, rel_path, target)
+    except OSError:
+        os.unlink(tmp)  # nothing was exchanged yet: the temp file is only ours
+        raise
+    reach("replace.ready")
+    ours = _fp(tmp)
+    try:
+        swapped = exchange(tmp, target)
+    except FileNotFoundError:
+        if os.path.lexists(target):
+            raise
+        os.unlink(tmp)
+        raise LocalChanged(f"{rel_path} was removed here meanwhile; re-planning", path=rel_path) from None
+    if not swapped:
+        # a filesystem that cannot exchange names: check, then rename (the window of one check)
+        if _fp(target) != expected:
+            os.unlink(tmp)
+            raise LocalChanged(f"{rel_path} changed while syncing; re-planning", path=rel_path)
+        os.replace(tmp, target)
+        return
+    reach("replace.exchanged")
+    if _fp(tmp) == expected:   # ``tmp`` holds exactly what was live at the exchange: the plan's version
+        os.unlink(tmp)
+        return
+    _swap_back(ctx, rel_path, tmp, ours)
+    raise LocalChanged(f"{rel_path} was saved while syncing; re-planning", path=rel_path)
+
+
+def _swap_back(ctx: MirrorContext, rel_path: str, tmp: Path, ours: Fingerprint | None) -> None:
+    """The version at ``tmp`` (the person's, taken by the exchange) goes live
+    again; ours is dropped."""
+    target = ctx.local_path(rel_path)
+    try:
+        back = exchange(tmp, target)
+    except FileNotFoundError:   # the target went meanwhile: the person's version takes the name again
+        try:
+            rename_new(tmp, target)
+        except FileExistsError:
+            keep_crossed(ctx, rel_path, tmp)
+        return
+    if not back:   # cannot happen after an exchange that worked on this filesystem
+        raise OSError(errno.ENOTSUP, "cannot exchange the names back", os.fspath(tmp))
+    if _fp(tmp) == ours:
+        os.unlink(tmp)
+        return
+    keep_crossed(ctx, rel_path, tmp)  # saved again, over ours, in the instant it was live
+
+
+def keep_crossed(ctx: MirrorContext, rel_path: str, path: Path) -> None:
+    """Archive a local version of ``rel_path`` that a second save left at
+    ``path`` in ``.conflict/`` (a new local file: the next pass uploads it)
+    and record the conflict, with a notice."""
+    from .conflict_names import CONFLICT_DIR, conflict_copy_path
+    from .events import ConflictRecord, SyncEvent
+    from .special_dirs import working_dir
+
+    now = datetime.now(timezone.utc)
+    copy_rel = conflict_copy_path(rel_path, "local", lambda p: os.path.lexists(ctx.local_path(p)) or p in ctx.snapshot,
+                                  now, working_dir(ctx, CONFLICT_DIR))
+    dest = ctx.local_path(copy_rel)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    rename_new(path, dest)
+    record = ConflictRecord(rel_path, copy_rel, now.isoformat(timespec="seconds"),
+                            "it was saved twice while ohsync replaced it; the first save is live, the second "
+                            "is archived")
+    ctx.state.add_conflict(record)
+    ctx.emit(SyncEvent("conflict", rel_path, action=copy_rel,
+                       message=f"{rel_path} was saved twice while it was synced; the second save was archived as "
+                               f"{copy_rel}"))
+
+
+def write_over(ctx: MirrorContext, rel_path: str, data: bytes, expected: Fingerprint | None,
+               mtime: float | None = None, *, backup: bool = True) -> Fingerprint:
+    """Write ``data`` to ``rel_path`` (temp file, fsync, :func:`install`).
+
+    :param expected: the fingerprint the plan saw (None: no file there).
+    :param mtime: the written file's mtime (seconds), or now.
+    :returns: the written file's fingerprint (its own, taken before the rename).
+    :raises LocalChanged: the file changed meanwhile (it is left as it is).
+    :raises OSError: writing or renaming failed.
+    """
+    target = ctx.local_path(rel_path)
+    with temp_beside(target) as (fh, tmp):
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+        if mtime is not None and mtime > 0:
+            os.utime(tmp, (mtime, mtime))
+        fp = stat_fingerprint(os.fstat(fh.fileno()))
+    install(ctx, rel_path, tmp, expected, backup=backup)  # outside: an error never removes tmp
+    _fsync_dir(target.parent)
+    return fp
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def remove(ctx: MirrorContext, rel_path: str, expected: Fingerprint, *, backup: bool = True) -> None:
+    """Remove the local file at ``rel_path`` if it is still the one the plan saw.
+
+    After the backup, it is renamed away to a temp name (atomic): what was
+    taken is then checked and removed, or renamed back when it is another
+    version (a save that landed meanwhile).
+
+    :raises FileNotFoundError: no file there.
+    :raises LocalChanged: the file changed meanwhile (it stays).
+    :raises OSError: other failures (a version taken away stays under its
+        temp name, never removed).
+    """
+    target = ctx.local_path(rel_path)
+    now = _fp(target)
+    if now != expected:
+        if now is None and not os.path.lexists(target):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(target))
+        raise LocalChanged(f"{rel_path} changed locally; keeping it", path=rel_path)
+    if backup:
+        _backup(ctx, rel_path, target)
+    reach("delete.local_backed_up")
+    hold = new_temp(target.parent)
+    try:
+        os.rename(target, hold)
+    except OSError:
+        os.unlink(hold)
+        raise
+    if _fp(hold) == expected:
+        os.unlink(hold)
+        return
+    try:
+        rename_new(hold, target)
+    except FileExistsError:   # a new file took the name meanwhile: keep both
+        keep_crossed(ctx, rel_path, hold)
+    raise LocalChanged(f"{rel_path} changed locally; keeping it", path=rel_path)
