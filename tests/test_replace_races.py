@@ -275,7 +275,7 @@ def test_save_landing_while_a_memory_tool_writes_the_file_stays_live(devserver, 
 def test_save_landing_while_a_memory_tool_trashes_the_file_stays_live(devserver, tmp_path, monkeypatch) -> None:
     # memory_delete moves the entity into /.trash/ on the server, then removes it here; the
     # person saves it in between: that save is not removed (it syncs again as the file)
-    from ohsync.engine import memory_writes
+    from ohsync.engine.memory import writes as memory_writes
     from ohsync.engine.memory.tools import WritePlan
 
     m = synced_small(devserver, tmp_path, {"/notes/n.md": b"# N\n\n## Observations\n- [a] one\n"})
