@@ -86,7 +86,7 @@ def choose_path(wanted: int, wanted_bytes: int, zipped_bytes: int, in_flight: in
 def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
               should_stop: Callable[[], bool] | None = None,
               refused: dict[str, OSError] | None = None,
-              written: dict[str, bytes] | None = None) -> set[str]:
+              on_written: Callable[[str, bytes], None] | None = None) -> set[str]:
     """Fetch files that are absent locally by the cheapest path (module docstring).
 
     :param entries: remote files (rel paths) with no local file and no base.
@@ -96,8 +96,9 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
         refused when written (``ENAMETOOLONG``, ``EILSEQ``, ``EINVAL``) and
         the error of each: fetching them again cannot help, so they are
         neither retried here nor returned (the caller reports them).
-    :param written: filled with the bytes of the files the zip path wrote
-        (rel path -> content), so the caller need not read them back.
+    :param on_written: called ``(rel path, content)`` for each file the zip
+        path wrote, right after its base and in the same transaction, so the
+        caller can look at it without reading it back.
     :returns: the rel paths written and recorded as synced; the caller pulls
         the rest one by one.  Never raises for server trouble: a failing zip
         task means per-file downloads, a failing download the ordinary pull.
@@ -114,7 +115,7 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
         zipped = sum(e.size for p, e in ctx.snapshot.items() if not e.is_dir and p.split("/", 1)[0] in tops)
         wanted_bytes = sum(e.size for e in zippable.values())
         if choose_path(len(zippable), wanted_bytes, max(zipped, wanted_bytes), in_flight) == "zip":
-            done = _zip_pull(ctx, zippable, tops, should_stop, refused, written)
+            done = _zip_pull(ctx, zippable, tops, should_stop, refused, on_written)
     rest = [e for p, e in sorted(files.items()) if p not in done and p not in refused]
     if ctx.executor is not None and len(rest) > 1 and not (should_stop is not None and should_stop()):
         done |= _parallel_pull(ctx, rest, should_stop, refused)
@@ -128,7 +129,7 @@ def _name_refused(exc: OSError) -> bool:
 
 def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str],
               should_stop: Callable[[], bool] | None, refused: dict[str, OSError],
-              written: dict[str, bytes] | None = None) -> set[str]:
+              on_written: Callable[[str, bytes], None] | None = None) -> set[str]:
     """The zip path: the rel paths written from one archive of ``tops``, in batches
     (:class:`~ohsync.engine.new_files.NewFileBatch`: one round of fsyncs per batch,
     the bases of a batch recorded in one transaction once its files are durable)."""
@@ -176,11 +177,11 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
                             refused[rel] = exc  # a name this disk refuses: fails alone, fetched no more
                         continue
                     if len(batch) >= BATCH_FILES or batch.bytes >= BATCH_BYTES:
-                        _record(ctx, batch, wanted, done, written, refused)
+                        _record(ctx, batch, wanted, done, on_written, refused)
             except BaseException:
                 batch.discard()  # what is not in place yet is fetched again by the next pass
                 raise
-            _record(ctx, batch, wanted, done, written, refused)
+            _record(ctx, batch, wanted, done, on_written, refused)
     finally:
         try:
             os.unlink(tmp)
@@ -190,7 +191,7 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
 
 
 def _record(ctx: MirrorContext, batch: NewFileBatch, wanted: dict[str, RemoteEntry], done: set[str],
-            written: dict[str, bytes] | None, refused: dict[str, OSError]) -> None:
+            on_written: Callable[[str, bytes], None] | None, refused: dict[str, OSError]) -> None:
     """Put the batch's files in place (durable), then record their bases in one transaction.
     A name the disk refused on the rename goes into ``refused``."""
     if not len(batch):
@@ -203,10 +204,10 @@ def _record(ctx: MirrorContext, batch: NewFileBatch, wanted: dict[str, RemoteEnt
             entry = wanted[item.rel]
             base = Base(item.rel, False, sha1_bytes(item.data), entry.id, *item.fp)
             ctx.state.set_base(base, item.data if is_text(item.data) else None)
+            if on_written is not None:
+                on_written(item.rel, item.data)
     for item in placed:
         done.add(item.rel)
-        if written is not None:
-            written[item.rel] = item.data
     if placed:  # the progress once per batch: a status change per file cost more than the file
         ctx.emit(SyncEvent("transfer", placed[-1].rel, "down", done=len(done), total=len(wanted)))
 

@@ -174,15 +174,20 @@ class RunSteps(PlanSteps):
         fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None
                  and self.failure_book.get(p.rel) is None]
         refused: dict[str, OSError] = {}  # names this disk refused: each fails alone
-        written: dict[str, bytes] = {}  # what the zip path wrote: checked without reading it back
+        checked: set[str] = set()  # what the zip path wrote is checked as it lands, not read back
+
+        def written(rel: str, data: bytes) -> None:
+            self._check_damaged(rel, data)
+            checked.add(rel)
+
         done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop, refused, written) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
         self._pending.done(*done)  # one count for the lot, not one status change per file
-        with self.state.transaction():  # the damaged list's rows of thousands of files: one commit
-            for rel in sorted(done):
-                self._check_damaged(rel, written.pop(rel, None))
+        with self.state.transaction():  # the damaged list's rows of the other files: one commit
+            for rel in sorted(done - checked):
+                self._check_damaged(rel)
         for plan in fresh:
             if plan.rel in refused:
                 self._path_failed(plan, self._per_path(refused[plan.rel], plan.rel, what="writing the file"), report)
