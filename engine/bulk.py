@@ -176,7 +176,7 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
                         if _name_refused(exc):
                             refused[rel] = exc  # a name this disk refuses: fails alone, fetched no more
                         continue
-                    if len(batch) >= BATCH_FILES or batch.bytes >= BATCH_BYTES:
+                    if len(batch) >= BATCH_FILES or batch.size >= BATCH_BYTES:
                         _record(ctx, batch, wanted, done, on_written, refused)
             except BaseException:
                 batch.discard()  # what is not in place yet is fetched again by the next pass

@@ -69,7 +69,7 @@ class NewFileBatch:
         return len(self._staged)
 
     @property
-    def bytes(self) -> int:
+    def size(self) -> int:
         """Bytes staged so far."""
         return self._bytes
 
