@@ -276,7 +276,7 @@ def rclone_measure(srv: Any, rc: Rclone, args: list[str], timeout: float, what: 
 # ----------------------------------------------------------------------------- ohsync engine
 
 #: Workers of the transfer pool an engine mirror gets: the daemon's default
-#: (``transfers`` in daemon/config.py), which ``daemon/session.py`` hands every engine.
+#: (``transfers`` in daemon/config/__init__.py), which ``daemon/session.py`` hands every engine.
 TRANSFERS = 4
 
 

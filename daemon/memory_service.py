@@ -1,17 +1,17 @@
 """The memory tools inside the daemon: socket methods ``memory.search`` … ``memory.refresh``.
 
-Owns the mirror's :class:`~ohsync.engine.memory_index.MemoryIndex`, an
+Owns the mirror's :class:`~ohsync.engine.memory.index.MemoryIndex`, an
 SQLite file in the mirror's state folder (``memory-index.sqlite3``), opened
 on the first ``memory.*`` request, not when the daemon starts (a daemon
 nobody asks for memory reads nothing).  The first open reads every memory
 file; later starts re-read only the files whose size or mtime changed while
 the daemon was off.  From then on it is kept current from the paths the
 daemon reports: sync events, watcher events, its own writes.  The
-:class:`~ohsync.engine.memory_tools.MemoryTools` answer over it.  Reads
+:class:`~ohsync.engine.memory.tools.MemoryTools` answer over it.  Reads
 answer on the socket thread under one lock (the index's one SQLite
 connection is used by one thread at a time).  Writes run as jobs on the sync
 worker, the thread that owns the engine, through
-:func:`ohsync.engine.memory_writes.apply_write` (read-merge-write with
+:func:`ohsync.engine.memory.writes.apply_write` (read-merge-write with
 read-back verification), and the socket call returns once the server holds
 the new version, or with the reason it does not, within the caller's
 ``timeout``.
@@ -26,13 +26,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.protocol import MEMORY_METHODS, Method
-from ohsync.daemon.socket_server import CannotNow, InvalidParams
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.memory_edit import MemoryToolError
-from ohsync.engine.memory_index import MemoryIndex, parse_offset
-from ohsync.engine.memory_tools import MemoryTools
-from ohsync.engine.nofollow import OutsideMirrorError, read_file
+from .protocol import MEMORY_METHODS, Method
+from .socket.server import CannotNow, InvalidParams
+from ..engine.errors import OhsyncError
+from ..engine.memory.edit import MemoryToolError
+from ..engine.memory.index import MemoryIndex, parse_offset
+from ..engine.memory.tools import MemoryTools
+from ..engine.nofollow import OutsideMirrorError, read_file
 
 __all__ = ["MemoryService", "METHODS"]
 
@@ -72,14 +72,18 @@ class MemoryService:
         ``"ready"`` (status field ``memory_index``).
     :param index_path: ``index_path()`` is the index file, asked when the
         index is opened (None, or no callable: the index is held in memory).
+    :param on_carried: called (on the worker) after a write the server verified,
+        so the status's ``last sync`` moves (``SyncWorker.note_carried``).
     """
 
     def __init__(self, root: Path, time_offset: str, submit: Callable[[Callable[[], None]], None],
                  status: Callable[[str], Any], refresh: Callable[[float], tuple[bool, str]],
                  post_dirty: Callable[[list[str]], None], *, write_timeout: float = 30.0,
                  origin: str = "desktop", on_state: Callable[[str], None] | None = None,
-                 index_path: Callable[[], Path | None] | None = None) -> None:
+                 index_path: Callable[[], Path | None] | None = None,
+                 on_carried: Callable[[], None] | None = None) -> None:
         tz = parse_offset(time_offset)
+        self._on_carried = on_carried or (lambda: None)
         self.index = MemoryIndex(root, tz)  # empty until :meth:`rebuild` opens the index file
         self._index_path = index_path or (lambda: None)
         self.tools = MemoryTools(self.index, tz, origin=origin)
@@ -325,7 +329,7 @@ class MemoryService:
     def _run(self, rel: str, planner: Callable[[bytes | None], Any], params: dict[str, Any], *,
              create: bool = False, trash: bool = False) -> dict[str, Any]:
         """Run one write on the worker and wait for the server's answer."""
-        from ohsync.engine.memory_writes import apply_write, trash_entity
+        from ..engine.memory.writes import apply_write, trash_entity
 
         timeout = self._timeout_of(params)
         if self._status("paused"):
@@ -354,6 +358,7 @@ class MemoryService:
                     job.result = trash_entity(engine, rel, planner, on_written=written)
                 else:
                     job.result = apply_write(engine, rel, planner, create=create, on_written=written)
+                self._on_carried()  # verified on the server: the last sync is now
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 job.error = exc
                 if job.wrote:

@@ -60,7 +60,7 @@ class EngineOptions:
         or from ``percent_floor`` on beyond ``max_delete_percent`` % of the
         mirror (``valve.exceeds``).
     :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
-        person edited, before pushing them (:mod:`.memory_stamp`).
+        person edited, before pushing them (:mod:`.memory.stamp`).
     :ivar stamp_quiet: seconds such a file must stay unchanged first.
     :ivar time_offset: offset of the stamped time (``±HH:MM``; default: the computer's).
     :ivar origin: the ``origin`` this computer writes.
@@ -135,6 +135,10 @@ class MirrorContext:
     #: the server confirmed (404) while its local delete is held by the valve:
     #: not asked again until its folder changes (:mod:`.confirm`)
     confirmed_absent: dict[str, tuple[str, float]] = field(default_factory=dict)
+    #: rel paths whose upload the server stored wrong (read back as its own
+    #: damaged copy, :func:`.write_path.damaged_copy`) and that were sent
+    #: again, once per failed upload; the pass moves them into its report
+    upload_retries: list[str] = field(default_factory=list)
 
     def wrote(self, rel_path: str, file_id: str) -> None:
         """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""

@@ -432,7 +432,7 @@ class Chaos:
             if i + 1 >= next_kill:
                 self.kill_and_restart()
                 next_kill = i + 1 + self.rng.randint(self.kill_every // 2, self.kill_every * 3 // 2)
-            time.sleep(self.rng.uniform(0, 2 * pace))
+            time.sleep(self.rng.uniform(0, 2 * pace))  # why: the chaos run's random pace between actions
         if self.stale is not None:
             self.stale.join()                   # the burst under way ends; reads not used are dropped
             self.stats.stale_bursts, self.stats.stale_overwrites = self.stale.bursts, self.stale.overwrites

@@ -136,7 +136,7 @@ class StaleBursts:
         chaos, path = self.chaos, "/" + burst.rel
         for i in range(burst.count):
             if i:
-                time.sleep(burst.gaps[i - 1])
+                time.sleep(burst.gaps[i - 1])  # why: the burst's chosen spacing between overwrites
             with self.lock:
                 try:
                     current = chaos.srv.read_file(chaos.repo, path)

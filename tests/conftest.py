@@ -117,7 +117,7 @@ def _kill(pids: set[int]) -> None:
                 pass
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and any(_running(p) for p in pids):
-            time.sleep(0.05)
+            time.sleep(0.05)  # why: the poll interval while the signalled children exit (no failure: SIGKILL next)
 
 
 @pytest.fixture(autouse=True)
@@ -136,7 +136,7 @@ def _leak_guard(request: pytest.FixtureRequest):
         children = _alive_children() - children_before
         if not (threads or children) or time.monotonic() >= deadline:
             break
-        time.sleep(0.05)
+        time.sleep(0.05)  # why: the poll interval of the leak guard's grace period (it fails with its own list)
     if threads or children:
         lines = [f"thread {t.name!r} ({t.__class__.__name__}{', daemon' if t.daemon else ''})" for t in threads]
         lines += [_describe(pid) for pid in sorted(children)]

@@ -77,21 +77,47 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[En
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "") -> Any:
-    """Poll ``pred`` until it returns something truthy; fail after ``timeout``."""
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "", interval: float = 0.05,
+             seen: Callable[[], Any] | None = None) -> Any:
+    """Poll ``predicate`` until it returns something truthy and return that value.
+
+    ``timeout`` and ``interval`` are seconds. An exception raised by ``predicate``
+    counts as "not yet" (a socket not listening yet…) and is retried. After
+    ``timeout`` an ``AssertionError`` names ``what`` was awaited, the last value
+    ``predicate`` returned (or the last exception it raised) and, when given,
+    what ``seen()`` shows then. The one wait-for helper of the tests: wait on the
+    condition, never a fixed sleep.
+    """
     deadline = time.monotonic() + timeout
+    last_value: Any = None
     last_exc: BaseException | None = None
-    while time.monotonic() < deadline:
+    while True:
         try:
-            value = pred()
+            value = predicate()
         except Exception as exc:  # noqa: BLE001 - retried until the deadline
-            last_exc = exc
-            value = None
+            last_exc, value = exc, None
+        else:
+            last_exc, last_value = None, value
         if value:
             return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what or pred}" +
-                         (f" (last error: {last_exc!r})" if last_exc else ""))
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(interval)  # why: the poll interval of this one wait-for helper
+    detail = f"last error: {last_exc!r}" if last_exc is not None else f"last value: {last_value!r}"
+    if seen is not None:
+        try:
+            detail += f"; seen: {seen()!r}"
+        except Exception as exc:  # noqa: BLE001 - only describing the failure
+            detail += f"; seen: {exc!r}"
+    raise AssertionError(f"timed out after {timeout} s waiting for {what or _describe(predicate)} ({detail})")
+
+
+def _describe(predicate: Callable[[], Any]) -> str:
+    """A readable name for a predicate given without ``what``: its source line when it has one."""
+    code = getattr(predicate, "__code__", None)
+    if code is None:
+        return repr(predicate)
+    return f"{getattr(predicate, '__qualname__', predicate)} ({Path(code.co_filename).name}:{code.co_firstlineno})"
 
 
 @dataclass
@@ -115,7 +141,7 @@ class FakeEngine:
         self.calls.append((paths, check_remote))
         self.called.set()
         if self.delay:
-            time.sleep(self.delay)
+            time.sleep(self.delay)  # why: a pass that takes the time the test asked for
         if self.fail_with:
             raise self.fail_with.pop(0)
         report = SyncReport(requests=1 if check_remote else 0)
@@ -124,7 +150,7 @@ class FakeEngine:
             if should_stop is not None and should_stop():  # as the engine: between two files
                 report.interrupted = True
                 break
-            time.sleep(self.per_file_delay)
+            time.sleep(self.per_file_delay)  # why: each file takes the time the test asked for
             self.finished.append(p)
             if self.on_event:
                 self.on_event(SyncEvent("synced", p, direction="up", action="upload"))

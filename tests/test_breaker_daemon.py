@@ -47,12 +47,10 @@ def test_bad_config_is_a_clear_error(env, case):
         text += f'[filing]\ndrop_dir = "{s.mirror}"\n'
     s.env.config.write_text(text, encoding="utf-8")
     p = s.start()
-    deadline = time.monotonic() + 12
     filing_case = case in ("drop_dir_is_mirror", "rules_not_tables")
     # until it exits or, for a filing value, says it runs with filing off (it then keeps running)
-    while time.monotonic() < deadline and p.proc.poll() is None and not (
-            filing_case and "filing is off:" in p.output()):
-        time.sleep(0.2)
+    wait_for(lambda: p.proc.poll() is not None or (filing_case and "filing is off:" in p.output()), timeout=12,
+             interval=0.2, what=f"the daemon to refuse the config ({case})", seen=lambda: p.output()[-1500:])
     out = p.output()
     assert "Traceback" not in out, out[-3000:]
     if filing_case and "filing is off:" in out:
@@ -68,12 +66,12 @@ def test_mirror_root_removed_while_daemon_runs(env):
     before = s.srv.tree(s.repo_id)
     shutil.rmtree(s.mirror)
     st = p.wait_state("stopped", "error", timeout=30)
-    time.sleep(3)
+    time.sleep(3)  # why: a quiet period of three poll intervals: nothing deleted on the server
     assert s.srv.tree(s.repo_id) == before
     assert "Traceback" not in p.output()
     # the folder comes back empty (mount point): still nothing deleted on the server
     s.mirror.mkdir()
     p.cli("refresh")
-    time.sleep(5)
+    time.sleep(5)  # why: a quiet period of five poll intervals after the refresh: still nothing deleted
     after = s.srv.tree(s.repo_id)
     assert {k: v for k, v in after.items() if not k.startswith("/.trash/")} == before, st

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ohsync.daemon.cli import build_parser
+from ohsync.daemon.cli.main import build_parser
 
 
 def _walk(parser: argparse.ArgumentParser, name: str):
@@ -57,22 +57,25 @@ def test_a_daemon_of_another_config_is_named(tmp_path, monkeypatch, capsys) -> N
     import tempfile
     from pathlib import Path
 
-    from ohsync.daemon.cli import main
-    from ohsync.daemon.socket_server import SocketServer
+    from ohsync.daemon.cli.main import main
+    from ohsync.daemon.socket.server import SocketServer
 
     sock = Path(tempfile.mkdtemp(prefix="ohs-", dir="/tmp")) / "s.sock"
     mine, theirs = tmp_path / "mine.toml", tmp_path / "theirs.toml"
     mine.write_text(f'socket = "{sock}"\n')
     theirs.write_text(f'socket = "{sock}"\n')
     monkeypatch.delenv("OHSYNC_SOCKET", raising=False)
-    ping = {"pid": 1, "config": str(theirs)}
-    server = SocketServer(sock, {"ping": lambda p: dict(ping), "conflicts": lambda p: []})
+    asked: list[str] = []
+    server = SocketServer(sock, {"ping": lambda p: asked.append("ping") or {"pid": 1},
+                                 "conflicts": lambda p: asked.append("conflicts") or []})
+    server.stamp_answers(config=str(theirs))  # as the daemon does: every answer names its config
     server.start()
     try:
         assert main(["conflicts", "--config", str(mine)]) == 0
         out, err = capsys.readouterr()
         assert f"runs the config {theirs}, not {mine}" in err and "No conflicts." in out
-        ping["config"] = str(mine)
+        assert asked == ["conflicts"]  # the note came with the answer: no ping of its own
+        server.stamp_answers(config=str(mine))
         assert main(["--config", str(mine), "conflicts"]) == 0
         assert "runs the config" not in capsys.readouterr().err
     finally:
@@ -81,7 +84,7 @@ def test_a_daemon_of_another_config_is_named(tmp_path, monkeypatch, capsys) -> N
 
 
 def test_a_missing_config_file_given_with_config_is_an_error(tmp_path, capsys) -> None:
-    from ohsync.daemon.cli import main
+    from ohsync.daemon.cli.main import main
 
     missing = tmp_path / "other.toml"
     assert main(["status", "--config", str(missing)]) == 2

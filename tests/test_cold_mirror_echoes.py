@@ -82,16 +82,15 @@ def test_a_folder_the_engine_made_asks_for_no_full_scan_and_its_files_are_report
     ours: set[str] = set()
     rec = _Recorder()
     w = Watcher(tmp_path, FakeEngine(tmp_path).rel_path, rec, quiet=0.3, own_folder=lambda p: p in ours)
-    w.start()
+    w.start()  # returns with the tree watched (watchdog adds its inotify watches in start())
     try:
-        time.sleep(0.3)
         made = tmp_path / "made-by-the-engine"
         made.mkdir()
         ours.add(str(made))
         (made / "inside.md").write_bytes(b"x\n")
         wait_for(lambda: any("made-by-the-engine/inside.md" in b for b, _ in rec.batches), timeout=15,
                  what="the file in the engine's folder")
-        time.sleep(1.0)
+        time.sleep(1.0)  # why: a quiet period over three debounce periods: no full scan may follow
         assert not any(scan for _, scan in rec.batches)
         (tmp_path / "made-by-the-person").mkdir()                      # not ours: a full scan, as before
         wait_for(lambda: any(scan for _, scan in rec.batches), timeout=15, what="a full scan")
@@ -105,9 +104,8 @@ def test_a_folder_deleted_or_moved_makes_the_watcher_forget_the_engines_folders(
     (tmp_path / "old").mkdir()
     w = Watcher(tmp_path, FakeEngine(tmp_path).rel_path, rec, quiet=0.3, own_folder=lambda p: True,
                 forget_own_folders=lambda: forgotten.append(True))
-    w.start()
+    w.start()  # returns with the tree watched (watchdog adds its inotify watches in start())
     try:
-        time.sleep(0.3)
         os.rename(tmp_path / "old", tmp_path / "renamed")
         wait_for(lambda: forgotten and any(scan for _, scan in rec.batches), timeout=15,
                  what="the forget call and the full scan of a move")
@@ -123,7 +121,7 @@ def test_a_cold_mirror_costs_one_pass_and_goes_idle(seed_daemon, devserver) -> N
     daemon = s.start("-v")
     _settled(daemon)
     assert s.converged()
-    time.sleep(3.0)  # the watcher's quiet period (0.7 s) is long over: its echoes were handed on
+    time.sleep(3.0)  # why: a quiet period: the watcher's quiet period (0.7 s) is long over: its echoes were handed on
     passes = _passes(daemon)
     assert len(passes) == 1, passes                                   # no second walk of the files
     st = daemon.status()

@@ -33,7 +33,7 @@ class Recorder:
 def _watch(root: Path, rec: Recorder, quiet: float = 0.5, **kw) -> Watcher:
     engine = FakeEngine(root)
     w = Watcher(root, engine.rel_path, rec, quiet=quiet, **kw)
-    w.start()
+    w.start()  # returns with the tree watched (watchdog adds its inotify watches in start()): no wait needed
     return w
 
 
@@ -60,13 +60,12 @@ def test_burst_of_writes_is_one_dirty_path(tmp_path: Path) -> None:
     rec = Recorder()
     w = _watch(tmp_path, rec, quiet=0.7, settle=2.0)
     try:
-        time.sleep(0.3)
         for i in range(10):  # an editor saving repeatedly, 0.1 s apart (< quiet, < settle)
             with open(target, "a", encoding="utf-8") as f:
                 f.write(f"- [x] line {i}\n")
-            time.sleep(0.1)
+            time.sleep(0.1)  # why: the pacing of the saves under test
         wait_for(lambda: rec.paths(), timeout=15, what="a dirty path")
-        time.sleep(1.5)  # nothing else may follow
+        time.sleep(1.5)  # why: a quiet period longer than the debounce: nothing else may follow
         assert rec.paths() == ["journal/2026-11.md"]
         assert w.is_alive()
     finally:
@@ -78,12 +77,11 @@ def test_temp_file_rename_reports_the_target_only(tmp_path: Path) -> None:
     rec = Recorder()
     w = _watch(tmp_path, rec)
     try:
-        time.sleep(0.3)
         tmp = tmp_path / ".ohsync-tmp-abc"
         tmp.write_bytes(b"data")
         os.replace(tmp, tmp_path / "note.md")
         wait_for(lambda: "note.md" in rec.paths(), timeout=15, what="note.md")
-        time.sleep(1.0)
+        time.sleep(1.0)  # why: a quiet period: the temp file must never be reported
         assert rec.paths() == ["note.md"]
     finally:
         w.stop()
@@ -93,7 +91,6 @@ def test_two_paths_and_a_new_folder(tmp_path: Path) -> None:
     rec = Recorder()
     w = _watch(tmp_path, rec)
     try:
-        time.sleep(0.3)
         (tmp_path / "a.md").write_text("a")
         (tmp_path / "b.md").write_text("b")
         wait_for(lambda: set(rec.paths()) >= {"a.md", "b.md"}, timeout=15, what="a.md and b.md")
@@ -124,7 +121,6 @@ def test_move_records_of_finished_renames_are_swept(tmp_path: Path, monkeypatch)
             os.replace(tmp, tmp_path / f"note-{i}.md")
         wait_for(lambda: len(rec.paths()) >= 50 * batch, timeout=15, what="the renamed files")
     try:
-        time.sleep(0.3)
         saves(1)
         assert records() >= 50  # watchdog keeps one record per rename
         w._sweep_move_records()  # new since the last sweep: kept
@@ -147,7 +143,6 @@ def test_a_save_closed_after_writing_is_handed_on_before_the_quiet_period(tmp_pa
     rec = Recorder()
     w = _watch(tmp_path, rec, quiet=0.7, settle=0.1, clock=clock)
     try:
-        time.sleep(0.3)
         (tmp_path / "note.md").write_text("saved\n")  # open, write, close (IN_CLOSE_WRITE)
         wait_for(lambda: w._paths.is_complete("note.md"), timeout=15, what="the close seen")
         assert rec.paths() == []  # the clock has not moved: nothing is due yet
@@ -165,7 +160,6 @@ def test_a_temp_file_renamed_onto_the_target_is_a_completed_save(tmp_path: Path)
     rec = Recorder()
     w = _watch(tmp_path, rec, quiet=0.7, settle=0.1, clock=clock)
     try:
-        time.sleep(0.3)
         tmp = tmp_path / ".ohsync-tmp-save"   # an editor's atomic save: a temp file, then a rename
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o644)
         os.write(fd, b"new\n")
@@ -185,13 +179,12 @@ def test_without_a_close_the_quiet_period_applies(tmp_path: Path) -> None:
     rec = Recorder()
     w = _watch(tmp_path, rec, quiet=0.7, settle=0.1, clock=clock)
     try:
-        time.sleep(0.3)
         with open(tmp_path / "big.bin", "wb") as f:  # still being written: no close yet
             f.write(b"x" * 1000)
             f.flush()
             wait_for(lambda: w.pending == 1, timeout=15, what="the write seen")
             _advance(w, clock, 0.5)   # past settle, within the quiet period
-            time.sleep(0.3)
+            time.sleep(0.3)  # why: a quiet period: the debounce thread, woken, must hand on nothing yet
             assert rec.paths() == [] and not w._paths.is_complete("big.bin")
             _advance(w, clock, 1.0)   # past the quiet period (of the last event seen, however late)
             wait_for(lambda: rec.paths() == ["big.bin"], timeout=15, what="the quiet path handed on")
@@ -203,14 +196,13 @@ def test_a_burst_of_saves_of_many_files_is_one_batch(tmp_path: Path) -> None:
     rec = Recorder()
     w = _watch(tmp_path, rec, quiet=60.0, settle=1.0)
     try:
-        time.sleep(0.3)
         names = [f"n{i:02}.md" for i in range(30)]
         for name in names:
             (tmp_path / name).write_text(name)
         for name in names[:5]:  # and some of them saved again at once
             (tmp_path / name).write_text(name + " again")
         wait_for(lambda: rec.paths(), timeout=30, what="the burst handed on")  # long before 60 s
-        time.sleep(0.5)
+        time.sleep(0.5)  # why: a quiet period: no second batch may follow
         assert len(rec.batches) == 1 and rec.batches[0] == (names, False)
     finally:
         w.stop()
@@ -224,12 +216,11 @@ def test_the_polling_observer_reports_no_close_so_the_quiet_period_applies(tmp_p
     w = _watch(tmp_path, rec, quiet=0.7, settle=0.1, clock=clock,
                observer_factory=lambda: PollingObserver(timeout=0.1))
     try:
-        time.sleep(0.3)
         (tmp_path / "note.md").write_text("saved\n")  # closed, but polling cannot tell
         wait_for(lambda: w.pending == 1, timeout=15, what="the new file seen")
-        time.sleep(0.3)  # any later event of the same write is in
+        time.sleep(0.3)  # why: three polls of the polling observer: any later event of the same write is in
         _advance(w, clock, 0.5)  # past settle, within the quiet period
-        time.sleep(0.3)
+        time.sleep(0.3)  # why: a quiet period: the debounce thread, woken, must hand on nothing yet
         assert rec.paths() == [] and not w._paths.is_complete("note.md")
         _advance(w, clock, 1.0)
         wait_for(lambda: rec.paths() == ["note.md"], timeout=15, what="the quiet path handed on")
@@ -261,8 +252,7 @@ def test_the_daemon_hands_a_completed_save_to_the_engine_without_the_quiet_perio
     try:
         assert d.ready.wait(10)
         wait_for(lambda: d.mirrors[0]._watcher is not None and d.mirrors[0]._watcher.is_alive(),
-                 timeout=20, what="the watcher running")
-        time.sleep(0.3)
+                 timeout=20, what="the watcher running")  # its observer started: the tree is watched
         started = time.monotonic()
         (tmp_path / "mirror" / "note.md").write_text("saved\n")
         wait_for(lambda: any(paths and "note.md" in paths for paths, _ in engine.calls), timeout=30,

@@ -61,7 +61,7 @@ def test_auth_error_stops_polling_until_refresh(tmp_path: Path) -> None:
         n = len(engine.calls)
         assert w.wait(1.0)[0] is False
         import time
-        time.sleep(1.0)
+        time.sleep(1.0)  # why: a quiet period of five poll intervals: no pass while the login is rejected
         assert len(engine.calls) == n  # no polling while the login is rejected
         w.refresh()  # e.g. after `ohsync login`
         wait_for(lambda: status.status()["state"] == "idle", what="idle after refresh")

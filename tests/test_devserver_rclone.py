@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from daemon_helpers import wait_for
 
 USER, PASSWORD = "user@example.edu.cn", "secret"  # the ``devserver`` fixture's account (conftest.py)
 LIB = "rclone-测试"
@@ -96,14 +97,10 @@ class Rclone:
             proc = subprocess.Popen(self.base + ["serve", "webdav", remote, "--addr", f"127.0.0.1:{port}"],
                                     stdout=fh, stderr=subprocess.STDOUT, env=self.env, cwd=self.work)
         try:
-            deadline = time.monotonic() + 20
-            while True:
-                m = re.search(r"Server started on (http://\S+?)/?$", log.read_text(), re.MULTILINE)
-                if m:
-                    break
-                assert proc.poll() is None and time.monotonic() < deadline, (
-                    f"rclone serve webdav did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.05)
+            m = wait_for(lambda: re.search(r"Server started on (http://\S+?)/?$", log.read_text(), re.MULTILINE)
+                         or proc.poll() is not None, timeout=20, what="rclone serve webdav to start",
+                         seen=lambda: log.read_text()[-3000:])
+            assert isinstance(m, re.Match), f"rclone serve webdav exited:\n{log.read_text()[-3000:]}"
             yield m.group(1)
         finally:
             proc.terminate()

@@ -276,7 +276,7 @@ def test_process_killed_mid_pass_then_restarted_converges_without_loss(devserver
     for _ in range(3):
         proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
         assert proc.stdout.readline() == b"start\n"
-        time.sleep(rng.uniform(0.3, 1.5))
+        time.sleep(rng.uniform(0.3, 1.5))  # why: a random point in the pass to kill it at
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     devserver.clear_faults()

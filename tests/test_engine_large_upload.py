@@ -213,7 +213,7 @@ def test_a_stopped_upload_leaves_no_hashing_behind(devserver):
         def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
             if self.done:
                 Source.late += 1
-            time.sleep(0.05)  # the hashing task (it reads with read(); the sender with readinto())
+            time.sleep(0.05)  # why: a slow source, so the hashing task (it reads with read(); the sender with readinto())
             return super().read(n)
 
     def stop_at_third(first: int, end: int) -> None:
@@ -227,5 +227,5 @@ def test_a_stopped_upload_leaves_no_hashing_behind(devserver):
             client.upload_chunked(repo, "/s.bin", src, size=len(data), chunk_size=MiB, max_request=MiB,
                                   resume=False, executor=pool, in_flight=1, before_chunk=stop_at_third)
         src.done = True
-        time.sleep(0.3)  # a task still running would read again meanwhile
+        time.sleep(0.3)  # why: a quiet period: a task still running would read again meanwhile
     assert Source.late == 0  # the hashing task was stopped and waited for before the call returned

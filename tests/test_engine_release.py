@@ -156,7 +156,7 @@ def test_the_worker_releases_the_engines_listing_once_it_has_been_idle(tmp_path,
         wait_for(lambda: engine.releases, timeout=10, what="the idle release")
         assert engine.releases[0] - 0.25 >= 0 and len(engine.calls) == 1
         assert trims  # the dropped listing's pages are handed back
-        time.sleep(0.8)
+        time.sleep(0.8)  # why: a quiet period of three idle spells: no second release may follow
         assert len(engine.releases) == 1  # once per quiet spell, not in a loop
         w.post_dirty(["a.md"])
         wait_for(lambda: len(engine.releases) == 2, timeout=10, what="the release after the next pass")
@@ -183,7 +183,7 @@ def test_an_unreadable_push_token_counts_as_valid_for_a_day(token):
 
 def test_the_daemon_imports_neither_pyjwt_nor_cryptography_nor_httpx_cli():
     # click and pygments are installed here (uvicorn's and pytest's): httpx would load them for its CLI
-    code = ("import sys; import ohsync.daemon.cli, ohsync.daemon.app, ohsync.daemon.session, "
+    code = ("import sys; import ohsync.daemon.cli.main, ohsync.daemon.app, ohsync.daemon.session, "
             "ohsync.daemon.notifications, httpx; assert callable(httpx.main); "
             "print(sorted(m for m in ('jwt', 'cryptography', 'click', 'pygments') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from daemon_helpers import wait_for
 from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library, SAMPLES
 from ohsync.daemon.filing_service import FilingService
 from ohsync.daemon.stability import StabilityGate
-from ohsync.engine.filing import Filer, FilingResult, _JobStore, journal_line
+from ohsync.engine.filing.filer import Filer, FilingResult, _JobStore, journal_line
 from ohsync.engine.ids import seafile_file_id, sha1_bytes
-from ohsync.engine.memory_format import parse_memory
+from ohsync.engine.memory.format import parse_memory
 from ohsync.engine.mirror_api import for_engine
 
 CST = timezone(timedelta(hours=8))
@@ -455,7 +456,7 @@ def test_large_file_survives_a_dropped_connection_mid_upload(env):
 
 
 def test_large_file_upload_resumes_after_a_crash_mid_upload(env, monkeypatch):
-    from ohsync.engine import filing
+    from ohsync.engine.filing import filer as filing
 
     data = os.urandom(BIG)
     source = env.drop_file("dataset.zip", data)
@@ -516,16 +517,6 @@ class WorkerThread:
         self.thread.join(5)
 
 
-def wait_for(pred, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 def test_service_files_dropped_files_once_stable(env):
     results: list[FilingResult] = []
     worker = WorkerThread()
@@ -541,7 +532,7 @@ def test_service_files_dropped_files_once_stable(env):
         partial = env.drop / "数据结构" / "slides.pdf.crdownload"
         partial.parent.mkdir()
         partial.write_bytes(PDF.read_bytes()[:500])
-        time.sleep(1.5)
+        time.sleep(1.5)  # why: a quiet period three times quiet_seconds: the partial file must stay unfiled
         assert len(results) == 1 and partial.exists()
         partial.write_bytes(PDF.read_bytes())
         partial.rename(partial.with_name("slides.pdf"))
@@ -555,7 +546,7 @@ def test_service_files_dropped_files_once_stable(env):
         dup.write_bytes(PDF.read_bytes())
         wait_for(lambda: len(results) == 3)
         assert results[2].status == "duplicate"
-        time.sleep(1.5)
+        time.sleep(1.5)  # why: a quiet period: the duplicate must not be announced again
         assert len(results) == 3 and dup.exists()
         assert service.status()["drop_dir"] == str(env.drop)
 

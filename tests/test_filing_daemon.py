@@ -37,9 +37,9 @@ from daemon_helpers import (
 )
 from engine_helpers import SAMPLES
 from ohsync.engine.crashpoints import POINTS
-from ohsync.engine.filing import DEFAULT_CHUNK_SIZE
-from ohsync.engine.filing_journal import BEIJING
-from ohsync.engine.filing_rules import tsinghua_term
+from ohsync.engine.filing.filer import DEFAULT_CHUNK_SIZE
+from ohsync.engine.filing.journal import BEIJING
+from ohsync.engine.filing.rules import tsinghua_term
 from ohsync.engine.ids import seafile_file_id
 
 USER = "user@example.edu.cn"
@@ -280,7 +280,7 @@ def test_a_duplicate_is_not_uploaded_and_the_notice_says_where_it_is(harness: Ha
     [event] = events.filed(dropped)
     assert event["status"] == "duplicate" and event["dest"] == SAMPLE_REMOTE
     assert SAMPLE_REMOTE in event["message"]
-    time.sleep(4)  # not retried, not announced again
+    time.sleep(4)  # why: a quiet period longer than the 3 s quiet period: not retried, not announced again
     assert len(events.filed(dropped)) == 1
     assert dropped.read_bytes() == SAMPLE_PDF.read_bytes()  # stays in the drop folder
     assert harness.srv.request_count(UPLOAD) == harness.srv.request_count(UPDATE) == 0
@@ -310,10 +310,10 @@ def test_a_partial_download_is_filed_once_and_only_when_complete(harness: Harnes
             fh.write(content[i * step:(i + 1) * step])
         with open(crdl, "ab") as fh:
             fh.write(handout[i * 40_000:(i + 1) * 40_000])
-        time.sleep(1.0)
+        time.sleep(1.0)  # why: the downloads' pace: six steps take longer than the quiet period
     with open(part, "ab") as fh:
         fh.write(content[6 * step:])
-    time.sleep(4)  # both stood still for longer than the quiet period
+    time.sleep(4)  # why: a quiet period: both stood still for longer than the 3 s quiet period
     assert harness.srv.request_count(UPLOAD) == 0, "a partial download was uploaded"
     assert not any(k.startswith("/Files/papers/") for k in harness.tree())
     os.replace(part, final)  # the downloads complete
@@ -400,7 +400,7 @@ def test_over_quota_the_file_stays_with_a_notice_until_there_is_room(harness: Ha
     assert r.returncode == 0, r.stderr
     held = json.loads(r.stdout)["filing"]["held"]
     assert held and held[0]["path"] == str(dropped) and "whiteboard.jpg" in held[0]["message"]
-    time.sleep(4)
+    time.sleep(4)  # why: a quiet period longer than the 3 s quiet period: announced once, not retried
     assert len(events.filed(dropped)) == 1  # announced once
     assert dropped.read_bytes() == content  # stays
     assert srv.request_count(UPLOAD) == 0
@@ -480,3 +480,18 @@ def test_the_journal_line_merges_with_a_concurrent_remote_append(harness: Harnes
     assert conflict_paths(tree) == []
     assert daemon.status()["conflicts"] == 0
     assert not list(harness.mirror.rglob("*conflict*"))
+
+
+def test_a_filed_document_moves_the_last_sync(harness: Harness) -> None:
+    """Filing uploads the document: ``last sync`` in the status moves with it, at once."""
+    import time
+
+    daemon = harness.start()
+    events = Events(daemon)
+    before = daemon.status()["last_sync"]
+    time.sleep(1.2)  # why: the status shows whole seconds: the next last sync must differ
+    (harness.drop / "notes.txt").write_bytes(b"a document to file\n")
+    wait_for(lambda: events.filed(harness.drop / "notes.txt"), timeout=60, what="the filed event")
+    st = wait_for(lambda: (lambda s: s if s["last_sync"] != before else None)(daemon.status()), timeout=5,
+                  what="the last sync moved")
+    assert datetime.fromisoformat(st["last_sync"]) > datetime.fromisoformat(before)

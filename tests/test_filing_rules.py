@@ -10,7 +10,7 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 
 from ohsync.daemon.open_files import open_for_writing
-from ohsync.engine.filing_rules import (
+from ohsync.engine.filing.rules import (
     FilingRule,
     RuleError,
     choose_rule,
@@ -210,6 +210,7 @@ def test_open_for_writing_sees_a_writer_in_another_process(tmp_path):
     assert open_for_writing(path) is False
     with open(path, "rb"):
         assert open_for_writing(path) is False  # readers do not count
+    # why: the child holds the file open for writing until the test kills it
     script = "import sys,time\nf=open(sys.argv[1],'ab')\nprint('ok',flush=True)\ntime.sleep(30)"
     proc = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE)
     try:

@@ -87,7 +87,7 @@ def test_held_paths_are_checked_again_when_their_folder_changes(devserver, tmp_p
 
 def test_ohsync_status_shows_the_first_twenty_held_paths_and_a_count(capsys) -> None:  # noqa: ANN001
     from ohsync.daemon.attention import attention_items
-    from ohsync.daemon.cli_status import _print_status
+    from ohsync.daemon.cli.status import _print_status
     from ohsync.daemon.status import build_status
     from daemon_helpers import idle_snapshot
 
@@ -121,7 +121,8 @@ def test_the_daemon_stays_in_attention_and_polls_cheaply_while_deletes_are_held(
     _delete_on_server(srv, s.repo_id, "/notes", [f"n{i:03d}.md" for i in range(60)])
     wait_for(lambda: proc.status()["held_deletes"] == 60 and proc.status()["state"] == "attention", timeout=60,
              what="the mass delete held")
-    time.sleep(1.0)  # the pass that held them is over
+    held_at = proc.status()["polls"]
+    wait_for(lambda: proc.status()["polls"] > held_at, timeout=30, what="a poll after the pass that held them")
     srv.reset_counters()
     polls = proc.status()["polls"]
     states: list[str] = []

@@ -30,7 +30,7 @@ from ohsync.daemon.protocol import (  # noqa: E402
     RpcClient,
     default_socket_path,
 )
-from ohsync.daemon.socket_server import HANDLER_THREADS, SocketServer, UnsafeSocketDir  # noqa: E402
+from ohsync.daemon.socket.server import HANDLER_THREADS, SocketServer, UnsafeSocketDir  # noqa: E402
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="switching to another uid needs root")
@@ -38,6 +38,7 @@ needs_root = pytest.mark.skipif(os.getuid() != 0, reason="switching to another u
 
 def _handlers():
     return {"status": lambda p: {"state": "idle", "real": True},
+            # why: a handler that takes the time the caller asks for (the slow request under test)
             "slow": lambda p: time.sleep(float(p.get("s", 1))) or {"slept": True}}
 
 

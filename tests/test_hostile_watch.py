@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import wait_for  # noqa: E402
@@ -30,9 +29,8 @@ def test_edits_inside_a_folder_moved_in_from_outside_are_seen(tmp_path) -> None:
             return {p for paths, _ in seen for p in paths}
 
     w = Watcher(root, lambda p: os.path.relpath(p, root), on_dirty, quiet=0.2)
-    w.start()
+    w.start()  # returns with the tree watched (watchdog adds its inotify watches in start())
     try:
-        time.sleep(0.3)
         os.rename(outside, root / "project")
         wait_for(lambda: any(scan for _, scan in seen), timeout=10, what="a full scan for the moved-in folder")
         with lock:
@@ -40,7 +38,8 @@ def test_edits_inside_a_folder_moved_in_from_outside_are_seen(tmp_path) -> None:
         (root / "project" / "sub" / "a.md").write_text("a, edited\n")
         (root / "project" / "sub" / "new.md").write_text("new\n")
         (root / "project" / "sub" / "deeper").mkdir()
-        time.sleep(0.5)
+        # a created folder: the tree is watched afresh before its scan is reported
+        wait_for(lambda: any(scan for _, scan in seen), timeout=10, what="the scan for the new folder deeper/")
         (root / "project" / "sub" / "deeper" / "b.md").write_text("b\n")
         wait_for(lambda: {"project/sub/a.md", "project/sub/new.md", "project/sub/deeper/b.md"} <= dirty(),
                  timeout=10, what="edits inside the moved-in folder")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ohsync.engine import memory_index
-from ohsync.engine.memory_index import MemoryIndex, parse_offset
-from ohsync.engine.memory_tools import MemoryTools
+from ohsync.engine.memory import index as memory_index
+from ohsync.engine.memory.index import MemoryIndex, parse_offset
+from ohsync.engine.memory.tools import MemoryTools
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
 TZ = parse_offset("+08:00")
@@ -191,10 +191,10 @@ def test_the_index_never_reads_through_a_symbolic_link(lib: Path, tmp_path: Path
 
 
 def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again(lib: Path, tmp_path: Path) -> None:
-    import time as _time
+    from daemon_helpers import wait_for
 
     from ohsync.daemon.memory_service import MemoryService
-    from ohsync.daemon.socket_server import CannotNow
+    from ohsync.daemon.socket.server import CannotNow
 
     db = tmp_path / "state" / "memory-index.sqlite3"
     service = MemoryService(lib, "+08:00", lambda job: None, {"paused": False}.get, lambda t: (True, ""),
@@ -209,13 +209,7 @@ def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again
         fh.write(b"\xa5" * (size - 4096))
     with pytest.raises(CannotNow, match="damaged"):
         search({"query": "沟通风格"})
-    deadline = _time.monotonic() + 30
-    while True:
-        try:
-            found = search({"query": "沟通风格"})["results"]
-            break
-        except CannotNow:
-            assert _time.monotonic() < deadline
-            _time.sleep(0.05)
+    # CannotNow ("being rebuilt") until the rebuild is done
+    found = wait_for(lambda: search({"query": "沟通风格"})["results"], timeout=30, what="searches answering again")
     assert found[0]["permalink"] == "comm-style-pref-0e96"
     assert MemoryIndex(lib, TZ, db).load()[1] == 0  # the rebuilt file is whole again

@@ -13,8 +13,8 @@ from datetime import datetime
 sys.path.insert(0, os.path.dirname(__file__))
 from engine_helpers import USER, make_mirror, sample_library  # noqa: E402
 
-from ohsync.engine.memory_index import parse_offset  # noqa: E402
-from ohsync.engine.memory_stamp import stamp_edit  # noqa: E402
+from ohsync.engine.memory.index import parse_offset  # noqa: E402
+from ohsync.engine.memory.stamp import stamp_edit  # noqa: E402
 
 REL = "preferences/沟通风格偏好.md"
 
@@ -39,7 +39,7 @@ def test_a_persons_edit_is_stamped_before_the_push(devserver, tmp_path) -> None:
     base_text = devserver.read_file(repo, "/" + REL).decode()
     assert "origin: android" not in base_text  # origin follows this computer
     first = next(x for x in base_text.splitlines() if x.startswith("modified: "))
-    time.sleep(1.1)  # stamps have whole seconds: let the second one differ
+    time.sleep(1.1)  # why: stamps have whole seconds: let the second one differ
     started = datetime.now(parse_offset("+08:00")).replace(microsecond=0)
     text = m.read(REL).decode()
     m.write(REL, text.replace("少用感叹号", "少用感叹号和省略号").encode())
@@ -86,7 +86,7 @@ def test_off_by_config(devserver, tmp_path) -> None:
     m.engine.options = replace(m.engine.options, stamp_edits=False)
     m.engine.ctx.options = m.engine.options
     edited = m.read(REL) + b"- [x1] plain edit\n"
-    time.sleep(0.01)
+    time.sleep(0.01)  # why: mtime resolution: the edit gets an mtime of its own
     m.write(REL, edited)
     m.sync([REL])
     assert devserver.read_file(repo, "/" + REL) == edited
@@ -125,7 +125,7 @@ def test_stamping_never_conflicts_with_a_concurrent_remote_edit_of_the_frontmatt
     m.sync()
     base = m.read(REL).decode()
     assert "origin: android" in base
-    time.sleep(0.3)
+    time.sleep(0.3)  # why: mtime resolution: the local edit comes clearly after the synced copy
     mine = base.replace("## Relations", "- [tone] 电脑上加的一条\n\n## Relations")
     m.write(REL, mine.encode())
     line = next(x for x in base.splitlines() if x.startswith("modified: "))

@@ -156,7 +156,7 @@ def test_channel_subscribes_and_relays_each_update(devserver, library, channel):
     assert rec.updates[0][0] - sent < 1.0
     other = devserver.create_library(USER, "Other")
     devserver.put_file(other, "/y.md", b"y\n")  # not our library: not relayed (not subscribed)
-    time.sleep(0.5)
+    time.sleep(0.5)  # why: a quiet period: the other library's update must not be relayed
     assert len(rec.updates) == 1
 
 
@@ -165,7 +165,7 @@ def test_channel_reconnects_after_the_service_restarts(devserver, library, chann
     wait_for(lambda: rec.modes == [True], timeout=10, what="push mode")
     devserver.notifications.set_state("down")
     wait_for(lambda: rec.modes == [True, False], timeout=10, what="polling once the service died")
-    time.sleep(1.5)
+    time.sleep(1.5)  # why: the service stays down a while: the channel's reconnect attempts fail meanwhile
     devserver.notifications.set_state("up")
     wait_for(lambda: rec.modes == [True, False, True], timeout=20, what="push again after the restart")
     wait_for(lambda: devserver.notifications.info()["subscriptions"].get(library) == 1, timeout=5)
@@ -191,7 +191,7 @@ def test_channel_stays_on_polling_without_a_service(devserver):
     chan = PushChannel(client, repo, on_update=rec.update, on_mode=rec.mode)
     devserver.reset_counters()
     chan.start()
-    time.sleep(1.5)
+    time.sleep(1.5)  # why: a quiet period: after the one probe nothing more is asked
     chan.stop()
     assert rec.modes == [] and chan.active is False
     assert devserver.requests == {"GET /notification/ping": 1}  # one probe, then nothing for a long while
@@ -236,7 +236,7 @@ def test_daemon_with_push_gets_a_remote_change_in_under_a_second(daemon_setup):
     # idle with push: no polling at all (the safety poll is 600 s away)
     d.wait_state("idle", timeout=30)
     srv.reset_counters()
-    time.sleep(3)
+    time.sleep(3)  # why: a quiet period: no polling at all with push
     assert srv.request_count(r"^GET /api2/repos/") == 0, srv.requests
 
 
@@ -249,7 +249,7 @@ def test_daemon_reconnects_after_a_restart_and_loses_no_change(daemon_setup):
     srv.notifications.set_state("down")
     wait_for(lambda: d.status()["notifications"] == "polling", timeout=20, what="polling mode")
     srv.put_file(repo, "/while-down.md", b"written while the service was down\n")  # no event for this
-    time.sleep(1)
+    time.sleep(1)  # why: the service stays down a while after the change it never announced
     srv.notifications.set_state("up")
     wait_for(lambda: d.status()["notifications"] == "push", timeout=30, what="push mode again")
     wait_for(lambda: _local(mirror, "while-down.md") == b"written while the service was down\n",
@@ -315,17 +315,17 @@ def test_worker_polls_on_push_skips_known_heads_and_slows_its_timer(tmp_path):
         assert status.status()["notifications"] == "polling"
         w.set_push(True)
         wait_for(lambda: status.status()["notifications"] == "push", what="push mode")
-        time.sleep(1.0)  # the pass the new channel asked for, then the safety poll is 600 s away
+        time.sleep(1.0)  # why: settling: the pass the new channel asked for runs, then the safety poll is 600 s away
         calls = len(engine.calls)
-        time.sleep(1.5)  # polling at 0.5 s would have passed three times
+        time.sleep(1.5)  # why: a quiet period: polling at 0.5 s would have passed three times
         assert len(engine.calls) == calls
         w.push_update("a" * 40)  # our own head: nothing to do
-        time.sleep(0.5)
+        time.sleep(0.5)  # why: a quiet period: no pass for our own head
         assert len(engine.calls) == calls
         for _ in range(5):  # a burst of announcements: coalesced
             w.push_update("b" * 40)
         wait_for(lambda: len(engine.calls) > calls, what="a pass after the announcement")
-        time.sleep(0.5)
+        time.sleep(0.5)  # why: a quiet period: the burst's other announcements add at most one pass
         assert 1 <= len(engine.calls) - calls <= 2 and engine.calls[-1][1] is True
         w.set_push(False)  # the channel went down: back to the normal interval
         calls = len(engine.calls)

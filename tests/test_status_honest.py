@@ -34,7 +34,7 @@ from ohsync.daemon.attention import attention_items, wait_verdict  # noqa: E402
 from ohsync.daemon.status import CHECK_GRACE, STATES, Snapshot, StatusModel, build_status  # noqa: E402
 from ohsync.daemon.worker import SyncWorker  # noqa: E402
 from ohsync.engine.events import ConflictRecord, SyncReport  # noqa: E402
-from ohsync.engine.memory_check import memory_problem  # noqa: E402
+from ohsync.engine.memory.check import memory_problem  # noqa: E402
 
 TWO_BLOCKS = b"---\ntitle: Two blocks\n---\n---\ntags: [pasted]\n---\nbody\n"
 
@@ -146,7 +146,8 @@ def test_idle_polls_publish_nothing_but_real_work_does(tmp_path: Path) -> None:
     w.start()
     try:
         wait_for(lambda: status.status()["state"] == "idle", what="idle")
-        time.sleep(0.3)
+        first = status.status()["polls"]
+        wait_for(lambda: status.status()["polls"] > first, what="one idle poll after the first pass")
         events.clear()
         polls = status.status()["polls"]
         wait_for(lambda: status.status()["polls"] >= polls + 8, what="eight idle polls")
@@ -306,9 +307,10 @@ def test_held_delete_makes_wait_fail_and_status_names_everything(daemon) -> None
 
 
 def _read_events(sock_path: Path, seconds: float,
-                 until: Callable[[list[dict[str, Any]]], bool] | None = None) -> list[dict[str, Any]]:
+                 until: Callable[[list[dict[str, Any]]], bool] | None = None,
+                 subscribed: threading.Event | None = None) -> list[dict[str, Any]]:
     """Subscribe on the daemon's socket and collect event params for ``seconds``
-    (or until ``until(events)`` holds)."""
+    (or until ``until(events)`` holds); ``subscribed`` is set once the daemon answered the subscribe."""
     events: list[dict[str, Any]] = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(str(sock_path))
@@ -329,6 +331,8 @@ def _read_events(sock_path: Path, seconds: float,
                 msg = json.loads(line)
                 if msg.get("method") == "event":
                     events.append(msg["params"])
+                elif msg.get("result") == {"subscribed": True} and subscribed is not None:
+                    subscribed.set()
             if until is not None and until(events):
                 break
     return events
@@ -338,7 +342,8 @@ def test_idle_polls_send_no_status_events_on_the_socket(isolated_env, seed_daemo
     s = seed_daemon(tree=DEMO_LIBRARY, poll_interval=0.5)
     mirror = s.mirror
     proc = s.start(wait="idle")
-    time.sleep(1.0)
+    first = proc.status()["polls"]
+    wait_for(lambda: proc.status()["polls"] > first, what="one idle poll after the first pass")
     polls = proc.status()["polls"]
     collected: list[list[dict[str, Any]]] = []
     reader = threading.Thread(target=lambda: collected.append(_read_events(isolated_env.socket, 4.0)))
@@ -352,10 +357,11 @@ def test_idle_polls_send_no_status_events_on_the_socket(isolated_env, seed_daemo
         states = [e["status"]["state"] for e in events if e.get("type") == "status"]
         return "syncing" in states and states[-1] == "idle"
 
+    subscribed = threading.Event()
     reader = threading.Thread(target=lambda: collected.append(
-        _read_events(isolated_env.socket, 8.0, until=synced_again)))
+        _read_events(isolated_env.socket, 8.0, until=synced_again, subscribed=subscribed)))
     reader.start()
-    time.sleep(0.5)
+    assert subscribed.wait(10), "the daemon did not answer the subscribe"
     (mirror / "knowledge" / "fresh.md").write_bytes(b"a new note\n")
     reader.join(20)
     states = [e["status"]["state"] for e in collected[0] if e.get("type") == "status"]

@@ -132,7 +132,7 @@ def test_a_merge_on_a_server_without_file_history_never_shows_an_error(isolated_
         while not done.is_set():
             st = proc.status()
             states.append(f"{st['state']}: {st['message']}")
-            time.sleep(0.05)
+            time.sleep(0.05)  # why: the sampling interval of this status recorder
 
     watcher = threading.Thread(target=watch)
     watcher.start()
@@ -144,7 +144,7 @@ def test_a_merge_on_a_server_without_file_history_never_shows_an_error(isolated_
             assert proc.cli("resume").returncode == 0
             wait_for(lambda: f"desk {n}" in s.srv.read_file(s.repo_id, "/notes/plan.md").decode(), timeout=60,
                      what="the merge")
-            time.sleep(1.5)  # three polls more
+            time.sleep(1.5)  # why: a quiet period of three more polls, each must not report an error
     finally:
         done.set()
         watcher.join(10)

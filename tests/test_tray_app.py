@@ -12,10 +12,11 @@ import threading
 import time
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
+from daemon_helpers import wait_for
 from ohsync.tray import app as tray_app
 from ohsync.tray import desktop, menu_model
 from ohsync.tray.menu_model import Action
@@ -35,16 +36,6 @@ def _load_fake_daemon() -> Any:
 
 FakeDaemon = _load_fake_daemon().FakeDaemon
 STATUS_IDLE = _load_fake_daemon().STATUS_IDLE
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 8.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {predicate}")
 
 
 class Harness:
@@ -81,22 +72,22 @@ def test_follows_status_events_and_conflicts(sock: Path) -> None:
         assert fake.wait_for_subscriber()
         fake.set_status(state="syncing", pending_up=3,
                         transfer={"path": "notes.md", "direction": "up", "done": 1, "total": 4})
-        wait_until(lambda: h.state() == "syncing")
+        wait_for(lambda: h.state() == "syncing")
         assert h.controller.view().progress == (1, 3)
         fake.conflicts.append({"path": "new.md", "archived": ".conflict/new__remote__x.md"})
         fake.push({"type": "conflict", "path": "new.md", "archived": ".conflict/new__remote__x.md"})
-        wait_until(lambda: h.controller.view().conflicts and len(h.controller.view().conflicts) == 2)
+        wait_for(lambda: h.controller.view().conflicts and len(h.controller.view().conflicts) == 2)
         fake.push({"type": "filed", "name": "scan.pdf", "dest": "/Files/_inbox/scan.pdf"})
-        wait_until(lambda: len(h.notices) >= 2)
+        wait_for(lambda: len(h.notices) >= 2)
         assert [n.title for n in h.notices] == ["Conflict in new.md", "Filed scan.pdf"]  # old.md: silent
         fake.set_status(state="auth_required", message="Token rejected")
-        wait_until(lambda: any(n.kind == "login" for n in h.notices))
+        wait_for(lambda: any(n.kind == "login" for n in h.notices))
         # daemon/app.py publishes the status nested: {"type": "status", "status": {...}}
         fake.push({"type": "status", "status": {**fake.status, "state": "offline"}})
-        wait_until(lambda: h.state() == "offline")
+        wait_for(lambda: h.state() == "offline")
         # the worker's conflict event carries path + message, no archived copy
         fake.push({"type": "conflict", "path": "c.md", "message": "both changed"})
-        wait_until(lambda: any(n.title == "Conflict in c.md" for n in h.notices))
+        wait_for(lambda: any(n.title == "Conflict in c.md" for n in h.notices))
     finally:
         h.controller.stop()
         fake.stop()
@@ -107,15 +98,15 @@ def test_shows_not_running_and_reconnects_when_the_daemon_restarts(sock: Path) -
     h.controller.start()
     fake = None
     try:
-        time.sleep(0.3)
+        time.sleep(0.3)  # why: a quiet period: with no daemon the tray keeps showing "not running"
         assert h.controller.view().status is None  # nobody there yet: "ohsync is not running"
         fake = FakeDaemon(sock).start()
         assert h.controller.connected.wait(8)
         fake.stop()
-        wait_until(lambda: h.controller.view().status is None)
+        wait_for(lambda: h.controller.view().status is None)
         assert not h.controller.connected.is_set()
         fake = FakeDaemon(sock, status={**STATUS_IDLE, "state": "paused"}).start()
-        wait_until(lambda: h.state() == "paused", timeout=10)
+        wait_for(lambda: h.state() == "paused", timeout=10)
         assert not h.gone.is_set()  # not ours: keep waiting for it instead of quitting
     finally:
         h.controller.stop()
@@ -152,7 +143,7 @@ def test_actions_call_the_daemon_or_open_files(sock: Path, tmp_path: Path) -> No
         h.controller.perform(Action("open", (str(drop),), fallback=str(drop)))
         assert h.opened == [str(existing), str(drop)] and drop.is_dir()
     h.controller.perform(Action("refresh"))  # daemon gone: a notice, not an exception
-    wait_until(lambda: h.notices)
+    wait_for(lambda: h.notices)
     assert h.notices[0].title == "Could not refresh" and "not running" in h.notices[0].body
 
 
@@ -163,7 +154,7 @@ module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 open(sys.argv[3], "w").write(str(os.getpid()))
 module.FakeDaemon(sys.argv[2]).start()
-time.sleep(30)
+time.sleep(30)  # why: the started "daemon" stays up until the test kills it
 """
 
 
@@ -177,10 +168,10 @@ def test_start_item_starts_the_daemon_and_shows_starting(sock: Path, tmp_path: P
     h = Harness(sock, start_command=command)
     h.controller.start()
     try:
-        time.sleep(0.2)
+        time.sleep(0.2)  # why: a quiet period: nothing is started before the Start item is clicked
         assert h.controller.view().status is None and not h.controller.view().starting
         h.controller.perform(Action("start"))
-        wait_until(lambda: h.controller.view().starting, timeout=2)  # "Starting…", Start disabled
+        wait_for(lambda: h.controller.view().starting, timeout=2)  # "Starting…", Start disabled
         assert h.controller.connected.wait(15)  # well before the 5 s backoff would have retried
         assert h.state() == "idle" and not h.controller.view().starting
         assert h.controller.start_daemon() is True  # already running: nothing started twice
@@ -263,7 +254,7 @@ def test_model_maps_to_pystray_items(pystray_dummy: Any) -> None:
     menu = tray_app.to_pystray_menu(pystray_dummy, mm.build_menu(view), performed.append)
     by_text = items(menu)
     first = next(iter(menu))
-    assert first.text.startswith("Up to date") and not first.enabled
+    assert first.text.startswith("Needs attention") and not first.enabled  # an open conflict needs the person
     assert by_text["Open folder"].default and by_text["Refresh now"].enabled
     sub = by_text["Conflicts (1)"].submenu
     assert [i.text for i in sub] == ["a.md", "- - - -", "Open conflicts folder"]
@@ -280,14 +271,14 @@ def test_tray_app_end_to_end_with_a_stand_in_icon(pystray_dummy: Any, sock: Path
         runner.start()
         try:
             assert app.controller.connected.wait(8)
-            wait_until(lambda: next(iter(app.icon.menu)).text.startswith("Up to date"))
+            wait_for(lambda: next(iter(app.icon.menu)).text.startswith("Up to date"))
             assert app.icon.title.startswith("ohsync — Up to date")
             items(app.icon.menu)["Refresh now"](app.icon)
             assert fake.wait_for_call("refresh")
             items(app.icon.menu)["Pause syncing"](app.icon)
-            wait_until(lambda: "Resume syncing" in items(app.icon.menu))
+            wait_for(lambda: "Resume syncing" in items(app.icon.menu))
             fake.set_status(state="auth_required")
-            wait_until(lambda: app.icon.notified, timeout=10)
+            wait_for(lambda: app.icon.notified, timeout=10)
             assert app.icon.notified[0][0] == "Login needed"
             items(app.icon.menu)["Quit"](app.icon)
             runner.join(10)
@@ -315,7 +306,7 @@ def test_run_tray_owning_the_daemon_stops_it_on_quit(pystray_dummy: Any, sock: P
         runner = threading.Thread(target=tray_app.run_tray, args=(sock,),
                                   kwargs={"owns_daemon": True, "stop_daemon": stopped.set})
         runner.start()
-        wait_until(lambda: created and created[0].controller.connected.is_set())
+        wait_for(lambda: created and created[0].controller.connected.is_set())
         created[0].controller.perform(Action("quit"))
         runner.join(10)
         assert stopped.is_set() and not runner.is_alive()
@@ -323,7 +314,7 @@ def test_run_tray_owning_the_daemon_stops_it_on_quit(pystray_dummy: Any, sock: P
         created.clear()
         runner = threading.Thread(target=tray_app.run_tray, args=(sock,), kwargs={"owns_daemon": True})
         runner.start()
-        wait_until(lambda: created and created[0].controller.connected.is_set())
+        wait_for(lambda: created and created[0].controller.connected.is_set())
         created[0].quit()
         runner.join(10)
         assert fake.wait_for_call("shutdown")  # no stop_daemon given: ask over the socket
@@ -334,7 +325,7 @@ def test_stop_event_closes_the_tray(pystray_dummy: Any, sock: Path) -> None:
     app = tray_app.TrayApp(make_fake_pystray(pystray_dummy), sock, owns_daemon=False, stop_event=stop)
     runner = threading.Thread(target=app.run)
     runner.start()
-    wait_until(lambda: next(iter(app.icon.menu)).text == "ohsync is not running")
+    wait_for(lambda: next(iter(app.icon.menu)).text == "ohsync is not running")
     stop.set()
     runner.join(10)
     assert not runner.is_alive() and not app.quit_requested
@@ -382,7 +373,7 @@ def test_open_ohsync_opens_the_address_the_socket_gives(sock: Path) -> None:
         entry = next(e for e in menu_model.build_menu(h.controller.view()) if e.text == "Open ohsync…")
         assert entry.enabled and entry.action == Action("panel")
         h.controller.perform(entry.action)
-        wait_until(lambda: opened)
+        wait_for(lambda: opened)
         assert opened == ["http://127.0.0.1:8765/auth#the-secret"] and fake.wait_for_call("panel")
     finally:
         h.controller.stop()

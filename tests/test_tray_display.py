@@ -47,7 +47,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, Env, isolated_env, ohsync_cmd, write_config  # noqa: F401
+from daemon_helpers import DEMO_LIBRARY, Env, isolated_env, ohsync_cmd, wait_for, write_config  # noqa: F401
 
 pytestmark = [pytest.mark.timeout(90),
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11/D-Bus desktop test")]
@@ -57,28 +57,6 @@ ARTIFACTS = REPO / "artifacts" / "tray-display"
 PROGRAMS = ("Xvfb", "dbus-daemon", "dunst", "gtk-sni-tray-standalone", "xdotool", "busctl", "import")
 SCREEN_W, SCREEN_H = 1024, 768
 ITEM_PATH = "/org/ayatana/NotificationItem/ohsync"  # Ayatana: the icon's name, "-" -> "_"
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str,
-               seen: Callable[[], Any] | None = None) -> Any:
-    """Poll ``predicate``; on timeout fail naming ``what`` (and what ``seen()`` shows then)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = predicate()
-        except Exception:  # not up yet
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = ""
-            if seen is not None:
-                try:
-                    detail = f"; seen: {seen()!r}"
-                except Exception as exc:  # noqa: BLE001
-                    detail = f"; seen: {exc!r}"
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}{detail}")
-        time.sleep(0.05)
 
 
 def check_prerequisites() -> None:
@@ -139,7 +117,7 @@ class Desktop:
                                         "dbus.log", "FD")
         self.env["DBUS_SESSION_BUS_ADDRESS"] = address
         self.spawn(["dunst"], "dunst.log")
-        wait_until(lambda: self.has_name("org.freedesktop.Notifications"), 10, "dunst on the bus")
+        wait_for(lambda: self.has_name("org.freedesktop.Notifications"), 10, "dunst on the bus")
         self.spawn(["busctl", "--user", "monitor", "--json=short", "--match",
                     "type='method_call',interface='org.freedesktop.Notifications',member='Notify'"],
                    "notify.jsonl")
@@ -161,7 +139,7 @@ class Desktop:
                                      + (self.tmp / "host-3.log").read_text(errors="replace")[-2000:])
             self.host = self.spawn(["gtk-sni-tray-standalone", "--top", "--end", "--watcher", "--size", "32",
                                     "-c", "#404040"], f"host-{self.host_starts}.log")
-            wait_until(lambda: self.host.poll() is not None or self.has_name("org.kde.StatusNotifierWatcher"),
+            wait_for(lambda: self.host.poll() is not None or self.has_name("org.kde.StatusNotifierWatcher"),
                        15, "the StatusNotifier host")
             if self.host.poll() is None:
                 return
@@ -357,7 +335,7 @@ class World:
                 os.kill(json.loads(pid_file.read_text())["pid"], signal.SIGTERM)
             except (OSError, ValueError, KeyError):
                 pass
-            wait_until(lambda: not pid_file.exists(), 30, "the daemon to exit")
+            wait_for(lambda: not pid_file.exists(), 30, "the daemon to exit")
         for proc in self.procs:
             if proc.poll() is None:
                 proc.terminate()
@@ -374,7 +352,7 @@ def world(isolated_env: Env, devserver: Any, desktop: Desktop, tmp_path: Path) -
 
 
 def wait_icon(desktop: Desktop, menu: DBusMenu, proc: subprocess.Popen[bytes], log: Callable[[], str]) -> None:
-    wait_until(lambda: proc.poll() is not None or (desktop.host_alive() and menu.registered()), 30,
+    wait_for(lambda: proc.poll() is not None or (desktop.host_alive() and menu.registered()), 30,
                "the tray icon to register")
     assert proc.poll() is None, log()
     menu.connect()
@@ -408,17 +386,17 @@ def test_menu_and_refresh_with_the_daemon_in_process(world: World, desktop: Desk
     try:
         wait_icon(desktop, menu, daemon, world.log)
         expected = ["Refresh now", "Open ohsync…", "Open folder", "Open drop folder", "Conflicts (0)", "Pause syncing", "Quit"]
-        wait_until(lambda: up_to_date(menu) and menu.labels()[1:] == expected, 30,
-                   f"the menu to read 'Up to date…' + {expected}", menu.labels)
+        wait_for(lambda: up_to_date(menu) and menu.labels()[1:] == expected, 30,
+                   f"the menu to read 'Up to date…' + {expected}", seen=menu.labels)
         by_label = {e["label"]: e for e in menu.layout()}
         assert not by_label[menu.labels()[0]]["enabled"] and by_label["Refresh now"]["enabled"]
         assert (world.mirror / "notes" / "plan.txt").exists()  # the daemon really synced the library
-        time.sleep(0.5)  # let the host draw the icon
+        time.sleep(0.5)  # why: the host draws the icon: no signal to wait on but its pixels
 
         # open the menu for real: right click on the icon (top right of the host's bar)
         before = desktop.screenshot("tray.png")
         desktop.right_click_icon()
-        time.sleep(1.0)
+        time.sleep(1.0)  # why: the menu is drawn: no signal to wait on but its pixels
         after = desktop.screenshot("menu.png")
         from PIL import Image, ImageChops
         with Image.open(before) as a, Image.open(after) as b:
@@ -433,7 +411,7 @@ def test_menu_and_refresh_with_the_daemon_in_process(world: World, desktop: Desk
         polls = world.status()["polls"]
         world.srv.reset_counters()
         desktop.run("xdotool", "key", "Down", "Return")
-        wait_until(lambda: world.status()["polls"] > polls, 15,
+        wait_for(lambda: world.status()["polls"] > polls, 15,
                    f"the daemon to poll after Refresh now (polls stayed {polls})")
         assert world.srv.request_count() >= 1, "Refresh now reached the daemon but not the server"
 
@@ -451,23 +429,24 @@ def test_conflict_notices_on_the_session_bus(world: World, desktop: Desktop) -> 
     menu = DBusMenu(desktop.env["DBUS_SESSION_BUS_ADDRESS"])
     try:
         wait_icon(desktop, menu, daemon, world.log)
-        wait_until(lambda: up_to_date(menu), 30, "Up to date")
+        wait_for(lambda: up_to_date(menu), 30, "Up to date")
         assert desktop.notifications() == []
 
         def conflict_round(files: tuple[str, ...]) -> None:
             menu.click("Pause syncing")  # over D-Bus, as a click in the menu
-            wait_until(lambda: world.status()["state"] == "paused" and "Resume syncing" in menu.labels(), 15,
+            wait_for(lambda: world.status()["state"] == "paused" and "Resume syncing" in menu.labels(), 15,
                        "paused")
             for rel in files:
                 edit_both_sides(world, rel)
-            time.sleep(0.3)  # the watcher sees the local edits (held while paused)
+            wait_for(lambda: world.status()["pending_up"] >= len(files), 15,
+                     "the watcher to see the local edits (held while paused)", seen=world.status)
             menu.click("Resume syncing")
 
         # one conflict → one notice naming the file
         conflict_round(("notes/plan.txt",))
-        wait_until(lambda: desktop.notifications(), 20, "a notification")
-        wait_until(lambda: "Conflicts (1)" in menu.labels(), 10, "Conflicts (1) in the menu")
-        time.sleep(2.0)  # longer than the notifier's quiet time: nothing else may follow
+        wait_for(lambda: desktop.notifications(), 20, "a notification")
+        wait_for(lambda: "Conflicts (1)" in menu.labels(), 10, "Conflicts (1) in the menu")
+        time.sleep(2.0)  # why: a quiet period longer than the notifier's quiet time: nothing else may follow
         first = desktop.notifications()
         assert len(first) == 1, first
         assert first[0][0] == "Conflict in plan.txt", first
@@ -477,15 +456,15 @@ def test_conflict_notices_on_the_session_bus(world: World, desktop: Desktop) -> 
         desktop.screenshot("notification.png")
         # its "Open ohsync…" button opens the local page (dunst: the notice's default action)
         desktop.run("dunstctl", "action", "0")
-        wait_until(lambda: world.opened.exists() and world.opened.read_text().strip(), 15,
+        wait_for(lambda: world.opened.exists() and world.opened.read_text().strip(), 15,
                    "the browser started by the notice's button")
         assert world.opened.read_text().startswith("http://127.0.0.1:") and "/auth#" in world.opened.read_text()
 
         # a burst of three conflicts → one summary notice
         conflict_round(("notes/b.txt", "notes/c.txt", "notes/d.txt"))
-        wait_until(lambda: len(desktop.notifications()) > 1, 20, "the summary notification")
-        wait_until(lambda: "Conflicts (4)" in menu.labels(), 10, "Conflicts (4) in the menu")
-        time.sleep(2.0)
+        wait_for(lambda: len(desktop.notifications()) > 1, 20, "the summary notification")
+        wait_for(lambda: "Conflicts (4)" in menu.labels(), 10, "Conflicts (4) in the menu")
+        time.sleep(2.0)  # why: a quiet period longer than the notifier's quiet time: one summary only
         notices = desktop.notifications()
         assert len(notices) == 2, notices
         summary, body = notices[1]
@@ -496,15 +475,15 @@ def test_conflict_notices_on_the_session_bus(world: World, desktop: Desktop) -> 
 
         # the Conflicts submenu, opened with the keyboard, for the screenshot
         desktop.right_click_icon()
-        time.sleep(0.7)
+        time.sleep(0.7)  # why: the menu is drawn before the keys go to it (no signal but pixels)
         desktop.run("xdotool", "key", "Down", "Down", "Down", "Down", "Right")
-        time.sleep(0.7)
+        time.sleep(0.7)  # why: the submenu is drawn before the screenshot (no signal but pixels)
         submenu = desktop.screenshot("conflicts-submenu.png")
         from PIL import Image
         with Image.open(submenu) as img:
             img.crop((SCREEN_W - 700, 0, SCREEN_W, 300)).save(ARTIFACTS / f"{desktop.prefix}conflicts-submenu-crop.png")
         desktop.run("xdotool", "key", "Escape", "Escape")
-        time.sleep(0.3)
+        time.sleep(0.3)  # why: the menus close before the next click (no signal but pixels)
 
         menu.click("Quit")
         assert daemon.wait(30) == 0, world.log()
@@ -514,31 +493,31 @@ def test_conflict_notices_on_the_session_bus(world: World, desktop: Desktop) -> 
 
 def test_ohsync_tray_follows_a_running_daemon_and_can_start_one(world: World, desktop: Desktop) -> None:
     daemon = world.start_daemon("--no-tray", display=False)  # e.g. started by systemd
-    wait_until(lambda: world.status()["state"] == "idle", 60, "the daemon to sync")
+    wait_for(lambda: world.status()["state"] == "idle", 60, "the daemon to sync")
     tray = desktop.spawn([*ohsync_cmd(), "tray"], "tray.log", env=world.vars(True), cwd=world.env.root)
     menu = DBusMenu(desktop.env["DBUS_SESSION_BUS_ADDRESS"])
     try:
         wait_icon(desktop, menu, tray, lambda: (world.env.root / "tray.log").read_text(errors="replace"))
-        wait_until(lambda: up_to_date(menu), 20, "Up to date")
+        wait_for(lambda: up_to_date(menu), 20, "Up to date")
 
         # the daemon stops (as `systemctl --user stop` does it; `ohsync stop` would end the tray too):
         # "ohsync is not running", the socket it follows, and a Start item
         daemon.terminate()
         assert daemon.wait(30) == 0
-        wait_until(lambda: menu.labels()[:3] == ["ohsync is not running", f"No answer on {world.env.socket}",
+        wait_for(lambda: menu.labels()[:3] == ["ohsync is not running", f"No answer on {world.env.socket}",
                                                  "Start ohsync"], 15,
                    "'ohsync is not running' + the socket + 'Start ohsync'")
         assert "Refresh now" not in menu.labels()
-        time.sleep(0.3)
+        time.sleep(0.3)  # why: the host redraws the changed menu before the click (no signal but pixels)
         desktop.right_click_icon()
-        time.sleep(0.8)
+        time.sleep(0.8)  # why: the menu is drawn before the screenshot (no signal but pixels)
         desktop.screenshot("not-running-menu.png")
         desktop.run("xdotool", "key", "Escape")
-        time.sleep(0.3)
+        time.sleep(0.3)  # why: the menu closes before the next click (no signal but pixels)
 
         # Start: the tray starts `ohsync run --no-tray` and reconnects to it
         menu.click("Start ohsync")
-        wait_until(lambda: up_to_date(menu), 45, "the started daemon in the menu")
+        wait_for(lambda: up_to_date(menu), 45, "the started daemon in the menu")
         pid = json.loads((world.env.root / "state" / "ohsync.pid").read_text())["pid"]
         assert pid != daemon.pid and pid != tray.pid
 

@@ -127,12 +127,9 @@ class FakeDaemon:
             return len(self._subscribers)
 
     def wait_for_subscriber(self, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.subscriber_count():
-                return True
-            time.sleep(0.02)
-        return False
+        """True once a client subscribed (woken by the accept loop), False after ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: bool(self._subscribers), timeout)
 
     # --- server ------------------------------------------------------------------
 
@@ -163,6 +160,7 @@ class FakeDaemon:
                     conn.sendall(encode(reply))
                     with self._cond:
                         self._subscribers.append(conn)
+                        self._cond.notify_all()
                     continue
                 try:
                     reply["result"] = self._answer(method)

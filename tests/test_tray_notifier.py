@@ -6,6 +6,7 @@ import threading
 import time
 from typing import Any
 
+from daemon_helpers import wait_for
 from ohsync.tray.notifier import Announcer, Notice, Notifier, summarize
 
 A = {"path": "notes/a.md", "archived": ".conflict/notes/a__remote__20261130T011203Z.md"}
@@ -105,9 +106,9 @@ def test_a_burst_becomes_one_notice() -> None:
     try:
         for i in range(5):
             notifier.post(Notice("conflict", f"Conflict in f{i}.md"))
-            time.sleep(0.02)
+            time.sleep(0.02)  # why: the burst's spacing, well inside the quiet time
         assert rec.event.wait(5)
-        time.sleep(0.4)
+        time.sleep(0.4)  # why: a quiet period longer than the quiet time: no second notice may follow
         assert [t for t, _ in rec.sent] == ["5 conflicts"]
         rec.event.clear()
         notifier.post(Notice("login", "Login needed", "Run: ohsync login"))
@@ -129,7 +130,7 @@ def test_a_steady_stream_is_still_flushed_after_max_wait_and_failures_are_logged
     try:
         while not sent and time.monotonic() - start < 5:
             notifier.post(Notice("filed", "Filed x", "x → /Files/x"))
-            time.sleep(0.1)
+            time.sleep(0.1)  # why: the stream's spacing, inside the quiet time, so only max_wait flushes
         assert sent and time.monotonic() - start < 2
     finally:
         notifier.close(flush=False)
@@ -150,13 +151,9 @@ def test_a_conflict_notice_carries_the_open_page_button() -> None:
                         open_page=lambda: opened.append(True))
     try:
         notifier.post(Notice("conflict", "Conflict in a.md", "Both versions were kept."))
-        deadline = time.monotonic() + 5
-        while not sent and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: sent, timeout=5, what="the conflict notice")
         notifier.post(Notice("filed", "Filed x.pdf", "x.pdf → /Files/"))
-        deadline = time.monotonic() + 5
-        while len(sent) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: len(sent) >= 2, timeout=5, what="the filed notice")
     finally:
         notifier.close()
     (title, body, (label, press)), filed = sent

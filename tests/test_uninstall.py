@@ -17,6 +17,7 @@ from ohsync.daemon.protocol import tray_pid_file  # noqa: E402
 
 def _fake_tray(socket: Path) -> subprocess.Popen[bytes]:
     """A process whose command line is an ``ohsync … tray`` and that wrote the tray's pid file."""
+    # why: the fake tray stays up until the test stops it
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "ohsync", "tray"])
     pid_file = tray_pid_file(socket)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +54,7 @@ def test_uninstall_sequence_leaves_no_process_and_no_keyring_entry(seed_daemon) 
 
 
 def test_stop_without_a_daemon_still_ends_the_tray(isolated_env) -> None:
-    from ohsync.daemon.cli import main
+    from ohsync.daemon.cli.main import main
 
     tray = _fake_tray(isolated_env.socket)
     try:
@@ -68,6 +69,7 @@ def test_stop_without_a_daemon_still_ends_the_tray(isolated_env) -> None:
 def test_a_stale_tray_pid_file_signals_nothing(isolated_env) -> None:
     from ohsync.daemon.tray_stop import stop_tray
 
+    # why: the bystander stays up until the test stops it
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         pid_file = tray_pid_file(isolated_env.socket)
@@ -100,11 +102,12 @@ def _children() -> set[int]:
 
 def test_the_tray_reaps_the_daemon_it_started(isolated_env) -> None:
     """The Start item's daemon, once it has exited, leaves no zombie behind while the tray runs."""
-    from ohsync.daemon.socket_server import SocketServer
+    from ohsync.daemon.socket.server import SocketServer
     from ohsync.tray.app import TrayController
 
     server = SocketServer(isolated_env.socket, {"status": lambda p: {"state": "idle", "message": "ok"},
                                                  "conflicts": lambda p: []})
+    # why: a started "daemon" that lives a second, then exits
     ctl = TrayController(isolated_env.socket, start_command=[sys.executable, "-c", "import time; time.sleep(1)"])
     before = _children()
     try:

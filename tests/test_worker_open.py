@@ -73,7 +73,7 @@ def test_a_rejected_login_at_open_waits_for_a_login_like_a_rejected_pass(tmp_pat
         st = wait_for(lambda: (s := status.status())["state"] == "auth_required" and s, what="auth_required")
         assert st["message"] == ("The server rejected the saved login. Run `ohsync login --mirror Docs` to sign "
                                  "in again; the running daemon then signs in with the new login.")
-        time.sleep(1.0)  # three poll intervals: no attempt with the rejected token
+        time.sleep(1.0)  # why: a quiet period of three poll intervals: no attempt with the rejected token
         assert len(attempts) == 1 and fatal == []
         assert w.wait(0.5) == (False, st["message"])
         w.refresh()  # after `ohsync login`
@@ -148,7 +148,7 @@ def test_an_error_that_needs_the_person_at_open_is_not_retried(tmp_path: Path, e
     try:
         st = wait_for(lambda: (s := status.status())["state"] == state and s, what=state)
         assert st["message"] == str(error)
-        time.sleep(1.0)
+        time.sleep(1.0)  # why: a quiet period of three poll intervals: not retried
         assert len(attempts) == 1 and bool(fatal) is is_fatal
     finally:
         assert w.shutdown(10)

@@ -4,10 +4,10 @@ rename answer, and backslashes in multipart file names."""
 from __future__ import annotations
 
 import re
-import time
 
 import httpx
 import pytest
+from daemon_helpers import wait_for
 from devserver_fixtures import c, rid  # noqa: F401 - fixtures used as parameters
 
 USER = "user@example.edu.cn"
@@ -173,12 +173,9 @@ def test_stale_burst_in_the_background_with_spacing(c, devserver, rid):
                json={"path": "/d/n.md", "count": 3, "spacing_ms": 30, "text": "read earlier\n", "wait": False})
     assert r.status_code == 200
     number = r.json()["burst"]
-    deadline = time.monotonic() + 30
-    while True:
-        state = c.get(f"/_devserver/libraries/{rid}/stale-burst", params={"burst": number}).json()
-        if state["done"] or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
+    state = wait_for(lambda: (st := c.get(f"/_devserver/libraries/{rid}/stale-burst",
+                                          params={"burst": number}).json())["done"] and st,
+                     timeout=30, interval=0.02, what=f"stale burst {number} to finish")
     assert state["done"] and len(state["ids"]) == 3 and state["errors"] == []
     assert devserver.read_file(rid, "/d/n.md") == b"read earlier\n- [note] stale writer 2 #bot\n"
     assert c.post(f"/_devserver/libraries/{rid}/stale-burst", json={"path": "/nope.md"}).status_code == 404

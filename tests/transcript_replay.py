@@ -249,7 +249,7 @@ class Replayer:
             resp = self.client.request(req["method"], url, headers=headers, **kwargs)
             if resp.status_code != 429:
                 return resp
-            time.sleep(float(resp.headers.get("Retry-After", "1")))
+            time.sleep(float(resp.headers.get("Retry-After", "1")))  # why: the server asked us to wait
         return resp
 
     def normalise(self, step: dict, resp: httpx.Response) -> dict:
