@@ -82,7 +82,18 @@ def bounded(fn: Callable[[], Any], timeout: float, what: str) -> tuple[Any, floa
 # ----------------------------------------------------------------------------- devserver process
 
 class DevServerProc:
-    """``python -m ohsync.devserver`` on 127.0.0.1, steered through ``/_devserver/``."""
+    """``python -m ohsync.devserver`` on 127.0.0.1, steered through ``/_devserver/``.
+
+    Its requests are counted by devserver itself (``/_devserver/counters``);
+    a server of one's own is :class:`real_server.RealServer`, with the same
+    interface and the requests counted by the tools.
+    """
+
+    #: devserver counts every request it answers (the control API excepted).
+    counts_requests = True
+    #: ``/_devserver/faults`` adds latency and failures
+    faults = True
+    user, password = USER, PASSWORD
 
     def __init__(self, data: Path, libraries: dict[str, Path]) -> None:
         cmd = [sys.executable, "-m", "ohsync.devserver", "--host", "127.0.0.1", "--port", "0",
@@ -105,6 +116,13 @@ class DevServerProc:
         self.url = m.group(1).decode()
         self.http = httpx.Client(base_url=self.url + "/_devserver", timeout=600)
         self.token = self.http.get("/token", params={"email": USER}).json()["token"]
+        from real_server import server_version
+
+        self.version = "devserver " + server_version(self.url)
+
+    def lib_name(self, name: str) -> str:
+        """The library's name on the server (devserver: the bench's name itself)."""
+        return name
 
     def repo_id(self, name: str) -> str:
         for lib in self.http.get("/libraries").json():
@@ -158,7 +176,7 @@ class Measure:
         return d
 
 
-def measured(srv: DevServerProc, fn: Callable[[], Any], timeout: float, what: str) -> tuple[Measure, Any]:
+def measured(srv: Any, fn: Callable[[], Any], timeout: float, what: str) -> tuple[Measure, Any]:
     """Reset the counters, run ``fn`` bounded, read the counters."""
     srv.reset()
     m = Measure()
@@ -175,29 +193,48 @@ def measured(srv: DevServerProc, fn: Callable[[], Any], timeout: float, what: st
 # ----------------------------------------------------------------------------- rclone
 
 class Rclone:
-    """The rclone binary with an on-the-fly seafile remote (no config file)."""
+    """The rclone binary with an on-the-fly seafile remote (no config file).
 
-    def __init__(self, url: str) -> None:
+    :param srv: the server (``url``, ``user``, ``password`` or only ``token``,
+        ``lib_name``), or None for no server (then only ``bin`` and ``version``).
+    """
+
+    def __init__(self, srv: Any) -> None:
         self.bin = shutil.which("rclone")
         self.version = ""
-        self.url = url
+        self.srv = srv
+        self.url = srv.url if srv is not None else ""
+        self.auth = ""
         if self.bin:
             self.version = subprocess.run([self.bin, "version"], capture_output=True, text=True,
                                           timeout=30).stdout.splitlines()[0]
-            self.obscured = subprocess.run([self.bin, "obscure", PASSWORD], capture_output=True, text=True,
-                                           timeout=30).stdout.strip()
+            if srv is not None and srv.password is not None:
+                obscured = subprocess.run([self.bin, "obscure", srv.password], capture_output=True, text=True,
+                                          timeout=30).stdout.strip()
+                self.auth = f"user='{srv.user}',pass='{obscured}'"
+            elif srv is not None:  # a token only: rclone's seafile backend takes it as auth_token
+                self.auth = f"user='{srv.user}',auth_token='{srv.token}'"
 
     def remote(self, library: str, path: str = "") -> str:
-        return (f":seafile,url='{self.url}',user='{USER}',pass='{self.obscured}',"
-                f"library='{library}':{path}")
+        name = self.srv.lib_name(library) if self.srv is not None else library
+        return f":seafile,url='{self.url}',{self.auth},library='{name}':{path}"
 
-    def run(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        """Run rclone; on timeout terminate it (by pid) and return code 124."""
-        cmd = [self.bin or "rclone", "--config", "/dev/null", "-q", *args]
+    def run(self, *args: str, timeout: float, dump_to: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """Run rclone; on timeout terminate it (by pid) and return code 124.
+
+        :param dump_to: log every request's headers to this file (``--dump headers``;
+            rclone redacts the Authorization header) so they can be counted.
+        """
+        log_opts = ["--dump", "headers", "--log-file", str(dump_to)] if dump_to is not None else ["-q"]
+        cmd = [self.bin or "rclone", "--config", "/dev/null", *log_opts, *args]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             out, err = proc.communicate(timeout=timeout)
             return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        except KeyboardInterrupt:  # the run is stopped: so is its rclone
+            proc.kill()
+            proc.wait(10)
+            raise
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -208,13 +245,26 @@ class Rclone:
             return subprocess.CompletedProcess(cmd, 124, out, err)
 
 
-def rclone_measure(srv: DevServerProc, rc: Rclone, args: list[str], timeout: float, what: str) -> Measure:
+def rclone_measure(srv: Any, rc: Rclone, args: list[str], timeout: float, what: str) -> Measure:
+    """One rclone run, timed, its requests counted by devserver or, on a server of one's
+    own, from rclone's ``--dump headers`` log (:func:`real_server.count_rclone_dump`)."""
     srv.reset()
+    dump = None
+    if not srv.counts_requests:
+        fd, name = tempfile.mkstemp(prefix="ohsync-bench-rclone-", suffix=".log")
+        os.close(fd)
+        dump = Path(name)
     t0 = time.perf_counter()
-    cp = rc.run(*args, timeout=timeout)
+    cp = rc.run(*args, timeout=timeout, dump_to=dump)
     m = Measure(seconds=time.perf_counter() - t0)
-    c = srv.counters()
-    m.requests, m.endpoints = c["total"], c["endpoints"]
+    if dump is not None:
+        from real_server import count_rclone_dump
+
+        m.requests, m.endpoints = count_rclone_dump(dump)
+        dump.unlink(missing_ok=True)
+    else:
+        c = srv.counters()
+        m.requests, m.endpoints = c["total"], c["endpoints"]
     if cp.returncode == 124:
         m.error = f"timed out after {timeout:.0f} s"
         m.extra["timed_out"] = True
@@ -235,7 +285,7 @@ class EngineMirror:
     with a transfer pool of ``transfers`` workers as the daemon gives its engines
     (0: none, transfers one after the other)."""
 
-    def __init__(self, srv: DevServerProc, repo_id: str, base: Path, name: str, *,
+    def __init__(self, srv: Any, repo_id: str, base: Path, name: str, *,
                  transfers: int = TRANSFERS) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
@@ -248,7 +298,10 @@ class EngineMirror:
         self.root.mkdir(parents=True)
         st = base / f"{name}-state"
         self.state = StateStore(st / "state.db", st / "blobs")
-        self.client = SeafileClient(srv.url, srv.token, retries=1)
+        from real_server import TALLY
+
+        # each request is counted where it is sent, too: a server of one's own has no counter
+        self.client = SeafileClient(srv.url, srv.token, retries=1, on_request=TALLY.add)
         self.pool = ThreadPoolExecutor(max_workers=transfers, thread_name_prefix="bench-transfer") \
             if transfers else None
         self.engine = SyncEngine(self.client, repo_id, self.root, self.state,
@@ -274,7 +327,7 @@ def report_extra(report: Any) -> dict[str, Any]:
             "report_requests": report.requests}
 
 
-def engine_measure(srv: DevServerProc, mirror: EngineMirror, paths: list[str] | None, timeout: float,
+def engine_measure(srv: Any, mirror: EngineMirror, paths: list[str] | None, timeout: float,
                    what: str) -> Measure:
     m, report = measured(srv, lambda: mirror.sync(paths), timeout, what)
     m.extra.update(report_extra(report))

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import LIB, SETTLED, USER, daemon_env, stop_process
+from common import LIB, SETTLED, daemon_env, stop_process
 
 __all__ = ["BenchDaemon", "EventTap"]
 
@@ -89,17 +89,20 @@ class BenchDaemon:
         self.sock_dir = Path(tempfile.mkdtemp(prefix="ohb-", dir="/tmp"))
         self.env = daemon_env(self.root, self.sock_dir)
         (self.root / "config.toml").write_text(tomli_w.dumps({
-            "server": srv.url, "username": USER, "state_dir": str(self.root / "state"),
-            "mirror": [{"library": LIB, "local": str(self.mirror)}],
+            "server": srv.url, "username": srv.user, "state_dir": str(self.root / "state"),
+            "mirror": [{"library": srv.lib_name(LIB), "local": str(self.mirror)}],
             "filing": {"drop_dir": str(self.root / "drop")}, **config}), encoding="utf-8")
         subprocess.run([sys.executable, "-c", "import sys; from ohsync.daemon import credentials; "
                         "credentials.save_token(sys.argv[1], sys.argv[2], sys.argv[3])",
-                        srv.url, USER, srv.token], env=self.env, check=True, timeout=60)
+                        srv.url, srv.user, srv.token], env=self.env, check=True, timeout=60)
         self.rpc = RpcClient(self.sock_dir / "ohsync" / "ohsync.sock", timeout=30)
         self.proc: subprocess.Popen[bytes] | None = None
         self._out = open(self.root / "daemon-output.log", "ab")
         self.clk = os.sysconf("SC_CLK_TCK")
         self.events: EventTap | None = None
+        self._srv = srv
+        if not srv.counts_requests:  # a server of one's own: the daemon counts its passes' requests
+            srv.watch(f"daemon {name}", lambda: int(self.status().get("requests") or 0))
 
     def start(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "ohsync.daemon.cli", "run", "--no-tray"], env=self.env,
@@ -175,6 +178,8 @@ class BenchDaemon:
         self.wait_settled(timeout, after_poll=before)
 
     def stop(self) -> None:
+        if not self._srv.counts_requests:
+            self._srv.unwatch(f"daemon {self.root.name}")
         if self.proc is not None:
             stop_process(self.proc)
         self._out.close()

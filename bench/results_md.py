@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_results_md", "readme_block", "update_readme", "README_BEGIN", "README_END"]
+__all__ = ["write_results_md", "server_line", "readme_block", "update_readme", "README_BEGIN", "README_END"]
 
 _BEGIN, _END = "<!-- scale -->", "<!-- /scale -->"
 #: The block of README.md's Benchmarks section that holds a copy of RESULTS.md.
@@ -64,6 +64,17 @@ def _header(bench: Any, seconds: float, what: str) -> str:
             f"({per}){shared}.")
 
 
+def server_line(bench: Any) -> str:
+    """The sentence saying which server answered and who counted the requests."""
+    version = getattr(bench, "server_version", None) or "unknown"
+    if bench.args.server:
+        return (f"Server: {bench.args.server}, Seafile {version} (`GET /api2/server-info/`), scratch "
+                "libraries made and deleted by the run; requests counted by the tools themselves (the "
+                "engine's HTTP client, rclone's `--dump headers`, the daemon's status).")
+    return (f"Server: devserver on 127.0.0.1 in its own process, version {version.removeprefix('devserver ')} "
+            "(`GET /api2/server-info/`); requests counted by devserver.")
+
+
 def write_results_md(bench: Any, path: Path, seconds: float) -> None:
     """Rewrite the parts of ``path`` this run has rows for; keep the other part as it was."""
     old = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -77,8 +88,8 @@ def write_results_md(bench: Any, path: Path, seconds: float) -> None:
         main = "\n".join([
             "# Benchmark results",
             "",
-            _header(bench, seconds, "make bench"),
-            "devserver on 127.0.0.1 in its own process; requests counted by devserver. Ratios are "
+            _header(bench, seconds, "bench/run.py --server" if bench.args.server else "make bench"),
+            server_line(bench) + " Ratios are "
             "ohsync ÷ other (below 1: ohsync needed less time / fewer requests). See `bench/README.md` "
             "for what each row measures.",
             "",

@@ -2,6 +2,15 @@
 """ohsync benchmarks (docs/architecture.md §9): ohsync vs rclone vs plain httpx, against devserver on 127.0.0.1.
 
     .venv/bin/python bench/run.py [--files 3000] [--only cold,idle,...] [--out bench/out/]
+    .venv/bin/python bench/run.py --server https://seafile.example.org --username me@example.org \
+        --password-stdin < pw.txt       # a server of one's own (or --token-stdin)
+
+With ``--server`` the scenarios that need no fault injection and no devserver
+of their own (:data:`REAL_SCENARIOS`) run against that server in scratch
+libraries the bench creates and deletes at the end (also after a failure,
+Ctrl-C or SIGTERM), requests counted by the tools themselves
+(``bench/real_server.py``); the table goes to ``OUT/RESULTS-<host>-<stamp>.md``
+(or ``--results``), never to ``bench/RESULTS.md``, which holds devserver's.
 
 Scenarios (``--only`` takes a comma-separated subset; the module that runs each in brackets):
 
@@ -36,6 +45,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -76,6 +86,10 @@ SCENARIOS = ["cold", "idle", "detect", "push", "upload", "bigfile", "daemon", "s
              "scale"]
 #: What runs without ``--only`` (``make bench``): everything; ``make bench-scale`` reruns ``scale`` alone.
 DEFAULT_SCENARIOS = list(SCENARIOS)
+#: What runs against a server of one's own (``--server``): not ``notify`` (it switches devserver's
+#: notification service), ``quiet`` and ``scale`` (each brings devservers of its own); the
+#: ``--latency`` rounds of ``cold``, ``upload`` and ``bigfile`` need devserver's fault injection.
+REAL_SCENARIOS = ["cold", "idle", "detect", "push", "upload", "bigfile", "daemon", "save", "burst"]
 
 
 def scenario_table() -> dict[str, Callable[[Any], None]]:
@@ -108,16 +122,47 @@ class Bench:
         self.seconds: dict[str, float] = {}  # wall time of each scenario
 
     # ---- setup
-    def setup(self) -> None:
+    def generate(self) -> None:
         log(f"generating {self.args.files} files with {GENERATOR.name} (seed {self.args.seed})")
         subprocess.run([sys.executable, str(GENERATOR), str(self.work / "gen"), "--files", str(self.args.files),
                         "--seed", str(self.args.seed)], check=True, stdout=subprocess.DEVNULL, timeout=600)
+
+    def setup(self) -> None:
+        self.generate()
         log("starting devserver (importing the library)")
         t0 = time.perf_counter()
         self.srv = DevServerProc(self.work / "devserver-data", {LIB: self.tree})
         log(f"devserver at {self.srv.url} ({time.perf_counter() - t0:.1f} s)")
         self.repo = self.srv.repo_id(LIB)
-        self.rc = Rclone(self.srv.url)
+        self.rc = Rclone(self.srv)
+        if not self.rc.bin:
+            log("rclone not found: rclone columns are skipped (apt-get install -y rclone)")
+
+    def setup_real(self, secret: str) -> None:
+        """A server of one's own: log in, make the scratch library and fill it with the
+        generated files (one engine upload, not measured; it keeps the files' mtimes, so
+        rclone's copy of the tree is up to date for rclone too)."""
+        from real_server import RealServer
+
+        self.generate()
+        kw = {"token": secret} if self.args.token_stdin else {"password": secret}
+        self.srv = RealServer(self.args.server, self.args.username, **kw)
+        log(f"server {self.srv.url}: Seafile {self.srv.version}; scratch libraries {self.srv.prefix}-*")
+        self.repo = self.srv.repo_id(LIB)
+        t0 = time.perf_counter()
+        seed = EngineMirror(self.srv, self.repo, self.work, "seed")
+        try:
+            seed.sync()  # the empty library's head
+            shutil.copytree(self.tree, seed.root, dirs_exist_ok=True, copy_function=shutil.copy2)
+            report = seed.sync()
+        finally:
+            seed.close()
+            shutil.rmtree(seed.root, ignore_errors=True)
+        if report.errors:
+            raise RuntimeError(f"filling the scratch library failed for {len(report.errors)} files, "
+                               f"first {report.errors[0]}")
+        log(f"scratch library filled: {len(report.uploaded)} files ({time.perf_counter() - t0:.1f} s, not measured)")
+        self.rc = Rclone(self.srv)
         if not self.rc.bin:
             log("rclone not found: rclone columns are skipped (apt-get install -y rclone)")
 
@@ -180,6 +225,8 @@ class Bench:
                "rclone": self.rc.version if getattr(self, "rc", None) else None, "files": self.args.files, "seed": self.args.seed,
                "big_mb": self.args.big_mb, "scale_files": self.args.scale_files,
                "load_average_at_start": getattr(self, "loadavg", None),
+               "server": getattr(self.srv, "url", None) if self.args.server else "devserver",
+               "server_version": getattr(self, "server_version", None),
                "scenario_seconds": self.seconds,
                "ratios": "ohsync / other: below 1 means ohsync took less time / fewer requests",
                "rows": self.rows}
@@ -230,13 +277,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-idle-seconds", type=float, default=60.0, help="idle stretch of `scale` (default 60 s)")
     ap.add_argument("--scale-poll", type=float, default=30.0, help="poll_interval of the `scale` daemon (default 30)")
     ap.add_argument("--note", default="", help="a sentence added to RESULTS.md's header line")
-    ap.add_argument("--results", type=Path, default=REPO / "bench" / "RESULTS.md",
-                    help="the markdown table of the run (default bench/RESULTS.md)")
+    ap.add_argument("--results", type=Path, default=None,
+                    help="the markdown table of the run (default bench/RESULTS.md; with --server "
+                         "OUT/RESULTS-<host>-<stamp>.md)")
+    ap.add_argument("--server", default="", help="a Seafile server of one's own (URL) instead of devserver")
+    ap.add_argument("--username", default="", help="with --server: the account (e-mail)")
+    secret = ap.add_mutually_exclusive_group()
+    secret.add_argument("--password-stdin", action="store_true", help="with --server: read the password from stdin")
+    secret.add_argument("--token-stdin", action="store_true", help="with --server: read an API token from stdin")
     args = ap.parse_args(argv)
-    only = [s.strip() for s in args.only.split(",") if s.strip()] or DEFAULT_SCENARIOS
+    default_only = REAL_SCENARIOS if args.server else DEFAULT_SCENARIOS
+    only = [s.strip() for s in args.only.split(",") if s.strip()] or default_only
     bad = [s for s in only if s not in SCENARIOS]
     if bad:
         ap.error(f"unknown scenario(s) {bad}; choose from {SCENARIOS}")
+    secret_text = ""
+    if args.server:
+        not_real = [s for s in only if s not in REAL_SCENARIOS]
+        if not_real:
+            ap.error(f"--server runs only {','.join(REAL_SCENARIOS)}; {','.join(not_real)} need devserver")
+        if not args.username or not (args.password_stdin or args.token_stdin):
+            ap.error("--server needs --username and --password-stdin or --token-stdin")
+        secret_text = sys.stdin.readline().strip()
+        if not secret_text:
+            ap.error("--password-stdin / --token-stdin: nothing on stdin")
+        args.latency = 0.0  # added latency is devserver's fault injection
+        if args.results is None:
+            from urllib.parse import urlsplit
+
+            host = urlsplit(args.server).netloc.replace(":", "-") or "server"
+            args.results = args.out / f"RESULTS-{host}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.md"
+        elif args.results.resolve() == (REPO / "bench" / "RESULTS.md").resolve():
+            ap.error("bench/RESULTS.md holds devserver's figures; give --server runs another --results")
+    elif args.results is None:
+        args.results = REPO / "bench" / "RESULTS.md"
 
     from scenarios_daemon import DAEMON_SCENARIOS, stop_daemon
     from scenarios_idle import start_quiet, stop_quiet
@@ -247,11 +321,15 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args, work)
     bench.loadavg = " ".join(f"{x:.1f}" for x in os.getloadavg())
     t0 = time.perf_counter()
+    signal.signal(signal.SIGTERM, _interrupt)  # a stopped run still deletes its scratch libraries
     try:
-        if only == ["scale"]:
-            bench.rc = Rclone("")  # scale brings its own library and devserver
+        if args.server:
+            bench.setup_real(secret_text)
+        elif only == ["scale"]:
+            bench.rc = Rclone(None)  # scale brings its own library and devserver
         else:
             bench.setup()
+        bench.server_version = getattr(bench.srv, "version", None)
         if "quiet" in only and args.idle_window == "background":
             t1 = time.perf_counter()
             start_quiet(bench)  # its idle window runs beside the scenarios that follow
@@ -272,15 +350,29 @@ def main(argv: list[str] | None = None) -> int:
             bench.seconds[name] = round(time.perf_counter() - t1, 1)
             log(f"== {name}: {bench.seconds[name]:.0f} s")
     finally:
+        # a second Ctrl-C must not cut the cleanup short (scratch libraries left on a server)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stop_daemon(bench)
         stop_quiet(bench)
+        left = ""
         if bench.srv:
-            bench.srv.stop()
+            if args.server:
+                log(f"deleting the scratch libraries {sorted(bench.srv.lib_name(n) for n in bench.srv.created)}")
+            try:
+                bench.srv.stop()  # a server of one's own: its scratch libraries deleted (raises if one is left)
+            except RuntimeError as exc:
+                left = str(exc)
+                log(f"ERROR: {exc}")
         if args.keep:
             log(f"work dir kept: {work}")
         else:
             log(f"removing {work}")
             shutil.rmtree(work, ignore_errors=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if left:
+        print(left, file=sys.stderr)
+        return 1
     print()
     print(bench.table())
     path = bench.write(args.out)
@@ -289,6 +381,10 @@ def main(argv: list[str] | None = None) -> int:
     write_results_md(bench, args.results, time.perf_counter() - t0)
     print(f"\n{len(bench.rows)} rows, {time.perf_counter() - t0:.0f} s total; JSON: {path}; table: {args.results}")
     return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":

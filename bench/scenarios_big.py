@@ -26,6 +26,8 @@ from typing import Any
 
 import httpx
 
+from real_server import counted_client
+
 from common import BIG_LIB, MB, EngineMirror, Measure, engine_measure, log, measured, peak_rss_mib, rclone_measure, ratio
 
 __all__ = ["s_bigfile"]
@@ -77,19 +79,21 @@ def _cpu(bench: Any, step: Callable[[], Measure]) -> Measure:
     ``server_cpu_s`` (devserver's process)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    srv0 = _proc_cpu(bench.srv.proc.pid)
+    proc = getattr(bench.srv, "proc", None)  # None: a server of one's own, its CPU is not ours to read
+    srv0 = _proc_cpu(proc.pid) if proc else 0.0
     m = step()
     own2 = resource.getrusage(resource.RUSAGE_SELF)
     kids2 = resource.getrusage(resource.RUSAGE_CHILDREN)
     m.extra["client_cpu_s"] = round(own2.ru_utime + own2.ru_stime - own.ru_utime - own.ru_stime
                                     + kids2.ru_utime + kids2.ru_stime - kids.ru_utime - kids.ru_stime, 3)
-    m.extra["server_cpu_s"] = round(_proc_cpu(bench.srv.proc.pid) - srv0, 3)
+    if proc:
+        m.extra["server_cpu_s"] = round(_proc_cpu(proc.pid) - srv0, 3)
     return m
 
 
 def _log(label: str, m: Measure, size: int) -> None:
     log(f"  {label}: {m.seconds or 0:.2f} s, {_mbps(size, m)} MiB/s, {m.requests} requests"
-        + (f", CPU s client {m.extra['client_cpu_s']} / devserver {m.extra['server_cpu_s']}"
+        + (f", CPU s client {m.extra['client_cpu_s']} / devserver {m.extra.get('server_cpu_s', '-')}"
            if "client_cpu_s" in m.extra else "")
         + (f", peak RSS +{m.extra['bench_peak_rss_growth_mib']} MiB" if "bench_peak_rss_growth_mib" in m.extra
            else "")
@@ -144,7 +148,7 @@ def s_bigfile(bench: Any) -> None:
             oh_down.extra["ok"] = got.exists() and got.stat().st_size == size
 
             def httpx_up() -> None:
-                with httpx.Client(timeout=600) as c:
+                with counted_client() as c:
                     link = c.get(f"{bench.srv.url}/api2/repos/{other}/upload-link/", params={"p": "/"},
                                  headers=hdr).json()
                     with open(src, "rb") as fh:
@@ -153,7 +157,7 @@ def s_bigfile(bench: Any) -> None:
                     r.raise_for_status()
 
             def httpx_down() -> None:
-                with httpx.Client(timeout=600) as c:
+                with counted_client() as c:
                     _stream_down(c, bench.srv.url, repo, f"/server-down-{tag}.bin", bench.work / "httpx-down.bin",
                                  hdr)
 
@@ -191,7 +195,7 @@ def _warm_up(bench: Any, repo: str, src: Path, hdr: dict[str, str]) -> None:
     """One plain upload and download of ``src``, not measured: devserver's first
     request of this size pays for growing its heap (about +1 s here), which
     would otherwise fall on whichever tool goes first."""
-    with httpx.Client(timeout=600) as c:
+    with counted_client() as c:
         link = c.get(f"{bench.srv.url}/api2/repos/{repo}/upload-link/", params={"p": "/"}, headers=hdr).json()
         with open(src, "rb") as fh:
             c.post(link, params={"ret-json": "1"}, data={"parent_dir": "/", "replace": "1"},
@@ -235,7 +239,7 @@ def _cold_big(bench: Any) -> None:
     plain_dir.mkdir()
 
     def plain() -> None:
-        with httpx.Client(timeout=600) as c:
+        with counted_client() as c:
             for name in names:
                 _stream_down(c, bench.srv.url, repo, name, plain_dir / name.lstrip("/"), hdr)
 

@@ -33,7 +33,12 @@ __all__ = ["s_upload", "s_notify", "set_latency"]
 
 
 def set_latency(bench: Any, ms: float) -> None:
-    """Every request to devserver waits ``ms`` first (0: no added latency)."""
+    """Every request to devserver waits ``ms`` first (0: no added latency).
+
+    A server of one's own has no fault injection: nothing to do (run.py sets
+    ``--latency 0`` for it, so no scenario asks for latency there)."""
+    if not bench.srv.faults:
+        return
     bench.srv.http.delete("/faults")
     if ms:
         bench.srv.http.post("/faults", json={"method": None, "path_regex": "", "latency": ms / 1000.0,

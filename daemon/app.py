@@ -163,7 +163,8 @@ class Daemon:
             return  # still building the mirrors
         status = self.status_object()
         with self._status_lock:
-            key = {k: v for k, v in status.items() if k not in ("last_poll", "last_scan", "next_scan", "polls", "clock_offset")}
+            key = {k: v for k, v in status.items()
+                   if k not in ("last_poll", "last_scan", "next_scan", "polls", "requests", "clock_offset")}
             if key == self._last_status:
                 return
             self._last_status = key

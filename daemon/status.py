@@ -200,6 +200,9 @@ def build_status(s: Snapshot) -> dict[str, Any]:
         "regression": s.regression,
         "errors": s.errors,
         "polls": s.polls,
+        # HTTP requests of this mirror's sync passes since the start (the bench counts a
+        # server of its own with it: a real server has no counter to ask)
+        "requests": s.requests,
         "notifications": s.notifications,
         "memory_index": s.memory_index,
         "clock_offset": None if s.clock_offset is None else round(s.clock_offset),
@@ -221,7 +224,7 @@ def _mirror_item(s: Snapshot, state: str, message: str) -> dict[str, Any]:
 
 
 #: Fields that change on every pass without anything happening.
-_ALWAYS_MOVING = ("last_poll", "last_scan", "next_scan", "polls", "clock_offset")
+_ALWAYS_MOVING = ("last_poll", "last_scan", "next_scan", "polls", "requests", "clock_offset")
 
 
 class StatusModel:

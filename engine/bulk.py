@@ -41,10 +41,11 @@ from .context import MirrorContext
 from .errors import LocalError, RemoteError
 from .events import SyncEvent
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
-from .local_replace import LocalChanged, install, write_over
+from .local_replace import LocalChanged, install
 from .localfs import stat_fingerprint, temp_beside
 from .merge import is_text
 from .models import RemoteEntry
+from .new_files import NewFileBatch
 from .state import Base
 from .transfer import folder_vanished
 
@@ -61,6 +62,9 @@ REQUEST_SECONDS = 0.05
 LINK_BYTES_PER_SECOND = 10 * 1024 * 1024
 #: Requests of the zip path (zip task, progress query, stream, file-server address).
 _ZIP_REQUESTS = 4
+#: Files (and bytes) of the zip path written and synced to disk together, then recorded.
+BATCH_FILES = 200
+BATCH_BYTES = 32 * 1024 * 1024
 #: Write failures that every further file would meet too (a full or read-only disk).
 _WHOLE_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
@@ -82,7 +86,8 @@ def choose_path(wanted: int, wanted_bytes: int, zipped_bytes: int, in_flight: in
 
 def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
               should_stop: Callable[[], bool] | None = None,
-              refused: dict[str, OSError] | None = None) -> set[str]:
+              refused: dict[str, OSError] | None = None,
+              on_written: Callable[[str, bytes], None] | None = None) -> set[str]:
     """Fetch files that are absent locally by the cheapest path (module docstring).
 
     :param entries: remote files (rel paths) with no local file and no base.
@@ -92,6 +97,9 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
         refused when written (``ENAMETOOLONG``, ``EILSEQ``, ``EINVAL``) and
         the error of each: fetching them again cannot help, so they are
         neither retried here nor returned (the caller reports them).
+    :param on_written: called ``(rel path, content)`` for each file the zip
+        path wrote, right after its base and in the same transaction, so the
+        caller can look at it without reading it back.
     :returns: the rel paths written and recorded as synced; the caller pulls
         the rest one by one.  Never raises for server trouble: a failing zip
         task means per-file downloads, a failing download the ordinary pull.
@@ -108,7 +116,7 @@ def bulk_pull(ctx: MirrorContext, entries: Iterable[RemoteEntry],
         zipped = sum(e.size for p, e in ctx.snapshot.items() if not e.is_dir and p.split("/", 1)[0] in tops)
         wanted_bytes = sum(e.size for e in zippable.values())
         if choose_path(len(zippable), wanted_bytes, max(zipped, wanted_bytes), in_flight) == "zip":
-            done = _zip_pull(ctx, zippable, tops, should_stop, refused)
+            done = _zip_pull(ctx, zippable, tops, should_stop, refused, on_written)
     rest = [e for p, e in sorted(files.items()) if p not in done and p not in refused]
     if ctx.executor is not None and len(rest) > 1 and not (should_stop is not None and should_stop()):
         done |= _parallel_pull(ctx, rest, should_stop, refused)
@@ -121,8 +129,11 @@ def _name_refused(exc: OSError) -> bool:
 
 
 def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str],
-              should_stop: Callable[[], bool] | None, refused: dict[str, OSError]) -> set[str]:
-    """The zip path: the rel paths written from one archive of ``tops``."""
+              should_stop: Callable[[], bool] | None, refused: dict[str, OSError],
+              on_written: Callable[[str, bytes], None] | None = None) -> set[str]:
+    """The zip path: the rel paths written from one archive of ``tops``, in batches
+    (:class:`~ohsync.engine.new_files.NewFileBatch`: one round of fsyncs per batch,
+    the bases of a batch recorded in one transaction once its files are durable)."""
     done: set[str] = set()
     try:
         fd, tmp = tempfile.mkstemp(prefix=".ohsync-zip-", suffix=".zip")
@@ -141,41 +152,65 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
                 return set()
             prefix = f"{tops[0]}/" if len(tops) == 1 else ""
             names = {info.filename: info for info in archive.infolist() if not info.is_dir()}
-            for rel, entry in wanted.items():
-                if should_stop is not None and should_stop():
-                    break
-                info = names.get(rel if prefix and rel.startswith(prefix) else rel)
-                if info is None or info.file_size != entry.size:
-                    continue
-                try:
-                    data = archive.read(info)
-                except (zipfile.BadZipFile, OSError, ValueError):
-                    continue
-                if seafile_file_id(data) != entry.id:
-                    continue  # not provably the listed version: fetch it one by one
-                target = ctx.local_path(rel)
-                try:
-                    if target.exists() or folder_vanished(ctx, rel):
-                        continue  # the person was faster: the next pass plans it again
-                    fp = write_over(ctx, rel, data, None, entry.mtime or None)  # never over a file made meanwhile
-                except LocalChanged:
-                    continue
-                except OSError as exc:
-                    if exc.errno in _WHOLE_DISK:
-                        break  # the disk is full: the rest go one by one, each failure on its own path
-                    if _name_refused(exc):
-                        refused[rel] = exc  # a name this disk refuses: fails alone, fetched no more
-                    continue
-                base = Base(rel, False, sha1_bytes(data), entry.id, *fp)
-                ctx.state.set_base(base, data if is_text(data) else None)
-                done.add(rel)
-                ctx.emit(SyncEvent("transfer", rel, "down", done=len(done), total=len(wanted)))
+            batch = NewFileBatch(ctx.executor)
+            try:
+                for rel, entry in wanted.items():
+                    if should_stop is not None and should_stop():
+                        break
+                    info = names.get(rel if prefix and rel.startswith(prefix) else rel)
+                    if info is None or info.file_size != entry.size:
+                        continue
+                    try:
+                        data = archive.read(info)
+                    except (zipfile.BadZipFile, OSError, ValueError):
+                        continue
+                    if seafile_file_id(data) != entry.id:
+                        continue  # not provably the listed version: fetch it one by one
+                    target = ctx.local_path(rel)
+                    try:
+                        if target.exists() or folder_vanished(ctx, rel):
+                            continue  # the person was faster: the next pass plans it again
+                        batch.stage(rel, target, data, entry.mtime or None)
+                    except OSError as exc:
+                        if exc.errno in _WHOLE_DISK:
+                            break  # the disk is full: the rest go one by one, each failure on its own path
+                        if _name_refused(exc):
+                            refused[rel] = exc  # a name this disk refuses: fails alone, fetched no more
+                        continue
+                    if len(batch) >= BATCH_FILES or batch.size >= BATCH_BYTES:
+                        _record(ctx, batch, wanted, done, on_written, refused)
+            except BaseException:
+                batch.discard()  # what is not in place yet is fetched again by the next pass
+                raise
+            _record(ctx, batch, wanted, done, on_written, refused)
     finally:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
     return done
+
+
+def _record(ctx: MirrorContext, batch: NewFileBatch, wanted: dict[str, RemoteEntry], done: set[str],
+            on_written: Callable[[str, bytes], None] | None, refused: dict[str, OSError]) -> None:
+    """Put the batch's files in place (durable), then record their bases in one transaction.
+    A name the disk refused on the rename goes into ``refused``."""
+    if not len(batch):
+        return
+    placed, failed = batch.commit(lambda item: not folder_vanished(ctx, item.rel))
+    # any other failure is left for the ordinary pull, which reports it on its own path
+    refused.update({rel: exc for rel, exc in failed.items() if _name_refused(exc)})
+    with ctx.state.transaction():
+        for item in placed:
+            entry = wanted[item.rel]
+            base = Base(item.rel, False, sha1_bytes(item.data), entry.id, *item.fp)
+            ctx.state.set_base(base, item.data if is_text(item.data) else None)
+            if on_written is not None:
+                on_written(item.rel, item.data)
+    for item in placed:
+        done.add(item.rel)
+    if placed:  # the progress once per batch: a status change per file cost more than the file
+        ctx.emit(SyncEvent("transfer", placed[-1].rel, "down", done=len(done), total=len(wanted)))
 
 
 def _parallel_pull(ctx: MirrorContext, entries: list[RemoteEntry],

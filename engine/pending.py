@@ -65,7 +65,14 @@ class PendingLedger:
 
     def done(self, *rels: str) -> None:
         """The actions of ``rels`` were carried out or failed."""
-        self._set(self.up.difference(rels), self.down.difference(rels))
+        # in place: a copy of the sets per path made a 30,000-file pass quadratic
+        up, down = len(self.up), len(self.down)
+        self.up.difference_update(rels)
+        self.down.difference_update(rels)
+        if len(self.up) != up:
+            self._emit(SyncEvent("pending", "", "up", total=len(self.up)))
+        if len(self.down) != down:
+            self._emit(SyncEvent("pending", "", "down", total=len(self.down)))
 
     def _set(self, up: set[str], down: set[str], force: bool = False) -> None:
         changed_up = force or len(up) != len(self.up)

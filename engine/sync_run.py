@@ -175,12 +175,20 @@ class RunSteps(PlanSteps):
         fresh = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None
                  and self.failure_book.get(p.rel) is None]
         refused: dict[str, OSError] = {}  # names this disk refused: each fails alone
-        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop, refused) if fresh else set()
+        checked: set[str] = set()  # what the zip path wrote is checked as it lands, not read back
+
+        def written(rel: str, data: bytes) -> None:
+            self._check_damaged(rel, data)
+            checked.add(rel)
+
+        done = bulk_pull(self.ctx, [p.remote for p in fresh], should_stop, refused, written) if fresh else set()
         for rel in sorted(done):
             report.downloaded.append(rel)
-            self._pending.done(rel)
             self.ctx.emit(SyncEvent("synced", rel, "down", action="download"))
-            self._check_damaged(rel)
+        self._pending.done(*done)  # one count for the lot, not one status change per file
+        with self.state.transaction():  # the damaged list's rows of the other files: one commit
+            for rel in sorted(done - checked):
+                self._check_damaged(rel)
         for plan in fresh:
             if plan.rel in refused:
                 self._path_failed(plan, self._per_path(refused[plan.rel], plan.rel, what="writing the file"), report)
@@ -260,12 +268,16 @@ class RunSteps(PlanSteps):
         self.ctx.emit(SyncEvent("synced", new.rel, "up" if local_move else "down", action="move",
                                 message=f"moved from {old.rel}"))
 
-    def _check_damaged(self, rel: str) -> None:
-        """Keep the ``damaged`` list true for a memory file just transferred."""
+    def _check_damaged(self, rel: str, data: bytes | None = None) -> None:
+        """Keep the ``damaged`` list true for a memory file just transferred.
+
+        :param data: the bytes just written there (None: read from the file).
+        """
         if not is_memory_file(rel):
             return
-        try:
-            data = self.ctx.local_path(rel).read_bytes()
-        except OSError:
-            return
+        if data is None:
+            try:
+                data = self.ctx.local_path(rel).read_bytes()
+            except OSError:
+                return
         self.state.set_issue("damaged", rel, memory_problem(data))

@@ -27,7 +27,7 @@ def memory_problem(data: bytes) -> str | None:
     if not data:
         return None
     try:
-        doc = parse_memory(data)
+        doc = parse_memory(data, fields=False)  # the verdict needs the block, not its fields
     except MemoryParseError as exc:
         return str(exc)
     return _second_frontmatter(doc)

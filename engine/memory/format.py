@@ -337,8 +337,9 @@ def parse_relation(line: str) -> Relation | None:
     return Relation(rtype, m.group("target").strip(), m.group("ctx"), line)
 
 
-def _split_frontmatter(open_line: str, inner: list[str], close_line: str, first_line: int) -> Frontmatter:
-    """Build a :class:`Frontmatter`, validating the YAML and splitting it into fields."""
+def _split_frontmatter(open_line: str, inner: list[str], close_line: str, first_line: int, *,
+                       fields: bool = True) -> Frontmatter:
+    """Build a :class:`Frontmatter`, validating the YAML and (``fields``) splitting it into fields."""
     text = "".join(line_content(x) + "\n" for x in inner)
     try:
         data = load_yaml(text) if text.strip() else {}
@@ -352,6 +353,8 @@ def _split_frontmatter(open_line: str, inner: list[str], close_line: str, first_
         data = {}
     if not isinstance(data, dict):
         raise MemoryParseError(f"frontmatter is not a mapping (it is a {type(data).__name__})", first_line)
+    if not fields:
+        return Frontmatter(open_line, (), (), close_line, data, False, tuple(inner))
     preamble: list[str] = []
     chunks: list[tuple[str, list[str]]] = []
     for line in inner:
@@ -362,7 +365,7 @@ def _split_frontmatter(open_line: str, inner: list[str], close_line: str, first_
             chunks[-1][1].append(line)
         else:
             preamble.append(line)
-    fields: list[FrontmatterField] = []
+    split: list[FrontmatterField] = []
     splittable = not any(line_content(x).strip() and not line_content(x).lstrip().startswith("#")
                          for x in preamble)
     keys = [k for k, _ in chunks]
@@ -381,11 +384,11 @@ def _split_frontmatter(open_line: str, inner: list[str], close_line: str, first_
         if v != data.get(key, data.get(next(iter(value)))):
             splittable = False
             break
-        fields.append(FrontmatterField(key, tuple(lines), v))
+        split.append(FrontmatterField(key, tuple(lines), v))
     if not splittable:
-        fields = []
+        split = []
         preamble = []
-    return Frontmatter(open_line, tuple(preamble), tuple(fields), close_line, data, splittable,
+    return Frontmatter(open_line, tuple(preamble), tuple(split), close_line, data, splittable,
                        tuple(inner))
 
 
@@ -407,13 +410,16 @@ def _split_sections(lines: list[str], offset: int) -> tuple[Section, ...]:
     return tuple(sections)
 
 
-def parse_memory(data: bytes) -> MemoryDoc:
+def parse_memory(data: bytes, *, fields: bool = True) -> MemoryDoc:
     """Parse a memory file.
 
     A file that does not start with a ``---`` line (after an optional BOM) has
     no frontmatter and is all body; an empty file is a valid, empty document.
 
     :param data: the file's bytes.
+    :param fields: False: the frontmatter is not split into its fields
+        (``fields`` empty, ``splittable`` False), which spares one YAML read
+        per field; for a check of the file (``memory_check``), not for an edit.
     :returns: the parsed :class:`MemoryDoc` (``to_bytes()`` returns *data*).
     :raises MemoryParseError: when *data* is not UTF-8, the frontmatter is
         never closed, is not valid YAML, or is not a mapping.
@@ -432,7 +438,7 @@ def parse_memory(data: bytes) -> MemoryDoc:
     if lines and line_content(lines[0]).rstrip() == "---":
         for j in range(1, len(lines)):
             if line_content(lines[j]).rstrip() in ("---", "..."):
-                frontmatter = _split_frontmatter(lines[0], lines[1:j], lines[j], 1)
+                frontmatter = _split_frontmatter(lines[0], lines[1:j], lines[j], 1, fields=fields)
                 body_start = j + 1
                 break
         else:
