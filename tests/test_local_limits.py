@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from engine_helpers import USER, make_mirror  # noqa: E402
 
-from ohsync.engine import local_limits  # noqa: E402
+from ohsync.engine import local_limits, renames  # noqa: E402
 
 #: 17 nested folders of 250-byte names: about 4,300 bytes, beyond PATH_MAX (4,096) here
 DEEP = "/".join(f"{i:02d}" + "d" * 248 for i in range(17))
@@ -135,6 +135,14 @@ def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path,
     monkeypatch.setattr(os, "replace", refusing(real_replace))
     monkeypatch.setattr(os, "mkdir", refusing(real_mkdir))
     monkeypatch.setattr(os, "open", refusing(real_open))
+    real_flags = renames._rename_flags
+
+    def refusing_rename(src, dst, *a):  # noqa: ANN001, ANN202  (renameat2: the no-replace rename of a new file)
+        if ":" in os.path.basename(os.fspath(dst)):
+            raise OSError(errno.EILSEQ, "Invalid or incomplete multibyte or wide character", dst)
+        return real_flags(src, dst, *a)
+
+    monkeypatch.setattr(renames, "_rename_flags", refusing_rename)
     devserver.reset_counters()
     try:
         rep = m.sync()
