@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 
 from .context import MirrorContext
+from .history_merge import move_pushes
 from .localfs import Fingerprint, LocalFile, hash_file
 from .models import RemoteEntry
 from .paths import parent_rel
@@ -141,6 +142,7 @@ def apply_folder_move(ctx: MirrorContext, move: FolderMove, bases: dict[str, Bas
                 # never a stat now: a save since the hash (or the scan) would pass for synced
                 fp = move.fingerprints.get(dst) or src.fingerprint()
                 ctx.state.set_base(Base(dst, False, src.sha1, src.remote_id, *fp), ctx.state.base_content(src))
+                move_pushes(ctx, base, dst)  # a stale overwrite of the moved file is judged against them
             ctx.state.delete_base(base)
             touched += [base, dst]
         ctx.state.set_base(Base(new, True, None, None))

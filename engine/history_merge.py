@@ -52,8 +52,9 @@ from .ids import sha1_bytes
 from .models import RemoteEntry
 from .state import Base
 
-__all__ = ["StaleBase", "record_push", "stale_base", "push_evidence", "merge_back", "overwritten_revision",
-           "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE", "MAX_PUSHES"]
+__all__ = ["StaleBase", "record_push", "move_pushes", "stale_base", "push_evidence", "merge_back",
+           "overwritten_revision", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
+           "MAX_PUSHES"]
 
 #: Verified pushes remembered per path (each with two kept blobs).
 MAX_PUSHES = 16
@@ -145,6 +146,18 @@ def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str
     rows = [{"ours": p.ours, "ours_sha1": p.ours_sha1, "replaced": p.replaced, "replaced_sha1": p.replaced_sha1,
              "had_sha1": p.had_sha1} for p in pushes[-MAX_PUSHES:]]
     ctx.state.set_meta(_key(rel_path), json.dumps(rows))
+
+
+def move_pushes(ctx: MirrorContext, old: str, new: str) -> None:
+    """The file at ``old`` was moved or renamed to ``new`` (on either side):
+    its record of our pushes goes with it, replacing whatever ``new`` had (a
+    file gone from there before), so a stale overwrite of the moved file is
+    still judged against our pushes (without it, what the stale writer lacks
+    of ours would read as its deletion).  Call it with the move of the base,
+    in the same transaction."""
+    if old != new:
+        ctx.state.set_meta(_key(new), ctx.state.get_meta(_key(old)))
+        ctx.state.set_meta(_key(old), None)
 
 
 def has_pushes(ctx: MirrorContext, rel_path: str) -> bool:

@@ -17,6 +17,7 @@ from collections import Counter
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError
+from .history_merge import move_pushes
 from .renames import rename_new
 from .localfs import LocalFile, hash_file, stat_fingerprint
 from .models import EMPTY_ID, RemoteEntry
@@ -161,3 +162,4 @@ def _move_base(ctx: MirrorContext, base: Base, new_rel: str, fp: tuple[int, int,
     with ctx.state.transaction():
         ctx.state.set_base(moved, ctx.state.base_content(base))
         ctx.state.delete_base(base.path)
+        move_pushes(ctx, base.path, new_rel)

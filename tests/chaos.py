@@ -85,10 +85,6 @@ class Stats:
     exempt: int = 0
     deleted_seen: int = 0
     backup_only: int = 0
-    #: the person's lines kept only in a local backup, written into a folder the person had moved
-    #: (``moved/…``): a known loss, listed in README "Known limitations", counted apart so that
-    #: every other loss still fails the run
-    lost_after_folder_move: list[str] = field(default_factory=list)
     stale_bursts: int = 0
     stale_overwrites: int = 0
     memory_concurrent: int = 0
@@ -101,7 +97,6 @@ class Stats:
                 f"{self.confirms} confirmed mass deletes, "
                 f"{self.faults} faults, {self.stale_bursts} stale bursts ({self.stale_overwrites} overwrites); "
                 f"versions written {self.written} / found {self.found} / lost {len(self.lost)} "
-                f"(+{len(self.lost_after_folder_move)} only in a backup after a local folder move) "
                 f"(exempt {self.exempt}, deleted seen {self.deleted_seen}; remote lines in a backup only "
                 f"{self.backup_only}); memory auto-merge {rate:.1%} "
                 f"({self.memory_conflicts} conflict copies over {self.memory_concurrent} concurrent edits)")
@@ -498,8 +493,6 @@ class Chaos:
             elif in_backup and writer != "local":
                 self.stats.found += 1
                 self.stats.backup_only += 1
-            elif in_backup and writer == "local" and rel.split("/")[0] == "moved":
-                self.stats.lost_after_folder_move.append(f"{m} (written to {rel}; only in a local backup)")
             else:
                 where = "only in a local backup" if in_backup else "nowhere"
                 self.stats.lost.append(f"{m} ({writer}, written to {rel}; {where})")
@@ -509,7 +502,13 @@ class Chaos:
         """The seed and the actions on the lost markers' files (a minimal action log)."""
         names = {m.split(" ")[0] for m in self.stats.lost}
         files = {self.markers[m][1] for m in names if m in self.markers}
-        keep = [line for line in self.log if any(f in line for f in files) or "SIGKILL" in line or "fault" in line]
+        for line in reversed(self.log):  # the names those files had before a folder or file move
+            moved = re.search(r"local (?:folder )?move (\S+) -> (\S+)$", line)
+            if moved:
+                src, dst = moved.groups()
+                files |= {src + f[len(dst):] for f in files if f == dst or f.startswith(dst + "/")}
+        keep = [line for line in self.log if any(f in line for f in files) or "SIGKILL" in line or "fault" in line
+                or "folder move" in line]
         return f"seed {self.stats.seed}; lost {sorted(self.stats.lost)[:10]}\n" + "\n".join(keep[-80:])
 
     def close(self) -> None:

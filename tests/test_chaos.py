@@ -2,10 +2,7 @@
 
 See ``tests/chaos.py`` for what the run does and how versions are accounted
 for (a line the person wrote that survives only in a local backup is lost);
-the long profile (10,000 actions) is ``python tests/chaos.py``.  One known
-loss is counted apart and printed, not failed on (README "Known
-limitations"): a line the person wrote into a folder they had moved
-(``moved/…``) that ends up only in a local backup.
+the long profile (10,000 actions) is ``python tests/chaos.py``.
 
 The stale-burst seeds (a device overwriting files from old reads, in bursts)
 are a test of their own, run for the seeds in ``OHSYNC_CHAOS_STALE_SEEDS``
@@ -88,3 +85,17 @@ def test_accounting_counts_a_line_of_the_person_kept_only_in_a_local_backup_as_l
     assert chaos.stats.found == 5 and chaos.stats.backup_only == 1, chaos.stats.summary()
     assert chaos.stats.lost == ["chaos-1-00005-local (local, written to x.txt; only in a local backup)",
                                 "chaos-1-00007-local (local, written to x.txt; nowhere)"]
+
+
+def test_accounting_counts_a_backup_only_line_in_a_moved_folder_as_lost(tmp_path) -> None:
+    env = Env(root=tmp_path, sock_dir=tmp_path, keyring_file=tmp_path / "k.json", config=tmp_path / "c.toml")
+    chaos = Chaos(env, _Tree({"/moved/f3/a.txt": b"chaos-1-00001-local\n"}), tmp_path, 1)
+    chaos.repo = "r"
+    (tmp_path / "mirror").mkdir()
+    backup = tmp_path / "state" / "backups" / "2026-12-01" / "OH-Memory" / "moved" / "f3" / "a.txt"
+    backup.parent.mkdir(parents=True)
+    backup.write_bytes(b"chaos-1-00001-local\nchaos-1-00002-local\n")
+    chaos._marker("local", "moved/f3/a.txt")
+    chaos._marker("local", "moved/f3/a.txt")
+    chaos.account()
+    assert chaos.stats.lost == ["chaos-1-00002-local (local, written to moved/f3/a.txt; only in a local backup)"]
