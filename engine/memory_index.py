@@ -36,9 +36,9 @@ word occurs in it (title 4, permalink 3, tags 2, body 1, as
 every hit is what a search costs: each FTS5 query returns row ids only (one
 JSON array), the sums are set operations, and the bodies' hits are usually
 not read at all.  Short-field hits are worth more than any sum of body hits
-once their score passes the number of words, so the entities with short
--field hits are scored first, best group first, their bodies looked up among
-them alone; the rest is needed only when those are too few (then, for one
+once their score passes the number of words, so the entities with a hit in
+a short field are scored first, best group first, their bodies looked up
+among them alone; the rest is needed only when those are too few (then, for one
 word, the newest entities are walked checking their body one by one).
 
 Nothing here runs a thread.  One connection per index, opened with
@@ -137,6 +137,9 @@ class MemoryIndex:
         self.root = Path(root)
         self.tz = tz or timezone(timedelta(hours=8))
         self.db_path = db_path
+        #: ``(table, short word)`` → its :meth:`_expression`: listing the terms a word begins reads
+        #: their hit lists, so it is kept until the next change to the index.
+        self._expressions: dict[tuple[str, str], str | None] = {}
         self._db = self._connect()
         if db_path is None:
             self._start_afresh()  # empty, ready for :meth:`rebuild` or :meth:`update`
@@ -274,9 +277,11 @@ class MemoryIndex:
 
         class _Tx:
             def __enter__(self) -> None:
+                index._expressions.clear()
                 index._db.execute("BEGIN")
 
             def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+                index._expressions.clear()  # the terms may have changed
                 index._db.execute("COMMIT" if kind is None else "ROLLBACK")
         return _Tx()
 
@@ -485,12 +490,16 @@ class MemoryIndex:
         nowhere; None: it begins too many terms to list."""
         if len(word) >= 3:
             return _phrase(word)
-        terms = [r[0] for r in self._db.execute(
-            f"SELECT term FROM {table}_terms WHERE term >= ? AND term < ? LIMIT ?",
-            (word, word + "\U0010ffff", _MAX_PREFIX_TERMS + 1))]
-        if len(terms) > _MAX_PREFIX_TERMS:
-            return None
-        return "(" + " OR ".join(_phrase(t) for t in terms) + ")" if terms else ""
+        key = (table, word)
+        if key not in self._expressions:
+            terms = [r[0] for r in self._db.execute(
+                f"SELECT term FROM {table}_terms WHERE term >= ? AND term < ? LIMIT ?",
+                (word, word + "\U0010ffff", _MAX_PREFIX_TERMS + 1))]
+            if len(self._expressions) >= 256:
+                self._expressions.clear()
+            self._expressions[key] = None if len(terms) > _MAX_PREFIX_TERMS else \
+                "(" + " OR ".join(_phrase(t) for t in terms) + ")" if terms else ""
+        return self._expressions[key]
 
     def _ids(self, sql: str, params: Sequence[Any]) -> list[int]:
         """The row ids one query selects, as one JSON array from SQLite (no Python row per id)."""
