@@ -232,12 +232,19 @@ class MemoryTools:
 
     def _related(self, e: Entity, include_sensitive: bool) -> list[dict[str, Any]]:
         """``e``'s links both ways: its own (``direction: out``, in the file's order), then the
-        links of other entities that lead to it (``direction: in``, by their path)."""
+        links of other entities that lead to it (``direction: in``, by their path).  Each
+        ``(direction, relation type, entity)`` once: two link texts naming one entity (its
+        title and its permalink, say) are one link."""
         out: list[dict[str, Any]] = []
+        listed: set[tuple[str, str, str]] = set()
 
         def add(rel: str, target: str, direction: str, other: Entity | None) -> None:
             if other is not None and other.sensitivity == "sensitive" and not include_sensitive:
                 return
+            key = (direction, rel, other.path if other is not None else "\0" + target)
+            if key in listed:
+                return
+            listed.add(key)
             item: dict[str, Any] = {"rel": rel, "direction": direction, "target": target,
                                     "permalink": other.permalink if other else None,
                                     "title": other.title if other else None}
