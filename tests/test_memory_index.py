@@ -261,3 +261,22 @@ def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again
             _time.sleep(0.05)
     assert found[0]["permalink"] == "comm-style-pref-0e96"
     assert MemoryIndex(lib, TZ, db).load()[1] == 0  # the rebuilt file is whole again
+
+
+def test_neither_files_nor_dot_folders_are_indexed_on_a_rebuild_a_reopen_or_an_update(lib: Path,
+                                                                                      tmp_path: Path) -> None:
+    db = tmp_path / "state" / "memory-index.sqlite3"
+    first = MemoryIndex(lib, TZ, db)
+    first.load()
+    first.close()
+    for rel in ("Files/notes/看板.md", ".obsidian/看板.md", "knowledge/.hidden/看板.md", "knowledge/.看板.md",
+                "knowledge/看板.md"):
+        entity(lib, rel, "看板", "board-" + str(len(rel)), "- [k] 看板内容")
+    index = MemoryIndex(lib, TZ, db)
+    index.load()  # the reopened file catches up with the new files
+    assert [e.path for _, e in index.search(["看板"], limit=20)] == ["knowledge/看板.md"]
+    index.update(["Files", ".obsidian", "knowledge/.hidden", "Files/notes/看板.md"])
+    assert [e.path for _, e in index.search(["看板"], limit=20)] == ["knowledge/看板.md"]
+    fresh = MemoryIndex(lib, TZ)
+    fresh.rebuild()
+    assert [e.path for _, e in fresh.search(["看板"], limit=20)] == ["knowledge/看板.md"]
