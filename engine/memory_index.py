@@ -81,6 +81,8 @@ INDEX_VERSION = 1
 WEIGHTS = (("title", 4), ("permalink", 3), ("tags", 2), ("body", 1))
 #: A short word beginning more index terms than this is found by scanning the fields.
 _MAX_PREFIX_TERMS = 2000
+#: A word in fewer bodies than this (or than a quarter of the entities) is ranked from its hits, read at once.
+_FEW_BODY_HITS = 500
 #: What ends every indexed field: makes each one- and two-character substring the start of a trigram.
 _END = "\n\n"
 
@@ -640,6 +642,10 @@ class MemoryIndex:
         if allowed is not None:  # the few entities carrying the tags
             rest = self._bodies_among(exprs[0], allowed - candidates)
             return ranked + self._best({body_w: rest}, cond, params, need) if rest else ranked
+        # a word in few bodies: reading its (few) hits costs less than checking entities one by one
+        common = max(_FEW_BODY_HITS, len(self) // 4)
+        if len(self._ids("SELECT rowid AS id FROM fts_body WHERE fts_body MATCH ? LIMIT ?", (exprs[0], common))) < common:
+            return None
         walk = 20 * limit  # the newest entities looked at; a rarer word is found by its hits
         edge = self._db.execute(f"SELECT e.modified_ts, e.path FROM entities e WHERE {cond} "
                                 "ORDER BY e.modified_ts DESC, e.path LIMIT 1 OFFSET ?", (*params, walk)).fetchone()

@@ -146,7 +146,10 @@ def _reference_ranking(index: MemoryIndex, words: list[str], *, tags: tuple[str,
     return [(-score, path) for score, _, path in sorted(ranked)]
 
 
-def test_ranking_where_a_word_is_in_most_files_is_the_field_weight_sum(tmp_path: Path) -> None:
+@pytest.mark.parametrize("few_body_hits", [500, 20])  # 20: common words are found walking the newest entities
+def test_ranking_where_a_word_is_in_most_files_is_the_field_weight_sum(tmp_path: Path, few_body_hits: int,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory_index, "_FEW_BODY_HITS", few_body_hits)
     # 400 entities: 复习 in four bodies of five, some titles and tags; 考试 in bodies only;
     # 斑马 in three old bodies; equal modified times among them (then the path decides)
     root = tmp_path / "OH-Memory"
