@@ -226,7 +226,7 @@ def rclone_measure(srv: DevServerProc, rc: Rclone, args: list[str], timeout: flo
 # ----------------------------------------------------------------------------- ohsync engine
 
 #: Workers of the transfer pool an engine mirror gets: the daemon's default
-#: (``transfers`` in daemon/config.py), which ``daemon/session.py`` hands every engine.
+#: (``transfers`` in daemon/config/__init__.py), which ``daemon/session.py`` hands every engine.
 TRANSFERS = 4
 
 

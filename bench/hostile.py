@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from engine_helpers import USER, make_mirror  # noqa: E402
 
 from ohsync.daemon.protocol import Method, RpcClient, State  # noqa: E402
-from ohsync.daemon.socket_server import SocketServer  # noqa: E402
+from ohsync.daemon.socket.server import SocketServer  # noqa: E402
 from ohsync.devserver import DevServer  # noqa: E402
 
 TEN_MINUTES = 600

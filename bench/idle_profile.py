@@ -118,7 +118,7 @@ def report():
         fh.write("\n".join(lines) + "\n")
 
 signal.signal(signal.SIGUSR1, lambda *a: threading.Thread(target=report, daemon=True).start())
-from ohsync.daemon.cli import main
+from ohsync.daemon.cli.main import main
 sys.exit(main(["run", "--no-tray"]))
 """
 

@@ -43,6 +43,7 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -88,7 +89,7 @@ def _rss_mib() -> float:
 
 # -- the earlier index, from the repository's history -----------------------------------------
 
-#: The last commit with the in-memory index (engine/memory_index.py, engine/memory_tools.py).
+#: The last commit with the in-memory index (then engine/memory_index.py, engine/memory_tools.py).
 LEGACY_COMMIT = "65651d2"
 
 
@@ -102,10 +103,13 @@ def _legacy_modules(folder: Path) -> Path:
         return subprocess.run(["git", "-C", str(REPO), "show", f"{LEGACY_COMMIT}:{path}"], check=True,
                               capture_output=True, text=True).stdout
 
-    (folder / "legacy_memory_index.py").write_text(show("engine/memory_index.py"), encoding="utf-8")
+    def current(source: str) -> str:  # the other memory modules it imports have moved since
+        return re.sub(r"\bohsync\.engine\.memory_(\w+)", r"ohsync.engine.memory.\1", source)
+
+    (folder / "legacy_memory_index.py").write_text(current(show("engine/memory_index.py")), encoding="utf-8")
     tools = show("engine/memory_tools.py").replace("from ohsync.engine.memory_index import",
                                                    "from legacy_memory_index import")
-    (folder / "legacy_memory_tools.py").write_text(tools, encoding="utf-8")
+    (folder / "legacy_memory_tools.py").write_text(current(tools), encoding="utf-8")
     return folder
 
 
@@ -113,7 +117,7 @@ def _legacy_modules(folder: Path) -> Path:
 
 def child(impl: str, root: Path, db: Path, queries: int, seed: int) -> dict[str, Any]:
     """Open the index of ``impl`` (``fts`` or ``legacy``) as a fresh process would, then measure."""
-    from ohsync.engine.memory_index import parse_offset
+    from ohsync.engine.memory.index import parse_offset
 
     tz = parse_offset("+08:00")
     if impl == "legacy":
@@ -128,8 +132,8 @@ def child(impl: str, root: Path, db: Path, queries: int, seed: int) -> dict[str,
         tools: Any = LegacyTools(legacy, tz)
         update = legacy.update
     else:
-        from ohsync.engine.memory_index import MemoryIndex
-        from ohsync.engine.memory_tools import MemoryTools
+        from ohsync.engine.memory.index import MemoryIndex
+        from ohsync.engine.memory.tools import MemoryTools
         idle = _rss_mib()
         started = time.perf_counter()
         index = MemoryIndex(root, tz, db)

@@ -27,7 +27,7 @@ import logging
 import os
 import sys
 
-from ohsync.daemon.memory_trim import can_trim
+from .memory_trim import can_trim
 
 __all__ = ["ENV", "wanted", "use_system_malloc"]
 

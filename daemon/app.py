@@ -34,18 +34,18 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from ohsync.daemon import sd_notify
-from ohsync.daemon.config import Config
-from ohsync.daemon.daemon_methods import Methods
-from ohsync.daemon.mirror import Mirror
-from ohsync.daemon.panel.auth import secret_path
-from ohsync.daemon.panel.server import PanelServer
-from ohsync.daemon.protocol import QUICK_METHODS, Event, combine_status
-from ohsync.daemon.socket_methods import MethodTable
-from ohsync.daemon.socket_server import SocketInUse, SocketServer
-from ohsync.daemon.status import iso_time
-from ohsync.daemon.worker import SessionFactory
-from ohsync.engine.errors import OhsyncError
+from . import sd_notify
+from .config import Config
+from .daemon_methods import Methods
+from .mirror import Mirror
+from .panel.auth import secret_path
+from .panel.server import PanelServer
+from .protocol import QUICK_METHODS, Event, combine_status
+from .socket.methods import MethodTable
+from .socket.server import SocketInUse, SocketServer
+from .status import iso_time
+from .worker import SessionFactory
+from ..engine.errors import OhsyncError
 
 __all__ = ["AlreadyRunning", "Daemon", "display_available"]
 
@@ -182,7 +182,7 @@ class Daemon:
             return table.answer({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}) or {}
 
         def health() -> dict[str, Any]:
-            from ohsync.daemon.doctor import exit_code, run_checks
+            from .doctor import exit_code, run_checks
 
             findings = run_checks(self.cfg)
             return {"ok": exit_code(findings) == 0, "checks": [f.as_dict() for f in findings]}
@@ -318,7 +318,7 @@ class Daemon:
     def _run_tray(self) -> None:
         """Run the tray on this (main) thread; any failure → headless with one log line."""
         try:
-            from ohsync.tray.app import run_tray
+            from ..tray.app import run_tray
         except ImportError as exc:
             log.info("no tray icon (%s); running headless", exc)
             return

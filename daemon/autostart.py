@@ -31,8 +31,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ohsync.daemon.autostart_reach import HEADLESS_ADVICE, desktop_session_possible, lingering, start_daemon_now
-from ohsync.engine.errors import OhsyncError
+from .autostart_reach import HEADLESS_ADVICE, desktop_session_possible, lingering, start_daemon_now
+from ..engine.errors import OhsyncError
 
 __all__ = ["AutostartError", "AutostartStatus", "choose_kind", "disable", "enable", "ohsync_executable",
            "render_desktop_entry", "render_launch_agent", "render_unit", "status", "systemd_user_available"]
@@ -291,7 +291,7 @@ def enable(*, config: Path | None = None, now: bool = False, log_dir: Path | Non
         if now:
             if socket is None:
                 raise ValueError("enable(now=True) of an XDG entry needs the config's socket")
-            from ohsync.daemon.running import running_daemon
+            from .running import running_daemon
 
             if running_daemon(socket, config or Path("-")) is not None:
                 said.append(f"An ohsync daemon already answers on {socket}; none was started.")

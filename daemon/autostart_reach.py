@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ohsync.engine.errors import OhsyncError
+from ..engine.errors import OhsyncError
 
 __all__ = ["desktop_session_possible", "lingering", "start_daemon_now", "HEADLESS_ADVICE", "LINGER_DIR"]
 
@@ -76,7 +76,7 @@ def start_daemon_now(argv: list[str], socket: Path, *, timeout: float = 20.0) ->
     :raises OhsyncError: it exited before answering (with its exit code and last output line), or
         did not answer within ``timeout`` seconds.
     """
-    from ohsync.daemon.protocol import Method, RpcClient
+    from .protocol import Method, RpcClient
 
     # detached, in a session of its own: it outlives this command; it logs to its log file
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -16,12 +16,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.socket_methods import CannotNow, InvalidParams
-from ohsync.daemon.worker_job import run_job
-from ohsync.engine.conflict_resolve import KEEP_CHOICES, ResolveRefused, find_conflict, read_version, resolve_conflict
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.events import ConflictRecord
-from ohsync.engine.merge import is_text
+from .socket.methods import CannotNow, InvalidParams
+from .worker_job import run_job
+from ..engine.conflict_resolve import KEEP_CHOICES, ResolveRefused, find_conflict, read_version, resolve_conflict
+from ..engine.errors import OhsyncError
+from ..engine.events import ConflictRecord
+from ..engine.merge import is_text
 
 __all__ = ["ConflictService", "DEFAULT_TIMEOUT", "SHOWN_BYTES"]
 

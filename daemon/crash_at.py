@@ -13,8 +13,8 @@ import os
 import signal
 from collections.abc import Callable, Mapping
 
-from ohsync.engine.crashpoints import POINTS, CrashHook, set_hook
-from ohsync.engine.errors import OhsyncError
+from ..engine.crashpoints import POINTS, CrashHook, set_hook
+from ..engine.errors import OhsyncError
 
 __all__ = ["ENV", "install_from_env", "killer"]
 

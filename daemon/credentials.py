@@ -22,7 +22,7 @@ import keyring
 import keyring.errors
 from keyring.backend import KeyringBackend
 
-from ohsync.engine.errors import OhsyncError
+from ..engine.errors import OhsyncError
 
 __all__ = ["SERVICE", "KeyringUnavailable", "account_key", "load_token", "save_token",
            "delete_token", "describe_backend", "use_file_store", "file_store", "system_keyring_problem"]
@@ -88,7 +88,7 @@ def _system_backend() -> KeyringBackend:
 
 def _backend() -> KeyringBackend:
     if _file_store is not None:
-        from ohsync.daemon.file_keyring import FileKeyring
+        from .file_keyring import FileKeyring
 
         return FileKeyring(_file_store)
     return _system_backend()

@@ -1,7 +1,7 @@
 """The daemon's socket methods (docs/architecture.md §7.1), routed to its mirrors.
 
 :class:`Methods` builds the table ``name → handler(params)`` that
-``daemon/socket_server.py`` serves.  A method that acts on one mirror takes
+``daemon/socket/server.py`` serves.  A method that acts on one mirror takes
 the optional ``mirror`` param (:data:`~ohsync.daemon.protocol.MIRROR_PARAM`:
 a mirror's name, its library's name or id, or its folder).  With one mirror
 nothing changes.  With several and no ``mirror``: ``refresh``, ``pause``,
@@ -20,14 +20,14 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ohsync.daemon.config import DEFAULT_LIBRARY
-from ohsync.daemon.filing_service import FilingUnavailable
-from ohsync.daemon.protocol import MEMORY_METHODS, MIRROR_PARAM, PROTOCOL, Method, combine_status
-from ohsync.daemon.socket_server import CannotNow, InvalidParams
+from .config import DEFAULT_LIBRARY
+from .filing_service import FilingUnavailable
+from .protocol import MEMORY_METHODS, MIRROR_PARAM, PROTOCOL, Method, combine_status
+from .socket.server import CannotNow, InvalidParams
 
 if TYPE_CHECKING:
-    from ohsync.daemon.app import Daemon
-    from ohsync.daemon.mirror import Mirror
+    from .app import Daemon
+    from .mirror import Mirror
 
 __all__ = ["Methods", "choices"]
 
@@ -216,12 +216,12 @@ class Methods:
         → ``{"restored", "from", "removed_from_trash"}`` once the server holds it;
         ``{"action": "purge", "older_than"? (days, default [safety] backup_days), "dry_run"?}``
         → ``{"removed", "kept_unknown", "bytes", "dry_run", "older_than"}``."""
-        from ohsync.daemon.trash_jobs import trash_job
+        from .trash_jobs import trash_job
 
         action = params.get("action", "list")
         if action not in ("list", "restore", "purge"):
             raise InvalidParams("`action` must be \"list\", \"restore\" or \"purge\"")
-        from ohsync.daemon.worker_job import run_job
+        from .worker_job import run_job
 
         mirror = self.one(params)
         job = trash_job(action, params, default_days=self._daemon.cfg.safety.backup_days)
@@ -255,8 +255,8 @@ class Methods:
         ``confirm_deletes``): each file comes back on the side it was deleted
         on; answers once that is done.  With several mirrors and none named:
         the one mirror holding deletions."""
-        from ohsync.daemon.worker_job import run_job
-        from ohsync.engine.held_restore import restore_held
+        from .worker_job import run_job
+        from ..engine.held_restore import restore_held
 
         mirrors = self.pick(params, several=True)
         holding = [m for m in mirrors if m.worker.held_deletes()]

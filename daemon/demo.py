@@ -30,13 +30,13 @@ DEMO_PASSWORD = "demo-password"
 
 def demo_library_path() -> Path:
     """The demo library's tree shipped with devserver."""
-    import ohsync.devserver
+    from .. import devserver
 
-    return Path(ohsync.devserver.__file__).resolve().parent / "demo_library"
+    return Path(devserver.__file__).resolve().parent / "demo_library"
 
 
 def _start_devserver(data_dir: Path) -> Any:
-    from ohsync.devserver import DevServer
+    from ..devserver import DevServer
 
     srv = DevServer(data_dir, users={DEMO_USER: DEMO_PASSWORD})
     started = srv.start()
@@ -54,10 +54,10 @@ def _command_name() -> str:
 def run_demo(*, seconds: float | None = None, directory: str | None = None, tray: bool = True,
              poll_interval: float = 2.0, verbose: bool = False) -> int:
     """Run the demo; returns the exit code."""
-    from ohsync.daemon.app import Daemon, display_available
-    from ohsync.daemon.config import load_config
-    from ohsync.daemon.credentials import save_token
-    from ohsync.daemon.logs import setup_logging
+    from .app import Daemon, display_available
+    from .config import load_config
+    from .credentials import save_token
+    from .logs import setup_logging
 
     keep = directory is not None
     base = Path(directory).expanduser().resolve() if directory else Path(tempfile.mkdtemp(prefix="ohsync-demo-"))

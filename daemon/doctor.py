@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.config import Config, MirrorConfig
-from ohsync.daemon.credentials import KeyringUnavailable, describe_backend, file_store, load_token
-from ohsync.daemon.status import CLOCK_SKEW_WARN
-from ohsync.engine.errors import AuthError, LibraryNotFound, NetworkError, RemoteError
-from ohsync.engine.models import RepoInfo
+from .config import Config, MirrorConfig
+from .credentials import KeyringUnavailable, describe_backend, file_store, load_token
+from .status import CLOCK_SKEW_WARN
+from ..engine.errors import AuthError, LibraryNotFound, NetworkError, RemoteError
+from ..engine.models import RepoInfo
 
 __all__ = ["OK", "WARNING", "ERROR", "SKIPPED", "Finding", "Probes", "run_checks", "exit_code", "tls_problem"]
 
@@ -59,25 +59,25 @@ class Finding:
 
 
 def _default_client(server: str, token: str | None) -> Any:
-    from ohsync.engine.client import SeafileClient
+    from ..engine.client import SeafileClient
 
     return SeafileClient(server, token, timeout=10.0, retries=0)
 
 
 def _default_tray_host(environ: Mapping[str, str]) -> str | None:
-    from ohsync.daemon.doctor_local import find_tray_host
+    from .doctor_local import find_tray_host
 
     return find_tray_host(environ)
 
 
 def _default_tray_libraries() -> str | None:
-    from ohsync.daemon.doctor_local import tray_libraries_problem
+    from .doctor_local import tray_libraries_problem
 
     return tray_libraries_problem()
 
 
 def _default_tray_install_hint() -> str:
-    from ohsync.tray.install_hint import install_hint
+    from ..tray.install_hint import install_hint
 
     return install_hint()
 
@@ -266,7 +266,7 @@ class _Remote:
     def library(self, client: Any, mirror: MirrorConfig | None = None, check: str = "library") -> None:
         """Whether ``mirror``'s (default: the first) library exists and is writable; the first one's
         :class:`RepoInfo` is kept in :attr:`repo` for the local checks."""
-        from ohsync.engine.sync import resolve_library
+        from ..engine.sync import resolve_library
 
         first = mirror is None
         mirror = mirror or self.cfg.mirror
@@ -347,11 +347,11 @@ def run_checks(cfg: Config, probes: Probes | None = None) -> list[Finding]:
     """Run every check.
 
     :param cfg: the loaded config (a config that cannot be loaded is the
-        caller's finding: see :mod:`ohsync.daemon.cli_doctor`).
+        caller's finding: see :mod:`ohsync.daemon.cli.doctor`).
     :param probes: what to look at besides the config (default: this machine).
     :returns: the findings, in check order; never raises for a failed check.
     """
-    from ohsync.daemon.doctor_local import local_checks
+    from .doctor_local import local_checks
 
     probes = probes or Probes()
     out: list[Finding] = []

@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ohsync.daemon.config import Config, MirrorConfig
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.models import RepoInfo
-from ohsync.engine.state_schema import SCHEMA_VERSION
+from .config import Config, MirrorConfig
+from ..engine.errors import OhsyncError
+from ..engine.models import RepoInfo
+from ..engine.state_schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from ohsync.daemon.doctor import Finding, Probes
+    from .doctor import Finding, Probes
 
 __all__ = ["local_checks", "state_db_path", "probe_folder", "count_folders", "find_tray_host",
            "tray_libraries_problem"]
@@ -35,7 +35,7 @@ _WATCH_SHARE = 0.5
 
 
 def _finding(check: str, level: str, message: str, fix: str = "") -> Finding:
-    from ohsync.daemon.doctor import Finding
+    from .doctor import Finding
 
     return Finding(check, level, message, fix)
 
@@ -235,7 +235,7 @@ def _desktop_checks(probes: Probes) -> list[Finding]:
 
 def _start_advice() -> str:
     """How to start the daemon, as ``ohsync autostart status`` sees the next login."""
-    from ohsync.daemon import autostart
+    from . import autostart
 
     try:
         st = autostart.status()
@@ -249,8 +249,8 @@ def _start_advice() -> str:
 
 
 def _instance_check(socket: Path, config: Path) -> Finding:
-    from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcClient
-    from ohsync.daemon.running import running_daemon
+    from .protocol import DaemonNotRunning, Method, RpcClient
+    from .running import running_daemon
 
     try:
         st = RpcClient(socket, timeout=3).call(Method.STATUS, timeout=3)

@@ -29,7 +29,7 @@ from jaraco.classes import properties
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
-from ohsync.daemon.atomic_file import replace_file
+from .atomic_file import replace_file
 
 __all__ = ["ENV_VAR", "FileKeyring"]
 

@@ -3,7 +3,7 @@
 :class:`FilingService` watches ``[filing] drop_dir`` (created on start) with
 watchdog, keeps every candidate file until its size and mtime have not
 changed for ``quiet_seconds`` and it is not a partial download or open for
-writing, then hands it to :meth:`Filer.file <ohsync.engine.filing.Filer.file>`
+writing, then hands it to :meth:`Filer.file <ohsync.engine.filing.filer.Filer.file>`
 **on the sync worker's thread** through the ``submit`` callable (the engine
 and its state belong to that thread).  Results go to ``on_result``.
 
@@ -43,9 +43,9 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
-from ohsync.engine.filing import Filer, FilingResult
-from ohsync.engine.filing_api import MirrorAPI
-from ohsync.engine.names import is_ignored_name, is_partial_name
+from ..engine.filing.filer import Filer, FilingResult
+from ..engine.filing.api import MirrorAPI
+from ..engine.names import is_ignored_name, is_partial_name
 
 from .debounce import Debouncer
 from .service_thread import ServiceThread
@@ -154,7 +154,7 @@ class FilingService(ServiceThread):
         service's :attr:`gate` (so the service and the filer decide alike).
 
         :param mirror: the mirror filing writes into
-            (:class:`~ohsync.engine.filing_api.MirrorAPI`, e.g.
+            (:class:`~ohsync.engine.filing.api.MirrorAPI`, e.g.
             :func:`ohsync.engine.mirror_api.for_engine` of the session's engine).
         :param rules: the config's ``[filing] rules``.
         :param default_dest: ``[filing] default``.

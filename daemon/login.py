@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ohsync.engine.client import SeafileClient
-from ohsync.engine.errors import AuthError, NetworkError, OhsyncError, ProtocolError, TwoFactorRequired
-from ohsync.engine.models import AccountInfo
+from ..engine.client import SeafileClient
+from ..engine.errors import AuthError, NetworkError, OhsyncError, ProtocolError, TwoFactorRequired
+from ..engine.models import AccountInfo
 
 __all__ = ["TOKEN_REJECTED", "token_from_password", "check_token", "token_owner_note", "without_scheme"]
 

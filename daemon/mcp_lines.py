@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ohsync.daemon.protocol import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, json_type
+from .protocol import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, json_type
 
 __all__ = ["PARSE_ERROR", "INVALID_REQUEST", "INVALID_PARAMS", "line_problem", "CheckedLines"]
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
-from ohsync.daemon.protocol import Method
+from .protocol import Method
 
 __all__ = ["TOOLS", "INSTRUCTIONS", "call_daemon", "build_server", "run_stdio"]
 
@@ -139,7 +139,7 @@ def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None,
 
     :returns: ``(True, result)`` or ``(False, sentence)`` for a tool error.
     """
-    from ohsync.daemon.protocol import DaemonNotRunning, RpcClient, RpcError
+    from .protocol import DaemonNotRunning, RpcClient, RpcError
 
     entry = TOOLS.get(name)
     if entry is None:
@@ -303,7 +303,7 @@ def run_stdio(config: str | None = None, mirror: str | None = None) -> int:
     except ImportError:
         print("ohsync: the MCP server needs the `mcp` package (pip install mcp)", file=sys.stderr)
         return 1
-    from ohsync.daemon.config import config_path, load_config
+    from .config import config_path, load_config
 
     cfg = load_config(config_path(config))
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -322,7 +322,7 @@ def run_stdio(config: str | None = None, mirror: str | None = None) -> int:
         import mcp_types as types
         from mcp.shared.message import SessionMessage
 
-        from ohsync.daemon.mcp_lines import CheckedLines
+        from .mcp_lines import CheckedLines
 
         wire: list[Any] = []  # the SDK's write stream, once the transport is up
         ready = anyio.Event()

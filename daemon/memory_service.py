@@ -1,17 +1,17 @@
 """The memory tools inside the daemon: socket methods ``memory.search`` … ``memory.refresh``.
 
-Owns the mirror's :class:`~ohsync.engine.memory_index.MemoryIndex`, an
+Owns the mirror's :class:`~ohsync.engine.memory.index.MemoryIndex`, an
 SQLite file in the mirror's state folder (``memory-index.sqlite3``), opened
 on the first ``memory.*`` request, not when the daemon starts (a daemon
 nobody asks for memory reads nothing).  The first open reads every memory
 file; later starts re-read only the files whose size or mtime changed while
 the daemon was off.  From then on it is kept current from the paths the
 daemon reports: sync events, watcher events, its own writes.  The
-:class:`~ohsync.engine.memory_tools.MemoryTools` answer over it.  Reads
+:class:`~ohsync.engine.memory.tools.MemoryTools` answer over it.  Reads
 answer on the socket thread under one lock (the index's one SQLite
 connection is used by one thread at a time).  Writes run as jobs on the sync
 worker, the thread that owns the engine, through
-:func:`ohsync.engine.memory_writes.apply_write` (read-merge-write with
+:func:`ohsync.engine.memory.writes.apply_write` (read-merge-write with
 read-back verification), and the socket call returns once the server holds
 the new version, or with the reason it does not, within the caller's
 ``timeout``.
@@ -26,13 +26,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.protocol import MEMORY_METHODS, Method
-from ohsync.daemon.socket_server import CannotNow, InvalidParams
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.memory_edit import MemoryToolError
-from ohsync.engine.memory_index import MemoryIndex, parse_offset
-from ohsync.engine.memory_tools import MemoryTools
-from ohsync.engine.nofollow import OutsideMirrorError, read_file
+from .protocol import MEMORY_METHODS, Method
+from .socket.server import CannotNow, InvalidParams
+from ..engine.errors import OhsyncError
+from ..engine.memory.edit import MemoryToolError
+from ..engine.memory.index import MemoryIndex, parse_offset
+from ..engine.memory.tools import MemoryTools
+from ..engine.nofollow import OutsideMirrorError, read_file
 
 from .worker_job import run_job
 
@@ -315,7 +315,7 @@ class MemoryService:
     def _run(self, rel: str, planner: Callable[[bytes | None], Any], params: dict[str, Any], *,
              create: bool = False, trash: bool = False) -> dict[str, Any]:
         """Run one write on the worker and wait for the server's answer."""
-        from ohsync.engine.memory_writes import apply_write, trash_entity
+        from ..engine.memory.writes import apply_write, trash_entity
 
         timeout = self._timeout_of(params)
         if self._status("paused"):

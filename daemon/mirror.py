@@ -28,21 +28,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon import last_sync
-from ohsync.daemon.config import Config, MirrorConfig
-from ohsync.daemon.conflict_service import ConflictService
-from ohsync.daemon.filing_service import FilingService
-from ohsync.daemon.memory_service import MemoryService
-from ohsync.daemon.mirror_lock import MirrorLock
-from ohsync.daemon.notifications import PushChannel
-from ohsync.daemon.protocol import Event
-from ohsync.daemon.socket_dir import UnsafeSocketDir
-from ohsync.daemon.status import StatusModel
-from ohsync.daemon.watcher import Watcher
-from ohsync.daemon.worker import Session, SessionFactory, SyncWorker
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.filing import FilingResult
-from ohsync.engine.filing_rules import RuleError, parse_dest, parse_rules
+from . import last_sync
+from .config import Config, MirrorConfig
+from .conflict_service import ConflictService
+from .filing_service import FilingService
+from .memory_service import MemoryService
+from .mirror_lock import MirrorLock
+from .notifications import PushChannel
+from .protocol import Event
+from .socket.dir import UnsafeSocketDir
+from .status import StatusModel
+from .watcher import Watcher
+from .worker import Session, SessionFactory, SyncWorker
+from ..engine.errors import OhsyncError
+from ..engine.filing.filer import FilingResult
+from ..engine.filing.rules import RuleError, parse_dest, parse_rules
 
 __all__ = ["Mirror"]
 
@@ -88,7 +88,7 @@ class Mirror:
         self._root_missing = False
         self.library_id: str | None = self.config.library_id
         if session_factory is None:
-            from ohsync.daemon.session import open_session
+            from .session import open_session
 
             def session_factory(on_event: Callable[..., None]) -> Session:
                 self._login_token = self._saved_token()
@@ -209,7 +209,7 @@ class Mirror:
         return "ohsync login"
 
     def _saved_token(self) -> str | None:
-        from ohsync.daemon.credentials import load_token
+        from .credentials import load_token
 
         server, username = self.cfg.account(self.config)
         if not server or not username:
@@ -243,9 +243,9 @@ class Mirror:
         self._check_watcher()
         self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
-            from ohsync.engine.memory_index import parse_offset
-            from ohsync.engine.mirror_api import for_engine
-            from ohsync.engine.place import text_language
+            from ..engine.memory.index import parse_offset
+            from ..engine.mirror_api import for_engine
+            from ..engine.place import text_language
 
             self.filing.attach(self.filing.new_filer(
                 for_engine(session.engine), list(self.cfg.filing.rules), self.cfg.filing.default,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from ohsync.daemon.socket_dir import prepare_socket_dir
-from ohsync.daemon.worker import FatalError
+from .socket.dir import prepare_socket_dir
+from .worker import FatalError
 
 __all__ = ["MirrorInUse", "MirrorLock", "lock_dir"]
 

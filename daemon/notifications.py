@@ -41,7 +41,7 @@ from websockets.exceptions import WebSocketException
 from websockets.frames import Frame, Opcode
 from websockets.sync.client import ClientConnection, connect
 
-from ohsync.engine.errors import OhsyncError
+from ..engine.errors import OhsyncError
 
 __all__ = ["PushChannel", "ABSENT_RETRY", "PING_DEADLINE", "RENEW_BEFORE", "RETRY_CAP"]
 

@@ -18,7 +18,7 @@ of the socket and nothing more) imports only this module of the daemon:
   :data:`MIRROR_PARAM`;
 * the client: :class:`RpcClient`, :class:`DaemonNotRunning`, :class:`RpcError`.
 
-The server side lives in ``daemon/socket_server.py``.  Error codes: -32700
+The server side lives in ``daemon/socket/server.py``.  Error codes: -32700
 not JSON (or not UTF-8), -32600 not a request (not an object, a method that
 is not a string, an id that is not a string, number or null), a request too
 large (over :data:`MAX_REQUEST` bytes) or nested too deep (over

@@ -41,7 +41,7 @@ def running_daemon(socket: Path, config: Path, timeout: float = 2.0) -> Running 
     :param timeout: seconds to wait for the answer.
     :returns: None when nothing answers there, else what answered.
     """
-    from ohsync.daemon.protocol import Method, RpcClient
+    from .protocol import Method, RpcClient
 
     try:
         answer = RpcClient(socket, timeout=timeout).call(Method.PING)

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.config import Config, MirrorConfig
-from ohsync.daemon.credentials import load_token
-from ohsync.daemon.logs import redact
-from ohsync.daemon.worker import FatalError
-from ohsync.engine.errors import LibraryNotFound
-from ohsync.engine.events import SyncEvent
+from .config import Config, MirrorConfig
+from .credentials import load_token
+from .logs import redact
+from .worker import FatalError
+from ..engine.errors import LibraryNotFound
+from ..engine.events import SyncEvent
 
 __all__ = ["MirrorSession", "open_session", "no_login_message"]
 
@@ -92,9 +92,9 @@ def open_session(
     :raises KeyringUnavailable: the keyring cannot be read.
     :raises RemoteError: the server failed (the worker retries).
     """
-    from ohsync.engine.client import SeafileClient
-    from ohsync.engine.state import StateStore
-    from ohsync.engine.sync import EngineOptions, SyncEngine, resolve_library
+    from ..engine.client import SeafileClient
+    from ..engine.state import StateStore
+    from ..engine.sync import EngineOptions, SyncEngine, resolve_library
 
     mirror = mirror or cfg.mirror
     server, username = cfg.account(mirror)

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from ohsync.daemon.config import DEFAULT_LIBRARY, Config, ConfigError, load_config, normalize_server_url
-from ohsync.daemon.config import read_document, update_config
-from ohsync.daemon.credentials import describe_backend, file_store, load_token, save_token
-from ohsync.daemon.login import check_token, token_from_password, token_owner_note
-from ohsync.daemon.setup_prompt import MissingAnswer, Prompter
-from ohsync.daemon.token_store import settle_token_store
-from ohsync.engine.errors import AuthError, OhsyncError, RemoteError, TwoFactorRequired
-from ohsync.engine.models import RepoInfo
+from .config import DEFAULT_LIBRARY, Config, ConfigError, load_config, normalize_server_url
+from .config import read_document, update_config
+from .credentials import describe_backend, file_store, load_token, save_token
+from .login import check_token, token_from_password, token_owner_note
+from .setup_prompt import MissingAnswer, Prompter
+from .token_store import settle_token_store
+from ..engine.errors import AuthError, OhsyncError, RemoteError, TwoFactorRequired
+from ..engine.models import RepoInfo
 
 __all__ = ["DEFAULT_SERVER", "SetupAnswers", "SetupResult", "SetupError", "run_setup"]
 
@@ -160,8 +160,8 @@ class _Setup:
             try:
                 client.server_info()
             except RemoteError as exc:
-                from ohsync.daemon.doctor import tls_problem
-                from ohsync.daemon.login import without_scheme
+                from .doctor import tls_problem
+                from .login import without_scheme
 
                 explained = without_scheme(value, server, exc)
                 if explained is not exc:
@@ -440,7 +440,7 @@ def run_setup(answers: SetupAnswers, prompter: Prompter, config_path: Path, *,
     :raises OhsyncError: sign-in refused, keyring unavailable, server errors.
     """
     if client_factory is None:
-        from ohsync.engine.client import SeafileClient
+        from ..engine.client import SeafileClient
 
         def client_factory(server: str, token: str | None) -> Any:
             return SeafileClient(server, token, retries=1)  # a person is waiting at the prompt

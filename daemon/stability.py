@@ -5,7 +5,7 @@ name, or by a ``.part``/``.crdownload`` companion beside it: Firefox keeps
 an empty final file while it downloads) and no process has it open for
 writing (Linux, :mod:`ohsync.daemon.open_files`).  The drop-folder service
 asks :meth:`StabilityGate.not_ready` before it hands a file on, and injects
-the same method into the engine's :class:`~ohsync.engine.filing.Filer`
+the same method into the engine's :class:`~ohsync.engine.filing.filer.Filer`
 (its ``ready`` argument), which asks again while planning: one decision,
 made here.  That size and mtime held still for the quiet period is the
 service's debouncer's part (:mod:`ohsync.daemon.debounce`).
@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ohsync.engine.filing_api import DOWNLOADING, WRITING
-from ohsync.engine.names import has_partial_sibling, is_partial_name
+from ..engine.filing.api import DOWNLOADING, WRITING
+from ..engine.names import has_partial_sibling, is_partial_name
 
 from .open_files import open_for_writing
 
@@ -39,10 +39,10 @@ class StabilityGate:
     def not_ready(self, path: Path) -> str | None:
         """Why ``path`` must not be filed yet, or None when it may be.
 
-        The engine's :data:`~ohsync.engine.filing_api.ReadyCheck`.
+        The engine's :data:`~ohsync.engine.filing.api.ReadyCheck`.
 
-        :returns: :data:`~ohsync.engine.filing_api.DOWNLOADING` (a partial
-            download or lock file), :data:`~ohsync.engine.filing_api.WRITING`
+        :returns: :data:`~ohsync.engine.filing.api.DOWNLOADING` (a partial
+            download or lock file), :data:`~ohsync.engine.filing.api.WRITING`
             (open for writing), or None.
         """
         path = Path(path)

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from ohsync.daemon.attention import MAX_ITEMS, summary
-from ohsync.daemon.protocol import PROTOCOL, STATES
+from .attention import MAX_ITEMS, summary
+from .protocol import PROTOCOL, STATES
 
 __all__ = ["CHECK_GRACE", "STATES", "Snapshot", "StatusModel", "build_status", "iso_time", "scan_interval"]
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.config import update_config
-from ohsync.daemon.credentials import KeyringUnavailable, system_keyring_problem, use_file_store
+from .config import update_config
+from .credentials import KeyringUnavailable, system_keyring_problem, use_file_store
 
 __all__ = ["settle_token_store", "file_store_note"]
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.socket_methods import CannotNow, InvalidParams
-from ohsync.engine import trash
-from ohsync.engine.errors import OhsyncError
-from ohsync.engine.events import SyncEvent
-from ohsync.engine.transfer import push
+from .socket.methods import CannotNow, InvalidParams
+from ..engine import trash
+from ..engine.errors import OhsyncError
+from ..engine.events import SyncEvent
+from ..engine.transfer import push
 
 __all__ = ["trash_job"]
 

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ohsync.daemon.protocol import tray_pid_file
+from .protocol import tray_pid_file
 
 __all__ = ["stop_tray"]
 

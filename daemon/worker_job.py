@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ohsync.daemon.socket_methods import CannotNow
+from .socket.methods import CannotNow
 
 __all__ = ["run_job"]
 

@@ -32,7 +32,7 @@ from .resolve import Copy
 from .special_dirs import working_dir
 from .state import Base
 
-__all__ = ["archive"]
+__all__ = ["archive", "copies_of"]
 
 
 def archive(ctx: MirrorContext, rel_path: str, copy: Copy, *, theirs: bytes | None = None,
@@ -56,8 +56,8 @@ def archive(ctx: MirrorContext, rel_path: str, copy: Copy, *, theirs: bytes | No
             raise ValueError("a moved conflict copy needs the server's entry")
         stored = _move_copy(ctx, rel_path, copy, remote, now)
     record = ConflictRecord(rel_path, stored, now.isoformat(timespec="seconds"), copy.reason, copy.fields)
-    ctx.state.add_conflict(record)
-    ctx.emit(SyncEvent("conflict", rel_path, action=stored, message=copy.announce.format(stored=stored)))
+    if ctx.state.add_conflict(record):  # the same version archived again is the same conflict
+        ctx.emit(SyncEvent("conflict", rel_path, action=stored, message=copy.announce.format(stored=stored)))
     return record
 
 
@@ -65,16 +65,20 @@ def _taken(ctx: MirrorContext, candidate: str) -> bool:
     return candidate in ctx.snapshot or ctx.local_path(candidate).exists()
 
 
-def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str, top: str) -> str | None:
-    """A conflict copy of ``rel_path`` already holding exactly theirs (a pass
-    that died after archiving), so it is not archived twice."""
+def copies_of(ctx: MirrorContext, rel_path: str) -> dict[str, str]:
+    """The conflict copies of ``rel_path`` the server listing holds, by
+    whichever client made them: ``{copy rel path: file id}`` (no request)."""
+    top = working_dir(ctx, CONFLICT_DIR)
     folder, _, name = rel_path.rpartition("/")
     stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
     prefix = f"{top}/{folder}/{stem}__" if folder else f"{top}/{stem}__"
-    for path, entry in ctx.snapshot.items():
-        if path.startswith(prefix) and not entry.is_dir and entry.id == theirs_id:
-            return path
-    return None
+    return {path: entry.id for path, entry in ctx.snapshot.items() if path.startswith(prefix) and not entry.is_dir}
+
+
+def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str) -> str | None:
+    """A conflict copy of ``rel_path`` already holding exactly theirs (a pass
+    that died after archiving), so it is not archived twice."""
+    return next((path for path, fid in copies_of(ctx, rel_path).items() if fid == theirs_id), None)
 
 
 def _upload_copy(ctx: MirrorContext, rel_path: str, copy: Copy, theirs: bytes, now: datetime) -> str:
@@ -83,7 +87,7 @@ def _upload_copy(ctx: MirrorContext, rel_path: str, copy: Copy, theirs: bytes, n
 
     theirs_id = seafile_file_id(theirs)
     top = working_dir(ctx, CONFLICT_DIR)
-    stored_rel = _existing_copy(ctx, rel_path, theirs_id, top)
+    stored_rel = _existing_copy(ctx, rel_path, theirs_id)
     if stored_rel is None:
         copy_rel = copy.path(rel_path, lambda p: _taken(ctx, p), now, top)
         ensure_remote_dir(ctx, parent_rel(copy_rel))

@@ -110,7 +110,10 @@ def find_conflict(records: list[ConflictRecord], path: str) -> ConflictRecord:
     for record in records:
         if record.archived == rel:
             return record
-    live = [r for r in records if r.path == rel]
+    live: list[ConflictRecord] = []
+    for record in records:
+        if record.path == rel and all(r.archived != record.archived for r in live):
+            live.append(record)  # each archived copy once, however often it was recorded
     if len(live) == 1:
         return live[0]
     if live:

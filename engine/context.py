@@ -60,7 +60,7 @@ class EngineOptions:
         or from ``percent_floor`` on beyond ``max_delete_percent`` % of the
         mirror (``valve.exceeds``).
     :ivar stamp_edits: stamp ``modified``/``origin`` into memory entities a
-        person edited, before pushing them (:mod:`.memory_stamp`).
+        person edited, before pushing them (:mod:`.memory.stamp`).
     :ivar stamp_quiet: seconds such a file must stay unchanged first.
     :ivar time_offset: offset of the stamped time (``±HH:MM``; default: the computer's).
     :ivar origin: the ``origin`` this computer writes.

@@ -30,7 +30,7 @@ POINTS = (
     "move.local_done",        # a remote move was carried out locally, base not moved
     "delete.remote_trashed",  # the file is in the server's trash, base not forgotten
     "delete.local_backed_up",  # the backup is written, the local file not yet removed
-    # drop-folder filing (engine/filing.py, engine/filing_steps.py), in pipeline order:
+    # drop-folder filing (engine/filing/filer.py, engine/filing/steps.py), in pipeline order:
     "filing.planned",         # the job is recorded, nothing sent yet
     "filing.chunk_sent",      # a non-final chunk of a chunked upload is on the server
     "filing.uploaded",        # the server holds the whole file, the job does not know yet

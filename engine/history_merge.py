@@ -23,6 +23,12 @@ such an overwrite never takes our change out of the live file:
   that held our change (the one the remote revision replaced, or our base)
   carries that version's own lines.  Without history (404) the base alone
   serves;
+* a revision that lacks our newest push while a conflict copy of the path
+  holds exactly that push (:func:`archived_elsewhere`) is no stale
+  overwrite: another client met our upload, could not merge it and kept its
+  own edit live; the file converges on that version, our pushes on record
+  are forgotten and the conflict is recorded here too
+  (:func:`accept_archived`);
 * :func:`merge_back` is the pull-side entry: a stale overwrite of a path whose
   local file did not change is merged and pushed instead of pulled;
 * :func:`overwritten_revision` is the check after a write on servers that
@@ -47,7 +53,7 @@ from .models import RemoteEntry
 from .state import Base
 
 __all__ = ["StaleBase", "record_push", "stale_base", "push_evidence", "merge_back", "overwritten_revision",
-           "stale_note", "MAX_PUSHES"]
+           "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE", "MAX_PUSHES"]
 
 #: Verified pushes remembered per path (each with two kept blobs).
 MAX_PUSHES = 16
@@ -279,6 +285,15 @@ def stale_base(ctx: MirrorContext, rel_path: str, theirs_id: str, theirs: bytes,
     count, oldest, older = _lacked(ctx, pushes, theirs)
     if oldest is None or older is None:
         return None
+    copy = archived_elsewhere(ctx, rel_path, pushes)
+    if copy is not None:
+        # Another client met our newest upload, found it did not merge with
+        # its own edit, archived it and kept its edit live: theirs was made
+        # knowing ours, which stays in /.conflict/. Merging ours back would
+        # make a conflict copy of theirs in turn, and so on (two clients
+        # fighting); the file converges on theirs instead.
+        accept_archived(ctx, rel_path, copy)
+        return None
     known: dict[str, bytes] = {}
     ours_lines: set[bytes] = set()
     for push in pushes:
@@ -305,6 +320,49 @@ def stale_base(ctx: MirrorContext, rel_path: str, theirs_id: str, theirs: bytes,
             older = _shared_lines(newest, theirs)
     return StaleBase(theirs_id, Base(rel_path, False, sha1_bytes(older), oldest.replaced), older, count,
                      from_history)
+
+
+def archived_elsewhere(ctx: MirrorContext, rel_path: str, pushes: list[_Push] | None = None) -> str | None:
+    """The conflict copy of ``rel_path`` that another client made of our
+    newest push on record (its file id is that push's), or None.
+
+    Such a copy means that client read our upload, could not merge it with
+    its own edit, archived ours and kept its edit live (one conflict, with
+    its notice there). Copies this mirror recorded itself do not count.
+    No request: the listing (``ctx.snapshot``) and the state.
+    """
+    from .conflict_archive import copies_of
+
+    pushes = _load(ctx, rel_path) if pushes is None else pushes
+    if not pushes:
+        return None
+    newest = pushes[-1].ours
+    ours = {c.archived for c in ctx.state.conflicts()}
+    return next((path for path, fid in sorted(copies_of(ctx, rel_path).items())
+                 if fid == newest and path not in ours), None)
+
+
+def accept_archived(ctx: MirrorContext, rel_path: str, copy: str) -> None:
+    """Our change to ``rel_path`` was archived as ``copy`` by another client
+    (:func:`archived_elsewhere`): forget our pushes on record (nothing of
+    them is lost: they are in the copy) and record the conflict here too,
+    with its notice, so the person at this mirror learns where their
+    version went and can settle it (``ohsync resolve``)."""
+    from datetime import datetime, timezone
+
+    from .events import ConflictRecord, SyncEvent
+
+    ctx.state.set_meta(_key(rel_path), None)
+    record = ConflictRecord(rel_path, copy, datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                            ARCHIVED_ELSEWHERE, ("content",))
+    if ctx.state.add_conflict(record):
+        ctx.emit(SyncEvent("conflict", rel_path, action=copy,
+                           message=f"another client kept its version live; ours is archived as {copy}"))
+
+
+#: The conflict record's reason when another client archived our version.
+ARCHIVED_ELSEWHERE = ("both sides changed it in ways that do not merge; another client kept its version live "
+                      "and archived this one")
 
 
 def _shared_lines(a: bytes, b: bytes) -> bytes:

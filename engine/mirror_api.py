@@ -1,4 +1,4 @@
-"""The engine side of :class:`~ohsync.engine.filing_api.MirrorAPI`: filing's
+"""The engine side of :class:`~ohsync.engine.filing.api.MirrorAPI`: filing's
 narrow view of one running mirror, built on the sync's own stages (one
 write path and read-back, :mod:`.write_path`; read-merge-write,
 :func:`.transfer.push`).
@@ -34,7 +34,7 @@ def for_engine(engine: Any) -> EngineMirror:
 
 
 class EngineMirror:
-    """:class:`~ohsync.engine.filing_api.MirrorAPI` over a mirror's context
+    """:class:`~ohsync.engine.filing.api.MirrorAPI` over a mirror's context
     (see there for each method).
 
     :param ctx: the running mirror's context.
@@ -51,11 +51,11 @@ class EngineMirror:
     # -- reading ---------------------------------------------------------------------------
 
     def remote_file(self, rel: str) -> RemoteEntry | None:
-        """See :meth:`MirrorAPI.remote_file <ohsync.engine.filing_api.MirrorAPI.remote_file>`."""
+        """See :meth:`MirrorAPI.remote_file <ohsync.engine.filing.api.MirrorAPI.remote_file>`."""
         return current_remote(self._ctx, rel)
 
     def list_folder(self, rel: str) -> list[str]:
-        """See :meth:`MirrorAPI.list_folder <ohsync.engine.filing_api.MirrorAPI.list_folder>`."""
+        """See :meth:`MirrorAPI.list_folder <ohsync.engine.filing.api.MirrorAPI.list_folder>`."""
         ctx = self._ctx
         try:
             listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(rel))
@@ -64,11 +64,11 @@ class EngineMirror:
         return [e.name for e in listing.entries]
 
     def known(self, rel: str) -> bool:
-        """See :meth:`MirrorAPI.known <ohsync.engine.filing_api.MirrorAPI.known>`."""
+        """See :meth:`MirrorAPI.known <ohsync.engine.filing.api.MirrorAPI.known>`."""
         return rel in self._ctx.snapshot
 
     def find_copy(self, sha1: str, file_id: str, under: str) -> str | None:
-        """See :meth:`MirrorAPI.find_copy <ohsync.engine.filing_api.MirrorAPI.find_copy>`."""
+        """See :meth:`MirrorAPI.find_copy <ohsync.engine.filing.api.MirrorAPI.find_copy>`."""
         def below(rel: str) -> bool:
             return under == "" or rel.startswith(under + "/")
 
@@ -81,7 +81,7 @@ class EngineMirror:
         return None
 
     def free_space(self) -> int | None:
-        """See :meth:`MirrorAPI.free_space <ohsync.engine.filing_api.MirrorAPI.free_space>`."""
+        """See :meth:`MirrorAPI.free_space <ohsync.engine.filing.api.MirrorAPI.free_space>`."""
         free: int | None = self._ctx.client.account_info().free
         return free
 
@@ -89,7 +89,7 @@ class EngineMirror:
 
     def upload_new(self, rel: str, fh: BinaryIO, size: int, *, resume: bool, attempts: int, chunk_size: int,
                    progress: Callable[[int, int], None], before_chunk: Callable[[int, int], None]) -> tuple[str, str]:
-        """See :meth:`MirrorAPI.upload_new <ohsync.engine.filing_api.MirrorAPI.upload_new>`."""
+        """See :meth:`MirrorAPI.upload_new <ohsync.engine.filing.api.MirrorAPI.upload_new>`."""
         ctx = self._ctx
         folder = parent_rel(rel)
         ensure_remote_dir(ctx, folder)
@@ -108,7 +108,7 @@ class EngineMirror:
         return stored, str(result.id)
 
     def verify(self, entry: RemoteEntry, *, sha1: str, size: int, file_id: str) -> bool:
-        """See :meth:`MirrorAPI.verify <ohsync.engine.filing_api.MirrorAPI.verify>`."""
+        """See :meth:`MirrorAPI.verify <ohsync.engine.filing.api.MirrorAPI.verify>`."""
         if not holds_content(self._ctx, entry, sha1=sha1, size=size, file_id=file_id):
             return False
         self._ctx.snapshot[entry.path] = entry
@@ -117,13 +117,13 @@ class EngineMirror:
         return True
 
     def delete_remote(self, rel: str) -> None:
-        """See :meth:`MirrorAPI.delete_remote <ohsync.engine.filing_api.MirrorAPI.delete_remote>`."""
+        """See :meth:`MirrorAPI.delete_remote <ohsync.engine.filing.api.MirrorAPI.delete_remote>`."""
         self._ctx.client.delete(self._ctx.repo_id, self._ctx.remote_path(rel))
 
     # -- text files in the mirror and the mirror's copy --------------------------------------------
 
     def pull(self, rel: str) -> bool:
-        """See :meth:`MirrorAPI.pull <ohsync.engine.filing_api.MirrorAPI.pull>`."""
+        """See :meth:`MirrorAPI.pull <ohsync.engine.filing.api.MirrorAPI.pull>`."""
         remote = current_remote(self._ctx, rel)
         if remote is None:
             return False
@@ -131,19 +131,19 @@ class EngineMirror:
         return True
 
     def push(self, rel: str) -> str:
-        """See :meth:`MirrorAPI.push <ohsync.engine.filing_api.MirrorAPI.push>`."""
+        """See :meth:`MirrorAPI.push <ohsync.engine.filing.api.MirrorAPI.push>`."""
         outcome = push(self._ctx, rel, self._ctx.state.get_base(rel))
         self._persist()
         return outcome.action
 
     def back_up(self, rel: str) -> None:
-        """See :meth:`MirrorAPI.back_up <ohsync.engine.filing_api.MirrorAPI.back_up>`."""
+        """See :meth:`MirrorAPI.back_up <ohsync.engine.filing.api.MirrorAPI.back_up>`."""
         options = self._ctx.options
         if options.backup_dir is not None:
             backup_file(self._ctx.local_root, rel, options.backup_dir, options.library_name)
 
     def adopt(self, rel: str, *, sha1: str, remote_id: str, size: int) -> None:
-        """See :meth:`MirrorAPI.adopt <ohsync.engine.filing_api.MirrorAPI.adopt>`."""
+        """See :meth:`MirrorAPI.adopt <ohsync.engine.filing.api.MirrorAPI.adopt>`."""
         ctx = self._ctx
         target = ctx.local_path(rel)
         fp = stat_fingerprint(os.stat(target))
@@ -163,5 +163,5 @@ class EngineMirror:
         self._persist()
 
     def emit(self, event: SyncEvent) -> None:
-        """See :meth:`MirrorAPI.emit <ohsync.engine.filing_api.MirrorAPI.emit>`."""
+        """See :meth:`MirrorAPI.emit <ohsync.engine.filing.api.MirrorAPI.emit>`."""
         self._ctx.emit(event)

@@ -12,7 +12,7 @@
   :func:`is_ignored_name`: downloads in progress, lock files and desktop
   plumbing (the drop folder never files them).
 
-:mod:`.paths`, :mod:`.client.paths` and :mod:`.filing_rules` re-export
+:mod:`.paths`, :mod:`.client.paths` and :mod:`.filing.rules` re-export
 these under their older names.  A new rule about names goes here.
 """
 

@@ -4,14 +4,16 @@ Each side of a path is classified against its base, then one ordered rule
 picks the action.  A delete on one side is propagated only when the other
 side still holds exactly the base (modification always beats deletion);
 remote deletes are soft (moved into ``/.trash/``), local deletes are
-preceded by a backup.
+preceded by a backup.  :func:`action_for` looks the pair up; what a merge
+that does not come out clean keeps is another decision, the resolver's
+(:func:`ohsync.engine.resolve.decide`).
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Side", "Action", "decide"]
+__all__ = ["Side", "Action", "action_for"]
 
 
 class Side(Enum):
@@ -35,7 +37,7 @@ class Action(Enum):
     FORGET = "forget"                # gone on both sides: drop the base
 
 
-def decide(local: Side, remote: Side) -> Action:
+def action_for(local: Side, remote: Side) -> Action:
     """The action for a file whose sides are classified as given.
 
     Rules, in order: unchanged sides do nothing; a one-sided change flows

@@ -254,18 +254,32 @@ class StateStore:
         return len(changed) + len(gone)
 
     # -- conflicts and issues ---------------------------------------------
-    def add_conflict(self, rec: ConflictRecord) -> None:
-        """Record a conflict."""
+    def add_conflict(self, rec: ConflictRecord) -> bool:
+        """Record a conflict, once per archived copy.
+
+        :returns: False when a conflict with that archived copy was already
+            recorded (the same version archived again: nothing is added).
+        """
+        if self._db.execute("SELECT 1 FROM conflicts WHERE archived=? LIMIT 1", (rec.archived,)).fetchone():
+            return False
         self.generation += 1
         self._db.execute(
             "INSERT INTO conflicts(path,archived,time,reason,fields) VALUES (?,?,?,?,?)",
             (rec.path, rec.archived, rec.time, rec.reason, "\n".join(rec.fields)))
+        return True
 
     def conflicts(self) -> list[ConflictRecord]:
-        """Every recorded conflict, oldest first."""
+        """Every recorded conflict, oldest first, one per archived copy (a
+        state written before :meth:`add_conflict` kept them apart may hold
+        the same copy several times: the oldest row stands for it)."""
         rows = self._db.execute("SELECT path,archived,time,reason,fields FROM conflicts ORDER BY id")
-        return [ConflictRecord(r[0], r[1], r[2], r[3], tuple(f for f in r[4].split("\n") if f))
-                for r in rows]
+        seen: set[str] = set()
+        out = []
+        for r in rows:
+            if r[1] not in seen:
+                seen.add(r[1])
+                out.append(ConflictRecord(r[0], r[1], r[2], r[3], tuple(f for f in r[4].split("\n") if f)))
+        return out
 
     def forget_conflicts(self, archived: list[str]) -> None:
         """Drop the conflicts whose archived copies are given (resolved)."""
@@ -274,8 +288,8 @@ class StateStore:
             self._db.executemany("DELETE FROM conflicts WHERE archived=?", [(a,) for a in archived])
 
     def conflicts_since(self, path: str, since_iso: str) -> int:
-        """How many conflicts ``path`` had at or after ``since_iso`` (ISO 8601 UTC)."""
-        row = self._db.execute("SELECT COUNT(*) FROM conflicts WHERE path=? AND time>=?",
+        """How many conflicts ``path`` had at or after ``since_iso`` (ISO 8601 UTC), one per archived copy."""
+        row = self._db.execute("SELECT COUNT(DISTINCT archived) FROM conflicts WHERE path=? AND time>=?",
                                (path, since_iso)).fetchone()
         return int(row[0])
 

@@ -4,7 +4,7 @@
 (``PlanSteps`` → ``RunSteps`` → ``FolderSteps`` → ``SyncEngine``): it stats
 local paths, classifies each side against the base (same, changed, gone,
 absent), and turns the pair into a :class:`~ohsync.engine.valve.Plan` through
-the reconciliation table (``reconcile.decide``).  It writes nothing but a
+the reconciliation table (``reconcile.action_for``).  It writes nothing but a
 refreshed fingerprint of a file that was touched and not changed.
 """
 
@@ -27,7 +27,7 @@ from .models import RemoteEntry
 from .nofollow import symlink_on_the_way
 from .pending import PendingLedger
 from .paths import name_problem
-from .reconcile import Action, Side, decide
+from .reconcile import Action, Side, action_for
 from .state import Base, StateStore
 from .valve import Plan
 
@@ -210,7 +210,7 @@ class PlanSteps:
         except OSError as exc:
             report.errors.append((rel, str(local_error(exc, rel, what="reading the file"))))
             return None
-        action = decide(local_side, self._classify_remote(remote, base))
+        action = action_for(local_side, self._classify_remote(remote, base))
         if action is Action.NOTHING:
             return None
         return Plan(rel, action, entry, remote, base, fp)

@@ -21,9 +21,9 @@ from .events import SyncEvent, SyncReport
 from .failures import PathFailure
 from .history_merge import merge_back
 from .localfs import LocalFile, hash_file
-from .memory_check import memory_problem
-from .memory_merge import is_memory_file
-from .memory_stamp import stamp_edit
+from .memory.check import memory_problem
+from .memory.merge import is_memory_file
+from .memory.stamp import stamp_edit
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote
 from .reconcile import Action

@@ -2,7 +2,7 @@
 
 This module owns the plain text merge the engine uses for every text file that
 is not a memory entity file, and the line-level diff3 core that
-:mod:`ohsync.engine.memory_merge` uses for free body text.  Lines are compared
+:mod:`ohsync.engine.memory.merge` uses for free body text.  Lines are compared
 by their content without the line ending, so a side that only switched between
 LF and CRLF does not conflict with an edit on the other side; the merged output
 uses *ours'* line-ending style and BOM, and keeps ours' exact bytes for every

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ohsync.daemon.cli import build_parser
+from ohsync.daemon.cli.main import build_parser
 
 
 def _walk(parser: argparse.ArgumentParser, name: str):
@@ -57,8 +57,8 @@ def test_a_daemon_of_another_config_is_named(tmp_path, monkeypatch, capsys) -> N
     import tempfile
     from pathlib import Path
 
-    from ohsync.daemon.cli import main
-    from ohsync.daemon.socket_server import SocketServer
+    from ohsync.daemon.cli.main import main
+    from ohsync.daemon.socket.server import SocketServer
 
     sock = Path(tempfile.mkdtemp(prefix="ohs-", dir="/tmp")) / "s.sock"
     mine, theirs = tmp_path / "mine.toml", tmp_path / "theirs.toml"
@@ -81,7 +81,7 @@ def test_a_daemon_of_another_config_is_named(tmp_path, monkeypatch, capsys) -> N
 
 
 def test_a_missing_config_file_given_with_config_is_an_error(tmp_path, capsys) -> None:
-    from ohsync.daemon.cli import main
+    from ohsync.daemon.cli.main import main
 
     missing = tmp_path / "other.toml"
     assert main(["status", "--config", str(missing)]) == 2

@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
 
 from ohsync.daemon.attention import attention_items, natural_key, summary, wait_verdict  # noqa: E402
-from ohsync.daemon.cli import main  # noqa: E402
-from ohsync.daemon.socket_server import CannotNow, SocketServer  # noqa: E402
+from ohsync.daemon.cli.main import main  # noqa: E402
+from ohsync.daemon.socket.server import CannotNow, SocketServer  # noqa: E402
 
 ANSWERS: dict[str, Any] = {}
 
@@ -156,7 +156,7 @@ def test_the_readme_command_table_names_every_command() -> None:
     import argparse
     from pathlib import Path
 
-    from ohsync.daemon.cli import build_parser
+    from ohsync.daemon.cli.main import build_parser
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     table = "\n".join(line for line in readme.splitlines() if line.startswith("| `"))

@@ -43,6 +43,32 @@ def test_find_conflict_by_live_file_or_archived_copy() -> None:
         find_conflict([one], "b.md")
 
 
+def test_one_archived_copy_recorded_several_times_is_listed_once(tmp_path) -> None:
+    from ohsync.engine.state import StateStore
+
+    copy = ConflictRecord("a.md", ".conflict/a__remote__1.md", "2026-12-01T10:00:00+00:00", "r")
+    other = ConflictRecord("a.md", ".conflict/a__remote__2.md", "2026-12-01T10:00:01+00:00", "r")
+    # the lookup: a live file whose only copy was recorded three times names that copy
+    assert find_conflict([copy, copy, copy], "a.md") is copy
+    with pytest.raises(ResolveRefused) as refused:
+        find_conflict([copy, other, copy, other], "a.md")
+    assert "2 open conflicts" in refused.value.message
+    assert refused.value.message.count("a__remote__1.md") == 1 and refused.value.message.count("a__remote__2.md") == 1
+    # the store: the same copy archived again is not recorded again
+    store = StateStore(tmp_path / "state.db", tmp_path / "blobs")
+    assert store.add_conflict(copy) is True
+    assert store.add_conflict(ConflictRecord("a.md", copy.archived, "2026-12-01T10:00:05+00:00", "r")) is False
+    assert store.add_conflict(other) is True
+    assert [c.archived for c in store.conflicts()] == [copy.archived, other.archived]
+    assert store.conflicts_since("a.md", "2026-12-01T00:00:00+00:00") == 2
+    # rows a state written by an earlier version holds twice are listed (and counted) once
+    store._db.execute("INSERT INTO conflicts(path,archived,time,reason,fields) VALUES (?,?,?,?,?)",
+                      (copy.path, copy.archived, copy.time, copy.reason, ""))
+    assert [c.archived for c in store.conflicts()] == [copy.archived, other.archived]
+    assert store.conflicts_since("a.md", "2026-12-01T00:00:00+00:00") == 2
+    store.close()
+
+
 def test_an_edited_archived_copy_is_refused_and_nothing_changes(conflicted, devserver) -> None:
     m, record = conflicted
     m.write(record.archived, b"I edited the other version\n")

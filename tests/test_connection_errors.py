@@ -107,7 +107,7 @@ def test_an_untrusted_certificate_is_named(tls_server) -> None:
 def test_login_with_a_typo_in_the_port_names_it(isolated_env, monkeypatch, capsys) -> None:
     import io
 
-    from ohsync.daemon.cli import main
+    from ohsync.daemon.cli.main import main
 
     port = _free_port()
     monkeypatch.setattr(sys, "stdin", io.StringIO("secret\n"))

@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
 
 from ohsync.daemon import credentials  # noqa: E402
-from ohsync.daemon.cli import main  # noqa: E402
+from ohsync.daemon.cli.main import main  # noqa: E402
 
 
 def test_file_keyring_round_trip(isolated_env) -> None:

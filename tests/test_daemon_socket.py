@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env, wait_for  # noqa: E402,F401
 
 from ohsync.daemon.protocol import INVALID_PARAMS, METHOD_NOT_FOUND, RpcClient, RpcError  # noqa: E402
-from ohsync.daemon.socket_server import CannotNow, InvalidParams, SocketServer  # noqa: E402
+from ohsync.daemon.socket.server import CannotNow, InvalidParams, SocketServer  # noqa: E402
 
 
 def _handlers():
@@ -112,7 +112,7 @@ def test_stale_socket_is_replaced_and_live_one_refused(isolated_env) -> None:
     srv.start()
     try:
         assert RpcClient(path).call("status") == {"state": "idle"}
-        from ohsync.daemon.socket_server import SocketInUse
+        from ohsync.daemon.socket.server import SocketInUse
 
         with pytest.raises(SocketInUse):
             SocketServer(path, _handlers()).start()

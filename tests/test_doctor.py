@@ -23,7 +23,7 @@ from daemon_helpers import isolated_env  # noqa: E402,F401
 from tls_helpers import tls_server  # noqa: E402,F401
 
 from ohsync.daemon import credentials, doctor_local  # noqa: E402
-from ohsync.daemon.cli import main  # noqa: E402
+from ohsync.daemon.cli.main import main  # noqa: E402
 from ohsync.daemon.config import load_config  # noqa: E402
 from ohsync.daemon.doctor import ERROR, OK, SKIPPED, WARNING, Probes, exit_code, run_checks  # noqa: E402
 from ohsync.engine.client import SeafileClient  # noqa: E402
@@ -304,7 +304,7 @@ def test_tray_host_search_finds_nothing_without_a_desktop() -> None:
 
 
 def test_running_instance(setup_done, probes) -> None:
-    from ohsync.daemon.socket_server import SocketServer
+    from ohsync.daemon.socket.server import SocketServer
 
     state = {"state": "idle", "message": "Up to date"}
     ping = {"pid": 1, "config": str(setup_done.config)}

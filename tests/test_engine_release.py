@@ -183,7 +183,7 @@ def test_an_unreadable_push_token_counts_as_valid_for_a_day(token):
 
 def test_the_daemon_imports_neither_pyjwt_nor_cryptography_nor_httpx_cli():
     # click and pygments are installed here (uvicorn's and pytest's): httpx would load them for its CLI
-    code = ("import sys; import ohsync.daemon.cli, ohsync.daemon.app, ohsync.daemon.session, "
+    code = ("import sys; import ohsync.daemon.cli.main, ohsync.daemon.app, ohsync.daemon.session, "
             "ohsync.daemon.notifications, httpx; assert callable(httpx.main); "
             "print(sorted(m for m in ('jwt', 'cryptography', 'click', 'pygments') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

@@ -13,7 +13,7 @@ from ohsync.engine.ids import BLOCK_SIZE, file_hashes, seafile_file_id, sha1_byt
 from ohsync.engine.ignore import IgnoreRules
 from ohsync.engine.models import DirListing, RemoteEntry, RepoInfo
 from ohsync.engine.paths import from_remote, name_problem, to_remote
-from ohsync.engine.reconcile import Action, Side, decide
+from ohsync.engine.reconcile import Action, Side, action_for
 from ohsync.engine.remote_scan import scan_remote
 from ohsync.engine.state import Base, StateStore
 from ohsync.engine.events import ConflictRecord
@@ -104,7 +104,7 @@ def test_remote_root_mapping():
     (Side.ABSENT, Side.CHANGED, Action.PULL),          # new remote file
 ])
 def test_reconciliation_table(local, remote, action):
-    assert decide(local, remote) is action
+    assert action_for(local, remote) is action
 
 
 def test_state_store_keeps_bases_blobs_conflicts_across_reopen(tmp_path):

@@ -14,12 +14,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env, wait_for  # noqa: E402,F401
 from test_filing import WorkerThread, env  # noqa: E402,F401 - the filing fixture and its worker stand-in
 
-from ohsync.daemon import cli  # noqa: E402
+from ohsync.daemon.cli import main as cli  # noqa: E402
 from ohsync.daemon.filing_service import FilingService  # noqa: E402
 from ohsync.daemon.protocol import CANNOT_NOW, RpcClient, RpcError  # noqa: E402
-from ohsync.daemon.socket_server import SocketServer  # noqa: E402
+from ohsync.daemon.socket.server import SocketServer  # noqa: E402
 from ohsync.engine.errors import DiskFullError, NameRejectedError, UnreachableError, classify  # noqa: E402
-from ohsync.engine.filing import FilingResult  # noqa: E402
+from ohsync.engine.filing.filer import FilingResult  # noqa: E402
 
 UPLOAD_LINK = r"/upload-link/"
 

@@ -21,9 +21,9 @@ import yaml
 from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library, SAMPLES
 from ohsync.daemon.filing_service import FilingService
 from ohsync.daemon.stability import StabilityGate
-from ohsync.engine.filing import Filer, FilingResult, _JobStore, journal_line
+from ohsync.engine.filing.filer import Filer, FilingResult, _JobStore, journal_line
 from ohsync.engine.ids import seafile_file_id, sha1_bytes
-from ohsync.engine.memory_format import parse_memory
+from ohsync.engine.memory.format import parse_memory
 from ohsync.engine.mirror_api import for_engine
 
 CST = timezone(timedelta(hours=8))
@@ -455,7 +455,7 @@ def test_large_file_survives_a_dropped_connection_mid_upload(env):
 
 
 def test_large_file_upload_resumes_after_a_crash_mid_upload(env, monkeypatch):
-    from ohsync.engine import filing
+    from ohsync.engine.filing import filer as filing
 
     data = os.urandom(BIG)
     source = env.drop_file("dataset.zip", data)

@@ -37,9 +37,9 @@ from daemon_helpers import (
 )
 from engine_helpers import SAMPLES
 from ohsync.engine.crashpoints import POINTS
-from ohsync.engine.filing import DEFAULT_CHUNK_SIZE
-from ohsync.engine.filing_journal import BEIJING
-from ohsync.engine.filing_rules import tsinghua_term
+from ohsync.engine.filing.filer import DEFAULT_CHUNK_SIZE
+from ohsync.engine.filing.journal import BEIJING
+from ohsync.engine.filing.rules import tsinghua_term
 from ohsync.engine.ids import seafile_file_id
 
 USER = "user@example.edu.cn"

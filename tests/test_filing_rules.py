@@ -10,7 +10,7 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 
 from ohsync.daemon.open_files import open_for_writing
-from ohsync.engine.filing_rules import (
+from ohsync.engine.filing.rules import (
     FilingRule,
     RuleError,
     choose_rule,

@@ -15,8 +15,8 @@ from ohsync.daemon.stability import StabilityGate
 from ohsync.engine import crashpoints
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.events import SyncEvent
-from ohsync.engine.filing import Filer, journal_line
-from ohsync.engine.filing_api import DOWNLOADING, WRITING
+from ohsync.engine.filing.filer import Filer, journal_line
+from ohsync.engine.filing.api import DOWNLOADING, WRITING
 from ohsync.engine.ids import seafile_file_id, sha1_bytes
 from ohsync.engine.models import RemoteEntry
 
@@ -139,7 +139,7 @@ def test_the_service_waits_on_its_gate_before_it_hands_a_file_on(tmp_path):
 # -- filing against a fake of its engine API ------------------------------------------------------
 
 class FakeMirror:
-    """:class:`~ohsync.engine.filing_api.MirrorAPI` in memory: ``remote``
+    """:class:`~ohsync.engine.filing.api.MirrorAPI` in memory: ``remote``
     maps rel paths to bytes; the local mirror is a real folder."""
 
     def __init__(self, root: Path, free: int | None = None) -> None:

@@ -87,7 +87,7 @@ def test_held_paths_are_checked_again_when_their_folder_changes(devserver, tmp_p
 
 def test_ohsync_status_shows_the_first_twenty_held_paths_and_a_count(capsys) -> None:  # noqa: ANN001
     from ohsync.daemon.attention import attention_items
-    from ohsync.daemon.cli_status import _print_status
+    from ohsync.daemon.cli.status import _print_status
     from ohsync.daemon.status import build_status
     from daemon_helpers import idle_snapshot
 

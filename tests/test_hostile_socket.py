@@ -30,7 +30,7 @@ from ohsync.daemon.protocol import (  # noqa: E402
     RpcClient,
     default_socket_path,
 )
-from ohsync.daemon.socket_server import HANDLER_THREADS, SocketServer, UnsafeSocketDir  # noqa: E402
+from ohsync.daemon.socket.server import HANDLER_THREADS, SocketServer, UnsafeSocketDir  # noqa: E402
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="switching to another uid needs root")

@@ -33,7 +33,7 @@ def test_idle_rss_does_not_grow_across_full_passes(seed_daemon, tmp_path: Path) 
     try:
         rpc = daemon.client(60)
         rss: list[int] = []
-        for _ in range(8):
+        for _ in range(10):
             before = rpc.call("status")["last_scan"]
             time.sleep(1.1)  # last_scan has one-second resolution
             rpc.call("refresh")  # a full local scan and a poll; nothing changed on either side
@@ -45,6 +45,8 @@ def test_idle_rss_does_not_grow_across_full_passes(seed_daemon, tmp_path: Path) 
         daemon.stop()
     assert len(list((tmp_path / "mirror").rglob("*.md"))) >= FILES * 0.98  # it did mirror the library (1 % is in the trash, which stays on the server)
     assert status["memory_index"] == "not built"  # nobody asked for memory: no index was read
-    # after the first passes settle the allocator, further passes add nothing that stays
-    growth = rss[-1] - min(rss[1:3])
-    assert growth < 3 * 1024, f"RSS grew by {growth} KiB over {len(rss) - 2} idle full passes: {rss}"
+    # after the first passes settle the allocator, further passes add nothing that stays: a leak
+    # raises every later reading, while a transient peak (an arena not yet returned) raises one,
+    # so the lowest of the last three is compared with the lowest of passes 2-4
+    growth = min(rss[-3:]) - min(rss[1:4])
+    assert growth < 3 * 1024, f"RSS grew by {growth} KiB over {len(rss) - 4} idle full passes: {rss}"

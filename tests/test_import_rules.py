@@ -8,6 +8,13 @@
   with ``engine/``);
 * ``daemon/`` imports ``tray`` only lazily (inside functions), never at
   module level;
+* memory (``engine/memory/``) and filing (``engine/filing/``) are features on
+  top of the sync core: the core never imports filing, and of memory only
+  the hooks a sync pass calls (the memory-file merge, the damaged check, the
+  edit stamp); filing sees the engine only through ``engine/filing/api.py``;
+  neither feature imports the other;
+* the product imports itself relatively (``from ..engine.errors import …``),
+  never as ``ohsync.…``;
 * composition, not mixins: the Seafile client (``engine/client/``) and the
   sync worker (``daemon/worker/``) hold their parts, and no class in
   ``daemon/`` has more than two bases.
@@ -117,6 +124,32 @@ def test_the_daemon_imports_the_tray_only_lazily() -> None:
     assert found == [], "daemon/ imports tray only inside the commands that show it (§2):\n" + "\n".join(found)
 
 
+def _absolute_self_imports(source: str) -> Iterator[tuple[int, str]]:
+    """``(line, statement)`` of every import of ohsync that names it absolutely."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "ohsync" or alias.name.startswith("ohsync."):
+                    yield node.lineno, f"import {alias.name}"
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                and (node.module == "ohsync" or node.module.startswith("ohsync.")):
+            yield node.lineno, f"from {node.module} import …"
+
+
+def test_the_absolute_import_checker_sees_both_forms() -> None:
+    source = ("import ohsync.devserver\nfrom ohsync.engine.errors import OhsyncError\nfrom . import icons\n"
+              "from ..engine import sync\nimport json\ndef f():\n    from ohsync import engine\n")
+    assert [line for line, _ in _absolute_self_imports(source)] == [1, 2, 7]
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_the_product_imports_itself_relatively(folder: str) -> None:
+    found = [f"{path.relative_to(REPO)}:{line} {what}" for path, _module in _sources(folder)
+             for line, what in _absolute_self_imports(path.read_text(encoding="utf-8"))]
+    assert found == [], (f"{folder}/ imports ohsync relatively (`from .x import`, `from ..engine.x import`), "
+                         "as httpx and Maestral do:\n" + "\n".join(found))
+
+
 def _process_reach(path: Path, root: Path = REPO) -> list[str]:
     """Where a module kills a process, sends signals or reads ``/proc``."""
     found = []
@@ -150,19 +183,68 @@ def test_the_engine_kills_no_process_and_reads_no_proc() -> None:
                          "the daemon decides; /proc checks live in daemon/):\n" + "\n".join(found))
 
 
+#: The engine's features on top of the sync core (subpackages of engine/).
+FEATURES = ("memory", "filing")
+#: What the sync core may import of each feature: the memory hooks a sync pass calls
+#: (the memory-file merge, the damaged check, the stamp of a person's edit), nothing of filing.
+CORE_MAY_USE = {"memory": ("merge", "check", "stamp"), "filing": ()}
+
+
+def _feature_of(path: Path) -> str | None:
+    """The feature package of engine/ that ``path`` belongs to, or None for the sync core."""
+    parts = path.relative_to(REPO / "engine").parts
+    return parts[0] if len(parts) > 1 and parts[0] in FEATURES else None
+
+
+def test_the_feature_checker_tells_features_from_the_core() -> None:
+    assert _feature_of(REPO / "engine" / "memory" / "index.py") == "memory"
+    assert _feature_of(REPO / "engine" / "filing" / "__init__.py") == "filing"
+    assert _feature_of(REPO / "engine" / "sync.py") is None
+    assert _feature_of(REPO / "engine" / "client" / "seafile.py") is None
+    assert {_feature_of(path) for path, _module in _sources("engine")} == {None, *FEATURES}
+
+
+def test_the_sync_core_uses_its_features_only_through_their_hooks() -> None:
+    """engine/ outside engine/memory/ and engine/filing/ imports nothing of
+    filing and of memory only the modules a sync pass calls."""
+    found = []
+    for path, module in _sources("engine"):
+        if _feature_of(path) is not None:
+            continue
+        for line, name in imported_modules(path.read_text(encoding="utf-8"), module):
+            for feature in FEATURES:
+                if _within(name, f"ohsync.engine.{feature}") and not any(
+                        _within(name, f"ohsync.engine.{feature}.{hook}") for hook in CORE_MAY_USE[feature]):
+                    found.append(f"{path.relative_to(REPO)}:{line} imports {name}")
+    assert found == [], ("the sync core does not depend on the features on top of it (memory: only "
+                         f"{', '.join(CORE_MAY_USE['memory'])}; filing: nothing):\n" + "\n".join(found))
+
+
+def test_memory_and_filing_do_not_import_each_other() -> None:
+    found = []
+    for path, module in _sources("engine"):
+        feature = _feature_of(path)
+        if feature is None:
+            continue
+        for line, name in imported_modules(path.read_text(encoding="utf-8"), module):
+            if any(_within(name, f"ohsync.engine.{other}") for other in FEATURES if other != feature):
+                found.append(f"{path.relative_to(REPO)}:{line} imports {name}")
+    assert found == [], "engine/memory/ and engine/filing/ are separate features:\n" + "\n".join(found)
+
+
 def test_filing_sees_the_engine_only_through_its_api() -> None:
-    """engine/filing*.py import nothing of the engine's insides (context,
-    state, transfers, sync, client): they go through engine/filing_api.py."""
+    """engine/filing/ imports nothing of the engine's insides (context,
+    state, transfers, sync, client): it goes through engine/filing/api.py."""
     inside = ("context", "state", "transfer", "transfer_large", "sync", "client", "upload_batch", "mirror_api")
     found = []
     for path, module in _sources("engine"):
-        if not path.name.startswith("filing"):
+        if _feature_of(path) != "filing":
             continue
         for line, name in imported_modules(path.read_text(encoding="utf-8"), module):
             if any(_within(name, f"ohsync.engine.{m}") or name.startswith("ohsync.engine.client")
                    for m in inside):
                 found.append(f"{path.relative_to(REPO)}:{line} imports {name}")
-    assert found == [], "filing uses only its narrow engine API (engine/filing_api.py):\n" + "\n".join(found)
+    assert found == [], "filing uses only its narrow engine API (engine/filing/api.py):\n" + "\n".join(found)
 
 
 def _classes(folder: Path) -> list[tuple[Path, ast.ClassDef]]:

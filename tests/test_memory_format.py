@@ -1,4 +1,4 @@
-"""Tests for ohsync.engine.memory_format: lossless parsing of memory entity files."""
+"""Tests for ohsync.engine.memory.format: lossless parsing of memory entity files."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -7,7 +7,7 @@ import pytest
 from engine_helpers import sample, samples_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ohsync.engine.memory_format import (
+from ohsync.engine.memory.format import (
     MemoryParseError,
     parse_memory,
     parse_observation,

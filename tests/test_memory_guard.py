@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ohsync.daemon.memory_service import MemoryService
-from ohsync.daemon.socket_server import InvalidParams
-from ohsync.engine.memory_edit import MemoryToolError
-from ohsync.engine.memory_guard import iban_ok, luhn_ok, secrets_in, sensitive_in
-from ohsync.engine.memory_index import MemoryIndex, parse_offset
-from ohsync.engine.memory_tools import MemoryTools
+from ohsync.daemon.socket.server import InvalidParams
+from ohsync.engine.memory.edit import MemoryToolError
+from ohsync.engine.memory.guard import iban_ok, luhn_ok, secrets_in, sensitive_in
+from ohsync.engine.memory.index import MemoryIndex, parse_offset
+from ohsync.engine.memory.tools import MemoryTools
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
 TZ = parse_offset("+08:00")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ohsync.engine import memory_index
-from ohsync.engine.memory_index import MemoryIndex, parse_offset
-from ohsync.engine.memory_tools import MemoryTools
+from ohsync.engine.memory import index as memory_index
+from ohsync.engine.memory.index import MemoryIndex, parse_offset
+from ohsync.engine.memory.tools import MemoryTools
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
 TZ = parse_offset("+08:00")
@@ -239,7 +239,7 @@ def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again
     import time as _time
 
     from ohsync.daemon.memory_service import MemoryService
-    from ohsync.daemon.socket_server import CannotNow
+    from ohsync.daemon.socket.server import CannotNow
 
     db = tmp_path / "state" / "memory-index.sqlite3"
     service = MemoryService(lib, "+08:00", lambda job: None, {"paused": False}.get, lambda t: (True, ""),

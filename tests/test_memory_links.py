@@ -15,12 +15,12 @@ from types import SimpleNamespace
 import pytest
 
 from ohsync.daemon.memory_service import MemoryService
-from ohsync.daemon.socket_server import InvalidParams
+from ohsync.daemon.socket.server import InvalidParams
 from ohsync.engine import nofollow
-from ohsync.engine.memory_edit import MemoryToolError
-from ohsync.engine.memory_index import MemoryIndex, parse_offset
-from ohsync.engine.memory_tools import MemoryTools
-from ohsync.engine.memory_writes import apply_write
+from ohsync.engine.memory.edit import MemoryToolError
+from ohsync.engine.memory.index import MemoryIndex, parse_offset
+from ohsync.engine.memory.tools import MemoryTools
+from ohsync.engine.memory.writes import apply_write
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
 TZ = parse_offset("+08:00")
@@ -112,7 +112,7 @@ def test_a_folder_link_to_outside_is_not_indexed_and_not_written_into(lib: Path,
 
 
 def test_an_event_naming_a_folder_link_never_walks_outside(lib: Path, outside: Path, monkeypatch) -> None:
-    import ohsync.engine.memory_index as memory_index
+    import ohsync.engine.memory.index as memory_index
 
     os.symlink(outside, lib / "ext")
     tools = tools_for(lib)

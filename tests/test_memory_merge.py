@@ -1,4 +1,4 @@
-"""Tests for ohsync.engine.memory_merge: the memory-aware three-way merge (issue 6)."""
+"""Tests for ohsync.engine.memory.merge: the memory-aware three-way merge (issue 6)."""
 from __future__ import annotations
 
 import subprocess
@@ -10,8 +10,8 @@ import pytest
 from engine_helpers import sample, samples_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ohsync.engine.memory_format import parse_memory
-from ohsync.engine.memory_merge import is_journal_file, is_memory_file, merge_memory
+from ohsync.engine.memory.format import parse_memory
+from ohsync.engine.memory.merge import is_journal_file, is_memory_file, merge_memory
 
 FAST = settings(max_examples=200, deadline=None)
 BOM = b"\xef\xbb\xbf"

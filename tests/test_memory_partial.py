@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from engine_helpers import USER, make_mirror, sample_library
-from ohsync.engine.memory_format import parse_memory
-from ohsync.engine.memory_merge import merge_memory
+from ohsync.engine.memory.format import parse_memory
+from ohsync.engine.memory.merge import merge_memory
 
 TASK = "tasks/数据结构大作业 1 - 哈希表.md"
 OBS_ANCHOR = "- [risk] 开放定址删除要用墓碑标记 (tombstone)，不能直接置空 #坑\n"

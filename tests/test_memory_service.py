@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ohsync.daemon.memory_service import MemoryService
-from ohsync.daemon.socket_server import CannotNow, InvalidParams
+from ohsync.daemon.socket.server import CannotNow, InvalidParams
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
 
@@ -96,7 +96,7 @@ def test_a_write_without_an_engine_says_it_is_connecting(harness: Harness) -> No
 
 
 def test_the_index_is_built_on_the_first_memory_request_not_at_start(tmp_path: Path, monkeypatch) -> None:
-    from ohsync.engine.memory_index import MemoryIndex
+    from ohsync.engine.memory.index import MemoryIndex
 
     root = tmp_path / "OH-Memory"
     shutil.copytree(SAMPLES, root)

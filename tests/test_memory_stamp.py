@@ -13,8 +13,8 @@ from datetime import datetime
 sys.path.insert(0, os.path.dirname(__file__))
 from engine_helpers import USER, make_mirror, sample_library  # noqa: E402
 
-from ohsync.engine.memory_index import parse_offset  # noqa: E402
-from ohsync.engine.memory_stamp import stamp_edit  # noqa: E402
+from ohsync.engine.memory.index import parse_offset  # noqa: E402
+from ohsync.engine.memory.stamp import stamp_edit  # noqa: E402
 
 REL = "preferences/沟通风格偏好.md"
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ohsync.engine.memory_edit import MemoryToolError, entity_filename
-from ohsync.engine.memory_format import parse_memory
-from ohsync.engine.memory_guard import find_secret, looks_sensitive
-from ohsync.engine.memory_index import MemoryIndex, parse_offset
-from ohsync.engine.memory_tools import READ_LIMIT, MemoryTools
+from ohsync.engine.memory.edit import MemoryToolError, entity_filename
+from ohsync.engine.memory.format import parse_memory
+from ohsync.engine.memory.guard import find_secret, looks_sensitive
+from ohsync.engine.memory.index import MemoryIndex, parse_offset
+from ohsync.engine.memory.tools import READ_LIMIT, MemoryTools
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
 TZ = parse_offset("+08:00")
@@ -275,7 +275,7 @@ def test_write_permalink_is_slug_plus_hash_and_unique(tools: MemoryTools) -> Non
     assert re.fullmatch(r"note-[0-9a-f]{4}", tools.plan_write("纯中文标题", [{"category": "k", "text": "v"}])
                         .result["permalink"])
     taken = {plan.result["permalink"]}
-    from ohsync.engine.memory_edit import make_permalink
+    from ohsync.engine.memory.edit import make_permalink
     other = make_permalink("Hash Table Notes", "note", taken.__contains__)
     assert other != plan.result["permalink"] and other.startswith(plan.result["permalink"])
 

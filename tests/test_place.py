@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ohsync.daemon.config import ConfigError, load_config
-from ohsync.engine.filing_journal import journal_line, new_journal
-from ohsync.engine.filing_summary import summarize
+from ohsync.engine.filing.journal import journal_line, new_journal
+from ohsync.engine.filing.summary import summarize
 from ohsync.engine.place import local_offset, text_language
 
 WINTER = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc).timestamp()

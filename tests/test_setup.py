@@ -15,8 +15,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
 from tls_helpers import tls_server  # noqa: E402,F401
 
-from ohsync.daemon import cli_setup, credentials  # noqa: E402
-from ohsync.daemon.cli import main  # noqa: E402
+from ohsync.daemon import credentials  # noqa: E402
+from ohsync.daemon.cli import setup as cli_setup  # noqa: E402
+from ohsync.daemon.cli.main import main  # noqa: E402
 from ohsync.daemon.config import load_config  # noqa: E402
 from ohsync.daemon.setup_flow import SetupAnswers, SetupError, run_setup  # noqa: E402
 from ohsync.daemon.setup_prompt import MissingAnswer, Prompter  # noqa: E402
@@ -465,7 +466,7 @@ def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
 
 def test_setup_names_a_running_daemon_only_when_it_runs_this_config(isolated_env, devserver, monkeypatch,
                                                                   capsys) -> None:
-    from ohsync.daemon.socket_server import SocketServer
+    from ohsync.daemon.socket.server import SocketServer
 
     devserver.create_library(USER, "OH-Memory")
     ping = {"pid": 1, "config": str(isolated_env.root / "other.toml")}

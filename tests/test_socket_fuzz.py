@@ -1,4 +1,4 @@
-"""No request shape knocks the socket out (daemon/socket_server.py).
+"""No request shape knocks the socket out (daemon/socket/server.py).
 
 Every line a peer sends gets a JSON-RPC answer and the connection is served
 on; a failure inside the socket thread is logged and the socket is served
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
 
-from ohsync.daemon import socket_server as socket_server_module  # noqa: E402
+from ohsync.daemon.socket import server as socket_server_module  # noqa: E402
 from ohsync.daemon.protocol import (  # noqa: E402
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -33,7 +33,7 @@ from ohsync.daemon.protocol import (  # noqa: E402
     PARSE_ERROR,
     RpcClient,
 )
-from ohsync.daemon.socket_server import SocketServer  # noqa: E402
+from ohsync.daemon.socket.server import SocketServer  # noqa: E402
 
 PROBE = b'{"jsonrpc":"2.0","id":"probe","method":"status"}\n'
 

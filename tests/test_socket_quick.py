@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
 
 from ohsync.daemon.protocol import INTERNAL_ERROR, QUICK_METHODS, Method, RpcClient, RpcError  # noqa: E402
-from ohsync.daemon.socket_server import HANDLER_THREADS, SocketServer  # noqa: E402
+from ohsync.daemon.socket.server import HANDLER_THREADS, SocketServer  # noqa: E402
 
 
 def test_status_is_answered_while_every_handler_thread_is_blocked(isolated_env) -> None:

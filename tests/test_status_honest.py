@@ -34,7 +34,7 @@ from ohsync.daemon.attention import attention_items, wait_verdict  # noqa: E402
 from ohsync.daemon.status import CHECK_GRACE, STATES, Snapshot, StatusModel, build_status  # noqa: E402
 from ohsync.daemon.worker import SyncWorker  # noqa: E402
 from ohsync.engine.events import ConflictRecord, SyncReport  # noqa: E402
-from ohsync.engine.memory_check import memory_problem  # noqa: E402
+from ohsync.engine.memory.check import memory_problem  # noqa: E402
 
 TWO_BLOCKS = b"---\ntitle: Two blocks\n---\n---\ntags: [pasted]\n---\nbody\n"
 

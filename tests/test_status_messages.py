@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: E402,F401
 
 from ohsync.daemon import credentials  # noqa: E402
-from ohsync.daemon.cli import main  # noqa: E402
+from ohsync.daemon.cli.main import main  # noqa: E402
 from ohsync.engine.client import SeafileClient  # noqa: E402
 from ohsync.engine.errors import NetworkError, ProtocolError  # noqa: E402
 

@@ -53,7 +53,7 @@ def test_uninstall_sequence_leaves_no_process_and_no_keyring_entry(seed_daemon) 
 
 
 def test_stop_without_a_daemon_still_ends_the_tray(isolated_env) -> None:
-    from ohsync.daemon.cli import main
+    from ohsync.daemon.cli.main import main
 
     tray = _fake_tray(isolated_env.socket)
     try:
@@ -100,7 +100,7 @@ def _children() -> set[int]:
 
 def test_the_tray_reaps_the_daemon_it_started(isolated_env) -> None:
     """The Start item's daemon, once it has exited, leaves no zombie behind while the tray runs."""
-    from ohsync.daemon.socket_server import SocketServer
+    from ohsync.daemon.socket.server import SocketServer
     from ohsync.tray.app import TrayController
 
     server = SocketServer(isolated_env.socket, {"status": lambda p: {"state": "idle", "message": "ok"},

@@ -93,8 +93,8 @@ def test_memory_file_two_pushes_behind_merges_every_line(devserver, rid, tmp_pat
 
 
 def _memory_append(mirror, rel: str, line: str) -> None:
-    from ohsync.engine.memory_tools import WritePlan
-    from ohsync.engine.memory_writes import apply_write
+    from ohsync.engine.memory.tools import WritePlan
+    from ohsync.engine.memory.writes import apply_write
 
     result = apply_write(mirror.engine, rel, lambda data: WritePlan(rel, (data or b"") + (line + "\n").encode(), {}))
     assert result["verified"] is True

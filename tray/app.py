@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ohsync.daemon.protocol import (
+from ..daemon.protocol import (
     DaemonNotRunning,
     Event,
     Method,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ohsync.daemon.protocol import STATES, Method, State, worst_state
+from ..daemon.protocol import STATES, Method, State, worst_state
 
 __all__ = [
     "ICON_STATES",

@@ -5,7 +5,7 @@ The page is locked to the user who runs the daemon:
 * **The secret** is 32 random bytes (URL-safe text) in a ``0600`` file
   beside the socket (``ohsync-panel.secret`` beside ``ohsync.sock``: the
   socket's name without its extension, then ``-panel.secret``; the folder
-  ``0700`` and ours alone, ``daemon/socket_dir.py``), written anew at every
+  ``0700`` and ours alone, ``daemon/socket/dir.py``), written anew at every
   start.  Only
   the user's own processes can read it (the file, or the socket's ``panel``
   method, which answers only peers of the same uid).

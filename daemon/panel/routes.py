@@ -44,11 +44,11 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from ohsync.daemon.panel.auth import COOKIE, PanelAuth
-from ohsync.daemon.panel.diff import merge_prefill, side_by_side
-from ohsync.daemon.panel.events import CLOSED, EventHub
-from ohsync.daemon.protocol import CANNOT_NOW, INVALID_PARAMS, METHOD_NOT_FOUND, Method
-from ohsync.daemon.socket_methods import CannotNow, InvalidParams
+from .auth import COOKIE, PanelAuth
+from .diff import merge_prefill, side_by_side
+from .events import CLOSED, EventHub
+from ..protocol import CANNOT_NOW, INVALID_PARAMS, METHOD_NOT_FOUND, Method
+from ..socket.methods import CannotNow, InvalidParams
 
 __all__ = ["PanelApp", "CSP", "Call"]
 

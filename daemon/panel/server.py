@@ -24,9 +24,9 @@ from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from ohsync.daemon.panel.auth import PanelAuth, write_secret
-from ohsync.daemon.panel.events import EventHub
-from ohsync.daemon.panel.routes import Call, PanelApp
+from .auth import PanelAuth, write_secret
+from .events import EventHub
+from .routes import Call, PanelApp
 
 __all__ = ["PanelServer", "HOST"]
 

@@ -1,0 +1,73 @@
+"""What every ``ohsync`` command shares: exit codes, usage errors, the config and the daemon's socket.
+
+Exit codes (docs/architecture.md §10): 0 ok, 1 failed (the message says why
+and what to do), 2 usage error, 3 daemon not running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..protocol import MIRROR_PARAM, RpcClient
+
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING", "UsageError", "say_error", "read_config",
+           "daemon_client"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """A usage mistake found after parsing (exit 2)."""
+
+
+def say_error(text: str) -> None:
+    """Print ``ohsync: text`` on standard error."""
+    print(f"ohsync: {text}", file=sys.stderr)
+
+
+def read_config(args: argparse.Namespace) -> Any:
+    """The :class:`~ohsync.daemon.config.Config` of ``--config`` (else the default file).
+
+    :raises ConfigError: the file is invalid.
+    """
+    from ..config import config_path, load_config
+
+    cfg = load_config(config_path(args.config))
+    return cfg
+
+
+class _MirrorClient(RpcClient):
+    """An :class:`RpcClient` that adds ``--mirror NAME`` to every request's params."""
+
+    def __init__(self, path: Any, timeout: float | None, mirror: str | None) -> None:
+        super().__init__(path, timeout=timeout)
+        self.mirror = mirror
+
+    def call(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
+        if self.mirror:
+            params = {**(params or {}), MIRROR_PARAM: self.mirror}
+        return super().call(method, params, timeout=timeout)
+
+
+def daemon_client(args: argparse.Namespace, timeout: float | None = 10.0) -> RpcClient:
+    """A client of the daemon's socket of this config; it names ``--mirror`` in every request
+    (``timeout``: seconds per answer, None: no limit).  When the daemon answering there runs
+    another config file (two configs can name one socket), a note on standard error says so
+    before the command's own output."""
+    cfg = read_config(args)
+    if getattr(args, "config", None) and not cfg.path.exists():
+        raise UsageError(f"there is no config file {cfg.path} (--config); give an existing one, or run "
+                         f"`ohsync --config {cfg.path} setup` to make it")
+    _note_other_config(cfg.socket, cfg.path)
+    return _MirrorClient(cfg.socket, timeout, getattr(args, "mirror", None))
+
+
+def _note_other_config(socket: Any, config: Any) -> None:
+    from ..running import running_daemon
+
+    running = running_daemon(socket, config)
+    if running and running.config and not running.same:
+        say_error(f"note: the daemon answering on {socket} runs the config {running.config}, not {config}; "
+                  "what follows is that daemon's.")

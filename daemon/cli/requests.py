@@ -1,0 +1,187 @@
+"""The ``ohsync`` commands that ask the running daemon: refresh, pause,
+resume, wait, conflicts, damaged, activity, file, confirm-deletes, stop.
+
+Each is a client of the socket (:func:`~ohsync.daemon.cli.common.daemon_client`)
+that prints the answer as text (``--json``: as it is, for the lists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..attention import natural_key
+from .common import EXIT_FAILED, EXIT_OK, UsageError, daemon_client, say_error
+from .status import shown as _shown
+from ..protocol import DaemonNotRunning, Method, RpcError
+
+__all__ = ["simple_command", "pause_resume_command", "cmd_wait", "cmd_conflicts", "cmd_damaged", "cmd_activity",
+           "cmd_file", "cmd_confirm_deletes", "cmd_stop"]
+
+
+#: Most reasons ``ohsync wait`` lists one per line (the summary line names them all by count).
+WAIT_LINES = 10
+
+
+def simple_command(method: str, done: str) -> Callable[[argparse.Namespace], int]:
+    """A command that calls ``method`` and prints ``done``."""
+    def command(args: argparse.Namespace) -> int:
+        daemon_client(args).call(method)
+        print(done)
+        return EXIT_OK
+    return command
+
+
+def pause_resume_command(method: str, done: str) -> Callable[[argparse.Namespace], int]:
+    """``pause`` / ``resume``: the answer names the mirror when ``--mirror`` picked one (the others
+    keep their state, so "Syncing paused." alone would say more than happened)."""
+    def command(args: argparse.Namespace) -> int:
+        daemon_client(args).call(method)
+        mirror = getattr(args, "mirror", None)
+        if not mirror:
+            print(f"Syncing {done}.")
+        elif method == Method.PAUSE:
+            print(f"Syncing of {mirror} paused (the other mirrors go on); "
+                  f"`ohsync resume --mirror {shlex.quote(mirror)}` continues it.")
+        else:
+            print(f"Syncing of {mirror} resumed.")
+        return EXIT_OK
+    return command
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    """``ohsync wait``: wait until everything on disk now is synced (exit 1 with the reasons if not)."""
+    result = daemon_client(args, timeout=args.timeout + 30).call(Method.WAIT, {"timeout": args.timeout})
+    if result.get("synced"):
+        print("Everything is synced.")
+        return EXIT_OK
+    say_error(f"not everything is synced: {result.get('message') or 'see `ohsync status`'}")
+    reasons = result.get("reasons") or []
+    for item in reasons[:WAIT_LINES]:
+        print(f"  {item.get('kind')}: {_shown(item.get('path'))} — {item.get('reason')}", file=sys.stderr)
+    if len(reasons) > WAIT_LINES:
+        print(f"  … and {len(reasons) - WAIT_LINES} more (`ohsync status --json` lists them all)", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _print_items(args: argparse.Namespace, items: list[dict[str, Any]], empty: str,
+                 show: Callable[[dict[str, Any]], str]) -> int:
+    """Print a socket list as JSON (``--json``) or one block per item."""
+    if args.json:
+        print(json.dumps(items, ensure_ascii=False))
+    elif not items:
+        print(empty)
+    else:
+        for item in items:  # with several mirrors, each item names its own
+            print(f"[{item['mirror']}] {show(item)}" if item.get("mirror") else show(item))
+    return EXIT_OK
+
+
+def _conflict_text(c: dict[str, Any]) -> str:
+    text = f"{c['time']}  {c['path']}\n    other version kept as {c['archived']}\n    {c['reason']}"
+    if c.get("fields"):
+        text += f"\n    could not merge: {', '.join(c['fields'])}"
+    return text + (f"\n    to settle it: copy what you need from {c['archived']} into {c['path']}, then "
+                   f"delete {c['archived']}")
+
+
+def cmd_conflicts(args: argparse.Namespace) -> int:
+    """``ohsync conflicts``: the conflicts and where the other versions were kept."""
+    return _print_items(args, daemon_client(args).call(Method.CONFLICTS), "No conflicts.", _conflict_text)
+
+
+def cmd_damaged(args: argparse.Namespace) -> int:
+    """``ohsync damaged``: the memory files that do not parse."""
+    damaged = sorted(daemon_client(args).call(Method.DAMAGED), key=lambda d: natural_key(str(d.get("path"))))
+    return _print_items(args, damaged, "No damaged files.",
+                        lambda d: f"{d['path']}: {d['reason']}")
+
+
+def _activity_text(a: dict[str, Any]) -> str:
+    action, notes = a["action"], [a["message"]] if a.get("message") else []
+    if a.get("result") == "conflict":  # a conflict's action is where the other version went
+        action, notes = "conflict", [f"other version kept as {a['action']}", *notes]
+    extra = f"  ({'; '.join(notes)})" if notes else ""
+    return f"{a['time']}  {action:<9} {a['result']:<8} {a['path']}{extra}"
+
+
+def cmd_activity(args: argparse.Namespace) -> int:
+    """``ohsync activity``: the recent sync activity (at most ``--limit`` entries)."""
+    return _print_items(args, daemon_client(args).call(Method.ACTIVITY, {"limit": args.limit}), "No activity yet.",
+                        _activity_text)
+
+
+def cmd_file(args: argparse.Namespace) -> int:
+    """``ohsync file``: file documents into ``/Files/`` as if dropped into the drop folder.
+
+    :raises UsageError: a path is missing or not a file."""
+    paths = [os.path.abspath(os.path.expanduser(p)) for p in args.paths]
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"no such file: {p}")
+        if not os.path.isfile(p):
+            raise UsageError(f"{p} is not a file; `ohsync file` takes documents one by one "
+                             "(to file a whole folder, move its files into the drop folder)")
+    results = daemon_client(args, timeout=args.timeout).call(Method.FILE, {"paths": paths}, timeout=args.timeout)
+    ok = True
+    for r in results:
+        print(r.get("message") or f"{r.get('source')}: {r.get('status')}")
+        ok = ok and r.get("status") in ("filed", "duplicate")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def cmd_confirm_deletes(args: argparse.Namespace) -> int:
+    """``ohsync confirm-deletes``: carry out the deletions the safety valve holds (``--list``: list them)."""
+    client = daemon_client(args)
+    if args.list:
+        held = client.call(Method.HELD_DELETES)
+        if not held:
+            print("No deletions are held.")
+        for item in sorted(held, key=lambda h: natural_key(str(h.get("path")))):
+            where = "on the server (into /.trash/)" if item["side"] == "remote" else "in this folder (backed up)"
+            mirror = f"[{item['mirror']}] " if item.get("mirror") else ""
+            print(f"{mirror}{item['path']}  — would be deleted {where}")
+        return EXIT_OK
+    result = client.call(Method.CONFIRM_DELETES)
+    held = int(result.get("confirmed", 0))
+    where = f" in {result['mirror']}" if result.get("mirror") else ""
+    print(f"Carrying out {held} held deletion(s){where} now." if held else "No deletions were held.")
+    return EXIT_OK
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """``ohsync stop``: ask the daemon to exit and wait until it has (exit 1 after ``--timeout``);
+    an ``ohsync tray`` of this socket is stopped too (daemon/tray_stop.py)."""
+    from .common import read_config
+    from ..tray_stop import stop_tray
+
+    client = daemon_client(args)
+    try:
+        client.call(Method.SHUTDOWN)
+    except DaemonNotRunning:
+        said = stop_tray(read_config(args).socket)
+        if said:
+            print(said)
+        raise
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        try:
+            client.call(Method.PING, timeout=2)
+        except (DaemonNotRunning, ConnectionError, OSError):
+            print("ohsync stopped.")
+            said = stop_tray(read_config(args).socket)
+            if said:
+                print(said)
+            return EXIT_OK
+        except RpcError:
+            pass
+        time.sleep(0.2)
+    say_error(f"the daemon is still finishing after {args.timeout:g} s; it will exit when its current "
+         "transfer ends")
+    return EXIT_FAILED

@@ -1,0 +1,130 @@
+"""``ohsync status``: the status object as text, one block per mirror when there are several.
+
+The object is the daemon's (docs/architecture.md §7.2); ``--json`` prints it
+as it is.  With one mirror the text is what it always was; with several,
+each mirror gets its own block (state and message, last sync, counts,
+attention items, transfer), then what concerns the daemon as a whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..protocol import Method
+
+__all__ = ["cmd_status", "shown"]
+
+
+#: How ``ohsync status`` names each kind of attention item (daemon/attention.py).
+_ATTENTION_LABEL = {"held_delete": "deletion held", "damaged": "damaged", "skipped": "cannot sync"}
+
+
+def shown(path: Any) -> str:
+    """A path in quotes as it is; only control characters are escaped (a newline shows as \\n)."""
+    text = str(path)
+    return "'" + "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text) + "'"
+
+
+#: States in which a mirror does not sync until its problem goes away (its message says what to do).
+_NOT_SYNCING = ("stopped", "error", "auth_required", "offline")
+
+
+def _last_sync(item: dict[str, Any]) -> str:
+    """The ``last sync`` line's value for a mirror (or the one-mirror status object).
+
+    A mirror that cannot sync points to its message rather than saying
+    "never" (which reads as "never worked"); the time is the state
+    database's when this run has synced nothing yet (daemon/last_sync.py).
+    """
+    when, state = item.get("last_sync"), item.get("state")
+    if state not in _NOT_SYNCING:
+        return when or "never"
+    if when:
+        return f"{when} (nothing synced since: see above for why and what to do)"
+    return "none recorded on this computer (see above for why and what to do)"
+
+
+#: Attention items of each kind ``ohsync status`` prints; the rest are counted.
+SHOWN_PER_KIND = 20
+#: Where the whole list of each kind is.
+_FULL_LIST = {"held_delete": "`ohsync confirm-deletes --list`", "damaged": "`ohsync damaged`",
+              "skipped": "`ohsync status --json`"}
+_COUNT_KEY = {"held_delete": "held_deletes", "damaged": "damaged", "skipped": "skipped"}
+
+
+def _print_attention(st: dict[str, Any], items: list[dict[str, Any]], indent: str) -> None:
+    """The first :data:`SHOWN_PER_KIND` attention items of each kind, then how many more there are."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        by_kind.setdefault(str(item.get("kind")), []).append(item)
+    for kind in list(by_kind) + [k for k in _COUNT_KEY if k not in by_kind]:
+        kind_items = by_kind.get(kind, [])
+        for item in kind_items[:SHOWN_PER_KIND]:
+            print(f"{indent}{_ATTENTION_LABEL.get(kind, kind)}: {shown(item.get('path'))} — {item.get('reason')}")
+        total = max(len(kind_items), int(st.get(_COUNT_KEY.get(kind, ""), 0) or 0))
+        shown_count = min(len(kind_items), SHOWN_PER_KIND)
+        if total > shown_count:
+            label = _ATTENTION_LABEL.get(kind, kind)
+            print(f"{indent}… and {total - shown_count} more ({label}, {total} in all): see "
+                  f"{_FULL_LIST.get(kind, '`ohsync status --json`')}")
+
+
+def _print_status(st: dict[str, Any]) -> None:
+    mirrors = [m for m in st.get("mirrors") or [] if isinstance(m, dict)]
+    if len(mirrors) > 1:
+        _print_mirrors(st, mirrors)
+        return
+    print(f"{st['state']}: {st['message']}")
+    for m in mirrors:
+        print(f"  {m['library']} ↔ {m['local']}")
+    print(f"  last sync: {_last_sync(st)}")
+    if st.get("notifications"):
+        print(f"  notifications: {st['notifications']}")
+    counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
+              ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
+    if counts:
+        print("  " + ", ".join(counts))
+    _print_attention(st, st.get("attention") or [], "  ")
+    for item in (st.get("filing") or {}).get("held", []):
+        print(f"  not filed: {item['message']}")
+    if st.get("transfer"):
+        t = st["transfer"]
+        print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
+
+
+def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
+    """``ohsync status`` of a daemon with several mirrors: one block per mirror."""
+    for i, m in enumerate(mirrors):
+        if i:
+            print()
+        name = m.get("name") or m.get("library")
+        library = f" ({m['library']})" if m.get("library") and m.get("library") != name else ""
+        print(f"{name}{library} ↔ {m.get('local')}")
+        print(f"  {m.get('state')}: {m.get('message')}")
+        print(f"  last sync: {_last_sync(m)}")
+        counts = [f"{k.replace('_', ' ')} {m[k]}" for k in
+                  ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if m.get(k)]
+        if counts:
+            print("  " + ", ".join(counts))
+        _print_attention(m, m.get("attention") or [], "  ")
+        if m.get("transfer"):
+            t = m["transfer"]
+            print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
+    if st.get("notifications"):
+        print(f"notifications: {st['notifications']}")
+    for item in (st.get("filing") or {}).get("held", []):
+        print(f"not filed: {item['message']}")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print the status (``--json``: the object as it is; ``--mirror``: that mirror's own)."""
+    from .common import EXIT_OK, daemon_client as _client
+
+    st = _client(args).call(Method.STATUS)
+    if args.json:
+        print(json.dumps(st, ensure_ascii=False))
+    else:
+        _print_status(st)
+    return EXIT_OK
