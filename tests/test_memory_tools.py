@@ -419,6 +419,6 @@ def test_search_lists_each_related_entity_once(lib: Path) -> None:
     assert [(r["direction"], r["rel"], r["permalink"]) for r in hit["related"]] == [
         ("out", "refers_to", "note-b"), ("out", "see", "note-b"), ("in", "refers_to", "note-b")]
     # the CLI's text names each related entity once
-    from ohsync.daemon.cli_memory import _search_text
+    from ohsync.daemon.cli.memory import _search_text
     text = _search_text({"results": [hit]})
     assert text.splitlines()[-1] == "    related: 乙笔记"
