@@ -130,13 +130,16 @@ def test_cjk_words_of_one_two_and_three_characters(lib: Path) -> None:
 
 
 def _reference_ranking(index: MemoryIndex, words: list[str], *, tags: tuple[str, ...] = (),
-                       type_: str | None = None, include_sensitive: bool = False) -> list[tuple[int, str]]:
+                       type_: str | None = None, since: float | None = None,
+                       include_sensitive: bool = False) -> list[tuple[int, str]]:
     """The ranking the module docstring states, by brute force over every entity."""
     ranked = []
     for e in index.entities():
         if e.status == "trashed" or (e.sensitivity == "sensitive" and not include_sensitive):
             continue
         if (type_ is not None and e.type != type_) or not set(tags) <= set(e.tags_l):
+            continue
+        if since is not None and e.modified_ts < since:
             continue
         tag_text = "\n".join(e.tags).lower()
         score = sum(4 * (w in e.title.lower()) + 3 * (w in e.permalink.lower()) + 2 * (w in tag_text)
@@ -168,7 +171,7 @@ def test_ranking_where_a_word_is_in_most_files_is_the_field_weight_sum(tmp_path:
     for query in ("复习", "考试", "斑马", "复习 考试", "考试 notes", "复习 考试 notes", "习", "复", "zzz", "note"):
         words = query.split()
         for kw in ({}, {"tags": ("作业",)}, {"tags": ("复习",)}, {"type_": "note"}, {"type_": "task"},
-                   {"include_sensitive": True}):
+                   {"since": memory_index.to_timestamp("2026-10-01", TZ)}, {"include_sensitive": True}):
             for limit in (1, 8, 50):
                 got = [(score, e.path) for score, e in index.search(words, limit=limit, **kw)]
                 assert got == _reference_ranking(index, words, **kw)[:limit], (query, kw, limit)
