@@ -26,8 +26,10 @@ fields' hits are found without reading the bodies' long term lists three
 more times): every three characters are a term, so CJK text is found as
 substrings without word segmentation.  A one- or two-character word
 is looked up among the terms it begins (each field ends in two newlines, so
-every substring begins some term); should a word begin more terms than
-:data:`_MAX_PREFIX_TERMS`, it is found by scanning the fields instead.
+every substring begins some term; listing them reads their hit lists, so
+the list is kept until the index next changes); should a word begin more
+terms than :data:`_MAX_PREFIX_TERMS`, it is found by scanning the fields
+instead.
 
 Ranking: per word and field the entity scores the field's weight when the
 word occurs in it (title 4, permalink 3, tags 2, body 1, as
@@ -38,8 +40,9 @@ JSON array), the sums are set operations, and the bodies' hits are usually
 not read at all.  Short-field hits are worth more than any sum of body hits
 once their score passes the number of words, so the entities with a hit in
 a short field are scored first, best group first, their bodies looked up
-among them alone; the rest is needed only when those are too few (then, for one
-word, the newest entities are walked checking their body one by one).
+among them alone; the rest is needed only when those are too few (then, for
+one word in many bodies, the newest entities are walked checking their body
+one by one).
 
 Nothing here runs a thread.  One connection per index, opened with
 ``check_same_thread=False`` like the state store (``engine/state.py``): the
