@@ -127,6 +127,8 @@ class Daemon:
                 exit_on_fatal=alone, watcher_quiet=watcher_quiet))
         self.methods = Methods(self)
         self.server.add_handlers(self.methods.table(), quick=QUICK_METHODS)
+        # every answer names the config: the CLI's "another config" note needs no ping of its own
+        self.server.stamp_answers(config=str(cfg.path))
         if cfg.panel_port >= 0:
             self.panel = self._make_panel()
 

@@ -1,10 +1,12 @@
-"""What needs the person: damaged files, names that cannot sync, held deletes.
+"""What needs the person: conflicts, damaged files, names that cannot sync, held deletes.
 
 None of these stops syncing, yet none may hide behind "Up to date": the
 status object carries each one as an *attention item* ``{"kind", "path",
 "reason"}`` (``kind``: ``damaged``, ``skipped`` or ``held_delete``) and the
 state ``attention`` while any exists.  This module builds the items from
-what the engine reports, the one-line summary of the status message, and the
+what the engine reports, the one-line summary of the status message (which
+also counts the conflict copies still to settle; those are listed by
+``conflicts``, not as items), and the
 verdict of ``ohsync wait`` (which must not say "synced" while something is
 held back).  Paths are library-relative POSIX paths.
 """
@@ -74,14 +76,19 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def summary(*, held: int, damaged: int, skipped: int) -> str:
-    """The status message of the ``attention`` state, e.g. ``"Needs attention: 3
-    deletions held by the safety valve (`ohsync confirm-deletes`), 1 damaged memory file
-    (`ohsync damaged`)"``; each part names the command that lists or settles it.
+def summary(*, held: int, damaged: int, skipped: int, conflicts: int = 0) -> str:
+    """The status message of the ``attention`` state, e.g. ``"Needs attention: 1
+    conflict needs you (`ohsync conflicts`, or compare both versions in `ohsync panel`), 3
+    deletions held by the safety valve (`ohsync confirm-deletes`)"``; each part names the
+    command that lists or settles it.
 
-    Returns ``""`` when all three counts are 0.
+    :param conflicts: conflict copies in ``/.conflict/`` not settled yet.
+    Returns ``""`` when all counts are 0.
     """
     parts = []
+    if conflicts:
+        parts.append(_plural(conflicts, "conflict needs", "conflicts need") + " you (`ohsync conflicts`, "
+                     "or compare both versions in `ohsync panel`)")
     if held:
         parts.append(_plural(held, "deletion", "deletions") + " held by the safety valve "
                      "(`ohsync confirm-deletes`)")

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..engine.errors import OhsyncError
 
-__all__ = ["desktop_session_possible", "lingering", "start_daemon_now", "HEADLESS_ADVICE", "LINGER_DIR"]
+__all__ = ["desktop_session_possible", "lingering", "start_daemon_now", "autostart_pid_file", "stop_started_daemon",
+           "HEADLESS_ADVICE", "LINGER_DIR"]
 
 #: where systemd-logind marks the users whose manager runs without a login
 LINGER_DIR = Path("/var/lib/systemd/linger")
@@ -88,10 +89,69 @@ def start_daemon_now(argv: list[str], socket: Path, *, timeout: float = 20.0) ->
             raise OhsyncError(f"`{' '.join(argv)}` exited at once (code {code}). Run it in a terminal to "
                               "see why.", title="Autostart")
         try:
-            RpcClient(socket, timeout=2).call(Method.PING)
+            answer = RpcClient(socket, timeout=2).call(Method.PING)
         except Exception:  # noqa: BLE001 - not answering yet
             time.sleep(0.2)
             continue
+        pid = answer.get("pid") if isinstance(answer, dict) and isinstance(answer.get("pid"), int) else proc.pid
+        try:  # so that `ohsync autostart disable` stops this one, and only this one
+            autostart_pid_file(socket).write_text(f"{pid}\n", encoding="ascii")
+        except OSError:
+            pass
         return f"Started the daemon now (process {proc.pid}); `ohsync status` shows what it does."
     raise OhsyncError(f"`{' '.join(argv)}` (process {proc.pid}) did not answer on {socket} within "
                       f"{timeout:.0f} s; see `ohsync log` for why.", title="Autostart")
+
+
+def autostart_pid_file(socket: Path) -> Path:
+    """Where ``ohsync autostart enable --now`` notes the pid of the daemon it started: beside
+    the config's socket, in the user's private socket folder."""
+    return socket.parent / "ohsync-autostarted.pid"
+
+
+def stop_started_daemon(socket: Path, *, timeout: float = 60.0) -> str | None:
+    """Stop the daemon that ``enable --now`` started on ``socket``, if it still runs.
+
+    A daemon started otherwise (by hand in a terminal, or by the desktop session
+    from the XDG entry at login) is left running, as turning off "start at login"
+    in Dropbox or Maestral leaves the running app alone; the sentence says so and
+    names ``ohsync stop``.
+
+    :param socket: the config's socket (``Config.socket``).
+    :param timeout: seconds to wait for the daemon to finish its pass and exit.
+    :returns: a sentence saying what was stopped or left running; None when no daemon answers.
+    """
+    from .protocol import Method, RpcClient
+
+    noted = autostart_pid_file(socket)
+    try:
+        started: int | None = int(noted.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):  # none noted, or not a pid
+        started = None
+    client = RpcClient(socket, timeout=5)
+    try:
+        answer = client.call(Method.PING)
+    except Exception:  # noqa: BLE001 - nothing answers: nothing to stop
+        noted.unlink(missing_ok=True)
+        return None
+    pid = answer.get("pid") if isinstance(answer, dict) else None
+    if started is None or pid != started:
+        noted.unlink(missing_ok=True)  # that daemon is gone; this one was started otherwise
+        which = f" (process {pid})" if isinstance(pid, int) else ""
+        return (f"An ohsync daemon{which} still runs: autostart did not start it (you started it, or your "
+                "desktop session did at login), so it was left running; `ohsync stop` ends it.")
+    try:
+        client.call(Method.SHUTDOWN)
+    except Exception:  # noqa: BLE001 - it went away meanwhile
+        noted.unlink(missing_ok=True)
+        return f"Stopped the daemon that `ohsync autostart enable --now` started (process {pid})."
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.call(Method.PING, timeout=2)
+        except Exception:  # noqa: BLE001 - gone
+            noted.unlink(missing_ok=True)
+            return f"Stopped the daemon that `ohsync autostart enable --now` started (process {pid})."
+        time.sleep(0.2)
+    return (f"The daemon that `ohsync autostart enable --now` started (process {pid}) is still finishing; it "
+            "exits when its current transfer ends.")

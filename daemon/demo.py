@@ -88,7 +88,9 @@ def run_demo(*, seconds: float | None = None, directory: str | None = None, tray
         }), encoding="utf-8")
         cfg = load_config(config_file)
         setup_logging(cfg.log_dir, verbose=verbose, stderr=verbose)
-        env = f"OHSYNC_SOCKET={shlex.quote(str(socket_path))} {_command_name()}"
+        # the demo's own config names its socket: commands given it reach this daemon, and the
+        # "daemon runs another config" note stays quiet (it would speak for OHSYNC_SOCKET alone)
+        env = f"{_command_name()} --config {shlex.quote(str(config_file))}"
         print(f"""ohsync demo
   server:  {srv.url}  (a local test server; user {DEMO_USER}, password {DEMO_PASSWORD})
   library: OH-Memory

@@ -46,12 +46,16 @@ class Finding:
     :ivar level: ``ok``, ``warning``, ``error`` or ``skipped``.
     :ivar message: what was found, as a sentence.
     :ivar fix: what to do about it (empty when nothing needs doing).
+    :ivar summary: for a warning that makes "syncing works" untrue now (ohsync
+        not running, something that needs the person), the words the report's
+        last line says about it; empty otherwise.
     """
 
     check: str
     level: str
     message: str
     fix: str = ""
+    summary: str = ""
 
     def as_dict(self) -> dict[str, str]:
         """``{"check", "level", "message", "fix"}`` for ``--json``."""

@@ -15,7 +15,7 @@ import sqlite3
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .config import Config, MirrorConfig
 from ..engine.errors import OhsyncError
@@ -34,10 +34,10 @@ _NAME_MAX = 255
 _WATCH_SHARE = 0.5
 
 
-def _finding(check: str, level: str, message: str, fix: str = "") -> Finding:
+def _finding(check: str, level: str, message: str, fix: str = "", summary: str = "") -> Finding:
     from .doctor import Finding
 
-    return Finding(check, level, message, fix)
+    return Finding(check, level, message, fix, summary)
 
 
 def state_db_path(cfg: Config, repo: RepoInfo | None, mirror: MirrorConfig | None = None) -> Path | None:
@@ -249,28 +249,52 @@ def _start_advice() -> str:
 
 
 def _instance_check(socket: Path, config: Path) -> Finding:
-    from .protocol import DaemonNotRunning, Method, RpcClient
-    from .running import running_daemon
+    """The daemon of this config: running, syncing, and whether something needs the person.
 
+    A daemon that is not running, or that runs but holds a conflict, a held
+    deletion, a damaged file or a name that cannot sync (state ``attention``),
+    is a warning whose ``summary`` the report's last line repeats: the setup
+    can sync, yet "syncing works" alone would not be true.
+    """
+    from .protocol import DaemonNotRunning, Method, RpcClient
+    from .running import Running, running_daemon, same_file
+
+    client = RpcClient(socket, timeout=3)
     try:
-        st = RpcClient(socket, timeout=3).call(Method.STATUS, timeout=3)
+        st = client.call(Method.STATUS, timeout=3)
     except DaemonNotRunning:
         return _finding("instance", "warning", "ohsync is not running, so nothing syncs right now.",
-                        _start_advice())
+                        _start_advice(), summary="ohsync is not running, so nothing syncs now")
     except Exception as exc:  # noqa: BLE001 - a socket that takes calls but does not answer
         return _finding("instance", "error", f"An ohsync daemon holds {socket} but does not answer ({exc}).",
                         "Stop it (`ohsync stop`; if that hangs, end the `ohsync run` process) and start it again.")
-    running = running_daemon(socket, config)
+    theirs = client.answered_config  # the answer names the daemon's config; an older daemon: ask it
+    running = (Running(Path(theirs), same_file(Path(theirs), config)) if theirs
+               else running_daemon(socket, config))
     if running is not None and running.config is not None and not running.same:
         return _finding("instance", "warning", f"The ohsync daemon answering on {socket} runs another config "
                         f"({running.config}), not {config}; this config does not sync now.",
                         "Stop that one (`ohsync --config PATH stop` with its config), or give this config its "
-                        "own `socket` path, then start this one.")
-    state, message = st.get("state", "?"), st.get("message", "")
-    if state in ("error", "auth_required", "stopped"):
-        return _finding("instance", "error", f"ohsync is running but not syncing: {state}: {message}",
+                        "own `socket` path, then start this one.", summary="this config's daemon does not run")
+    mirrors = [m for m in (st.get("mirrors") or []) if isinstance(m, dict)] or [st]
+    several = len(mirrors) > 1
+
+    def said(m: dict[str, Any]) -> str:
+        name = f"{m.get('name') or m.get('library')}: " if several else ""
+        return f"{name}{m.get('state', '?')}: {m.get('message', '')}"
+    failing = [m for m in mirrors if m.get("state") in ("error", "auth_required", "stopped")]
+    if failing:
+        return _finding("instance", "error", "ohsync is running but not syncing: "
+                        + "; ".join(said(m) for m in failing),
                         "See `ohsync status`; its message says what to do.")
-    return _finding("instance", "ok", f"ohsync is running with this config: {state}: {message}.")
+    needing = [m for m in mirrors if m.get("state") == "attention"]
+    if needing:
+        return _finding("instance", "warning", "ohsync is running and syncs, but something needs you: "
+                        + "; ".join(said(m) for m in needing),
+                        "See `ohsync status`: each item names the command that settles it (`ohsync conflicts` "
+                        "or `ohsync panel` for conflicts, `ohsync confirm-deletes` for held deletions).",
+                        summary="something needs you (see `instance` above)")
+    return _finding("instance", "ok", f"ohsync is running with this config: {said(st)}.")
 
 
 def _state_check(db: Path | None) -> Finding:

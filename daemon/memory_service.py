@@ -62,14 +62,18 @@ class MemoryService:
         ``"ready"`` (status field ``memory_index``).
     :param index_path: ``index_path()`` is the index file, asked when the
         index is opened (None, or no callable: the index is held in memory).
+    :param on_carried: called (on the worker) after a write the server verified,
+        so the status's ``last sync`` moves (``SyncWorker.note_carried``).
     """
 
     def __init__(self, root: Path, time_offset: str, submit: Callable[[Callable[[], None]], None],
                  status: Callable[[str], Any], refresh: Callable[[float], tuple[bool, str]],
                  post_dirty: Callable[[list[str]], None], *, write_timeout: float = 30.0,
                  origin: str = "desktop", on_state: Callable[[str], None] | None = None,
-                 index_path: Callable[[], Path | None] | None = None) -> None:
+                 index_path: Callable[[], Path | None] | None = None,
+                 on_carried: Callable[[], None] | None = None) -> None:
         tz = parse_offset(time_offset)
+        self._on_carried = on_carried or (lambda: None)
         self.index = MemoryIndex(root, tz)  # empty until :meth:`rebuild` opens the index file
         self._index_path = index_path or (lambda: None)
         self.tools = MemoryTools(self.index, tz, origin=origin)
@@ -334,8 +338,11 @@ class MemoryService:
                 if engine is None:
                     raise CannotNow("ohsync is still connecting to the server; nothing was written")
                 if trash:
-                    return trash_entity(engine, rel, planner, on_written=wrote.set)
-                return apply_write(engine, rel, planner, create=create, on_written=wrote.set)
+                    written = trash_entity(engine, rel, planner, on_written=wrote.set)
+                else:
+                    written = apply_write(engine, rel, planner, create=create, on_written=wrote.set)
+                self._on_carried()  # verified on the server: the last sync is now
+                return written
             except BaseException:
                 if wrote.is_set():
                     self._post_dirty([rel])  # in the mirror, not on the server: the next pass pushes it

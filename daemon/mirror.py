@@ -117,7 +117,7 @@ class Mirror:
                                     self.worker.control_fact, self._memory_refresh, self.worker.post_dirty,
                                     write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin,
                                     on_state=lambda state: self.status.update(memory_index=state),
-                                    index_path=self._memory_index_path)
+                                    index_path=self._memory_index_path, on_carried=self.worker.note_carried)
         self.conflicts = ConflictService(self.worker.submit, lambda: self._engine, self.worker.conflicts,
                                          self.worker.facts.refresh)
 
@@ -196,6 +196,8 @@ class Mirror:
         """Announce a filing outcome (socket event, activity, status)."""
         self._publish_out({"type": Event.FILED, **result.as_dict(), "mirror": self.name})
         self.worker.note_activity(result.source, "file", result.status, result.message)
+        if result.status == "filed":  # uploaded and verified: the last sync is now
+            self.worker.note_carried()
         if self.filing is not None:
             self.status.update(filing=self.filing.status())
 

@@ -368,6 +368,8 @@ class RpcClient:
         self.path = Path(path) if path is not None else default_socket_path()
         self.timeout = timeout
         self._ids = itertools.count(1)
+        #: the config file of the daemon that answered the last call (None: not said, or no answer yet)
+        self.answered_config: str | None = None
 
     def _connect(self) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -397,6 +399,9 @@ class RpcClient:
             (nothing is sent; the daemon would refuse it).
         :raises RpcError: the daemon answered with an error.
         :raises ConnectionError: the daemon closed the connection early.
+
+        The config file the answering daemon runs with (the answer's ``config``
+        member, None when it names none) is kept in :attr:`answered_config`.
         """
         req_id = next(self._ids)
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "method": method}
@@ -414,6 +419,8 @@ class RpcClient:
                 reply = decode(line)
                 if reply.get("id") != req_id:
                     continue  # a notification; not ours
+                config = reply.get("config")
+                self.answered_config = config if isinstance(config, str) and config else None
                 if "error" in reply:
                     err = reply["error"] or {}
                     raise RpcError(int(err.get("code", INTERNAL_ERROR)), str(err.get("message", "error")))

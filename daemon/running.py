@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Running", "running_daemon"]
+__all__ = ["Running", "running_daemon", "same_file"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,8 @@ class Running:
     same: bool
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
+    """True when the paths ``a`` and ``b`` name one file (by inode; by resolved path when one is missing)."""
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -50,4 +51,4 @@ def running_daemon(socket: Path, config: Path, timeout: float = 2.0) -> Running 
     theirs = answer.get("config") if isinstance(answer, dict) else None
     if not isinstance(theirs, str) or not theirs:
         return Running(None, False)
-    return Running(Path(theirs), _same_file(Path(theirs), config))
+    return Running(Path(theirs), same_file(Path(theirs), config))

@@ -8,8 +8,10 @@ library (``GET /api2/repos/``, created with ``POST /api2/repos/`` when the
 person agrees), the mirror folder (a non-empty folder that is not already a
 mirror of this library needs an explicit merge), the drop folder (never
 overlapping the mirror).  Only then is anything stored: the token in the
-keyring, the keys in the config file (other keys kept).  Autostart is
-offered last, through the function the caller passes.
+keyring (or the credentials file), the keys in the config file (other keys
+kept) — a setup that fails before writes nothing, not even the token store's
+choice.  Autostart is offered last, through the function the caller passes,
+with the default No where nothing would start it.
 
 An answer that a flag gave and that cannot be used ends setup with a
 sentence; the same answer typed at a prompt is explained and asked again.
@@ -30,7 +32,7 @@ from .config import read_document, update_config
 from .credentials import describe_backend, file_store, load_token, save_token
 from .login import check_token, token_from_password, token_owner_note
 from .setup_prompt import MissingAnswer, Prompter
-from .token_store import settle_token_store
+from .token_store import file_store_note, settle_token_store
 from ..engine.errors import AuthError, OhsyncError, RemoteError, TwoFactorRequired
 from ..engine.models import RepoInfo
 
@@ -114,8 +116,10 @@ def _entries(folder: Path) -> int:
 class _Setup:
     def __init__(self, answers: SetupAnswers, prompter: Prompter, config_path: Path, *,
                  stdin: TextIO, enable_autostart: Callable[[Path], str] | None,
-                 client_factory: Callable[..., Any]) -> None:
+                 client_factory: Callable[..., Any],
+                 autostart_unreachable: Callable[[], str | None] | None = None) -> None:
         self.a = answers
+        self.autostart_unreachable = autostart_unreachable
         self.p = prompter
         self.path = config_path
         self.stdin = stdin
@@ -350,7 +354,9 @@ class _Setup:
         return created
 
     def store(self, server: str, username: str, token: str, repo: RepoInfo, local: Path, drop: Path,
-              ambiguous: bool) -> None:
+              ambiguous: bool, pending: dict[str, Any] | None = None) -> None:
+        """Write the token and the config, once everything was accepted (``pending``: the
+        token store's own keys, held back by :func:`settle_token_store` until now)."""
         for folder in (local, drop):
             try:
                 folder.mkdir(parents=True, exist_ok=True)
@@ -370,7 +376,7 @@ class _Setup:
         filing = dict(doc.get("filing", {})) if isinstance(doc.get("filing"), dict) else {}
         filing["drop_dir"] = str(drop)
         save_token(server, username, token)
-        update_config(self.path, {"server": server, "username": username,
+        update_config(self.path, {**(pending or {}), "server": server, "username": username,
                                   "mirror": [first] + mirrors[1:], "filing": filing})
 
     def autostart(self) -> tuple[str | None, bool]:
@@ -383,7 +389,10 @@ class _Setup:
             return ("Autostart is off (--yes leaves it off unless --autostart is given); start ohsync "
                     "with `ohsync run` (or later `ohsync autostart enable`)."), False
         if wanted is None:
-            wanted = self.p.confirm("Start ohsync automatically when you log in?", default=True,
+            unreachable = self.autostart_unreachable() if self.autostart_unreachable is not None else None
+            if unreachable:  # an entry nothing reads: offered, but not by default, and the reason said
+                self.p.say(f"Autostart would not start ohsync on this machine: {unreachable}")
+            wanted = self.p.confirm("Start ohsync automatically when you log in?", default=not unreachable,
                                     flag="--autostart or --no-autostart")
         if not wanted:
             return "Autostart is off; start ohsync with `ohsync run` (or later `ohsync autostart enable`).", False
@@ -398,8 +407,10 @@ class _Setup:
 
     def run(self) -> SetupResult:
         # no usable keyring: say so (and offer the file store) before any question
+        # the choice is written with the rest: a setup that fails (a wrong password, no server) writes nothing
+        pending: dict[str, Any] = {}
         note = settle_token_store(self.cfg, self.path, self.a.keyring, None if self.p.scripted else (
-            lambda question: self.p.confirm(question, default=False, flag="--keyring file")))
+            lambda question: self.p.confirm(question, default=False, flag="--keyring file")), pending)
         if note:
             self.p.say(note)
         describe_backend()
@@ -415,16 +426,21 @@ class _Setup:
             repo = self.create_library(client, repo)
         finally:
             client.close()
-        self.store(server, username, token, repo, local, drop, ambiguous)
-        where = file_store() or "the keyring"
-        self.p.say(f"Saved the settings in {self.path} and the login in {where}.")
+        self.store(server, username, token, repo, local, drop, ambiguous, pending)
+        kept = file_store()
+        if kept is not None:  # said only now that the login is really there
+            self.p.say(f"Saved the settings in {self.path} and the login in the credentials file {kept}.")
+            self.p.say(file_store_note(kept))
+        else:
+            self.p.say(f"Saved the settings in {self.path} and the login in the keyring.")
         message, failed = self.autostart()
         return SetupResult(self.path, server, username, repo, local, drop, message, failed)
 
 
 def run_setup(answers: SetupAnswers, prompter: Prompter, config_path: Path, *,
               stdin: TextIO | None = None, enable_autostart: Callable[[Path], str] | None = None,
-              client_factory: Callable[..., Any] | None = None) -> SetupResult:
+              client_factory: Callable[..., Any] | None = None,
+              autostart_unreachable: Callable[[], str | None] | None = None) -> SetupResult:
     """Ask what is missing, sign in, and store the config and the token.
 
     :param answers: what the flags said.
@@ -434,6 +450,8 @@ def run_setup(answers: SetupAnswers, prompter: Prompter, config_path: Path, *,
     :param enable_autostart: called with the config path when the person wants
         autostart; returns a sentence, raises :class:`OhsyncError` on failure.
     :param client_factory: makes the Seafile client as ``(server, token)``.
+    :param autostart_unreachable: says why nothing on this machine would start ohsync at
+        login (None: something will); autostart is then offered with the default No.
     :returns: what was stored.
     :raises MissingAnswer: scripted without a needed flag, or the input ended.
     :raises SetupError: an answer given by a flag cannot be used.
@@ -445,4 +463,5 @@ def run_setup(answers: SetupAnswers, prompter: Prompter, config_path: Path, *,
         def client_factory(server: str, token: str | None) -> Any:
             return SeafileClient(server, token, retries=1)  # a person is waiting at the prompt
     return _Setup(answers, prompter, config_path, stdin=stdin or sys.stdin,
-                  enable_autostart=enable_autostart, client_factory=client_factory).run()
+                  enable_autostart=enable_autostart, client_factory=client_factory,
+                  autostart_unreachable=autostart_unreachable).run()

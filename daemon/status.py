@@ -8,9 +8,10 @@ poll that finished recently and a full local scan no later than the
 scheduler planned (``next_scan``, from the scan's own cost), a live watcher, a working
 token and nothing pending.  Every other case is a named degraded state with a
 sentence; ``attention`` is the state of a mirror that syncs but holds
-something the person must look at (a held mass delete, a damaged memory
-file, a name that cannot sync), each listed in ``attention`` with its path
-and reason.  Listeners (the socket server's subscribers) are told whenever
+something the person must look at (a conflict copy not settled yet, a held
+mass delete, a damaged memory file, a name that cannot sync); all but the
+conflicts (listed by the ``conflicts`` method) are listed in ``attention``
+with their path and reason.  Listeners (the socket server's subscribers) are told whenever
 the derived object changes; a pass that finds nothing to do changes nothing
 (``syncing`` is shown only once there is work, or after
 :data:`CHECK_GRACE` seconds of checking), so an idle poll publishes nothing.
@@ -168,13 +169,10 @@ def _state(s: Snapshot) -> tuple[str, str]:
     if s.clock_offset is not None and abs(s.clock_offset) > CLOCK_SKEW_WARN:
         note = (f"; this computer's clock is {abs(s.clock_offset) / 60:.0f} min "
                 f"{'behind' if s.clock_offset > 0 else 'ahead of'} the server's (nothing depends on it)")
-    needs = summary(held=s.held_deletes, damaged=s.damaged, skipped=s.skipped)
+    # an open conflict copy waits for the person like a held delete: never "Up to date" beside it
+    needs = summary(held=s.held_deletes, damaged=s.damaged, skipped=s.skipped, conflicts=s.conflicts)
     if needs:
         return "attention", needs + note
-    if s.conflicts:
-        # the live files are synced, but an archived version waits to be looked at and settled
-        note = (f"; {s.conflicts} conflict cop{'y' if s.conflicts == 1 else 'ies'} in /.conflict/ to look at "
-                "(`ohsync conflicts`)") + note
     return "idle", "Up to date" + note
 
 

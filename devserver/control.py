@@ -9,7 +9,7 @@ JSON out, no authentication (bind devserver to 127.0.0.1).
 | ``GET /_devserver/count?pattern=RX`` | | ``{"count": N}`` |
 | ``POST /_devserver/reset`` | ``{"faults": true}`` optional | zero counters (and clear faults) |
 | ``GET /_devserver/faults`` | | the live fault rules |
-| ``POST /_devserver/faults`` | ``{"method", "path_regex", "status", "count", "retry_after", "latency", "drop", "after_processing", "drop_after_bytes", "omit_name", "listing_of"}`` | ``{"id": N}`` |
+| ``POST /_devserver/faults`` | ``{"method", "path_regex", "status", "count", "retry_after", "latency", "drop", "after_processing", "drop_after_bytes", "omit_name", "listing_of", "trailing_cr"}`` | ``{"id": N}`` |
 | ``POST /_devserver/expire-links`` | | ``{"expired": N}``: every fileserver link expires |
 | ``DELETE /_devserver/faults`` | | clears faults and hooks |
 | ``GET /_devserver/token?email=E`` | | ``{"token"}`` |
@@ -81,7 +81,8 @@ class Control:
                                        latency=float(body.get("latency", 0.0)), drop=bool(body.get("drop")),
                                        after_processing=bool(body.get("after_processing")),
                                        drop_after_bytes=body.get("drop_after_bytes"),
-                                       omit_name=body.get("omit_name"), listing_of=body.get("listing_of"))
+                                       omit_name=body.get("omit_name"), listing_of=body.get("listing_of"),
+                                       trailing_cr=body.get("trailing_cr"))
                 return _json({"id": fid})
             if path == "/expire-links" and req.method == "POST":
                 return _json({"expired": app.expire_links()})

@@ -23,7 +23,11 @@ matching requests get the fault:
   left out of its JSON list answer (a folder listing that forgets a file
   while its ``oid`` header is still the folder's true id);
 * ``listing_of``: a folder listing is answered for this other folder (its
-  entries and its ``oid`` header), as a confused cache or proxy would.
+  entries and its ``oid`` header), as a confused cache or proxy would;
+* ``trailing_cr``: an upload or update is handled, but its file part of that
+  name is stored with one extra trailing ``\r`` (and answered with the id of
+  what was stored), as the C fileserver of seafile-server 12 does to about
+  1 in 3,800 files of a multi-file upload.
 
 Counters are kept per endpoint, keyed by the route template such as
 ``"GET /api2/repos/{id}/dir/"``.
@@ -61,6 +65,7 @@ class Fault:
     drop_after_bytes: int | None = None
     omit_name: str | None = None
     listing_of: str | None = None
+    trailing_cr: str | None = None
     _rx: re.Pattern[str] | None = field(default=None, repr=False)
 
     def matches(self, method: str, path: str, full: str) -> bool:
@@ -78,7 +83,7 @@ class Fault:
                 "count": self.remaining, "retry_after": self.retry_after, "latency": self.latency,
                 "drop": self.drop, "after_processing": self.after_processing,
                 "drop_after_bytes": self.drop_after_bytes, "omit_name": self.omit_name,
-                "listing_of": self.listing_of}
+                "listing_of": self.listing_of, "trailing_cr": self.trailing_cr}
 
 
 @dataclass
@@ -114,12 +119,13 @@ class FaultInjector:
     def add(self, method: str | None, path_regex: str, *, status: int | None = None, count: int = 1,
             retry_after: int | None = None, latency: float = 0.0, drop: bool = False,
             after_processing: bool = False, drop_after_bytes: int | None = None,
-            omit_name: str | None = None, listing_of: str | None = None) -> int:
+            omit_name: str | None = None, listing_of: str | None = None,
+            trailing_cr: str | None = None) -> int:
         """Register a fault for the next ``count`` matching requests; returns its id."""
         f = Fault(method or None, path_regex, status, int(count), retry_after, float(latency), bool(drop),
                   bool(after_processing), next(self._ids),
                   None if drop_after_bytes is None else max(0, int(drop_after_bytes)),
-                  omit_name or None, listing_of or None)
+                  omit_name or None, listing_of or None, trailing_cr or None)
         f._rx = re.compile(path_regex)
         with self._lock:
             self._faults.append(f)

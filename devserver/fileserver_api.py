@@ -52,6 +52,16 @@ def mime_for(name: str) -> str:
     return guess
 
 
+#: WSGI environ key of the ``trailing_cr`` fault (``faults.py``): the file name to damage.
+TRAILING_CR = "devserver.trailing_cr"
+
+
+def stray_cr(req: Request, name: str, data: bytes) -> bytes:
+    """``data`` as stored: with one extra trailing ``\r`` when the ``trailing_cr``
+    fault names this file (the C fileserver's stray ``\r``), else unchanged."""
+    return data + b"\r" if req.environ.get(TRAILING_CR) == name else data
+
+
 class Fileserver:
     """Handlers of the ``/seafhttp`` routes; ``app`` is the ``DevServer``."""
 
@@ -155,7 +165,7 @@ class Fileserver:
             name = nfc(p.filename.rsplit("/", 1)[-1])
             if fs_name_invalid(name):
                 return fs_error(400, f"invalid fileName: {name}.\n")
-            items.append((name, p.data))
+            items.append((name, stray_cr(req, name, p.data)))
         return self._commit_upload(tok, target, items, replace == "1", mtime, ret_json)
 
     def _commit_upload(self, tok, target: str, items: list[tuple[str, bytes]], replace: bool,
@@ -247,7 +257,7 @@ class Fileserver:
         e = self.ops.lookup(tok.repo_id, target)
         if (e is None or is_dir(e)) and not (req.args.get("head") or fields.get("head")):
             return fs_error(441, "File does not exist.\n")
-        data = files[0].data
+        data = stray_cr(req, split_path(target)[-1] if split_path(target) else "", files[0].data)
         crange = req.headers.get("Content-Range")
         m = _RANGE_RE.match(crange) if crange else None
         if m and int(m.group(1)) <= int(m.group(2)) < int(m.group(3)):

@@ -43,6 +43,13 @@ def api_error(status: int, msg: str) -> Response:
     return drf({"error_msg": msg}, status)
 
 
+def html_500() -> Response:
+    """Django's page for an uncaught exception in a view (``DEBUG = False``): HTML, status 500."""
+    body = ("<!doctype html>\n<html lang=\"en\">\n<head>\n  <title>Server Error (500)</title>\n</head>\n"
+            "<body>\n  <h1>Server Error (500)</h1><p></p>\n</body>\n</html>\n")
+    return Response(body, status=500, content_type="text/html; charset=utf-8")
+
+
 def drf_detail(status: int, msg: str, headers: dict[str, Any] | None = None) -> Response:
     """A DRF exception body ``{"detail": msg}`` (auth errors, throttling)."""
     return drf({"detail": msg}, status, headers)

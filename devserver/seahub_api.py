@@ -15,7 +15,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from . import ids
-from .http_util import api_error, django_json, drf, iso_time, location_quote, size_formatted
+from .http_util import api_error, django_json, drf, html_500, iso_time, location_quote, size_formatted
 from .names import (join_path, listing_key, name_too_long, nfc, norm_path, parent_and_name,
                     seahub_name_invalid, split_path)
 from .repo_ops import FolderNotFound, NotAFolder, RepoOps, is_dir
@@ -99,21 +99,38 @@ class SeahubBase:
         files = sorted((e for e in es if not is_dir(e)), key=lambda e: listing_key(e["name"]))
         return dirs + files
 
-    def recursive(self, did: str, p: str, t: str | None) -> list[dict[str, Any]]:
-        """Pre-order flat listing with the ``parent_dir`` trailing-slash quirk."""
-        out: list[dict[str, Any]] = []
+    def recursive(self, repo_id: str, did: str, p: str, t: str | None) -> list[dict[str, Any]] | None:
+        """Pre-order flat listing with the ``parent_dir`` trailing-slash quirk.
 
-        def walk(d: str, path: str, top: bool) -> None:
+        Walked as seahub's ``get_dir_file_recursively`` walks it: the listed
+        folder by its id ``did`` (resolved once, as the ``oid`` header), every
+        folder below it resolved by path from the library's head *at that
+        moment*, so a commit that lands during the walk shows in the part
+        walked after it (two trees mixed).  ``app.walk_hook(path)``, when set,
+        runs before each folder below the top is resolved (tests land a
+        commit there).  None when such a folder vanished meanwhile: seahub
+        then fails with ``SearpcError: Invalid dir id`` (an HTML 500).
+        """
+        out: list[dict[str, Any]] = []
+        hook = getattr(self.app, "walk_hook", None)
+
+        def walk(d: str, path: str, top: bool) -> bool:
             pd = dir_slash(path) if top else norm_path(path)
             for e in self.sorted_entries(d):
                 if is_dir(e):
                     if t != "f":
                         out.append(self.recursive_entry(e, pd))
-                    walk(e["id"], join_path(split_path(path) + [e["name"]]), False)
+                    sub = join_path(split_path(path) + [e["name"]])
+                    if hook is not None:
+                        hook(sub)
+                    # a planted name no path can address (``plant_entry``) is walked by its id
+                    now = e if "/" in e["name"] else self.ops.lookup(repo_id, sub)
+                    if not is_dir(now) or not walk(now["id"], sub, False):
+                        return False
                 elif t != "d":
                     out.append(self.recursive_entry(e, pd))
-        walk(did, p, True)
-        return out
+            return True
+        return out if walk(did, p, True) else None
 
     def download_info(self, req: Request, repo) -> dict[str, Any]:
         """The "download info" object of ``POST /api2/repos/`` and ``download-info/``."""
@@ -273,7 +290,10 @@ class SeahubDirs(SeahubBase):
             return django_json("uptodate", headers={"oid": did})
         headers = {"oid": did, "dir_perm": "rw"}
         if rec == "1":
-            return django_json(self.recursive(did, p, t), headers=headers)
+            listed = self.recursive(repo_id, did, p, t)
+            if listed is None:
+                return html_500()
+            return django_json(listed, headers=headers)
         entries = [self.api2_entry(x) for x in self.sorted_entries(did)
                    if not t or (t == "d") == is_dir(x)]
         return django_json(entries, headers=headers)
@@ -290,7 +310,10 @@ class SeahubDirs(SeahubBase):
         if not is_dir(e):
             return api_error(404, f"Folder {dir_slash(p)} not found.")
         if req.args.get("recursive") in ("1", "true"):
-            return drf({"dirent_list": self.recursive(e["id"], p, t)})
+            listed = self.recursive(repo_id, e["id"], p, t)
+            if listed is None:  # v2.1 catches the walk's failure
+                return api_error(500, "Internal Server Error")
+            return drf({"dirent_list": listed})
         entries = []
         if req.args.get("with_parents") in ("true", "1") and t != "f":
             parts = split_path(p)

@@ -28,7 +28,7 @@ from werkzeug.wrappers import Request, Response
 from . import ids, routes
 from .control import Control
 from .faults import CutShort, FaultInjector, close_socket, has_body, omit_entries, read_some, with_query
-from .fileserver_api import Fileserver
+from .fileserver_api import TRAILING_CR, Fileserver
 from .http_util import api_error, drf_detail, fs_error
 from .names import nfc, norm_path, parent_and_name
 from .notification_server import NotificationServer
@@ -82,6 +82,11 @@ class DevServer:
         seahub_version: 13 (default) or 12; seahub 12 answers a file rename
             with a ``Location`` whose path lacks the slash between the folder
             and the new name (``?p=/subagain.txt`` for ``/sub/again.txt``).
+        walk_hook: None, or ``walk_hook(path)`` called by a recursive listing
+            before it resolves each folder below the listed one by path (as
+            seahub does, from the head at that moment): a test lands a commit
+            there to mix two trees in one answer, or removes the folder to get
+            seahub's HTML 500 (``Invalid dir id``).
     """
 
     def __init__(self, data_dir: Path, users: dict[str, str] | None = None, host: str = "127.0.0.1",
@@ -92,6 +97,7 @@ class DevServer:
         self.ops = RepoOps(self.store)
         self.honour_head = True
         self.seahub_version = 13
+        self.walk_hook: Callable[[str], None] | None = None
         for email, pw in (DEFAULT_USERS if users is None else users).items():
             self.store.ensure_user(email, pw)
         self.faults = FaultInjector()
@@ -204,6 +210,8 @@ class DevServer:
                 return self._after(req, path, full, resp)
             if fault.listing_of is not None:
                 req = Request(with_query(req.environ, "p", fault.listing_of))
+            if fault.trailing_cr is not None:
+                req.environ[TRAILING_CR] = fault.trailing_cr
             if fault.omit_name is not None:
                 return omit_entries(self._route(req, path, full, candidates), fault.omit_name)
         return self._route(req, path, full, candidates)
@@ -504,7 +512,8 @@ class DevServer:
     def inject_fault(self, method: str | None, path_regex: str, *, status: int | None = None, count: int = 1,
                      retry_after: int | None = None, latency: float = 0.0, drop: bool = False,
                      after_processing: bool = False, drop_after_bytes: int | None = None,
-                     omit_name: str | None = None, listing_of: str | None = None) -> int:
+                     omit_name: str | None = None, listing_of: str | None = None,
+                     trailing_cr: str | None = None) -> int:
         """Make the next ``count`` requests matching ``method`` (None = any) and
         ``path_regex`` (searched in the path, else in ``path?query``) fail.
 
@@ -517,12 +526,16 @@ class DevServer:
         request after that many bytes of its answer's body were sent;
         ``omit_name``: handle it, then leave entries with that name out of the
         JSON list answer (headers unchanged); ``listing_of``: answer a listing
-        for this other folder path instead (its entries and ``oid``).
+        for this other folder path instead (its entries and ``oid``);
+        ``trailing_cr``: handle an upload or update, storing its file part of
+        this name with one extra trailing ``\r`` (the C fileserver's stray
+        ``\r``; the answer carries the id of what was stored).
         Returns the rule id.
         """
         return self.faults.add(method, path_regex, status=status, count=count, retry_after=retry_after,
                                latency=latency, drop=drop, after_processing=after_processing,
-                               drop_after_bytes=drop_after_bytes, omit_name=omit_name, listing_of=listing_of)
+                               drop_after_bytes=drop_after_bytes, omit_name=omit_name, listing_of=listing_of,
+                               trailing_cr=trailing_cr)
 
     def expire_links(self) -> int:
         """Expire every fileserver link (upload/update/download/zip tokens) as if an hour

@@ -135,6 +135,10 @@ class MirrorContext:
     #: the server confirmed (404) while its local delete is held by the valve:
     #: not asked again until its folder changes (:mod:`.confirm`)
     confirmed_absent: dict[str, tuple[str, float]] = field(default_factory=dict)
+    #: rel paths whose upload the server stored wrong (read back as its own
+    #: damaged copy, :func:`.write_path.damaged_copy`) and that were sent
+    #: again, once per failed upload; the pass moves them into its report
+    upload_retries: list[str] = field(default_factory=list)
 
     def wrote(self, rel_path: str, file_id: str) -> None:
         """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""

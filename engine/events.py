@@ -83,6 +83,11 @@ class SyncReport:
         one request and read or wrote no state (the caller's caches still hold).
     :ivar rescan: local deletes were seen; they are carried out by the next
         full scan (call ``sync(None)`` soon), where the valve sees them all.
+    :ivar upload_retries: paths whose upload failed because the server
+        stored other bytes than we sent (its own damaged copy, such as the C
+        fileserver's stray trailing ``\r``), once per failed upload; each was
+        sent again on top of that copy (never filed as another writer's
+        version), and is in ``uploaded`` once the repeat was verified.
     :ivar waiting_up/waiting_down: paths whose planned change (a local one to
         push, a remote one to apply here) was not carried out when the pass
         ended: interrupted, or local deletes left for the full scan.  Failed
@@ -108,6 +113,7 @@ class SyncReport:
     idle: bool = False
     waiting_up: list[str] = field(default_factory=list)
     waiting_down: list[str] = field(default_factory=list)
+    upload_retries: list[str] = field(default_factory=list)
 
     @property
     def transferred(self) -> int:

@@ -27,6 +27,9 @@ class RepoInfo:
     :ivar mtime: last modification, Unix seconds.
     :ivar encrypted: True for an encrypted library (not supported by ohsync).
     :ivar permission: "rw" or "r".
+    :ivar file_count: files in the library as the server last counted them
+        (``file_count`` of ``GET /api2/repos/{id}/``; 0 when not given or not
+        computed yet, and it may lag behind the head).
     """
 
     id: str
@@ -37,6 +40,7 @@ class RepoInfo:
     mtime: int = 0
     encrypted: bool = False
     permission: str = "rw"
+    file_count: int = 0
 
 
 @dataclass(frozen=True)

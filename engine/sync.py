@@ -381,6 +381,7 @@ class SyncEngine(FolderSteps):
             # our own writes of this pass: their folders are marked for listing again (remote_written)
             self.state.replace_remote_snapshot(self.ctx.snapshot.values())
             report.waiting_up, report.waiting_down = sorted(self._pending.up), sorted(self._pending.down)
+            report.upload_retries, self.ctx.upload_retries = self.ctx.upload_retries, []
             self._pending = PendingLedger(self.ctx.emit)
             self.ctx.should_stop = None
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before

@@ -11,6 +11,7 @@ next attempt merges against the right version.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -209,15 +210,24 @@ class RunSteps(PlanSteps):
             outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
         except (OhsyncError, OSError) as exc:
             # a batch request failed (a 5xx, a drop): ends the pass when it is the server's
-            # trouble; otherwise the files not verified take the per-file way
+            # trouble; otherwise the files not verified take the per-file way, each on the
+            # base it has now (the server's damaged copy of an upload of ours, if one was found)
             self._per_path(exc, None)
-            return [p for p in plans if p.rel not in uploaded]
+            rebased = set(self.ctx.upload_retries)
+            return [dataclasses.replace(p, base=self.state.get_base(p.rel)) if p.rel in rebased else p
+                    for p in plans if p.rel not in uploaded]
         for plan, refused in outcome.errors:
             self._path_failed(plan, refused, report)
             self._pending.done(plan.rel)
-        left = {p.rel for p in outcome.rest}
-        handled = {p.rel for p in new} - left
-        return [p for p in plans if p.rel not in handled]
+        for plan, pushed in outcome.repeated:  # stored damaged by the server, sent again and verified
+            done(plan.rel)
+            if pushed.action == "merge":
+                report.merged.append(plan.rel)
+            if pushed.conflict is not None:
+                report.conflicts.append(pushed.conflict)
+        left = {p.rel: p for p in outcome.rest}  # a plan may come back based on the server's damaged copy
+        handled = {p.rel for p in new} - set(left)
+        return [left.get(p.rel, p) for p in plans if p.rel not in handled]
 
     def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base], report: SyncReport) -> set[str]:
         """Carry whole-folder moves first; returns the paths they accounted for."""

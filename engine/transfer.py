@@ -33,7 +33,7 @@ from .models import RemoteEntry
 from .paths import parent_rel
 from .resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .state import Base
-from .write_path import current_remote, read_back, send
+from .write_path import adopt_damaged, current_remote, damaged_upload, read_back, send
 
 if TYPE_CHECKING:
     from .history_merge import StaleBase
@@ -446,6 +446,10 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             ctx.state.set_meta(HEAD_HONOURED, "1")
             ctx.emit(SyncEvent("synced", rel_path, "up", action="merge",
                                message="another edit landed while uploading; merging it"))
+        elif (copy := damaged_upload(ctx, rel_path, content, new_id)) is not None:
+            # The server stored our upload wrong (e.g. a stray trailing \r): a failed
+            # upload, sent again on top of what it holds; never merged as theirs.
+            base, base_content, agreed = adopt_damaged(ctx, rel_path, copy), copy.content, False
         # Another writer slipped in between upload and read-back.  The base
         # stays the last agreed version: their write may not contain ours,
         # and merging against it again keeps both.

@@ -26,6 +26,14 @@ meanwhile makes the server store ours as ``name (1).ext``; that stray copy
 is deleted again (only while it still holds our bytes, which are local
 anyway) and the file takes the per-file path.
 
+A file the server stored wrong (its own damaged copy of our upload,
+:func:`~ohsync.engine.write_path.damaged_copy`: the C fileserver's stray
+trailing ``\r``) is a failed upload: the copy becomes its base and the file
+is sent again at once by the per-file push on top of it (counted in
+``SyncReport.upload_retries``), so it is never merged or archived as another
+writer's version; a version another writer put there is left to the
+per-file push as before.
+
 Concurrency: the engine owns no threads.  The caller may pass an
 ``executor`` (``concurrent.futures.Executor``: ``submit(fn, *args)`` →
 future); only the upload requests run there, at most :data:`IN_FLIGHT` at a
@@ -36,6 +44,7 @@ caller's thread.  Without one, batches are sent one after the other.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -44,15 +53,17 @@ from typing import Any
 from .context import MirrorContext
 from .crashpoints import reach
 from .history_merge import record_push
-from .errors import AuthError, LocalError, NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError
+from .errors import (AuthError, LocalError, NotFoundError, OhsyncError, ProtocolError, QuotaError, RemoteError,
+                     RemoteOperationError)
 from .ids import seafile_file_id
 from .models import RemoteEntry, UploadResult
 from .names import upload_name_problem
 from .paths import parent_rel
 from .reconcile import Action
 from .state import Base
-from .transfer import _read_local, _record_base, ensure_remote_dir, remote_written
+from .transfer import PushOutcome, _read_local, _record_base, ensure_remote_dir, push, remote_written
 from .valve import Plan
+from .write_path import adopt_damaged, damaged_copy
 
 __all__ = ["BATCH_FILES", "BATCH_BYTES", "BATCH_MAX_FILE", "IN_FLIGHT", "BatchOutcome", "batchable",
            "push_new_files"]
@@ -80,10 +91,14 @@ class BatchOutcome:
         or refused for a reason the per-file path reports per path).
     :ivar errors: ``(plan, error)`` for files that failed this pass in a way
         sending them one by one would not change (over quota, too large).
+    :ivar repeated: ``(plan, outcome)`` for files the server stored damaged
+        and that were sent again, verified, by the per-file push (whose
+        outcome may be a merge or a conflict when another writer raced it).
     """
 
     rest: list[Plan] = field(default_factory=list)
     errors: list[tuple[Plan, QuotaError]] = field(default_factory=list)
+    repeated: list[tuple[Plan, PushOutcome]] = field(default_factory=list)
 
 
 @dataclass
@@ -365,11 +380,15 @@ class _Runner:
                 listed = {}
         reach("batch.verified")
         verified = []
+        suspects: list[tuple[_Item, RemoteEntry]] = []  # another file than ours listed at the path
         with ctx.state.transaction():
             for item in segment.items:
                 entry = listed.get(item.name)
                 if entry is None or entry.is_dir or entry.id != item.fid:
-                    self.outcome.rest.append(item.plan)
+                    if entry is not None and not entry.is_dir:
+                        suspects.append((item, entry))
+                    else:
+                        self.outcome.rest.append(item.plan)
                     continue
                 _record_base(ctx, item.plan.rel, item.data, item.fid, item.fp)
                 record_push(ctx, item.plan.rel, item.fid, None, None, item.data)  # a new file of ours
@@ -380,6 +399,9 @@ class _Runner:
                 self._record_folders(segment.folder)
         for rel in verified:
             self.on_done(rel)
+        answered = {result.path: result.id for _, results in segment.answers for result in results}
+        for item, entry in suspects:  # before the strays: a failing server ends that loop early
+            self._repeat_damaged(item, entry, answered.get(ctx.remote_path(item.plan.rel)))
         for item, result in strays:
             entry = listed.get(result.path.rpartition("/")[2])
             if entry is not None and not entry.is_dir and entry.id == result.id == item.fid:
@@ -391,6 +413,29 @@ class _Runner:
                     self.error = self.error or exc
                     return
         segment.items = []
+
+    def _repeat_damaged(self, item: _Item, listed: RemoteEntry, answered_id: str | None) -> None:
+        """``listed`` is at the path of ``item`` instead of our bytes: when it is
+        the server's damaged copy of our upload, send the file again on top of
+        it (the per-file push, verified); else leave it to the per-file push,
+        which merges another writer's version as usual."""
+        ctx, rel = self.ctx, item.plan.rel
+        entry = RemoteEntry(rel, False, listed.id, listed.size, listed.mtime)
+        try:
+            copy = damaged_copy(ctx, item.data, entry, answered_id)
+        except RemoteError:
+            copy = None
+        if copy is None:
+            self.outcome.rest.append(item.plan)
+            return
+        base = adopt_damaged(ctx, rel, copy)
+        plan = dataclasses.replace(item.plan, base=base, remote=copy.entry)
+        try:
+            pushed = push(ctx, rel, base)
+        except (OhsyncError, OSError):
+            self.outcome.rest.append(plan)  # the per-file path tries again on top of the copy, and reports
+            return
+        self.outcome.repeated.append((plan, pushed))
 
     def _listed(self, segment: _Segment, strays: list[tuple[_Item, UploadResult]]) -> dict[str, RemoteEntry]:
         ctx = self.ctx

@@ -14,6 +14,12 @@ Every writer uses these two: the sync's read-merge-write of small files
   (:func:`holds_content`) unless that id is the content id computed locally
   (the sha1 of the 8 MiB blocks' sha1s), the file is downloaded again
   (streamed) and compared by sha1 and size.
+* :func:`damaged_copy` tells a read-back that failed because the server
+  stored our own upload wrong (the C fileserver sometimes keeps a file of a
+  multi-file upload with one extra trailing ``\r``) from one that failed
+  because another writer's version is there: the first is a failed upload,
+  sent again on top of what the server holds (:func:`adopt_damaged`), never
+  merged or archived as someone else's version.
 """
 
 from __future__ import annotations
@@ -21,14 +27,18 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from .context import MirrorContext
 from .errors import NotFoundError
-from .ids import ContentHasher
+from .ids import ContentHasher, seafile_file_id, sha1_bytes
+from .merge import is_text
 from .models import RemoteEntry, UploadResult
+from .state import Base
 
-__all__ = ["current_remote", "holds_content", "read_back", "send"]
+__all__ = ["DamagedCopy", "adopt_damaged", "current_remote", "damaged_copy", "damaged_upload", "holds_content",
+           "read_back", "send"]
 
 
 def current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
@@ -171,3 +181,74 @@ def holds_content(ctx: MirrorContext, entry: RemoteEntry, *, sha1: str, size: in
     sink = _HashSink()
     ctx.client.download(ctx.repo_id, ctx.remote_path(entry.path), sink)
     return sink.sha1.hexdigest() == sha1 and sink.size == size
+
+
+@dataclass(frozen=True)
+class DamagedCopy:
+    """What the server made of one of our uploads when it stored other bytes.
+
+    :ivar entry: the server's file now (rel path, its id and size).
+    :ivar content: the bytes it holds.
+    """
+
+    entry: RemoteEntry
+    content: bytes
+
+
+def damaged_copy(ctx: MirrorContext, sent: bytes, entry: RemoteEntry | None,
+                 answered_id: str | None) -> DamagedCopy | None:
+    """Is the server's file ``entry`` its own damaged copy of our upload of
+    ``sent`` (a failed upload to repeat), not another writer's version?
+
+    Two tells: it holds ``sent`` plus exactly one trailing ``\r`` (size and
+    content id, computed here with no request: the C fileserver's stray
+    ``\r``); or its id is the one the upload answered for this file while
+    that is not the content id of ``sent`` (the server said it stored that
+    for us; its bytes are then downloaded, ``GET …/file/`` + the download).
+    Another writer's version shows neither unless it is byte for byte that
+    damaged copy, and then overwriting it loses nothing of theirs.
+
+    :param entry: the server's file at the path now (rel path), None: none.
+    :param answered_id: the id the upload answered for this path, if known.
+    :returns: the damaged copy, or None (it holds ``sent`` exactly, or it is
+        another writer's version: merge as usual).
+    :raises RemoteError: from the download.
+    """
+    if entry is None or entry.is_dir or entry.id == seafile_file_id(sent):
+        return None
+    stray = sent + b"\r"
+    if entry.size == len(stray) and entry.id == seafile_file_id(stray):
+        return DamagedCopy(entry, stray)
+    if answered_id is None or entry.id != answered_id:
+        return None
+    content, file_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(entry.path))
+    if file_id != entry.id or seafile_file_id(content) != entry.id:
+        return None  # changed since the listing: someone else's now
+    return DamagedCopy(entry, content)
+
+
+def damaged_upload(ctx: MirrorContext, rel_path: str, sent: bytes, uploaded_id: str) -> DamagedCopy | None:
+    """After a failed :func:`read_back` of one upload: :func:`damaged_copy` of
+    what the server holds at ``rel_path`` now (``GET …/file/detail/``).
+
+    :raises RemoteError: from the client.
+    """
+    return damaged_copy(ctx, sent, current_remote(ctx, rel_path), uploaded_id)
+
+
+def adopt_damaged(ctx: MirrorContext, rel_path: str, copy: DamagedCopy) -> Base:
+    """Record the server's damaged copy as the base of ``rel_path`` (and its
+    snapshot entry), so the next write is an update on top of it, based on
+    what the server provably holds: the local file differs from that base and
+    is sent again; a version another writer puts there meanwhile is merged
+    against it.  The stat fingerprint is left empty (the local file never
+    held these bytes).  Counted in ``ctx.upload_retries``.
+
+    :returns: the base recorded.
+    """
+    base = Base(rel_path, False, sha1_bytes(copy.content), copy.entry.id, len(copy.content))
+    ctx.state.set_base(base, copy.content if is_text(copy.content) else None)
+    ctx.snapshot[rel_path] = copy.entry
+    ctx.head_stale.add(rel_path)  # the copy landed after the head the pass read: update on a fresh one
+    ctx.upload_retries.append(rel_path)
+    return base

@@ -144,9 +144,39 @@ def test_enable_now_without_systemd_starts_the_daemon(home, tmp_path, isolated_e
     pid = int(out.split("(process ", 1)[1].split(")", 1)[0])
     try:
         assert RpcClient(isolated_env.socket, timeout=5).call(Method.PING)["pid"] == pid
+        # disable stops what enable --now started, and says so
+        assert main(["autostart", "disable"]) == 0
+        out = capsys.readouterr().out
+        assert f"Stopped the daemon that `ohsync autostart enable --now` started (process {pid})." in out
+        with pytest.raises(Exception):
+            RpcClient(isolated_env.socket, timeout=5).call(Method.PING)
+        assert not autostart_reach.autostart_pid_file(isolated_env.socket).exists()
     finally:
-        assert main(["stop"]) == 0
+        main(["stop"])  # only if the test failed before disable stopped it
         os.waitpid(pid, 0)  # our child: reap it
+
+
+def test_disable_leaves_a_daemon_started_by_hand_running_and_says_so(home, tmp_path, isolated_env, monkeypatch,
+                                                                     capsys) -> None:
+    from ohsync.daemon.socket.server import SocketServer
+
+    no_systemd(tmp_path)
+    monkeypatch.setenv("OHSYNC_CONFIG", str(isolated_env.config))
+    isolated_env.config.write_text('server = "http://127.0.0.1:9"\nusername = "u@x"\n')
+    asked: list[str] = []
+    server = SocketServer(isolated_env.socket, {"ping": lambda p: {"pid": 4242},
+                                               "shutdown": lambda p: asked.append("shutdown") or {"stopping": True}})
+    server.start()
+    try:
+        # a pid noted by an earlier `enable --now` whose daemon is gone: not this one
+        autostart_reach.autostart_pid_file(isolated_env.socket).write_text("99999\n")
+        assert main(["autostart", "disable"]) == 0
+        out = capsys.readouterr().out
+        assert "An ohsync daemon (process 4242) still runs" in out and "`ohsync stop` ends it" in out
+        assert asked == []  # never asked to stop
+        assert not autostart_reach.autostart_pid_file(isolated_env.socket).exists()
+    finally:
+        server.stop()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG autostart is the Linux fallback")

@@ -65,14 +65,17 @@ def test_a_daemon_of_another_config_is_named(tmp_path, monkeypatch, capsys) -> N
     mine.write_text(f'socket = "{sock}"\n')
     theirs.write_text(f'socket = "{sock}"\n')
     monkeypatch.delenv("OHSYNC_SOCKET", raising=False)
-    ping = {"pid": 1, "config": str(theirs)}
-    server = SocketServer(sock, {"ping": lambda p: dict(ping), "conflicts": lambda p: []})
+    asked: list[str] = []
+    server = SocketServer(sock, {"ping": lambda p: asked.append("ping") or {"pid": 1},
+                                 "conflicts": lambda p: asked.append("conflicts") or []})
+    server.stamp_answers(config=str(theirs))  # as the daemon does: every answer names its config
     server.start()
     try:
         assert main(["conflicts", "--config", str(mine)]) == 0
         out, err = capsys.readouterr()
         assert f"runs the config {theirs}, not {mine}" in err and "No conflicts." in out
-        ping["config"] = str(mine)
+        assert asked == ["conflicts"]  # the note came with the answer: no ping of its own
+        server.stamp_answers(config=str(mine))
         assert main(["--config", str(mine), "conflicts"]) == 0
         assert "runs the config" not in capsys.readouterr().err
     finally:

@@ -182,3 +182,31 @@ def test_pause_of_one_mirror_says_which_and_how_to_resume_it(fake_daemon, capsys
     assert "`ohsync resume --mirror 'Course notes'`" in out
     assert main(["resume", "--mirror", "Course notes"]) == 0
     assert capsys.readouterr().out == "Syncing of Course notes resumed.\n"
+
+
+def test_status_says_what_needs_the_person_and_its_exit_code_says_whether_it_syncs(fake_daemon, capsys) -> None:
+    """An open conflict is never "Up to date"; exit 0 while the mirror syncs, 1 while it does not,
+    3 without a daemon (as `ohsync status --help` says)."""
+    from daemon_helpers import idle_snapshot
+
+    from ohsync.daemon.status import build_status
+
+    fake_daemon["status"] = build_status(idle_snapshot(conflicts=1))
+    assert main(["status"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("attention: Needs attention: 1 conflict needs you")
+    assert "`ohsync conflicts`" in first and "`ohsync panel`" in first and "Up to date" not in first
+    fake_daemon["status"] = build_status(idle_snapshot(problem="stopped", problem_message="The library is gone."))
+    assert main(["status"]) == 1
+    assert capsys.readouterr().out.startswith("stopped: The library is gone.")
+    fake_daemon["status"] = build_status(idle_snapshot(paused=True))
+    assert main(["status", "--json"]) == 0
+
+
+def test_status_without_a_daemon_exits_3_and_its_help_names_the_exit_codes(isolated_env, capsys) -> None:  # noqa: F811
+    assert main(["status"]) == 3
+    assert "ohsync is not running" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["status", "--help"])
+    out = capsys.readouterr().out
+    assert "Exit codes: 0 the daemon runs and syncs" in out and "3 ohsync is not running" in out

@@ -114,3 +114,22 @@ def test_login_with_a_typo_in_the_port_names_it(isolated_env, monkeypatch, capsy
     assert main(["login", "--server", f"http://127.0.0.1:{port}", "--username", "u@x", "--password-stdin"]) == 1
     err = capsys.readouterr().err
     assert f"http://127.0.0.1:{port} refused the connection" in err and "Offline" not in err
+
+
+def test_a_port_over_65535_is_said_to_be_invalid_not_refused() -> None:
+    """A typo such as :99999 is a port that cannot exist: the sentence says so, never "refused"."""
+    failure = classify(_fail("http://127.0.0.1:99999"))
+    assert failure.title == "Invalid server address"
+    assert "http://127.0.0.1:99999 has an invalid port, 99999" in failure.message
+    assert "1 to 65535" in failure.message and "refused" not in failure.message
+
+
+@pytest.mark.parametrize("url, written", [("http://127.0.0.1:99999", "99999"), ("https://cloud.example.edu:0", "0"),
+                                          ("https://cloud.example.edu:84a3", "84a3")])
+def test_a_server_address_with_an_invalid_port_is_refused_at_once(url: str, written: str) -> None:
+    from ohsync.daemon.config import ConfigError, normalize_server_url
+
+    with pytest.raises(ConfigError) as e:
+        normalize_server_url(url)
+    assert f"has an invalid port ({written})" in e.value.message and "1 to 65535" in e.value.message
+    assert normalize_server_url("https://cloud.example.edu:8443/") == "https://cloud.example.edu:8443"

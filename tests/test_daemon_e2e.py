@@ -137,7 +137,8 @@ def test_revoked_token_is_auth_required_and_nothing_is_lost(setup) -> None:
     st = d.wait_state("auth_required", timeout=60)
     assert "ohsync login" in st["message"]
     r = d.cli("status", "--json")
-    assert r.returncode == 0 and json.loads(r.stdout)["state"] == "auth_required"
+    # the daemon runs, but the mirror does not sync: exit 1, the message says what to do
+    assert r.returncode == 1 and json.loads(r.stdout)["state"] == "auth_required"
     assert read_tree(mirror) == before  # nothing deleted or overwritten
     # polling stopped: no requests for a few poll intervals
     srv.reset_counters()
@@ -202,11 +203,38 @@ def test_missing_library_is_a_clear_error_unless_create(isolated_env, devserver,
 
 
 def test_demo_seconds(isolated_env, tmp_path: Path) -> None:
+    """The commands the demo prints reach its daemon as they are, from the person's own
+    environment (their config and socket elsewhere), without the "another config" note."""
+    import shlex
+
     demo_dir = tmp_path / "demo"
-    r = subprocess.run([*ohsync_cmd(), "demo", "--seconds", "5", "--dir", str(demo_dir), "--no-tray"],
-                       env=isolated_env.vars(), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "OHSYNC_SOCKET=" in r.stdout and " status" in r.stdout
+    proc = subprocess.Popen([*ohsync_cmd(), "demo", "--seconds", "90", "--dir", str(demo_dir), "--no-tray"],
+                            env=isolated_env.vars(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        printed = []
+        for line in proc.stdout:
+            printed.append(line)
+            if line.startswith("Press Ctrl-C"):
+                break
+        status_line = next(line for line in printed if line.strip().endswith(" status"))
+        command = shlex.split(status_line.strip().removeprefix("• "))
+        assert "--config" in command and not any(w.startswith("OHSYNC_") for w in command), status_line
+
+        def status_answers() -> subprocess.CompletedProcess[str] | None:
+            r = subprocess.run(command, env=isolated_env.vars(), capture_output=True, text=True, timeout=60)
+            return r if r.returncode == 0 and ("idle" in r.stdout or "attention" in r.stdout) else None
+        r = wait_for(status_answers, timeout=90, what="the printed status command answering")
+        assert "note:" not in r.stderr and "another config" not in r.stderr, r.stderr
+        stop = subprocess.run(command[:-1] + ["stop"], env=isolated_env.vars(), capture_output=True, text=True,
+                              timeout=120)
+        assert stop.returncode == 0 and "note:" not in stop.stderr, stop.stdout + stop.stderr
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "".join(printed) + rest
     assert read_tree(demo_dir / "OH-Memory") == read_tree(DEMO_LIBRARY)
     assert not isolated_env.keyring_file.exists()  # the demo used its own keyring
     assert (demo_dir / "keyring.json").exists()
@@ -262,7 +290,8 @@ def test_binary_edited_on_both_sides_is_a_listed_conflict(setup) -> None:
     (mirror / rel).write_bytes(b"\x89PNG\r\n\x1a\nlocal version")
     srv.put_file(repo_id, "/" + rel, b"\x89PNG\r\n\x1a\nremote version")
     d2 = setup.start()
-    d2.wait_state("idle", timeout=90)
+    st = d2.wait_state("attention", timeout=90)  # the conflict copy needs the person: never "Up to date"
+    assert "1 conflict needs you" in st["message"] and "`ohsync conflicts`" in st["message"]
     r = d2.cli("conflicts", "--json")
     assert r.returncode == 0, r.stderr
     items = json.loads(r.stdout)

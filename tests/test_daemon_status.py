@@ -20,7 +20,7 @@ def test_exact_shape_and_types() -> None:
     st = build_status(_idle(conflicts=1))
     assert list(st)[:len(KEYS)] == KEYS
     assert st["protocol"] == 1
-    assert st["state"] == "idle" and st["message"].startswith("Up to date; 1 conflict copy")
+    assert st["state"] == "attention" and st["message"].startswith("Needs attention: 1 conflict needs you")
     assert isinstance(st["last_sync"], str) and st["last_sync"][10] == "T"
     for k in ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes"):
         assert type(st[k]) is int
@@ -29,7 +29,7 @@ def test_exact_shape_and_types() -> None:
     [item] = st["mirrors"]
     assert {k: item[k] for k in ("name", "library", "local", "state", "message")} == {
         "name": "OH-Memory", "library": "OH-Memory", "local": "/home/u/OH-Memory",
-        "state": "idle", "message": st["message"]}
+        "state": "attention", "message": st["message"]}
     assert item["conflicts"] == 1 and item["attention"] == [] and item["last_sync"] == st["last_sync"]
 
 
@@ -99,12 +99,15 @@ def test_a_far_off_clock_is_reported_and_changes_nothing_else() -> None:
     assert st["clock_offset"] == -3600
 
 
-def test_up_to_date_names_conflict_copies_waiting_to_be_settled() -> None:
-    """A conflict copy needs the person to look at it: "Up to date" alone would hide it."""
-    snap = idle_snapshot(conflicts=2)
-    st = build_status(snap)
-    assert st["state"] == "idle" and st["conflicts"] == 2
-    assert st["message"] == "Up to date; 2 conflict copies in /.conflict/ to look at (`ohsync conflicts`)"
-    assert build_status(idle_snapshot(conflicts=1))["message"].endswith("1 conflict copy in /.conflict/ to look "
-                                                                       "at (`ohsync conflicts`)")
+def test_an_open_conflict_needs_the_person_and_is_never_up_to_date() -> None:
+    """A conflict copy needs the person to look at it: the state is ``attention`` and the message
+    names the commands that list and settle it."""
+    st = build_status(idle_snapshot(conflicts=2))
+    assert st["state"] == "attention" and st["conflicts"] == 2
+    assert st["message"] == ("Needs attention: 2 conflicts need you (`ohsync conflicts`, or compare both "
+                             "versions in `ohsync panel`)")
+    assert "Up to date" not in st["message"]
+    one = build_status(idle_snapshot(conflicts=1, held_deletes=3))
+    assert one["message"].startswith("Needs attention: 1 conflict needs you (`ohsync conflicts`")
+    assert "3 deletions held by the safety valve (`ohsync confirm-deletes`)" in one["message"]
     assert build_status(idle_snapshot())["message"] == "Up to date"

@@ -328,6 +328,40 @@ def test_running_instance(setup_done, probes) -> None:
         server.stop()
 
 
+def test_the_summary_never_says_syncing_works_while_nothing_runs_or_something_needs_you(setup_done, probes) -> None:
+    from ohsync.daemon.cli.doctor import format_findings
+    from ohsync.daemon.socket.server import SocketServer
+    from ohsync.daemon.status import build_status
+    from daemon_helpers import idle_snapshot
+
+    findings = _run(setup_done, probes)  # no daemon runs
+    assert _check(findings, "instance").level == WARNING and exit_code(findings) == 0
+    last = format_findings(findings).splitlines()[-1]
+    assert "syncing works" not in last and "ohsync is not running, so nothing syncs now" in last
+
+    asked: list[str] = []
+    state = build_status(idle_snapshot(conflicts=1, held_deletes=2))
+    server = SocketServer(setup_done.socket, {"status": lambda p: asked.append("status") or dict(state),
+                                              "ping": lambda p: asked.append("ping") or {}})
+    server.stamp_answers(config=str(setup_done.config))  # as the daemon does
+    server.start()
+    try:
+        findings = _run(setup_done, probes)
+        found = _check(findings, "instance")
+        assert found.level == WARNING and "something needs you" in found.message
+        assert "1 conflict needs you" in found.message and "2 deletions held" in found.message
+        assert "ohsync conflicts" in found.fix and "ohsync confirm-deletes" in found.fix
+        last = format_findings(findings).splitlines()[-1]
+        assert "syncing works" not in last and "something needs you" in last
+        assert asked == ["status"]  # whose daemon it is came with the status: no ping
+        state.update(build_status(idle_snapshot()))
+        findings = _run(setup_done, probes)
+        assert _check(findings, "instance").level == OK
+        assert "syncing works" in format_findings(findings).splitlines()[-1]  # the keyring's warning only
+    finally:
+        server.stop()
+
+
 def test_instance_that_does_not_answer(setup_done, probes, isolated_env) -> None:
     path = isolated_env.sock_dir / "hung.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

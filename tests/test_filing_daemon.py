@@ -480,3 +480,18 @@ def test_the_journal_line_merges_with_a_concurrent_remote_append(harness: Harnes
     assert conflict_paths(tree) == []
     assert daemon.status()["conflicts"] == 0
     assert not list(harness.mirror.rglob("*conflict*"))
+
+
+def test_a_filed_document_moves_the_last_sync(harness: Harness) -> None:
+    """Filing uploads the document: ``last sync`` in the status moves with it, at once."""
+    import time
+
+    daemon = harness.start()
+    events = Events(daemon)
+    before = daemon.status()["last_sync"]
+    time.sleep(1.2)  # the status shows whole seconds
+    (harness.drop / "notes.txt").write_bytes(b"a document to file\n")
+    wait_for(lambda: events.filed(harness.drop / "notes.txt"), timeout=60, what="the filed event")
+    st = wait_for(lambda: (lambda s: s if s["last_sync"] != before else None)(daemon.status()), timeout=5,
+                  what="the last sync moved")
+    assert datetime.fromisoformat(st["last_sync"]) > datetime.fromisoformat(before)

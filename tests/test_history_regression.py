@@ -135,7 +135,9 @@ def test_daemon_names_the_state_and_resync_keeps_the_newer_side(seed_daemon, dev
     assert r.returncode == 0, r.stderr
     assert "keeping the newer version from either side" in r.stdout
     wait_for(lambda: devserver.tree(repo).get("/" + rel) == newer, timeout=60, what="the newer version back")
-    proc.wait_state("idle", timeout=60)
+    # the server's older version is kept in /.conflict/ to look at: it needs the person, never "Up to date"
+    st = proc.wait_state("attention", timeout=60)
+    assert st["conflicts"] == 1 and "1 conflict needs you" in st["message"] and st["regression"] is None
     assert (mirror / rel).read_bytes() == newer
 
 

@@ -191,3 +191,20 @@ def test_one_local_edit_is_one_activity_line(running) -> None:
     daemon.cli("wait")
     items = [a for a in rpc.call("activity", {"limit": 500})[before:] if a.get("path") == JOURNAL]
     assert [(a["action"], a["result"]) for a in items] == [("upload", "ok")], items
+
+
+def test_a_memory_write_moves_the_last_sync(running) -> None:
+    """A write the server verified is a sync: ``last sync`` in the status moves with it."""
+    import time
+    from datetime import datetime
+
+    _repo, _mirror, daemon = running
+    rpc = daemon.client(60)
+    before = rpc.call("status")["last_sync"]
+    time.sleep(1.2)  # the status shows whole seconds
+    result = rpc.call("memory.append", {"permalink": "journal-2026-11-df70", "category": "desk",
+                                        "text": "桌面端追加：last sync 跟着动", "timeout": 30})
+    assert result["verified"]
+    after = rpc.call("status")["last_sync"]
+    assert datetime.fromisoformat(after) > datetime.fromisoformat(before), (before, after)
+    assert daemon.cli("status").stdout.count(f"last sync: {after}") == 1

@@ -55,6 +55,26 @@ def test_mirror_lock_is_per_folder_and_released(tmp_path: Path) -> None:
     assert (os.stat(locks).st_mode & 0o777) == 0o700
 
 
+def test_a_released_mirror_lock_leaves_no_file_and_a_stale_one_is_taken_over(tmp_path: Path) -> None:
+    folder, locks = tmp_path / "m", tmp_path / "locks"
+    folder.mkdir()
+    for _ in range(3):                             # daemons that start and stop cleanly
+        lock = MirrorLock(folder, locks)
+        lock.acquire()
+        assert lock.held and lock.path.exists()
+        lock.release()
+        assert not lock.held
+    assert list(locks.iterdir()) == []             # no empty lock file piles up
+    stale = MirrorLock(folder, locks)
+    stale.path.write_bytes(b"")                    # left by a daemon that was killed
+    stale.acquire()
+    assert stale.held
+    with pytest.raises(MirrorInUse):
+        MirrorLock(folder, locks).acquire()
+    stale.release()
+    assert list(locks.iterdir()) == []
+
+
 def test_vanished_mirror_folder_stops_within_seconds_when_no_poll_is_due(library) -> None:
     s = library
     # polls every 10 minutes (as with push on): only the folder guard can notice

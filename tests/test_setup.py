@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import sys
 import tomllib
 from pathlib import Path
@@ -267,7 +268,9 @@ def test_headless_setup_with_the_file_store_end_to_end(isolated_env, devserver, 
     out, err = capsys.readouterr()
     assert code == 0, err
     store = state / "credentials.json"
-    assert f"the login in {store}" in out and "only your user can read" in out
+    assert f"the login in the credentials file {store}" in out and "only your user can read" in out
+    # "is kept" only once signing in succeeded; before it, what will happen
+    assert out.index(f"will be kept in {store}") < out.index("Signed in as") < out.index(f"The login is kept in {store}")
     cfg = load_config(isolated_env.config)
     assert cfg.keyring == "file" and cfg.credentials_file == store
     assert stat.S_IMODE(store.stat().st_mode) == 0o600
@@ -284,6 +287,7 @@ def test_headless_setup_with_the_file_store_end_to_end(isolated_env, devserver, 
     assert f"plain text in {store}" in doctor and "--keyring system" in doctor
     # logout: no token, no empty section, no file
     assert main(["--config", str(isolated_env.config), "logout"]) == 0
+    assert f"from the credentials file {store}" in capsys.readouterr().out  # not "the keyring"
     assert not store.exists()
 
 
@@ -449,7 +453,11 @@ def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
         child.sendline(str(home / "Mirror"))
         child.expect_exact("Drop folder")
         child.sendline("")
-        child.expect_exact("Start ohsync automatically when you log in? [Y/n]: ")
+        # default Yes only where something would start it (a desktop session, a systemd user manager)
+        from ohsync.daemon.cli.setup import autostart_unreachable
+
+        default = "y/N" if autostart_unreachable() else "Y/n"
+        child.expect_exact(f"Start ohsync automatically when you log in? [{default}]: ")
         child.sendline("n")  # yes would install autostart files (tests/test_autostart.py covers that)
         child.expect_exact("ohsync is set up")
         child.expect(pexpect.EOF)
@@ -509,3 +517,71 @@ def test_a_failed_switch_to_the_system_keyring_keeps_the_file_login(isolated_env
     assert "Keyring unavailable" in capsys.readouterr().err
     assert load_config(isolated_env.config).keyring == "file"  # unchanged: the switch did not happen
     assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+
+@pytest.mark.parametrize("why", ["wrong password", "no server"])
+def test_a_failed_setup_writes_nothing_to_the_config(isolated_env, devserver, monkeypatch, capsys, why) -> None:
+    """With the file store chosen, a wrong password or an unreachable server leaves the config as it
+    was (no ``keyring = "file"``), no credentials file, and no "The login is kept in" sentence."""
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    state = isolated_env.root / "state"
+    before = f'state_dir = "{state}"\n'
+    isolated_env.config.write_text(before)
+    _stdin(monkeypatch, ("not the password" if why == "wrong password" else PASSWORD) + "\n")
+    argv = _scripted(isolated_env, devserver, "--create-library", "--keyring", "file")
+    if why == "no server":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        argv[argv.index(devserver.url)] = f"http://127.0.0.1:{port}"
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert isolated_env.config.read_text() == before
+    assert not (state / "credentials.json").exists()
+    assert "The login is kept in" not in out + err and "Saved the settings" not in out
+
+
+def test_login_names_the_credentials_file_when_the_file_store_is_in_use(isolated_env, devserver, monkeypatch,
+                                                                        capsys) -> None:
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    state = isolated_env.root / "state"
+    isolated_env.config.write_text(f'state_dir = "{state}"\n')
+    store = state / "credentials.json"
+    base = ["--config", str(isolated_env.config), "login", "--server", devserver.url, "--username", USER,
+            "--password-stdin", "--keyring", "file"]
+    _stdin(monkeypatch, "not the password\n")
+    assert main(base) == 1
+    out, err = capsys.readouterr()
+    assert not store.exists()
+    assert 'keyring = "file"' not in isolated_env.config.read_text()  # a failed login wrote nothing
+    assert "is kept in" not in out + err
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    assert f"The token is in the credentials file {store}" in out and "in the keyring" not in out
+    assert 'keyring = "file"' in isolated_env.config.read_text()
+
+
+def test_autostart_is_offered_with_default_no_where_nothing_would_start_it(isolated_env, devserver) -> None:
+    home = isolated_env.root / "home"
+    devserver.create_library(USER, "OH-Memory")
+    enabled: list[Path] = []
+
+    def setup(unreachable: str | None, answer: str) -> tuple[Script, str, list[Path]]:
+        enabled.clear()
+        ask = Script(devserver.url, "1", USER, "", str(home / "M"), "", answer)
+        out = io.StringIO()
+        config = isolated_env.root / f"config-{len(ask.prompts)}-{unreachable is None}.toml"
+        run_setup(SetupAnswers(merge=True), Prompter(ask=ask, secret=Script(PASSWORD), out=out), config,
+                  enable_autostart=lambda p: enabled.append(p) or "Autostart is on.",
+                  autostart_unreachable=lambda: unreachable)
+        return ask, out.getvalue(), list(enabled)
+
+    ask, out, done = setup("no desktop session here, and no systemd user bus", "")
+    assert ask.prompts[-1] == "Start ohsync automatically when you log in? [y/N]: "
+    assert "Autostart would not start ohsync on this machine: no desktop session here" in out
+    assert done == []  # Enter took the default: no
+    ask, out, done = setup(None, "")
+    assert ask.prompts[-1] == "Start ohsync automatically when you log in? [Y/n]: "
+    assert "would not start" not in out and len(done) == 1

@@ -101,7 +101,7 @@ def test_a_library_deleted_while_stopped_shows_the_error_the_fix_and_the_last_sy
     assert _mirrors(d)["Nowhere"]["last_sync"] is None  # it never synced here
 
     r = d.cli("status")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # a mirror that does not sync: exit 1 (`ohsync status --help`)
     block = _block(r.stdout, "Docs")
     assert "stopped: The library 'Docs' does not exist on the server. Create it in the web interface" in block
     assert f"last sync: {synced} (nothing synced since: see above for why and what to do)" in block

@@ -263,7 +263,7 @@ def test_model_maps_to_pystray_items(pystray_dummy: Any) -> None:
     menu = tray_app.to_pystray_menu(pystray_dummy, mm.build_menu(view), performed.append)
     by_text = items(menu)
     first = next(iter(menu))
-    assert first.text.startswith("Up to date") and not first.enabled
+    assert first.text.startswith("Needs attention") and not first.enabled  # an open conflict needs the person
     assert by_text["Open folder"].default and by_text["Refresh now"].enabled
     sub = by_text["Conflicts (1)"].submenu
     assert [i.text for i in sub] == ["a.md", "- - - -", "Open conflicts folder"]

@@ -219,15 +219,24 @@ CONFLICTS = (
 
 
 def test_conflicts_submenu_opens_each_file_with_its_archived_copy() -> None:
-    st = status(conflicts=2)
+    st = status("attention", conflicts=2)
     entries = menu(st, conflicts=CONFLICTS)
-    assert mm.icon_state(st) == ("idle", True)
+    assert mm.icon_state(st) == ("attention", True)
     sub = entry(entries, "Conflicts (2)")
     assert sub.enabled and sub.children is not None
     assert texts(sub.children) == ["notes/a.md", "b.txt", "-", "Open conflicts folder"]
     assert sub.children[0].action == Action("open", (
         f"{LOCAL}/notes/a.md", f"{LOCAL}/.conflict/notes/a__remote__20261130T011203Z.md"))
     assert sub.children[-1].action == Action("open", (f"{LOCAL}/.conflict",))
+
+
+def test_open_conflicts_are_never_up_to_date_even_from_an_older_daemon() -> None:
+    """A daemon that still says ``idle`` beside open conflicts: the tray shows what needs the person."""
+    st = status(conflicts=1)
+    assert mm.status_line(st, now=NOW) == "Needs attention · synced 2 min ago"
+    assert mm.icon_state(st) == ("attention", True)
+    assert mm.status_line(status(), now=NOW) == "Up to date · synced 2 min ago"
+    assert mm.icon_state(status()) == ("idle", False)
 
 
 def test_conflict_count_before_the_list_arrives_and_long_lists() -> None:

@@ -248,7 +248,10 @@ def icon_state(status: dict[str, Any] | None, *, starting: bool = False) -> tupl
     state = status.get("state")
     if state not in ICON_STATES or state == NOT_RUNNING:
         state = "error"
-    return str(state), _count(status, "conflicts") > 0
+    conflicts = _count(status, "conflicts") > 0
+    if state == State.IDLE and conflicts:
+        state = State.ATTENTION  # as :func:`status_line`: an open conflict is never a green tick
+    return str(state), conflicts
 
 
 class SyncProgress:
@@ -290,6 +293,8 @@ def status_line(status: dict[str, Any] | None, *, now: datetime,
         return "Starting…" if starting else "ohsync is not running"
     state = status.get("state")
     message = str(status.get("message") or "").strip()
+    if state == State.IDLE and _count(status, "conflicts"):
+        state = State.ATTENTION  # an older daemon says idle beside open conflicts: they still need the person
     if state == State.IDLE:
         ago = relative_time(status.get("last_sync"), now)
         return f"Up to date · synced {ago}" if ago else "Up to date"

@@ -33,14 +33,17 @@ def cmd_autostart(args: argparse.Namespace) -> int:
             print(line)
         return 0
     if args.action == "disable":
+        from ..autostart_reach import stop_started_daemon
         from ..config import config_path, load_config
         from ..tray_stop import stop_tray
 
+        socket = load_config(config_path(args.config)).socket
         for line in autostart.disable():
             print(line)
-        said = stop_tray(load_config(config_path(args.config)).socket)
-        if said:
-            print(said)
+        # what `enable --now` started stops with it; a daemon started by hand is only named
+        for said in (stop_started_daemon(socket), stop_tray(socket)):
+            if said:
+                print(said)
         return 0
     st = autostart.status()
     state = "on" if st.will_run else "installed, but will not start" if st.enabled else "off"

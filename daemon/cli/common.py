@@ -41,33 +41,43 @@ def read_config(args: argparse.Namespace) -> Any:
 class _MirrorClient(RpcClient):
     """An :class:`RpcClient` that adds ``--mirror NAME`` to every request's params."""
 
-    def __init__(self, path: Any, timeout: float | None, mirror: str | None) -> None:
+    def __init__(self, path: Any, timeout: float | None, mirror: str | None, config: Any = None) -> None:
         super().__init__(path, timeout=timeout)
         self.mirror = mirror
+        self.config = config
+        self._noted = config is None
 
     def call(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
         if self.mirror:
             params = {**(params or {}), MIRROR_PARAM: self.mirror}
-        return super().call(method, params, timeout=timeout)
+        try:
+            return super().call(method, params, timeout=timeout)
+        finally:
+            if not self._noted and self.answered_config:  # once, before what the command prints
+                self._noted = True
+                _note_other_config(self.path, self.config, self.answered_config)
 
 
 def daemon_client(args: argparse.Namespace, timeout: float | None = 10.0) -> RpcClient:
     """A client of the daemon's socket of this config; it names ``--mirror`` in every request
     (``timeout``: seconds per answer, None: no limit).  When the daemon answering there runs
     another config file (two configs can name one socket), a note on standard error says so
-    before the command's own output."""
+    before the command's own output: every answer names the daemon's config, so this costs no
+    request of its own."""
     cfg = read_config(args)
     if getattr(args, "config", None) and not cfg.path.exists():
         raise UsageError(f"there is no config file {cfg.path} (--config); give an existing one, or run "
                          f"`ohsync --config {cfg.path} setup` to make it")
-    _note_other_config(cfg.socket, cfg.path)
-    return _MirrorClient(cfg.socket, timeout, getattr(args, "mirror", None))
+    return _MirrorClient(cfg.socket, timeout, getattr(args, "mirror", None), cfg.path)
 
 
-def _note_other_config(socket: Any, config: Any) -> None:
-    from ..running import running_daemon
+def _note_other_config(socket: Any, config: Any, theirs: str) -> None:
+    """Say on standard error that the daemon on ``socket`` runs the config file ``theirs``
+    (from its answer's ``config`` member), when that is not ``config``."""
+    from pathlib import Path
 
-    running = running_daemon(socket, config)
-    if running and running.config and not running.same:
-        say_error(f"note: the daemon answering on {socket} runs the config {running.config}, not {config}; "
+    from ..running import same_file
+
+    if not same_file(Path(theirs), Path(config)):
+        say_error(f"note: the daemon answering on {socket} runs the config {theirs}, not {config}; "
                   "what follows is that daemon's.")

@@ -28,7 +28,11 @@ def format_findings(findings: list[Any]) -> str:
         lines.append(f"\n{errors} error(s), {warnings} warning(s): syncing cannot fully work until the errors "
                      "are fixed.")
     elif warnings:
-        lines.append(f"\n{warnings} warning(s), no errors: syncing works.")
+        caveats = [f.summary for f in findings if f.level == "warning" and f.summary]
+        if caveats:  # "syncing works" would hide that nothing runs, or that something needs the person
+            lines.append(f"\n{warnings} warning(s), no errors: the setup can sync, but {'; '.join(caveats)}.")
+        else:
+            lines.append(f"\n{warnings} warning(s), no errors: syncing works.")
     else:
         lines.append("\nEverything looks right.")
     return "\n".join(lines)

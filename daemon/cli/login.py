@@ -1,4 +1,4 @@
-"""``ohsync login`` and ``ohsync logout``: the server's token in the keyring.
+"""``ohsync login`` and ``ohsync logout``: the server's token in the keyring (or the credentials file).
 
 ``login`` gets a token (password, two-factor code or a token on standard
 input), saves it in the keyring and the account in the config, and tells a
@@ -75,11 +75,12 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise UsageError("login needs --server URL and --username EMAIL (or both set in the config)")
     if args.password_stdin and args.token_stdin:
         raise UsageError("give only one of --password-stdin and --token-stdin")
-    from ..token_store import settle_token_store
+    from ..token_store import settle_token_store, token_store_name
 
     # fail early, before any prompt: no usable keyring is said (and the file store offered) first
     asked = not (args.password_stdin or args.token_stdin) and sys.stdin.isatty()
-    note = settle_token_store(cfg, path, getattr(args, "keyring", None), _yes_or_no if asked else None)
+    pending: dict[str, Any] = {}  # the store's choice is written once the login succeeded
+    note = settle_token_store(cfg, path, getattr(args, "keyring", None), _yes_or_no if asked else None, pending)
     if note:
         print(note, file=sys.stderr)
     load_token(server, username)  # a locked or broken keyring says so here
@@ -122,8 +123,10 @@ def cmd_login(args: argparse.Namespace) -> int:
             password = ""
     save_token(server, username, token)
     if not own_account:  # a mirror's own account stays in its [[mirror]] table
-        update_config(path, {"server": server, "username": username})
-    print(f"Logged in as {username} at {server}. The token is in the keyring; the config is {path}.")
+        pending.update({"server": server, "username": username})
+    if pending:
+        update_config(path, pending)
+    print(f"Logged in as {username} at {server}. The token is in {token_store_name()}; the config is {path}.")
     _tell_daemon_to_refresh(args)
     return EXIT_OK
 
@@ -173,8 +176,10 @@ def cmd_logout(args: argparse.Namespace) -> int:
     username = (args.username or cfg.username).strip()
     if not server or not username:
         raise UsageError("logout needs --server and --username (or both set in the config)")
+    from ..token_store import token_store_name
+
     if delete_token(server, username):
-        print(f"Logged out: removed the token of {username} at {server} from the keyring.")
+        print(f"Logged out: removed the token of {username} at {server} from {token_store_name()}.")
         if _this_configs_daemon(args):
             print("The running ohsync daemon keeps the token it holds until it stops (`ohsync stop`).")
     else:

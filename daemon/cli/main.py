@@ -45,7 +45,7 @@ from .requests import (
 from .resync import add_resync
 from .run import TRAY_EXTRA_HINT, cmd_demo, cmd_run, cmd_tray
 from .setup import add_keyring_option
-from .status import cmd_status
+from .status import EXIT_CODES_HELP, cmd_status
 from ..protocol import DaemonNotRunning, Method, RpcError
 from ...engine.errors import OhsyncError, classify, local_error
 
@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-v", "--verbose", action="store_true", help="also log debug lines (idle polls, timings)")
     add("tray", cmd_tray, "show the tray icon for a running daemon")
     sp = add("status", cmd_status, "show what the daemon is doing")
+    sp.epilog = EXIT_CODES_HELP
     sp.add_argument("--json", action="store_true", help="print the status object")
     add("refresh", _simple(Method.REFRESH, "Checking the server and the local folder now."),
         "check the server and the local folder now")

@@ -17,7 +17,7 @@ from typing import Any
 
 from .common import EXIT_FAILED, EXIT_OK, UsageError
 
-__all__ = ["register", "cmd_setup", "autostart_enabler", "add_keyring_option"]
+__all__ = ["register", "cmd_setup", "autostart_enabler", "autostart_unreachable", "add_keyring_option"]
 
 
 def add_keyring_option(sp: argparse.ArgumentParser) -> None:
@@ -54,6 +54,25 @@ def autostart_enabler() -> Callable[[Path], str] | None:
     return enable
 
 
+def autostart_unreachable() -> str | None:
+    """Why nothing on this machine would start ohsync at login, or None when something will
+    (a systemd user manager, launchd, or a desktop session that reads XDG autostart entries)."""
+    try:
+        from .. import autostart
+        from ..autostart_reach import desktop_session_possible
+
+        kind = autostart.choose_kind()
+    except ImportError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - AutostartError: not on this system at all
+        return str(getattr(exc, "message", exc))
+    if kind == "xdg" and not desktop_session_possible():
+        return ("there is no desktop session here to read an autostart entry, and no systemd user manager "
+                "answers from this shell (no user bus). Start it with `ohsync run --no-tray`, or see "
+                "`ohsync autostart enable` for what would start it at boot.")
+    return None
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     """Run the setup flow; exit 0 when everything asked for was done."""
     from ..config import config_path, load_config
@@ -68,7 +87,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
     prompter = Prompter(scripted=args.yes)
     path = config_path(args.config)
     try:
-        result = run_setup(answers, prompter, path, enable_autostart=autostart_enabler())
+        result = run_setup(answers, prompter, path, enable_autostart=autostart_enabler(),
+                           autostart_unreachable=autostart_unreachable)
     except InputEnded as exc:
         print(f"ohsync: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..protocol import Method
 
-__all__ = ["cmd_status", "shown"]
+__all__ = ["EXIT_CODES_HELP", "cmd_status", "exit_code", "shown"]
 
 
 #: How ``ohsync status`` names each kind of attention item (daemon/attention.py).
@@ -118,13 +118,34 @@ def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
         print(f"not filed: {item['message']}")
 
 
+#: ``ohsync status --help``: what its exit code says (README "Commands" says the same).
+EXIT_CODES_HELP = ("Exit codes: 0 the daemon runs and syncs (idle, syncing, starting, paused, or "
+                   "'attention': it syncs, but something listed needs you); 1 the daemon runs but a mirror "
+                   "does not sync (stopped, error, login needed, offline: the message says why and what to "
+                   "do); 3 ohsync is not running.")
+
+
+def exit_code(st: dict[str, Any]) -> int:
+    """0 when every mirror of the status object syncs, 1 when one does not
+    (:data:`_NOT_SYNCING`: stopped, error, auth_required, offline)."""
+    from .common import EXIT_FAILED, EXIT_OK
+
+    mirrors = [m for m in st.get("mirrors") or [] if isinstance(m, dict)]
+    states = [m.get("state") for m in mirrors] or [st.get("state")]
+    return EXIT_FAILED if any(state in _NOT_SYNCING for state in states) else EXIT_OK
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    """Print the status (``--json``: the object as it is; ``--mirror``: that mirror's own)."""
-    from .common import EXIT_OK, daemon_client as _client
+    """Print the status (``--json``: the object as it is; ``--mirror``: that mirror's own).
+
+    :returns: :func:`exit_code` of the status; a daemon that does not answer raises
+        :class:`~ohsync.daemon.protocol.DaemonNotRunning` (exit 3, see :data:`EXIT_CODES_HELP`).
+    """
+    from .common import daemon_client as _client
 
     st = _client(args).call(Method.STATUS)
     if args.json:
         print(json.dumps(st, ensure_ascii=False))
     else:
         _print_status(st)
-    return EXIT_OK
+    return exit_code(st)

@@ -25,7 +25,7 @@ __all__ = ["normalize_server_url", "typed", "unknown_keys", "expand_path", "fold
 def normalize_server_url(url: str) -> str:
     """``cloud.example.org/`` → ``https://cloud.example.org``: the form used as keyring key.
 
-    :raises ConfigError: not an http(s) address.
+    :raises ConfigError: not an http(s) address, or a port outside 1–65535.
     """
     url = url.strip()
     if url and "://" not in url:
@@ -34,6 +34,17 @@ def normalize_server_url(url: str) -> str:
     if url and (scheme not in ("http", "https") or not url.split("://", 1)[1].strip("/")):
         raise ConfigError(f"The server address {url!r} is not a web address: it must look like "
                           "https://cloud.example.edu (http:// only for a server on this computer).")
+    if url:
+        from urllib.parse import urlsplit
+
+        try:
+            port = urlsplit(url).port
+        except ValueError:  # not a number, or over 65535
+            port = -1
+        if port is not None and not 1 <= port <= 65535:
+            written = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[-1]
+            raise ConfigError(f"The server address {url!r} has an invalid port ({written}): a port is a number "
+                              "from 1 to 65535, e.g. https://cloud.example.edu:8443 (or no port for the usual one).")
     return url.rstrip("/")
 
 

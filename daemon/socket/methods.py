@@ -52,6 +52,13 @@ class MethodTable:
     def __init__(self, handlers: Mapping[str, Handler]) -> None:
         self._handlers = dict(handlers)
         self._quick: set[str] = set()
+        self._members: dict[str, Any] = {}
+
+    def stamp(self, **members: Any) -> None:
+        """Add ``members`` to every answer beside ``result``/``error`` (the daemon's
+        ``config``: a client learns whose daemon answered without a ``ping`` of its own;
+        JSON-RPC clients ignore members they do not know)."""
+        self._members.update(members)
 
     def add(self, handlers: Mapping[str, Handler], *, quick: Iterable[str] = ()) -> None:
         """Answer more methods; ``quick`` names among them may run on the
@@ -71,6 +78,13 @@ class MethodTable:
             for a notification (no ``id``) that succeeded; never raises for
             a handler's failure (logged, answered -32603).
         """
+        reply = self._answer(msg)
+        if reply is not None and self._members:
+            reply.update({k: v for k, v in self._members.items() if k not in reply})
+        return reply
+
+    def _answer(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """:meth:`answer` without the stamped members."""
         problem = request_problem(msg)
         if problem is not None:
             code, message = problem

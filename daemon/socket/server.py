@@ -185,6 +185,11 @@ class SocketServer:
         """
         self._methods.add(handlers, quick=quick)
 
+    def stamp_answers(self, **members: Any) -> None:
+        """Add ``members`` (JSON values) to every answer, beside ``result``/``error``
+        (:meth:`~ohsync.daemon.socket_methods.MethodTable.stamp`)."""
+        self._methods.stamp(**members)
+
     def publish(self, params: dict[str, Any]) -> None:
         """Push ``params`` as an ``event`` notification to every subscriber (any thread)."""
         if self.subscriber_count:

@@ -589,6 +589,16 @@ class SyncWorker:
         """Deletes held by the safety valve: ``[{"path", "side"}]`` (side: local/remote)."""
         return self.facts.held_deletes()
 
+    def note_carried(self) -> None:
+        """Something reached the server outside a pass (a document filed from the drop
+        folder, a memory tool's write, verified): ``last sync`` moves as for a pass that
+        carried something across, in the status and the state database.  Runs on the
+        worker thread (filing and memory writes run there), like the pass's own record."""
+        now = time.time()
+        self._status.update(last_sync=now)
+        if self._session is not None:
+            last_sync.record(self._session.engine, now)
+
     def note_activity(self, path: str, action: str, result: str, message: str = "") -> None:
         """Add an item to the activity list (e.g. a filing outcome)."""
         self.facts.note_activity(path, action, result, message)

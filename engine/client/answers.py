@@ -61,6 +61,11 @@ def as_int(value: Any, what: str) -> int:
         raise ProtocolError(f"The server sent a non-number in {what}.") from exc
 
 
+def _count(value: Any) -> int:
+    """A count the engine only estimates costs from: anything odd reads as 0 (unknown)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def _encrypted(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() not in ("", "0", "false")
@@ -83,6 +88,7 @@ def repo_from_json(item: Any, what: str) -> RepoInfo:
         mtime=as_int(item.get("mtime") or 0, what),
         encrypted=_encrypted(item.get("encrypted", False)),
         permission=as_str(item.get("permission")) or "rw",
+        file_count=_count(item.get("file_count")),
     )
 
 

@@ -1,8 +1,8 @@
 """Why a connection to the server could not be made, in one sentence that names the address.
 
 "Offline" is said only when there is no route at all (no network, no route to
-the host); a refused port, an unknown host name, a server that does not answer
-in time and a TLS failure each say so, with the address tried, so a typo in the
+the host); a port that cannot exist (over 65535), a refused port, an unknown
+host name, a server that does not answer in time and a TLS failure each say so, with the address tried, so a typo in the
 port or host is recognisable at once.
 """
 
@@ -29,6 +29,14 @@ def address_of(exc: httpx.HTTPError) -> str:
         return "the server"
     port = url.port or {"https": 443, "http": 80}.get(url.scheme)
     return f"{url.scheme}://{url.host}:{port}" if port else f"{url.scheme}://{url.host}"
+
+
+def _port_of(exc: httpx.HTTPError) -> int | None:
+    """The port written in the failed request's URL (None: none written, or no request)."""
+    try:
+        return exc.request.url.port
+    except RuntimeError:
+        return None
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -66,6 +74,11 @@ def connect_error(exc: httpx.ConnectError, what: str, path: str | None) -> Netwo
     """
     where = address_of(exc)
     host = where.split("://", 1)[-1].rsplit(":", 1)[0]
+    port = _port_of(exc)
+    if port is not None and not 1 <= port <= 65535:
+        # the OS refuses such a port at once, and says "connection refused": name the typo instead
+        return UnreachableError(f"{where} has an invalid port, {port} (while {what}): ports go from 1 to 65535. "
+                                f"{_CHECK}", path=path, title="Invalid server address")
     chain = _chain(exc)
     for err in chain:
         if isinstance(err, ssl.SSLCertVerificationError):
