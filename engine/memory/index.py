@@ -385,22 +385,37 @@ class MemoryIndex:
     def __len__(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM entities").fetchone()[0])
 
-    def _entity(self, row: Sequence[Any], body: str | None = None, *, links: bool = True) -> Entity:
+    def _entity(self, row: Sequence[Any], body: str | None = None, *, links: bool = True,
+                link_rows: tuple[tuple[str, str], ...] | None = None) -> Entity:
         """An entity from its ``entities`` row; ``body`` given (e.g. ``""``) is not read,
-        ``links=False`` leaves its links out (for listings)."""
+        ``links=False`` leaves its links out (for listings), ``link_rows`` given are its links."""
         eid, path, permalink, title, type_, tags, created, modified, modified_ts, sensitivity, status, size, \
             damaged = row
         if body is None:
             found = self._db.execute("SELECT body FROM fts_body WHERE rowid=?", (eid,)).fetchone()
             body = found[0] if found else ""
         body = body[:-len(_END)] if body.endswith(_END) else body
-        link_rows = tuple((r, t) for r, t in self._db.execute(
-            "SELECT rel, target FROM links WHERE src=? ORDER BY ord", (eid,))) if links else ()
+        if link_rows is None:
+            link_rows = tuple((r, t) for r, t in self._db.execute(
+                "SELECT rel, target FROM links WHERE src=? ORDER BY ord", (eid,))) if links else ()
         tag_tuple = tuple(json.loads(tags))
         return Entity(path=path, permalink=permalink, title=title, type=type_, tags=tag_tuple, created=created,
                       modified=modified, modified_ts=modified_ts, sensitivity=sensitivity, status=status, body=body,
                       links=link_rows, size=size, damaged=damaged, title_l=title.lower(), permalink_l=permalink.lower(),
                       tags_l=tuple(t.lower() for t in tag_tuple))
+
+    def _full(self, rows: Sequence[Sequence[Any]]) -> list[Entity]:
+        """The entities of these ``entities`` rows with bodies and links, read in one query each."""
+        if not rows:
+            return []
+        marks = ",".join("?" * len(rows))
+        ids = [r[0] for r in rows]
+        bodies = dict(self._db.execute(f"SELECT rowid, body FROM fts_body WHERE rowid IN ({marks})", ids).fetchall())
+        links: dict[int, list[tuple[str, str]]] = {}
+        for src, rel, target in self._db.execute(
+                f"SELECT src, rel, target FROM links WHERE src IN ({marks}) ORDER BY src, ord", ids):
+            links.setdefault(src, []).append((rel, target))
+        return [self._entity(r, bodies.get(r[0], ""), link_rows=tuple(links.get(r[0], ()))) for r in rows]
 
     def _one(self, where: str, params: Sequence[Any]) -> Entity | None:
         row = self._db.execute(f"SELECT {_COLUMNS} FROM entities WHERE {where}", params).fetchone()
@@ -746,7 +761,7 @@ class MemoryIndex:
             rows = self._db.execute(f"SELECT {cols} FROM entities e WHERE {cond}{tag_cond} "
                                     "ORDER BY e.modified_ts DESC, e.path LIMIT ?",
                                     (*params, *dict.fromkeys(tags), limit)).fetchall()
-            return [(0, self._entity(r)) for r in rows]
+            return [(0, e) for e in self._full(rows)]
         allowed: set[int] | None = None
         for tag in dict.fromkeys(tags):  # few entities carry a tag: the hits are narrowed to them first
             carrying = set(self._ids("SELECT id FROM tags WHERE tag = ?", (tag,)))
@@ -762,7 +777,8 @@ class MemoryIndex:
             return []
         found = {r[0]: r for r in self._db.execute(
             f"SELECT {cols} FROM entities e WHERE e.id IN ({','.join('?' * len(best))})", [eid for eid, _ in best])}
-        return [(score, self._entity(found[eid])) for eid, score in best if eid in found]
+        kept = [(eid, score) for eid, score in best if eid in found]
+        return list(zip([score for _, score in kept], self._full([found[eid] for eid, _ in kept])))
 
     def listing(self, folder: str = "", tag: str = "", include_sensitive: bool = True,
                 limit: int = 500) -> tuple[list[Entity], int]:
