@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from ..engine.names import is_ignored_name, is_partial_name
 from .debounce import Debouncer
 from .service_thread import ServiceThread
 from .stability import StabilityGate
+from .worker_job import run_job
 
 __all__ = ["FilingService", "FilingUnavailable"]
 
@@ -199,38 +199,36 @@ class FilingService(ServiceThread):
 
         :returns: one result per file, in order.
         :raises FilingUnavailable: the engine is not open (yet), or the
-            worker did not answer within ``timeout`` seconds.
+            worker did not answer within ``timeout`` seconds (not started by
+            then: cancelled, nothing filed; started: it goes on).
         """
         files = self._expand(paths)
-        results: list[FilingResult] = []
-        done = threading.Event()
-        failure: list[BaseException] = []
 
-        def job() -> None:
-            try:
-                filer = self._filer
-                if filer is None:
-                    raise FilingUnavailable("filing is not ready yet: ohsync is still connecting to the server")
-                for path in files:
-                    result = filer.file(path)
-                    results.append(result)
-                    self._handle_result(result)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                failure.append(exc)
-            finally:
-                done.set()
+        def job() -> list[FilingResult]:
+            filer = self._filer
+            if filer is None:
+                raise FilingUnavailable("filing is not ready yet: ohsync is still connecting to the server")
+            results: list[FilingResult] = []
+            for path in files:
+                result = filer.file(path)
+                results.append(result)
+                self._handle_result(result)
+            return results
+
+        def timed_out(started: bool) -> FilingUnavailable:
+            if not started:
+                return FilingUnavailable(f"nothing was filed: ohsync was busy syncing for {timeout:g} s; try again")
+            return FilingUnavailable(f"filing did not finish within {timeout:g} s; it goes on in the background")
 
         if not self.should_keep_running():
             raise FilingUnavailable("ohsync is shutting down")
-        self._submit(job)
-        if not done.wait(timeout):
-            raise FilingUnavailable(f"filing did not finish within {timeout:g} s; it goes on in the background")
-        if failure:
-            exc = failure[0]
-            if isinstance(exc, FilingUnavailable):
-                raise exc
+        try:
+            filed: list[FilingResult] = run_job(self._submit, job, timeout, "filing", timed_out=timed_out)
+        except FilingUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - told to the caller in one sentence
             raise FilingUnavailable(f"filing failed: {exc!r}") from exc
-        return results
+        return filed
 
     def retry_held(self) -> None:
         """Re-check files held for quota or after failures now (call on ``refresh``)."""

@@ -34,6 +34,8 @@ from ..engine.memory.index import MemoryIndex, parse_offset
 from ..engine.memory.tools import MemoryTools
 from ..engine.nofollow import OutsideMirrorError, read_file
 
+from .worker_job import run_job
+
 __all__ = ["MemoryService", "METHODS"]
 
 log = logging.getLogger(__name__)
@@ -42,18 +44,6 @@ log = logging.getLogger(__name__)
 METHODS = MEMORY_METHODS
 
 _BLOCKING = {"paused", "auth_required", "stopped"}
-
-
-class _Job:
-    """One write waiting for, or running on, the sync worker."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.done = threading.Event()
-        self.state = "queued"  # queued → running → finished | cancelled
-        self.wrote = False  # the new bytes reached the mirror
-        self.result: dict[str, Any] | None = None
-        self.error: BaseException | None = None
 
 
 class MemoryService:
@@ -340,61 +330,48 @@ class MemoryService:
                 problem == "error" and retry_at is not None and retry_at > time.time()):
             message = self._status("problem_message") or problem
             raise CannotNow(f"nothing was written: {message}")
-        job = _Job()
+        wrote = threading.Event()  # the new bytes reached the mirror
 
-        def written() -> None:
-            job.wrote = True
-
-        def run() -> None:
-            with job.lock:
-                if job.state == "cancelled":
-                    return
-                job.state = "running"
+        def run() -> dict[str, Any]:
             try:
                 engine = self._engine
                 if engine is None:
                     raise CannotNow("ohsync is still connecting to the server; nothing was written")
                 if trash:
-                    job.result = trash_entity(engine, rel, planner, on_written=written)
+                    written = trash_entity(engine, rel, planner, on_written=wrote.set)
                 else:
-                    job.result = apply_write(engine, rel, planner, create=create, on_written=written)
+                    written = apply_write(engine, rel, planner, create=create, on_written=wrote.set)
                 self._on_carried()  # verified on the server: the last sync is now
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                job.error = exc
-                if job.wrote:
+                return written
+            except BaseException:
+                if wrote.is_set():
                     self._post_dirty([rel])  # in the mirror, not on the server: the next pass pushes it
+                raise
             finally:
                 self.note_paths([rel])
-                with job.lock:
-                    job.state = "finished"
-                job.done.set()
 
-        self._submit(run)
-        if not job.done.wait(timeout):
-            with job.lock:
-                state = job.state
-                if state == "queued":
-                    job.state = "cancelled"
-            if state == "queued" or not job.wrote:
-                raise CannotNow(f"nothing was written yet: ohsync was busy syncing for {timeout:g} s; "
-                                "try again" + ("" if state == "queued" else " (the write still runs)"))
-            raise CannotNow(f"saved in the mirror ({rel}), but the server did not confirm it within {timeout:g} s; "
-                            "it is pushed in the background (see `ohsync status`)")
-        if job.error is not None:
-            exc = job.error
-            if isinstance(exc, MemoryToolError):
-                raise InvalidParams(str(exc))
-            if isinstance(exc, CannotNow):
-                raise exc
-            if isinstance(exc, OhsyncError):
-                if job.wrote:
-                    raise CannotNow(f"saved in the mirror, but not on the server yet: {exc}; it is pushed on "
-                                    "the next sync pass")
-                raise CannotNow(f"nothing was written: {exc}")
+        def timed_out(started: bool) -> CannotNow:
+            if not started or not wrote.is_set():
+                return CannotNow(f"nothing was written yet: ohsync was busy syncing for {timeout:g} s; "
+                                 "try again" + (" (the write still runs)" if started else ""))
+            return CannotNow(f"saved in the mirror ({rel}), but the server did not confirm it within {timeout:g} s; "
+                             "it is pushed in the background (see `ohsync status`)")
+
+        try:
+            result: dict[str, Any] = run_job(self._submit, run, timeout, f"the write of {rel}", timed_out=timed_out)
+        except MemoryToolError as exc:
+            raise InvalidParams(str(exc)) from None
+        except CannotNow:
+            raise
+        except OhsyncError as exc:
+            if wrote.is_set():
+                raise CannotNow(f"saved in the mirror, but not on the server yet: {exc}; it is pushed on "
+                                "the next sync pass") from None
+            raise CannotNow(f"nothing was written: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - any other failure is told, with the log
             log.error("memory write of %s failed", rel, exc_info=exc)
-            raise CannotNow(f"the write of {rel} failed: internal error {exc!r}; see the log")
-        assert job.result is not None
-        return job.result
+            raise CannotNow(f"the write of {rel} failed: internal error {exc!r}; see the log") from None
+        return result
 
 
 #: Parameters a memory method cannot do without (-32602 names them, never a TypeError).

@@ -1,7 +1,8 @@
 """Run one function on a mirror's sync worker and wait for its answer.
 
 For socket methods that change what the engine holds and must answer only
-once it is done (``restore_deletes``): the function runs between passes on
+once it is done (``restore_deletes``, conflict resolutions, memory writes,
+``file``): the function runs between passes on
 the worker thread (``SyncWorker.submit``); the caller's thread waits up to
 a timeout.  A job still queued when the wait ends is cancelled (it never
 runs); one already running goes on and the caller hears so.
@@ -18,10 +19,14 @@ from .socket.methods import CannotNow
 __all__ = ["run_job"]
 
 
-def run_job(submit: Callable[[Callable[[], None]], None], fn: Callable[[], Any], timeout: float, what: str) -> Any:
+def run_job(submit: Callable[[Callable[[], None]], None], fn: Callable[[], Any], timeout: float, what: str, *,
+            timed_out: Callable[[bool], BaseException] | None = None) -> Any:
     """``fn()`` on the worker; its result, or its exception re-raised here.
 
     :param what: names the work in the sentences of a timeout.
+    :param timed_out: ``timed_out(started)`` builds the error raised when the
+        wait ends (``started``: False when the job was still queued, and is
+        now cancelled); default: the :class:`CannotNow` sentences below.
     :raises CannotNow: not started within ``timeout`` (cancelled: nothing
         done) or not finished within it (it goes on in the background).
     """
@@ -48,6 +53,8 @@ def run_job(submit: Callable[[Callable[[], None]], None], fn: Callable[[], Any],
             queued = state["phase"] == "queued"
             if queued:
                 state["phase"] = "cancelled"
+        if timed_out is not None:
+            raise timed_out(not queued)
         if queued:
             raise CannotNow(f"nothing was done: ohsync was busy syncing for {timeout:g} s; try again")
         raise CannotNow(f"{what} did not finish within {timeout:g} s; it goes on in the background")

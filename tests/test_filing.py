@@ -590,6 +590,24 @@ def test_service_files_dropped_files_once_stable(env):
     assert env.remote("/Files/_inbox/elsewhere.txt") == b"filed by command\n"
 
 
+def test_file_now_on_a_busy_worker_files_nothing_and_says_so(env, tmp_path):
+    """A ``file`` request the worker has not started when the wait ends is cancelled:
+    the caller is told nothing was filed, and the worker never files it later."""
+    from ohsync.daemon.filing_service import FilingUnavailable
+
+    queued: list = []
+    results: list[FilingResult] = []
+    service = FilingService(env.drop, queued.append, results.append, quiet_seconds=0.3)
+    service.attach(env.filer())
+    outside = tmp_path / "later.txt"
+    outside.write_bytes(b"asked for while the worker was busy\n")
+    with pytest.raises(FilingUnavailable, match="nothing was filed: ohsync was busy syncing for 0.2 s"):
+        service.file_now([outside], timeout=0.2)
+    assert len(queued) == 1
+    queued[0]()  # the worker gets to it after the caller gave up: it must not run
+    assert results == [] and "/Files/_inbox/later.txt" not in env.server.tree(env.repo_id)
+
+
 def test_service_holds_over_quota_files_and_retries_on_request(env):
     results: list[FilingResult] = []
     worker = WorkerThread()

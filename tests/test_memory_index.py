@@ -129,6 +129,54 @@ def test_cjk_words_of_one_two_and_three_characters(lib: Path) -> None:
     assert permalinks(tools, "x") == permalinks(tools, "X")  # short Latin words too, case-insensitive
 
 
+def _reference_ranking(index: MemoryIndex, words: list[str], *, tags: tuple[str, ...] = (),
+                       type_: str | None = None, since: float | None = None,
+                       include_sensitive: bool = False) -> list[tuple[int, str]]:
+    """The ranking the module docstring states, by brute force over every entity."""
+    ranked = []
+    for e in index.entities():
+        if e.status == "trashed" or (e.sensitivity == "sensitive" and not include_sensitive):
+            continue
+        if (type_ is not None and e.type != type_) or not set(tags) <= set(e.tags_l):
+            continue
+        if since is not None and e.modified_ts < since:
+            continue
+        tag_text = "\n".join(e.tags).lower()
+        score = sum(4 * (w in e.title.lower()) + 3 * (w in e.permalink.lower()) + 2 * (w in tag_text)
+                    + (w in e.body.lower()) for w in words)
+        if score:
+            ranked.append((-score, -e.modified_ts, e.path))
+    return [(-score, path) for score, _, path in sorted(ranked)]
+
+
+@pytest.mark.parametrize("few_body_hits", [500, 20])  # 20: common words are found walking the newest entities
+def test_ranking_where_a_word_is_in_most_files_is_the_field_weight_sum(tmp_path: Path, few_body_hits: int,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory_index, "_FEW_BODY_HITS", few_body_hits)
+    # 400 entities: 复习 in four bodies of five, some titles and tags; 考试 in bodies only;
+    # 斑马 in three old bodies; equal modified times among them (then the path decides)
+    root = tmp_path / "OH-Memory"
+    for i in range(400):
+        body = " ".join(w for w, every in (("复习一下", 5), ("考试周", 3), ("notes", 7)) if i % every)
+        if i in (3, 4, 5):
+            body += " 斑马线"
+        title = f"笔记{i}" + (" 复习计划" if i % 23 == 0 else "")
+        tag_list = ["复习"] if i % 11 == 0 else ["作业"] if i % 13 == 0 else []
+        entity(root, f"k/{i % 7}/n{i:03}.md", title, f"note-{i}", body, tags=str(tag_list).replace("'", ""),
+               modified=f"2026-{1 + i % 12:02}-{1 + i % 5:02}T00:00:00+08:00")
+    (root / "k/0/n007.md").write_text((root / "k/0/n007.md").read_text(encoding="utf-8").replace(
+        "type: note", "type: note\nsensitivity: sensitive"), encoding="utf-8")
+    index = MemoryIndex(root, TZ)
+    index.rebuild()
+    for query in ("复习", "考试", "斑马", "复习 考试", "考试 notes", "复习 考试 notes", "习", "复", "zzz", "note"):
+        words = query.split()
+        for kw in ({}, {"tags": ("作业",)}, {"tags": ("复习",)}, {"type_": "note"}, {"type_": "task"},
+                   {"since": memory_index.to_timestamp("2026-10-01", TZ)}, {"include_sensitive": True}):
+            for limit in (1, 8, 50):
+                got = [(score, e.path) for score, e in index.search(words, limit=limit, **kw)]
+                assert got == _reference_ranking(index, words, **kw)[:limit], (query, kw, limit)
+
+
 def test_a_short_word_beginning_very_many_terms_is_found_by_scanning(lib: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     index = MemoryIndex(lib, TZ)
@@ -213,3 +261,22 @@ def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again
     found = wait_for(lambda: search({"query": "沟通风格"})["results"], timeout=30, what="searches answering again")
     assert found[0]["permalink"] == "comm-style-pref-0e96"
     assert MemoryIndex(lib, TZ, db).load()[1] == 0  # the rebuilt file is whole again
+
+
+def test_neither_files_nor_dot_folders_are_indexed_on_a_rebuild_a_reopen_or_an_update(lib: Path,
+                                                                                      tmp_path: Path) -> None:
+    db = tmp_path / "state" / "memory-index.sqlite3"
+    first = MemoryIndex(lib, TZ, db)
+    first.load()
+    first.close()
+    for rel in ("Files/notes/看板.md", ".obsidian/看板.md", "knowledge/.hidden/看板.md", "knowledge/.看板.md",
+                "knowledge/看板.md"):
+        entity(lib, rel, "看板", "board-" + str(len(rel)), "- [k] 看板内容")
+    index = MemoryIndex(lib, TZ, db)
+    index.load()  # the reopened file catches up with the new files
+    assert [e.path for _, e in index.search(["看板"], limit=20)] == ["knowledge/看板.md"]
+    index.update(["Files", ".obsidian", "knowledge/.hidden", "Files/notes/看板.md"])
+    assert [e.path for _, e in index.search(["看板"], limit=20)] == ["knowledge/看板.md"]
+    fresh = MemoryIndex(lib, TZ)
+    fresh.rebuild()
+    assert [e.path for _, e in fresh.search(["看板"], limit=20)] == ["knowledge/看板.md"]

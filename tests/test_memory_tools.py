@@ -404,3 +404,21 @@ def test_index_duplicate_permalink_takes_over_and_updates_stay_cheap(tmp_path):
     index.update([f"many/n{i}.md" for i in range(10, 20)])
     assert index.get("many/n3.md") is not None and len(index) == 50
     assert index.by_permalink("n-7") is not None
+
+
+def test_search_lists_each_related_entity_once(lib: Path) -> None:
+    # A links to B by its title and by its permalink, B links back: B is one link out and one in
+    note(lib, "knowledge/a.md", "甲笔记", "note-a", "2026-03-01T00:00:00+08:00",
+         "- [k] 斑马\n\n## Relations\n- refers_to [[乙笔记]]\n- refers_to [[note-b]]\n- see [[乙笔记]]")
+    note(lib, "knowledge/b.md", "乙笔记", "note-b", "2026-02-01T00:00:00+08:00",
+         "- [k] 别的\n\n## Relations\n- refers_to [[甲笔记]]\n- refers_to [[note-a]]")
+    index = MemoryIndex(lib, TZ)
+    index.rebuild()
+    hit = MemoryTools(index, TZ).search("斑马")["results"][0]
+    assert hit["permalink"] == "note-a"
+    assert [(r["direction"], r["rel"], r["permalink"]) for r in hit["related"]] == [
+        ("out", "refers_to", "note-b"), ("out", "see", "note-b"), ("in", "refers_to", "note-b")]
+    # the CLI's text names each related entity once
+    from ohsync.daemon.cli.memory import _search_text
+    text = _search_text({"results": [hit]})
+    assert text.splitlines()[-1] == "    related: 乙笔记"

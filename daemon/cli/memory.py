@@ -70,7 +70,11 @@ def _search_text(result: dict[str, Any]) -> str:
     for r in rows:
         out.append(f"{r['title']}  ({r['permalink']}, {r.get('type') or 'note'}, modified {r.get('modified') or '?'})")
         out.extend("    " + line for line in (r.get("snippet") or "").splitlines())
-        linked = [x["title"] or x["target"] for x in r.get("related") or []][:6]
+        # one name per entity: a link both ways, or under two relation types, is listed once
+        names: dict[str, str] = {}
+        for x in r.get("related") or []:
+            names.setdefault(x["permalink"] or x["target"], x["title"] or x["target"])
+        linked = list(names.values())[:6]
         if linked:
             out.append("    related: " + " · ".join(linked))
     return "\n".join(out)

@@ -26,13 +26,23 @@ fields' hits are found without reading the bodies' long term lists three
 more times): every three characters are a term, so CJK text is found as
 substrings without word segmentation.  A one- or two-character word
 is looked up among the terms it begins (each field ends in two newlines, so
-every substring begins some term); should a word begin more terms than
-:data:`_MAX_PREFIX_TERMS`, it is found by scanning the fields instead.
+every substring begins some term; listing them reads their hit lists, so
+the list is kept until the index next changes); should a word begin more
+terms than :data:`_MAX_PREFIX_TERMS`, it is found by scanning the fields
+instead.
 
 Ranking: per word and field the entity scores the field's weight when the
 word occurs in it (title 4, permalink 3, tags 2, body 1, as
-:data:`WEIGHTS`), summed in SQL over the words; ties go to the newest
-``modified``.
+:data:`WEIGHTS`), summed over the words; ties go to the newest
+``modified``, then the path.  A common word is in most bodies, so scoring
+every hit is what a search costs: each FTS5 query returns row ids only (one
+JSON array), the sums are set operations, and the bodies' hits are usually
+not read at all.  Short-field hits are worth more than any sum of body hits
+once their score passes the number of words, so the entities with a hit in
+a short field are scored first, best group first, their bodies looked up
+among them alone; the rest is needed only when those are too few (then, for
+one word in many bodies, the newest entities are walked checking their body
+one by one).
 
 Nothing here runs a thread.  One connection per index, opened with
 ``check_same_thread=False`` like the state store (``engine/state.py``): the
@@ -74,6 +84,8 @@ INDEX_VERSION = 1
 WEIGHTS = (("title", 4), ("permalink", 3), ("tags", 2), ("body", 1))
 #: A short word beginning more index terms than this is found by scanning the fields.
 _MAX_PREFIX_TERMS = 2000
+#: A word in fewer bodies than this (or than a quarter of the entities) is ranked from its hits, read at once.
+_FEW_BODY_HITS = 500
 #: What ends every indexed field: makes each one- and two-character substring the start of a trigram.
 _END = "\n\n"
 
@@ -130,6 +142,9 @@ class MemoryIndex:
         self.root = Path(root)
         self.tz = tz or timezone(timedelta(hours=8))
         self.db_path = db_path
+        #: ``(table, short word)`` → its :meth:`_expression`: listing the terms a word begins reads
+        #: their hit lists, so it is kept until the next change to the index.
+        self._expressions: dict[tuple[str, str], str | None] = {}
         self._db = self._connect()
         if db_path is None:
             self._start_afresh()  # empty, ready for :meth:`rebuild` or :meth:`update`
@@ -267,9 +282,11 @@ class MemoryIndex:
 
         class _Tx:
             def __enter__(self) -> None:
+                index._expressions.clear()
                 index._db.execute("BEGIN")
 
             def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+                index._expressions.clear()  # the terms may have changed
                 index._db.execute("COMMIT" if kind is None else "ROLLBACK")
         return _Tx()
 
@@ -284,7 +301,14 @@ class MemoryIndex:
         return st is not None and stat.S_ISDIR(st.st_mode)
 
     def _walk_stat(self, rel_dir: str) -> Iterator[tuple[str, os.stat_result]]:
-        """Every indexed file below ``rel_dir`` with its ``stat`` (symbolic links are not followed)."""
+        """Every indexed file below ``rel_dir`` with its ``stat`` (symbolic links are not followed).
+
+        The same files as :func:`is_indexed` takes, tested by name as the walk
+        goes (a restart stats every file: 30,000 of them before the first
+        search), so no dot-folder nor the top-level ``Files/`` is entered.
+        """
+        if rel_dir and not is_indexed(rel_dir + "/x.md"):
+            return
         top = self.root / rel_dir if rel_dir else self.root
         stack = [(str(top), rel_dir + "/" if rel_dir else "")]
         while stack:
@@ -295,14 +319,15 @@ class MemoryIndex:
             except OSError:
                 continue
             for entry in entries:
-                if entry.name.startswith("."):
+                name = entry.name
+                if name.startswith("."):
                     continue
-                rel = prefix + entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append((entry.path, rel + "/"))
-                    elif entry.is_file(follow_symlinks=False) and is_indexed(rel):
-                        yield rel, entry.stat(follow_symlinks=False)
+                        if prefix or name != "Files":
+                            stack.append((entry.path, prefix + name + "/"))
+                    elif len(name) > 3 and name[-3:].lower() == ".md" and entry.is_file(follow_symlinks=False):
+                        yield prefix + name, entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
 
@@ -360,22 +385,37 @@ class MemoryIndex:
     def __len__(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM entities").fetchone()[0])
 
-    def _entity(self, row: Sequence[Any], body: str | None = None, *, links: bool = True) -> Entity:
+    def _entity(self, row: Sequence[Any], body: str | None = None, *, links: bool = True,
+                link_rows: tuple[tuple[str, str], ...] | None = None) -> Entity:
         """An entity from its ``entities`` row; ``body`` given (e.g. ``""``) is not read,
-        ``links=False`` leaves its links out (for listings)."""
+        ``links=False`` leaves its links out (for listings), ``link_rows`` given are its links."""
         eid, path, permalink, title, type_, tags, created, modified, modified_ts, sensitivity, status, size, \
             damaged = row
         if body is None:
             found = self._db.execute("SELECT body FROM fts_body WHERE rowid=?", (eid,)).fetchone()
             body = found[0] if found else ""
         body = body[:-len(_END)] if body.endswith(_END) else body
-        link_rows = tuple((r, t) for r, t in self._db.execute(
-            "SELECT rel, target FROM links WHERE src=? ORDER BY ord", (eid,))) if links else ()
+        if link_rows is None:
+            link_rows = tuple((r, t) for r, t in self._db.execute(
+                "SELECT rel, target FROM links WHERE src=? ORDER BY ord", (eid,))) if links else ()
         tag_tuple = tuple(json.loads(tags))
         return Entity(path=path, permalink=permalink, title=title, type=type_, tags=tag_tuple, created=created,
                       modified=modified, modified_ts=modified_ts, sensitivity=sensitivity, status=status, body=body,
                       links=link_rows, size=size, damaged=damaged, title_l=title.lower(), permalink_l=permalink.lower(),
                       tags_l=tuple(t.lower() for t in tag_tuple))
+
+    def _full(self, rows: Sequence[Sequence[Any]]) -> list[Entity]:
+        """The entities of these ``entities`` rows with bodies and links, read in one query each."""
+        if not rows:
+            return []
+        marks = ",".join("?" * len(rows))
+        ids = [r[0] for r in rows]
+        bodies = dict(self._db.execute(f"SELECT rowid, body FROM fts_body WHERE rowid IN ({marks})", ids).fetchall())
+        links: dict[int, list[tuple[str, str]]] = {}
+        for src, rel, target in self._db.execute(
+                f"SELECT src, rel, target FROM links WHERE src IN ({marks}) ORDER BY src, ord", ids):
+            links.setdefault(src, []).append((rel, target))
+        return [self._entity(r, bodies.get(r[0], ""), link_rows=tuple(links.get(r[0], ()))) for r in rows]
 
     def _one(self, where: str, params: Sequence[Any]) -> Entity | None:
         row = self._db.execute(f"SELECT {_COLUMNS} FROM entities WHERE {where}", params).fetchone()
@@ -478,30 +518,217 @@ class MemoryIndex:
         nowhere; None: it begins too many terms to list."""
         if len(word) >= 3:
             return _phrase(word)
-        terms = [r[0] for r in self._db.execute(
-            f"SELECT term FROM {table}_terms WHERE term >= ? AND term < ? LIMIT ?",
-            (word, word + "\U0010ffff", _MAX_PREFIX_TERMS + 1))]
-        if len(terms) > _MAX_PREFIX_TERMS:
-            return None
-        return "(" + " OR ".join(_phrase(t) for t in terms) + ")" if terms else ""
+        key = (table, word)
+        if key not in self._expressions:
+            terms = [r[0] for r in self._db.execute(
+                f"SELECT term FROM {table}_terms WHERE term >= ? AND term < ? LIMIT ?",
+                (word, word + "\U0010ffff", _MAX_PREFIX_TERMS + 1))]
+            if len(self._expressions) >= 256:
+                self._expressions.clear()
+            self._expressions[key] = None if len(terms) > _MAX_PREFIX_TERMS else \
+                "(" + " OR ".join(_phrase(t) for t in terms) + ")" if terms else ""
+        return self._expressions[key]
 
-    def _word_hits(self, word: str) -> list[tuple[str, list[Any]]]:
-        """SQL selecting ``(id, weight)`` per field ``word`` occurs in, with its parameters."""
-        out: list[tuple[str, list[Any]]] = []
-        for table, fields in (("fts_head", WEIGHTS[:3]), ("fts_body", WEIGHTS[3:])):
-            expr = self._expression(table, word)
-            if expr == "":
+    def _ids(self, sql: str, params: Sequence[Any]) -> list[int]:
+        """The row ids one query selects, as one JSON array from SQLite (no Python row per id)."""
+        ids: list[int] = json.loads(self._db.execute(f"SELECT json_group_array(id) FROM ({sql})", params).fetchone()[0])
+        return ids
+
+    def _head_hits(self, word: str, allowed: set[int] | None) -> list[tuple[set[int], int]]:
+        """``[(ids of the entities whose short field holds word, the field's weight)]``, only among
+        ``allowed`` ids when given: one FTS5 query per field, returning row ids only."""
+        head: list[tuple[set[int], int]] = []
+        expr = self._expression("fts_head", word)
+        if expr == "":
+            return head
+        for column, weight in WEIGHTS[:3]:
+            if expr is None:  # too common to list its terms: scan the field
+                ids = self._ids(f"SELECT rowid AS id FROM fts_head WHERE instr(lower({column}), ?) > 0", (word,))
+            else:
+                ids = self._ids("SELECT rowid AS id FROM fts_head WHERE fts_head MATCH ?", (f"{column} : {expr}",))
+            found = set(ids) if allowed is None else allowed.intersection(ids)
+            if found:
+                head.append((found, weight))
+        return head
+
+    def _body_hits(self, word: str, allowed: set[int] | None) -> set[int]:
+        """The ids of the entities whose body holds ``word`` (among ``allowed`` when given)."""
+        expr = self._expression("fts_body", word)
+        if expr and allowed is not None:
+            return self._bodies_among(expr, allowed)
+        if expr is None:
+            body = set(self._ids("SELECT rowid AS id FROM fts_body WHERE instr(lower(body), ?) > 0", (word,)))
+        elif expr:
+            body = set(self._ids("SELECT rowid AS id FROM fts_body WHERE fts_body MATCH ?", (expr,)))
+        else:
+            body = set()
+        return body if allowed is None else body & allowed
+
+    def _bodies_among(self, expr: str, ids: set[int]) -> set[int]:
+        """Those of ``ids`` whose body matches the FTS5 query ``expr``: a few are looked up one
+        by one, more by reading the query's hits once (FTS5 seeks each listed id on its own)."""
+        if not ids:
+            return set()
+        listed = json.dumps(list(ids))
+        if len(ids) <= 40:
+            sql = ("SELECT value AS id FROM json_each(?) WHERE EXISTS "
+                   "(SELECT 1 FROM fts_body WHERE fts_body MATCH ? AND rowid = value)")
+            return set(self._ids(sql, (listed, expr)))
+        sql = "SELECT rowid AS id FROM fts_body WHERE fts_body MATCH ? AND +rowid IN (SELECT value FROM json_each(?))"
+        return set(self._ids(sql, (expr, listed)))
+
+    @staticmethod
+    def _split(by_score: dict[int, set[int]], parts: Iterable[tuple[set[int], int]]) -> dict[int, set[int]]:
+        """Add each ``(ids, weight)`` to the scores: every score's entities split into those in
+        ``ids`` (score + weight) and the rest.  Set operations only (C loops)."""
+        for ids, weight in parts:
+            split: dict[int, set[int]] = {}
+            for score, members in by_score.items():
+                for key, part in ((score + weight, members & ids), (score, members - ids)):
+                    if part:
+                        if key in split:
+                            split[key] |= part
+                        else:
+                            split[key] = part
+            by_score = split
+        return by_score
+
+    def _scored(self, words: Sequence[str], allowed: set[int] | None) -> dict[int, set[int]]:
+        """Every entity holding some of ``words``, by score (see the module docstring): all hit
+        entities start at 0 and each field's hits add its weight (:meth:`_split`)."""
+        parts: list[tuple[set[int], int]] = []
+        for word in words:
+            parts += self._head_hits(word, allowed)
+            body = self._body_hits(word, allowed)
+            if body:
+                parts.append((body, WEIGHTS[3][1]))
+        by_score = self._split({0: set().union(*(ids for ids, _ in parts))}, parts)
+        by_score.pop(0, None)
+        return by_score
+
+    def _ranked_by_heads(self, words: Sequence[str], allowed: set[int] | None, cond: str,
+                         params: Sequence[Any], limit: int) -> list[tuple[int, int]] | None:
+        """:meth:`search`'s best ``(id, score)`` without reading a common word's body hits.
+
+        A word in a short field earns at least 2, one in a body 1 per word.  The
+        entities with short-field hits are scored exactly (their bodies looked
+        up among them alone) group by group, best short-field score first, until
+        ``limit`` of them meeting ``cond`` score ``t`` or more and no later group
+        nor a body hit alone could reach ``t``.
+        With one word and fewer such entities, they come first and then the
+        newest entities whose body holds the word, found by walking the
+        entities newest first.
+
+        :returns: the ranking, or None when this shortcut does not apply (the
+            bodies alone could rank, or a word too short and common to look up).
+        """
+        body_w = WEIGHTS[3][1]
+        most_from_bodies = body_w * len(words)
+        exprs = [self._expression("fts_body", w) for w in words]
+        if any(e is None for e in exprs):
+            return None
+        parts = [p for w in words for p in self._head_hits(w, allowed)]
+        groups = self._split({0: set().union(*(ids for ids, _ in parts))}, parts)
+        groups.pop(0, None)
+        exact: dict[int, set[int]] = {}  # score → the entities meeting ``cond`` scored so far
+        floor = None  # the score of the limit-th best of them
+        for head_score in sorted(groups, reverse=True):
+            if floor is not None and head_score + most_from_bodies < floor:
+                break
+            meeting = set(self._ids("SELECT e.id FROM entities e WHERE e.id IN (SELECT value FROM json_each(?)) "
+                                    f"AND {cond}", (json.dumps(list(groups[head_score])), *params)))
+            if not meeting:
                 continue
-            for column, weight in fields:
-                if expr is None:  # too common to list its terms: scan the field
-                    out.append((f"SELECT rowid AS id, {weight} AS s FROM {table} WHERE instr(lower({column}), ?) > 0",
-                                [word]))
-                elif table == "fts_body":
-                    out.append((f"SELECT rowid AS id, {weight} AS s FROM {table} WHERE {table} MATCH ?", [expr]))
-                else:
-                    out.append((f"SELECT rowid AS id, {weight} AS s FROM {table} WHERE {table} MATCH ?",
-                                [f"{column} : {expr}"]))
+            scored = self._split({head_score: meeting},
+                                 [(self._bodies_among(e, meeting), body_w) for e in exprs if e])
+            for score, ids in scored.items():
+                exact[score] = exact[score] | ids if score in exact else ids
+            seen = 0
+            for score in sorted(exact, reverse=True):
+                seen += len(exact[score])
+                if seen >= limit:
+                    floor = score
+                    break
+        if floor is None and len(words) > 1 or floor is not None and most_from_bodies >= floor:
+            return None  # entities with body hits alone could be among the best
+        candidates: set[int] = set().union(*exact.values())
+        ranked = self._best(exact, cond, params, limit)
+        if floor is not None or not exprs[0]:
+            return ranked
+        # one word, fewer than ``limit`` head hits: then the newest of its body hits
+        need = limit - len(ranked)
+        if allowed is not None:  # the few entities carrying the tags
+            rest = self._bodies_among(exprs[0], allowed - candidates)
+            return ranked + self._best({body_w: rest}, cond, params, need) if rest else ranked
+        # a word in few bodies: reading its (few) hits costs less than checking entities one by one
+        common = max(_FEW_BODY_HITS, len(self) // 4)
+        if len(self._ids("SELECT rowid AS id FROM fts_body WHERE fts_body MATCH ? LIMIT ?", (exprs[0], common))) < common:
+            return None
+        walk = 20 * limit  # the newest entities looked at; a rarer word is found by its hits
+        edge = self._db.execute(f"SELECT e.modified_ts, e.path FROM entities e WHERE {cond} "
+                                "ORDER BY e.modified_ts DESC, e.path LIMIT 1 OFFSET ?", (*params, walk)).fetchone()
+        bound, bound_params = "", []
+        if edge is not None:
+            bound = " AND (e.modified_ts > ? OR e.modified_ts = ? AND e.path < ?)"
+            bound_params = [edge[0], edge[0], edge[1]]
+        rows = self._db.execute(
+            f"SELECT e.id FROM entities e WHERE {cond}{bound} AND EXISTS (SELECT 1 FROM fts_body "
+            "WHERE fts_body MATCH ? AND rowid = e.id) ORDER BY e.modified_ts DESC, e.path LIMIT ?",
+            (*params, *bound_params, exprs[0], need + len(candidates))).fetchall()
+        more = [eid for (eid,) in rows if eid not in candidates][:need]
+        if len(more) < need and edge is not None:
+            return None  # a rarer word: not among the newest entities walked
+        return ranked + [(eid, body_w) for eid in more]
+
+    def _best(self, by_score: dict[int, set[int]], cond: str, params: Sequence[Any],
+              limit: int) -> list[tuple[int, int]]:
+        """The ``limit`` best ``(id, score)`` of ``by_score`` whose entity meets ``cond``: by
+        score, then newest ``modified``, then path.
+
+        Scores take few values, so the entities are taken score by score, best
+        first.  A score held by few entities: those are looked up by id and
+        sorted in SQL.  One held by many (a common word's body hits): the
+        entities are walked newest first (the ``entities_newest`` index) until
+        enough of them hold it, which stops early; given up for the lookup by
+        id when the walk grows longer than that would be.
+        """
+        total = 0
+        out: list[tuple[int, int]] = []
+        for score in sorted(by_score, reverse=True):
+            need = limit - len(out)
+            if need <= 0:
+                break
+            ids = by_score[score]
+            picked: list[int] | None = None
+            if len(ids) > 64:
+                total = total or len(self)
+                if len(ids) * len(ids) > need * total:  # a walk of ~need * total / len(ids) rows is shorter
+                    picked = self._walk_newest(ids, cond, params, need, len(ids))
+            if picked is None:
+                picked = [r[0] for r in self._db.execute(
+                    f"SELECT e.id FROM entities e WHERE e.id IN (SELECT value FROM json_each(?)) AND {cond} "
+                    "ORDER BY e.modified_ts DESC, e.path LIMIT ?", (json.dumps(list(ids)), *params, need))]
+            out += [(eid, score) for eid in picked]
         return out
+
+    def _walk_newest(self, members: set[int], cond: str, params: Sequence[Any], need: int,
+                     budget: int) -> list[int] | None:
+        """The first ``need`` ids in ``members`` of the entities meeting ``cond``, newest first;
+        None when more than ``budget`` rows were walked without finding them."""
+        cur = self._db.execute(f"SELECT e.id FROM entities e WHERE {cond} ORDER BY e.modified_ts DESC, e.path",
+                               params)
+        try:
+            found: list[int] = []
+            for walked, (eid,) in enumerate(cur):
+                if eid in members:
+                    found.append(eid)
+                    if len(found) >= need:
+                        break
+                elif walked > budget:
+                    return None
+            return found
+        finally:
+            cur.close()
 
     def search(self, words: Sequence[str], *, tags: Sequence[str] = (), type_: str | None = None,
                since: float | None = None, include_sensitive: bool = False,
@@ -526,29 +753,32 @@ class MemoryIndex:
         if since is not None:
             where.append("e.modified_ts >= ?")
             params.append(since)
-        for tag in dict.fromkeys(tags):
-            where.append("EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.id = e.id)")
-            params.append(tag)
+        cond = " AND ".join(where)
         cols = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
         if not words:
-            rows = self._db.execute(f"SELECT {cols}, 0 FROM entities e WHERE {' AND '.join(where)} "
-                                    "ORDER BY e.modified_ts DESC, e.path LIMIT ?", (*params, limit)).fetchall()
-        else:
-            parts: list[str] = []
-            hit_params: list[Any] = []
-            for word in dict.fromkeys(_clean_word(w) for w in words):
-                for sql, p in self._word_hits(word) if word else []:
-                    parts.append(sql)
-                    hit_params += p
-            if not parts:
-                return []
-            rows = self._db.execute(
-                f"WITH hits(id, s) AS ({' UNION ALL '.join(parts)}), "
-                "scores(id, score) AS (SELECT id, sum(s) FROM hits GROUP BY id) "
-                f"SELECT {cols}, s.score FROM scores s JOIN entities e ON e.id = s.id "
-                f"WHERE {' AND '.join(where)} ORDER BY s.score DESC, e.modified_ts DESC, e.path LIMIT ?",
-                (*hit_params, *params, limit)).fetchall()
-        return [(int(r[-1]), self._entity(r[:-1])) for r in rows]
+            tag_cond = "".join(" AND EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.id = e.id)"
+                               for _ in dict.fromkeys(tags))
+            rows = self._db.execute(f"SELECT {cols} FROM entities e WHERE {cond}{tag_cond} "
+                                    "ORDER BY e.modified_ts DESC, e.path LIMIT ?",
+                                    (*params, *dict.fromkeys(tags), limit)).fetchall()
+            return [(0, e) for e in self._full(rows)]
+        allowed: set[int] | None = None
+        for tag in dict.fromkeys(tags):  # few entities carry a tag: the hits are narrowed to them first
+            carrying = set(self._ids("SELECT id FROM tags WHERE tag = ?", (tag,)))
+            allowed = carrying if allowed is None else allowed & carrying
+        if allowed is not None and not allowed:
+            return []
+        cleaned = [w for w in dict.fromkeys(_clean_word(w) for w in words) if w]
+        best = self._ranked_by_heads(cleaned, allowed, cond, params, limit) if cleaned else []
+        if best is None:
+            by_score = self._scored(cleaned, allowed)
+            best = self._best(by_score, cond, params, limit) if by_score else []
+        if not best:
+            return []
+        found = {r[0]: r for r in self._db.execute(
+            f"SELECT {cols} FROM entities e WHERE e.id IN ({','.join('?' * len(best))})", [eid for eid, _ in best])}
+        kept = [(eid, score) for eid, score in best if eid in found]
+        return list(zip([score for _, score in kept], self._full([found[eid] for eid, _ in kept])))
 
     def listing(self, folder: str = "", tag: str = "", include_sensitive: bool = True,
                 limit: int = 500) -> tuple[list[Entity], int]:

@@ -219,25 +219,36 @@ class MemoryTools:
                 break
             self.index.update(gone)  # moved or deleted without an event naming it
         results: list[dict[str, Any]] = []
+        # every result's own links resolved in one query
+        targets = self.index.resolve_links(t for _, e in ranked for _, t in e.links[:_MAX_RELATED * 2])
         for score, e in ranked:
             if not (self.index.root / e.path).is_file():
                 continue
             item: dict[str, Any] = {"permalink": e.permalink, "title": e.title, "type": e.type, "tags": list(e.tags),
                     "modified": e.modified, "snippet": _snippet(e.body, words),
-                    "related": self._related(e, include_sensitive)}
+                    "related": self._related(e, include_sensitive, targets)}
             if words:
                 item["score"] = score
             results.append(item)
         return {"results": results}
 
-    def _related(self, e: Entity, include_sensitive: bool) -> list[dict[str, Any]]:
+    def _related(self, e: Entity, include_sensitive: bool,
+                 targets: dict[str, Entity | None] | None = None) -> list[dict[str, Any]]:
         """``e``'s links both ways: its own (``direction: out``, in the file's order), then the
-        links of other entities that lead to it (``direction: in``, by their path)."""
+        links of other entities that lead to it (``direction: in``, by their path).  Each
+        ``(direction, relation type, entity)`` once: two link texts naming one entity (its
+        title and its permalink, say) are one link.  ``targets``: link texts already resolved
+        (:meth:`MemoryIndex.resolve_links`), for several results at once."""
         out: list[dict[str, Any]] = []
+        listed: set[tuple[str, str, str]] = set()
 
         def add(rel: str, target: str, direction: str, other: Entity | None) -> None:
             if other is not None and other.sensitivity == "sensitive" and not include_sensitive:
                 return
+            key = (direction, rel, other.path if other is not None else "\0" + target)
+            if key in listed:
+                return
+            listed.add(key)
             item: dict[str, Any] = {"rel": rel, "direction": direction, "target": target,
                                     "permalink": other.permalink if other else None,
                                     "title": other.title if other else None}
@@ -245,7 +256,8 @@ class MemoryTools:
                 item["status"] = "trashed"
             out.append(item)
 
-        targets = self.index.resolve_links(t for _, t in e.links[:_MAX_RELATED * 2])
+        if targets is None:
+            targets = self.index.resolve_links(t for _, t in e.links[:_MAX_RELATED * 2])
         for rel, target in e.links:
             other = targets[target] if target in targets else self.index.resolve_link(target)
             if other is not None and other.path == e.path:
