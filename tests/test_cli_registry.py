@@ -70,3 +70,17 @@ def test_main_and_common_add_no_command_themselves() -> None:
     assert "add_parser(" not in main_source and "add_command(" not in main_source
     common_source = (folder / "common.py").read_text(encoding="utf-8")
     assert common_source.count("add_parser(") == 1  # inside add_command, the helper the modules call
+
+
+def test_the_architecture_recipe_names_the_helpers_as_they_are() -> None:
+    import re
+
+    from ohsync.daemon.cli import common
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    recipe = doc[doc.index("- **A new CLI command**"):doc.index("- **A new mirror option**")]
+    assert "`register(subparsers: Subparsers) -> None`" in recipe and "`COMMANDS`" in recipe
+    named = set(re.findall(r"`(add_\w+)\(", recipe))
+    assert named == {"add_command", "add_mirror_option"}
+    for name in (*named, "Subparsers"):
+        assert hasattr(common, name), f"the recipe names common.{name}, which does not exist"
