@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env, wait_for  # noqa: E402,F401
 from test_filing import WorkerThread, env  # noqa: E402,F401 - the filing fixture and its worker stand-in
 
-from ohsync.daemon.cli import main as cli  # noqa: E402
+from ohsync.daemon.cli import main as cli, status as cli_status  # noqa: E402
 from ohsync.daemon.filing_service import FilingService  # noqa: E402
 from ohsync.daemon.protocol import CANNOT_NOW, RpcClient, RpcError  # noqa: E402
 from ohsync.daemon.socket.server import SocketServer  # noqa: E402
@@ -88,7 +88,7 @@ def test_the_cli_says_a_local_file_error_in_a_sentence(tmp_path, capsys, monkeyp
     def unreadable(args):
         raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "config.toml"))
 
-    monkeypatch.setattr(cli, "cmd_status", unreadable)
+    monkeypatch.setattr(cli_status, "cmd_status", unreadable)
     code = cli.main(["--config", str(tmp_path / "config.toml"), "status"])
     err = capsys.readouterr().err
     assert code == cli.EXIT_FAILED

@@ -1,9 +1,10 @@
 """The ``ohsync`` command line.
 
-``main.py`` builds the parser from the commands (:func:`~.main.build_parser`)
-and turns errors into exit codes (:func:`~.main.main`, the console script);
-each other module is one command or family (``login.py``, ``run.py``,
-``status.py``, ``requests.py`` for the plain socket requests, …), and
-``common.py`` is what they share.  ``python -m ohsync.daemon.cli`` runs it
-(``__main__.py``).
+Each module but ``main.py`` and ``common.py`` is one command or family
+(``login.py``, ``run.py``, ``status.py``, ``requests.py`` for the plain
+socket requests, …) with one ``register(subparsers) -> None``;
+``main.py`` lists them in order (:data:`~.main.COMMANDS`), builds the parser
+from that list (:func:`~.main.build_parser`) and turns errors into exit
+codes (:func:`~.main.main`, the console script); ``common.py`` is what they
+share.  ``python -m ohsync.daemon.cli`` runs it (``__main__.py``).
 """

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
 from pathlib import Path
+
+from .common import Subparsers, add_command
 
 __all__ = ["register"]
 
@@ -55,9 +56,10 @@ def cmd_autostart(args: argparse.Namespace) -> int:
     return 1 if st.problems else 0
 
 
-def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]) -> None:
-    """Add the ``autostart`` command with :func:`ohsync.daemon.cli.main.build_parser`'s ``add``."""
-    sp = add("autostart", cmd_autostart, "start ohsync at login (systemd user unit, XDG autostart or LaunchAgent)")
+def register(subparsers: Subparsers) -> None:
+    """Add ``autostart``."""
+    sp = add_command(subparsers, "autostart", cmd_autostart,
+                     "start ohsync at login (systemd user unit, XDG autostart or LaunchAgent)")
     sp.add_argument("action", choices=("enable", "disable", "status"),
                     help="enable: start ohsync at every login; disable: stop doing so; status: what will run")
     sp.add_argument("--now", action="store_true", help="with enable: also start the daemon now (and wait until it answers)")

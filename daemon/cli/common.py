@@ -1,4 +1,5 @@
-"""What every ``ohsync`` command shares: exit codes, usage errors, the config and the daemon's socket.
+"""What every ``ohsync`` command shares: exit codes, usage errors, the config, the daemon's socket,
+and the helpers a command module's ``register(subparsers)`` builds its parser with.
 
 Exit codes (docs/architecture.md §10): 0 ok, 1 failed (the message says why
 and what to do), 2 usage error, 3 daemon not running.
@@ -8,14 +9,52 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 from ..protocol import MIRROR_PARAM, RpcClient
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING", "UsageError", "say_error", "read_config",
-           "daemon_client"]
+           "daemon_client", "Subparsers", "Handler", "add_command", "add_config_option", "add_mirror_option"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+
+#: What every command module's ``register`` is given: the ``ohsync`` parser's subcommands.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+#: A command's handler: the parsed arguments in, the exit code out.
+Handler: TypeAlias = Callable[[argparse.Namespace], int]
+
+
+def add_command(subparsers: Subparsers, name: str, func: Handler, help_: str, *,
+                description: str | None = None) -> argparse.ArgumentParser:
+    """Add command ``name`` run by ``func`` and return its parser (for its options).
+
+    :param help_: its line in ``ohsync --help``, and its ``--help`` description
+        unless ``description`` is given.
+    """
+    sp = subparsers.add_parser(name, help=help_, description=description or help_)
+    sp.set_defaults(func=func)
+    return sp
+
+
+def add_config_option(sp: argparse.ArgumentParser) -> None:
+    """``--config PATH`` on a command too (``ohsync status --config X`` as well as ``ohsync
+    --config X status``); it sets the value only when given (SUPPRESS keeps the top one).
+    A parser that has it already is left as it is, so this can run over every parser."""
+    if "--config" in sp._option_string_actions:
+        return
+    sp.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
+                    help="config file (as before the command; default: $OHSYNC_CONFIG or the user "
+                         "config dir)")
+
+
+def add_mirror_option(sp: argparse.ArgumentParser) -> None:
+    """``--mirror NAME`` of a command that acts on one mirror (daemon/daemon_methods.py says what
+    each does without it when there are several).  Call it after the command's own options: the
+    two options every such command shares come last, ``--config`` then ``--mirror``."""
+    add_config_option(sp)
+    sp.add_argument("--mirror", metavar="NAME", help="the mirror to act on (its name, library or folder), "
+                                                     "when the config has several [[mirror]]")
 
 
 class UsageError(Exception):

@@ -10,6 +10,8 @@ import argparse
 import json
 from typing import Any
 
+from .common import Subparsers, add_command
+
 __all__ = ["register", "cmd_doctor", "format_findings"]
 
 _MARK = {"ok": "ok", "warning": "warning", "error": "ERROR", "skipped": "skipped"}
@@ -58,10 +60,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return code
 
 
-def register(sub: Any) -> None:
-    """Add ``doctor`` to the CLI's subparsers (``build_parser``)."""
+def register(subparsers: Subparsers) -> None:
+    """Add ``doctor``."""
     help_ = "check everything syncing depends on, and say how to fix what is wrong"
-    sp = sub.add_parser("doctor", help=help_, description=help_ + ". Exit 0 when syncing can work "
-                        "(warnings only limit comfort), 1 when a check failed.")
-    sp.set_defaults(func=cmd_doctor)
+    sp = add_command(subparsers, "doctor", cmd_doctor, help_, description=help_ + ". Exit 0 when syncing can work "
+                     "(warnings only limit comfort), 1 when a check failed.")
     sp.add_argument("--json", action="store_true", help='print {"ok", "checks": [{check, level, message, fix}]}')

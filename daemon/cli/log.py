@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from .common import Subparsers, add_command
 from ...engine.errors import OhsyncError
 
 __all__ = ["register", "last_lines", "follow"]
@@ -112,9 +113,9 @@ def _line_count(text: str) -> int:
     return count
 
 
-def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]) -> None:
-    """Add the ``log`` command with :func:`ohsync.daemon.cli.main.build_parser`'s ``add``."""
-    sp = add("log", cmd_log, "print the daemon's log (state_dir/logs/ohsync.log); -f follows it")
+def register(subparsers: Subparsers) -> None:
+    """Add ``log``."""
+    sp = add_command(subparsers, "log", cmd_log, "print the daemon's log (state_dir/logs/ohsync.log); -f follows it")
     sp.add_argument("-f", "--follow", action="store_true", help="keep printing what is appended (Ctrl-C stops)")
     sp.add_argument("-n", "--lines", type=_line_count, default=50, metavar="N",
                     help="how many lines to print first (0 or more)")

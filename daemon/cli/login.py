@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .common import EXIT_OK, UsageError, daemon_client, read_config
+from .common import EXIT_OK, Subparsers, UsageError, add_command, add_mirror_option, daemon_client, read_config
+from .setup import add_keyring_option
 from ..protocol import DaemonNotRunning, Method, RpcError
 from ...engine.errors import OhsyncError
 
-__all__ = ["cmd_login", "cmd_logout"]
+__all__ = ["register", "cmd_login", "cmd_logout"]
 
 
 def _yes_or_no(question: str) -> bool:
@@ -185,3 +186,18 @@ def cmd_logout(args: argparse.Namespace) -> int:
     else:
         print(f"No saved login for {username} at {server}.")
     return EXIT_OK
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add ``login`` and ``logout``."""
+    sp = add_command(subparsers, "login", cmd_login, "sign in and store the token in the keyring")
+    sp.add_argument("--server", metavar="URL", help="the Seafile server's address (default: the config's)")
+    sp.add_argument("--username", metavar="EMAIL", help="your Seafile login (default: the config's)")
+    g = sp.add_mutually_exclusive_group()
+    g.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    g.add_argument("--token-stdin", action="store_true", help="read an API token from standard input")
+    add_keyring_option(sp)
+    add_mirror_option(sp)
+    sp = add_command(subparsers, "logout", cmd_logout, "remove the stored token")
+    sp.add_argument("--server", metavar="URL", help="the server of the login to remove (default: the config's)")
+    sp.add_argument("--username", metavar="EMAIL", help="the login to remove (default: the config's)")

@@ -14,11 +14,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .common import Subparsers, add_command, add_mirror_option
 from ..protocol import Method, RpcError
 
 __all__ = ["register"]
-
-AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
 #: The MCP tool names the daemon's sentences use, and the commands that do the same here.
@@ -173,18 +172,15 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return run_stdio(args.config, mirror=getattr(args, "mirror", None))
 
 
-def register(add: AddCommand) -> None:
-    """Add ``memory`` (with its subcommands) and ``mcp`` to the ``ohsync`` parser.
-
-    :param add: ``build_parser``'s ``add(name, fn, help)``.
-    """
-    mem = add("memory", lambda a: 2, "search and change the memory library (the agents' memory tools)")
+def register(subparsers: Subparsers) -> None:
+    """Add ``memory`` (with its actions, each taking its own ``--mirror``) and ``mcp`` (acting on one mirror)."""
+    mem = add_command(subparsers, "memory", lambda a: 2,
+                     "search and change the memory library (the agents' memory tools)")
     sub = mem.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
 
     def action(name: str, fn: Callable[[argparse.Namespace], int], help_: str, *, write: bool = False
                ) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=help_)
-        sp.set_defaults(func=fn)
+        sp = add_command(sub, name, fn, help_)
         sp.add_argument("--json", action="store_true", help="print the result object")
         sp.add_argument("--mirror", metavar="NAME", help="the memory library's mirror (its name, library or "
                                                          "folder), when the config has several [[mirror]]")
@@ -228,4 +224,6 @@ def register(add: AddCommand) -> None:
     sp.add_argument("permalink", help="the entity to delete")
     sp.add_argument("--reason", help="why, recorded in the activity")
     sp = action("refresh", cmd_refresh, "check the server for changes now", write=True)
-    add("mcp", cmd_mcp, "serve the memory tools to an MCP client over stdio (the daemon must run)")
+    sp = add_command(subparsers, "mcp", cmd_mcp, "serve the memory tools to an MCP client over stdio (the daemon "
+                     "must run)")
+    add_mirror_option(sp)

@@ -14,11 +14,18 @@ import argparse
 import json
 import os
 import webbrowser
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from .common import EXIT_FAILED, EXIT_OK, daemon_client, read_config, say_error
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Subparsers,
+    add_command,
+    add_mirror_option,
+    daemon_client,
+    read_config,
+    say_error,
+)
 from ..protocol import Method
 
 __all__ = ["register", "cmd_panel", "cmd_resolve"]
@@ -67,11 +74,13 @@ def library_path(given: str, folders: list[Path]) -> str:
     return given
 
 
-def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], Any]) -> None:
-    """Add ``panel`` and ``resolve`` to the CLI (``build_parser``'s ``add``)."""
-    sp = add("panel", cmd_panel, "open ohsync's local page in the browser (conflicts side by side, status, activity)")
+def register(subparsers: Subparsers) -> None:
+    """Add ``panel`` and ``resolve`` (which acts on one mirror)."""
+    sp = add_command(subparsers, "panel", cmd_panel,
+                     "open ohsync's local page in the browser (conflicts side by side, status, activity)")
     sp.add_argument("--url", action="store_true", help="print the page's address (with its secret) instead")
-    sp = add("resolve", cmd_resolve, "settle a conflict: keep the live version, or take the other one")
+    sp = add_command(subparsers, "resolve", cmd_resolve,
+                     "settle a conflict: keep the live version, or take the other one")
     sp.add_argument("path", metavar="PATH",
                     help="the conflicted file or its archived copy (in .conflict/), as the library names it "
                          "or as a path in the mirror")
@@ -80,3 +89,4 @@ def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], Any]
                          "(the version it replaces goes to .trash/)")
     sp.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for the server (default: %(default)s)")
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_mirror_option(sp)

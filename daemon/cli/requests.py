@@ -1,5 +1,5 @@
 """The ``ohsync`` commands that ask the running daemon: refresh, pause,
-resume, wait, conflicts, damaged, activity, file, confirm-deletes, stop.
+resume, wait, conflicts, damaged, activity, file, confirm-deletes.
 
 Each is a client of the socket (:func:`~ohsync.daemon.cli.common.daemon_client`)
 that prints the answer as text (``--json``: as it is, for the lists).
@@ -12,17 +12,25 @@ import json
 import os
 import shlex
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 from ..attention import natural_key
-from .common import EXIT_FAILED, EXIT_OK, UsageError, daemon_client, say_error
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Subparsers,
+    UsageError,
+    add_command,
+    add_mirror_option,
+    daemon_client,
+    say_error,
+)
 from .status import shown as _shown
-from ..protocol import DaemonNotRunning, Method, RpcError
+from ..protocol import Method
 
-__all__ = ["simple_command", "pause_resume_command", "cmd_wait", "cmd_conflicts", "cmd_damaged", "cmd_activity",
-           "cmd_file", "cmd_confirm_deletes", "cmd_stop"]
+__all__ = ["register", "simple_command", "pause_resume_command", "cmd_wait", "cmd_conflicts", "cmd_damaged",
+           "cmd_activity", "cmd_file", "cmd_confirm_deletes"]
 
 
 #: Most reasons ``ohsync wait`` lists one per line (the summary line names them all by count).
@@ -155,33 +163,33 @@ def cmd_confirm_deletes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_stop(args: argparse.Namespace) -> int:
-    """``ohsync stop``: ask the daemon to exit and wait until it has (exit 1 after ``--timeout``);
-    an ``ohsync tray`` of this socket is stopped too (daemon/tray_stop.py)."""
-    from .common import read_config
-    from ..tray_stop import stop_tray
-
-    client = daemon_client(args)
-    try:
-        client.call(Method.SHUTDOWN)
-    except DaemonNotRunning:
-        said = stop_tray(read_config(args).socket)
-        if said:
-            print(said)
-        raise
-    deadline = time.monotonic() + args.timeout
-    while time.monotonic() < deadline:
-        try:
-            client.call(Method.PING, timeout=2)
-        except (DaemonNotRunning, ConnectionError, OSError):
-            print("ohsync stopped.")
-            said = stop_tray(read_config(args).socket)
-            if said:
-                print(said)
-            return EXIT_OK
-        except RpcError:
-            pass
-        time.sleep(0.2)
-    say_error(f"the daemon is still finishing after {args.timeout:g} s; it will exit when its current "
-         "transfer ends")
-    return EXIT_FAILED
+def register(subparsers: Subparsers) -> None:
+    """Add the commands of this module, each acting on one mirror but ``file``."""
+    refresh = simple_command(Method.REFRESH, "Checking the server and the local folder now.")
+    sp = add_command(subparsers, "refresh", refresh, "check the server and the local folder now")
+    add_mirror_option(sp)
+    sp = add_command(subparsers, "pause", pause_resume_command(Method.PAUSE, "paused"), "pause syncing")
+    add_mirror_option(sp)
+    sp = add_command(subparsers, "resume", pause_resume_command(Method.RESUME, "resumed"), "resume syncing")
+    add_mirror_option(sp)
+    sp = add_command(subparsers, "wait", cmd_wait, "wait until everything on disk now is synced")
+    sp.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                    help="give up after S seconds (exit 1; default: %(default)s)")
+    add_mirror_option(sp)
+    sp = add_command(subparsers, "conflicts", cmd_conflicts, "list conflicts and where the other versions are")
+    sp.add_argument("--json", action="store_true", help="print the list as JSON")
+    add_mirror_option(sp)
+    sp = add_command(subparsers, "damaged", cmd_damaged, "list memory files that do not parse")
+    sp.add_argument("--json", action="store_true", help="print the list as JSON")
+    add_mirror_option(sp)
+    sp = add_command(subparsers, "activity", cmd_activity, "show recent sync activity")
+    sp.add_argument("--limit", type=int, default=50, metavar="N", help="the last N events (default: %(default)s)")
+    sp.add_argument("--json", action="store_true", help="print the events as JSON")
+    add_mirror_option(sp)
+    sp = add_command(subparsers, "file", cmd_file, "file documents into /Files/ (as if dropped into the drop folder)")
+    sp.add_argument("paths", nargs="+", metavar="PATH", help="the documents to file, one or more")
+    sp.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                    help="seconds to wait until they are filed and uploaded (default: %(default)s)")
+    sp = add_command(subparsers, "confirm-deletes", cmd_confirm_deletes, "carry out deletions held by the safety valve")
+    sp.add_argument("--list", action="store_true", help="only list the held deletions")
+    add_mirror_option(sp)

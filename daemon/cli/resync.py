@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_resync", "cmd_resync"]
+from .common import EXIT_OK, Subparsers, add_command, add_mirror_option, daemon_client
+from ..protocol import Method
+
+__all__ = ["register", "cmd_resync"]
 
 
 def cmd_resync(args: argparse.Namespace) -> int:
     """Send ``resync`` (``{"keep": "newer"|"afresh"}``) and say what it does."""
-    from .common import EXIT_OK, daemon_client as _client
-    from ..protocol import Method
-
     keep = "newer" if args.keep_newer else "afresh" if args.afresh else None
-    result = _client(args).call(Method.RESYNC, {"keep": keep} if keep else {})
+    result = daemon_client(args).call(Method.RESYNC, {"keep": keep} if keep else {})
     if (result or {}).get("keep") == "newer":
         print("Resyncing: keeping the newer version from either side on both. Newer local files are "
               "uploaded, server edits made after the rollback are merged in, nothing is deleted; the "
@@ -30,13 +30,13 @@ def cmd_resync(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_resync(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``resync`` on the CLI's subcommand parser."""
-    help_ = "reconcile both sides again, deleting nothing (after a server rollback: keep the newer of either side)"
-    sp = sub.add_parser("resync", help=help_, description=help_)
-    sp.set_defaults(func=cmd_resync)
+def register(subparsers: Subparsers) -> None:
+    """Add ``resync``."""
+    sp = add_command(subparsers, "resync", cmd_resync, "reconcile both sides again, deleting nothing (after a server "
+                     "rollback: keep the newer of either side)")
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--keep-newer", action="store_true",
                    help="keep the newer version from either side (the default after a server rollback)")
     g.add_argument("--afresh", action="store_true",
                    help="forget the sync history and compare both sides afresh")
+    add_mirror_option(sp)

@@ -1,14 +1,14 @@
-"""``ohsync run``, ``ohsync tray`` and ``ohsync demo``: the commands that start the daemon or the tray."""
+"""``ohsync run`` and ``ohsync tray``: the commands that start the daemon or its tray icon."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from .common import EXIT_OK, read_config
+from .common import EXIT_OK, Subparsers, add_command, read_config
 from ...engine.errors import OhsyncError
 
-__all__ = ["TRAY_EXTRA_HINT", "cmd_run", "cmd_tray", "cmd_demo"]
+__all__ = ["register", "TRAY_EXTRA_HINT", "cmd_run", "cmd_tray"]
 
 # ohsync is installed from its source folder (it is on no package index), so name commands that work there:
 # both ways, for text that does not probe the machine (`ohsync tray` names the one that fits: install_hint)
@@ -63,9 +63,9 @@ def cmd_tray(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """``ohsync demo``: the daemon against a local devserver with a sample library."""
-    from ..demo import run_demo
-
-    return run_demo(seconds=args.seconds, directory=args.dir, tray=not args.no_tray,
-                    poll_interval=args.poll_interval, verbose=args.verbose)
+def register(subparsers: Subparsers) -> None:
+    """Add ``run`` and ``tray``."""
+    sp = add_command(subparsers, "run", cmd_run, "run the daemon in the foreground")
+    sp.add_argument("--no-tray", action="store_true", help="no tray icon, even with a display")
+    sp.add_argument("-v", "--verbose", action="store_true", help="also log debug lines (idle polls, timings)")
+    add_command(subparsers, "tray", cmd_tray, "show the tray icon for a running daemon")

@@ -13,9 +13,8 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from .common import EXIT_FAILED, EXIT_OK, UsageError
+from .common import EXIT_FAILED, EXIT_OK, Subparsers, UsageError, add_command
 
 __all__ = ["register", "cmd_setup", "autostart_enabler", "autostart_unreachable", "add_keyring_option"]
 
@@ -111,12 +110,11 @@ def cmd_setup(args: argparse.Namespace) -> int:
     return EXIT_FAILED if result.autostart_failed else EXIT_OK
 
 
-def register(sub: Any) -> None:
-    """Add ``setup`` to the CLI's subparsers (``build_parser``)."""
+def register(subparsers: Subparsers) -> None:
+    """Add ``setup``."""
     help_ = "first run: sign in, pick the library and the folders, write the config"
-    sp = sub.add_parser("setup", help=help_, description=help_ + ". Every question has a flag; "
-                        "--yes asks nothing and takes the defaults.")
-    sp.set_defaults(func=cmd_setup)
+    sp = add_command(subparsers, "setup", cmd_setup, help_, description=help_ + ". Every question has a flag; "
+                     "--yes asks nothing and takes the defaults.")
     sp.add_argument("--server", metavar="URL", help="Seafile server (default https://cloud.tsinghua.edu.cn)")
     sp.add_argument("--username", metavar="EMAIL", help="your Seafile login (usually an e-mail address)")
     g = sp.add_mutually_exclusive_group()

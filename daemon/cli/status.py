@@ -12,9 +12,10 @@ import argparse
 import json
 from typing import Any
 
+from .common import EXIT_FAILED, EXIT_OK, Subparsers, add_command, add_mirror_option, daemon_client
 from ..protocol import Method
 
-__all__ = ["EXIT_CODES_HELP", "cmd_status", "exit_code", "shown"]
+__all__ = ["register", "EXIT_CODES_HELP", "cmd_status", "exit_code", "shown"]
 
 
 #: How ``ohsync status`` names each kind of attention item (daemon/attention.py).
@@ -128,8 +129,6 @@ EXIT_CODES_HELP = ("Exit codes: 0 the daemon runs and syncs (idle, syncing, star
 def exit_code(st: dict[str, Any]) -> int:
     """0 when every mirror of the status object syncs, 1 when one does not
     (:data:`_NOT_SYNCING`: stopped, error, auth_required, offline)."""
-    from .common import EXIT_FAILED, EXIT_OK
-
     mirrors = [m for m in st.get("mirrors") or [] if isinstance(m, dict)]
     states = [m.get("state") for m in mirrors] or [st.get("state")]
     return EXIT_FAILED if any(state in _NOT_SYNCING for state in states) else EXIT_OK
@@ -141,11 +140,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     :returns: :func:`exit_code` of the status; a daemon that does not answer raises
         :class:`~ohsync.daemon.protocol.DaemonNotRunning` (exit 3, see :data:`EXIT_CODES_HELP`).
     """
-    from .common import daemon_client as _client
-
-    st = _client(args).call(Method.STATUS)
+    st = daemon_client(args).call(Method.STATUS)
     if args.json:
         print(json.dumps(st, ensure_ascii=False))
     else:
         _print_status(st)
     return exit_code(st)
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add ``status``."""
+    sp = add_command(subparsers, "status", cmd_status, "show what the daemon is doing")
+    sp.epilog = EXIT_CODES_HELP
+    sp.add_argument("--json", action="store_true", help="print the status object")
+    add_mirror_option(sp)

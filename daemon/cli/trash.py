@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any
 
-from .common import EXIT_OK, daemon_client
+from .common import EXIT_OK, Subparsers, add_command, add_mirror_option, daemon_client
 from ..protocol import Method
 
 __all__ = ["register", "cmd_trash"]
@@ -61,9 +60,10 @@ def cmd_trash(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]) -> None:
-    """Add ``trash`` with :func:`ohsync.daemon.cli.main.build_parser`'s ``add``."""
-    sp = add("trash", cmd_trash, "list, restore or purge deleted files (the trash stays on the server)")
+def register(subparsers: Subparsers) -> None:
+    """Add ``trash`` and its actions ``list``, ``restore``, ``purge`` (acting on one mirror)."""
+    sp = add_command(subparsers, "trash", cmd_trash,
+                     "list, restore or purge deleted files (the trash stays on the server)")
     sp.add_argument("--json", action="store_true", help="print the answer as JSON")
     sub = sp.add_subparsers(dest="trash_action", metavar="ACTION")
     sub.add_parser("list", help="list the trash (the default)", description="list the trash")
@@ -80,3 +80,4 @@ def register(add: Callable[[str, Callable[[argparse.Namespace], int], str], argp
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the answer as JSON")
     for p in (sp, *sub.choices.values()):
         p.set_defaults(func=cmd_trash)
+    add_mirror_option(sp)
