@@ -95,7 +95,8 @@ def summary(*, held: int, damaged: int, skipped: int, conflicts: int = 0) -> str
     if damaged:
         parts.append(_plural(damaged, "damaged memory file", "damaged memory files") + " (`ohsync damaged`)")
     if skipped:
-        parts.append(_plural(skipped, "name that cannot sync", "names that cannot sync") + " (rename to sync)")
+        parts.append(_plural(skipped, "name that cannot sync", "names that cannot sync")
+                     + " (`ohsync status` gives each one's reason and fix)")
     if not parts:
         return ""
     return "Needs attention: " + ", ".join(parts)
