@@ -36,7 +36,7 @@ from pathlib import Path
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError
-from .localfs import Fingerprint, backup_file, new_temp, stat_fingerprint, temp_beside
+from .localfs import Fingerprint, backup_file, fsync_dir, new_temp, stat_fingerprint, temp_beside
 from .renames import exchange, rename_new
 
 __all__ = ["LocalChanged", "install", "write_over", "remove", "keep_crossed"]
@@ -180,21 +180,8 @@ def write_over(ctx: MirrorContext, rel_path: str, data: bytes, expected: Fingerp
             os.utime(tmp, (mtime, mtime))
         fp = stat_fingerprint(os.fstat(fh.fileno()))
     install(ctx, rel_path, tmp, expected, backup=backup)  # outside: an error never removes tmp
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     return fp
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        dfd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
 
 
 def remove(ctx: MirrorContext, rel_path: str, expected: Fingerprint, *, backup: bool = True) -> None:

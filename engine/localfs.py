@@ -257,11 +257,16 @@ def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Finge
             os.utime(tmp, (mtime, mtime))
         fp = stat_fingerprint(os.fstat(fh.fileno()))
         os.replace(tmp, target)
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     return fp
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Make a folder's entries (a rename, a new name) durable: fsync of the folder.
+
+    Best effort: a folder that cannot be opened or synced (some network file
+    systems) is left as it is, since the file itself is already synced.
+    """
     try:
         dfd = os.open(folder, os.O_RDONLY)
     except OSError:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .localfs import Fingerprint, _fsync_dir, _new_temp, stat_fingerprint
+from .localfs import Fingerprint, fsync_dir, _new_temp, stat_fingerprint
 from .renames import rename_new
 
 __all__ = ["NewFileBatch", "StagedFile"]
@@ -127,7 +127,7 @@ class NewFileBatch:
                 continue
             placed.append(item)
         folders = sorted({item.target.parent for item in placed})
-        self._run(_fsync_dir, folders)
+        self._run(fsync_dir, folders)
         return placed, failed
 
     def discard(self) -> None:
