@@ -96,7 +96,7 @@ def summary(*, held: int, damaged: int, skipped: int, conflicts: int = 0) -> str
         parts.append(_plural(damaged, "damaged memory file", "damaged memory files") + " (`ohsync damaged`)")
     if skipped:
         parts.append(_plural(skipped, "name that cannot sync", "names that cannot sync")
-                     + " (`ohsync status` gives each one's reason and fix)")
+                     + " (each one is listed with its reason and fix)")
     if not parts:
         return ""
     return "Needs attention: " + ", ".join(parts)

@@ -83,13 +83,23 @@ def _print_status(st: dict[str, Any]) -> None:
     print(f"  last sync: {_last_sync(st)}")
     if st.get("notifications"):
         print(f"  notifications: {st['notifications']}")
+    _print_counts(st)
+    _print_attention(st, st.get("attention") or [], "  ")
+    for item in (st.get("filing") or {}).get("held", []):
+        print(f"  not filed: {item['message']}")
+    _print_transfer(st)
+
+
+def _print_counts(st: dict[str, Any]) -> None:
+    """The non-zero counts of one status (a daemon's or one mirror's) on one line."""
     counts = [f"{k.replace('_', ' ')} {st[k]}" for k in
               ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if st.get(k)]
     if counts:
         print("  " + ", ".join(counts))
-    _print_attention(st, st.get("attention") or [], "  ")
-    for item in (st.get("filing") or {}).get("held", []):
-        print(f"  not filed: {item['message']}")
+
+
+def _print_transfer(st: dict[str, Any]) -> None:
+    """The file being transferred now, with its bytes done of total, if any."""
     if st.get("transfer"):
         t = st["transfer"]
         print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
@@ -105,14 +115,9 @@ def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
         print(f"{name}{library} ↔ {m.get('local')}")
         print(f"  {m.get('state')}: {m.get('message')}")
         print(f"  last sync: {_last_sync(m)}")
-        counts = [f"{k.replace('_', ' ')} {m[k]}" for k in
-                  ("pending_up", "pending_down", "conflicts", "damaged", "skipped", "held_deletes") if m.get(k)]
-        if counts:
-            print("  " + ", ".join(counts))
+        _print_counts(m)
         _print_attention(m, m.get("attention") or [], "  ")
-        if m.get("transfer"):
-            t = m["transfer"]
-            print(f"  {'up' if t['direction'] == 'up' else 'down'}: {t['path']} {t['done']}/{t['total']} bytes")
+        _print_transfer(m)
     if st.get("notifications"):
         print(f"notifications: {st['notifications']}")
     for item in (st.get("filing") or {}).get("held", []):
