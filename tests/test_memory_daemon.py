@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,20 @@ def test_a_memory_write_moves_the_last_sync(running) -> None:
     after = rpc.call("status")["last_sync"]
     assert datetime.fromisoformat(after) > datetime.fromisoformat(before), (before, after)
     assert daemon.cli("status").stdout.count(f"last sync: {after}") == 1
+
+
+def test_socket_write_composes_a_decomposed_title_and_refuses_bad_input(devserver, running) -> None:
+    repo, mirror, daemon = running
+    client = daemon.client(60)
+    nfd = unicodedata.normalize("NFD", "Café hours")
+    made = client.call("memory.write", {"title": nfd, "observations": [{"category": "k", "text": "opens 8:00"}]})
+    assert made["verified"] and made["path"] == "knowledge/Café hours.md"
+    assert "opens 8:00" in devserver.read_file(repo, "/knowledge/Café hours.md").decode()
+    before = devserver.tree(repo)
+    for params, field in (({"title": "a\x00b"}, "title"), ({"title": "abs", "folder": "/etc"}, "folder"),
+                          ({"title": "ctl\x01"}, "title")):
+        with pytest.raises(RpcError) as refused:
+            client.call("memory.write", {**params, "observations": [{"category": "k", "text": "v"}]})
+        assert f"`{field}`" in refused.value.message and "internal error" not in refused.value.message
+    assert devserver.tree(repo) == before
+    assert not (mirror / "etc").exists() and not (mirror / "knowledge" / "ctl\x01.md").exists()

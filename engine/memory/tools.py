@@ -45,7 +45,9 @@ from .edit import (
 from .format import MemoryParseError, parse_memory
 from .guard import added, secrets_in, sensitive_in
 from .index import Entity, MemoryIndex, is_indexed, to_timestamp
+from .inputs import check_input
 from .merge import is_journal_file
+from ..names import upload_name_problem
 from ..nofollow import OutsideMirrorError, entry_stat, read_file
 
 __all__ = ["MemoryTools", "MemoryToolError", "WritePlan", "READ_LIMIT", "DEFAULT_LIMIT", "TYPE_FOLDERS"]
@@ -82,7 +84,7 @@ def _text_list(value: Any, what: str) -> list[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, int)) and not isinstance(v, bool)
                                                        for v in value):
         raise MemoryToolError(f"`{what}` must be a list of strings")
-    return [str(v) for v in value]
+    return [check_input(what, str(v), "find") for v in value]
 
 
 def _opt_str(value: Any, what: str) -> str | None:
@@ -90,7 +92,7 @@ def _opt_str(value: Any, what: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise MemoryToolError(f"`{what}` must be a string")
-    return value.strip() or None
+    return check_input(what, value, "find").strip() or None
 
 
 _NEVER = "Never store secrets in memory; leave them out or describe them without the value"
@@ -359,6 +361,8 @@ class MemoryTools:
         :raises MemoryToolError: bad parameters, a secret in the text, or an
             entity with this title already exists.
         """
+        title = check_input("title", title, "name")
+        folder = check_input("folder", folder, "name")
         title_s = _opt_str(title, "title")
         if not title_s:
             raise MemoryToolError("`title` is required: a short name for the entity")
@@ -380,6 +384,8 @@ class MemoryTools:
         for i, r in enumerate(rels):
             fields += [(f"relations[{i}].rel", r.get("rel")), (f"relations[{i}].target", r.get("target")),
                        (f"relations[{i}].context", r.get("context"))]
+        for name, value in fields:
+            check_input(name, value)
         _guard(*fields)
         sens = _opt_str(sensitivity, "sensitivity")
         if sens not in (None, "normal", "sensitive"):
@@ -393,6 +399,11 @@ class MemoryTools:
             raise MemoryToolError(f"the folder {folder!r} cannot hold memory entities (a relative folder such as "
                                   "'knowledge' or 'courses/2026-2027-1', not Files/ or a hidden folder)")
         rel = f"{where}/{entity_filename(title_s)}"
+        for part in rel.split("/"):  # what the mirror holds must upload under the same name
+            problem = upload_name_problem(part)
+            if problem:
+                raise MemoryToolError(f"refused: {rel!r} cannot be saved on the server ({problem}); change the "
+                                      "title or folder")
         existing = self.index.resolve_link(title_s)
         if existing is not None and existing.title == title_s:
             raise MemoryToolError(f"an entity titled {title_s!r} already exists (permalink {existing.permalink}); "
@@ -417,6 +428,8 @@ class MemoryTools:
 
         :raises MemoryToolError: bad parameters, a secret, or a file that does not parse.
         """
+        for name, value in (("category", category), ("text", text), ("context", context)):
+            check_input(name, value)
         _guard(("category", category), ("text", text), ("context", context))
         if not isinstance(text, str):
             raise MemoryToolError("`text` must be a string")
@@ -443,6 +456,8 @@ class MemoryTools:
         """
         if not isinstance(find, str) or not isinstance(replace, str):
             raise MemoryToolError("`find` and `replace` must be strings")
+        check_input("find", find, "find")
+        check_input("replace", replace)
         _guard(("replace", replace))
         new = replace_once(data, find, replace)
         window = _guard_result(data, new, "edit")
@@ -477,7 +492,7 @@ class MemoryTools:
 
         :raises MemoryToolError: a secret in ``reason``.
         """
-        why = _opt_str(reason, "reason")
+        why = _opt_str(check_input("reason", reason), "reason")
         _guard(("reason", why))
         now = self.now().isoformat()
         fields = {"status": "trashed", "trashed_at": now, "original_path": yaml_scalar(entity.path),
