@@ -314,10 +314,15 @@ HEAD_HONOURED = "head_honoured"
 
 def _check_history(ctx: MirrorContext, action: str) -> bool:
     """Whether to read the file's history after a verified update (see
-    :attr:`EngineOptions.history_check`)."""
+    :attr:`EngineOptions.history_check`): by default after every update
+    (merging or plain, ``action`` either way) until the server was seen
+    honouring ``head``.  A plain upload is no safer than a merging one: an
+    edit that lands between our read and our update is replaced unseen by a
+    server that ignores ``head``, and only the history shows it."""
+    del action  # every kind of update needs it alike
     if ctx.options.history_check is not None:
         return ctx.options.history_check
-    return action != "upload" and ctx.state.get_meta(HEAD_HONOURED) != "1"
+    return ctx.state.get_meta(HEAD_HONOURED) != "1"
 
 
 def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
