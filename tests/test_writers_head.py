@@ -197,8 +197,10 @@ def test_plain_push_reads_no_history_once_head_is_seen_honoured(devserver, rid, 
     mirror.write("notes/journal.md", (MEMORY + "- [note] a #desk\n").encode())
     devserver.reset_counters()
     mirror.sync(["notes/journal.md"])
-    # not yet known to honour head: one history read checks the plain upload
+    # not yet known to honour head: the read-back is the file's history (it shows what ours
+    # replaced) instead of file/detail, so the check costs no extra request
     assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 1
+    assert devserver.request_count("GET /api2/repos/{id}/file/detail/") == 0  # the pass's listing was fresh
     # the update link is cached since the first push: the other writer lands
     # right after the pass read what our last commit changed (after its head,
     # before the update)
@@ -208,4 +210,8 @@ def test_plain_push_reads_no_history_once_head_is_seen_honoured(devserver, rid, 
     devserver.reset_counters()
     assert mirror.sync(["notes/journal.md"]).errors == []
     assert mirror.state.get_meta("head_honoured") == "1"
-    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0
+    assert "- [note] b #phone" in devserver.read_file(rid, "/notes/journal.md").decode()
+    mirror.write("notes/journal.md", (mirror.read("notes/journal.md").decode() + "- [note] d #desk\n").encode())
+    devserver.reset_counters()
+    assert mirror.sync(["notes/journal.md"]).errors == []
+    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0  # file/detail reads back
