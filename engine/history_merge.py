@@ -440,8 +440,10 @@ def read_back_in_history(ctx: MirrorContext, rel_path: str, new_id: str, merged_
         the base, for a plain upload).
     :param sha1/size/file_id: of the bytes sent, as for
         :func:`~ohsync.engine.write_path.read_back`.
-    :returns: None when the server keeps no file history (404, noted once:
-        read back with ``file/detail``); else ``(verified, crossed)``:
+    :returns: None when the history cannot tell (no endpoint: 404, noted
+        once; or its newest revision is not ours: another writer came
+        after, or the library keeps no history): read back with
+        ``file/detail`` instead; else ``(verified, crossed)``:
         ``crossed`` is the ``(commit id, file id)`` of a revision ours
         replaced without having merged it, or None.  On success the
         snapshot entry of ``rel_path`` is updated.
@@ -458,7 +460,8 @@ def read_back_in_history(ctx: MirrorContext, rel_path: str, new_id: str, merged_
     if revisions is None:
         return None
     if not revisions or revisions[0].file_id != new_id:
-        return False, None
+        # another writer came after ours, or the library keeps no history: file/detail decides
+        return None
     # the commit is ours and was made just now: its time is the server's now, near enough for the
     # snapshot (the next listing brings the server's own)
     entry = RemoteEntry(rel_path, False, new_id, revisions[0].size, int(time.time()))
