@@ -153,6 +153,8 @@ def _phone_writes_after_our_read(devserver, rid, phone_text: str, path: str = "/
 def test_plain_push_on_server_ignoring_head_keeps_the_line_it_replaced(devserver, rid, tmp_path):
     devserver.honour_head = False
     mirror = synced_mirror(devserver, rid, tmp_path)  # history_check left at its default (auto)
+    laptop = make_mirror(devserver, rid, tmp_path, "laptop")  # a second daemon on the library
+    assert laptop.sync().errors == []
     _phone_writes_after_our_read(devserver, rid, MEMORY + "- [note] phone line #phone\n")
     mirror.write("notes/journal.md", (MEMORY + "- [note] desk line #desk\n").encode())
     devserver.reset_counters()
@@ -166,9 +168,10 @@ def test_plain_push_on_server_ignoring_head_keeps_the_line_it_replaced(devserver
     assert mirror.read("notes/journal.md").decode() == live
     assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") >= 1
     assert mirror.engine.conflicts() == []
-    # and a later pass changes nothing
+    # and a later pass changes nothing; the other daemon gets the same file
     assert mirror.sync().errors == []
     assert devserver.read_file(rid, "/notes/journal.md").decode() == live
+    assert laptop.sync().errors == [] and laptop.read("notes/journal.md").decode() == live
 
 
 def test_plain_push_on_server_ignoring_head_archives_a_replaced_edit_that_does_not_merge(
