@@ -209,7 +209,7 @@ def test_over_quota_waits_for_the_person(devserver, tmp_path) -> None:
 
 
 def test_full_disk_during_a_cold_bulk_download_is_per_path_not_a_failed_pass(devserver, tmp_path, monkeypatch) -> None:
-    import ohsync.engine.bulk as bulk
+    from ohsync.engine.new_files import NewFileBatch
 
     repo = devserver.create_library(USER, "OH-Memory")
     for i in range(30):
@@ -219,7 +219,7 @@ def test_full_disk_during_a_cold_bulk_download_is_per_path_not_a_failed_pass(dev
     def full(*a, **kw):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(bulk, "atomic_write", full)
+    monkeypatch.setattr(NewFileBatch, "stage", full)  # the zip's files, written in batches
     monkeypatch.setattr(m.client, "download_resumable", full)
     rep = m.sync()  # no exception: each file fails on its own
     assert len(rep.errors) == 30 and all("disk is full" in msg for _, msg in rep.errors)
