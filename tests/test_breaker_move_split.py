@@ -46,3 +46,17 @@ def test_folder_rename_with_edits_on_both_sides_merges_at_the_new_path(devserver
     assert (m.root / "proj2" / "t0.txt").read_bytes() == tree["/proj2/t0.txt"]
     assert tree["/proj2/t1.txt"] == b"t1\n"
     assert not (m.root / "proj").exists(), "the folder the person renamed came back"
+
+
+def test_folder_rename_carries_a_file_the_server_added_inside_in_the_same_pass(devserver, tmp_path) -> None:
+    """A file the phone added to the folder while it was renamed here comes
+    down at the new path in that very pass; the old folder does not come back."""
+    m = synced_small(devserver, tmp_path, {"/proj/t0.txt": b"t0\n", "/proj/t1.txt": b"t1\n"})
+    devserver.put_file(m.repo_id, "/proj/added.txt", b"from the phone\n")
+    os.rename(m.root / "proj", m.root / "proj2")
+    rep = m.sync()
+    assert rep.errors == []
+    assert (m.root / "proj2" / "added.txt").read_bytes() == b"from the phone\n"
+    tree = {k for k in devserver.tree(m.repo_id) if not k.startswith(("/pad/", "/.trash/"))}
+    assert sorted(tree) == ["/proj2/added.txt", "/proj2/t0.txt", "/proj2/t1.txt"], sorted(tree)
+    assert not (m.root / "proj").exists()
