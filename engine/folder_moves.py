@@ -4,9 +4,17 @@ Before per-file reconciliation, a folder that vanished on one side while a
 new folder appeared on the same side with exactly the same files (same
 relative names, same content) is taken as a move of the folder: one
 server-side move/rename (a local folder move) or one local rename (a remote
-folder move).  Anything less certain (a file edited on the way, a file
-added or missing, a change on the other side inside the folder) falls back
-to the per-file path, which also loses nothing.
+folder move).
+
+A local folder move is also carried when the server changed files inside the
+old folder since the base (an edit from another device), and when a file
+in it was edited here in place (same inode; at least one file must still
+hold its base's bytes): the server-side move takes the server's versions
+along, and the bases move with the folder, so those files then go through
+the per-file pass at their new paths (a download, or a three-way merge when
+both sides edited).  The folder never comes back at its old name.  Anything
+less certain (a file added, missing or deleted on the server) falls back to
+the per-file path, which also loses nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from .paths import parent_rel
 from .state import Base
 from .transfer import ensure_remote_dir, remote_written
 
-__all__ = ["FolderMove", "find_folder_moves", "apply_folder_move"]
+__all__ = ["FolderMove", "FolderMoveDone", "find_folder_moves", "apply_folder_move"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,19 @@ class FolderMove:
     new: str
     local_side: bool
     fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FolderMoveDone:
+    """What :func:`apply_folder_move` did, for the per-file pass.
+
+    ``settled``: rel paths (old and new) the move fully accounted for;
+    ``again``: new rel paths that still need the per-file pass (a file the
+    server or this side changed since the base, a file the server added).
+    """
+
+    settled: frozenset[str]
+    again: frozenset[str]
 
 
 def _below(paths: object, folder: str) -> dict[str, str]:
@@ -63,8 +84,8 @@ def find_folder_moves(ctx: MirrorContext, local: dict[str, LocalFile], bases: di
     new_here = sorted(p for p, e in local.items() if e.is_dir and p not in bases and p not in snap)
     for old in gone_here:
         old_files = {k: v for k, v in _below(bases, old).items() if not bases[v].is_dir}
-        if not old_files or any(snap.get(p) is None or snap[p].id != bases[p].remote_id
-                                for p in old_files.values()):
+        # a server-side edit inside is carried along by the server's move; a delete is not
+        if not old_files or any(snap.get(p) is None or snap[p].is_dir for p in old_files.values()):
             continue
         for new in new_here:
             new_files = {k: v for k, v in _below(local, new).items() if not local[v].is_dir}
@@ -72,11 +93,15 @@ def find_folder_moves(ctx: MirrorContext, local: dict[str, LocalFile], bases: di
                 continue
             hashed: dict[str, Fingerprint] = {}
             for k in old_files:
-                fp = _same_content(ctx, new_files[k], bases[old_files[k]])
-                if fp is None:
-                    break
-                hashed[new_files[k]] = fp
+                base = bases[old_files[k]]
+                fp = _same_content(ctx, new_files[k], base)
+                if fp is not None:
+                    hashed[new_files[k]] = fp
+                elif not base.inode or local[new_files[k]].fingerprint[2] != base.inode:
+                    break  # neither its bytes nor the file itself (edited in place): not this folder
             else:
+                if not hashed:
+                    continue  # every file edited: too little to go on (inodes are reused)
                 moves.append(FolderMove(old, new, True, hashed))
                 new_here.remove(new)
                 break
@@ -107,11 +132,17 @@ def _same_content(ctx: MirrorContext, rel: str, base: Base) -> Fingerprint | Non
     return fp if sha1 == base.sha1 else None
 
 
-def apply_folder_move(ctx: MirrorContext, move: FolderMove, bases: dict[str, Base]) -> list[str]:
+def apply_folder_move(ctx: MirrorContext, move: FolderMove, bases: dict[str, Base]) -> FolderMoveDone:
     """Carry one folder move to the other side and move the bases.
 
-    :returns: every rel path the move accounted for (old and new), so the
-        per-file pass leaves them alone.
+    A local move goes to the server as one folder move and/or rename
+    (``/api2/repos/{id}/file/`` operations of the Seafile client); a remote
+    move is one local rename.  ``bases`` (rel path → base, as the pass loaded
+    them) and the listing snapshot are updated to the new paths, so the
+    per-file pass can plan the files the move did not settle.
+
+    :returns: which paths the move settled and which new paths still need
+        the per-file pass (:class:`FolderMoveDone`).
     :raises RemoteError, OSError: the move did not happen (nothing recorded).
     """
     old, new = move.old, move.new
@@ -131,26 +162,42 @@ def apply_folder_move(ctx: MirrorContext, move: FolderMove, bases: dict[str, Bas
             raise OSError(f"{new} already exists here")
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(ctx.local_path(old), target)
-    touched: list[str] = []
+    settled: set[str] = {old, new}
+    again: set[str] = set()
+    moved: dict[str, Base] = {}
     with ctx.state.transaction():
         for rel, base in sorted(_below(bases, old).items()):
             src = bases[base]
             dst = f"{new}/{rel}"
             if src.is_dir:
-                ctx.state.set_base(Base(dst, True, None, None))
+                moved[dst] = Base(dst, True, None, None)
+                ctx.state.set_base(moved[dst])
             else:
-                # never a stat now: a save since the hash (or the scan) would pass for synced
+                # never a stat now: a save since the hash (or the scan) would pass for synced;
+                # a file edited here keeps the old fingerprint, so the pass sees it changed
                 fp = move.fingerprints.get(dst) or src.fingerprint()
-                ctx.state.set_base(Base(dst, False, src.sha1, src.remote_id, *fp), ctx.state.base_content(src))
+                moved[dst] = Base(dst, False, src.sha1, src.remote_id, *fp)
+                ctx.state.set_base(moved[dst], ctx.state.base_content(src))
                 move_pushes(ctx, base, dst)  # a stale overwrite of the moved file is judged against them
+                listed = ctx.snapshot.get(base)
+                if move.local_side and (dst not in move.fingerprints or listed is None
+                                        or listed.id != src.remote_id):
+                    again.add(dst)  # changed since the base on a side: the per-file pass merges it
             ctx.state.delete_base(base)
-            touched += [base, dst]
-        ctx.state.set_base(Base(new, True, None, None))
+            settled |= {base, dst}
+        moved[new] = Base(new, True, None, None)
+        ctx.state.set_base(moved[new])
         ctx.state.delete_base(old)
+    for path in [p for p in bases if p == old or p.startswith(old + "/")]:
+        del bases[path]
+    for path in moved:  # as stored (whether its content was kept)
+        bases[path] = ctx.state.get_base(path) or moved[path]
     for rel, path in _below(dict(ctx.snapshot), old).items():
         entry = ctx.snapshot.pop(path)
         ctx.snapshot[f"{new}/{rel}"] = RemoteEntry(f"{new}/{rel}", entry.is_dir, entry.id, entry.size, entry.mtime)
+        if f"{new}/{rel}" not in settled and not entry.is_dir:
+            again.add(f"{new}/{rel}")  # added on the server meanwhile, carried by the move
     if old in ctx.snapshot:
         entry = ctx.snapshot.pop(old)
         ctx.snapshot[new] = RemoteEntry(new, True, "", entry.size, entry.mtime)
-    return touched + [old, new]
+    return FolderMoveDone(frozenset(settled - again), frozenset(again))

@@ -326,7 +326,10 @@ class SyncEngine(FolderSteps):
             candidates = {p for p in candidates if p and not self.ignore.match(p)}
             candidates -= self._case_clashes(bases, report)
             candidates -= self._too_long_here(candidates, local, report)
-            candidates -= self._folder_moves(local, bases, report)
+            settled, again = self._folder_moves(local, bases, report)
+            candidates = (candidates - settled) | again
+            if local_paths is not None and again - set(local):
+                local.update(self._stat_paths(again - set(local)))
             dir_deletes = self._sync_dirs(candidates, local, bases, report)
             plans = []
             for rel in sorted(candidates):

@@ -237,12 +237,21 @@ class RunSteps(PlanSteps):
         handled = {p.rel for p in new} - set(left)
         return [left.get(p.rel, p) for p in plans if p.rel not in handled]
 
-    def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base], report: SyncReport) -> set[str]:
-        """Carry whole-folder moves first; returns the paths they accounted for."""
+    def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base],
+                      report: SyncReport) -> tuple[set[str], set[str]]:
+        """Carry whole-folder moves first (``bases`` is updated to the new paths).
+
+        :returns: ``(settled, again)``: the paths the moves accounted for, and
+            the new paths the per-file pass must still look at (files changed
+            since the base on either side, files the server added inside).
+        """
         done: set[str] = set()
+        again: set[str] = set()
         for move in find_folder_moves(self.ctx, local, bases):
             try:
-                done |= set(apply_folder_move(self.ctx, move, bases))
+                outcome = apply_folder_move(self.ctx, move, bases)
+                done |= outcome.settled
+                again |= outcome.again
             except (OhsyncError, OSError) as exc:
                 report.errors.append((move.old, f"folder move to {move.new} not done: "
                                                 f"{self._per_path(exc, move.old)}"))
@@ -250,7 +259,7 @@ class RunSteps(PlanSteps):
             report.moved.append((move.old, move.new))
             self.ctx.emit(SyncEvent("synced", move.new, "up" if move.local_side else "down", action="move",
                                     message=f"folder moved from {move.old}"))
-        return done
+        return done, again
 
     def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> None:
         """Carry out one move; on failure the two halves run as delete + create."""
