@@ -136,58 +136,54 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
     the bases of a batch recorded in one transaction once its files are durable)."""
     done: set[str] = set()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".ohsync-zip-", suffix=".zip")
+        # a file without a name (O_TMPFILE on Linux, unlinked at once elsewhere): a daemon
+        # killed mid-download leaves no whole-library zip behind in the temp folder
+        zip_file = tempfile.TemporaryFile(prefix=".ohsync-zip-", suffix=".zip")
     except OSError:
         return set()
-    try:
-        with os.fdopen(fd, "w+b") as fh:
-            try:
-                ctx.client.download_zip(ctx.repo_id, ctx.remote_path(""), tops, fh)
-            except (RemoteError, LocalError):  # e.g. a full temp disk: file by file instead
-                return set()
-            fh.seek(0)
-            try:
-                archive = zipfile.ZipFile(fh)
-            except zipfile.BadZipFile:
-                return set()
-            prefix = f"{tops[0]}/" if len(tops) == 1 else ""
-            names = {info.filename: info for info in archive.infolist() if not info.is_dir()}
-            batch = NewFileBatch(ctx.executor)
-            try:
-                for rel, entry in wanted.items():
-                    if should_stop is not None and should_stop():
-                        break
-                    info = names.get(rel if prefix and rel.startswith(prefix) else rel)
-                    if info is None or info.file_size != entry.size:
-                        continue
-                    try:
-                        data = archive.read(info)
-                    except (zipfile.BadZipFile, OSError, ValueError):
-                        continue
-                    if seafile_file_id(data) != entry.id:
-                        continue  # not provably the listed version: fetch it one by one
-                    target = ctx.local_path(rel)
-                    try:
-                        if target.exists() or folder_vanished(ctx, rel):
-                            continue  # the person was faster: the next pass plans it again
-                        batch.stage(rel, target, data, entry.mtime or None)
-                    except OSError as exc:
-                        if exc.errno in _WHOLE_DISK:
-                            break  # the disk is full: the rest go one by one, each failure on its own path
-                        if _name_refused(exc):
-                            refused[rel] = exc  # a name this disk refuses: fails alone, fetched no more
-                        continue
-                    if len(batch) >= BATCH_FILES or batch.size >= BATCH_BYTES:
-                        _record(ctx, batch, wanted, done, on_written, refused)
-            except BaseException:
-                batch.discard()  # what is not in place yet is fetched again by the next pass
-                raise
-            _record(ctx, batch, wanted, done, on_written, refused)
-    finally:
+    with zip_file as fh:
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+            ctx.client.download_zip(ctx.repo_id, ctx.remote_path(""), tops, fh)
+        except (RemoteError, LocalError):  # e.g. a full temp disk: file by file instead
+            return set()
+        fh.seek(0)
+        try:
+            archive = zipfile.ZipFile(fh)
+        except zipfile.BadZipFile:
+            return set()
+        prefix = f"{tops[0]}/" if len(tops) == 1 else ""
+        names = {info.filename: info for info in archive.infolist() if not info.is_dir()}
+        batch = NewFileBatch(ctx.executor)
+        try:
+            for rel, entry in wanted.items():
+                if should_stop is not None and should_stop():
+                    break
+                info = names.get(rel if prefix and rel.startswith(prefix) else rel)
+                if info is None or info.file_size != entry.size:
+                    continue
+                try:
+                    data = archive.read(info)
+                except (zipfile.BadZipFile, OSError, ValueError):
+                    continue
+                if seafile_file_id(data) != entry.id:
+                    continue  # not provably the listed version: fetch it one by one
+                target = ctx.local_path(rel)
+                try:
+                    if target.exists() or folder_vanished(ctx, rel):
+                        continue  # the person was faster: the next pass plans it again
+                    batch.stage(rel, target, data, entry.mtime or None)
+                except OSError as exc:
+                    if exc.errno in _WHOLE_DISK:
+                        break  # the disk is full: the rest go one by one, each failure on its own path
+                    if _name_refused(exc):
+                        refused[rel] = exc  # a name this disk refuses: fails alone, fetched no more
+                    continue
+                if len(batch) >= BATCH_FILES or batch.size >= BATCH_BYTES:
+                    _record(ctx, batch, wanted, done, on_written, refused)
+        except BaseException:
+            batch.discard()  # what is not in place yet is fetched again by the next pass
+            raise
+        _record(ctx, batch, wanted, done, on_written, refused)
     return done
 
 
