@@ -49,13 +49,12 @@ class EngineOptions:
         after a kill then sends up to ``2 * upload_in_flight - 1`` chunks twice
         and it was not checked against a live server.
     :ivar backup_days: backups older than this many days are pruned.
-    :ivar history_check: read a verified update back from the file's history
-        (``file/history`` instead of ``file/detail``, the same one request)
-        to make sure the revision ours replaced is the one we merged with
-        (for servers that ignore the update's ``head``).  True: after every
-        update; False: never; None (default): after every update, merging
-        or plain, until the server was seen honouring ``head`` (it stored one
-        of ours as an SFConflict file).
+    :ivar history_check: after a verified update, read the file's history to
+        make sure the revision ours replaced is the one we merged with (for
+        servers that ignore the update's ``head``).  True: after every
+        update; False: never; None (default): after updates that merged
+        another writer's version, until the server was seen honouring
+        ``head`` (it stored one of ours as an SFConflict file).
     :ivar max_delete_files/max_delete_percent/percent_floor: the mass-delete
         safety valve: deletes on one side are held beyond ``max_delete_files``,
         or from ``percent_floor`` on beyond ``max_delete_percent`` % of the

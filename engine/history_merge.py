@@ -31,9 +31,8 @@ such an overwrite never takes our change out of the live file:
   (:func:`accept_archived`);
 * :func:`merge_back` is the pull-side entry: a stale overwrite of a path whose
   local file did not change is merged and pushed instead of pulled;
-* :func:`read_back_in_history` is the read-back after a write on servers
-  that may ignore ``head`` (:attr:`EngineOptions.history_check`): it also
-  finds a revision ours replaced unseen.
+* :func:`overwritten_revision` is the check after a write on servers that
+  ignore ``head`` (:attr:`EngineOptions.history_check`).
 
 Where a deliberate removal of our lines and a stale overwrite cannot be told
 apart, the lines are kept and the activity line says so.
@@ -54,7 +53,7 @@ from .models import RemoteEntry
 from .state import Base
 
 __all__ = ["StaleBase", "record_push", "move_pushes", "stale_base", "push_evidence", "merge_back",
-           "read_back_in_history", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
+           "overwritten_revision", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
            "MAX_PUSHES"]
 
 #: Verified pushes remembered per path (each with two kept blobs).
@@ -425,53 +424,25 @@ def merge_back(ctx: MirrorContext, rel_path: str, remote: RemoteEntry, base: Bas
     return True
 
 
-def read_back_in_history(ctx: MirrorContext, rel_path: str, new_id: str, merged_with: str, *, sha1: str,
-                         size: int, file_id: str) -> tuple[bool, tuple[str, str] | None] | None:
-    """The read-back of a verified update on a server that may ignore
-    ``head``, made from the file's history instead of ``file/detail`` (the
-    same one request, so the check costs nothing extra): is the newest
-    revision exactly what we sent (:func:`~ohsync.engine.write_path.holds_content`),
-    and which revision did ours replace?
+def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str,
+                         merged_with: str | None) -> tuple[str, str] | None:
+    """After a verified update on a server that may ignore ``head``: the
+    ``(commit id, file id)`` of a revision ours replaced without having
+    merged it, or None when the revision before ours is ``merged_with`` (or
+    the server keeps no file history: 404).
 
-    ``GET /api/v2.1/repos/{id}/file/history/?limit=2``.
-
-    :param new_id: the id the upload answered.
-    :param merged_with: the remote file id our content was merged with (or
-        the base, for a plain upload).
-    :param sha1/size/file_id: of the bytes sent, as for
-        :func:`~ohsync.engine.write_path.read_back`.
-    :returns: None when the history cannot tell (no endpoint: 404, noted
-        once; or its newest revision is not ours: another writer came
-        after, or the library keeps no history): read back with
-        ``file/detail`` instead; else ``(verified, crossed)``:
-        ``crossed`` is the ``(commit id, file id)`` of a revision ours
-        replaced without having merged it, or None.  On success the
-        snapshot entry of ``rel_path`` is updated.
-    :raises RemoteError: from the client.
+    One request: ``GET /api/v2.1/repos/{id}/file/history/?limit=2`` (none,
+    and None, on a server without it: :mod:`.capabilities`).
     """
-    import time
-
-    from .write_path import holds_content
-
+    if new_id == merged_with:
+        return None  # the update changed nothing: no commit, nothing replaced
     try:
         revisions = file_history(ctx, rel_path, limit=2)
     except NotFoundError:
-        return False, None
-    if revisions is None:
         return None
-    if not revisions or revisions[0].file_id != new_id:
-        # another writer came after ours, or the library keeps no history: file/detail decides
+    if not revisions or revisions[0].file_id != new_id or len(revisions) < 2:
         return None
-    # the commit is ours and was made just now: its time is the server's now, near enough for the
-    # snapshot (the next listing brings the server's own)
-    entry = RemoteEntry(rel_path, False, new_id, revisions[0].size, int(time.time()))
-    if not holds_content(ctx, entry, sha1=sha1, size=size, file_id=file_id):
-        return False, None
-    ctx.snapshot[rel_path] = entry
-    ctx.wrote(rel_path, new_id)
-    if new_id == merged_with or len(revisions) < 2:
-        return True, None  # the update changed nothing (no commit), or the file is new
     before = revisions[1]
     if before.file_id in (merged_with, new_id):
-        return True, None
-    return True, (before.commit_id, before.file_id)
+        return None
+    return before.commit_id, before.file_id

@@ -314,15 +314,10 @@ HEAD_HONOURED = "head_honoured"
 
 def _check_history(ctx: MirrorContext, action: str) -> bool:
     """Whether to read the file's history after a verified update (see
-    :attr:`EngineOptions.history_check`): by default after every update
-    (merging or plain, ``action`` either way) until the server was seen
-    honouring ``head``.  A plain upload is no safer than a merging one: an
-    edit that lands between our read and our update is replaced unseen by a
-    server that ignores ``head``, and only the history shows it."""
-    del action  # every kind of update needs it alike
+    :attr:`EngineOptions.history_check`)."""
     if ctx.options.history_check is not None:
         return ctx.options.history_check
-    return ctx.state.get_meta(HEAD_HONOURED) != "1"
+    return action != "upload" and ctx.state.get_meta(HEAD_HONOURED) != "1"
 
 
 def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
@@ -348,7 +343,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
     :raises RemoteError: from the client; base does not advance.
     :raises LocalError: attempts exhausted (another writer keeps racing).
     """
-    from .history_merge import read_back_in_history, record_push, stale_base, stale_note
+    from .history_merge import overwritten_revision, record_push, stale_base, stale_note
     from .sfconflict import find_own, remove_remote
 
     action = "upload"
@@ -432,38 +427,36 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         except _Raced:
             continue
         reach("push.uploaded")
-        seen = read_back_in_history(ctx, rel_path, new_id, remote.id, sha1=sha1_bytes(content), size=len(content),
-                                    file_id=seafile_file_id(content)) \
-            if remote is not None and _check_history(ctx, action) else None
-        verified, crossed = seen if seen is not None else (_read_back(ctx, rel_path, content, new_id), None)
-        if verified:
+        if _read_back(ctx, rel_path, content, new_id):
             reach("push.verified")
-            if crossed is not None:
-                # The server ignored head and ours replaced a version we
-                # never saw: merge it in and write again.
-                unseen = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), crossed[0])
-                older = stale_base(ctx, rel_path, crossed[1], unseen, base, read_content)
-                if older is not None:
-                    merged_stale = older
-                result = merge_versions(rel_path, read_content if older is None else older.content,
-                                        content, unseen)
-                crossing = decide(Facts(Situation.EDIT, rel_path, ours=content, theirs=unseen, merge=result))
-                if crossing.copy is None:
-                    assert crossing.live is not None
-                    fp = _replace_local(ctx, rel_path, crossing.live, fp)
-                    base, base_content, action = Base(rel_path, False, sha1_bytes(content), new_id), content, "merge"
-                    agreed = False
-                    ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
-                    continue
-                conflict = archive(ctx, rel_path, crossing.copy, theirs=unseen)
-                action = "conflict"
-                if crossing.live is not None and crossing.live != content:
-                    # What merged stays live; write that and upload it.
-                    fp = _replace_local(ctx, rel_path, crossing.live, fp)
-                    base, base_content = Base(rel_path, False, sha1_bytes(content), new_id), content
-                    agreed = False
-                    ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
-                    continue
+            if remote is not None and _check_history(ctx, action):
+                crossed = overwritten_revision(ctx, rel_path, new_id, remote.id)
+                if crossed is not None:
+                    # The server ignored head and ours replaced a version we
+                    # never saw: merge it in and write again.
+                    unseen = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), crossed[0])
+                    older = stale_base(ctx, rel_path, crossed[1], unseen, base, read_content)
+                    if older is not None:
+                        merged_stale = older
+                    result = merge_versions(rel_path, read_content if older is None else older.content,
+                                            content, unseen)
+                    crossing = decide(Facts(Situation.EDIT, rel_path, ours=content, theirs=unseen, merge=result))
+                    if crossing.copy is None:
+                        assert crossing.live is not None
+                        fp = _replace_local(ctx, rel_path, crossing.live, fp)
+                        base, base_content, action = Base(rel_path, False, sha1_bytes(content), new_id), content, "merge"
+                        agreed = False
+                        ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
+                        continue
+                    conflict = archive(ctx, rel_path, crossing.copy, theirs=unseen)
+                    action = "conflict"
+                    if crossing.live is not None and crossing.live != content:
+                        # What merged stays live; write that and upload it.
+                        fp = _replace_local(ctx, rel_path, crossing.live, fp)
+                        base, base_content = Base(rel_path, False, sha1_bytes(content), new_id), content
+                        agreed = False
+                        ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
+                        continue
             with ctx.state.transaction():  # both or neither: a base without its push record would let a
                 # stale overwrite of it be pulled over the person's lines (a kill in between)
                 record_push(ctx, rel_path, new_id, remote.id if remote is not None else None, read_content,

@@ -143,67 +143,12 @@ def test_merging_push_checks_history_by_default_until_head_is_seen_honoured(devs
     assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") >= 1
 
 
-def _phone_writes_after_our_read(devserver, rid, phone_text: str, path: str = "/notes/journal.md") -> None:
-    """The Web API writer (a phone: read, then update without ``head``) lands
-    its commit right after our push read the file, before our update: the
-    hook runs after our ``update-link`` request, before its answer."""
-    devserver.after_request("GET", r"/update-link/", lambda srv: srv.put_file(rid, path, phone_text.encode()))
-
-
-def test_plain_push_on_server_ignoring_head_keeps_the_line_it_replaced(devserver, rid, tmp_path):
-    devserver.honour_head = False
-    mirror = synced_mirror(devserver, rid, tmp_path)  # history_check left at its default (auto)
-    laptop = make_mirror(devserver, rid, tmp_path, "laptop")  # a second daemon on the library
-    assert laptop.sync().errors == []
-    _phone_writes_after_our_read(devserver, rid, MEMORY + "- [note] phone line #phone\n")
-    mirror.write("notes/journal.md", (MEMORY + "- [note] desk line #desk\n").encode())
-    devserver.reset_counters()
-    report = mirror.sync(["notes/journal.md"])  # a plain upload: the base is what the server had
-    assert report.errors == []
-    # our update did replace the phone's commit (the server ignored head) ...
-    assert devserver.request_count(r"POST /seafhttp/update-api/") >= 2
-    live = devserver.read_file(rid, "/notes/journal.md").decode()
-    # ... and the history check merged its line back in
-    assert "phone line" in live and "desk line" in live and "first line" in live
-    assert mirror.read("notes/journal.md").decode() == live
-    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") >= 1
-    assert mirror.engine.conflicts() == []
-    # and a later pass changes nothing; the other daemon gets the same file
-    assert mirror.sync().errors == []
-    assert devserver.read_file(rid, "/notes/journal.md").decode() == live
-    assert laptop.sync().errors == [] and laptop.read("notes/journal.md").decode() == live
-
-
-def test_plain_push_on_server_ignoring_head_archives_a_replaced_edit_that_does_not_merge(
-        devserver, rid, tmp_path):
-    devserver.honour_head = False
-    devserver.put_file(rid, "/notes/plan.txt", b"one\ntwo\nthree\n")
-    mirror = make_mirror(devserver, rid, tmp_path)
-    assert mirror.sync().errors == []
-    phone, desk = "one\ntwo, as the phone had it\nthree\n", "one\ntwo, as the desk had it\nthree\n"
-    _phone_writes_after_our_read(devserver, rid, phone, "/notes/plan.txt")
-    mirror.write("notes/plan.txt", desk.encode())
-    report = mirror.sync(["notes/plan.txt"])
-    assert report.errors == []
-    tree = devserver.tree(rid)
-    live = tree["/notes/plan.txt"].decode()
-    copies = [p for p in tree if p.startswith("/.conflict/notes/plan")]
-    assert len(copies) == 1, sorted(tree)
-    assert {live, tree[copies[0]].decode()} == {phone, desk}  # one live, the other in /.conflict/
-    assert mirror.read("notes/plan.txt").decode() == live
-    assert [c.path for c in mirror.engine.conflicts()] == ["notes/plan.txt"]  # with its notice
-    assert [c.path for c in report.conflicts] == ["notes/plan.txt"]
-
-
-def test_plain_push_reads_no_history_once_head_is_seen_honoured(devserver, rid, tmp_path):
+def test_plain_push_reads_no_history_and_seen_sfconflict_switches_the_check_off(devserver, rid, tmp_path):
     mirror = synced_mirror(devserver, rid, tmp_path)
     mirror.write("notes/journal.md", (MEMORY + "- [note] a #desk\n").encode())
     devserver.reset_counters()
     mirror.sync(["notes/journal.md"])
-    # not yet known to honour head: the read-back is the file's history (it shows what ours
-    # replaced) instead of file/detail, so the check costs no extra request
-    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 1
-    assert devserver.request_count("GET /api2/repos/{id}/file/detail/") == 0  # the pass's listing was fresh
+    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0
     # the update link is cached since the first push: the other writer lands
     # right after the pass read what our last commit changed (after its head,
     # before the update)
@@ -213,8 +158,4 @@ def test_plain_push_reads_no_history_once_head_is_seen_honoured(devserver, rid, 
     devserver.reset_counters()
     assert mirror.sync(["notes/journal.md"]).errors == []
     assert mirror.state.get_meta("head_honoured") == "1"
-    assert "- [note] b #phone" in devserver.read_file(rid, "/notes/journal.md").decode()
-    mirror.write("notes/journal.md", (mirror.read("notes/journal.md").decode() + "- [note] d #desk\n").encode())
-    devserver.reset_counters()
-    assert mirror.sync(["notes/journal.md"]).errors == []
-    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0  # file/detail reads back
+    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0
