@@ -52,7 +52,8 @@ from .ids import sha1_bytes
 from .models import RemoteEntry
 from .state import Base
 
-__all__ = ["StaleBase", "record_push", "move_pushes", "stale_base", "push_evidence", "merge_back",
+__all__ = ["StaleBase", "record_push", "move_pushes", "has_pushes", "made_from_ours", "stale_base",
+           "push_evidence", "merge_back",
            "overwritten_revision", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
            "MAX_PUSHES"]
 
@@ -158,6 +159,29 @@ def move_pushes(ctx: MirrorContext, old: str, new: str) -> None:
     if old != new:
         ctx.state.set_meta(_key(new), ctx.state.get_meta(_key(old)))
         ctx.state.set_meta(_key(old), None)
+
+
+#: Share of a file's distinct non-blank lines that must come from our versions
+#: on record for :func:`made_from_ours` (an unrelated file of the same name
+#: shares a heading or a frontmatter line, not most of its text).
+MADE_FROM_OURS = 2 / 3
+
+
+def made_from_ours(ctx: MirrorContext, rel_path: str, data: bytes) -> bool:
+    """Was ``data`` (another path's content) made from a version of
+    ``rel_path`` on our push record: are most of its distinct non-blank
+    lines (:data:`MADE_FROM_OURS`) lines of what we pushed there, what our
+    pushes replaced, or what we had edited?  No request (the kept blobs)."""
+    theirs = {ln for ln in _lines(data) if ln.strip()}
+    if not theirs:
+        return False
+    ours: set[bytes] = set()
+    for push in _load(ctx, rel_path):
+        for sha1 in (push.ours_sha1, push.replaced_sha1, push.had_sha1):
+            blob = _blob(ctx, sha1)
+            if blob is not None:
+                ours.update(_lines(blob))
+    return len(theirs & ours) >= MADE_FROM_OURS * len(theirs)
 
 
 def has_pushes(ctx: MirrorContext, rel_path: str) -> bool:
