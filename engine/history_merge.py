@@ -124,17 +124,20 @@ def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str
                 replaced_content: bytes | None, content: bytes | None = None, had: bytes | None = None) -> None:
     """After a verified push: ``new_id`` (holding ``content``) is ours, it
     replaced ``replaced_id`` (holding ``replaced_content``; None: the file
-    was new or made anew after a delete on the server, which starts the
-    record afresh with a push measured from ``had`` or, without it, from an
-    empty file, so a later overwrite from an older read still counts as
-    stale); ``had`` is the version we had agreed on before it (the base we
-    edited).  The contents are kept as blobs, so judging a later stale
+    was new, which starts the record afresh with a push measured from an
+    empty file, or made anew after a delete on the server, a push measured
+    from ``had`` added to the earlier ones; either way a later overwrite
+    from an older read still counts as stale); ``had`` is the version we
+    had agreed on before it (the base we edited).  The contents are kept as blobs, so judging a later stale
     overwrite needs no download; the oldest pushes beyond
     :data:`MAX_PUSHES` are forgotten."""
     if replaced_id is None:
-        ctx.state.set_meta(_key(rel_path), None)
-        # our change is measured from the version we had edited (a file deleted on the server
-        # while we changed it, made anew), else from nothing (a new file)
+        if had is None:
+            ctx.state.set_meta(_key(rel_path), None)  # a new file: nothing earlier counts
+        # else a file deleted (or moved away) on the server while we changed it, made anew:
+        # our earlier pushes stay on record, so an overwrite made from a version before them
+        # still lacks them (else their lines would read as its deletion). Our change is
+        # measured from the version we had edited, or from nothing for a new file.
         replaced_id, replaced_content = EMPTY_FILE_ID, had if had is not None else b""
         had = replaced_content
     if replaced_id == new_id:

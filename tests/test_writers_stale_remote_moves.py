@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from engine_helpers import USER, make_mirror  # noqa: E402
-from test_writers_stale import assert_kept, settle  # noqa: E402
+from test_writers_stale import HEADER, JOURNAL, assert_kept, settle  # noqa: E402
 
 V0 = b"line1\nline2\nline3\n"
 OLD = "notes/todo.txt"
@@ -115,3 +115,32 @@ def test_a_failed_check_deletes_nothing_until_a_later_pass_can_tell(devserver, r
     # both appended at the end: ours stays live, the stale writer's line is archived with a notice
     lines = ["LINE-A", "LINE-B", "LINE-R", "line1"]
     assert_kept(mirror, new, lines, live_only=["LINE-A", "LINE-B", "line1"])
+
+
+@pytest.mark.parametrize("away", ["deleted", "moved"])
+def test_a_stale_overwrite_of_a_file_made_anew_still_lacks_our_earlier_pushes(devserver, rid, tmp_path, away):
+    # the chaos seed: a stale device reads V1 of a memory file, we push LINE-B, the file
+    # goes away on the server while the person adds LINE-C, we make it anew, then the
+    # stale device overwrites the new file from V1: LINE-B must not read as its deletion
+    # (observations merge as a union, so nothing here conflicts to save it)
+    devserver.put_file(rid, "/" + JOURNAL, HEADER)
+    mirror = make_mirror(devserver, rid, tmp_path)
+    assert mirror.sync().errors == []
+    mirror.write(JOURNAL, mirror.read(JOURNAL) + b"- [note] LINE-A #t\n")
+    assert mirror.sync([JOURNAL]).errors == []
+    v1 = devserver.read_file(rid, "/" + JOURNAL)
+    mirror.write(JOURNAL, mirror.read(JOURNAL) + b"- [note] LINE-B #t\n")
+    assert mirror.sync([JOURNAL]).errors == []
+    if away == "deleted":
+        devserver.delete_path(rid, "/" + JOURNAL)
+    else:
+        devserver.mkdir(rid, "/docs")
+        devserver.move_path(rid, "/" + JOURNAL, "/docs")
+    mirror.write(JOURNAL, mirror.read(JOURNAL) + b"- [note] LINE-C #t\n")
+    assert mirror.sync().errors == []
+    assert b"LINE-C" in devserver.read_file(rid, "/" + JOURNAL), "not made anew"
+    burst = devserver.stale_burst(rid, "/" + JOURNAL, 2, old=v1, line="- [note] LINE-R{i} #t\n")
+    assert burst.errors == [] and len(burst.ids) == 2
+    settle(mirror)
+    lines = ["LINE-A", "LINE-B", "LINE-C", "LINE-R1", "start"]
+    assert_kept(mirror, JOURNAL, lines, live_only=lines)
