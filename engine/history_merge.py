@@ -52,7 +52,8 @@ from .ids import sha1_bytes
 from .models import RemoteEntry
 from .state import Base
 
-__all__ = ["StaleBase", "record_push", "move_pushes", "stale_base", "push_evidence", "merge_back",
+__all__ = ["StaleBase", "record_push", "move_pushes", "has_pushes", "made_from_ours", "stale_base",
+           "push_evidence", "merge_back",
            "overwritten_revision", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
            "MAX_PUSHES"]
 
@@ -123,17 +124,20 @@ def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str
                 replaced_content: bytes | None, content: bytes | None = None, had: bytes | None = None) -> None:
     """After a verified push: ``new_id`` (holding ``content``) is ours, it
     replaced ``replaced_id`` (holding ``replaced_content``; None: the file
-    was new or made anew after a delete on the server, which starts the
-    record afresh with a push measured from ``had`` or, without it, from an
-    empty file, so a later overwrite from an older read still counts as
-    stale); ``had`` is the version we had agreed on before it (the base we
-    edited).  The contents are kept as blobs, so judging a later stale
+    was new, which starts the record afresh with a push measured from an
+    empty file, or made anew after a delete on the server, a push measured
+    from ``had`` added to the earlier ones; either way a later overwrite
+    from an older read still counts as stale); ``had`` is the version we
+    had agreed on before it (the base we edited).  The contents are kept as blobs, so judging a later stale
     overwrite needs no download; the oldest pushes beyond
     :data:`MAX_PUSHES` are forgotten."""
     if replaced_id is None:
-        ctx.state.set_meta(_key(rel_path), None)
-        # our change is measured from the version we had edited (a file deleted on the server
-        # while we changed it, made anew), else from nothing (a new file)
+        if had is None:
+            ctx.state.set_meta(_key(rel_path), None)  # a new file: nothing earlier counts
+        # else a file deleted (or moved away) on the server while we changed it, made anew:
+        # our earlier pushes stay on record, so an overwrite made from a version before them
+        # still lacks them (else their lines would read as its deletion). Our change is
+        # measured from the version we had edited, or from nothing for a new file.
         replaced_id, replaced_content = EMPTY_FILE_ID, had if had is not None else b""
         had = replaced_content
     if replaced_id == new_id:
@@ -158,6 +162,29 @@ def move_pushes(ctx: MirrorContext, old: str, new: str) -> None:
     if old != new:
         ctx.state.set_meta(_key(new), ctx.state.get_meta(_key(old)))
         ctx.state.set_meta(_key(old), None)
+
+
+#: Share of a file's distinct non-blank lines that must come from our versions
+#: on record for :func:`made_from_ours` (an unrelated file of the same name
+#: shares a heading or a frontmatter line, not most of its text).
+MADE_FROM_OURS = 2 / 3
+
+
+def made_from_ours(ctx: MirrorContext, rel_path: str, data: bytes) -> bool:
+    """Was ``data`` (another path's content) made from a version of
+    ``rel_path`` on our push record: are most of its distinct non-blank
+    lines (:data:`MADE_FROM_OURS`) lines of what we pushed there, what our
+    pushes replaced, or what we had edited?  No request (the kept blobs)."""
+    theirs = {ln for ln in _lines(data) if ln.strip()}
+    if not theirs:
+        return False
+    ours: set[bytes] = set()
+    for push in _load(ctx, rel_path):
+        for sha1 in (push.ours_sha1, push.replaced_sha1, push.had_sha1):
+            blob = _blob(ctx, sha1)
+            if blob is not None:
+                ours.update(_lines(blob))
+    return len(theirs & ours) >= MADE_FROM_OURS * len(theirs)
 
 
 def has_pushes(ctx: MirrorContext, rel_path: str) -> bool:

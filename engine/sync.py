@@ -40,7 +40,7 @@ from .confirm import confirm_plans, keep_confirmed
 from .crashpoints import reach
 from .echoes import OwnFolders, WatchedPaths, sort_watched
 from . import regression, remote_diffs
-from .moves import move_sources, pair_moves
+from .moves import changed_there, move_sources, pair_moves
 from .pending import PendingLedger
 from .sfconflict import fold_foreign, original_of
 from .sync_dirs import FolderSteps
@@ -357,7 +357,13 @@ class SyncEngine(FolderSteps):
                 plans = [p for p in plans if p.action is not Action.DELETE_REMOTE]
                 report.rescan = True
             for old, new in moves:
-                self._run_move(old, new, report)
+                if self._run_move(old, new, report) and changed_there(old, new):
+                    # moved with the base: its changed content is pulled or merged now
+                    again_plan = self._plan_file(new.rel, self._stat_paths({new.rel}).get(new.rel),
+                                                 self.ctx.snapshot.get(new.rel), self.state.get_base(new.rel),
+                                                 report)
+                    if again_plan is not None:
+                        plans.append(again_plan)
             # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates - deferred)

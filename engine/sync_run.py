@@ -261,8 +261,12 @@ class RunSteps(PlanSteps):
                                     message=f"folder moved from {move.old}"))
         return done, again
 
-    def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> None:
-        """Carry out one move; on failure the two halves run as delete + create."""
+    def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> bool:
+        """Carry out one move; on failure the two halves run as delete + create
+        in a later pass.
+
+        :returns: True when it was carried out.
+        """
         local_move = old.action is Action.DELETE_REMOTE
         self._pending.done(new.rel)
         try:
@@ -272,10 +276,11 @@ class RunSteps(PlanSteps):
                 move_local(self.ctx, old, new)
         except (OhsyncError, OSError) as exc:
             report.errors.append((old.rel, f"move to {new.rel} not done: {self._per_path(exc, old.rel)}"))
-            return
+            return False
         report.moved.append((old.rel, new.rel))
         self.ctx.emit(SyncEvent("synced", new.rel, "up" if local_move else "down", action="move",
                                 message=f"moved from {old.rel}"))
+        return True
 
     def _check_damaged(self, rel: str, data: bytes | None = None) -> None:
         """Keep the ``damaged`` list true for a memory file just transferred.
