@@ -43,7 +43,7 @@ from .events import SyncEvent
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .local_replace import LocalChanged, install
 from .localfs import stat_fingerprint, temp_beside
-from .merge import is_text
+from .merge.choose import is_text
 from .models import RemoteEntry
 from .new_files import NewFileBatch
 from .state import Base

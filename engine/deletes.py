@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 
-from .conflict_names import _split
+from .merge.conflict_names import _split
 from .names import fit_name
 from .context import MirrorContext
 from .crashpoints import reach

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 from .context import MirrorContext
-from .history_merge import move_pushes
+from .merge.stale import move_pushes
 from .localfs import Fingerprint, LocalFile, hash_file
 from .models import RemoteEntry
 from .paths import parent_rel

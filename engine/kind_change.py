@@ -21,8 +21,8 @@ import os
 import stat
 from datetime import datetime, timezone
 
-from .conflict_archive import archive
-from .conflict_names import origin_of
+from .merge.archive import archive
+from .merge.conflict_names import origin_of
 from .context import MirrorContext
 from .events import ConflictRecord
 from .ignore import IgnoreRules
@@ -30,7 +30,7 @@ from .localfs import backup_file, hash_file, stat_fingerprint
 from .models import RemoteEntry
 from .names import is_desktop_junk
 from .paths import normalize_rel
-from .resolve import Copy
+from .merge.resolve import Copy
 from .state import Base
 from .local_replace import LocalChanged, remove
 

@@ -142,7 +142,7 @@ def keep_crossed(ctx: MirrorContext, rel_path: str, path: Path) -> None:
     """Archive a local version of ``rel_path`` that a second save left at
     ``path`` in ``.conflict/`` (a new local file: the next pass uploads it)
     and record the conflict, with a notice."""
-    from .conflict_names import CONFLICT_DIR, conflict_copy_path
+    from .merge.conflict_names import CONFLICT_DIR, conflict_copy_path
     from .events import ConflictRecord, SyncEvent
     from .special_dirs import working_dir
 

@@ -10,12 +10,12 @@ create stay what they are (which loses nothing, it only costs a transfer).
 
 One remote move is paired without its id: a file with pushes of ours on
 record that another writer overwrote from an older read (a stale overwrite,
-:mod:`.history_merge`) and then moved or renamed.  Its new id is the stale
+:mod:`ohsync.engine.merge.stale`) and then moved or renamed.  Its new id is the stale
 writer's, so the id pairing misses it, and as a delete here plus a plain
 download there our pushed lines would be only in a local backup.  It is
 paired when its name (a move) or its folder (a rename) singles out one new
 file whose content was made from our versions on record
-(:func:`~ohsync.engine.history_merge.made_from_ours`, one download); the
+(:func:`~ohsync.engine.merge.stale.made_from_ours`, one download); the
 local file then moves, keeps its base, and the pass plans the new path
 again: a changed remote version with a base, so the stale overwrite is
 merged with our pushes.
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError, OhsyncError
-from .history_merge import has_pushes, made_from_ours, move_pushes
+from .merge.stale import has_pushes, made_from_ours, move_pushes
 from .renames import rename_new
 from .localfs import LocalFile, hash_file, stat_fingerprint
 from .models import EMPTY_ID, RemoteEntry

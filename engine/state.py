@@ -196,7 +196,7 @@ class StateStore:
     def prune_blobs(self) -> int:
         """Delete blobs no base refers to and no record of our pushes names
         (meta ``pushed:<path>``, kept to judge stale overwrites:
-        ``engine/history_merge.py``); returns how many were removed."""
+        ``engine/merge/stale.py``); returns how many were removed."""
         used = {r[0] for r in self._db.execute("SELECT sha1 FROM base WHERE has_blob=1")}
         for (value,) in self._db.execute("SELECT value FROM meta WHERE key LIKE 'pushed:%'"):
             used.update(re.findall(r"[0-9a-f]{40}", value or ""))

@@ -42,7 +42,7 @@ from .echoes import OwnFolders, WatchedPaths, sort_watched
 from . import regression, remote_diffs
 from .moves import changed_there, move_sources, pair_moves
 from .pending import PendingLedger
-from .sfconflict import fold_foreign, original_of
+from .merge.sfconflict import fold_foreign, original_of
 from .sync_dirs import FolderSteps
 from .trash import TRASH_DIR, is_trash_path, local_trash_note
 from .valve import DeleteValve

@@ -20,7 +20,7 @@ from .deletes import delete_local, delete_remote
 from .errors import OhsyncError, RemoteError, classify, local_error, server_down
 from .events import SyncEvent, SyncReport
 from .failures import PathFailure
-from .history_merge import merge_back
+from .merge.stale import merge_back
 from .localfs import LocalFile, hash_file
 from .memory.check import memory_problem
 from .memory.merge import is_memory_file

@@ -9,7 +9,7 @@ one the upload returned and the content hash of the bytes sent; only when
 the server's id is not that hash is the file downloaded again and compared
 by sha1).  A mismatch means another writer slipped in: go round again.
 What happens when both sides changed it is the resolver's decision
-(:mod:`.resolve`); this module carries it out.
+(:mod:`ohsync.engine.merge.resolve`); this module carries it out.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from .conflict_archive import archive
+from .merge.archive import archive
 from .crashpoints import reach
 from .context import MirrorContext
 from .errors import RemoteOperationError, LocalError
@@ -29,15 +29,15 @@ from .events import ConflictRecord, SyncEvent
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .local_replace import LocalChanged, install, write_over
 from .localfs import stat_fingerprint, temp_beside
-from .merge import is_text, merge_versions
+from .merge.choose import is_text, merge_versions
 from .models import RemoteEntry
 from .paths import parent_rel
-from .resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
+from .merge.resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .state import Base
 from .write_path import adopt_damaged, current_remote, damaged_upload, read_back, send
 
 if TYPE_CHECKING:
-    from .history_merge import StaleBase
+    from .merge.stale import StaleBase
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
            "remote_written", "head_for"]
@@ -188,11 +188,11 @@ def _unrecorded_push(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: 
     the base says otherwise: record it as a push of ours that replaced the
     base, so that a later upload by another client of a version from before
     it (a stale or blind overwrite) is merged back, not pulled over the
-    person's lines (:mod:`.history_merge`).  When someone else had written
+    person's lines (:mod:`ohsync.engine.merge.stale`).  When someone else had written
     in between, that version's lines count as ours too: they are kept, never
     dropped.  Nothing for a path without a base (a new file: nobody can have
     read an older version of it)."""
-    from .history_merge import record_push
+    from .merge.stale import record_push
 
     if base is None or base.is_dir or base.remote_id in (None, remote_id):
         return
@@ -327,24 +327,24 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
     Updates carry ``head`` (:func:`head_for`), so the server never overwrites
     an edit that landed after our read: it keeps that edit live and stores
     ours as an SFConflict file, which the read-back finds
-    (:func:`~ohsync.engine.sfconflict.find_own`), deletes, and the next round
+    (:func:`~ohsync.engine.merge.sfconflict.find_own`), deletes, and the next round
     merges the live version in.
 
     A remote version that lacks pushes of ours (a stale overwrite,
-    :func:`~ohsync.engine.history_merge.stale_base`) is merged with the
+    :func:`~ohsync.engine.merge.stale.stale_base`) is merged with the
     version our oldest lacked push replaced, so our change goes into it; the
     activity line says so.
 
     :param base: the path's base (None for a new file).
-    :param stale: the judgement :func:`~ohsync.engine.history_merge.merge_back`
+    :param stale: the judgement :func:`~ohsync.engine.merge.stale.merge_back`
         already made of the remote version (saves a second one).
     :returns: what was done.
     :raises LocalChanged: the local file changed meanwhile (re-plan later).
     :raises RemoteError: from the client; base does not advance.
     :raises LocalError: attempts exhausted (another writer keeps racing).
     """
-    from .history_merge import overwritten_revision, record_push, stale_base, stale_note
-    from .sfconflict import find_own, remove_remote
+    from .merge.stale import overwritten_revision, record_push, stale_base, stale_note
+    from .merge.sfconflict import find_own, remove_remote
 
     action = "upload"
     conflict: ConflictRecord | None = None

@@ -2,7 +2,7 @@
 
 Files above the merge limit cannot be three-way merged, so their
 read-merge-write is simpler: if the remote changed since base, the resolver
-(:mod:`.resolve`, situation ``LARGE``) has the remote version moved aside on the server into ``/.conflict/<dir>/`` (a
+(:mod:`ohsync.engine.merge.resolve`, situation ``LARGE``) has the remote version moved aside on the server into ``/.conflict/<dir>/`` (a
 server-side rename + move, no transfer) and fetched into the mirror's
 ``.conflict/``; then the local file is uploaded, streamed from disk in one
 request up to ``EngineOptions.upload_max_request`` and in resumable chunks
@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import os
 
-from .conflict_archive import archive
+from .merge.archive import archive
 from .context import MirrorContext
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
 from .ids import ContentHasher
 from .localfs import hash_file, stat_fingerprint
 from .paths import parent_rel
-from .resolve import Facts, Situation, decide
+from .merge.resolve import Facts, Situation, decide
 from .state import Base
 from .transfer import FRESH_HEAD, HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, remote_written
 from .write_path import current_remote, read_back, send
@@ -51,7 +51,7 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
     """
     path = ctx.local_path(rel_path)
     conflict: ConflictRecord | None = None
-    from .sfconflict import find_own, remove_remote
+    from .merge.sfconflict import find_own, remove_remote
 
     for attempt in range(ctx.options.max_attempts):
         fp = stat_fingerprint(os.stat(path))

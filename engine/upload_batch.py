@@ -52,7 +52,7 @@ from typing import Any
 
 from .context import MirrorContext
 from .crashpoints import reach
-from .history_merge import record_push
+from .merge.stale import record_push
 from .errors import (AuthError, LocalError, NotFoundError, OhsyncError, ProtocolError, QuotaError, RemoteError,
                      RemoteOperationError)
 from .ids import seafile_file_id

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ohsync.engine.conflict_names import conflict_copy_path, origin_of
+from ohsync.engine.merge.conflict_names import conflict_copy_path, origin_of
 from ohsync.engine.ids import BLOCK_SIZE, file_hashes, seafile_file_id, sha1_bytes
 from ohsync.engine.ignore import IgnoreRules
 from ohsync.engine.models import DirListing, RemoteEntry, RepoInfo

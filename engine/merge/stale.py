@@ -44,13 +44,13 @@ import difflib
 import json
 from dataclasses import dataclass
 
-from .capabilities import file_history
-from .context import MirrorContext
-from .errors import NotFoundError
-from .events import SyncReport
-from .ids import sha1_bytes
-from .models import RemoteEntry
-from .state import Base
+from ..capabilities import file_history
+from ..context import MirrorContext
+from ..errors import NotFoundError
+from ..events import SyncReport
+from ..ids import sha1_bytes
+from ..models import RemoteEntry
+from ..state import Base
 
 __all__ = ["StaleBase", "record_push", "move_pushes", "has_pushes", "made_from_ours", "stale_base",
            "push_evidence", "merge_back",
@@ -371,7 +371,7 @@ def archived_elsewhere(ctx: MirrorContext, rel_path: str, pushes: list[_Push] | 
     its notice there). Copies this mirror recorded itself do not count.
     No request: the listing (``ctx.snapshot``) and the state.
     """
-    from .conflict_archive import copies_of
+    from .archive import copies_of
 
     pushes = _load(ctx, rel_path) if pushes is None else pushes
     if not pushes:
@@ -390,7 +390,7 @@ def accept_archived(ctx: MirrorContext, rel_path: str, copy: str) -> None:
     version went and can settle it (``ohsync resolve``)."""
     from datetime import datetime, timezone
 
-    from .events import ConflictRecord, SyncEvent
+    from ..events import ConflictRecord, SyncEvent
 
     ctx.state.set_meta(_key(rel_path), None)
     record = ConflictRecord(rel_path, copy, datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -432,7 +432,7 @@ def merge_back(ctx: MirrorContext, rel_path: str, remote: RemoteEntry, base: Bas
     :returns: True when done that way; False: the caller pulls as planned.
     :raises RemoteError, LocalError: as :func:`~ohsync.engine.transfer.push`.
     """
-    from .transfer import push
+    from ..transfer import push
 
     if base is None or not has_pushes(ctx, rel_path):
         return False

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from .names import fit_name
+from ..names import fit_name
 
 __all__ = ["CONFLICT_DIR", "is_conflict_path", "conflict_copy_path", "origin_of"]
 
