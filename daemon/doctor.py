@@ -270,7 +270,7 @@ class _Remote:
     def library(self, client: Any, mirror: MirrorConfig | None = None, check: str = "library") -> None:
         """Whether ``mirror``'s (default: the first) library exists and is writable; the first one's
         :class:`RepoInfo` is kept in :attr:`repo` for the local checks."""
-        from ..engine.sync import resolve_library
+        from ..engine.library import resolve_library
 
         first = mirror is None
         mirror = mirror or self.cfg.mirror
