@@ -20,7 +20,6 @@ from .deletes import delete_local, delete_remote
 from ..errors import OhsyncError, RemoteError, classify, local_error, server_down
 from ..events import SyncEvent, SyncReport
 from ..failures import PathFailure
-from ..merge.stale import merge_back
 from ..localfs import LocalFile, hash_file
 from ..memory.check import memory_problem
 from ..memory.merge import is_memory_file
@@ -30,7 +29,7 @@ from .moves import move_local, move_remote
 from .reconcile import Action
 from ..state import Base
 from .plan import PlanSteps
-from ..transfer import LocalChanged, WritersFighting, adopt, pull, push
+from ..transfer import LocalChanged, WritersFighting, adopt, merge_back, pull, push
 from ..transfer_large import LARGE_FILE, push_large
 from ..upload_batch import batchable, push_new_files
 from .valve import Plan
