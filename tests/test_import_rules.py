@@ -94,7 +94,7 @@ def test_the_checker_resolves_every_import_form() -> None:
               "def f():\n    from ohsync.engine.errors import OhsyncError\n")
     names = [name for _line, name in imported_modules(source, "ohsync.tray.app")]
     assert names == ["ohsync.daemon.config", "ohsync.daemon.protocol", "ohsync.daemon.protocol",
-                     "ohsync.tray.icons", "ohsync.tray.menu_model", "ohsync.engine.sync.engine", "ohsync.engine.errors"]
+                     "ohsync.tray.icons", "ohsync.tray.menu_model", "ohsync.engine.sync", "ohsync.engine.errors"]
     top = [name for _line, name in imported_modules(source, "ohsync.tray.app", top_level_only=True)]
     assert "ohsync.engine.errors" not in top and "ohsync.daemon.config" in top
 
