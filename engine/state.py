@@ -179,12 +179,13 @@ class StateStore:
         Not synced to disk: the blob is only ever read through
         :meth:`base_content`, which checks it against its sha1, and a missing
         base means a conflict copy rather than a merge, never a loss; the fsync
-        per file cost a cold mirror most of its time.  A blob already there of
-        another size (cut short by a power cut) is written again.
+        per file cost a cold mirror most of its time.  A blob already there
+        that does not hold ``content`` (cut short, or of the right size but
+        zero-filled, by a power cut) is written again.
         """
         target = self.blob_dir / sha1
         try:
-            if target.stat().st_size == len(content):
+            if target.stat().st_size == len(content) and target.read_bytes() == content:
                 return
         except FileNotFoundError:
             pass

@@ -29,7 +29,7 @@ from .moves import move_local, move_remote
 from .reconcile import Action
 from ..state import Base
 from .plan import PlanSteps
-from ..transfer import LocalChanged, WritersFighting, adopt, merge_back, pull, push
+from ..transfer import LocalChanged, PushOutcome, WritersFighting, adopt, merge_back, pull, push
 from ..transfer_large import LARGE_FILE, push_large
 from ..upload_batch import batchable, push_new_files
 from .valve import Plan
@@ -213,8 +213,18 @@ class RunSteps(PlanSteps):
             self.failure_book.succeeded(rel)
             self._check_damaged(rel)
 
+        def repeated(plan: Plan, pushed: PushOutcome) -> None:
+            # stored damaged by the server, sent again and verified: done now, even if the
+            # batch fails later (the per-file way would push it again, stamped as an edit)
+            done(plan.rel)
+            if pushed.action == "merge":
+                report.merged.append(plan.rel)
+            if pushed.conflict is not None:
+                report.conflicts.append(pushed.conflict)
+
         try:
-            outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
+            outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, on_repeated=repeated,
+                                     should_stop=should_stop)
         except (OhsyncError, OSError) as exc:
             # a batch request failed (a 5xx, a drop): ends the pass when it is the server's
             # trouble; otherwise the files not verified take the per-file way, each on the
@@ -226,12 +236,6 @@ class RunSteps(PlanSteps):
         for plan, refused in outcome.errors:
             self._path_failed(plan, refused, report)
             self._pending.done(plan.rel)
-        for plan, pushed in outcome.repeated:  # stored damaged by the server, sent again and verified
-            done(plan.rel)
-            if pushed.action == "merge":
-                report.merged.append(plan.rel)
-            if pushed.conflict is not None:
-                report.conflicts.append(pushed.conflict)
         left = {p.rel: p for p in outcome.rest}  # a plan may come back based on the server's damaged copy
         handled = {p.rel for p in new} - set(left)
         return [left.get(p.rel, p) for p in plans if p.rel not in handled]
