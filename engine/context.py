@@ -133,7 +133,7 @@ class MirrorContext:
     file_history: bool = True
     #: rel path → ``(folder key, time.monotonic())`` of a file whose absence
     #: the server confirmed (404) while its local delete is held by the valve:
-    #: not asked again until its folder changes (:mod:`.confirm`)
+    #: not asked again until its folder changes (:mod:`ohsync.engine.sync.confirm`)
     confirmed_absent: dict[str, tuple[str, float]] = field(default_factory=dict)
     #: rel paths whose upload the server stored wrong (read back as its own
     #: damaged copy, :func:`.write_path.damaged_copy`) and that were sent

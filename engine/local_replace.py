@@ -36,8 +36,11 @@ from pathlib import Path
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError
+from .events import ConflictRecord, SyncEvent
 from .localfs import Fingerprint, backup_file, fill_temp, fsync_dir, new_temp, stat_fingerprint
+from .merge.conflict_names import CONFLICT_DIR, conflict_copy_path
 from .renames import exchange, rename_new
+from .special_dirs import working_dir
 
 __all__ = ["LocalChanged", "install", "write_over", "remove", "keep_crossed"]
 
@@ -142,10 +145,6 @@ def keep_crossed(ctx: MirrorContext, rel_path: str, path: Path) -> None:
     """Archive a local version of ``rel_path`` that a second save left at
     ``path`` in ``.conflict/`` (a new local file: the next pass uploads it)
     and record the conflict, with a notice."""
-    from .merge.conflict_names import CONFLICT_DIR, conflict_copy_path
-    from .events import ConflictRecord, SyncEvent
-    from .special_dirs import working_dir
-
     now = datetime.now(timezone.utc)
     copy_rel = conflict_copy_path(rel_path, "local", lambda p: os.path.lexists(ctx.local_path(p)) or p in ctx.snapshot,
                                   now, working_dir(ctx, CONFLICT_DIR))

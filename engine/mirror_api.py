@@ -30,7 +30,7 @@ __all__ = ["EngineMirror", "for_engine"]
 
 
 def for_engine(engine: Any) -> EngineMirror:
-    """The :class:`EngineMirror` of a :class:`~ohsync.engine.sync.SyncEngine`."""
+    """The :class:`EngineMirror` of a :class:`~ohsync.engine.sync.engine.SyncEngine`."""
     return EngineMirror(engine.ctx)
 
 

@@ -37,10 +37,10 @@ from .events import SyncEvent, SyncReport
 from .ids import seafile_file_id, sha1_bytes
 from .localfs import hash_file
 from .merge.choose import is_text
-from .reconcile import Action
+from .sync.reconcile import Action
 from .merge.resolve import Facts, Situation, decide
 from .state import Base, StateStore
-from .valve import Plan
+from .sync.valve import Plan
 
 __all__ = ["Regression", "check_own_writes", "detect", "head_descends", "hold", "keep_newer", "last_seen", "load",
            "save", "seen"]

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .models import DirListing, RemoteEntry, RepoInfo
-from .confirm import listing_problem
+from .sync.confirm import listing_problem
 from .errors import LibraryGoneError, NetworkError, NotFoundError, ProtocolError, ServerError
 from .paths import from_remote, name_problem, to_remote
 

@@ -19,28 +19,27 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from .merge.archive import archive
 from .crashpoints import reach
 from .context import MirrorContext
-from .errors import RemoteOperationError, LocalError
-from .events import ConflictRecord, SyncEvent
+from .errors import LocalError
+from .events import ConflictRecord, SyncEvent, SyncReport
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .local_replace import LocalChanged, install, write_over
 from .localfs import stat_fingerprint, temp_beside
 from .merge.choose import is_text, merge_versions
 from .models import RemoteEntry
 from .paths import parent_rel
+from .merge.sfconflict import find_own, remove_remote
+from .merge.stale import StaleBase, has_pushes, overwritten_revision, record_push, stale_base, stale_note
 from .merge.resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .state import Base
+from .remote_dirs import ensure_remote_dir, remote_written
 from .write_path import adopt_damaged, current_remote, damaged_upload, read_back, send
 
-if TYPE_CHECKING:
-    from .merge.stale import StaleBase
-
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
-           "remote_written", "head_for"]
+           "remote_written", "head_for", "merge_back"]
 
 
 
@@ -161,6 +160,36 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, file_id or remote.id, size, remote.mtime)
 
 
+def merge_back(ctx: MirrorContext, rel_path: str, remote: RemoteEntry, base: Base | None,
+               report: SyncReport) -> bool:
+    """Before pulling ``rel_path`` (local file unchanged): if the remote
+    revision is a stale overwrite of our pushes, merge our change into it and
+    push the result instead (:func:`push` says so in
+    activity).
+
+    Costs nothing for a path without a push of ours on record; else one
+    download of the remote revision (and the history when it lacks ours).
+
+    :returns: True when done that way; False: the caller pulls as planned.
+    :raises RemoteError, LocalError: as :func:`push`.
+    """
+    if base is None or not has_pushes(ctx, rel_path):
+        return False
+    base_content = ctx.state.base_content(base)
+    if base_content is None:
+        return False  # binary or large: nothing to merge
+    theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
+    stale = stale_base(ctx, rel_path, theirs_id, theirs, base, base_content)
+    if stale is None:
+        return False
+    outcome = push(ctx, rel_path, base, stale=stale)
+    report.merged.append(rel_path)
+    report.uploaded.append(rel_path)
+    if outcome.conflict is not None:
+        report.conflicts.append(outcome.conflict)
+    return True
+
+
 def adopt(ctx: MirrorContext, rel_path: str, remote_id: str, *, edited: Base | None = None) -> None:
     """Both sides hold the same bytes: record them as the base, move nothing.
 
@@ -192,62 +221,9 @@ def _unrecorded_push(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: 
     in between, that version's lines count as ours too: they are kept, never
     dropped.  Nothing for a path without a base (a new file: nobody can have
     read an older version of it)."""
-    from .merge.stale import record_push
-
     if base is None or base.is_dir or base.remote_id in (None, remote_id):
         return
     record_push(ctx, rel_path, remote_id, base.remote_id, base_content, data, base_content)
-
-
-def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
-    """Our own write changed ``rel_paths`` on the server: forget the folder ids
-    the snapshot holds for their ancestors (and the root's), so the next
-    remote scan lists those folders again.
-
-    Without this, a folder that later returns to exactly the id it had when
-    it was last listed (a file moved away by us and moved back by another
-    client, a file we uploaded and someone deleted) is taken as unchanged and
-    its children are copied from our edited snapshot: the change is missed.
-    Costs nothing in the usual case (our write changed the ids anyway).
-    """
-    ctx.head_stale.update(rel_paths)
-    for rel in rel_paths:
-        parent = parent_rel(rel)
-        while parent:
-            known = ctx.snapshot.get(parent)
-            if known is not None and known.is_dir and known.id:
-                ctx.snapshot[parent] = RemoteEntry(parent, True, "", known.size, known.mtime)
-            parent = parent_rel(parent)
-    ctx.state.set_meta("root_oid", None)
-    ctx.state.set_meta("wrote_since_head", "1")  # see regression.check_own_writes
-
-
-def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
-    """Create a remote folder (and its parents) unless the snapshot has it.
-
-    :raises RemoteOperationError: a file on the server has the name of the
-        folder or of one of its parents (the server would only say HTTP 520).
-    """
-    if not rel_dir:
-        return
-    known = ctx.snapshot.get(rel_dir)
-    if known is not None and known.is_dir:
-        return
-    parts = rel_dir.split("/")
-    for i in range(1, len(parts) + 1):
-        sub = "/".join(parts[:i])
-        entry = ctx.snapshot.get(sub)
-        if entry is not None and not entry.is_dir:
-            raise RemoteOperationError(
-                f"Cannot create the folder {rel_dir} on the server: a file named {sub} is in the way. "
-                f"Rename or move that file.", path=rel_dir, title="A file is in the way")
-    ctx.client.mkdir(ctx.repo_id, ctx.remote_path(rel_dir), parents=True)
-    remote_written(ctx, rel_dir)
-    parts = rel_dir.split("/")
-    for i in range(1, len(parts) + 1):
-        sub = "/".join(parts[:i])
-        if sub not in ctx.snapshot:
-            ctx.snapshot[sub] = RemoteEntry(sub, True, "")
 
 
 def head_for(ctx: MirrorContext, rel_path: str, *, fresh: bool = False) -> tuple[str | None, bool]:
@@ -343,9 +319,6 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
     :raises RemoteError: from the client; base does not advance.
     :raises LocalError: attempts exhausted (another writer keeps racing).
     """
-    from .merge.stale import overwritten_revision, record_push, stale_base, stale_note
-    from .merge.sfconflict import find_own, remove_remote
-
     action = "upload"
     conflict: ConflictRecord | None = None
     base_content = ctx.state.base_content(base) if base is not None else None

@@ -34,6 +34,7 @@ from .localfs import hash_file, stat_fingerprint
 from .paths import parent_rel
 from .merge.resolve import Facts, Situation, decide
 from .state import Base
+from .merge.sfconflict import find_own, remove_remote
 from .transfer import FRESH_HEAD, HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, remote_written
 from .write_path import current_remote, read_back, send
 
@@ -51,8 +52,6 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
     """
     path = ctx.local_path(rel_path)
     conflict: ConflictRecord | None = None
-    from .merge.sfconflict import find_own, remove_remote
-
     for attempt in range(ctx.options.max_attempts):
         fp = stat_fingerprint(os.stat(path))
         size = fp[0]

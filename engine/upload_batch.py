@@ -59,10 +59,10 @@ from .ids import seafile_file_id
 from .models import RemoteEntry, UploadResult
 from .names import upload_name_problem
 from .paths import parent_rel
-from .reconcile import Action
+from .sync.reconcile import Action
 from .state import Base
 from .transfer import PushOutcome, _read_local, _record_base, ensure_remote_dir, push, remote_written
-from .valve import Plan
+from .sync.valve import Plan
 from .write_path import adopt_damaged, damaged_copy
 
 __all__ = ["BATCH_FILES", "BATCH_BYTES", "BATCH_MAX_FILE", "IN_FLIGHT", "BatchOutcome", "batchable",

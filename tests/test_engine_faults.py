@@ -25,7 +25,7 @@ import pytest
 from ohsync.devserver.seahub_api import SeahubBase
 from ohsync.engine.errors import LibraryGoneError, ServerError, ThrottledError, UnreachableError, classify
 from ohsync.engine.failures import BACKOFF_BASE, FailureBook
-from ohsync.engine.sync_run import SERVER_STRIKES
+from ohsync.engine.sync.run import SERVER_STRIKES
 from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library
 
 JOURNAL = "journal/2026-11.md"
@@ -242,7 +242,7 @@ _KILLED_PASS = textwrap.dedent("""
     from ohsync.engine.client import SeafileClient
     from ohsync.engine.context import EngineOptions
     from ohsync.engine.state import StateStore
-    from ohsync.engine.sync import SyncEngine
+    from ohsync.engine.sync.engine import SyncEngine
     base = Path({base!r})
     state = StateStore(base / "m-state" / "state.db", base / "m-state" / "blobs")
     client = SeafileClient({url!r}, {token!r}, retries=0)
@@ -346,7 +346,7 @@ def test_a_remote_folder_that_does_not_exist_stops_the_mirror_with_a_sentence(de
     from ohsync.engine.client import SeafileClient
     from ohsync.engine.errors import NotFoundError
     from ohsync.engine.state import StateStore
-    from ohsync.engine.sync import SyncEngine
+    from ohsync.engine.sync.engine import SyncEngine
 
     repo = devserver.create_library(USER, "Sub")
     devserver.put_file(repo, "/Files/a.md", b"a\n")

@@ -155,7 +155,7 @@ def test_a_new_file_raced_by_another_writer_is_merged_not_doubled(devserver, mir
 # ---------------------------------------------------------------- cold mirror
 
 def test_the_cheaper_cold_path_by_the_documented_rule():
-    from ohsync.engine.bulk import choose_path
+    from ohsync.engine.sync.bulk import choose_path
     assert choose_path(1, 100, 100, 4) == "files"
     assert choose_path(2, 200, 200, 1) == "files"
     assert choose_path(3, 300, 300, 1) == "zip"  # 4 requests beat 6

@@ -115,7 +115,7 @@ def test_stamping_never_conflicts_with_a_concurrent_remote_edit_of_the_frontmatt
                                                                                    monkeypatch) -> None:
     """The server's copy changes after the plan saw it unchanged (so `origin` is stamped too) and before the
     push: `modified`, `origin` and `tags` changed on both sides, observations on both, and it all merges."""
-    import ohsync.engine.sync_run as sync_run
+    import ohsync.engine.sync.run as sync_run
 
     repo, m = _mirror(devserver, tmp_path, origin="desktop", time_offset="+08:00")
     text = m.read(REL).decode()

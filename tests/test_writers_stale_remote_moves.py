@@ -3,7 +3,7 @@ pushed to from a version older than our pushes and then moves or renames
 it, all before a pass of ours finishes.  The new path's id is the stale
 writer's, not ours, so pairing the move by id misses it; taken apart it would
 be a delete here (our lines only in a local backup) and a plain download of
-the stale content there.  ``engine/moves.py`` pairs it by name or folder
+the stale content there.  ``engine/sync/moves.py`` pairs it by name or folder
 when the new content was made from our versions on record, and the stale
 overwrite is merged with our pushes at the new path.
 

@@ -11,5 +11,5 @@
   version older than ours, merged with our pushes on record;
 * :mod:`.settle` — settling a recorded conflict the way the person chose.
 
-The sync core (``engine/sync.py``, ``engine/transfer.py``) calls in here.
+The sync core (``engine/sync/engine.py``, ``engine/transfer.py``) calls in here.
 """

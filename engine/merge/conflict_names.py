@@ -73,3 +73,8 @@ def conflict_copy_path(rel_path: str, origin: str, exists: Callable[[str], bool]
         if not exists(candidate):
             return candidate
         n += 1
+
+
+#: ``stem (SFConflict user time).ext`` — the time as ``YYYY-MM-DD-HH-MM-SS``.
+SFCONFLICT = re.compile(r"^(?P<stem>.*) \(SFConflict (?P<who>[^ ()]+) (?P<when>\d{4}(?:-\d\d){5})\)"
+                        r"(?P<ext>\.[^./]*)?$")

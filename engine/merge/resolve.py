@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .conflict_names import CONFLICT_DIR, conflict_copy_path, origin_of
+from .conflict_names import CONFLICT_DIR, SFCONFLICT, conflict_copy_path, origin_of
 from .text import MergeResult
 
 __all__ = ["Situation", "Outcome", "Facts", "Copy", "Decision", "decide", "REASONS", "FIGHT_LIMIT", "FIGHT_WINDOW"]
@@ -177,8 +177,6 @@ def _origin(theirs: bytes | None, live: bytes | None) -> str:
 
 def _seafile_user(source: str) -> str:
     """The user part of an SFConflict name, made safe for a file name."""
-    from .sfconflict import SFCONFLICT
-
     m = SFCONFLICT.match(source.rpartition("/")[2])
     who = re.sub(r"[^A-Za-z0-9_-]", "-", m.group("who").split("@")[0])[:32] if m else ""
     return who or "remote"

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 
 from .conflict_names import _split, is_conflict_path
 from ..context import MirrorContext
-from ..deletes import TRASH_DIR, delete_remote, trash_path, trashed_key
+from ..sync.deletes import TRASH_DIR, delete_remote, trash_path, trashed_key
 from ..errors import OhsyncError
 from ..ids import file_hashes
 from ..events import ConflictRecord, SyncEvent

@@ -1,6 +1,6 @@
 """The transfer steps of a pass: carry out the plans, record per-path failures.
 
-:class:`RunSteps` runs one :class:`~ohsync.engine.valve.Plan` at a time
+:class:`RunSteps` runs one :class:`~ohsync.engine.sync.valve.Plan` at a time
 (download, read-merge-write upload, deletes, adopting equal files), many new
 files at once (a zip download on a cold start, batch uploads of new small
 files) and moves.  A failure of one path is reported and kept in the
@@ -17,22 +17,21 @@ from typing import Any
 
 from .bulk import bulk_pull
 from .deletes import delete_local, delete_remote
-from .errors import OhsyncError, RemoteError, classify, local_error, server_down
-from .events import SyncEvent, SyncReport
-from .failures import PathFailure
-from .merge.stale import merge_back
-from .localfs import LocalFile, hash_file
-from .memory.check import memory_problem
-from .memory.merge import is_memory_file
-from .memory.stamp import stamp_edit
+from ..errors import OhsyncError, RemoteError, classify, local_error, server_down
+from ..events import SyncEvent, SyncReport
+from ..failures import PathFailure
+from ..localfs import LocalFile, hash_file
+from ..memory.check import memory_problem
+from ..memory.merge import is_memory_file
+from ..memory.stamp import stamp_edit
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote
 from .reconcile import Action
-from .state import Base
-from .sync_plan import PlanSteps
-from .transfer import LocalChanged, PushOutcome, WritersFighting, adopt, pull, push
-from .transfer_large import LARGE_FILE, push_large
-from .upload_batch import batchable, push_new_files
+from ..state import Base
+from .plan import PlanSteps
+from ..transfer import LocalChanged, PushOutcome, WritersFighting, adopt, merge_back, pull, push
+from ..transfer_large import LARGE_FILE, push_large
+from ..upload_batch import batchable, push_new_files
 from .valve import Plan
 
 __all__ = ["RunSteps", "SERVER_STRIKES"]

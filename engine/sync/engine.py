@@ -25,26 +25,26 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .context import EngineOptions, MirrorContext
-from .events import ConflictRecord, SyncEvent, SyncReport
-from .failures import FailureBook
-from .ignore import IGNORE_FILE, IgnoreRules
-from .library import resolve_library
-from .localfs import check_root, clean_temp_files, prune_backups, scan_tree
-from .models import RepoInfo
-from .paths import normalize_rel
+from ..context import EngineOptions, MirrorContext
+from ..events import ConflictRecord, SyncEvent, SyncReport
+from ..failures import FailureBook
+from ..ignore import IGNORE_FILE, IgnoreRules
+from ..library import resolve_library
+from ..localfs import check_root, clean_temp_files, prune_backups, scan_tree
+from ..models import RepoInfo
+from ..paths import normalize_rel
 from .reconcile import Action
-from .remote_scan import scan_remote
-from .state import StateStore
+from ..remote_scan import scan_remote
+from ..state import StateStore
 from .confirm import confirm_plans, keep_confirmed
-from .crashpoints import reach
+from ..crashpoints import reach
 from .echoes import OwnFolders, WatchedPaths, sort_watched
-from . import regression, remote_diffs
+from .. import regression, remote_diffs
 from .moves import changed_there, move_sources, pair_moves
 from .pending import PendingLedger
-from .merge.sfconflict import fold_foreign, original_of
-from .sync_dirs import FolderSteps
-from .trash import TRASH_DIR, is_trash_path, local_trash_note
+from ..merge.sfconflict import fold_foreign, original_of
+from .dirs import FolderSteps
+from ..trash import TRASH_DIR, is_trash_path, local_trash_note
 from .valve import DeleteValve
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
@@ -179,12 +179,12 @@ class SyncEngine(FolderSteps):
         return self.watched(rel_paths).awaiting
 
     def watched(self, rel_paths: Iterable[str]) -> WatchedPaths:
-        """The watcher's paths sorted by :func:`~ohsync.engine.echoes.sort_watched`:
+        """The watcher's paths sorted by :func:`~ohsync.engine.sync.echoes.sort_watched`:
         ``awaiting`` push (as :meth:`awaiting_push`), ``to_sync`` (what a pass
         must still look at) and ``echoes`` (our own writes and ignored names:
         a pass would find them unchanged without reading them).
 
-        :returns: a :class:`~ohsync.engine.echoes.WatchedPaths` of normalised rel paths.
+        :returns: a :class:`~ohsync.engine.sync.echoes.WatchedPaths` of normalised rel paths.
         """
         return sort_watched(rel_paths, is_ignored=self.is_ignored, get_base=self.state.get_base,
                             local_path=self.ctx.local_path)
@@ -192,7 +192,7 @@ class SyncEngine(FolderSteps):
     def own_folder(self, local_path: str | os.PathLike[str]) -> bool:
         """True when the folder at ``local_path`` is one this engine created
         (same rel path, same inode): the watcher's "created" event for it is
-        an echo and needs no full scan (:class:`~ohsync.engine.echoes.OwnFolders`).
+        an echo and needs no full scan (:class:`~ohsync.engine.sync.echoes.OwnFolders`).
         Any doubt (outside the mirror, ignored, gone, not a folder) is False."""
         rel = self.rel_path(local_path)
         if rel is None:
