@@ -144,6 +144,9 @@ class MirrorContext:
     #: damaged copy, :func:`.write_path.damaged_copy`) and that were sent
     #: again, once per failed upload; the pass moves them into its report
     upload_retries: list[str] = field(default_factory=list)
+    #: rel paths whose save the daemon's watcher saw complete, for the next
+    #: pass (:meth:`~ohsync.engine.sync.SyncEngine.note_saved`)
+    saved: set[str] = field(default_factory=set)
 
     def wrote(self, rel_path: str, file_id: str) -> None:
         """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""
