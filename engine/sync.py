@@ -375,7 +375,7 @@ class SyncEngine(FolderSteps):
             # held deletes and paths waiting out a failure are listed as such, not as waiting
             self._pending.keep({p.rel for p in plans} | (deferred - holding))
             plans = self._bulk_pull(plans, report, should_stop)
-            plans = self._batch_push(plans, report, should_stop)
+            plans = self._batch_edits(self._batch_push(plans, report, should_stop), report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
                     report.interrupted = True
