@@ -27,6 +27,7 @@ def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
     Costs nothing in the usual case (our write changed the ids anyway).
     """
     ctx.head_stale.update(rel_paths)
+    ctx.since_listed.update(rel_paths)
     for rel in rel_paths:
         parent = parent_rel(rel)
         while parent:

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from .merge.archive import archive
 from .crashpoints import reach
 from .context import MirrorContext
-from .errors import LocalError
+from .errors import LocalError, NotFoundError
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .local_replace import LocalChanged, install, write_over
@@ -39,7 +39,7 @@ from .remote_dirs import ensure_remote_dir, remote_written
 from .write_path import adopt_damaged, current_remote, damaged_upload, read_back, send
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
-           "remote_written", "head_for", "merge_back"]
+           "remote_written", "head_for", "merge_back", "listed_head"]
 
 
 
@@ -271,21 +271,37 @@ def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str)
                      file_id=seafile_file_id(data)) is not None
 
 
-#: Seconds a head read by the pass's scan (before its listings) vouches for
-#: the remote snapshot; a head read later for an update does not. A push
-#: started within them, of a path the snapshot shows unchanged since its base
-#: (or absent, for a new file), takes the remote entry from the snapshot
-#: instead of reading ``file/detail`` again (a merge reads it first).  Safe
-#: because the update carries that head: an edit that landed after it stays
-#: live on the server and ours becomes an SFConflict file, which the
-#: read-back finds (a new file is uploaded without replace, so a name taken
-#: meanwhile is auto-renamed and caught the same way).  On a server that
+#: Seconds the head a scan listed the snapshot with (``ctx.listed_head``)
+#: vouches for it.  A push of a path the snapshot shows unchanged since its
+#: base (or absent, for a new file), and that we did not write since that
+#: listing (:meth:`~ohsync.engine.context.MirrorContext.listed_head_for`),
+#: takes the remote entry from the snapshot instead of reading
+#: ``file/detail`` first, and its update carries that head: a save costs the
+#: update and the read-back.  Safe at any age because of the head: an edit
+#: that landed after it stays live on the server and ours becomes an
+#: SFConflict file, which the read-back finds (a new file is uploaded
+#: without replace, so a name taken meanwhile is auto-renamed and caught the
+#: same way); a merge reads the file first as before.  On a server that
 #: ignored ``head`` the window in which another writer's edit could be
-#: replaced unseen is this long instead of one round trip.
-FRESH_HEAD = 2.0
+#: replaced unseen is the time since that listing (at most a poll interval
+#: while the daemon polls) instead of one round trip.
+LISTING_TRUST = float("inf")
 
 #: State meta key: the server was seen keeping a concurrent edit for an update with ``head``.
 HEAD_HONOURED = "head_honoured"
+
+
+def listed_head(ctx: MirrorContext, rel_path: str, base: Base | None) -> str | None:
+    """The head an update of ``rel_path`` may carry without reading the file
+    first (see :data:`LISTING_TRUST`): the snapshot's, when the snapshot shows
+    the path as its base (absent, for a new file) and nothing of ours was
+    written there since that listing; else None."""
+    known = ctx.snapshot.get(rel_path)
+    unchanged = (known is None and base is None) or (
+        known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
+    if not unchanged or ctx.head_age() >= LISTING_TRUST:
+        return None
+    return ctx.listed_head_for(rel_path)
 
 
 def _check_history(ctx: MirrorContext, action: str) -> bool:
@@ -329,13 +345,13 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         if attempt:
             time.sleep(random.uniform(0.05, 0.3) * attempt)  # jitter against a racing writer
         ours, fp = _read_local(ctx, rel_path)
-        head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
         known = ctx.snapshot.get(rel_path)
-        unchanged = (known is None and base is None) or (
-            known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
-        if attempt == 0 and not fetched and unchanged and ctx.head_age() < FRESH_HEAD:
-            remote = known  # the pass listed it just now, at ``head``, as the base: see FRESH_HEAD
+        listed = listed_head(ctx, rel_path, base) if attempt == 0 else None
+        head: str | None
+        if listed is not None:
+            head, fetched, remote = listed, False, known  # as listed at that head, the base: see LISTING_TRUST
         else:
+            head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
             remote = current_remote(ctx, rel_path)
         if not fetched and remote is not None and (known is None or known.id != remote.id):
             # Changed since the listing: the head we hold may be older than
@@ -399,6 +415,10 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             new_id = _upload(ctx, rel_path, content, exists=remote is not None, head=head)
         except _Raced:
             continue
+        except NotFoundError:
+            if listed is None:
+                raise
+            continue  # deleted since the listing: the next round looks it up
         reach("push.uploaded")
         if _read_back(ctx, rel_path, content, new_id):
             reach("push.verified")

@@ -8,8 +8,9 @@ server-side rename + move, no transfer) and fetched into the mirror's
 request up to ``EngineOptions.upload_max_request`` and in resumable chunks
 above it (or after that request failed), an update based on the head read
 before (an edit landing meanwhile makes the server keep it and store ours as
-an SFConflict file, which is removed before the next round).  A new file the
-pass just listed as absent is not looked up again first (``FRESH_HEAD``).
+an SFConflict file, which is removed before the next round).  A file the
+snapshot shows as its base (absent, for a new file) is not looked up again
+first; the update carries the snapshot's head (``LISTING_TRUST``).
 The file is hashed while it is sent, on the engine's transfer pool when it
 has one (no pass over it before the first byte; only a remote file of the
 same size is worth hashing first, to see whether it already holds our
@@ -35,7 +36,8 @@ from .paths import parent_rel
 from .merge.resolve import Facts, Situation, decide
 from .state import Base
 from .merge.sfconflict import find_own, remove_remote
-from .transfer import FRESH_HEAD, HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, remote_written
+from .transfer import (HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, listed_head,
+                       remote_written)
 from .write_path import current_remote, read_back, send
 
 __all__ = ["LARGE_FILE", "push_large"]
@@ -55,13 +57,12 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
     for attempt in range(ctx.options.max_attempts):
         fp = stat_fingerprint(os.stat(path))
         size = fp[0]
-        head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
-        known = ctx.snapshot.get(rel_path)
-        as_base = (known is None and base is None) or (
-            known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
-        if attempt == 0 and not fetched and as_base and ctx.head_age() < FRESH_HEAD:
-            remote = known  # listed just now at ``head``, as push does (see FRESH_HEAD)
+        listed = listed_head(ctx, rel_path, base) if attempt == 0 else None
+        head: str | None
+        if listed is not None:
+            head, remote = listed, ctx.snapshot.get(rel_path)  # as push does (see LISTING_TRUST)
         else:
+            head, _ = head_for(ctx, rel_path, fresh=attempt > 0)
             remote = current_remote(ctx, rel_path)
         if remote is not None and remote.size == size:
             # Only a remote file of the same size can hold our bytes: hash first.

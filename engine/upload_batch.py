@@ -246,7 +246,7 @@ class _Runner:
             self.outcome.rest.extend(item.plan for item in batch)
             return
         ctx = self.ctx
-        remote_written(ctx, batch[0].plan.rel)  # whatever happens next, this folder changed
+        remote_written(ctx, *(item.plan.rel for item in batch))  # whatever happens next, these changed
         files = [(item.name, item.data) for item in batch]
         under = self.under if segment.via_link else None
         future = self.executor.submit(_upload, ctx, ctx.remote_path(segment.folder), files, under)

@@ -148,7 +148,8 @@ def test_a_server_failing_every_request_ends_the_pass(devserver, synced):
 
 
 def test_failures_between_successes_never_add_up_to_an_outage(devserver, synced):
-    names = [f"knowledge/{i}-{'bad' if i % 2 == 0 else 'good'}.md" for i in range(2 * SERVER_STRIKES)]
+    # a folder each: every edit is pushed and read back (file/detail) on its own
+    names = [f"knowledge/{i}/{i}-{'bad' if i % 2 == 0 else 'good'}.md" for i in range(2 * SERVER_STRIKES)]
     for rel in names:
         synced.write(rel, f"{rel} v1\n".encode())
     synced.sync()

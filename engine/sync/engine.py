@@ -189,6 +189,14 @@ class SyncEngine(FolderSteps):
         return sort_watched(rel_paths, is_ignored=self.is_ignored, get_base=self.state.get_base,
                             local_path=self.ctx.local_path)
 
+    def note_saved(self, rel_paths: Iterable[str]) -> None:
+        """Paths whose save the watcher saw complete (closed after writing, or
+        renamed onto): the next pass stamps such a memory file without first
+        waiting for it to stay unchanged ``stamp_quiet`` seconds
+        (:func:`~ohsync.engine.memory.stamp.stamp_edit`).  Forgotten after
+        that pass."""
+        self.ctx.saved.update(normalize_rel(p) for p in rel_paths)
+
     def own_folder(self, local_path: str | os.PathLike[str]) -> bool:
         """True when the folder at ``local_path`` is one this engine created
         (same rel path, same inode): the watcher's "created" event for it is
@@ -279,6 +287,7 @@ class SyncEngine(FolderSteps):
             info = self._idle_poll()
             if info is None:
                 self.ctx.should_stop = None
+                self.ctx.saved.clear()
                 report.idle = True
                 report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
                 return report
@@ -372,7 +381,7 @@ class SyncEngine(FolderSteps):
             # held deletes and paths waiting out a failure are listed as such, not as waiting
             self._pending.keep({p.rel for p in plans} | (deferred - holding))
             plans = self._bulk_pull(plans, report, should_stop)
-            plans = self._batch_push(plans, report, should_stop)
+            plans = self._batch_edits(self._batch_push(plans, report, should_stop), report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
                     report.interrupted = True
@@ -393,6 +402,7 @@ class SyncEngine(FolderSteps):
             report.upload_retries, self.ctx.upload_retries = self.ctx.upload_retries, []
             self._pending = PendingLedger(self.ctx.emit)
             self.ctx.should_stop = None
+            self.ctx.saved.clear()
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
             # a pass over some paths keeps what earlier passes skipped elsewhere
             kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]

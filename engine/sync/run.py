@@ -12,6 +12,7 @@ next attempt merges against the right version.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -26,11 +27,13 @@ from ..memory.merge import is_memory_file
 from ..memory.stamp import stamp_edit
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote
+from .paths import parent_rel
 from .reconcile import Action
 from ..state import Base
 from .plan import PlanSteps
 from ..transfer import LocalChanged, PushOutcome, WritersFighting, adopt, merge_back, pull, push
 from ..transfer_large import LARGE_FILE, push_large
+from ..update_batch import batchable_edit, push_edits
 from ..upload_batch import batchable, push_new_files
 from .valve import Plan
 
@@ -239,6 +242,46 @@ class RunSteps(PlanSteps):
         left = {p.rel: p for p in outcome.rest}  # a plan may come back based on the server's damaged copy
         handled = {p.rel for p in new} - set(left)
         return [left.get(p.rel, p) for p in plans if p.rel not in handled]
+
+    def _batch_edits(self, plans: list[Plan], report: SyncReport,
+                     should_stop: Callable[[], bool] | None) -> list[Plan]:
+        """Send the plain pushes of small files, when a folder holds several,
+        as updates read back by one listing per folder (:mod:`.update_batch`);
+        returns the plans left for the per-file push."""
+        edits = [p for p in plans if batchable_edit(self.ctx, p)]
+        folders = Counter(parent_rel(p.rel) for p in edits)
+        edits = [p for p in edits if folders[parent_rel(p.rel)] > 1]
+        if not edits:
+            return plans
+
+        def stamp(plan: Plan) -> None:  # as _run_plan does before a push
+            if self.options.stamp_edits:
+                stamp_edit(self.ctx, plan.rel, plan.fp, plan.base, remote_changed=False)
+
+        uploaded: set[str] = set()
+
+        def done(rel: str) -> None:
+            uploaded.add(rel)
+            self._went_through()
+            report.uploaded.append(rel)
+            self._pending.done(rel)
+            self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
+            self._paused_paths.discard(rel)
+            self.failure_book.succeeded(rel)
+            self._check_damaged(rel)
+
+        outcome = push_edits(self.ctx, edits, executor=self.executor, on_done=done, should_stop=should_stop,
+                             prepare=stamp)
+        if outcome.error is not None:
+            self._per_path(outcome.error, None)  # ends the pass when the server is down
+        for plan, pushed in outcome.repeated:  # stored damaged by the server, sent again and verified
+            done(plan.rel)
+            if pushed.action == "merge":
+                report.merged.append(plan.rel)
+            if pushed.conflict is not None:
+                report.conflicts.append(pushed.conflict)
+        left = {p.rel: p for p in outcome.rest}  # a plan may come back based on the server's damaged copy
+        return [left.get(p.rel, p) for p in plans if p.rel not in uploaded]
 
     def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base],
                       report: SyncReport) -> tuple[set[str], set[str]]:
