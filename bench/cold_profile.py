@@ -27,9 +27,9 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import GENERATOR, LIB, DevServerProc, log, server_side_dir  # noqa: E402
-from idle_profile import wait_settled  # noqa: E402
-from load import Daemon  # noqa: E402
+from common import GENERATOR, LIB, DevServerProc, log, server_side_dir
+from idle_profile import wait_settled
+from load import Daemon
 
 REPO = Path(__file__).resolve().parents[1]
 

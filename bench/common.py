@@ -308,7 +308,7 @@ class EngineMirror:
                                  options=EngineOptions(backup_dir=st / "backups", library_name=LIB),
                                  executor=self.pool)
 
-    def sync(self, paths: list[str] | None = None):  # noqa: ANN201 - SyncReport
+    def sync(self, paths: list[str] | None = None):  # -> SyncReport
         return self.engine.sync(paths)
 
     def close(self) -> None:

@@ -23,11 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from engine_helpers import USER, make_mirror  # noqa: E402
-
-from ohsync.daemon.protocol import Method, RpcClient, State  # noqa: E402
-from ohsync.daemon.socket.server import SocketServer  # noqa: E402
-from ohsync.devserver import DevServer  # noqa: E402
+from engine_helpers import USER, make_mirror
+from ohsync.daemon.protocol import Method, RpcClient, State
+from ohsync.daemon.socket.server import SocketServer
+from ohsync.devserver import DevServer
 
 TEN_MINUTES = 600
 

@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import Daemon  # noqa: E402
-from common import GENERATOR, LIB, SETTLED, DevServerProc, log  # noqa: E402
+from common import GENERATOR, LIB, SETTLED, DevServerProc, log
+from load import Daemon
 
 REPO = Path(__file__).resolve().parents[1]
 

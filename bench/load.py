@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import GENERATOR, LIB, SETTLED, USER, DevServerProc, log  # noqa: E402
-from ohsync.daemon.protocol import Method  # noqa: E402
+from ohsync.daemon.protocol import Method
+from run import GENERATOR, LIB, SETTLED, USER, DevServerProc, log
 
 REPO = Path(__file__).resolve().parents[1]
 

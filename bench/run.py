@@ -56,7 +56,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # re-exported: bench/load.py, bench/hostile.py and others import these from here
-from common import (  # noqa: E402,F401
+from common import (  # noqa: F401
     BIG_LIB,
     GENERATOR,
     LIB,
@@ -76,8 +76,8 @@ from common import (  # noqa: E402,F401
     log,
     measured,
     peak_rss_mib,
-    rclone_measure,
     ratio,
+    rclone_measure,
     report_extra,
     stop_process,
 )

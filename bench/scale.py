@@ -41,7 +41,6 @@ __all__ = ["s_scale"]
 
 def s_scale(bench: Any) -> None:
     from daemon_proc import BenchDaemon
-
     from ohsync.daemon.protocol import Method
     from ohsync.daemon.status import scan_interval
     from ohsync.daemon.worker import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR

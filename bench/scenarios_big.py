@@ -26,9 +26,19 @@ from typing import Any
 
 import httpx
 
+from common import (
+    BIG_LIB,
+    MB,
+    EngineMirror,
+    Measure,
+    engine_measure,
+    log,
+    measured,
+    peak_rss_mib,
+    ratio,
+    rclone_measure,
+)
 from real_server import counted_client
-
-from common import BIG_LIB, MB, EngineMirror, Measure, engine_measure, log, measured, peak_rss_mib, rclone_measure, ratio
 
 __all__ = ["s_bigfile"]
 

@@ -161,8 +161,8 @@ def s_notify(bench: Any) -> None:
     """The daemon with push: remote change → local latency and requests per change."""
     import tomli_w
 
-    from ohsync.daemon.protocol import Method, RpcClient
     from common import LIB, USER, Measure, daemon_env, log, stop_process
+    from ohsync.daemon.protocol import Method, RpcClient
 
     srv = bench.srv
     srv.http.post("/notifications", json={"state": "up"})

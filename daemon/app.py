@@ -34,6 +34,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from ..engine.errors import OhsyncError
 from . import sd_notify
 from .config import Config
 from .daemon_methods import Methods
@@ -45,7 +46,6 @@ from .socket.methods import MethodTable
 from .socket.server import SocketInUse, SocketServer
 from .status import iso_time
 from .worker import SessionFactory
-from ..engine.errors import OhsyncError
 
 __all__ = ["AlreadyRunning", "Daemon", "display_available"]
 

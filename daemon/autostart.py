@@ -31,8 +31,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .autostart_reach import HEADLESS_ADVICE, desktop_session_possible, lingering, start_daemon_now
 from ..engine.errors import OhsyncError
+from .autostart_reach import HEADLESS_ADVICE, desktop_session_possible, lingering, start_daemon_now
 
 __all__ = ["AutostartError", "AutostartStatus", "choose_kind", "disable", "enable", "ohsync_executable",
            "render_desktop_entry", "render_launch_agent", "render_unit", "status", "systemd_user_available"]

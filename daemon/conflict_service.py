@@ -16,12 +16,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .socket.methods import CannotNow, InvalidParams
-from .worker_job import run_job
-from ..engine.merge.settle import KEEP_CHOICES, ResolveRefused, find_conflict, read_version, resolve_conflict
 from ..engine.errors import OhsyncError
 from ..engine.events import ConflictRecord
 from ..engine.merge.choose import is_text
+from ..engine.merge.settle import KEEP_CHOICES, ResolveRefused, find_conflict, read_version, resolve_conflict
+from .socket.methods import CannotNow, InvalidParams
+from .worker_job import run_job
 
 __all__ = ["ConflictService", "DEFAULT_TIMEOUT", "SHOWN_BYTES"]
 
@@ -149,7 +149,7 @@ class ConflictService:
             finally:
                 try:
                     self._after(engine)
-                except Exception:  # noqa: BLE001 - the read model catches up on the next pass
+                except Exception:  # the read model catches up on the next pass
                     log.exception("re-reading the conflict list failed")
 
         try:
@@ -158,7 +158,7 @@ class ConflictService:
             raise
         except OhsyncError as exc:
             raise CannotNow(f"{record.path}: {exc.message}") from None
-        except Exception as exc:  # noqa: BLE001 - answered with a sentence, logged in full
+        except Exception as exc:  # answered with a sentence, logged in full
             log.error("resolving the conflict of %s failed", record.path, exc_info=exc)
             raise CannotNow(f"resolving {record.path} failed: internal error {exc!r}; see the log") from None
         result["message"] = _sentence(result)

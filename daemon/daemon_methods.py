@@ -255,8 +255,8 @@ class Methods:
         ``confirm_deletes``): each file comes back on the side it was deleted
         on; answers once that is done.  With several mirrors and none named:
         the one mirror holding deletions."""
-        from .worker_job import run_job
         from ..engine.sync.held_restore import restore_held
+        from .worker_job import run_job
 
         mirrors = self.pick(params, several=True)
         holding = [m for m in mirrors if m.worker.held_deletes()]

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import Config, MirrorConfig
-from .doctor_findings import ERROR, OK, SKIPPED, WARNING, Finding
-from .doctor_local import find_tray_host, local_checks, tray_libraries_problem
-from .credentials import KeyringUnavailable, describe_backend, file_store, load_token
-from .status import CLOCK_SKEW_WARN
 from ..engine.errors import AuthError, LibraryNotFound, NetworkError, RemoteError
 from ..engine.models import RepoInfo
+from .config import Config, MirrorConfig
+from .credentials import KeyringUnavailable, describe_backend, file_store, load_token
+from .doctor_findings import ERROR, OK, SKIPPED, WARNING, Finding
+from .doctor_local import find_tray_host, local_checks, tray_libraries_problem
+from .status import CLOCK_SKEW_WARN
 
 __all__ = ["OK", "WARNING", "ERROR", "SKIPPED", "Finding", "Probes", "run_checks", "exit_code", "tls_problem"]
 

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import Config, MirrorConfig
-from .doctor_findings import Finding
 from ..engine.errors import OhsyncError
 from ..engine.models import RepoInfo
 from ..engine.state_schema import SCHEMA_VERSION
+from .config import Config, MirrorConfig
+from .doctor_findings import Finding
 
 if TYPE_CHECKING:
     from .doctor import Probes
@@ -169,7 +169,7 @@ def find_tray_host(environ: Mapping[str, str]) -> str | None:
     address = environ.get("DBUS_SESSION_BUS_ADDRESS")
     if address:
         try:
-            from jeepney import DBus, new_method_call  # noqa: F401 - optional
+            from jeepney import DBus, new_method_call  # an optional dependency (the tray extra)
             from jeepney.io.blocking import open_dbus_connection
 
             with open_dbus_connection(bus=address) as conn:

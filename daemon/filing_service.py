@@ -43,10 +43,9 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
-from ..engine.filing.filer import Filer, FilingResult
 from ..engine.filing.api import MirrorAPI
+from ..engine.filing.filer import Filer, FilingResult
 from ..engine.names import is_ignored_name, is_partial_name
-
 from .debounce import Debouncer
 from .service_thread import ServiceThread
 from .stability import StabilityGate
@@ -175,7 +174,7 @@ class FilingService(ServiceThread):
         if old is not None and old is not filer:
             try:
                 old.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("closing the previous filer failed")
         for result in filer.resume():
             self._handle_result(result)
@@ -226,7 +225,7 @@ class FilingService(ServiceThread):
             filed: list[FilingResult] = run_job(self._submit, job, timeout, "filing", timed_out=timed_out)
         except FilingUnavailable:
             raise
-        except Exception as exc:  # noqa: BLE001 - told to the caller in one sentence
+        except Exception as exc:  # told to the caller in one sentence
             raise FilingUnavailable(f"filing failed: {exc!r}") from exc
         return filed
 
@@ -370,7 +369,7 @@ class FilingService(ServiceThread):
                 return  # filed meanwhile (resume, `ohsync file`) or removed
             try:
                 result = filer.file(Path(key))
-            except Exception as exc:  # noqa: BLE001 - never let filing kill the worker
+            except Exception as exc:  # never let filing kill the worker
                 log.exception("filing %s failed", key)
                 result = FilingResult("failed", key, message=f"{Path(key).name} was not filed: internal error "
                                       f"{exc!r}", retryable=True)
@@ -413,5 +412,5 @@ class FilingService(ServiceThread):
         if announce and not repeat:
             try:
                 self._on_result(result)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("the filing result consumer failed")

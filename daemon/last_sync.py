@@ -37,7 +37,7 @@ def record(engine: Any, when: float) -> None:
         return
     try:
         state.set_meta(KEY, f"{when:.3f}")
-    except Exception:  # noqa: BLE001 - a fact for the status, never a reason to stop syncing
+    except Exception:  # a fact for the status, never a reason to stop syncing
         log.exception("recording the time of the last sync failed")
 
 

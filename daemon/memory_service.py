@@ -26,14 +26,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .protocol import MEMORY_METHODS, Method
-from .socket.server import CannotNow, InvalidParams
 from ..engine.errors import OhsyncError
 from ..engine.memory.edit import MemoryToolError
 from ..engine.memory.index import MemoryIndex, parse_offset
 from ..engine.memory.tools import MemoryTools
 from ..engine.nofollow import OutsideMirrorError, read_file
-
+from .protocol import MEMORY_METHODS, Method
+from .socket.server import CannotNow, InvalidParams
 from .worker_job import run_job
 
 __all__ = ["MemoryService", "METHODS"]
@@ -368,7 +367,7 @@ class MemoryService:
                 raise CannotNow(f"saved in the mirror, but not on the server yet: {exc}; it is pushed on "
                                 "the next sync pass") from None
             raise CannotNow(f"nothing was written: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - any other failure is told, with the log
+        except Exception as exc:  # any other failure is told, with the log
             log.error("memory write of %s failed", rel, exc_info=exc)
             raise CannotNow(f"the write of {rel} failed: internal error {exc!r}; see the log") from None
         return result

@@ -28,6 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..engine.errors import OhsyncError
+from ..engine.filing.filer import FilingResult
+from ..engine.filing.rules import RuleError, parse_dest, parse_rules
 from . import last_sync
 from .config import Config, MirrorConfig
 from .conflict_service import ConflictService
@@ -40,9 +43,6 @@ from .socket.dir import UnsafeSocketDir
 from .status import StatusModel
 from .watcher import Watcher
 from .worker import Session, SessionFactory, SyncWorker
-from ..engine.errors import OhsyncError
-from ..engine.filing.filer import FilingResult
-from ..engine.filing.rules import RuleError, parse_dest, parse_rules
 
 __all__ = ["Mirror"]
 

@@ -68,7 +68,7 @@ class _Watched(ClientConnection):
 
     last_ping: float | None = None
 
-    def process_event(self, event: Any) -> None:  # noqa: D102 - websockets' hook, extended
+    def process_event(self, event: Any) -> None:  # websockets' hook, extended
         if isinstance(event, Frame) and event.opcode is Opcode.PING:
             self.last_ping = time.monotonic()
         super().process_event(event)
@@ -141,7 +141,7 @@ class PushChannel:
         while not self._stop.is_set():
             try:
                 self._round()
-            except Exception:  # noqa: BLE001 - the channel must never take the daemon down
+            except Exception:  # the channel must never take the daemon down
                 log.exception("push notifications failed; polling instead")
                 self._set_mode(False)
                 self._stop.wait(self._retry_delay())
@@ -180,7 +180,7 @@ class PushChannel:
         log.info("notifications: %s", "push" if active else "polling")
         try:
             self._on_mode(active)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("reporting the notification mode failed")
 
     def _token(self) -> tuple[str, float]:

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import os
+import re
 import socket
 import struct
 import tempfile

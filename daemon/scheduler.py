@@ -125,7 +125,7 @@ class Scheduler(ServiceThread):
             for fn in calls:
                 try:
                     fn()
-                except Exception:  # noqa: BLE001 - one delayed call must not stop the clock
+                except Exception:  # one delayed call must not stop the clock
                     log.exception("a delayed call of the sync worker failed")
             if poll:
                 self._post()

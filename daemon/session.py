@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..engine.errors import LibraryNotFound
+from ..engine.events import SyncEvent
 from .config import Config, MirrorConfig
 from .credentials import load_token
 from .logs import redact
 from .worker import FatalError
-from ..engine.errors import LibraryNotFound
-from ..engine.events import SyncEvent
 
 __all__ = ["MirrorSession", "open_session", "no_login_message"]
 

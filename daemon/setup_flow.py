@@ -27,14 +27,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from .config import DEFAULT_LIBRARY, Config, ConfigError, load_config, normalize_server_url
-from .config import read_document, update_config
+from ..engine.errors import AuthError, OhsyncError, RemoteError, TwoFactorRequired
+from ..engine.models import RepoInfo
+from .config import (
+    DEFAULT_LIBRARY,
+    Config,
+    ConfigError,
+    load_config,
+    normalize_server_url,
+    read_document,
+    update_config,
+)
 from .credentials import describe_backend, file_store, load_token, save_token
 from .login import check_token, token_from_password, token_owner_note
 from .setup_prompt import MissingAnswer, Prompter
 from .token_store import file_store_note, settle_token_store
-from ..engine.errors import AuthError, OhsyncError, RemoteError, TwoFactorRequired
-from ..engine.models import RepoInfo
 
 __all__ = ["DEFAULT_SERVER", "SetupAnswers", "SetupResult", "SetupError", "run_setup"]
 

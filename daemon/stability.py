@@ -19,7 +19,6 @@ from pathlib import Path
 
 from ..engine.filing.api import DOWNLOADING, WRITING
 from ..engine.names import has_partial_sibling, is_partial_name
-
 from .open_files import open_for_writing
 
 __all__ = ["StabilityGate"]

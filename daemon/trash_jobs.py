@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .socket.methods import CannotNow, InvalidParams
 from ..engine import trash
 from ..engine.errors import OhsyncError
 from ..engine.events import SyncEvent
 from ..engine.transfer import push
+from .socket.methods import CannotNow, InvalidParams
 
 __all__ = ["trash_job"]
 

@@ -173,7 +173,7 @@ class Watcher(ServiceThread):
         for local_path in local_paths:
             try:
                 rel = self._rel_path(local_path)
-            except Exception:  # noqa: BLE001 - a bad name must not kill the observer
+            except Exception:  # a bad name must not kill the observer
                 log.exception("cannot map %s to a library path", local_path)
                 continue
             if rel is not None:
@@ -192,13 +192,13 @@ class Watcher(ServiceThread):
     def _restructured(self) -> None:
         try:
             self._on_restructure()
-        except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
+        except Exception:  # keep watching whatever the consumer did
             log.exception("restructure consumer failed")
 
     def _forget_own_folders(self) -> None:
         try:
             self._forget_own()
-        except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
+        except Exception:  # keep watching whatever the consumer did
             log.exception("forgetting the engine's own folders failed")
 
     def _note_scan(self, rewatch: bool = False, created: str | None = None) -> None:
@@ -220,7 +220,7 @@ class Watcher(ServiceThread):
             return True, True
         try:
             own = self._own_folder is not None and all(self._own_folder(p) for p in created)
-        except Exception:  # noqa: BLE001 - cannot tell: scan
+        except Exception:  # cannot tell: scan
             log.exception("asking whether the created folders are the engine's own failed")
             own = False
         return (False, False) if own else (True, True)
@@ -278,7 +278,7 @@ class Watcher(ServiceThread):
                     self._on_saved(saved)
                 if ready or scan:
                     self._on_dirty(sorted(ready), scan)
-            except Exception:  # noqa: BLE001 - keep watching whatever the consumer did
+            except Exception:  # keep watching whatever the consumer did
                 log.exception("dirty-path consumer failed")
             if time.monotonic() - self._swept_at >= MOVE_RECORD_SWEEP:
                 self._sweep_move_records()

@@ -4,7 +4,7 @@ from __future__ import annotations
 if __name__ != "ohsync.devserver":  # pragma: no cover - guards against bare-folder imports
     raise ImportError("import ohsync.devserver (pip install -e .), not the bare folder 'devserver'")
 
-from .ids import EMPTY_ID, file_id  # noqa: E402
-from .server import DevServer  # noqa: E402
+from .ids import EMPTY_ID, file_id
+from .server import DevServer
 
 __all__ = ["DevServer", "file_id", "EMPTY_ID"]

@@ -23,9 +23,9 @@ from urllib.parse import unquote_plus
 from werkzeug.wrappers import Request, Response
 
 from . import ids
+from .head_merge import HeadUnknown, update_at_head
 from .http_util import content_disposition, fs_error, go_json, header_params, parse_multipart, text
 from .names import fs_name_invalid, join_path, nfc, norm_path, split_path
-from .head_merge import HeadUnknown, update_at_head
 from .repo_ops import EntryNotFound, FolderNotFound, NotAFolder, is_dir
 from .store import WebToken
 

@@ -15,7 +15,6 @@ from . import ids
 from .names import join_path, nfc, parent_and_name, seahub_unique_name, split_path
 from .store import Store
 
-
 #: What a folder rewrite's function returns besides "changed" (see :meth:`RepoOps.rewrite`).
 R = TypeVar("R")
 #: A folder's entries by name, as a rewrite function edits them.

@@ -16,8 +16,16 @@ from werkzeug.wrappers import Request, Response
 
 from . import ids
 from .http_util import api_error, django_json, drf, html_500, iso_time, location_quote, size_formatted
-from .names import (join_path, listing_key, name_too_long, nfc, norm_path, parent_and_name,
-                    seahub_name_invalid, split_path)
+from .names import (
+    join_path,
+    listing_key,
+    name_too_long,
+    nfc,
+    norm_path,
+    parent_and_name,
+    seahub_name_invalid,
+    split_path,
+)
 from .repo_ops import FolderNotFound, NotAFolder, RepoOps, is_dir
 from .store import Store
 

@@ -10,8 +10,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import ids
 from .http_util import api_error, django_json, drf, iso_time, location_quote
-from .names import (join_path, name_too_long, nfc, norm_path, parent_and_name, seahub_name_invalid,
-                    split_path)
+from .names import join_path, name_too_long, nfc, norm_path, parent_and_name, seahub_name_invalid, split_path
 from .repo_ops import EntryNotFound, FolderNotFound, NotAFolder, is_dir
 from .seahub_api import SeahubBase, dir_slash, form_or_json, user_name
 

@@ -32,10 +32,10 @@ from .fileserver_api import TRAILING_CR, Fileserver
 from .http_util import api_error, drf_detail, fs_error
 from .names import nfc, norm_path, parent_and_name
 from .notification_server import NotificationServer
-from .repo_ops import RepoOps, is_dir, desc_added
+from .repo_ops import RepoOps, desc_added, is_dir
 from .seahub_api import SeahubAccount, SeahubDirs
-from .seahub_files import SeahubFiles
 from .seahub_file_history import SeahubFileHistory
+from .seahub_files import SeahubFiles
 from .seahub_history import SeahubHistory
 from .stale_burst import DEFAULT_LINE, StaleBurst
 from .store import Store
@@ -57,10 +57,10 @@ class _QuietHandler(WSGIRequestHandler):
 
     protocol_version = "HTTP/1.1"
 
-    def log_request(self, code="-", size="-") -> None:  # noqa: D102 - silence access log
+    def log_request(self, code="-", size="-") -> None:  # silence access log
         pass
 
-    def log(self, type: str, message: str, *args) -> None:  # noqa: A002, D102
+    def log(self, type: str, message: str, *args) -> None:
         if type == "error":
             super().log(type, message, *args)
 

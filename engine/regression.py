@@ -31,15 +31,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .merge.archive import archive
 from .context import MirrorContext
 from .events import SyncEvent, SyncReport
 from .ids import seafile_file_id, sha1_bytes
 from .localfs import hash_file
+from .merge.archive import archive
 from .merge.choose import is_text
-from .sync.reconcile import Action
 from .merge.resolve import Facts, Situation, decide
 from .state import Base, StateStore
+from .sync.reconcile import Action
 from .sync.valve import Plan
 
 __all__ = ["Regression", "check_own_writes", "detect", "head_descends", "hold", "keep_newer", "last_seen", "load",

@@ -34,10 +34,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .models import DirListing, RemoteEntry, RepoInfo
-from .sync.confirm import listing_problem
 from .errors import LibraryGoneError, NetworkError, NotFoundError, ProtocolError, ServerError
+from .models import DirListing, RemoteEntry, RepoInfo
 from .paths import from_remote, name_problem, to_remote
+from .sync.confirm import listing_problem
 
 __all__ = ["RECURSIVE_MAX_FILES", "RemoteScan", "scan_remote"]
 

@@ -20,22 +20,22 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from .merge.archive import archive
-from .crashpoints import reach
 from .context import MirrorContext
+from .crashpoints import reach
 from .errors import LocalError, NotFoundError
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .local_replace import LocalChanged, install, write_over
 from .localfs import stat_fingerprint, temp_beside
+from .merge.archive import archive
 from .merge.choose import is_text, merge_versions
-from .models import RemoteEntry
-from .paths import parent_rel
+from .merge.resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .merge.sfconflict import find_own, remove_remote
 from .merge.stale import StaleBase, has_pushes, overwritten_revision, record_push, stale_base, stale_note
-from .merge.resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
-from .state import Base
+from .models import RemoteEntry
+from .paths import parent_rel
 from .remote_dirs import ensure_remote_dir, remote_written
+from .state import Base
 from .write_path import adopt_damaged, current_remote, damaged_upload, read_back, send
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",

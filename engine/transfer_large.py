@@ -26,18 +26,17 @@ from __future__ import annotations
 
 import os
 
-from .merge.archive import archive
 from .context import MirrorContext
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
 from .ids import ContentHasher
 from .localfs import hash_file, stat_fingerprint
-from .paths import parent_rel
+from .merge.archive import archive
 from .merge.resolve import Facts, Situation, decide
-from .state import Base
 from .merge.sfconflict import find_own, remove_remote
-from .transfer import (HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, listed_head,
-                       remote_written)
+from .paths import parent_rel
+from .state import Base
+from .transfer import HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, listed_head, remote_written
 from .write_path import current_remote, read_back, send
 
 __all__ = ["LARGE_FILE", "push_large"]

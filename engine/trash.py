@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from .context import MirrorContext
-from .sync.deletes import TRASH_DIR, is_trash_path, trashed_key
 from .errors import OhsyncError
 from .ids import sha1_bytes
 from .nofollow import entry_stat, write_file
 from .paths import normalize_rel
 from .special_dirs import ALT_SUFFIX
+from .sync.deletes import TRASH_DIR, is_trash_path, trashed_key
 
 __all__ = ["TRASH_DIR", "is_trash_path", "TrashEntry", "TrashError", "PurgeResult", "entries", "restore_local", "finish_restore", "purge",
            "local_trash_note"]

@@ -46,16 +46,24 @@ from typing import Any
 
 from .context import MirrorContext
 from .errors import OhsyncError, RemoteError
-from .merge.stale import record_push
 from .ids import seafile_file_id, sha1_bytes
+from .merge.sfconflict import original_of, remove_remote
+from .merge.stale import record_push
 from .models import RemoteEntry, UploadResult
 from .paths import from_remote, parent_rel
 from .sync.reconcile import Action
-from .merge.sfconflict import original_of, remove_remote
-from .transfer import (HEAD_HONOURED, PushOutcome, _check_history, _read_local, _record_base, listed_head, push,
-                       remote_written)
-from .upload_batch import BATCH_MAX_FILE, _Inline
 from .sync.valve import Plan
+from .transfer import (
+    HEAD_HONOURED,
+    PushOutcome,
+    _check_history,
+    _read_local,
+    _record_base,
+    listed_head,
+    push,
+    remote_written,
+)
+from .upload_batch import BATCH_MAX_FILE, _Inline
 from .write_path import adopt_damaged, damaged_copy, holds_content, send
 
 __all__ = ["IN_FLIGHT", "EditOutcome", "batchable_edit", "push_edits"]

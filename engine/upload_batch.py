@@ -52,17 +52,25 @@ from typing import Any
 
 from .context import MirrorContext
 from .crashpoints import reach
-from .merge.stale import record_push
-from .errors import (AuthError, LocalError, NotFoundError, OhsyncError, ProtocolError, QuotaError, RemoteError,
-                     RemoteOperationError)
+from .errors import (
+    AuthError,
+    LocalError,
+    NotFoundError,
+    OhsyncError,
+    ProtocolError,
+    QuotaError,
+    RemoteError,
+    RemoteOperationError,
+)
 from .ids import seafile_file_id
+from .merge.stale import record_push
 from .models import RemoteEntry, UploadResult
 from .names import upload_name_problem
 from .paths import parent_rel
-from .sync.reconcile import Action
 from .state import Base
-from .transfer import PushOutcome, _read_local, _record_base, ensure_remote_dir, push, remote_written
+from .sync.reconcile import Action
 from .sync.valve import Plan
+from .transfer import PushOutcome, _read_local, _record_base, ensure_remote_dir, push, remote_written
 from .write_path import adopt_damaged, damaged_copy
 
 __all__ = ["BATCH_FILES", "BATCH_BYTES", "BATCH_MAX_FILE", "IN_FLIGHT", "BatchOutcome", "batchable",

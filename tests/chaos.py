@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
-from chaos_stale import Burst, StaleBursts  # noqa: E402
-from daemon_helpers import USER, DaemonProc, Env, mirrored, read_tree, seed_daemon_setup, wait_for  # noqa: E402
+from chaos_stale import Burst, StaleBursts
+from daemon_helpers import USER, DaemonProc, Env, mirrored, read_tree, seed_daemon_setup, wait_for
 
 MEMORY_HEAD = ("---\ntitle: {title}\ntype: note\npermalink: {slug}\ntags: [chaos]\n"
                "created: 2026-11-01T10:00:00+08:00\nmodified: 2026-11-01T10:00:00+08:00\n"

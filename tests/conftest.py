@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from daemon_helpers import isolated_env, seed_daemon  # noqa: F401 - fixtures for every test module
 
 DEVSERVER_USER = "user@example.edu.cn"

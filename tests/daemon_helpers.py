@@ -200,7 +200,7 @@ class FakeSession:
 
 import subprocess  # noqa: E402
 
-from engine_helpers import read_tree, mirrored  # noqa: E402,F401 - one tree reader for both kinds of test
+from engine_helpers import mirrored, read_tree  # noqa: E402 - one tree reader for both kinds of test
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_LIBRARY = REPO_ROOT / "devserver" / "demo_library"

@@ -31,7 +31,7 @@ def sample(rel: str) -> bytes:
     return (samples_dir() / rel).read_bytes()
 
 
-def synced_sample_mirror(devserver, tmp_path: Path) -> Mirror:  # noqa: ANN001
+def synced_sample_mirror(devserver, tmp_path: Path) -> Mirror:
     """A mirror of a library seeded from :func:`sample_library`, synced once without errors."""
     repo = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
     mirror = make_mirror(devserver, repo, tmp_path)
@@ -75,7 +75,7 @@ class Mirror:
     client: SeafileClient
     engine: SyncEngine
 
-    def sync(self, paths: list[str] | None = None):  # noqa: ANN201 - SyncReport
+    def sync(self, paths: list[str] | None = None):  # -> SyncReport
         return self.engine.sync(paths)
 
     def write(self, rel: str, data: bytes) -> None:
@@ -87,7 +87,7 @@ class Mirror:
         return (self.root / rel).read_bytes()
 
 
-def make_mirror(server, repo_id: str, base: Path, name: str = "m") -> Mirror:  # noqa: ANN001
+def make_mirror(server, repo_id: str, base: Path, name: str = "m") -> Mirror:
     """A mirror of ``repo_id`` in ``base/name`` with its own state."""
     root = base / name
     state = StateStore(base / f"{name}-state" / "state.db", base / f"{name}-state" / "blobs")
@@ -98,7 +98,7 @@ def make_mirror(server, repo_id: str, base: Path, name: str = "m") -> Mirror:  #
     return Mirror(server, repo_id, root, state, client, engine)
 
 
-def settled_mirror(server, name: str, seed: Path, base: Path):  # noqa: ANN001, ANN201 - Iterator[Mirror]
+def settled_mirror(server, name: str, seed: Path, base: Path):  # -> Iterator[Mirror]
     """Yield a mirror of a new library ``name`` seeded from ``seed``, after a clean cold pass and a
     remote check (head recorded), then close its state and client (for fixtures)."""
     m = make_mirror(server, server.create_library(USER, name, from_tree=seed), base)

@@ -13,9 +13,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from ohsync.daemon import allocator  # noqa: E402
-from ohsync.daemon.cli.main import main  # noqa: E402
-from ohsync.daemon.memory_trim import can_trim  # noqa: E402
+from ohsync.daemon import allocator
+from ohsync.daemon.cli.main import main
+from ohsync.daemon.memory_trim import can_trim
 
 DEMO = Path(__file__).resolve().parent / "data" / "samples" / "OH-Memory"
 

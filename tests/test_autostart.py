@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-
-from ohsync.daemon import autostart, autostart_reach, sd_notify  # noqa: E402
-from ohsync.daemon.cli.main import main  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.daemon import autostart, autostart_reach, sd_notify
+from ohsync.daemon.cli.main import main
 
 OHSYNC = Path(sys.executable).parent / "ohsync"
 

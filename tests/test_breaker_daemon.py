@@ -10,7 +10,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import USER, wait_for  # noqa: E402,F401
+from daemon_helpers import USER, wait_for
 
 
 @pytest.fixture

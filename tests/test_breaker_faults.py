@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from ohsync.engine.errors import AuthError, MirrorMissingError, RemoteError
-from ohsync.engine.failures import BACKOFF_CAP, FailureBook
 from breaker_helpers import missing_lines, missing_versions, synced_small
 from engine_helpers import USER, make_mirror, mirrored, read_tree
+from ohsync.engine.errors import AuthError, MirrorMissingError, RemoteError
+from ohsync.engine.failures import BACKOFF_CAP, FailureBook
 
 
 def test_quota_exhausted_mid_pass_with_conflict(devserver, tmp_path):
@@ -153,7 +153,7 @@ def test_large_file_edited_during_chunked_upload(devserver, tmp_path):
     assert garbled == [], f"a mixed old/new upload was archived as a conflict copy: {garbled}"
 
 
-def sync_past_a_lost_answer(devserver, m) -> None:  # noqa: ANN001
+def sync_past_a_lost_answer(devserver, m) -> None:
     """Sync once with the answer to the next ``POST /file/`` lost after the server applied
     it (a RemoteError there is expected), then twice more."""
     devserver.inject_fault("POST", r"/file/", drop=True, after_processing=True)

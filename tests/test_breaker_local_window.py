@@ -24,9 +24,8 @@ from dataclasses import replace
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from breaker_helpers import missing_lines, synced_small  # noqa: E402
-
-from ohsync.engine import local_replace  # noqa: E402
+from breaker_helpers import missing_lines, synced_small
+from ohsync.engine import local_replace
 
 REL = "notes/mem.md"
 MEM = (b"---\ntitle: Mem\ntype: note\n---\n\n# Mem\n\n## Observations\n- [seed] seed line\n")
@@ -41,8 +40,8 @@ class SaveBeforeReplace:
         for module, name in ((os, "replace"), (local_replace, "exchange")):
             monkeypatch.setattr(module, name, self._wrap(getattr(module, name)))
 
-    def _wrap(self, real):  # noqa: ANN001, ANN202
-        def call(src, dst, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def _wrap(self, real):
+        def call(src, dst, *a, **kw):
             if not self.fired and self.target in (os.fspath(src), os.fspath(dst)):
                 self.fired = True
                 with open(self.target, "ab") as fh:  # the person's editor saves in place
@@ -51,7 +50,7 @@ class SaveBeforeReplace:
         return call
 
 
-def _stamping(m) -> None:  # noqa: ANN001
+def _stamping(m) -> None:
     m.engine.options = replace(m.engine.options, stamp_edits=True, stamp_quiet=0.0)
     m.engine.ctx.options = m.engine.options
 

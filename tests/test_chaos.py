@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from chaos import Chaos  # noqa: E402
-from daemon_helpers import Env, isolated_env  # noqa: E402,F401
+from chaos import Chaos
+from daemon_helpers import Env, isolated_env  # noqa: F401
 
 SEEDS = [int(s) for s in os.environ.get("OHSYNC_CHAOS_SEEDS", "11,12,13,14,15").split(",")]
 ACTIONS = int(os.environ.get("OHSYNC_CHAOS_ACTIONS", "300"))
@@ -27,7 +27,7 @@ STALE_SEEDS_DEFAULT = "11,12,13"
 STALE_SEEDS = [int(s) for s in os.environ.get("OHSYNC_CHAOS_STALE_SEEDS", STALE_SEEDS_DEFAULT).split(",") if s]
 
 
-def _run_profile(env: Env, devserver, tmp_path: Path, seed: int, *, stale_bursts: bool) -> None:  # noqa: ANN001
+def _run_profile(env: Env, devserver, tmp_path: Path, seed: int, *, stale_bursts: bool) -> None:
     chaos = Chaos(env, devserver, tmp_path, seed, stale_bursts=stale_bursts)
     try:
         stats = chaos.run(ACTIONS)

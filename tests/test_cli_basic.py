@@ -10,10 +10,9 @@ import tomllib
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-
-from ohsync.daemon import credentials  # noqa: E402
-from ohsync.daemon.cli.main import main  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.daemon import credentials
+from ohsync.daemon.cli.main import main
 
 USER = "user@example.edu.cn"
 PASSWORD = "secret"

@@ -12,17 +12,16 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-
-from ohsync.daemon.attention import attention_items, natural_key, summary, wait_verdict  # noqa: E402
-from ohsync.daemon.cli.main import main  # noqa: E402
-from ohsync.daemon.socket.server import CannotNow, SocketServer  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.daemon.attention import attention_items, natural_key, summary, wait_verdict
+from ohsync.daemon.cli.main import main
+from ohsync.daemon.socket.server import CannotNow, SocketServer
 
 ANSWERS: dict[str, Any] = {}
 
 
 @pytest.fixture
-def fake_daemon(isolated_env) -> Iterator[dict[str, Any]]:  # noqa: F811
+def fake_daemon(isolated_env) -> Iterator[dict[str, Any]]:
     def answer(method: str):
         def handler(params: Any) -> Any:
             value = ANSWERS[method]
@@ -122,9 +121,8 @@ def test_memory_commands_name_the_commands_not_the_mcp_tools(fake_daemon, capsys
     assert "Use `ohsync memory search` to find it" in err and "memory_search" not in err
 
 
-def test_a_missing_library_is_explained_once(isolated_env, devserver, tmp_path) -> None:  # noqa: F811
+def test_a_missing_library_is_explained_once(isolated_env, devserver, tmp_path) -> None:
     from daemon_helpers import write_config
-
     from ohsync.daemon.config import load_config
     from ohsync.daemon.session import open_session
     from ohsync.daemon.worker import FatalError
@@ -138,14 +136,14 @@ def test_a_missing_library_is_explained_once(isolated_env, devserver, tmp_path) 
     assert message.count("web interface") == 1 and message.count("create_library") == 1
 
 
-def test_doctor_says_when_the_config_file_does_not_exist(isolated_env, tmp_path, capsys) -> None:  # noqa: F811
+def test_doctor_says_when_the_config_file_does_not_exist(isolated_env, tmp_path, capsys) -> None:
     missing = tmp_path / "nonexistent" / "x.toml"
     assert main(["--config", str(missing), "doctor"]) == 1
     out = capsys.readouterr().out
     assert f"The config file {missing} does not exist" in out
 
 
-def test_a_negative_log_line_count_is_a_usage_error(isolated_env, capsys) -> None:  # noqa: F811
+def test_a_negative_log_line_count_is_a_usage_error(isolated_env, capsys) -> None:
     with pytest.raises(SystemExit) as e:
         main(["log", "-n", "-3"])
     assert e.value.code == 2
@@ -188,7 +186,6 @@ def test_status_says_what_needs_the_person_and_its_exit_code_says_whether_it_syn
     """An open conflict is never "Up to date"; exit 0 while the mirror syncs, 1 while it does not,
     3 without a daemon (as `ohsync status --help` says)."""
     from daemon_helpers import idle_snapshot
-
     from ohsync.daemon.status import build_status
 
     fake_daemon["status"] = build_status(idle_snapshot(conflicts=1))
@@ -203,7 +200,7 @@ def test_status_says_what_needs_the_person_and_its_exit_code_says_whether_it_syn
     assert main(["status", "--json"]) == 0
 
 
-def test_status_without_a_daemon_exits_3_and_its_help_names_the_exit_codes(isolated_env, capsys) -> None:  # noqa: F811
+def test_status_without_a_daemon_exits_3_and_its_help_names_the_exit_codes(isolated_env, capsys) -> None:
     assert main(["status"]) == 3
     assert "ohsync is not running" in capsys.readouterr().err
     with pytest.raises(SystemExit):

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs
 
 import httpx
 import pytest
+
 from ohsync.engine.client import SeafileClient
 from ohsync.engine.errors import (
     AuthError,

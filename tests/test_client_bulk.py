@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from engine_helpers import USER, make_mirror, read_tree, mirrored
+from engine_helpers import USER, make_mirror, mirrored, read_tree
 from ohsync.engine.client import SeafileClient
 from ohsync.engine.errors import NetworkError, NotFoundError, QuotaError, RemoteOperationError
 from ohsync.engine.ids import file_hashes, seafile_file_id

@@ -15,6 +15,7 @@ import io
 import os
 
 import pytest
+
 from ohsync.engine.client import SeafileClient
 from ohsync.engine.errors import ServerError, ThrottledError
 from ohsync.engine.ids import seafile_file_id

@@ -91,7 +91,7 @@ def test_the_final_chunk_waits_for_every_other_one(devserver, repo):
 
     real_post = ChunkedUploads._post
 
-    def post(self, link, form, name, data_, crange, target, exists):  # noqa: ANN001, ANN202
+    def post(self, link, form, name, data_, crange, target, exists):
         with lock:
             order.append(("start", crange[0]))
         resp = real_post(self, link, form, name, data_, crange, target, exists)

@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, read_tree, wait_for  # noqa: E402
-from engine_helpers import USER, make_mirror  # noqa: E402
-
-from ohsync.daemon.watcher import Watcher  # noqa: E402
+from daemon_helpers import FakeEngine, read_tree, wait_for
+from engine_helpers import USER, make_mirror
+from ohsync.daemon.watcher import Watcher
 
 #: 5 folders (2 levels) of small files: the zip path for the cold mirror
 FILES = {f"notes/d{d}/sub/f{i:02}.md": f"file {i} in d{d}\n".encode() * 4 for d in range(5) for i in range(6)}

@@ -17,7 +17,6 @@ import textwrap
 import time
 
 from engine_helpers import USER, make_mirror, mirrored, read_tree
-
 from ohsync.engine.ids import sha1_bytes
 
 _PASS = textwrap.dedent("""
@@ -40,7 +39,7 @@ FILES = {f"notes/d{i % 12:02d}/n{i:04d}.md": f"# Note {i}\n\nline {i} of a cold 
          for i in range(1500)}
 
 
-def _local_count(root) -> int:  # noqa: ANN001
+def _local_count(root) -> int:
     if not root.exists():
         return 0
     return sum(1 for _, _, files in os.walk(root) for f in files if not f.startswith(".ohsync-tmp-"))

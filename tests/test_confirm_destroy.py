@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import USER, read_tree, mirrored, synced_sample_mirror
+from engine_helpers import USER, mirrored, read_tree, synced_sample_mirror
 
 TASKS = "tasks/申请 SRT 项目.md"
 OTHER = "tasks/数据结构大作业 1 - 哈希表.md"

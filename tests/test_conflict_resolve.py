@@ -11,8 +11,8 @@ import os
 import pytest
 
 from engine_helpers import USER, make_mirror
-from ohsync.engine.merge.settle import ResolveRefused, find_conflict, read_version, resolve_conflict
 from ohsync.engine.events import ConflictRecord
+from ohsync.engine.merge.settle import ResolveRefused, find_conflict, read_version, resolve_conflict
 
 REL = "notes/todo.txt"
 

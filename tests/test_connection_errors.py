@@ -12,11 +12,10 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-from tls_helpers import tls_server  # noqa: E402,F401
-
-from ohsync.engine.client import SeafileClient  # noqa: E402
-from ohsync.engine.errors import NetworkError, UnreachableError, classify  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.engine.client import SeafileClient
+from ohsync.engine.errors import NetworkError, UnreachableError, classify
+from tls_helpers import tls_server  # noqa: F401
 
 
 def _free_port() -> int:

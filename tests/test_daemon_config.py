@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-
-from ohsync.daemon.config import (  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.daemon.config import (
     ConfigError,
     config_path,
     load_config,

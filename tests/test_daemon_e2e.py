@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import (  # noqa: E402,F401
+from daemon_helpers import (
     DEMO_LIBRARY,
     DaemonProc,
+    mirrored,
     ohsync_cmd,
-    read_tree, mirrored,
+    read_tree,
     wait_for,
     write_config,
 )
-
-from ohsync.daemon import credentials  # noqa: E402
+from ohsync.daemon import credentials
 
 USER = "user@example.edu.cn"
 LINE = "- [observation] 2026-11-30 10:00 在桌面端追加的一行 #测试 (e2e)\n"

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import mirrored, read_tree  # noqa: E402
-from engine_helpers import sample_library  # noqa: E402
-
+from daemon_helpers import mirrored, read_tree
+from engine_helpers import sample_library
 
 SAMPLES = {
     "preferences/作息与提醒偏好.md": "\r\n",      # CRLF everywhere

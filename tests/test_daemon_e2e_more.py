@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, read_tree, wait_for  # noqa: E402
-from engine_helpers import SAMPLES  # noqa: E402
-
+from daemon_helpers import DEMO_LIBRARY, read_tree, wait_for
+from engine_helpers import SAMPLES
 
 # The demo library already holds the sample PDF; a trailing comment makes another document.
 PDF_BYTES = (SAMPLES / "Files" / "learn" / "2026-2027-1" / "数据结构" / "第07讲-散列表.pdf"

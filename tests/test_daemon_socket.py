@@ -12,10 +12,9 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env, wait_for  # noqa: E402,F401
-
-from ohsync.daemon.protocol import INVALID_PARAMS, METHOD_NOT_FOUND, RpcClient, RpcError  # noqa: E402
-from ohsync.daemon.socket.server import CannotNow, InvalidParams, SocketServer  # noqa: E402
+from daemon_helpers import isolated_env, wait_for  # noqa: F401
+from ohsync.daemon.protocol import INVALID_PARAMS, METHOD_NOT_FOUND, RpcClient, RpcError
+from ohsync.daemon.socket.server import CannotNow, InvalidParams, SocketServer
 
 
 def _handlers():

@@ -37,7 +37,7 @@ def test_the_protocol_module_states_the_same_shape() -> None:
     """daemon/protocol.py, which the tray reads, names the keys and states build_status uses."""
     st = build_status(_idle())
     assert protocol.STATUS_KEYS == tuple(KEYS) == tuple(st)[:len(KEYS)]
-    assert protocol.MIRROR_KEYS == tuple(st["mirrors"][0])
+    assert tuple(st["mirrors"][0]) == protocol.MIRROR_KEYS
     assert STATES == protocol.STATES and st["state"] == protocol.State.IDLE
     assert st["protocol"] == protocol.PROTOCOL
 

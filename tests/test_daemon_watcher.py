@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, FakeSession, isolated_env, wait_for  # noqa: E402,F401
-
-from ohsync.daemon.watcher import Watcher  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, isolated_env, wait_for  # noqa: F401
+from ohsync.daemon.watcher import Watcher
 
 
 class Recorder:

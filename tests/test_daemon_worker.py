@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, FakeSession, isolated_env, wait_for  # noqa: E402,F401
-
-from ohsync.daemon.app import AlreadyRunning, Daemon  # noqa: E402
-from ohsync.daemon.config import load_config  # noqa: E402
-from ohsync.daemon.protocol import RpcClient, RpcError  # noqa: E402
-from ohsync.daemon.status import StatusModel  # noqa: E402
-from ohsync.daemon.worker import FatalError, SyncWorker  # noqa: E402
-from ohsync.engine.errors import AuthError, MirrorMissingError, NetworkError  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, isolated_env, wait_for  # noqa: F401
+from ohsync.daemon.app import AlreadyRunning, Daemon
+from ohsync.daemon.config import load_config
+from ohsync.daemon.protocol import RpcClient, RpcError
+from ohsync.daemon.status import StatusModel
+from ohsync.daemon.worker import FatalError, SyncWorker
+from ohsync.engine.errors import AuthError, MirrorMissingError, NetworkError
 
 
 def _worker(engine: FakeEngine, poll: float = 0.3, **kw):

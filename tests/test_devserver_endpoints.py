@@ -8,8 +8,8 @@ import zipfile
 
 import httpx
 
-from ohsync.devserver import file_id
 from devserver_fixtures import c, rid  # noqa: F401 - fixtures used as parameters
+from ohsync.devserver import file_id
 
 USER = "user@example.edu.cn"
 

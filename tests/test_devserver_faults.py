@@ -15,6 +15,7 @@ import time
 import urllib.request
 
 import pytest
+
 from ohsync.engine.client import SeafileClient
 from ohsync.engine.errors import (
     AuthError,

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
 from daemon_helpers import wait_for
 
 USER, PASSWORD = "user@example.edu.cn", "secret"  # the ``devserver`` fixture's account (conftest.py)

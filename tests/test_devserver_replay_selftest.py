@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-
-
-import transcript_replay as replay  # noqa: E402 - tests/ is on the path (pyproject pythonpath)
+import transcript_replay as replay  # tests/ is on the path (pyproject pythonpath)
 
 
 def test_normaliser_numbers_ids_and_rewrites_strings():

@@ -7,11 +7,10 @@ differ.
 """
 from __future__ import annotations
 
-
 import pytest
 
+import transcript_replay as replay  # tests/ is on the path (pyproject pythonpath)
 
-import transcript_replay as replay  # noqa: E402 - tests/ is on the path (pyproject pythonpath)
 FILES = replay.scenario_files()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-import transcript_replay as replay  # noqa: E402 - tests/ is on the path (pyproject pythonpath)
+import transcript_replay as replay  # tests/ is on the path (pyproject pythonpath)
 from engine_helpers import USER
 
 #: The recorded steps of the per-folder rules, with the steps that set them up and clean up.

@@ -19,15 +19,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-from tls_helpers import tls_server  # noqa: E402,F401
-
-from ohsync.daemon import credentials, doctor_local  # noqa: E402
-from ohsync.daemon.cli.main import main  # noqa: E402
-from ohsync.daemon.config import load_config  # noqa: E402
-from ohsync.daemon.doctor import ERROR, OK, SKIPPED, WARNING, Probes, exit_code, run_checks  # noqa: E402
-from ohsync.engine.client import SeafileClient  # noqa: E402
-from ohsync.tray.install_hint import Machine, SystemPython, install_hint  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.daemon import credentials, doctor_local
+from ohsync.daemon.cli.main import main
+from ohsync.daemon.config import load_config
+from ohsync.daemon.doctor import ERROR, OK, SKIPPED, WARNING, Probes, exit_code, run_checks
+from ohsync.engine.client import SeafileClient
+from ohsync.tray.install_hint import Machine, SystemPython, install_hint
+from tls_helpers import tls_server  # noqa: F401
 
 USER = "user@example.edu.cn"
 
@@ -155,7 +154,7 @@ def test_untrusted_certificate(setup_done, probes, tls_server) -> None:
 def test_clock_offset_is_a_warning(setup_done, probes) -> None:
     class SkewedClient(SeafileClient):
         @property
-        def clock_offset(self):  # noqa: ANN202 - what the Date headers said, an hour later
+        def clock_offset(self):  # what the Date headers said, an hour later
             offset = super().clock_offset
             return None if offset is None else offset + 3600
 
@@ -329,10 +328,10 @@ def test_running_instance(setup_done, probes) -> None:
 
 
 def test_the_summary_never_says_syncing_works_while_nothing_runs_or_something_needs_you(setup_done, probes) -> None:
+    from daemon_helpers import idle_snapshot
     from ohsync.daemon.cli.doctor import format_findings
     from ohsync.daemon.socket.server import SocketServer
     from ohsync.daemon.status import build_status
-    from daemon_helpers import idle_snapshot
 
     findings = _run(setup_done, probes)  # no daemon runs
     assert _check(findings, "instance").level == WARNING and exit_code(findings) == 0

@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import wait_for  # noqa: E402
-from engine_helpers import USER, make_mirror  # noqa: E402
-
+from daemon_helpers import wait_for
+from engine_helpers import USER, make_mirror
 
 MiB = 1024 * 1024
 BIG = 200 * MiB
@@ -54,12 +53,12 @@ def _sha1(path: Path) -> str:
 class UploadMeter:
     """Counts upload POSTs and their body bytes at the devserver."""
 
-    def __init__(self, srv) -> None:  # noqa: ANN001
+    def __init__(self, srv) -> None:
         self.posts: list[int] = []
         self._orig = srv.dispatch
         srv.dispatch = self._dispatch
 
-    def _dispatch(self, req):  # noqa: ANN001, ANN202
+    def _dispatch(self, req):
         if req.method == "POST" and _UPLOAD.match(req.path):
             self.posts.append(int(req.headers.get("Content-Length") or 0))
         return self._orig(req)
@@ -126,7 +125,7 @@ def test_200mb_up_resumed_after_kill_and_down_in_bounded_memory(devserver, daemo
     chunks = BIG // CHUNK
     killed = threading.Event()
 
-    def kill_at_half(_srv) -> None:  # noqa: ANN001
+    def kill_at_half(_srv) -> None:
         if len(meter.posts) >= chunks // 2 and not killed.is_set():
             killed.set()
             os.kill(d.proc.pid, signal.SIGKILL)
@@ -172,7 +171,7 @@ def test_200mb_up_resumed_after_kill_and_down_in_bounded_memory(devserver, daemo
 
 # ------------------------------------------------------------------- moves
 
-def _content_requests(srv) -> list[str]:  # noqa: ANN001
+def _content_requests(srv) -> list[str]:
     return [ln for ln in srv.faults.lines
             if re.match(r"POST /seafhttp/(upload|update)", ln) or ln.startswith("GET /seafhttp/files/")
             or "/zip" in ln]

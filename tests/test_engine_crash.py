@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, Env, read_tree, mirrored, wait_for  # noqa: E402
-
-from ohsync.engine.crashpoints import POINTS  # noqa: E402
+from daemon_helpers import DaemonProc, Env, mirrored, read_tree, wait_for
+from ohsync.engine.crashpoints import POINTS
 
 FILLER = {f"filler/f{i:02}.md": f"filler {i}\n".encode() for i in range(24)}
 DOC_BASE = b"# Doc\n\nline one\nline two\n"

@@ -9,8 +9,8 @@ in /.conflict/ — never nowhere."""
 
 from __future__ import annotations
 
-import os
 import hashlib
+import os
 import random
 import signal
 import socket
@@ -22,11 +22,11 @@ import time
 import httpx
 import pytest
 
+from engine_helpers import USER, make_mirror, mirrored, read_tree, sample_library
 from ohsync.devserver.seahub_api import SeahubBase
 from ohsync.engine.errors import LibraryGoneError, ServerError, ThrottledError, UnreachableError, classify
 from ohsync.engine.failures import BACKOFF_BASE, FailureBook
 from ohsync.engine.sync.run import SERVER_STRIKES
-from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library
 
 JOURNAL = "journal/2026-11.md"
 

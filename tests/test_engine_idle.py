@@ -23,21 +23,21 @@ def _tree(root: Path, files: int) -> Path:
 class _Counter:
     """Counts SQL statements on a state store and folder walks (scandir/walk/listdir)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, state) -> None:  # noqa: ANN001
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, state) -> None:
         self.sql: list[str] = []
         self.walks = 0
         state._db.set_trace_callback(self.sql.append)
         for name in ("scandir", "walk", "listdir"):
             real = getattr(os, name)
 
-            def counted(*a, _real=real, **kw):  # noqa: ANN002, ANN003, ANN202
+            def counted(*a, _real=real, **kw):
                 self.walks += 1
                 return _real(*a, **kw)
 
             monkeypatch.setattr(os, name, counted)
 
 
-def _idle_cost(devserver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: int) -> tuple[int, int, int]:  # noqa: ANN001
+def _idle_cost(devserver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: int) -> tuple[int, int, int]:
     repo = devserver.create_library(USER, f"Idle-{files}", from_tree=_tree(tmp_path / f"seed-{files}", files))
     m = make_mirror(devserver, repo, tmp_path, f"m{files}")
     assert not m.engine.sync().errors

@@ -32,12 +32,12 @@ _UPLOAD = re.compile(r"^/seafhttp/(upload|update)-api/")
 class Posts:
     """Upload POSTs seen by the devserver: ``(Content-Range or None, body bytes)``."""
 
-    def __init__(self, srv) -> None:  # noqa: ANN001
+    def __init__(self, srv) -> None:
         self.seen: list[tuple[str | None, int]] = []
         self._orig = srv.dispatch
         srv.dispatch = self._dispatch
 
-    def _dispatch(self, req):  # noqa: ANN001, ANN202
+    def _dispatch(self, req):
         if req.method == "POST" and _UPLOAD.match(req.path):
             self.seen.append((req.headers.get("Content-Range"), int(req.headers.get("Content-Length") or 0)))
         return self._orig(req)

@@ -20,13 +20,12 @@ import jwt
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, FakeSession, wait_for  # noqa: E402
-from engine_helpers import USER, make_mirror, read_tree  # noqa: E402
-
-from ohsync.daemon.worker import worker as worker_mod  # noqa: E402
-from ohsync.daemon.notifications import _expiry  # noqa: E402
-from ohsync.daemon.status import StatusModel  # noqa: E402
-from ohsync.engine.models import RemoteEntry  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, wait_for
+from engine_helpers import USER, make_mirror, read_tree
+from ohsync.daemon.notifications import _expiry
+from ohsync.daemon.status import StatusModel
+from ohsync.daemon.worker import worker as worker_mod
+from ohsync.engine.models import RemoteEntry
 
 
 def _library(devserver, tmp_path: Path) -> str:
@@ -39,7 +38,7 @@ def _library(devserver, tmp_path: Path) -> str:
     return devserver.create_library(USER, "OH-Memory", from_tree=seed)
 
 
-def _settle(m) -> None:  # noqa: ANN001 - engine_helpers.Mirror
+def _settle(m) -> None:  # m: engine_helpers.Mirror
     """Passes until an idle poll is one request with nothing to do (the engine is settled)."""
     for _ in range(4):
         assert m.sync().errors == []
@@ -146,7 +145,7 @@ def test_the_worker_releases_the_engines_listing_once_it_has_been_idle(tmp_path,
     status = StatusModel(library="OH-Memory", local=str(tmp_path), poll_interval=600.0)
     status.watcher_alive = lambda: True
 
-    def open_session(on_event):  # noqa: ANN001, ANN202
+    def open_session(on_event):
         engine.on_event = on_event
         return FakeSession(engine)
 

@@ -8,7 +8,7 @@ import os
 import httpx
 import pytest
 
-from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library
+from engine_helpers import USER, make_mirror, mirrored, read_tree, sample_library
 
 JOURNAL = "journal/2026-11.md"
 

@@ -9,11 +9,10 @@ the backup folder.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import re
 
 import pytest
 
@@ -274,7 +273,7 @@ DIR_FILES = {f"{D}/a.txt": b"file a\n", f"{D}/b.txt": b"file b\n", f"{D}/sub/c.t
 EMPTY = "keep/empty"
 
 
-def _dir_case(id_: str, change, check) -> Case:  # noqa: ANN001
+def _dir_case(id_: str, change, check) -> Case:
     return Case(id_, change, check, files=dict(DIR_FILES), dirs=(EMPTY,))
 
 

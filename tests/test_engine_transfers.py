@@ -32,7 +32,7 @@ def mirror(devserver, tmp_path):
     return m
 
 
-def save(m, devserver, rel: str, data: bytes):  # noqa: ANN201 - SyncReport
+def save(m, devserver, rel: str, data: bytes):  # -> SyncReport
     m.write(rel, data)
     devserver.reset_counters()
     report = m.sync([rel])
@@ -121,7 +121,7 @@ def test_a_listing_past_its_trust_is_read_again(devserver, mirror, monkeypatch):
     assert devserver.request_count(DETAILS) == 2  # before the update, and the read-back
 
 
-def watcher_save(m, devserver, rel: str, data: bytes):  # noqa: ANN201 - SyncReport
+def watcher_save(m, devserver, rel: str, data: bytes):  # -> SyncReport
     """A save as the daemon's watcher hands it on: a pass that does not look at the server."""
     m.write(rel, data)
     devserver.reset_counters()

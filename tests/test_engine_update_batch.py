@@ -42,7 +42,7 @@ def _edit_all(m, line: str = "- edited here\n") -> dict[str, bytes]:
     return edits
 
 
-def _watcher_pass(m, devserver, rels):  # noqa: ANN001, ANN202 - SyncReport
+def _watcher_pass(m, devserver, rels):  # -> SyncReport
     devserver.reset_counters()
     return m.engine.sync(sorted(rels), check_remote=False)
 

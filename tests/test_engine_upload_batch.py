@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from engine_helpers import USER, make_mirror, read_tree, mirrored
+from engine_helpers import USER, make_mirror, mirrored, read_tree
 from ohsync.engine.ids import seafile_file_id
 from ohsync.engine.models import UploadResult
 from ohsync.engine.sync.reconcile import Action
-from ohsync.engine.upload_batch import BATCH_FILES, _Item, _pair
 from ohsync.engine.sync.valve import Plan
+from ohsync.engine.upload_batch import BATCH_FILES, _Item, _pair
 
 UPLOADS = r"^POST /seafhttp/upload-api/"
 LINKS = r"^GET /api2/repos/[^/]+/upload-link/"

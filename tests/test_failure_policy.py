@@ -11,20 +11,20 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env, wait_for  # noqa: E402,F401
-from test_filing import WorkerThread, env  # noqa: E402,F401 - the filing fixture and its worker stand-in
-
-from ohsync.daemon.cli import main as cli, status as cli_status  # noqa: E402
-from ohsync.daemon.filing_service import FilingService  # noqa: E402
-from ohsync.daemon.protocol import CANNOT_NOW, RpcClient, RpcError  # noqa: E402
-from ohsync.daemon.socket.server import SocketServer  # noqa: E402
-from ohsync.engine.errors import DiskFullError, NameRejectedError, UnreachableError, classify  # noqa: E402
-from ohsync.engine.filing.filer import FilingResult  # noqa: E402
+from daemon_helpers import isolated_env, wait_for  # noqa: F401
+from ohsync.daemon.cli import main as cli
+from ohsync.daemon.cli import status as cli_status
+from ohsync.daemon.filing_service import FilingService
+from ohsync.daemon.protocol import CANNOT_NOW, RpcClient, RpcError
+from ohsync.daemon.socket.server import SocketServer
+from ohsync.engine.errors import DiskFullError, NameRejectedError, UnreachableError, classify
+from ohsync.engine.filing.filer import FilingResult
+from test_filing import WorkerThread, env  # noqa: F401 - the filing fixture and its worker stand-in
 
 UPLOAD_LINK = r"/upload-link/"
 
 
-def test_filing_a_throttled_upload_waits_what_the_server_asked(env) -> None:  # noqa: F811
+def test_filing_a_throttled_upload_waits_what_the_server_asked(env) -> None:
     source = env.drop_file("throttled.txt", b"sent while the server throttled\n")
     env.server.inject_fault("GET", UPLOAD_LINK, status=429, retry_after=120, count=10)
     result = env.filer().file(source)
@@ -33,7 +33,7 @@ def test_filing_a_throttled_upload_waits_what_the_server_asked(env) -> None:  # 
     assert source.exists()
 
 
-def test_filing_with_a_rejected_login_waits_for_the_person(env) -> None:  # noqa: F811
+def test_filing_with_a_rejected_login_waits_for_the_person(env) -> None:
     source = env.drop_file("login.txt", b"sent with a rejected token\n")
     env.server.inject_fault("GET", UPLOAD_LINK, status=401, count=10)
     result = env.filer().file(source)
@@ -41,7 +41,7 @@ def test_filing_with_a_rejected_login_waits_for_the_person(env) -> None:  # noqa
     assert "refresh" in result.message and source.exists()
 
 
-def test_the_filing_service_holds_what_needs_the_person_until_refresh(env) -> None:  # noqa: F811
+def test_the_filing_service_holds_what_needs_the_person_until_refresh(env) -> None:
     results: list[FilingResult] = []
     worker = WorkerThread()
     service = FilingService(env.drop, worker.submit, results.append, quiet_seconds=0.3)
@@ -62,7 +62,7 @@ def test_the_filing_service_holds_what_needs_the_person_until_refresh(env) -> No
         worker.stop()
 
 
-def test_the_socket_answers_a_known_failure_with_its_classification(isolated_env) -> None:  # noqa: F811
+def test_the_socket_answers_a_known_failure_with_its_classification(isolated_env) -> None:
     def full(params):
         raise OSError(errno.ENOSPC, "No space left on device")
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from daemon_helpers import wait_for
-from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library, SAMPLES
+from engine_helpers import SAMPLES, USER, make_mirror, mirrored, read_tree, sample_library
 from ohsync.daemon.filing_service import FilingService
 from ohsync.daemon.stability import StabilityGate
 from ohsync.engine.filing.filer import Filer, FilingResult, _JobStore, journal_line

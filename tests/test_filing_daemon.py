@@ -32,7 +32,8 @@ from daemon_helpers import (
     DEMO_LIBRARY,
     DaemonProc,
     DaemonSetup,
-    read_tree, mirrored,
+    mirrored,
+    read_tree,
     wait_for,
 )
 from engine_helpers import SAMPLES

@@ -15,8 +15,8 @@ from ohsync.daemon.stability import StabilityGate
 from ohsync.engine import crashpoints
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.events import SyncEvent
-from ohsync.engine.filing.filer import Filer, journal_line
 from ohsync.engine.filing.api import DOWNLOADING, WRITING
+from ohsync.engine.filing.filer import Filer, journal_line
 from ohsync.engine.ids import seafile_file_id, sha1_bytes
 from ohsync.engine.models import RemoteEntry
 

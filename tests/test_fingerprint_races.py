@@ -17,12 +17,11 @@ import pytest
 
 from breaker_helpers import synced_small
 from engine_helpers import mirrored, read_tree
-
 from ohsync.engine import local_replace
 from ohsync.engine.sync import moves, new_files
 
 
-def _save_right_after_rename(monkeypatch: pytest.MonkeyPatch, target: str, save) -> list[str]:  # noqa: ANN001
+def _save_right_after_rename(monkeypatch: pytest.MonkeyPatch, target: str, save) -> list[str]:
     """Run ``save()`` right after the first rename onto a path ending in ``target``
     (``os.replace``/``os.rename``, or ``engine/local_replace.py``'s exchange and
     no-replace rename, a cold mirror's batch of new files): the person's editor saving in the instant after ohsync's rename."""
@@ -31,8 +30,8 @@ def _save_right_after_rename(monkeypatch: pytest.MonkeyPatch, target: str, save)
              (local_replace, "exchange", local_replace.exchange), (local_replace, "rename_new", local_replace.rename_new),
              (moves, "rename_new", moves.rename_new), (new_files, "rename_new", new_files.rename_new)]
 
-    def hooked(real):  # noqa: ANN001, ANN202
-        def call(src, dst, *args, **kwargs):  # noqa: ANN001, ANN202
+    def hooked(real):
+        def call(src, dst, *args, **kwargs):
             result = real(src, dst, *args, **kwargs)
             if not done and os.fspath(dst).endswith(target):
                 done.append(os.fspath(dst))
@@ -47,20 +46,20 @@ def _save_right_after_rename(monkeypatch: pytest.MonkeyPatch, target: str, save)
     return done
 
 
-def _append(path, line: bytes) -> None:  # noqa: ANN001
+def _append(path, line: bytes) -> None:
     """An in-place append, as `echo >> file` (same inode, new size and mtime)."""
     with open(path, "ab") as fh:
         fh.write(line)
 
 
-def _atomic_save(path, data: bytes) -> None:  # noqa: ANN001
+def _atomic_save(path, data: bytes) -> None:
     """An editor's atomic save: temp file, rename over (new inode)."""
     tmp = path.with_name(f".{path.name}.swp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
-def _converged(m) -> bool:  # noqa: ANN001
+def _converged(m) -> bool:
     return read_tree(m.root) == mirrored(m.server.tree(m.repo_id))
 
 

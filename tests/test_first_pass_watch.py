@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import read_tree, mirrored, wait_for  # noqa: E402
+from daemon_helpers import mirrored, read_tree, wait_for
 
 FOLDER = {f"A/f{i:02}.md": f"file {i} in A\n".encode() * 3 for i in range(6)}
 OTHER = {f"z/other{i}.txt": f"other {i}\n".encode() for i in range(2)}

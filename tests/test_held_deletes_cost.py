@@ -12,7 +12,7 @@ DETAIL = "GET /api2/repos/{id}/file/detail/"
 HELD_DETAIL = r"file/detail/.*notes"  # a file/detail request about a path in /notes
 
 
-def _library(devserver, tmp_path: Path, files: int = 80):  # noqa: ANN001, ANN202
+def _library(devserver, tmp_path: Path, files: int = 80):
     seed = tmp_path / "seed"
     (seed / "notes").mkdir(parents=True)
     (seed / "keep").mkdir()
@@ -26,7 +26,7 @@ def _library(devserver, tmp_path: Path, files: int = 80):  # noqa: ANN001, ANN20
     return repo, mirror
 
 
-def _delete_on_server(devserver, repo: str, folder: str, names: list[str]) -> None:  # noqa: ANN001
+def _delete_on_server(devserver, repo: str, folder: str, names: list[str]) -> None:
     """Delete ``names`` of ``folder`` in one commit (as a person's mass delete on the web)."""
     with devserver.store.lock:
         devserver.ops.delete(repo, folder, names, devserver.store.repos[repo].owner)
@@ -85,11 +85,11 @@ def test_held_paths_are_checked_again_when_their_folder_changes(devserver, tmp_p
     assert not any((mirror.root / "notes" / name).exists() for name in victims[1:])
 
 
-def test_ohsync_status_shows_the_first_twenty_held_paths_and_a_count(capsys) -> None:  # noqa: ANN001
+def test_ohsync_status_shows_the_first_twenty_held_paths_and_a_count(capsys) -> None:
+    from daemon_helpers import idle_snapshot
     from ohsync.daemon.attention import attention_items
     from ohsync.daemon.cli.status import _print_status
     from ohsync.daemon.status import build_status
-    from daemon_helpers import idle_snapshot
 
     held = [(f"notes/n{i:03d}.md", "local") for i in range(120)]
     items = tuple(attention_items(held=held, damaged=[("knowledge/x.md", "not valid UTF-8")], skipped=[]))

@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, FakeSession, wait_for  # noqa: E402
-
-from ohsync.daemon.status import StatusModel  # noqa: E402
-from ohsync.daemon.worker import SyncWorker  # noqa: E402
-from ohsync.engine.events import SyncEvent, SyncReport  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, wait_for
+from ohsync.daemon.status import StatusModel
+from ohsync.daemon.worker import SyncWorker
+from ohsync.engine.events import SyncEvent, SyncReport
 
 
 class FailingEngine(FakeEngine):

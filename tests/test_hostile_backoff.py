@@ -9,10 +9,9 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import wait_for  # noqa: E402
-from engine_helpers import USER, make_mirror  # noqa: E402
-
-from ohsync.engine.errors import (  # noqa: E402
+from daemon_helpers import wait_for
+from engine_helpers import USER, make_mirror
+from ohsync.engine.errors import (
     AuthError,
     DiskFullError,
     LocalNameError,
@@ -25,7 +24,7 @@ from ohsync.engine.errors import (  # noqa: E402
     classify,
     local_error,
 )
-from ohsync.engine.failures import BACKOFF_BASE, BACKOFF_CAP, SPACE_CHECK, FailureBook  # noqa: E402
+from ohsync.engine.failures import BACKOFF_BASE, BACKOFF_CAP, SPACE_CHECK, FailureBook
 
 UPLOADS = r"^POST /seafhttp/upload-api/"
 

@@ -7,7 +7,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from engine_helpers import USER, make_mirror  # noqa: E402
+from engine_helpers import USER, make_mirror
 
 DOC = "Files/notes/plan.txt"
 ORIGINAL = b"line one\nline two\nline three\n"

@@ -6,7 +6,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from engine_helpers import USER, make_mirror  # noqa: E402
+from engine_helpers import USER, make_mirror
 
 
 def test_ds_store_does_not_recreate_a_folder_deleted_on_the_server(devserver, tmp_path) -> None:

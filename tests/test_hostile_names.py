@@ -7,7 +7,7 @@ import sys
 import unicodedata
 
 sys.path.insert(0, os.path.dirname(__file__))
-from engine_helpers import USER, make_mirror  # noqa: E402
+from engine_helpers import USER, make_mirror
 
 NFC = unicodedata.normalize("NFC", "notes/Café 日记.md")
 NFD = unicodedata.normalize("NFD", "notes/Café 日记.md")

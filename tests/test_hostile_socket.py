@@ -21,16 +21,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env, wait_for  # noqa: E402,F401
-
-from ohsync.daemon.protocol import (  # noqa: E402
+from daemon_helpers import isolated_env, wait_for  # noqa: F401
+from ohsync.daemon.protocol import (
     INVALID_REQUEST,
     MAX_REQUEST,
     DaemonNotRunning,
     RpcClient,
     default_socket_path,
 )
-from ohsync.daemon.socket.server import HANDLER_THREADS, SocketServer, UnsafeSocketDir  # noqa: E402
+from ohsync.daemon.socket.server import HANDLER_THREADS, SocketServer, UnsafeSocketDir
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="switching to another uid needs root")

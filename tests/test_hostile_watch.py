@@ -7,9 +7,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import wait_for  # noqa: E402
-
-from ohsync.daemon.watcher import Watcher  # noqa: E402
+from daemon_helpers import wait_for
+from ohsync.daemon.watcher import Watcher
 
 
 def test_edits_inside_a_folder_moved_in_from_outside_are_seen(tmp_path) -> None:

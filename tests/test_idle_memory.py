@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import wait_for  # noqa: E402
+from daemon_helpers import wait_for
 
 GENERATOR = Path(__file__).resolve().parent / "data" / "samples" / "make_scale_library.py"
 FILES = 3000

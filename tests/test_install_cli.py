@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env, ohsync_cmd  # noqa: E402,F401
-
-from ohsync.daemon.cli.main import main  # noqa: E402
+from daemon_helpers import isolated_env, ohsync_cmd  # noqa: F401
+from ohsync.daemon.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]

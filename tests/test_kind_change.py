@@ -19,7 +19,7 @@ HOWS = ["walk", "poll"]
 DIFF = "GET /api/v2.1/repos/{id}/commits/{commit}/"
 
 
-def _mirror(devserver, tmp_path: Path, *, folder: bool):  # noqa: ANN001, ANN202
+def _mirror(devserver, tmp_path: Path, *, folder: bool):
     repo = devserver.create_library(USER, "OH-Memory")
     devserver.put_file(repo, "/keep.md", b"keep\n")
     if folder:
@@ -33,7 +33,7 @@ def _mirror(devserver, tmp_path: Path, *, folder: bool):  # noqa: ANN001, ANN202
     return repo, m
 
 
-def _settle(m, how: str, paths: list[str] = (), *, remote_changed: bool = False) -> list:  # noqa: ANN001
+def _settle(m, how: str, paths: list[str] = (), *, remote_changed: bool = False) -> list:
     """Passes until one does nothing (at most 4): a full walk each, or watcher-shaped polls
     (``paths`` the watcher saw, the head checked) with the full scan a pass asks for.
 
@@ -57,7 +57,7 @@ def _settle(m, how: str, paths: list[str] = (), *, remote_changed: bool = False)
     raise AssertionError("no quiet pass after 4")
 
 
-def _backups(m) -> dict[str, bytes]:  # noqa: ANN001
+def _backups(m) -> dict[str, bytes]:
     root = m.engine.options.backup_dir
     return {p.relative_to(root).as_posix().split("/", 2)[2]: p.read_bytes()
             for p in root.rglob("*") if p.is_file()} if root.is_dir() else {}
@@ -67,7 +67,7 @@ def _under(tree: dict[str, bytes], prefix: str) -> dict[str, bytes]:
     return {p: d for p, d in tree.items() if p.startswith(prefix)}
 
 
-def _assert_same_both_sides(m, devserver, repo) -> dict[str, bytes]:  # noqa: ANN001
+def _assert_same_both_sides(m, devserver, repo) -> dict[str, bytes]:
     local, remote = read_tree(m.root), devserver.tree(repo)
     assert local == mirrored(remote)  # the trash stays on the server
     return remote

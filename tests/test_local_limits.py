@@ -11,9 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from engine_helpers import USER, make_mirror  # noqa: E402
-
-from ohsync.engine import local_limits, renames  # noqa: E402
+from engine_helpers import USER, make_mirror
+from ohsync.engine import local_limits, renames
 
 #: 17 nested folders of 250-byte names: about 4,300 bytes, beyond PATH_MAX (4,096) here
 DEEP = "/".join(f"{i:02d}" + "d" * 248 for i in range(17))
@@ -22,7 +21,7 @@ FETCHES = r"zip|/files/|download|file/\?"
 DOWNLOADS = "GET /seafhttp/files/{token}/{name}"
 
 
-def _library(devserver, files: int) -> tuple[str, dict[str, bytes]]:  # noqa: ANN001
+def _library(devserver, files: int) -> tuple[str, dict[str, bytes]]:
     repo = devserver.create_library(USER, "OH-Memory")
     devserver.put_file(repo, f"/Files/{DEEP}/far.md", b"far away\n")
     devserver.put_file(repo, f"/Files/{DEEP}/farther.md", b"farther\n")
@@ -33,11 +32,11 @@ def _library(devserver, files: int) -> tuple[str, dict[str, bytes]]:  # noqa: AN
     return repo, wanted
 
 
-def _local_files(root) -> dict[str, bytes]:  # noqa: ANN001
+def _local_files(root) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def _deep_top(root) -> str:  # noqa: ANN001
+def _deep_top(root) -> str:
     """The shallowest folder of DEEP that this disk cannot hold."""
     parts = ["Files"] + DEEP.split("/")
     for i in range(2, len(parts) + 1):
@@ -114,8 +113,8 @@ def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path,
     # a disk that refuses ':' in names (FAT, NTFS): only writing finds out
     real_replace, real_mkdir, real_open = os.replace, os.mkdir, os.open
 
-    def refusing(real):  # noqa: ANN001, ANN202
-        def call(path, *a, **kw):  # noqa: ANN001, ANN202
+    def refusing(real):
+        def call(path, *a, **kw):
             target = a[0] if real is real_replace else path
             if ":" in os.path.basename(os.fspath(target)):
                 raise OSError(errno.EILSEQ, "Invalid or incomplete multibyte or wide character", target)
@@ -137,7 +136,7 @@ def test_a_name_this_disk_refuses_fails_alone_in_a_cold_zip(devserver, tmp_path,
     monkeypatch.setattr(os, "open", refusing(real_open))
     real_flags = renames._rename_flags
 
-    def refusing_rename(src, dst, *a):  # noqa: ANN001, ANN202  (renameat2: the no-replace rename of a new file)
+    def refusing_rename(src, dst, *a):  # renameat2: the no-replace rename of a new file
         if ":" in os.path.basename(os.fspath(dst)):
             raise OSError(errno.EILSEQ, "Invalid or incomplete multibyte or wide character", dst)
         return real_flags(src, dst, *a)

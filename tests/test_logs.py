@@ -17,12 +17,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, ohsync_cmd, wait_for, write_config  # noqa: E402,F401
-
-from ohsync.daemon import logs  # noqa: E402
-from ohsync.daemon.cli.main import main  # noqa: E402
-from ohsync.daemon.cli.log import follow, last_lines  # noqa: E402
-from ohsync.daemon.config import load_config  # noqa: E402
+from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, ohsync_cmd, wait_for, write_config  # noqa: F401
+from ohsync.daemon import logs
+from ohsync.daemon.cli.log import follow, last_lines
+from ohsync.daemon.cli.main import main
+from ohsync.daemon.config import load_config
 
 USER = "user@example.edu.cn"
 PASSWORD = "secret"

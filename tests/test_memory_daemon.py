@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import USER, wait_for, write_config  # noqa: E402
-from engine_helpers import sample_library  # noqa: E402
-
-from ohsync.daemon.protocol import RpcError  # noqa: E402
-from ohsync.engine.client import SeafileClient  # noqa: E402
+from daemon_helpers import USER, wait_for, write_config
+from engine_helpers import sample_library
+from ohsync.daemon.protocol import RpcError
+from ohsync.engine.client import SeafileClient
 
 JOURNAL = "journal/2026-11.md"
 
@@ -136,8 +135,9 @@ def test_delete_stays_in_place_marked_trashed_when_the_move_fails(devserver, run
 
 def test_cli_memory_without_a_daemon_says_so(isolated_env, tmp_path: Path) -> None:
     write_config(isolated_env, "http://127.0.0.1:9", USER, tmp_path / "mirror")
-    from daemon_helpers import ohsync_cmd
     import subprocess
+
+    from daemon_helpers import ohsync_cmd
 
     out = subprocess.run([*ohsync_cmd(), "memory", "search", "x"], env=isolated_env.vars(), capture_output=True,
                          text=True, timeout=60)

@@ -4,9 +4,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from engine_helpers import sample, samples_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from engine_helpers import sample, samples_dir
 from ohsync.engine.memory.format import (
     MemoryParseError,
     parse_memory,

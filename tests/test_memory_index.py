@@ -240,7 +240,6 @@ def test_the_index_never_reads_through_a_symbolic_link(lib: Path, tmp_path: Path
 
 def test_an_index_file_damaged_while_in_use_is_rebuilt_and_searches_answer_again(lib: Path, tmp_path: Path) -> None:
     from daemon_helpers import wait_for
-
     from ohsync.daemon.memory_service import MemoryService
     from ohsync.daemon.socket.server import CannotNow
 

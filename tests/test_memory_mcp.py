@@ -15,15 +15,14 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import USER, ohsync_cmd, write_config  # noqa: E402
-from engine_helpers import sample_library  # noqa: E402
-
+from daemon_helpers import USER, ohsync_cmd, write_config
+from engine_helpers import sample_library
 
 TOOL_NAMES = {"memory_search", "memory_read", "memory_list", "memory_write", "memory_append", "memory_edit",
               "memory_delete", "memory_refresh"}
 
 
-def _params(env) -> StdioServerParameters:  # noqa: ANN001
+def _params(env) -> StdioServerParameters:
     cmd = ohsync_cmd()
     return StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp"], env=env.vars(), cwd=str(env.root))
 
@@ -68,7 +67,7 @@ def test_mcp_lists_tools_searches_appends_and_reads_back(isolated_env, seed_daem
 def test_mcp_without_a_daemon_says_it_is_not_running(isolated_env, tmp_path: Path) -> None:
     write_config(isolated_env, "http://127.0.0.1:9", USER, tmp_path / "mirror")
 
-    async def session():  # noqa: ANN202
+    async def session():
         async with Client(_params(isolated_env), read_timeout_seconds=60) as client:
             assert len((await client.list_tools()).tools) == 8
             return await client.call_tool("memory_search", {"query": "x"})
@@ -152,7 +151,7 @@ def test_line_problem_names_each_malformed_shape() -> None:
 
     from ohsync.daemon.mcp_lines import line_problem
 
-    def check(line: str):  # noqa: ANN202
+    def check(line: str):
         return line_problem(line, lambda text: types.jsonrpc_message_adapter.validate_json(text, by_name=False))
 
     assert check('{"jsonrpc":"2.0","id":1,"method":"tools/list"}') is None

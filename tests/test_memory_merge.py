@@ -7,9 +7,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-from engine_helpers import sample, samples_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from engine_helpers import sample, samples_dir
 from ohsync.engine.memory.format import parse_memory
 from ohsync.engine.memory.merge import is_journal_file, is_memory_file, merge_memory
 

@@ -17,9 +17,10 @@ import re
 from dataclasses import dataclass
 
 import yaml
-from engine_helpers import SAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from engine_helpers import SAMPLES
 from ohsync.engine.memory.format import MemoryParseError, parse_memory
 from ohsync.engine.merge.choose import merge_versions
 

@@ -11,15 +11,14 @@ from dataclasses import replace
 from datetime import datetime
 
 sys.path.insert(0, os.path.dirname(__file__))
-from engine_helpers import USER, make_mirror, sample_library  # noqa: E402
-
-from ohsync.engine.memory.index import parse_offset  # noqa: E402
-from ohsync.engine.memory.stamp import stamp_edit  # noqa: E402
+from engine_helpers import USER, make_mirror, sample_library
+from ohsync.engine.memory.index import parse_offset
+from ohsync.engine.memory.stamp import stamp_edit
 
 REL = "preferences/沟通风格偏好.md"
 
 
-def _mirror(devserver, tmp_path, **opts):  # noqa: ANN001, ANN202
+def _mirror(devserver, tmp_path, **opts):
     repo = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
     m = make_mirror(devserver, repo, tmp_path)
     m.engine.options = replace(m.engine.options, stamp_edits=True, stamp_quiet=0.2, **opts)
@@ -135,7 +134,7 @@ def test_stamping_never_conflicts_with_a_concurrent_remote_edit_of_the_frontmatt
     real = sync_run.stamp_edit
     stamped: list[bool] = []
 
-    def remote_edit_then_stamp(ctx, rel, fp, b, *, remote_changed, now=None):  # noqa: ANN001, ANN202
+    def remote_edit_then_stamp(ctx, rel, fp, b, *, remote_changed, now=None):
         devserver.put_file(repo, "/" + REL, theirs.encode())  # lands after the plan, before the push
         stamped.append(real(ctx, rel, fp, b, remote_changed=remote_changed, now=now))
         return stamped[-1]

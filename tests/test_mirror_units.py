@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, FakeSession, wait_for  # noqa: E402
-
-from ohsync.daemon import protocol  # noqa: E402
-from ohsync.daemon.status import Snapshot, StatusModel, build_status  # noqa: E402
-from ohsync.daemon.worker import FatalError, SyncWorker  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, wait_for
+from ohsync.daemon import protocol
+from ohsync.daemon.status import Snapshot, StatusModel, build_status
+from ohsync.daemon.worker import FatalError, SyncWorker
 
 
 def _status(name: str, local: str, **facts) -> dict:

@@ -21,9 +21,8 @@ import pytest
 import tomli_w
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, read_tree, mirrored, wait_for  # noqa: E402,F401
-
-from ohsync.daemon import credentials  # noqa: E402
+from daemon_helpers import DEMO_LIBRARY, DaemonProc, isolated_env, mirrored, read_tree, wait_for  # noqa: F401
+from ohsync.daemon import credentials
 
 USER = "user@example.edu.cn"
 

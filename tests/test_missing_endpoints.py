@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import USER, make_mirror  # noqa: E402
+from engine_helpers import USER, make_mirror
 
 MEMORY = ("---\ntitle: Journal\ntype: note\n---\n# Journal\n\n## Observations\n"
           "- [note] first line #seed\n")
@@ -20,14 +20,14 @@ HISTORY = "GET /api/v2.1/repos/{id}/file/history/"
 COMMITS = "GET /api/v2.1/repos/{id}/commits/{commit}/"
 
 
-def _without_optional_endpoints(devserver) -> None:  # noqa: ANN001
+def _without_optional_endpoints(devserver) -> None:
     for rx in (r"/api/v2\.1/repos/[^/]+/file/history/", r"/api2/repos/[^/]+/file/history/",
                r"/api/v2\.1/repos/[^/]+/commits/", r"/api2/repos/[^/]+/file/revision/"):
         devserver.inject_fault("GET", rx, status=404, count=10_000)
 
 
 @pytest.fixture
-def mirror(devserver, tmp_path):  # noqa: ANN001, ANN201
+def mirror(devserver, tmp_path):
     rid = devserver.create_library(USER, "OH-Memory")
     devserver.put_file(rid, "/notes/journal.md", MEMORY.encode())
     m = make_mirror(devserver, rid, tmp_path)

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, USER, write_config  # noqa: E402
-
-from ohsync.daemon.mirror_lock import MirrorInUse, MirrorLock  # noqa: E402
-from ohsync.engine.client.errors import redact  # noqa: E402
+from daemon_helpers import DEMO_LIBRARY, USER, write_config
+from ohsync.daemon.mirror_lock import MirrorInUse, MirrorLock
+from ohsync.engine.client.errors import redact
 
 
 @pytest.fixture

@@ -280,8 +280,9 @@ def test_an_image_conflict_shows_both_thumbnails_and_takes_the_other(seed_daemon
 
 
 def test_activity_memory_and_held_deletions(seed_daemon, browser) -> None:
-    from daemon_helpers import DEMO_LIBRARY
     from selenium.webdriver.support.ui import Select
+
+    from daemon_helpers import DEMO_LIBRARY
 
     c = make_conflict(seed_daemon, tree=DEMO_LIBRARY, safety={"max_delete_files": 2})
     open_page(c, browser)

@@ -11,13 +11,15 @@ import threading
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, FakeSession, wait_for  # noqa: E402
-from engine_helpers import USER, make_mirror, read_tree, sample_library  # noqa: E402
-
-from ohsync.daemon.status import StatusModel, build_status  # noqa: E402
-from ohsync.daemon.status import Snapshot  # noqa: E402
-from ohsync.daemon.worker import SyncWorker  # noqa: E402
-from ohsync.engine.events import SyncEvent, SyncReport  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, wait_for
+from engine_helpers import USER, make_mirror, read_tree, sample_library
+from ohsync.daemon.status import (
+    Snapshot,
+    StatusModel,
+    build_status,
+)
+from ohsync.daemon.worker import SyncWorker
+from ohsync.engine.events import SyncEvent, SyncReport
 
 
 def _synced(devserver, tmp_path: Path):
@@ -114,7 +116,7 @@ class _SlowDownloads(FakeEngine):
 
     release: threading.Event
 
-    def sync(self, local_paths=None, *, check_remote=True, should_stop=None) -> SyncReport:  # noqa: ANN001
+    def sync(self, local_paths=None, *, check_remote=True, should_stop=None) -> SyncReport:
         if local_paths is None and self.on_event is not None and len(self.calls) == 1:
             self.calls.append((None, check_remote))
             self.on_event(SyncEvent("pending", "", "down", total=3))
@@ -132,7 +134,7 @@ def test_the_worker_shows_pending_down_during_the_pass_and_clears_it_after(tmp_p
     status = StatusModel(library="OH-Memory", local=str(tmp_path), poll_interval=60)
     status.watcher_alive = lambda: True
 
-    def open_session(on_event):  # noqa: ANN001, ANN202
+    def open_session(on_event):
         engine.on_event = on_event
         return FakeSession(engine)
 

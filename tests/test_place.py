@@ -21,7 +21,7 @@ SUMMER = datetime(2026, 7, 1, 12, 0, tzinfo=timezone.utc).timestamp()
 
 
 @pytest.fixture
-def tz_env(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def tz_env(monkeypatch: pytest.MonkeyPatch):
     def use(name: str) -> None:
         monkeypatch.setenv("TZ", name)
         time.tzset()

@@ -24,10 +24,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, wait_for  # noqa: E402
-
-from ohsync.daemon.notifications import PushChannel  # noqa: E402
-from ohsync.engine.client import SeafileClient  # noqa: E402
+from daemon_helpers import DaemonProc, wait_for
+from ohsync.daemon.notifications import PushChannel
+from ohsync.engine.client import SeafileClient
 
 USER = "user@example.edu.cn"
 
@@ -106,7 +105,7 @@ def test_the_service_pings_every_second(devserver, library):
     from ohsync.daemon.notifications import _Watched
 
     class Counting(_Watched):
-        def process_event(self, event):  # noqa: ANN001
+        def process_event(self, event):
             super().process_event(event)
             if self.last_ping is not None and (not seen or seen[-1] != self.last_ping):
                 seen.append(self.last_ping)
@@ -295,7 +294,6 @@ def test_config_keys_for_transfers_and_push(tmp_path):
 
 def test_worker_polls_on_push_skips_known_heads_and_slows_its_timer(tmp_path):
     from daemon_helpers import FakeEngine, FakeSession
-
     from ohsync.daemon.status import StatusModel
     from ohsync.daemon.worker import SyncWorker
 

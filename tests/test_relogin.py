@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DEMO_LIBRARY, USER, wait_for  # noqa: E402
-
-from ohsync.daemon import credentials  # noqa: E402
+from daemon_helpers import DEMO_LIBRARY, USER, wait_for
+from ohsync.daemon import credentials
 
 
 @pytest.fixture

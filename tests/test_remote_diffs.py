@@ -40,20 +40,20 @@ def mirror(devserver, tmp_path):
     yield from settled_mirror(devserver, "Diffs", _tree(tmp_path / "seed"), tmp_path)
 
 
-def _poll(m, devserver):  # noqa: ANN001, ANN202
+def _poll(m, devserver):
     devserver.reset_counters()
     report = m.engine.sync([], check_remote=True)
     assert not report.errors, report.errors
     return report
 
 
-def _walked_files(m) -> dict[str, str]:  # noqa: ANN001
+def _walked_files(m) -> dict[str, str]:
     """rel path → id of every file on the server now, by a fresh full walk."""
     scan = scan_remote(m.client, m.repo_id, "/", prev_head=None, prev_root_oid=None, prev_snapshot={}, force=True)
     return {rel: e.id for rel, e in scan.snapshot.items() if not e.is_dir}
 
 
-def _snapshot_files(m) -> dict[str, str]:  # noqa: ANN001
+def _snapshot_files(m) -> dict[str, str]:
     return {rel: e.id for rel, e in m.state.remote_snapshot().items() if not e.is_dir}
 
 
@@ -196,7 +196,7 @@ def test_another_writer_with_our_exact_bytes_then_more(mirror, devserver):
     data = b"the same merge on two computers\n"
     mirror.write(DEEP, data)
 
-    def race(srv):  # noqa: ANN001, ANN202
+    def race(srv):
         srv.put_file(repo, "/" + DEEP, data)
         srv.put_file(repo, "/a/b/c/n2.md", b"theirs too\n")
 
@@ -234,7 +234,7 @@ def test_a_trimmed_history_takes_the_walk(mirror, devserver, monkeypatch):
     devserver.put_file(repo, "/" + DEEP, b"changed\n")
     real = mirror.client.commit_history
 
-    def trimmed(repo_id, *, page=1, per_page=100):  # noqa: ANN001, ANN202
+    def trimmed(repo_id, *, page=1, per_page=100):
         commits, _ = real(repo_id, page=page, per_page=per_page)
         return commits[:0], False  # the history limit dropped everything before the head
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import USER, make_mirror, read_tree, mirrored, settled_mirror
+from engine_helpers import USER, make_mirror, mirrored, read_tree, settled_mirror
 from ohsync.engine.errors import OhsyncError
 from ohsync.engine.remote_scan import scan_remote
 
@@ -34,7 +34,7 @@ def mirror(devserver, tmp_path):
     yield from settled_mirror(devserver, "Adversarial", _seed(tmp_path / "seed"), tmp_path)
 
 
-def _poll(m):  # noqa: ANN001, ANN202
+def _poll(m):
     report = m.engine.sync([], check_remote=True)
     assert not report.errors, report.errors
     return report
@@ -44,16 +44,16 @@ def _files(root: Path) -> dict[str, bytes]:
     return {p: b for p, b in read_tree(root).items() if not p.startswith("/.ohsync")}
 
 
-def _walked(m) -> dict[str, str]:  # noqa: ANN001
+def _walked(m) -> dict[str, str]:
     scan = scan_remote(m.client, m.repo_id, "/", prev_head=None, prev_root_oid=None, prev_snapshot={}, force=True)
     return {rel: e.id for rel, e in scan.snapshot.items() if not e.is_dir}
 
 
-def _snapshot(m) -> dict[str, str]:  # noqa: ANN001
+def _snapshot(m) -> dict[str, str]:
     return {rel: e.id for rel, e in m.state.remote_snapshot().items() if not e.is_dir}
 
 
-def _assert_like_the_walk(m, devserver, tmp_path: Path, name: str = "ref") -> None:  # noqa: ANN001
+def _assert_like_the_walk(m, devserver, tmp_path: Path, name: str = "ref") -> None:
     """The mirror's files equal those of a fresh mirror synced by the walk,
     and its snapshot equals a full walk of the server."""
     assert _snapshot(m) == _walked(m)
@@ -67,7 +67,7 @@ def _assert_like_the_walk(m, devserver, tmp_path: Path, name: str = "ref") -> No
         ref.client.close()
 
 
-def _diff_path_used(devserver) -> bool:  # noqa: ANN001
+def _diff_path_used(devserver) -> bool:
     return devserver.request_count(DIFF) > 0 and devserver.request_count(LISTING) < 3
 
 
@@ -159,7 +159,7 @@ def test_a_garbage_commit_diff_never_hides_a_change(mirror, devserver, tmp_path,
     devserver.put_file(repo, "/a/n0.md", b"changed on the server\n")
     real = mirror.client.http.get_json
 
-    def lying(api_path, **kw):  # noqa: ANN001, ANN003, ANN202
+    def lying(api_path, **kw):
         if "/commits/" in api_path:
             from ohsync.engine.client.errors import parse_json
             return parse_json(GARBAGE[answer], what=kw.get("what", ""), path=kw.get("path"))
@@ -209,7 +209,7 @@ def test_a_history_page_ending_before_the_old_head(mirror, devserver, tmp_path, 
         devserver.put_file(repo, f"/a/b/n{i}.md", f"edit {i}\n".encode())
     real = mirror.client.commit_history
 
-    def short(repo_id, *, page=1, per_page=100):  # noqa: ANN001, ANN202
+    def short(repo_id, *, page=1, per_page=100):
         commits, _ = real(repo_id, page=page, per_page=per_page)
         return commits[:2], False  # the page ends after two of the four new commits
 
@@ -255,7 +255,7 @@ def test_another_writer_between_our_upload_and_its_read_back(mirror, devserver, 
     _assert_like_the_walk(mirror, devserver, tmp_path)
 
 
-def _backed_up(m, data: bytes) -> bool:  # noqa: ANN001
+def _backed_up(m, data: bytes) -> bool:
     backups = m.engine.options.backup_dir
     return backups is not None and any(p.is_file() and p.read_bytes() == data for p in Path(backups).rglob("*"))
 
@@ -317,7 +317,7 @@ class _Run:
     """Random remote operations (another client) and local edits, interleaved
     with passes; every write adds one unique marker line."""
 
-    def __init__(self, m, devserver, seed: int) -> None:  # noqa: ANN001
+    def __init__(self, m, devserver, seed: int) -> None:
         self.m, self.d, self.rng = m, devserver, random.Random(seed)
         self.markers: set[str] = set()
         self.exempt: set[str] = set()
@@ -448,7 +448,7 @@ def test_a_long_random_run_loses_nothing_and_ends_like_the_walk(mirror, devserve
 
 # -- devserver's commit diffs as seafile computes them ---------------------------
 
-def _diffs(devserver, repo: str) -> list[dict]:  # noqa: ANN001
+def _diffs(devserver, repo: str) -> list[dict]:
     import httpx
     head = devserver.head_commit(repo)
     r = httpx.get(f"{devserver.url}/api/v2.1/repos/{repo}/commits/{head}/",
@@ -616,7 +616,7 @@ def test_a_local_save_while_the_remote_change_is_fetched(mirror, devserver, tmp_
 
     fired: list[str] = []
 
-    def save(srv):  # noqa: ANN001, ANN202
+    def save(srv):
         fired.append(moment)
         mirror.write("a/b/n1.md", b"the person's line\n" + base)
 

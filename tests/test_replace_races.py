@@ -24,7 +24,6 @@ import pytest
 
 from breaker_helpers import synced_small
 from engine_helpers import mirrored, read_tree
-
 from ohsync.engine import renames
 from ohsync.engine.crashpoints import set_hook
 
@@ -67,17 +66,17 @@ def _atomic_append(path: Path, line: bytes) -> None:
 SAVES = {"append": _append, "atomic": _atomic_append}
 
 
-def _settle(m, passes: int = 4) -> None:  # noqa: ANN001
+def _settle(m, passes: int = 4) -> None:
     for _ in range(passes):
         m.sync()
     assert read_tree(m.root) == mirrored(m.server.tree(m.repo_id)), "the two sides differ"
 
 
-def _live(m, rel: str) -> tuple[bytes, bytes]:  # noqa: ANN001
+def _live(m, rel: str) -> tuple[bytes, bytes]:
     return m.read(rel), m.server.read_file(m.repo_id, "/" + rel)
 
 
-def _unkept(m, rel: str, lines: list[bytes]) -> list[bytes]:  # noqa: ANN001
+def _unkept(m, rel: str, lines: list[bytes]) -> list[bytes]:
     """The lines that are neither live in ``rel`` nor in a conflict copy (both sides agree: settled)."""
     tree = read_tree(m.root)
     kept = tree.get("/" + rel, b"") + b"".join(v for k, v in tree.items() if k.startswith("/.conflict/"))
@@ -174,7 +173,7 @@ def test_a_save_since_the_file_was_hashed_is_not_adopted_as_synced(devserver, tm
     real = sync_run.adopt
     saved: list[bool] = []
 
-    def adopt_after_a_save(ctx, rel, remote_id, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    def adopt_after_a_save(ctx, rel, remote_id, **kwargs):
         if not saved:
             saved.append(True)
             _append(path, b"local line\n")
@@ -214,7 +213,7 @@ def test_rename_new_never_replaces(tmp_path, monkeypatch) -> None:
     renames.rename_new(a, tmp_path / "c")
     assert not a.exists() and (tmp_path / "c").read_bytes() == b"ours"
 
-    def no_links(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def no_links(*args, **kwargs):
         raise OSError(errno.EPERM, "no hard links here")
 
     monkeypatch.setattr(os, "link", no_links)                  # a filesystem without hard links
@@ -251,7 +250,7 @@ def test_save_landing_while_a_memory_tool_writes_the_file_stays_live(devserver, 
     real = nofollow.exchange
     calls: list[int] = []
 
-    def exchange_after_a_save(a, b, *, dir_fd=None):  # noqa: ANN001, ANN202
+    def exchange_after_a_save(a, b, *, dir_fd=None):
         calls.append(1)
         if len(calls) == 1:
             _append(path, b"- [b] person\n")          # the person saves just before the agent's write lands
@@ -282,7 +281,7 @@ def test_save_landing_while_a_memory_tool_trashes_the_file_stays_live(devserver,
     path = m.root / "notes" / "n.md"
     real = memory_writes.delete_remote
 
-    def trash_then_a_save(ctx, rel, base):  # noqa: ANN001, ANN202
+    def trash_then_a_save(ctx, rel, base):
         moved = real(ctx, rel, base)
         _append(path, b"- [b] person\n")
         return moved

@@ -10,7 +10,6 @@ import subprocess
 import httpx
 import tomli_w
 
-
 from daemon_helpers import isolated_env, ohsync_cmd, seed_daemon, wait_for  # noqa: F401
 from panel_helpers import LOCAL, REL, REMOTE, make_conflict
 

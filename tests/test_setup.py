@@ -13,15 +13,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-from tls_helpers import tls_server  # noqa: E402,F401
-
-from ohsync.daemon import credentials  # noqa: E402
-from ohsync.daemon.cli import setup as cli_setup  # noqa: E402
-from ohsync.daemon.cli.main import main  # noqa: E402
-from ohsync.daemon.config import load_config  # noqa: E402
-from ohsync.daemon.setup_flow import SetupAnswers, SetupError, run_setup  # noqa: E402
-from ohsync.daemon.setup_prompt import MissingAnswer, Prompter  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.daemon import credentials
+from ohsync.daemon.cli import setup as cli_setup
+from ohsync.daemon.cli.main import main
+from ohsync.daemon.config import load_config
+from ohsync.daemon.setup_flow import SetupAnswers, SetupError, run_setup
+from ohsync.daemon.setup_prompt import MissingAnswer, Prompter
+from tls_helpers import tls_server  # noqa: F401
 
 USER = "user@example.edu.cn"
 PASSWORD = "secret"

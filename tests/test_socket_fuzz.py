@@ -21,10 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-
-from ohsync.daemon.socket import server as socket_server_module  # noqa: E402
-from ohsync.daemon.protocol import (  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.daemon.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -33,7 +31,8 @@ from ohsync.daemon.protocol import (  # noqa: E402
     PARSE_ERROR,
     RpcClient,
 )
-from ohsync.daemon.socket.server import SocketServer  # noqa: E402
+from ohsync.daemon.socket import server as socket_server_module
+from ohsync.daemon.socket.server import SocketServer
 
 PROBE = b'{"jsonrpc":"2.0","id":"probe","method":"status"}\n'
 
@@ -49,7 +48,7 @@ def _handlers() -> dict[str, Any]:
 
 
 @pytest.fixture
-def server(isolated_env):  # noqa: ANN001, ANN201
+def server(isolated_env):
     srv = SocketServer(isolated_env.socket, _handlers())
     srv.add_handlers({"status": _handlers()["status"]}, quick=["status"])
     srv.start()
@@ -262,7 +261,6 @@ def test_the_daemons_own_methods_answer_wrong_params_and_serve_on(isolated_env, 
     import subprocess
 
     from daemon_helpers import DEMO_LIBRARY, ohsync_cmd
-
     from ohsync.daemon.protocol import DAEMON_METHODS, MEMORY_METHODS
 
     s = seed_daemon(tree=DEMO_LIBRARY, poll_interval=0.5)

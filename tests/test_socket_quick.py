@@ -13,10 +13,9 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-
-from ohsync.daemon.protocol import INTERNAL_ERROR, QUICK_METHODS, Method, RpcClient, RpcError  # noqa: E402
-from ohsync.daemon.socket.server import HANDLER_THREADS, SocketServer  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.daemon.protocol import INTERNAL_ERROR, QUICK_METHODS, Method, RpcClient, RpcError
+from ohsync.daemon.socket.server import HANDLER_THREADS, SocketServer
 
 
 def test_status_is_answered_while_every_handler_thread_is_blocked(isolated_env) -> None:

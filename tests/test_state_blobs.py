@@ -18,7 +18,7 @@ from ohsync.engine.state import Base, StateStore
 CONTENT = b"line one\nline two\nline three\nline four\nline five\nline six\n"
 
 
-def _damage(path, how: str) -> None:  # noqa: ANN001
+def _damage(path, how: str) -> None:
     data = path.read_bytes()
     path.write_bytes({"empty": b"", "cut": data[: len(data) // 3], "zeros": b"\0" * len(data)}[how])
 
@@ -38,7 +38,7 @@ def test_a_damaged_blob_is_no_base_content_and_the_same_content_repairs_it(tmp_p
 
 
 @pytest.mark.parametrize("how", ["empty", "cut", "zeros"])
-def test_edits_on_both_sides_over_a_damaged_base_blob_keep_every_line(devserver, rid, tmp_path, how):  # noqa: F811
+def test_edits_on_both_sides_over_a_damaged_base_blob_keep_every_line(devserver, rid, tmp_path, how):
     devserver.put_file(rid, "/Files/notes.txt", CONTENT)
     mirror = make_mirror(devserver, rid, tmp_path)
     assert mirror.sync().errors == []

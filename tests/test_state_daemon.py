@@ -12,9 +12,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, Env, read_tree, mirrored, wait_for  # noqa: E402
-
-from ohsync.engine.state_schema import SCHEMA_VERSION  # noqa: E402
+from daemon_helpers import DaemonProc, Env, mirrored, read_tree, wait_for
+from ohsync.engine.state_schema import SCHEMA_VERSION
 
 FILES = {f"notes/n{i}.md": f"# note {i}\n".encode() for i in range(8)} | {"pic.bin": b"\x89PNG\x00" * 40}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library
+from engine_helpers import USER, make_mirror, mirrored, read_tree, sample_library
 from ohsync.engine import state_schema
 from ohsync.engine.events import ConflictRecord
 from ohsync.engine.state import Base, StateStore, StateTooNew

@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from engine_helpers import USER, make_mirror, read_tree, mirrored
+from engine_helpers import USER, make_mirror, mirrored, read_tree
 
 
 def _library(devserver, tmp_path: Path, folders: int, per_folder: int) -> str:

@@ -18,10 +18,9 @@ import httpx
 import tomli_w
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import DaemonProc, isolated_env, wait_for  # noqa: E402,F401
-
-from ohsync.daemon import last_sync  # noqa: E402
-from ohsync.engine.state import StateStore  # noqa: E402
+from daemon_helpers import DaemonProc, isolated_env, wait_for  # noqa: F401
+from ohsync.daemon import last_sync
+from ohsync.engine.state import StateStore
 
 USER = "user@example.edu.cn"
 

@@ -22,19 +22,18 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import (  # noqa: E402
+from daemon_helpers import (
     DEMO_LIBRARY,
     FakeEngine,
     FakeSession,
     idle_snapshot,
     wait_for,
 )
-
-from ohsync.daemon.attention import attention_items, wait_verdict  # noqa: E402
-from ohsync.daemon.status import CHECK_GRACE, STATES, Snapshot, StatusModel, build_status  # noqa: E402
-from ohsync.daemon.worker import SyncWorker  # noqa: E402
-from ohsync.engine.events import ConflictRecord, SyncReport  # noqa: E402
-from ohsync.engine.memory.check import memory_problem  # noqa: E402
+from ohsync.daemon.attention import attention_items, wait_verdict
+from ohsync.daemon.status import CHECK_GRACE, STATES, Snapshot, StatusModel, build_status
+from ohsync.daemon.worker import SyncWorker
+from ohsync.engine.events import ConflictRecord, SyncReport
+from ohsync.engine.memory.check import memory_problem
 
 TWO_BLOCKS = b"---\ntitle: Two blocks\n---\n---\ntags: [pasted]\n---\nbody\n"
 

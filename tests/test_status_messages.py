@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env  # noqa: E402,F401
-
-from ohsync.daemon import credentials  # noqa: E402
-from ohsync.daemon.cli.main import main  # noqa: E402
-from ohsync.engine.client import SeafileClient  # noqa: E402
-from ohsync.engine.errors import NetworkError, ProtocolError  # noqa: E402
+from daemon_helpers import isolated_env  # noqa: F401
+from ohsync.daemon import credentials
+from ohsync.daemon.cli.main import main
+from ohsync.engine.client import SeafileClient
+from ohsync.engine.errors import NetworkError, ProtocolError
 
 USER = "user@example.edu.cn"  # the devserver fixture's account (conftest)
 

@@ -14,18 +14,17 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, FakeSession, idle_snapshot, isolated_env, wait_for  # noqa: E402,F401
-
-from ohsync.daemon.status import StatusModel, build_status  # noqa: E402
-from ohsync.daemon.worker import SyncWorker  # noqa: E402
-from ohsync.engine.events import ConflictRecord, SyncReport  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, idle_snapshot, isolated_env, wait_for  # noqa: F401
+from ohsync.daemon.status import StatusModel, build_status
+from ohsync.daemon.worker import SyncWorker
+from ohsync.engine.events import ConflictRecord, SyncReport
 
 
 def _worker(engine: FakeEngine, poll: float) -> tuple[SyncWorker, StatusModel]:
     status = StatusModel(library="OH-Memory", local=str(engine.local_root), poll_interval=poll)
     status.watcher_alive = lambda: True
 
-    def open_session(on_event):  # noqa: ANN001, ANN202
+    def open_session(on_event):
         engine.on_event = on_event
         return FakeSession(engine)
 

@@ -39,7 +39,7 @@ def _conflict_copies(devserver, m) -> list[str]:
     return on_server + local
 
 
-def test_the_fault_stores_the_named_part_with_a_stray_cr_and_answers_its_id(devserver, c, rid):  # noqa: F811
+def test_the_fault_stores_the_named_part_with_a_stray_cr_and_answers_its_id(devserver, c, rid):
     link = c.get(f"/api2/repos/{rid}/upload-link/", params={"p": "/"}).json()
     devserver.inject_fault("POST", UPLOAD_PATH, trailing_cr="b.md")
     files = [("file", ("a.md", b"aaa\n", "application/octet-stream")),

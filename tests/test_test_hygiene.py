@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from daemon_helpers import wait_for
 
 TESTS = Path(__file__).resolve().parent

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ohsync.engine.merge.text import (
     MergeResult,
     diff3_lines,

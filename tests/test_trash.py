@@ -10,7 +10,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env, seed_daemon, wait_for  # noqa: E402,F401
+from daemon_helpers import isolated_env, seed_daemon, wait_for  # noqa: F401
 
 BIG = os.urandom(3 * 1024 * 1024)
 

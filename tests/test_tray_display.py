@@ -343,7 +343,7 @@ class World:
 
 
 @pytest.fixture
-def world(isolated_env: Env, devserver: Any, desktop: Desktop, tmp_path: Path) -> Iterator[World]:  # noqa: F811
+def world(isolated_env: Env, devserver: Any, desktop: Desktop, tmp_path: Path) -> Iterator[World]:
     w = World(isolated_env, devserver, desktop, tmp_path)
     try:
         yield w

@@ -26,10 +26,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import USER, DaemonProc, DaemonSetup, Env, mirrored, read_tree, wait_for, write_config  # noqa: E402
-from engine_helpers import make_mirror  # noqa: E402
-
-from ohsync.engine.merge.stale import ARCHIVED_ELSEWHERE, has_pushes  # noqa: E402
+from daemon_helpers import USER, DaemonProc, DaemonSetup, Env, mirrored, read_tree, wait_for, write_config
+from engine_helpers import make_mirror
+from ohsync.engine.merge.stale import ARCHIVED_ELSEWHERE, has_pushes
 
 TEXT = "".join(f"line {i}\n" for i in range(1, 21))
 MEMORY = """---

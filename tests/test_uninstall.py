@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import isolated_env, seed_daemon, wait_for  # noqa: E402,F401
-
-from ohsync.daemon.protocol import tray_pid_file  # noqa: E402
+from daemon_helpers import isolated_env, seed_daemon, wait_for  # noqa: F401
+from ohsync.daemon.protocol import tray_pid_file
 
 
 def _fake_tray(socket: Path) -> subprocess.Popen[bytes]:

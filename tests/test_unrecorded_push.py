@@ -17,7 +17,6 @@ import pytest
 
 from breaker_helpers import synced_small
 from engine_helpers import make_mirror, mirrored, read_tree
-
 from ohsync.engine.crashpoints import set_hook
 
 BASE = b"one\ntwo\nthree\nfour\nfive\n"
@@ -35,7 +34,7 @@ def _kill_at(point: str) -> None:
     set_hook(hook)
 
 
-def _settled(m) -> None:  # noqa: ANN001
+def _settled(m) -> None:
     for _ in range(3):
         m.sync()
     assert read_tree(m.root) == mirrored(m.server.tree(m.repo_id))

@@ -12,13 +12,12 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_helpers import FakeEngine, FakeSession, wait_for  # noqa: E402
-
-from ohsync.daemon.config import load_config  # noqa: E402
-from ohsync.daemon.session import open_session  # noqa: E402
-from ohsync.daemon.status import StatusModel  # noqa: E402
-from ohsync.daemon.worker import FatalError, SyncWorker  # noqa: E402
-from ohsync.engine.errors import AuthError, LibraryNotFound, StateTooNew, UnreachableError  # noqa: E402
+from daemon_helpers import FakeEngine, FakeSession, wait_for
+from ohsync.daemon.config import load_config
+from ohsync.daemon.session import open_session
+from ohsync.daemon.status import StatusModel
+from ohsync.daemon.worker import FatalError, SyncWorker
+from ohsync.engine.errors import AuthError, LibraryNotFound, StateTooNew, UnreachableError
 
 
 def _worker(tmp_path: Path, failures: list[BaseException], **kw: Any):

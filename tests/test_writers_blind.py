@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import USER, make_mirror  # noqa: E402
+from engine_helpers import USER, make_mirror
 
 JOURNAL = "notes/journal.md"
 HEADER = "---\ntitle: Journal\ntype: note\n---\n# Journal\n\n## Observations\n- [note] start #seed\n"

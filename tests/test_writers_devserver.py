@@ -7,6 +7,7 @@ import re
 
 import httpx
 import pytest
+
 from daemon_helpers import wait_for
 from devserver_fixtures import c, rid  # noqa: F401 - fixtures used as parameters
 

@@ -13,7 +13,7 @@ import pytest
 from ohsync.engine.merge.sfconflict import original_of
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import USER, make_mirror  # noqa: E402
+from engine_helpers import USER, make_mirror
 
 MEMORY = ("---\ntitle: Journal\ntype: note\n---\n# Journal\n\n## Observations\n"
           "- [note] first line #seed\n")

@@ -12,7 +12,7 @@ import pytest
 from ohsync.engine.client import SeafileClient
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import USER, make_mirror  # noqa: E402
+from engine_helpers import USER, make_mirror
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import USER, make_mirror  # noqa: E402
+from engine_helpers import USER, make_mirror
 
 TEXT = "Files/notes/todo.txt"
 V0 = b"line1\nline2\nline3\n"

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import USER, make_mirror  # noqa: E402
-from test_writers_stale import assert_kept, settle  # noqa: E402
+from engine_helpers import USER, make_mirror
+from test_writers_stale import assert_kept, settle
 
 V0 = b"line1\nline2\nline3\n"
 OLD, NEW = "notes/todo.txt", "moved/notes/todo.txt"
@@ -90,7 +90,7 @@ def test_a_stale_overwrite_landing_just_before_the_folder_move_keeps_our_pushed_
     _move_folder(mirror)
     move = mirror.client.move
 
-    def stale_then_move(*args, **kwargs):  # noqa: ANN202
+    def stale_then_move(*args, **kwargs):
         if not devserver.bursts:
             burst = devserver.stale_burst(rid, "/" + OLD, 1, old=V0, line="LINE-R\n")
             assert burst.errors == [] and len(burst.ids) == 1

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import USER, make_mirror  # noqa: E402
-from test_writers_stale import HEADER, JOURNAL, assert_kept, settle  # noqa: E402
+from engine_helpers import USER, make_mirror
+from test_writers_stale import HEADER, JOURNAL, assert_kept, settle
 
 V0 = b"line1\nline2\nline3\n"
 OLD = "notes/todo.txt"
@@ -103,7 +103,7 @@ def test_a_failed_check_deletes_nothing_until_a_later_pass_can_tell(devserver, r
     new = _move(devserver, rid)
     download = mirror.client.download_bytes
 
-    def failing(repo_id, path):  # noqa: ANN001, ANN202
+    def failing(repo_id, path):
         from ohsync.engine.errors import ServerError
         raise ServerError("502 from a test")
 

@@ -8,7 +8,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from engine_helpers import USER, make_mirror  # noqa: E402
+from engine_helpers import USER, make_mirror
 
 
 def test_the_zip_being_received_has_no_name_in_the_temp_folder(devserver, tmp_path, monkeypatch) -> None:
@@ -22,7 +22,7 @@ def test_the_zip_being_received_has_no_name_in_the_temp_folder(devserver, tmp_pa
     seen: list[list[str]] = []
     real = m.client.download_zip
 
-    def download_zip(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def download_zip(*args, **kwargs):
         result = real(*args, **kwargs)
         seen.append(sorted(os.listdir(temp)))  # what a kill at this instant would leave behind
         return result

@@ -19,7 +19,7 @@ def tls_server() -> Iterator[str]:
     cert = ca.issue_cert("127.0.0.1")
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             self.send_response(200)
             self.end_headers()
             self.wfile.write(b"{}")

@@ -39,7 +39,6 @@ from ..daemon.protocol import (
     default_socket_path,
     tray_pid_file,
 )
-
 from . import desktop, icons, menu_model, start_report
 from .menu_model import Action, MenuEntry, TrayView
 from .notifier import Announcer, Notice, Notifier, default_sender

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from .common import Subparsers, add_command
 from ...engine.errors import OhsyncError
+from .common import Subparsers, add_command
 
 __all__ = ["register", "last_lines", "follow"]
 

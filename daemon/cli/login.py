@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ...engine.errors import OhsyncError
+from ..protocol import DaemonNotRunning, Method, RpcError
 from .common import EXIT_OK, Subparsers, UsageError, add_command, add_mirror_option, daemon_client, read_config
 from .setup import add_keyring_option
-from ..protocol import DaemonNotRunning, Method, RpcError
-from ...engine.errors import OhsyncError
 
 __all__ = ["register", "cmd_login", "cmd_logout"]
 
@@ -60,10 +60,10 @@ def cmd_login(args: argparse.Namespace) -> int:
 
     :raises UsageError: no server or username, or both stdin options.
     :raises OhsyncError: the server refused (the message says why), or the keyring is unusable."""
+    from ...engine.errors import TwoFactorRequired
     from ..config import config_path, normalize_server_url, update_config
     from ..credentials import load_token, save_token
     from ..login import check_token, token_from_password, token_owner_note
-    from ...engine.errors import TwoFactorRequired
 
     path = config_path(args.config)
     cfg = read_config(args)

@@ -21,6 +21,9 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from ...engine.errors import OhsyncError, classify, local_error
+from ..about import version
+from ..protocol import DaemonNotRunning, RpcError
 from . import (
     autostart,
     demo,
@@ -37,7 +40,6 @@ from . import (
     stop,
     trash,
 )
-from ..about import version
 from .common import (
     EXIT_FAILED,
     EXIT_NOT_RUNNING,
@@ -45,10 +47,10 @@ from .common import (
     EXIT_USAGE,
     UsageError,
     add_config_option,
+)
+from .common import (
     say_error as _err,
 )
-from ..protocol import DaemonNotRunning, RpcError
-from ...engine.errors import OhsyncError, classify, local_error
 
 __all__ = ["main", "build_parser", "COMMANDS", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_RUNNING",
            "UsageError"]

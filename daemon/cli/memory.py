@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .common import Subparsers, add_command, add_mirror_option
 from ..protocol import Method, RpcError
+from .common import Subparsers, add_command, add_mirror_option
 
 __all__ = ["register"]
 

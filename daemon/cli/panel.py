@@ -16,6 +16,7 @@ import os
 import webbrowser
 from pathlib import Path
 
+from ..protocol import Method
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -26,7 +27,6 @@ from .common import (
     read_config,
     say_error,
 )
-from ..protocol import Method
 
 __all__ = ["register", "cmd_panel", "cmd_resolve"]
 

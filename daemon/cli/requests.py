@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..attention import natural_key
+from ..protocol import Method
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -27,7 +28,6 @@ from .common import (
     say_error,
 )
 from .status import shown as _shown
-from ..protocol import Method
 
 __all__ = ["register", "simple_command", "pause_resume_command", "cmd_wait", "cmd_conflicts", "cmd_damaged",
            "cmd_activity", "cmd_file", "cmd_confirm_deletes"]

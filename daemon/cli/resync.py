@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from .common import EXIT_OK, Subparsers, add_command, add_mirror_option, daemon_client
 from ..protocol import Method
+from .common import EXIT_OK, Subparsers, add_command, add_mirror_option, daemon_client
 
 __all__ = ["register", "cmd_resync"]
 

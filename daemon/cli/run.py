@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from .common import EXIT_OK, Subparsers, add_command, read_config
 from ...engine.errors import OhsyncError
+from .common import EXIT_OK, Subparsers, add_command, read_config
 
 __all__ = ["register", "TRAY_EXTRA_HINT", "cmd_run", "cmd_tray"]
 

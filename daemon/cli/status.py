@@ -12,8 +12,8 @@ import argparse
 import json
 from typing import Any
 
-from .common import EXIT_FAILED, EXIT_OK, Subparsers, add_command, add_mirror_option, daemon_client
 from ..protocol import Method
+from .common import EXIT_FAILED, EXIT_OK, Subparsers, add_command, add_mirror_option, daemon_client
 
 __all__ = ["register", "EXIT_CODES_HELP", "cmd_status", "exit_code", "shown"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from .common import EXIT_FAILED, EXIT_OK, Subparsers, add_command, daemon_client, read_config, say_error
 from ..protocol import DaemonNotRunning, Method, RpcError
 from ..tray_stop import stop_tray
+from .common import EXIT_FAILED, EXIT_OK, Subparsers, add_command, daemon_client, read_config, say_error
 
 __all__ = ["register", "cmd_stop"]
 

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .model import DEFAULT_LIBRARY, MEMORY_KEYS, ConfigError, MemoryConfig, MirrorConfig
 from ...engine.client.paths import normalize_remote_path
 from ...engine.ignore import pattern_problem
+from .model import DEFAULT_LIBRARY, MEMORY_KEYS, ConfigError, MemoryConfig, MirrorConfig
 
 __all__ = ["normalize_server_url", "typed", "unknown_keys", "expand_path", "folder", "number", "mirror_table",
            "check_mirrors", "filing_mirror", "memory_table"]

@@ -18,9 +18,9 @@ from typing import Any
 
 import platformdirs
 
-from ..protocol import default_socket_path
 from ...engine.errors import OhsyncError
 from ...engine.place import local_offset
+from ..protocol import default_socket_path
 
 __all__ = ["APP_NAME", "DEFAULT_LIBRARY", "ConfigError", "MirrorConfig", "SafetyConfig", "FilingConfig",
            "MemoryConfig", "Config"]

@@ -44,11 +44,11 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from ..protocol import CANNOT_NOW, INVALID_PARAMS, METHOD_NOT_FOUND, Method
+from ..socket.methods import CannotNow, InvalidParams
 from .auth import COOKIE, PanelAuth
 from .diff import merge_prefill, side_by_side
 from .events import CLOSED, EventHub
-from ..protocol import CANNOT_NOW, INVALID_PARAMS, METHOD_NOT_FOUND, Method
-from ..socket.methods import CannotNow, InvalidParams
 
 __all__ = ["PanelApp", "CSP", "Call"]
 
@@ -161,7 +161,7 @@ class PanelApp:
             return response
         except _BadRequest as exc:
             return _json({"error": str(exc)}, 400)
-        except Exception:  # noqa: BLE001 - answer, log, keep serving
+        except Exception:  # answer, log, keep serving
             log.exception("local page: %s failed", endpoint)
             return _json({"error": "internal error; see the log"}, 500)
 

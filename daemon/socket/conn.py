@@ -59,7 +59,7 @@ class Pool:
             fn, args = job
             try:
                 fn(*args)
-            except BaseException:  # noqa: BLE001 - the callable reports its own failures
+            except BaseException:  # the callable reports its own failures
                 log.exception("a socket handler thread failed")
             with self._lock:
                 self._pending -= 1

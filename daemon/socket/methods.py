@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ...engine.errors import OhsyncError, classify
 from ..protocol import (
     CANNOT_NOW,
     INTERNAL_ERROR,
@@ -25,7 +26,6 @@ from ..protocol import (
     METHOD_NOT_FOUND,
     json_type,
 )
-from ...engine.errors import OhsyncError, classify
 
 __all__ = ["Handler", "InvalidParams", "CannotNow", "MethodTable", "error_answer", "request_problem"]
 
@@ -107,7 +107,7 @@ class MethodTable:
             answer = error_answer(req_id, CANNOT_NOW, f"{failure.title}: {failure.message}")
             answer["error"]["data"] = {"scope": failure.scope, "behaviour": failure.behaviour, "needs": failure.needs}
             return answer
-        except Exception as exc:  # noqa: BLE001 - answer, log, keep serving
+        except Exception as exc:  # answer, log, keep serving
             log.exception("socket method %s failed", method)
             return error_answer(req_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
         if "id" not in msg:

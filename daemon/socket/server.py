@@ -51,8 +51,8 @@ from ..protocol import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     MAX_REQUEST,
-    Method,
     PARSE_ERROR,
+    Method,
     NotAnObject,
     TooDeep,
     decode,
@@ -241,7 +241,7 @@ class SocketServer:
                 self._resume_accepting()
                 for key, events in self._selector.select(timeout=0.5):
                     self._event(key.data, events)
-        except Exception:  # noqa: BLE001 - never die: clients would see no daemon
+        except Exception:  # never die: clients would see no daemon
             log.exception("the socket server failed; serving again")
             return False
 
@@ -258,12 +258,12 @@ class SocketServer:
                     self._read(conn)
                 if events & selectors.EVENT_WRITE and not conn.dead:
                     self._write(conn)
-        except Exception:  # noqa: BLE001 - log, drop what failed, serve the rest
+        except Exception:  # log, drop what failed, serve the rest
             if isinstance(what, _Conn):
                 log.exception("a socket connection failed; it was closed, the others are served on")
                 try:
                     self._close(what)
-                except Exception:  # noqa: BLE001 - closing is best effort here
+                except Exception:  # closing is best effort here
                     log.exception("closing the failed socket connection failed")
             else:
                 log.exception("the socket server's %s step failed; serving on", what)
@@ -344,7 +344,7 @@ class SocketServer:
                 return
             try:
                 self._admit(sock)
-            except Exception:  # noqa: BLE001 - one connection lost, the listener serves on
+            except Exception:  # one connection lost, the listener serves on
                 log.exception("taking a socket connection failed; it was closed")
                 sock.close()
 
@@ -488,7 +488,7 @@ class SocketServer:
         try:
             reply = self._methods.answer(msg)
             data = encode(reply) if reply is not None else b""
-        except BaseException:  # noqa: BLE001 - the connection must never stay busy
+        except BaseException:  # the connection must never stay busy
             log.exception("answering a socket request failed")
             data = encode(error_answer(msg.get("id"), INTERNAL_ERROR, "internal error"))
         self._inbox.put(("reply", (conn, data)))

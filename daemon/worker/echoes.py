@@ -34,7 +34,7 @@ def awaiting_push(engine: Any, paths: Iterable[str]) -> set[str]:
         return set(paths)
     try:
         return set(check(paths))
-    except Exception:  # noqa: BLE001 - only a count: never stop the worker for it
+    except Exception:  # only a count: never stop the worker for it
         log.exception("counting the changes waiting to sync failed")
         return set(paths)
 
@@ -52,7 +52,7 @@ def sort_watched(engine: Any, paths: Iterable[str]) -> tuple[set[str], set[str]]
         return set(paths), awaiting_push(engine, paths)
     try:
         found = check(paths)
-    except Exception:  # noqa: BLE001 - a filter only: the pass decides instead
+    except Exception:  # a filter only: the pass decides instead
         log.exception("sorting the watcher's paths failed")
         return set(paths), set(paths)
     return set(found.to_sync), set(found.awaiting)

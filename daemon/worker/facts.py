@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ...engine.events import SyncEvent, SyncReport
 from ..attention import attention_items, conflict_since, wait_verdict
 from ..logs import log_action
 from ..scheduler import Ticket
 from ..status import StatusModel, iso_time
-from ...engine.events import SyncEvent, SyncReport
 
 __all__ = ["MirrorFacts"]
 
@@ -132,7 +132,7 @@ class MirrorFacts:
             failures = list(engine.failures()) if hasattr(engine, "failures") else []
             clock = engine.clock_offset() if hasattr(engine, "clock_offset") else None
             regression = engine.regression() if hasattr(engine, "regression") else None
-        except Exception:  # noqa: BLE001 - status must not die on a read
+        except Exception:  # status must not die on a read
             log.exception("reading conflicts/damaged from the engine failed")
             return
         with self._lock:

@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ...engine.errors import StateTooNew, classify
+from ...engine.events import SyncEvent
 from ..scheduler import Scheduler, backoff_delay
 from ..status import StatusModel
 from .facts import MirrorFacts
 from .requests import ControlState, FatalError, Session, SessionFactory
-from ...engine.errors import StateTooNew, classify
-from ...engine.events import SyncEvent
 
 __all__ = ["WorkerRecovery"]
 
@@ -106,7 +106,7 @@ class WorkerRecovery:
             self.close_session()
             self.failed(exc)
             return False
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("starting the watcher failed; local edits are seen only by periodic scans")
         return True
 
@@ -145,7 +145,7 @@ class WorkerRecovery:
         if self.session is not None:
             try:
                 self.session.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("closing the sync engine failed")
             self.session = None
 

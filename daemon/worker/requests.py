@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ...engine.errors import OhsyncError
+from ...engine.events import SyncEvent
 from ..scheduler import Ticket
 from ..status import StatusModel
 from .facts import MirrorFacts
-from ...engine.errors import OhsyncError
-from ...engine.events import SyncEvent
 
 __all__ = ["ASKED_PASS_WINDOW", "Control", "ControlState", "FatalError", "Session", "SessionFactory",
            "WorkerRequests"]

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ...engine.events import SyncReport
 from .. import last_sync
 from ..memory_trim import release_memory, worth_releasing
 from ..scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
@@ -46,7 +47,6 @@ from .echoes import awaiting_push, sort_watched
 from .facts import MirrorFacts
 from .recovery import WorkerRecovery
 from .requests import Control, ControlState, FatalError, Session, SessionFactory, WorkerRequests
-from ...engine.events import SyncReport
 
 __all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Control", "Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
 
@@ -186,7 +186,7 @@ class SyncWorker:
                 if self._shutdown.is_set():
                     break
                 self._step()
-        except Exception as exc:  # noqa: BLE001 - last resort: say so and let the daemon exit
+        except Exception as exc:  # last resort: say so and let the daemon exit
             log.exception("the sync worker crashed")
             self._control.set_problem("error", f"Internal error in the sync worker: {exc!r}")
             self._on_fatal(exc)
@@ -211,7 +211,7 @@ class SyncWorker:
         try:
             if release is not None and release():
                 release_memory()
-        except Exception:  # noqa: BLE001 - memory is an optimisation; syncing goes on
+        except Exception:  # memory is an optimisation; syncing goes on
             log.exception("releasing the idle engine's memory failed")
 
     def _handle(self, msg: tuple[str, Any]) -> None:
@@ -312,7 +312,7 @@ class SyncWorker:
             for fn in calls:
                 try:
                     fn()
-                except Exception:  # noqa: BLE001 - a helper's failure must not stop syncing
+                except Exception:  # a helper's failure must not stop syncing
                     log.exception("a job submitted to the sync worker failed")
             self._drain()
         if self._work or self._work.tickets:
@@ -335,7 +335,7 @@ class SyncWorker:
     def _maintain(self) -> None:
         try:
             self._before_pass()
-        except Exception:  # noqa: BLE001 - e.g. the watcher cannot restart yet
+        except Exception:  # e.g. the watcher cannot restart yet
             log.exception("keeping the daemon's helpers alive failed")
 
     # ----------------------------------------------------------------- one pass
@@ -357,7 +357,7 @@ class SyncWorker:
             report: SyncReport = self._session.engine.sync(
                 paths, check_remote=work.check_remote,
                 should_stop=lambda: self._shutdown.is_set() or self._restructured.is_set())
-        except BaseException as exc:  # noqa: BLE001 - classified in _failed
+        except BaseException as exc:  # classified in _failed
             # keep the work for the retry, together with anything that arrived meanwhile
             self._work.dirty |= work.dirty
             self._work.awaiting |= work.awaiting

@@ -14,10 +14,10 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from .errors import check_id, parse_json
-from .paths import join_remote, name_problem, normalize_remote_path, split_remote
 from ..errors import NotFoundError, ProtocolError
 from ..models import RepoInfo, UploadResult
+from .errors import check_id, parse_json
+from .paths import join_remote, name_problem, normalize_remote_path, split_remote
 
 __all__ = [
     "REPO_ID",

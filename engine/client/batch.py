@@ -20,12 +20,12 @@ from collections.abc import Sequence
 
 import httpx
 
-from .answers import as_int, check_repo_id
-from .errors import check_id, parse_json
-from .transport import SeafileHTTP
-from .paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
 from ..errors import ProtocolError, RemoteOperationError
 from ..models import UploadResult
+from .answers import as_int, check_repo_id
+from .errors import check_id, parse_json
+from .paths import join_remote, name_problem, normalize_remote_path, upload_name_problem
+from .transport import SeafileHTTP
 
 __all__ = ["BatchUploads"]
 

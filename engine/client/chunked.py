@@ -22,14 +22,14 @@ from urllib.parse import quote
 
 import httpx
 
-from .answers import check_repo_id, parse_update_answer, parse_upload_answer
-from .errors import check_id, parse_json, translate_errors
-from .transport import SeafileHTTP
-from .paths import upload_target
 from ..errors import LocalError, RemoteError, local_error
 from ..ids import BLOCK_SIZE, ContentHasher
 from ..models import UploadResult
 from ..upload_body import BufferBody, FileSlice, read_chunk
+from .answers import check_repo_id, parse_update_answer, parse_upload_answer
+from .errors import check_id, parse_json, translate_errors
+from .paths import upload_target
+from .transport import SeafileHTTP
 
 __all__ = ["CHUNK_SECONDS", "CHUNK_SIZE", "IN_FLIGHT", "ChunkedUploads", "Progress"]
 

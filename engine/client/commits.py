@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import NotFoundError, ProtocolError
 from .errors import check_id
 from .transport import SeafileHTTP
-from ..errors import NotFoundError, ProtocolError
 
 __all__ = ["CommitChange", "CommitInfo", "CommitReads"]
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 
-from .answers import check_repo_id, location_path
-from .transport import SeafileHTTP
-from .listing import parse_listing
-from .paths import normalize_remote_path, split_remote
 from ..errors import NotFoundError, RemoteOperationError
 from ..models import DirListing
+from .answers import check_repo_id, location_path
+from .listing import parse_listing
+from .paths import normalize_remote_path, split_remote
+from .transport import SeafileHTTP
 
 __all__ = ["DirCalls"]
 

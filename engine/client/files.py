@@ -15,12 +15,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import BinaryIO
 
-from .answers import as_int, check_repo_id, parse_update_answer, parse_upload_answer, payload_size
-from .errors import check_id
-from .transport import Payload, SeafileHTTP
-from .paths import normalize_remote_path, split_remote, upload_target
 from ..errors import ProtocolError
 from ..models import RemoteEntry, UploadResult
+from .answers import as_int, check_repo_id, parse_update_answer, parse_upload_answer, payload_size
+from .errors import check_id
+from .paths import normalize_remote_path, split_remote, upload_target
+from .transport import Payload, SeafileHTTP
 
 __all__ = ["FileCalls"]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
+from ..errors import NotFoundError, ProtocolError
 from .answers import REPO_ID, as_int, as_str
 from .errors import check_id
-from .transport import SeafileHTTP
 from .paths import normalize_remote_path
-from ..errors import NotFoundError, ProtocolError
+from .transport import SeafileHTTP
 
 __all__ = ["FileRevision", "HistoryCalls"]
 

@@ -28,9 +28,9 @@ from collections.abc import Callable
 
 import httpx
 
+from ..errors import NetworkError, ServerError
 from .answers import check_repo_id
 from .paths import normalize_remote_path
-from ..errors import NetworkError, ServerError
 
 __all__ = ["LINK_TTL", "LinkCache"]
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import httpx
 
-from .errors import check_id, parse_json
-from .paths import is_within, join_remote, name_problem
 from ..errors import ProtocolError
 from ..models import DirListing, RemoteEntry
+from .errors import check_id, parse_json
+from .paths import is_within, join_remote, name_problem
 
 __all__ = ["parse_listing"]
 

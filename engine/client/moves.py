@@ -12,11 +12,11 @@ import re
 
 import httpx
 
+from ..errors import NotFoundError, ProtocolError, RemoteOperationError, ServerError
 from .answers import check_repo_id, location_path, move_result
 from .dirs import DirCalls
-from .transport import SeafileHTTP
 from .paths import join_remote, name_problem, normalize_remote_path, split_remote
-from ..errors import NotFoundError, ProtocolError, RemoteOperationError, ServerError
+from .transport import SeafileHTTP
 
 __all__ = ["MoveCalls"]
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import httpx
 
+from ..errors import NotFoundError, ProtocolError, RemoteError
 from .answers import REPO_ID
 from .errors import parse_json, translate_errors
 from .transport import SeafileHTTP
-from ..errors import NotFoundError, ProtocolError, RemoteError
 
 __all__ = ["NotificationAPI"]
 

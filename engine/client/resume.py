@@ -13,14 +13,14 @@ from typing import Any, BinaryIO
 
 import httpx
 
+from ..errors import LocalError, NetworkError, ProtocolError, RemoteError, ServerError
+from ..ids import ContentHasher
 from .answers import as_int, check_repo_id, tell_or_none
 from .chunked import Progress
 from .errors import check_id, translate_errors
 from .hash_feed import HashFeed
-from .transport import SeafileHTTP
 from .paths import normalize_remote_path
-from ..errors import LocalError, NetworkError, ProtocolError, RemoteError, ServerError
-from ..ids import ContentHasher
+from .transport import SeafileHTTP
 
 __all__ = ["ResumableDownloads"]
 

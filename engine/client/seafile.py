@@ -30,6 +30,9 @@ from typing import Any, Self
 
 import httpx
 
+from ..errors import AuthError, NotFoundError, ProtocolError, TwoFactorRequired
+from ..failures import MAX_RETRY_AFTER
+from ..models import AccountInfo, RepoInfo
 from .answers import as_int, as_str, check_repo_id, repo_from_json
 from .batch import BatchUploads
 from .chunked import ChunkedUploads
@@ -43,9 +46,6 @@ from .notify import NotificationAPI
 from .resume import ResumableDownloads
 from .transport import USER_AGENT, SeafileHTTP, check_server_url
 from .zips import ZipDownloads
-from ..errors import AuthError, NotFoundError, ProtocolError, TwoFactorRequired
-from ..failures import MAX_RETRY_AFTER
-from ..models import AccountInfo, RepoInfo
 
 __all__ = ["SeafileClient"]
 

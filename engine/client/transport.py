@@ -24,11 +24,11 @@ from typing import Any, BinaryIO
 import httpx
 import tenacity
 
+from ..errors import NetworkError, ProtocolError, RemoteError
+from ..failures import MAX_RETRY_AFTER, resend_wait
 from .answers import as_int, tell_or_none
 from .errors import check_id, error_for_response, parse_json, translate_errors
 from .links import LinkCache
-from ..errors import NetworkError, ProtocolError, RemoteError
-from ..failures import MAX_RETRY_AFTER, resend_wait
 
 __all__ = ["USER_AGENT", "Payload", "SeafileHTTP", "check_server_url"]
 

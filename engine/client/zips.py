@@ -15,11 +15,11 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
+from ..errors import NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError, ServerError
 from .answers import check_repo_id
 from .errors import parse_json
-from .transport import SeafileHTTP
 from .paths import name_problem, normalize_remote_path
-from ..errors import NotFoundError, ProtocolError, QuotaError, RemoteError, RemoteOperationError, ServerError
+from .transport import SeafileHTTP
 
 __all__ = ["ZipDownloads"]
 

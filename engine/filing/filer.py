@@ -74,6 +74,10 @@ from ..errors import (
     local_error,
 )
 from ..events import SyncEvent
+from ..ids import BLOCK_SIZE
+from ..localfs import stat_fingerprint
+from ..models import RemoteEntry
+from ..paths import parent_rel, to_remote
 from .api import MirrorAPI, ReadyCheck
 from .jobs import STEPS, Abandon, FilingJob, FilingResult, JobStore
 from .journal import BEIJING, journal_line
@@ -81,10 +85,6 @@ from .plan import Planner
 from .rules import DEFAULT_DEST, FilingRule, RuleError, parse_dest, parse_rules
 from .steps import add_journal_line, move_into_mirror, source_unchanged, write_sidecar
 from .summary import sidecar_text, summarize
-from ..ids import BLOCK_SIZE
-from ..localfs import stat_fingerprint
-from ..models import RemoteEntry
-from ..paths import parent_rel, to_remote
 
 __all__ = [
     "BEIJING",
@@ -292,7 +292,7 @@ class Filer:
                 "it is retried automatically"
             return self._result(job, "failed", f"{name} is not filed yet ({failure.title}: {failure.message}); "
                                 f"{later}.", **_retry_fields(failure))
-        except Exception as exc:  # noqa: BLE001 - a bug must not take the sync worker down
+        except Exception as exc:  # a bug must not take the sync worker down
             job = self._jobs.get(job.id) or job
             log.exception("filing %s failed after step %s", job.source, job.step)
             self._jobs.update(job, note=repr(exc))

@@ -17,15 +17,15 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 
 from ..errors import QuotaError
-from .jobs import FilingJob, FilingResult, JobStore
-from .journal import BEIJING
-from .api import DOWNLOADING, MirrorAPI, ReadyCheck
-from .rules import FilingRule, choose_rule, render_dest, unique_name
-from .summary import human_size, summarize
 from ..ids import file_hashes
 from ..localfs import stat_fingerprint
 from ..names import path_problem, upload_name_problem
 from ..paths import from_remote, normalize_rel, to_local, to_remote
+from .api import DOWNLOADING, MirrorAPI, ReadyCheck
+from .jobs import FilingJob, FilingResult, JobStore
+from .journal import BEIJING
+from .rules import FilingRule, choose_rule, render_dest, unique_name
+from .summary import human_size, summarize
 
 __all__ = ["Planner", "QUOTA_MARGIN"]
 

@@ -17,13 +17,13 @@ from pathlib import Path
 from ..crashpoints import reach
 from ..errors import LocalError
 from ..events import SyncEvent
+from ..ids import file_hashes, seafile_file_id
+from ..localfs import atomic_write, stat_fingerprint, temp_beside
+from ..paths import to_local, to_remote
 from .api import MirrorAPI
 from .jobs import FilingJob, JobStore
 from .journal import append_line, has_line, journal_line, new_journal
 from .summary import sidecar_text
-from ..ids import file_hashes, seafile_file_id
-from ..localfs import atomic_write, stat_fingerprint, temp_beside
-from ..paths import to_local, to_remote
 
 __all__ = ["add_journal_line", "move_into_mirror", "record_base", "source_unchanged", "write_sidecar"]
 

@@ -12,8 +12,8 @@ byte for byte; it is only reported.
 
 from __future__ import annotations
 
-from .format import MemoryDoc, MemoryParseError, load_yaml, parse_memory
 from ..merge.text import line_content
+from .format import MemoryDoc, MemoryParseError, load_yaml, parse_memory
 
 __all__ = ["memory_problem"]
 

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..merge.text import BOM, line_content, split_lines
+from ..names import MAX_NAME_BYTES
 from .format import MemoryParseError, load_yaml, parse_memory
 from .index import FULLWIDTH
-from ..names import MAX_NAME_BYTES
-from ..merge.text import BOM, line_content, split_lines
 
 __all__ = ["MemoryToolError", "entity_filename", "slugify", "make_permalink", "render_entity",
            "observation_line", "relation_line", "append_observation", "replace_once", "set_fields",

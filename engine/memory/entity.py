@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
+from ..merge.text import BOM
 from .format import MemoryParseError, iter_code_mask, load_yaml, parse_relation
 from .merge import is_memory_file
-from ..merge.text import BOM
 
 __all__ = ["Entity", "is_indexed", "parse_entity", "parse_offset", "to_timestamp", "FULLWIDTH",
            "title_from_filename", "title_keys"]

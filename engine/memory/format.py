@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
 from ..merge.text import BOM, detect_eol, line_content, split_lines
 
 __all__ = [

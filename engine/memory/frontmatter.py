@@ -17,8 +17,9 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import yaml
-from .format import Frontmatter, FrontmatterField, load_yaml
+
 from ..merge.text import line_content, with_eol
+from .format import Frontmatter, FrontmatterField, load_yaml
 
 __all__ = ["merge_frontmatter"]
 

@@ -31,8 +31,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .format import MemoryDoc, MemoryParseError, code_block_ids, parse_memory
-from .frontmatter import merge_frontmatter
 from ..merge.text import (
     BOM,
     MergeResult,
@@ -46,6 +44,8 @@ from ..merge.text import (
     trivial_merge,
     with_eol,
 )
+from .format import MemoryDoc, MemoryParseError, code_block_ids, parse_memory
+from .frontmatter import merge_frontmatter
 
 __all__ = ["is_journal_file", "is_memory_file", "merge_memory", "union_merge_lines"]
 

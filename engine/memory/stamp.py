@@ -30,12 +30,12 @@ from typing import Any
 from ..context import MirrorContext
 from ..local_replace import LocalChanged, write_over
 from ..localfs import stat_fingerprint
+from ..place import local_offset
+from ..state import Base
 from .edit import set_fields, yaml_scalar
 from .format import MemoryParseError, parse_memory
 from .index import parse_offset
 from .merge import is_memory_file
-from ..place import local_offset
-from ..state import Base
 
 __all__ = ["stamp_edit"]
 

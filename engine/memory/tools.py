@@ -30,6 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..names import upload_name_problem
+from ..nofollow import OutsideMirrorError, entry_stat, read_file
 from .edit import (
     MemoryToolError,
     append_observation,
@@ -47,8 +49,6 @@ from .guard import added, secrets_in, sensitive_in
 from .index import Entity, MemoryIndex, is_indexed, to_timestamp
 from .inputs import check_input
 from .merge import is_journal_file
-from ..names import upload_name_problem
-from ..nofollow import OutsideMirrorError, entry_stat, read_file
 
 __all__ = ["MemoryTools", "MemoryToolError", "WritePlan", "READ_LIMIT", "DEFAULT_LIMIT", "TYPE_FOLDERS"]
 
@@ -186,7 +186,7 @@ class MemoryTools:
 
     # -- reads ----------------------------------------------------------------------
 
-    def search(self, query: Any = None, tags: Any = None, type: Any = None, since: Any = None,  # noqa: A002
+    def search(self, query: Any = None, tags: Any = None, type: Any = None, since: Any = None,
                include_sensitive: Any = False, limit: Any = DEFAULT_LIMIT) -> dict[str, Any]:
         """Ranked entities: ``{"results": [{permalink, title, type, tags, modified, snippet, related}]}``.
 
@@ -355,7 +355,7 @@ class MemoryTools:
     # -- writes (planned here, applied and pushed by the daemon) -------------------
 
     def plan_write(self, title: Any, observations: Any, relations: Any = None, tags: Any = None,
-                   type: Any = "note", folder: Any = None, sensitivity: Any = None) -> WritePlan:  # noqa: A002
+                   type: Any = "note", folder: Any = None, sensitivity: Any = None) -> WritePlan:
         """A new entity file.
 
         :raises MemoryToolError: bad parameters, a secret in the text, or an

@@ -22,15 +22,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..sync.deletes import delete_remote
 from ..errors import OhsyncError
 from ..events import SyncEvent
+from ..local_replace import keep_crossed
 from ..localfs import Fingerprint, backup_file, stat_fingerprint
+from ..nofollow import FileChanged, OutsideMirrorError, entry_stat, read_file, remove_file, write_file
+from ..sync.deletes import delete_remote
+from ..transfer import push
 from .edit import MemoryToolError
 from .tools import WritePlan
-from ..local_replace import keep_crossed
-from ..nofollow import FileChanged, OutsideMirrorError, entry_stat, read_file, remove_file, write_file
-from ..transfer import push
 
 __all__ = ["Planner", "apply_write", "trash_entity"]
 

@@ -19,19 +19,19 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 
-from .conflict_names import CONFLICT_DIR
 from ..context import MirrorContext
 from ..crashpoints import reach
 from ..events import ConflictRecord, SyncEvent
 from ..ids import seafile_file_id, sha1_bytes
 from ..localfs import atomic_write, hash_file, temp_beside
-from .choose import is_text
 from ..models import RemoteEntry
 from ..paths import from_remote, parent_rel
 from ..remote_dirs import ensure_remote_dir, remote_written
-from .resolve import Copy
 from ..special_dirs import working_dir
 from ..state import Base
+from .choose import is_text
+from .conflict_names import CONFLICT_DIR
+from .resolve import Copy
 
 __all__ = ["archive", "copies_of"]
 

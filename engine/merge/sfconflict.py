@@ -20,10 +20,6 @@ from __future__ import annotations
 
 import os
 
-from .archive import archive
-from .choose import TEXT_LIMIT, merge_versions
-from .conflict_names import CONFLICT_DIR, SFCONFLICT
-from .resolve import Facts, Situation, decide
 from ..context import MirrorContext
 from ..errors import LocalError, NotFoundError, OhsyncError, classify, local_error
 from ..events import SyncEvent, SyncReport
@@ -32,6 +28,10 @@ from ..localfs import backup_file, stat_fingerprint
 from ..paths import from_remote, parent_rel
 from ..remote_dirs import remote_written
 from ..special_dirs import is_under
+from .archive import archive
+from .choose import TEXT_LIMIT, merge_versions
+from .conflict_names import CONFLICT_DIR, SFCONFLICT
+from .resolve import Facts, Situation, decide
 
 __all__ = ["SFCONFLICT", "original_of", "find_own", "remove_remote", "fold_foreign"]
 

@@ -45,9 +45,9 @@ from ..local_replace import LocalChanged, install
 from ..localfs import stat_fingerprint, temp_beside
 from ..merge.choose import is_text
 from ..models import RemoteEntry
-from .new_files import NewFileBatch
 from ..state import Base
 from ..transfer import folder_vanished
+from .new_files import NewFileBatch
 
 __all__ = ["BULK_MAX_FILE", "DOWNLOADS_IN_FLIGHT", "LINK_BYTES_PER_SECOND", "REQUEST_SECONDS", "bulk_pull",
            "choose_path"]

@@ -13,20 +13,25 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .deletes import delete_local, delete_remote
-from .echoes import OwnFolders, make_dirs
 from ..errors import OhsyncError
 from ..events import SyncEvent, SyncReport
-from .kind_change import (archive_local_file, archive_remote_file, clear_desktop_junk, local_tree_changed,
-                          remote_tree_changed)
 from ..localfs import LocalFile
 from ..models import RemoteEntry
 from ..paths import normalize_rel
-from .reconcile import Side
 from ..state import Base
-from .run import RunSteps
 from ..transfer import ensure_remote_dir, remote_written
 from ..upload_batch import BATCH_MAX_FILE
+from .deletes import delete_local, delete_remote
+from .echoes import OwnFolders, make_dirs
+from .kind_change import (
+    archive_local_file,
+    archive_remote_file,
+    clear_desktop_junk,
+    local_tree_changed,
+    remote_tree_changed,
+)
+from .reconcile import Side
+from .run import RunSteps
 
 __all__ = ["FolderSteps"]
 

@@ -25,26 +25,26 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import regression, remote_diffs
 from ..context import EngineOptions, MirrorContext
+from ..crashpoints import reach
 from ..events import ConflictRecord, SyncEvent, SyncReport
 from ..failures import FailureBook
 from ..ignore import IGNORE_FILE, IgnoreRules
 from ..library import resolve_library
 from ..localfs import check_root, clean_temp_files, prune_backups, scan_tree
+from ..merge.sfconflict import fold_foreign, original_of
 from ..models import RepoInfo
 from ..paths import normalize_rel
-from .reconcile import Action
 from ..remote_scan import scan_remote
 from ..state import StateStore
+from ..trash import TRASH_DIR, is_trash_path, local_trash_note
 from .confirm import confirm_plans, keep_confirmed
-from ..crashpoints import reach
+from .dirs import FolderSteps
 from .echoes import OwnFolders, WatchedPaths, sort_watched
-from .. import regression, remote_diffs
 from .moves import changed_there, move_sources, pair_moves
 from .pending import PendingLedger
-from ..merge.sfconflict import fold_foreign, original_of
-from .dirs import FolderSteps
-from ..trash import TRASH_DIR, is_trash_path, local_trash_note
+from .reconcile import Action
 from .valve import DeleteValve
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]

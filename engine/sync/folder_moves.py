@@ -23,8 +23,8 @@ import os
 from dataclasses import dataclass, field
 
 from ..context import MirrorContext
-from ..merge.stale import move_pushes
 from ..localfs import Fingerprint, LocalFile, hash_file
+from ..merge.stale import move_pushes
 from ..models import RemoteEntry
 from ..paths import parent_rel
 from ..state import Base

@@ -21,18 +21,18 @@ import os
 import stat
 from datetime import datetime, timezone
 
-from ..merge.archive import archive
-from ..merge.conflict_names import origin_of
 from ..context import MirrorContext
 from ..events import ConflictRecord
 from ..ignore import IgnoreRules
+from ..local_replace import LocalChanged, remove
 from ..localfs import backup_file, hash_file, stat_fingerprint
+from ..merge.archive import archive
+from ..merge.conflict_names import origin_of
+from ..merge.resolve import Copy
 from ..models import RemoteEntry
 from ..names import is_desktop_junk
 from ..paths import normalize_rel
-from ..merge.resolve import Copy
 from ..state import Base
-from ..local_replace import LocalChanged, remove
 
 __all__ = ["archive_local_file", "archive_remote_file", "clear_desktop_junk", "local_tree_changed",
            "remote_tree_changed"]

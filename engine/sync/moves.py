@@ -30,14 +30,14 @@ from collections.abc import Callable
 from ..context import MirrorContext
 from ..crashpoints import reach
 from ..errors import LocalError, OhsyncError
-from ..merge.stale import has_pushes, made_from_ours, move_pushes
-from ..renames import rename_new
 from ..localfs import LocalFile, hash_file, stat_fingerprint
+from ..merge.stale import has_pushes, made_from_ours, move_pushes
 from ..models import EMPTY_ID, RemoteEntry
 from ..paths import parent_rel
-from .reconcile import Action
+from ..renames import rename_new
 from ..state import Base
 from ..transfer import LocalChanged, ensure_remote_dir, remote_written
+from .reconcile import Action
 from .valve import Plan
 
 __all__ = ["pair_moves", "move_remote", "move_local", "move_sources", "changed_there", "MAX_CONTENT_CHECKS"]

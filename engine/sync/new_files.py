@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..localfs import Fingerprint, fsync_dir, _new_temp, stat_fingerprint
+from ..localfs import Fingerprint, _new_temp, fsync_dir, stat_fingerprint
 from ..renames import rename_new
 
 __all__ = ["NewFileBatch", "StagedFile"]

@@ -15,20 +15,20 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from .. import local_limits
 from ..context import EngineOptions, MirrorContext
 from ..errors import LocalError, LocalNameError, local_error
 from ..events import SyncEvent, SyncReport
 from ..failures import FailureBook
 from ..ignore import IgnoreRules
 from ..library import probe_case_insensitive
-from .. import local_limits
 from ..localfs import LocalFile, find_decomposed, hash_file, stat_fingerprint
 from ..models import RemoteEntry
 from ..nofollow import symlink_on_the_way
-from .pending import PendingLedger
 from ..paths import name_problem
-from .reconcile import Action, Side, action_for
 from ..state import Base, StateStore
+from .pending import PendingLedger
+from .reconcile import Action, Side, action_for
 from .valve import Plan
 
 __all__ = ["PlanSteps"]

@@ -16,8 +16,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from .bulk import bulk_pull
-from .deletes import delete_local, delete_remote
 from ..errors import OhsyncError, RemoteError, classify, local_error, server_down
 from ..events import SyncEvent, SyncReport
 from ..failures import PathFailure
@@ -25,16 +23,18 @@ from ..localfs import LocalFile, hash_file
 from ..memory.check import memory_problem
 from ..memory.merge import is_memory_file
 from ..memory.stamp import stamp_edit
-from .folder_moves import apply_folder_move, find_folder_moves
-from .moves import move_local, move_remote
 from ..paths import parent_rel
-from .reconcile import Action
 from ..state import Base
-from .plan import PlanSteps
 from ..transfer import LocalChanged, PushOutcome, WritersFighting, adopt, merge_back, pull, push
 from ..transfer_large import LARGE_FILE, push_large
 from ..update_batch import batchable_edit, push_edits
 from ..upload_batch import batchable, push_new_files
+from .bulk import bulk_pull
+from .deletes import delete_local, delete_remote
+from .folder_moves import apply_folder_move, find_folder_moves
+from .moves import move_local, move_remote
+from .plan import PlanSteps
+from .reconcile import Action
 from .valve import Plan
 
 __all__ = ["RunSteps", "SERVER_STRIKES"]
