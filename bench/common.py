@@ -101,7 +101,7 @@ class DevServerProc:
         for name, tree in libraries.items():
             cmd += ["--library", f"{name}={tree}"]
         self.log_path = data.parent / "devserver.log"
-        self._log = open(self.log_path, "wb")
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - devserver's stderr while it runs, closed by stop()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log)
         line = b""
         deadline = time.monotonic() + 300

@@ -51,7 +51,7 @@ class EventTap:
                     with self._cond:
                         self.up[str(event.get("path"))] = time.perf_counter()
                         self._cond.notify_all()
-        except Exception:  # noqa: BLE001 - the daemon went away: the stream ends
+        except Exception:  # noqa: BLE001, S110 - the daemon went away: the stream ends
             pass
 
     def wait_up(self, paths: set[str], since: float, timeout: float) -> float | None:
@@ -97,7 +97,7 @@ class BenchDaemon:
                         srv.url, srv.user, srv.token], env=self.env, check=True, timeout=60)
         self.rpc = RpcClient(self.sock_dir / "ohsync" / "ohsync.sock", timeout=30)
         self.proc: subprocess.Popen[bytes] | None = None
-        self._out = open(self.root / "daemon-output.log", "ab")
+        self._out = open(self.root / "daemon-output.log", "ab")  # noqa: SIM115 - for each start(), closed by stop()
         self.clk = os.sysconf("SC_CLK_TCK")
         self.events: EventTap | None = None
         self._srv = srv
@@ -148,7 +148,8 @@ class BenchDaemon:
                 raise RuntimeError(f"the daemon exited; see {self.root / 'daemon-output.log'}")
             st = self.status()
             if st.get("state") in SETTLED and st.get("last_scan") and not st.get("pending_up") and \
-                    not st.get("pending_down") and (after_poll is None or (st.get("last_poll") or "") > after_poll) and \
+                    not st.get("pending_down") and \
+                    (after_poll is None or (st.get("last_poll") or "") > after_poll) and \
                     (after_scan is None or (st.get("last_scan") or "") > after_scan) and \
                     (st.get("polls") or 0) >= min_polls:
                 return st

@@ -206,7 +206,8 @@ def run_size(files: int, queries: int, seed: int, work: Path, runs: int = 1) -> 
 
 def _line(label: str, r: dict[str, Any]) -> str:
     return (f"  {label:<22} first search {r['first_search_s']:>7.3f} s  search p50 {r['p50_ms']:>6.2f} ms "
-            f"p95 {r['p95_ms']:>7.2f} ms max {r['max_ms']:>7.2f} ms (CPU p95 {r['cpu_p95_ms']:>6.2f} ms)  RSS +{r['rss_delta_mib']:>6.1f} MiB "
+            f"p95 {r['p95_ms']:>7.2f} ms max {r['max_ms']:>7.2f} ms (CPU p95 {r['cpu_p95_ms']:>6.2f} ms)  "
+            f"RSS +{r['rss_delta_mib']:>6.1f} MiB "
             f"(idle {r['idle_rss_mib']} MiB)  edit searchable {r['edit_searchable_s'] * 1000:>6.1f} ms")
 
 

@@ -38,7 +38,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-__all__ = ["TALLY", "RequestTally", "RealServer", "count_rclone_dump", "counted_client", "endpoint_key", "server_version"]
+__all__ = ["TALLY", "RequestTally", "RealServer", "count_rclone_dump", "counted_client", "endpoint_key",
+           "server_version"]
 
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{40}")
 

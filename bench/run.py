@@ -212,7 +212,7 @@ class Bench:
                           fr(r.get("time_ratio_ohsync_over_other")), fr(r.get("request_ratio_ohsync_over_other")),
                           val])
         widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
-        out = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths)) + " |" for row in lines]
+        out = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in lines]
         out.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
         return "\n".join(out)
 
@@ -222,7 +222,8 @@ class Bench:
         doc = {"date": datetime.now().astimezone().isoformat(timespec="seconds"),
                "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                            "python": platform.python_version()},
-               "rclone": self.rc.version if getattr(self, "rc", None) else None, "files": self.args.files, "seed": self.args.seed,
+               "rclone": self.rc.version if getattr(self, "rc", None) else None, "files": self.args.files,
+               "seed": self.args.seed,
                "big_mb": self.args.big_mb, "scale_files": self.args.scale_files,
                "load_average_at_start": getattr(self, "loadavg", None),
                "server": getattr(self.srv, "url", None) if self.args.server else "devserver",

@@ -21,6 +21,7 @@ import os
 import resource
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +147,9 @@ def s_bigfile(bench: Any) -> None:
             os.sync()  # the copies' writeback must not slow whichever step comes first
             _latency(bench, ms)
             rss0 = peak_rss_mib()
-            oh_up = _cpu(bench, lambda: engine_measure(bench.srv, mirror, [f"ohsync-up-{tag}.bin"], t,
-                                                         "ohsync big upload"))
+            # partial, not lambda: each step is bound to this round's names
+            oh_up = _cpu(bench, partial(engine_measure, bench.srv, mirror, [f"ohsync-up-{tag}.bin"], t,
+                                        "ohsync big upload"))
             oh_up.extra["bench_peak_rss_growth_mib"] = peak_rss_mib() - rss0
             bench.srv.put_file_from(repo, f"/server-down-{tag}.bin", down)  # by another client
             down.unlink()
@@ -157,7 +159,7 @@ def s_bigfile(bench: Any) -> None:
             got = mirror.root / f"server-down-{tag}.bin"
             oh_down.extra["ok"] = got.exists() and got.stat().st_size == size
 
-            def httpx_up() -> None:
+            def httpx_up(tag: str = tag) -> None:
                 with counted_client() as c:
                     link = c.get(f"{bench.srv.url}/api2/repos/{other}/upload-link/", params={"p": "/"},
                                  headers=hdr).json()
@@ -166,7 +168,7 @@ def s_bigfile(bench: Any) -> None:
                                    files={"file": (f"httpx-up-{tag}.bin", fh, "application/octet-stream")})
                     r.raise_for_status()
 
-            def httpx_down() -> None:
+            def httpx_down(tag: str = tag) -> None:
                 with counted_client() as c:
                     _stream_down(c, bench.srv.url, repo, f"/server-down-{tag}.bin", bench.work / "httpx-down.bin",
                                  hdr)
@@ -176,12 +178,13 @@ def s_bigfile(bench: Any) -> None:
             hx_down = _cpu(bench, lambda: measured(bench.srv, httpx_down, t, "httpx download")[0])
             rc_up = rc_down = None
             if bench.rc.bin:
-                rc_up = _cpu(bench, lambda: rclone_measure(
-                    bench.srv, bench.rc, ["copyto", str(src), bench.rc.remote(OTHER_LIB, f"rclone-up-{tag}.bin")],
-                    t, "rclone big upload"))
-                rc_down = _cpu(bench, lambda: rclone_measure(
-                    bench.srv, bench.rc, ["copyto", bench.rc.remote(BIG_LIB, f"server-down-{tag}.bin"),
-                                          str(bench.work / "rclone-down.bin")], t, "rclone big download"))
+                rc_up = _cpu(bench, partial(
+                    rclone_measure, bench.srv, bench.rc,
+                    ["copyto", str(src), bench.rc.remote(OTHER_LIB, f"rclone-up-{tag}.bin")], t, "rclone big upload"))
+                rc_down = _cpu(bench, partial(
+                    rclone_measure, bench.srv, bench.rc, ["copyto", bench.rc.remote(BIG_LIB, f"server-down-{tag}.bin"),
+                                                          str(bench.work / "rclone-down.bin")], t,
+                    "rclone big download"))
             _latency(bench, 0)
             for name, m in (("ohsync up", oh_up), ("ohsync down", oh_down), ("httpx up", hx_up),
                             ("httpx down", hx_down), ("rclone up", rc_up), ("rclone down", rc_down)):

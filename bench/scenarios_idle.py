@@ -225,6 +225,7 @@ def s_quiet(bench: Any) -> None:
         x = m.extra
         bench.add_row("quiet", f"idle {args.idle_seconds:.0f} s, {label}, {files} files", m, None, other_name="-",
                       oh_value=f"{x['cpu_percent']:.2f} % CPU ({x['cpu_seconds']:.2f} s), {x['rss_mib_median']} MiB "
-                               f"RSS; {x['polls']} poll{'' if x['polls'] == 1 else 's'}, {x['requests_per_hour_measured']:g} req/h measured "
+                               f"RSS; {x['polls']} poll{'' if x['polls'] == 1 else 's'}, "
+                              f"{x['requests_per_hour_measured']:g} req/h measured "
                                f"({x['requests_per_hour_configured']}/h configured)",
                       note=load)

@@ -63,7 +63,7 @@ def s_upload(bench: Any) -> None:
             shutil.copytree(bench.tree, mirror.root, dirs_exist_ok=True)
             set_latency(bench, ms)
             # the mirror's transfer pool: 4 upload requests in flight, as the daemon runs it
-            m, report = measured(bench.srv, lambda: mirror.sync(), bench.args.timeout, "ohsync upload")
+            m, report = measured(bench.srv, mirror.sync, bench.args.timeout, "ohsync upload")
             set_latency(bench, 0)
             m.extra.update(report_extra(report))
             m.extra["requests_per_file"] = round((m.requests or 0) / max(1, m.extra.get("uploaded", 0)), 3)
@@ -141,7 +141,7 @@ def _shaped_upload(bench: Any) -> None:
     try:
         mirror.sync()  # empty library: the base head (not measured)
         shutil.copytree(src, mirror.root, dirs_exist_ok=True)
-        m, report = measured(bench.srv, lambda: mirror.sync(), bench.args.timeout, "ohsync upload (shape)")
+        m, report = measured(bench.srv, mirror.sync, bench.args.timeout, "ohsync upload (shape)")
     finally:
         mirror.close()
         shutil.rmtree(base, ignore_errors=True)
@@ -179,9 +179,9 @@ def s_notify(bench: Any) -> None:
                     "credentials.save_token(sys.argv[1], sys.argv[2], sys.argv[3])", srv.url, USER, srv.token],
                    env=env, check=True, timeout=60)
     rpc = RpcClient(sock_dir / "ohsync" / "ohsync.sock", timeout=30)
-    out = open(root / "daemon-output.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "ohsync.daemon.cli", "run", "--no-tray"], env=env,
-                            stdout=out, stderr=subprocess.STDOUT, cwd=root)
+    with open(root / "daemon-output.log", "wb") as out:  # the daemon's own copy stays open
+        proc = subprocess.Popen([sys.executable, "-m", "ohsync.daemon.cli", "run", "--no-tray"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, cwd=root)
 
     def status() -> dict[str, Any]:
         try:
@@ -231,6 +231,5 @@ def s_notify(bench: Any) -> None:
                       other_name="-", oh_value=f"p95 {p95:.2f} s")
     finally:
         stop_process(proc)
-        out.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
         srv.http.post("/notifications", json={"state": "absent"})

@@ -23,6 +23,7 @@ daemon started inside another program (tests, the demo).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -61,10 +62,8 @@ def use_system_malloc() -> None:
     env = dict(os.environ)
     env[ENV] = "malloc"
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # closed or gone: nothing to lose
             stream.flush()
-        except (OSError, ValueError):  # closed or gone: nothing to lose
-            pass
     try:
         os.execve(sys.executable, list(sys.orig_argv), env)
     except OSError as exc:  # e.g. the interpreter was replaced on disk: run as we are

@@ -17,6 +17,7 @@ others go on; the daemon exits only once none can run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -255,10 +256,8 @@ class Daemon:
                 "socket": str(self.cfg.socket), "config": str(self.cfg.path)}), encoding="utf-8")
             return self._run_locked()
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 self._pid_file().unlink()
-            except OSError:
-                pass
             lock.release()
 
     def _run_locked(self) -> int:

@@ -8,6 +8,7 @@ new one, never a mix.  Mirror files are written by the engine
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -30,8 +31,6 @@ def replace_file(path: Path, data: bytes, *, mode: int, prefix: str) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise

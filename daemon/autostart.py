@@ -322,9 +322,8 @@ def disable(*, kind: str | None = None) -> list[str]:
     kind = kind or choose_kind()
     said: list[str] = []
     unit = unit_path()
-    if kind == "systemd":
-        if unit.exists() or _run(["systemctl", "--user", "is-enabled", UNIT_NAME]).returncode == 0:
-            _run(["systemctl", "--user", "disable", "--now", UNIT_NAME])
+    if kind == "systemd" and (unit.exists() or _run(["systemctl", "--user", "is-enabled", UNIT_NAME]).returncode == 0):
+        _run(["systemctl", "--user", "disable", "--now", UNIT_NAME])
     if unit.exists():
         unit.unlink()
         if kind == "systemd":

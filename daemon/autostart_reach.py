@@ -11,6 +11,7 @@ the end of the last session, or always with lingering
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import subprocess
@@ -94,10 +95,8 @@ def start_daemon_now(argv: list[str], socket: Path, *, timeout: float = 20.0) ->
             time.sleep(0.2)
             continue
         pid = answer.get("pid") if isinstance(answer, dict) and isinstance(answer.get("pid"), int) else proc.pid
-        try:  # so that `ohsync autostart disable` stops this one, and only this one
+        with contextlib.suppress(OSError):  # so that `ohsync autostart disable` stops this one, and only this one
             autostart_pid_file(socket).write_text(f"{pid}\n", encoding="ascii")
-        except OSError:
-            pass
         return f"Started the daemon now (process {proc.pid}); `ohsync status` shows what it does."
     raise OhsyncError(f"`{' '.join(argv)}` (process {proc.pid}) did not answer on {socket} within "
                       f"{timeout:.0f} s; see `ohsync log` for why.", title="Autostart")

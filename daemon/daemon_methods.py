@@ -173,7 +173,7 @@ class Methods:
             t.join(timeout + 5)
         several = len(self._mirrors) > 1
         messages, reasons = [], []
-        for m, (synced, message, why) in zip(mirrors, answers):
+        for m, (_synced, message, why) in zip(mirrors, answers, strict=True):
             if message:
                 messages.append(f"{m.name}: {message}" if several else message)
             reasons += [{**r, "mirror": m.name} if several else r for r in why]

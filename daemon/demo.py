@@ -48,7 +48,9 @@ def _command_name() -> str:
     if shutil.which("ohsync"):
         return "ohsync"
     script = Path(sys.argv[0])
-    return shlex.quote(str(script.resolve())) if script.name == "ohsync" else f"{shlex.quote(sys.executable)} -m ohsync.daemon.cli"
+    if script.name == "ohsync":
+        return shlex.quote(str(script.resolve()))
+    return f"{shlex.quote(sys.executable)} -m ohsync.daemon.cli"
 
 
 def run_demo(*, seconds: float | None = None, directory: str | None = None, tray: bool = True,

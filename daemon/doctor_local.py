@@ -8,6 +8,7 @@ non-ASCII name, and removes it: what a download into the mirror does.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.util
 import os
@@ -96,10 +97,8 @@ def probe_folder(folder: Path) -> tuple[str, str, str] | None:
         return ("error", f"Cannot write files in {folder} ({exc.strerror}).",
                 "Free some space or choose another folder with `ohsync setup`.")
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(current)
-        except OSError:
-            pass
     return None
 
 
@@ -177,7 +176,7 @@ def find_tray_host(environ: Mapping[str, str]) -> str | None:
                     new_method_call(DBus(), "NameHasOwner", "s", ("org.kde.StatusNotifierWatcher",)), timeout=3)
                 if reply.body and reply.body[0]:
                     return "StatusNotifierWatcher (AppIndicator)"
-        except Exception:  # noqa: BLE001 - no bus, no jeepney: fall through to X11
+        except Exception:  # noqa: BLE001, S110 - no bus, no jeepney: fall through to X11
             pass
     display_name = environ.get("DISPLAY")
     if display_name:
@@ -192,7 +191,7 @@ def find_tray_host(environ: Mapping[str, str]) -> str | None:
                     return "XEmbed system tray"
             finally:
                 display.close()
-        except Exception:  # noqa: BLE001 - no Xlib or no X server
+        except Exception:  # noqa: BLE001, S110 - no Xlib or no X server
             pass
     return None
 

@@ -11,6 +11,7 @@ Prints one line ``devserver ready at http://HOST:PORT`` when listening.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import tempfile
@@ -67,10 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     srv.bind()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     print(f"devserver ready at {srv.url}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

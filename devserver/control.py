@@ -28,9 +28,10 @@ JSON out, no authentication (bind devserver to 127.0.0.1).
 | ``GET /_devserver/notifications`` | | ``{"state", "publishing", "connections", "subscriptions"}`` |
 | ``POST /_devserver/notifications`` | ``{"state": "up"/"down"/"absent", "publishing": bool}`` (both optional) | the same |
 | ``POST /_devserver/after-request`` | ``{"method", "path_regex", "count", "action": {"put_file": {"repo_id", "path", "text"}} or {"delete_path": {"repo_id", "path"}}}`` | ``{"ok": true}`` |
-"""
+"""  # noqa: E501 - a Markdown table: one endpoint a row
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Any
@@ -198,9 +199,7 @@ class Control:
                 srv.put_file(a["repo_id"], a["path"], a.get("text", "").encode("utf-8"))
             if "delete_path" in action:
                 a = action["delete_path"]
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     srv.delete_path(a["repo_id"], a["path"])
-                except FileNotFoundError:
-                    pass
         self.app.after_request(body.get("method"), body["path_regex"], cb, int(body.get("count", 1)))
         return _json({"ok": True})

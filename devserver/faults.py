@@ -35,6 +35,7 @@ Counters are kept per endpoint, keyed by the route template such as
 from __future__ import annotations
 
 import builtins
+import contextlib
 import itertools
 import json
 import re
@@ -205,15 +206,11 @@ def close_socket(environ, reset: bool = False) -> None:
     if sock is None:
         return
     if reset:
-        try:
+        with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
     for step in (lambda: sock.shutdown(socket.SHUT_RDWR), sock.close):
-        try:
+        with contextlib.suppress(OSError):
             step()
-        except OSError:
-            pass
 
 
 def has_body(req: Request) -> bool:

@@ -8,6 +8,7 @@ Errors use Go's ``http.Error`` shape (``fs_error``): ``text/plain`` with a
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import mimetypes
 import os
@@ -186,7 +187,8 @@ class Fileserver:
             if "Too many" in str(exc):
                 return fs_error(400, "Too many files with same name.\n")
             raise
-        results = [{"id": fid, "name": final, "size": size} for final, (_, fid, size) in zip(finals, stored)]
+        results = [{"id": fid, "name": final, "size": size}
+                   for final, (_, fid, size) in zip(finals, stored, strict=True)]
         return self._upload_answer(results, ret_json)
 
     def _chunk(self, req: Request, tok, files, target: str, m, replace: bool, mtime, ret_json) -> Response:
@@ -224,10 +226,8 @@ class Fileserver:
                 return go_json({"success": True})
             content: bytes = st["path"].read_bytes()[:total]
             self._chunks.pop(key, None)
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(st["path"])
-            except OSError:
-                pass
         return content
 
     # ------------------------------------------------------------ update

@@ -28,6 +28,7 @@ implementation, run on the request's socket in its handler thread.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import secrets
@@ -71,10 +72,8 @@ class _Client:
 
     def poke(self) -> None:
         """Wake the connection's thread (an event is queued, or it must end)."""
-        try:
+        with contextlib.suppress(OSError):
             self.wake[1].send(b"x")
-        except OSError:
-            pass
 
 
 class NotificationServer:
@@ -327,7 +326,5 @@ def _flush(sock: socket.socket, proto: ServerProtocol) -> bool:
 
 def _kill(sock: socket.socket) -> None:
     for step in (lambda: sock.shutdown(socket.SHUT_RDWR), sock.close):
-        try:
+        with contextlib.suppress(OSError):
             step()
-        except OSError:
-            pass

@@ -24,7 +24,8 @@ class SeahubFileHistory(SeahubBase):
     """``/api2/repos/{id}/file/history/``, ``/api/v2.1/repos/{id}/file/history/``
     and ``/api2/repos/{id}/file/revision/``."""
 
-    def _revisions(self, repo_id: str, path: str, limit: int | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    def _revisions(self, repo_id: str, path: str,
+                   limit: int | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """``(commit, file entry)`` of every revision of ``path``, newest first."""
         out: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for c in self.store.history(repo_id):

@@ -30,7 +30,8 @@ class SeahubHistory(SeahubBase):
         out = [{"id": c["commit_id"], "creator_name": c["creator_name"], "creator": c["creator"],
                 "desc": c["description"], "ctime": c["ctime"], "parent_id": c["parent_id"],
                 "second_parent_id": c["second_parent_id"], "repo_id": repo_id, "root_id": c["root_id"],
-                "version": 1, "new_merge": False, "conflict": bool(c.get("conflict")), "rev_file_id": None, "rev_file_size": 0,
+                "version": 1, "new_merge": False, "conflict": bool(c.get("conflict")), "rev_file_id": None,
+                "rev_file_size": 0,
                 "rev_renamed_old_path": None, "device_name": None, "client_version": None,
                 "next_start_commit": None} for c in chunk]
         return django_json({"commits": out, "page_next": len(commits) > page * per_page})

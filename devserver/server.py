@@ -233,10 +233,7 @@ class DevServer:
                 return err
         comp, meth = handler_name.split(".")
         handler = getattr(self._components[comp], meth)
-        if comp == "fs":
-            resp = handler(req, **params)
-        else:
-            resp = handler(req, user, **params)
+        resp = handler(req, **params) if comp == "fs" else handler(req, user, **params)
         return self._after(req, path, full, resp)
 
     def _after(self, req: Request, path: str, full: str, resp: Response) -> Response:
@@ -269,10 +266,7 @@ class DevServer:
             return drf_detail(429, f"Request was throttled. Expected available in {n} {unit}.",
                               headers={"Retry-After": str(n)})
         msg = _FAULT_MESSAGES.get(status, "Injected fault")
-        if path.startswith("/seafhttp/"):
-            resp = fs_error(status, msg + "\n")
-        else:
-            resp = api_error(status, msg)
+        resp = fs_error(status, msg + "\n") if path.startswith("/seafhttp/") else api_error(status, msg)
         if fault.retry_after is not None:
             resp.headers["Retry-After"] = str(fault.retry_after)
         return resp

@@ -6,6 +6,7 @@ argument instead of eight.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from .place import local_offset
 from .state import StateStore
 
 __all__ = ["EngineOptions", "MirrorContext"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -147,6 +150,8 @@ class MirrorContext:
     #: rel paths whose save the daemon's watcher saw complete, for the next
     #: pass (:meth:`~ohsync.engine.sync.SyncEngine.note_saved`)
     saved: set[str] = field(default_factory=set)
+    #: True once ``on_event`` raised (:meth:`emit` logs only that first failure)
+    event_failed: bool = field(default=False, repr=False)
 
     def wrote(self, rel_path: str, file_id: str) -> None:
         """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""
@@ -222,9 +227,12 @@ class MirrorContext:
         return to_local(self.local_root, rel_path)
 
     def emit(self, event: SyncEvent) -> None:
-        """Hand an event to the caller; its failures never break a sync."""
+        """Hand an event to the caller; its failures never break a sync (the first is logged)."""
         if self.on_event is not None:
             try:
                 self.on_event(event)
-            except Exception:  # noqa: BLE001 - a display bug must not stop syncing
-                pass
+            except Exception:  # a display bug must not stop syncing
+                if not self.event_failed:  # logged once: a handler failing on every event would flood the log
+                    self.event_failed = True
+                    log.exception("the sync event handler failed on a %s event of %s; syncing goes on",
+                                  event.kind, event.path)

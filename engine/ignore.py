@@ -13,6 +13,7 @@ lists, restores and purges it (``engine/trash.py``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -108,10 +109,8 @@ class IgnoreRules:
         self._file_mtime = mtime
         lines = list(self._patterns)
         if mtime is not None:
-            try:
+            with contextlib.suppress(OSError):
                 lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                pass
         self._spec, self.problems = _compile(lines)
 
     def match(self, rel_path: str, is_dir: bool = False) -> bool:

@@ -15,7 +15,7 @@ import shutil
 import stat
 import unicodedata
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,7 +27,8 @@ from .ignore import TEMP_PREFIX, IgnoreRules
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "fill_temp", "temp_beside", "new_temp", "clean_temp_files", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors",
+           "atomic_write", "fill_temp", "temp_beside", "new_temp", "clean_temp_files", "backup_file", "prune_backups",
+           "check_root", "is_regular", "local_errors",
            "find_decomposed"]
 
 Fingerprint = tuple[int, int, int]
@@ -226,10 +227,8 @@ def temp_beside(target: Path, *, make_parents: bool = True) -> Iterator[tuple[Bi
     try:
         # a rewritten file keeps its mode (a private file stays private); a
         # new one keeps the usual mode it was created with
-        try:
+        with suppress(OSError):
             os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
-        except OSError:
-            pass
         with os.fdopen(fd, "w+b") as fh:
             yield fh, tmp
             if not fh.closed:
@@ -349,7 +348,7 @@ def clean_temp_files(local_root: Path, older_than: float) -> int:
     :returns: how many were removed.
     """
     removed = 0
-    for folder, dirs, files in os.walk(local_root):
+    for folder, _dirs, files in os.walk(local_root):
         for name in files:
             if not name.startswith(TEMP_PREFIX):
                 continue

@@ -198,7 +198,4 @@ def has_partial_sibling(path: Path) -> bool:
     """True when a partial-download companion of ``path`` exists beside it
     (Firefox keeps an empty ``x.pdf`` while writing ``x.pdf.part``; aria2
     keeps ``x.zip.aria2`` until done)."""
-    for suffix in SIBLING_SUFFIXES:
-        if path.with_name(path.name + suffix).exists():
-            return True
-    return False
+    return any(path.with_name(path.name + suffix).exists() for suffix in SIBLING_SUFFIXES)

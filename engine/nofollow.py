@@ -23,7 +23,7 @@ import os
 import secrets
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +108,8 @@ def _open_folder(dir_fd: int, name: str, rel: str, *, create: bool) -> int:
         except FileNotFoundError:
             if not create:
                 raise
-            try:
+            with suppress(FileExistsError):  # made meanwhile (by the sync or another writer): opened below
                 os.mkdir(name, 0o777, dir_fd=dir_fd)
-            except FileExistsError:
-                pass  # made meanwhile (by the sync or another writer): opened below like any folder
             return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_link(dir_fd, name):
@@ -281,15 +279,11 @@ def write_file(root: Path, rel: str, data: bytes, *, make_parents: bool = True,
                 _put_checked(dfd, tmp, name, rel, expected, ours)
         except BaseException as exc:
             if not (isinstance(exc, FileChanged) and exc.crossed):  # a save kept there is never removed
-                try:
+                with suppress(OSError):
                     os.unlink(tmp, dir_fd=dfd)
-                except OSError:
-                    pass
             raise
-        try:
+        with suppress(OSError):
             os.fsync(dfd)
-        except OSError:
-            pass
         return os.stat(name, dir_fd=dfd, follow_symlinks=False)
 
 

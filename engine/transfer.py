@@ -38,8 +38,8 @@ from .remote_dirs import ensure_remote_dir, remote_written
 from .state import Base
 from .write_path import adopt_damaged, current_remote, damaged_upload, read_back, send
 
-__all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
-           "remote_written", "head_for", "merge_back", "listed_head"]
+__all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir",
+           "current_remote", "remote_written", "head_for", "merge_back", "listed_head"]
 
 
 
@@ -437,7 +437,8 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                     if crossing.copy is None:
                         assert crossing.live is not None
                         fp = _replace_local(ctx, rel_path, crossing.live, fp)
-                        base, base_content, action = Base(rel_path, False, sha1_bytes(content), new_id), content, "merge"
+                        base = Base(rel_path, False, sha1_bytes(content), new_id)
+                        base_content, action = content, "merge"
                         agreed = False
                         ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, new_id, len(content))
                         continue

@@ -2,7 +2,8 @@
 
 Files above the merge limit cannot be three-way merged, so their
 read-merge-write is simpler: if the remote changed since base, the resolver
-(:mod:`ohsync.engine.merge.resolve`, situation ``LARGE``) has the remote version moved aside on the server into ``/.conflict/<dir>/`` (a
+(:mod:`ohsync.engine.merge.resolve`, situation ``LARGE``) has the remote
+version moved aside on the server into ``/.conflict/<dir>/`` (a
 server-side rename + move, no transfer) and fetched into the mirror's
 ``.conflict/``; then the local file is uploaded, streamed from disk in one
 request up to ``EngineOptions.upload_max_request`` and in resumable chunks
@@ -14,12 +15,13 @@ first; the update carries the snapshot's head (``LISTING_TRUST``).
 The file is hashed while it is sent, on the engine's transfer pool when it
 has one (no pass over it before the first byte; only a remote file of the
 same size is worth hashing first, to see whether it already holds our
-bytes); chunks in flight only with ``upload_in_flight`` above 1.  Upload and read-back are the shared ones of
-:mod:`.write_path` (the id the server reports must be the upload's and the
-id computed locally from the bytes sent, else the file is downloaded again
-and compared).  An upload interrupted by a crash resumes
-(``file-uploaded-bytes``) only when the state says the partial upload was
-of exactly this file version (same fingerprint).
+bytes); chunks in flight only with ``upload_in_flight`` above 1.  Upload
+and read-back are the shared ones of :mod:`.write_path` (the id the server
+reports must be the upload's and the id computed locally from the bytes
+sent, else the file is downloaded again and compared).  An upload
+interrupted by a crash resumes (``file-uploaded-bytes``) only when the
+state says the partial upload was of exactly this file version (same
+fingerprint).
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from .context import MirrorContext
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
 from .ids import ContentHasher
-from .localfs import hash_file, stat_fingerprint
+from .localfs import Fingerprint, hash_file, stat_fingerprint
 from .merge.archive import archive
 from .merge.resolve import Facts, Situation, decide
 from .merge.sfconflict import find_own, remove_remote
+from .models import UploadResult
 from .paths import parent_rel
 from .state import Base
 from .transfer import HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, listed_head, remote_written
@@ -77,39 +80,7 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
             conflict = archive(ctx, rel_path, decision.copy, remote=remote)
             remote = None
         ensure_remote_dir(ctx, parent_rel(rel_path))
-        # A partial upload on the server is resumed only when it was of this
-        # very file version (same fingerprint), and from no further than the
-        # prefix the server confirmed to us: with chunks in flight its temp
-        # file may end past a gap.
-        pending_key = f"upload:{rel_path}"
-        version = ",".join(str(n) for n in fp)
-        recorded = (ctx.state.get_meta(pending_key) or "").split(":")
-        resume = recorded[0] == version
-        cap = int(recorded[1]) if resume and len(recorded) > 1 and recorded[1].isdigit() else 0
-        ctx.state.set_meta(pending_key, f"{version}:{cap}")
-        hasher = ContentHasher()  # hashed while sending: no pass over the file first
-
-        def progress(done: int, total: int) -> None:  # confirmed by the server
-            if done < total:
-                ctx.state.set_meta(pending_key, f"{version}:{done}")
-            ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
-
-        def sending(done: int, total: int) -> None:  # streamed so far (one request may carry the file)
-            ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
-
-        def unchanged(first: int, end: int) -> None:
-            # Stop before a chunk of a file that changed under us: the server
-            # must never assemble bytes from two versions.
-            if stat_fingerprint(os.stat(path)) != fp:
-                raise LocalChanged(f"{rel_path} changed while it was uploaded; will upload again",
-                                   path=rel_path)
-
-        with open(path, "rb") as fh:
-            result = send(ctx, rel_path, fh, size, exists=remote is not None, head=head, resume=resume,
-                          progress=progress, before_chunk=unchanged, hasher=hasher, resume_cap=cap,
-                          max_request=ctx.options.upload_max_request, sending=sending)
-        ctx.state.set_meta(pending_key, None)
-        sha1, fid = hasher.sha1(), hasher.file_id()
+        result, sha1, fid = _stream_up(ctx, rel_path, fp, size, exists=remote is not None, head=head)
         remote_written(ctx, rel_path)
         if stat_fingerprint(os.stat(path)) != fp:
             raise LocalChanged(f"{rel_path} changed while it was uploaded; will upload again", path=rel_path)
@@ -127,3 +98,48 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
             ctx.state.set_meta(HEAD_HONOURED, "1")
     raise LocalError(f"{rel_path}: another writer kept changing it; will try again later",
                      title="Busy file", path=rel_path)
+
+
+def _stream_up(ctx: MirrorContext, rel_path: str, fp: Fingerprint, size: int, *, exists: bool,
+               head: str | None) -> tuple[UploadResult, str, str]:
+    """Stream the local file of fingerprint ``fp`` and ``size`` bytes up to ``rel_path``
+    (``send``: one request or resumable chunks), hashing it on the way.
+
+    :returns: the server's answer, and the sha1 and Seafile file id of the bytes sent.
+    :raises LocalChanged: the file changed before a chunk was sent.
+    :raises RemoteError: from the client.
+    """
+    path = ctx.local_path(rel_path)
+    # A partial upload on the server is resumed only when it was of this
+    # very file version (same fingerprint), and from no further than the
+    # prefix the server confirmed to us: with chunks in flight its temp
+    # file may end past a gap.
+    pending_key = f"upload:{rel_path}"
+    version = ",".join(str(n) for n in fp)
+    recorded = (ctx.state.get_meta(pending_key) or "").split(":")
+    resume = recorded[0] == version
+    cap = int(recorded[1]) if resume and len(recorded) > 1 and recorded[1].isdigit() else 0
+    ctx.state.set_meta(pending_key, f"{version}:{cap}")
+    hasher = ContentHasher()  # hashed while sending: no pass over the file first
+
+    def progress(done: int, total: int) -> None:  # confirmed by the server
+        if done < total:
+            ctx.state.set_meta(pending_key, f"{version}:{done}")
+        ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
+
+    def sending(done: int, total: int) -> None:  # streamed so far (one request may carry the file)
+        ctx.emit(SyncEvent("transfer", rel_path, "up", done=done, total=total))
+
+    def unchanged(first: int, end: int) -> None:
+        # Stop before a chunk of a file that changed under us: the server
+        # must never assemble bytes from two versions.
+        if stat_fingerprint(os.stat(path)) != fp:
+            raise LocalChanged(f"{rel_path} changed while it was uploaded; will upload again",
+                               path=rel_path)
+
+    with open(path, "rb") as fh:
+        result = send(ctx, rel_path, fh, size, exists=exists, head=head, resume=resume,
+                      progress=progress, before_chunk=unchanged, hasher=hasher, resume_cap=cap,
+                      max_request=ctx.options.upload_max_request, sending=sending)
+    ctx.state.set_meta(pending_key, None)
+    return result, hasher.sha1(), hasher.file_id()

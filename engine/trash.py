@@ -36,8 +36,8 @@ from .paths import normalize_rel
 from .special_dirs import ALT_SUFFIX
 from .sync.deletes import TRASH_DIR, is_trash_path, trashed_key
 
-__all__ = ["TRASH_DIR", "is_trash_path", "TrashEntry", "TrashError", "PurgeResult", "entries", "restore_local", "finish_restore", "purge",
-           "local_trash_note"]
+__all__ = ["TRASH_DIR", "is_trash_path", "TrashEntry", "TrashError", "PurgeResult", "entries", "restore_local",
+           "finish_restore", "purge", "local_trash_note"]
 
 #: ``__20261201T205553Z`` before the extension: the time a taken name was trashed
 _SUFFIX = re.compile(r"__(\d{8}T\d{6}Z)(?=\.[^./]*$|$)")

@@ -496,8 +496,8 @@ def _pair(batch: list[_Item], results: list[UploadResult], ctx: MirrorContext) -
     if len(results) != len(batch):
         return []
     orders = [results, results[::-1]]
-    candidates = [list(zip(batch, order)) for order in orders
-                  if all(item.fid == result.id for item, result in zip(batch, order))]
+    candidates = [list(zip(batch, order, strict=True)) for order in orders
+                  if all(item.fid == result.id for item, result in zip(batch, order, strict=True))]
     if not candidates:
         return []
     return max(candidates, key=lambda pairs: sum(result.path == ctx.remote_path(item.plan.rel)

@@ -28,6 +28,7 @@ disturb later tests.  A test that must leave something behind says so:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -112,10 +113,8 @@ def _describe(pid: int) -> str:
 def _kill(pids: set[int]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-            except OSError:
-                pass
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and any(_running(p) for p in pids):
             time.sleep(0.05)  # why: the poll interval while the signalled children exit (no failure: SIGKILL next)

@@ -243,8 +243,9 @@ class DaemonProc:
 
     def __init__(self, env: Env, *, args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> None:
         self.env = env
-        self.log = open(env.root / "daemon-output.log", "ab")
-        self.proc = subprocess.Popen([*ohsync_cmd(), "run", "--no-tray", *args], env={**env.vars(), **(extra_env or {})},
+        self.log = open(env.root / "daemon-output.log", "ab")  # noqa: SIM115 - the daemon's output, closed by stop()
+        self.proc = subprocess.Popen([*ohsync_cmd(), "run", "--no-tray", *args],
+                                     env={**env.vars(), **(extra_env or {})},
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=env.root)
 
     def client(self, timeout: float = 30.0) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 from ohsync.daemon.memory_service import METHODS as MEMORY_METHODS
@@ -79,3 +80,14 @@ def test_the_status_section_shows_the_contract_keys_in_order() -> None:
     assert block, "docs/architecture.md §7.2 has no JSON example"
     keys = re.findall(r'"(\w+)":', block.group(1))
     assert keys[:len(STATUS_KEYS)] == list(STATUS_KEYS)
+
+
+def test_the_lint_paragraph_names_the_rules_ruff_runs() -> None:
+    paragraph = re.search(r"^\*\*Lint\*\*(.*?)\n\n", DOC, re.M | re.S)
+    assert paragraph, "docs/architecture.md has no **Lint** paragraph"
+    text = " ".join(paragraph.group(1).split())
+    rules = re.search(r"with the rules (.*?): ", text)
+    assert rules, "the **Lint** paragraph does not list the rules (`with the rules ...:`)"
+    ruff = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]
+    assert re.findall(r"`(\w+)`", rules.group(1)) == ruff["lint"]["select"]
+    assert f"at {ruff['line-length']} columns" in text

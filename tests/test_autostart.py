@@ -130,7 +130,7 @@ def test_headless_xdg_entry_is_said_to_start_nothing(home, tmp_path, capsys) -> 
 def test_enable_now_without_systemd_starts_the_daemon(home, tmp_path, isolated_env, monkeypatch,
                                                      capsys) -> None:
     from ohsync.daemon import credentials
-    from ohsync.daemon.protocol import Method, RpcClient
+    from ohsync.daemon.protocol import DaemonNotRunning, Method, RpcClient
 
     no_systemd(tmp_path)
     monkeypatch.setenv("OHSYNC_CONFIG", str(isolated_env.config))
@@ -147,7 +147,7 @@ def test_enable_now_without_systemd_starts_the_daemon(home, tmp_path, isolated_e
         assert main(["autostart", "disable"]) == 0
         out = capsys.readouterr().out
         assert f"Stopped the daemon that `ohsync autostart enable --now` started (process {pid})." in out
-        with pytest.raises(Exception):
+        with pytest.raises(DaemonNotRunning):
             RpcClient(isolated_env.socket, timeout=5).call(Method.PING)
         assert not autostart_reach.autostart_pid_file(isolated_env.socket).exists()
     finally:

@@ -19,7 +19,8 @@ def test_the_readme_holds_the_current_copy_of_results_md() -> None:
 
 def test_a_new_results_md_rewrites_only_the_readme_block(tmp_path: Path) -> None:
     results = tmp_path / "RESULTS.md"
-    results.write_text("# Benchmark results\n\nWritten by run 1.\n\n| a | b |\n\n<!-- scale -->\n## Scale: 30,000 files\n"
+    results.write_text("# Benchmark results\n\nWritten by run 1.\n\n| a | b |\n\n"
+                       "<!-- scale -->\n## Scale: 30,000 files\n"
                        "| s | 1 |\n<!-- /scale -->\n", encoding="utf-8")
     readme = tmp_path / "README.md"
     readme.write_text(f"# ohsync\n\n## Benchmarks\n\nText before.\n\n{results_md.README_BEGIN}\nold table\n"

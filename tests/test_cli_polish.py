@@ -95,7 +95,7 @@ def test_activity_conflict_lines_keep_the_columns(fake_daemon, capsys) -> None:
          "result": "conflict", "message": "both sides changed"}]
     assert main(["activity"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.index(p) for line, p in zip(lines, ("a.md", "b.md"))] == [lines[0].index("a.md")] * 2
+    assert [line.index(p) for line, p in zip(lines, ("a.md", "b.md"), strict=False)] == [lines[0].index("a.md")] * 2
     assert "conflict" in lines[1] and "other version kept as /.conflict/b (conflict 2026-12-01).md" in lines[1]
 
 

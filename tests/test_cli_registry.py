@@ -43,7 +43,7 @@ def test_every_listed_module_has_the_one_register_shape() -> None:
         assert signature.return_annotation in (None, "None"), f"{module.__name__}.register{signature}"
         commands = _commands_of(module)
         assert commands, f"{module.__name__}.register added no command"
-        for name, parser in commands.items():
+        for parser in commands.values():
             for p in _below(parser):  # the command and each of its own subcommands sets its handler
                 assert callable(p.get_default("func")), f"`{p.prog}` ({module.__name__}) sets no handler"
 

@@ -384,9 +384,9 @@ def test_download_resumes_after_a_restart(devserver, repo, tmp_path):
     file_id = devserver.put_file(repo, "/p.bin", data)
     part = tmp_path / "p.part"
     cut = 2 * MiB + 5
-    with make_client(devserver, CuttingTransport(cut_after=cut), retries=0) as client, open(part, "wb") as fh:
-        with pytest.raises(NetworkError):
-            client.download_resumable(repo, "/p.bin", fh)
+    with (make_client(devserver, CuttingTransport(cut_after=cut), retries=0) as client, open(part, "wb") as fh,
+          pytest.raises(NetworkError)):
+        client.download_resumable(repo, "/p.bin", fh)
     assert part.stat().st_size == cut
     transport = CuttingTransport()
     with make_client(devserver, transport) as client, open(part, "r+b") as fh:  # a new process

@@ -43,7 +43,7 @@ def test_a_cold_mirror_lists_the_tree_once_not_folder_by_folder(devserver, tmp_p
     assert devserver.request_count(PER_FOLDER) == 0
     assert devserver.request_count(r"^GET /api2/repos/[-0-9a-f]+/$") == 2  # the head, and the head again after
     assert read_tree(mirror.root) == mirrored(devserver.tree(repo)) == files
-    for path, data in files.items():
+    for path in files:
         assert mirror.state.get_base(path[1:]) is not None
     devserver.reset_counters()
     again = mirror.sync()

@@ -244,8 +244,8 @@ def test_tray_failure_falls_back_to_headless(setup) -> None:
     """A display that cannot be opened: one clear log line, then the daemon runs headless."""
     env = setup.env.vars()
     env["DISPLAY"] = ":4242"  # nothing listens there
-    log = open(setup.env.root / "tray-run.log", "wb")
-    proc = subprocess.Popen([*ohsync_cmd(), "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(setup.env.root / "tray-run.log", "wb") as log:  # the daemon's own copy stays open
+        proc = subprocess.Popen([*ohsync_cmd(), "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         from ohsync.daemon.protocol import RpcClient
 
@@ -257,7 +257,6 @@ def test_tray_failure_falls_back_to_headless(setup) -> None:
     finally:
         proc.terminate()
         assert proc.wait(60) == 0
-        log.close()
 
 
 def test_mirror_folder_gone_stops_then_refresh_recovers(setup) -> None:

@@ -43,7 +43,8 @@ def test_a_dropped_pdf_is_filed_with_sidecar_and_journal_line(daemon) -> None:
     assert "type: file" in sidecar and "source: drop" in sidecar and "original_name: lecture07.pdf" in sidecar
     wait_for(lambda: not (daemon.drop / "lecture07.pdf").exists(), timeout=30, what="the drop folder emptied")
     tree = srv.tree(repo)  # the journal line is written before the drop folder is emptied
-    journal = [k for k, v in tree.items() if k.startswith("/journal/") and v.count("归档 lecture07.pdf → /Files/lectures/lecture07.pdf".encode()) == 1]
+    line = "归档 lecture07.pdf → /Files/lectures/lecture07.pdf".encode()
+    journal = [k for k, v in tree.items() if k.startswith("/journal/") and v.count(line) == 1]
     assert len(journal) == 1
     wait_for(lambda: (daemon.mirror / "Files/lectures/lecture07.pdf").exists(), timeout=30, what="the local copy")
     daemon.wait_state("idle", timeout=60)

@@ -181,7 +181,8 @@ def test_rclone_round_trip(devserver, rclone, samples, tmp_path):
 
     # rename a file (same folder), move a file (other folder), rename a folder
     tasks = samples / "OH-Memory" / "tasks"
-    rclone("moveto", f"{remote}/OH-Memory/tasks/申请 SRT 项目.md", f"{remote}/OH-Memory/tasks/申请 SRT 项目（已提交）.md")
+    rclone("moveto", f"{remote}/OH-Memory/tasks/申请 SRT 项目.md",
+           f"{remote}/OH-Memory/tasks/申请 SRT 项目（已提交）.md")
     (tasks / "申请 SRT 项目.md").rename(tasks / "申请 SRT 项目（已提交）.md")
     rclone("moveto", f"{remote}/OH-Memory/tasks/待办速记.md", f"{remote}/OH-Memory/knowledge/待办速记.md")
     (tasks / "待办速记.md").rename(samples / "OH-Memory" / "knowledge" / "待办速记.md")

@@ -287,7 +287,8 @@ def test_display_and_tray_host(setup_done, probes) -> None:
 
 
 def test_tray_fix_names_the_system_bindings_or_the_source_build(setup_done, probes) -> None:
-    debian = Machine("linux", "debian", SystemPython("/usr/bin/python3", (3, 11), ("gi", "Gtk", "AyatanaAppIndicator3")))
+    debian = Machine("linux", "debian",
+                     SystemPython("/usr/bin/python3", (3, 11), ("gi", "Gtk", "AyatanaAppIndicator3")))
     missing = replace(probes, tray_libraries=lambda: "the tray's Python packages are missing (gi)")
     found = _check(_run(setup_done, replace(missing, tray_install_hint=lambda: install_hint(debian))), "tray")
     assert "sudo apt install python3-gi" in found.fix and "--system-site-packages '.[tray-system]'" in found.fix

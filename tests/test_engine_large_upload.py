@@ -213,7 +213,8 @@ def test_a_stopped_upload_leaves_no_hashing_behind(devserver):
         def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
             if self.done:
                 Source.late += 1
-            time.sleep(0.05)  # why: a slow source, so the hashing task (it reads with read(); the sender with readinto())
+            # why: a slow source, so the hashing task (it reads with read(); the sender with readinto())
+            time.sleep(0.05)
             return super().read(n)
 
     def stop_at_third(first: int, end: int) -> None:

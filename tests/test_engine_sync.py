@@ -116,7 +116,8 @@ def test_edits_in_different_places_merge_without_conflict_copy(devserver, synced
     theirs = b"\n".join([lines[0], lines[1].replace(b"title:", b"title:"), *lines[2:]])
     theirs = theirs.replace(b"\n## Relations", "\n- [exam] 期末考试 1 月 10 日 #考试\n\n## Relations".encode(), 1)
     devserver.put_file(repo, "/" + path, theirs)
-    ours = synced.read(path).replace("# 数据结构（2026 秋）".encode(), "# 数据结构（2026 秋）\n\n课程主页已收藏。".encode(), 1)
+    ours = synced.read(path).replace("# 数据结构（2026 秋）".encode(),
+                                     "# 数据结构（2026 秋）\n\n课程主页已收藏。".encode(), 1)
     assert ours != synced.read(path)
     synced.write(path, ours)
     report = synced.sync()

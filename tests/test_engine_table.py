@@ -388,7 +388,7 @@ def _check_both_deleted(w: World) -> None:
     assert "/" + D not in w.server_dirs() | w.local_dirs()
     assert "/" + EMPTY not in w.server_dirs() | w.local_dirs()
     assert not any(k.startswith("/.trash") for k in w.server()) and w.backups() == {}
-    assert not any(p == D or p.startswith(D + "/") or p == EMPTY for p in w.m.state.all_bases())
+    assert not any(p in (D, EMPTY) or p.startswith(D + "/") for p in w.m.state.all_bases())
 
 
 def _local_new_folders(w: World) -> None:

@@ -202,7 +202,8 @@ def test_answers_are_paired_in_either_server_order():
             return "/" + rel
 
     a, b, c = _item("a.md", b"a\n"), _item("b.md", b"b\n"), _item("c.md", b"a\n")
-    answers = [UploadResult("/d/a.md", a.fid, 2), UploadResult("/d/b (1).md", b.fid, 2), UploadResult("/d/c.md", c.fid, 2)]
+    answers = [UploadResult("/d/a.md", a.fid, 2), UploadResult("/d/b (1).md", b.fid, 2),
+               UploadResult("/d/c.md", c.fid, 2)]
     assert [(i.name, r.path) for i, r in _pair([a, b, c], answers, Ctx())] == [
         ("a.md", "/d/a.md"), ("b.md", "/d/b (1).md"), ("c.md", "/d/c.md")]
     # the C file server answers in reverse order

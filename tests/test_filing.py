@@ -58,7 +58,8 @@ class Env:
     def filer(self, rules=RULES, now=NOW, **kw) -> Filer:
         kw.setdefault("sleep", lambda s: None)
         kw.setdefault("ready", StabilityGate().not_ready)
-        filer = Filer(for_engine(self.mirror.engine), self.drop, rules, "/Files/_inbox/", self.db, now=lambda: now, **kw)
+        filer = Filer(for_engine(self.mirror.engine), self.drop, rules, "/Files/_inbox/", self.db, now=lambda: now,
+                      **kw)
         self.filers.append(filer)
         return filer
 

@@ -24,10 +24,12 @@ from ohsync.engine.sync import moves, new_files
 def _save_right_after_rename(monkeypatch: pytest.MonkeyPatch, target: str, save) -> list[str]:
     """Run ``save()`` right after the first rename onto a path ending in ``target``
     (``os.replace``/``os.rename``, or ``engine/local_replace.py``'s exchange and
-    no-replace rename, a cold mirror's batch of new files): the person's editor saving in the instant after ohsync's rename."""
+    no-replace rename, a cold mirror's batch of new files): the person's editor saving in the
+    instant after ohsync's rename."""
     done: list[str] = []
     reals = [(os, "replace", os.replace), (os, "rename", os.rename),
-             (local_replace, "exchange", local_replace.exchange), (local_replace, "rename_new", local_replace.rename_new),
+             (local_replace, "exchange", local_replace.exchange),
+             (local_replace, "rename_new", local_replace.rename_new),
              (moves, "rename_new", moves.rename_new), (new_files, "rename_new", new_files.rename_new)]
 
     def hooked(real):

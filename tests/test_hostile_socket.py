@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import contextlib
+
 from daemon_helpers import isolated_env, wait_for  # noqa: F401
 from ohsync.daemon.protocol import (
     INVALID_REQUEST,
@@ -155,7 +157,8 @@ s.settimeout(20)
 conn, _ = s.accept()
 line = conn.makefile("rb").readline()
 req = json.loads(line)
-conn.sendall((json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": {"state": "idle", "fake": True}}) + "\n").encode())
+answer = {"jsonrpc": "2.0", "id": req["id"], "result": {"state": "idle", "fake": True}}
+conn.sendall((json.dumps(answer) + "\n").encode())
 """
 
 
@@ -193,10 +196,8 @@ def _raw(path: Path, payload: bytes, timeout: float = 10, count: int = 0) -> lis
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(str(path))
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             s.sendall(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
         f = s.makefile("rb")
         try:
             while (not count or len(answers) < count) and (line := f.readline()):

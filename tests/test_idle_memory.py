@@ -37,13 +37,15 @@ def test_idle_rss_does_not_grow_across_full_passes(seed_daemon, tmp_path: Path) 
             before = rpc.call("status")["last_scan"]
             time.sleep(1.1)  # why: last_scan has one-second resolution: the next one must differ
             rpc.call("refresh")  # a full local scan and a poll; nothing changed on either side
-            wait_for(lambda: (st := rpc.call("status"))["last_scan"] != before and st["state"] in ("idle", "attention")
-                     and not st["pending_up"], timeout=120, what="the full pass")
+            wait_for(lambda before=before: (st := rpc.call("status"))["last_scan"] != before
+                     and st["state"] in ("idle", "attention") and not st["pending_up"],
+                     timeout=120, what="the full pass")
             rss.append(_rss_kib(daemon.proc.pid))
         status = rpc.call("status")
     finally:
         daemon.stop()
-    assert len(list((tmp_path / "mirror").rglob("*.md"))) >= FILES * 0.98  # it did mirror the library (1 % is in the trash, which stays on the server)
+    # it did mirror the library (1 % is in the trash, which stays on the server)
+    assert len(list((tmp_path / "mirror").rglob("*.md"))) >= FILES * 0.98
     assert status["memory_index"] == "not built"  # nobody asked for memory: no index was read
     # after the first passes settle the allocator, further passes add nothing that stays: a leak
     # raises every later reading, while a transient peak (an arena not yet returned) raises one,

@@ -89,7 +89,8 @@ def _within(name: str, package: str) -> bool:
 
 
 def test_the_checker_resolves_every_import_form() -> None:
-    source = ("import ohsync.daemon.config\nfrom ohsync.daemon import protocol\nfrom ohsync.daemon.protocol import Method\n"
+    source = ("import ohsync.daemon.config\nfrom ohsync.daemon import protocol\n"
+              "from ohsync.daemon.protocol import Method\n"
               "from . import icons\nfrom .menu_model import Action\nfrom ..engine import sync\nimport json\n"
               "def f():\n    from ohsync.engine.errors import OhsyncError\n")
     names = [name for _line, name in imported_modules(source, "ohsync.tray.app")]

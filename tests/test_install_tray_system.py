@@ -85,7 +85,8 @@ def display(tmp_path: Path) -> Iterator[str]:
         pytest.fail("Xvfb is missing: run `bash .ci/desktop-deps.sh .venv` (docs/desktop-testing.md)")
     read_end, write_end = os.pipe()
     with open(tmp_path / "xvfb.log", "wb") as log:
-        proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "320x240x24", "-nolisten", "tcp"],
+        proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "320x240x24",
+                                 "-nolisten", "tcp"],
                                 pass_fds=(write_end,), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     os.close(write_end)
     try:

@@ -60,4 +60,5 @@ def test_the_guard_fails_leaks_and_kills_left_processes(tmp_path: Path) -> None:
         assert f"PASSED test_inner.py::{name}" in out, out
     assert "marked-worker" not in out
     pid = int((tmp_path / "pid").read_text())
-    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    assert not Path(f"/proc/{pid}").exists() \
+        or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"

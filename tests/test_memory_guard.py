@@ -238,7 +238,7 @@ def _full_width(ch: str, wide: bool) -> str:
 def test_a_disguised_card_number_is_always_refused(body: list[int], gaps: list[str], wide: list[bool]) -> None:
     digits = "4" + "".join(map(str, body))
     digits += next(d for d in "0123456789" if luhn_ok(digits + d))
-    text = "".join(_full_width(d, w) + g for d, g, w in zip(digits, gaps, wide)).rstrip(" .-\u3000．－")
+    text = "".join(_full_width(d, w) + g for d, g, w in zip(digits, gaps, wide, strict=True)).rstrip(" .-\u3000．－")
     kinds = [f.kind for f in secrets_in(f"pay with {text} please")]
     assert "card_number" in kinds or "long_number" in kinds, text
 

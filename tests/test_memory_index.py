@@ -189,7 +189,8 @@ def test_a_short_word_beginning_very_many_terms_is_found_by_scanning(lib: Path,
 
 def test_related_lists_links_both_ways_with_their_relation_type_and_survives_a_rename(lib: Path) -> None:
     entity(lib, "courses/ds.md", "数据结构课", "ds-course", "## Relations\n- part_of [[2026 秋学期]]")
-    entity(lib, "knowledge/hw.md", "作业一", "hw-1", "## Relations\n- assignment_of [[数据结构课]]\n\n见 [[数据结构课]]")
+    entity(lib, "knowledge/hw.md", "作业一", "hw-1",
+           "## Relations\n- assignment_of [[数据结构课]]\n\n见 [[数据结构课]]")
     index = MemoryIndex(lib, TZ)
     index.rebuild()
     tools = MemoryTools(index, TZ)

@@ -118,7 +118,8 @@ def test_an_event_naming_a_folder_link_never_walks_outside(lib: Path, outside: P
     tools = tools_for(lib)
     walked: list[str] = []
     real_walk = os.walk
-    monkeypatch.setattr(memory_index.os, "walk", lambda top, *a, **k: walked.append(str(top)) or real_walk(top, *a, **k))
+    monkeypatch.setattr(memory_index.os, "walk",
+                        lambda top, *a, **k: walked.append(str(top)) or real_walk(top, *a, **k))
     tools.index.update(["ext", "ext/deeper"])
     assert not [t for t in walked if "ext" in t]
     assert tools.index.by_permalink("outside-secret-0001") is None

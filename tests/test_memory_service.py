@@ -46,7 +46,8 @@ def test_reads_answer_from_the_index(harness: Harness) -> None:
 def test_refusals_and_bad_params_fail_before_anything_is_queued(harness: Harness) -> None:
     handlers = harness.service.handlers()
     with pytest.raises(InvalidParams, match="refused"):
-        handlers["memory.append"]({"permalink": "comm-style-pref-0e96", "category": "k", "text": "sk-abcdefghijklmnopqrstu"})
+        handlers["memory.append"]({"permalink": "comm-style-pref-0e96", "category": "k",
+                                   "text": "sk-abcdefghijklmnopqrstu"})
     with pytest.raises(InvalidParams, match="no memory entity"):
         handlers["memory.append"]({"permalink": "nope", "category": "k", "text": "v"})
     with pytest.raises(InvalidParams, match="does not occur"):

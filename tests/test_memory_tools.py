@@ -183,7 +183,8 @@ def test_read_truncates_past_8kb_with_a_marker(tools: MemoryTools) -> None:
     shown = got["content"].split("…[truncated")[0].encode("utf-8")
     assert len(shown) <= READ_LIMIT and shown.endswith(b"\n")
     small = tools.read("comm-style-pref-0e96")
-    assert not small["truncated"] and small["content"].encode() == (SAMPLES / "preferences/沟通风格偏好.md").read_bytes()
+    assert not small["truncated"]
+    assert small["content"].encode() == (SAMPLES / "preferences/沟通风格偏好.md").read_bytes()
 
 
 def test_read_unknown_permalink_is_a_sentence(tools: MemoryTools) -> None:
@@ -230,7 +231,8 @@ def test_every_blocklist_pattern_refuses(tools: MemoryTools, text: str) -> None:
 
 
 @pytest.mark.parametrize("text", [
-    "作业 DDL 2026-12-11 23:59，提前两天交", "电话 138-0000-0000 是假的", "desk-lamp 买了", "会议 2026-11-20 2026-11-21",
+    "作业 DDL 2026-12-11 23:59，提前两天交", "电话 138-0000-0000 是假的", "desk-lamp 买了",
+    "会议 2026-11-20 2026-11-21",
     "skiing in sk-1 area", "Bearer of bad news",
 ])
 def test_ordinary_text_is_not_refused(text: str) -> None:

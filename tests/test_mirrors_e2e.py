@@ -92,7 +92,8 @@ def test_two_libraries_sync_side_by_side(two) -> None:
     # `ohsync wait` with no --mirror waits for both; `ohsync status` prints one block per mirror
     r = d.cli("wait", "--timeout", "60")
     assert r.returncode == 0, r.stderr
-    assert read_tree(two.mem) == mirrored(srv.tree(two.mem_id)) and read_tree(two.docs) == mirrored(srv.tree(two.docs_id))
+    assert read_tree(two.mem) == mirrored(srv.tree(two.mem_id))
+    assert read_tree(two.docs) == mirrored(srv.tree(two.docs_id))
     out = d.cli("status").stdout
     assert f"OH-Memory ↔ {two.mem}" in out and f"Docs ↔ {two.docs}" in out
     assert out.count("idle: Up to date") == 2

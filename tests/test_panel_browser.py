@@ -225,7 +225,8 @@ def test_narrow_window_and_keyboard_only(seed_daemon, browser) -> None:
     ActionChains(browser).send_keys(Keys.ENTER).perform()
     settled(c, browser, LOCAL)
     shot(browser, "conflict-320px-resolved")
-    # no request to anything but the page's own origin (chrome://, data: and about: are the browser's own new-tab page, never a request out)
+    # no request to anything but the page's own origin (chrome://, data: and about: are the
+    # browser's own new-tab page, never a request out)
     urls = []
     for entry in browser.get_log("performance"):
         message = json.loads(entry["message"])["message"]
@@ -264,8 +265,9 @@ def test_an_image_conflict_shows_both_thumbnails_and_takes_the_other(seed_daemon
     open_page(c, browser)
     click(browser, "link text", rel, "the conflict's link")
     wait_for(lambda: browser.find_elements("id", "take-other"), timeout=20, what="the conflict's page")
+    loaded = "return arguments[0].complete && arguments[0].naturalWidth"
     thumbs = wait_for(lambda: [i for i in browser.find_elements("css selector", "img.thumb")
-                               if browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i)],
+                               if browser.execute_script(loaded, i)],
                       timeout=20, what="two loaded thumbnails")
     sizes = sorted(browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight]", i)
                    for i in thumbs)

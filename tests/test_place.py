@@ -72,7 +72,8 @@ def test_the_language_key_chooses_and_is_checked(tmp_path: Path) -> None:
 
 def test_the_texts_ohsync_writes_in_each_language(tmp_path: Path) -> None:
     when = datetime(2026, 11, 30, 9, 12, tzinfo=timezone(timedelta(hours=-5)))
-    assert journal_line("a.pdf", "/Files/a.pdf", when, "zh") == "- [file] 2026-11-30 09:12 归档 a.pdf → /Files/a.pdf #附件"
+    assert journal_line("a.pdf", "/Files/a.pdf", when, "zh") == \
+        "- [file] 2026-11-30 09:12 归档 a.pdf → /Files/a.pdf #附件"
     assert journal_line("a.pdf", "/Files/a.pdf", when, "en") == \
         "- [file] 2026-11-30 09:12 filed a.pdf → /Files/a.pdf #attachment"
     assert "tags: [日志, 2026]" in new_journal("2026-11", when, "x", "zh").decode()
@@ -80,4 +81,5 @@ def test_the_texts_ohsync_writes_in_each_language(tmp_path: Path) -> None:
     doc = tmp_path / "slides.pptx"
     doc.write_bytes(b"\x00" * 2048)
     assert summarize(doc, "slides.pptx", 2048, "zh") == "PowerPoint 演示文稿，2.0 KB；由 ohsync 从投递文件夹归档。"
-    assert summarize(doc, "slides.pptx", 2048, "en") == "PowerPoint presentation, 2.0 KB; filed by ohsync from the drop folder."
+    assert summarize(doc, "slides.pptx", 2048, "en") == \
+        "PowerPoint presentation, 2.0 KB; filed by ohsync from the drop folder."

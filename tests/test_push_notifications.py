@@ -15,6 +15,7 @@ import statistics
 import sys
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import httpx
@@ -110,10 +111,10 @@ def test_the_service_pings_every_second(devserver, library):
             if self.last_ping is not None and (not seen or seen[-1] != self.last_ping):
                 seen.append(self.last_ping)
 
-    with connect(ws_url(devserver), proxy=None, ping_interval=None, create_connection=Counting) as ws:
-        with pytest.raises(TimeoutError):
-            ws.recv(timeout=3.5)
-    assert len(seen) >= 3 and all(0.5 < b - a < 1.5 for a, b in zip(seen, seen[1:]))
+    with (connect(ws_url(devserver), proxy=None, ping_interval=None, create_connection=Counting) as ws,
+          pytest.raises(TimeoutError)):
+        ws.recv(timeout=3.5)
+    assert len(seen) >= 3 and all(0.5 < b - a < 1.5 for a, b in pairwise(seen))
 
 
 # ------------------------------------------------------------------ the daemon's channel
@@ -228,7 +229,7 @@ def test_daemon_with_push_gets_a_remote_change_in_under_a_second(daemon_setup):
         data = f"# Note {i}\n\nwritten on the phone\n".encode()
         sent = time.monotonic()
         srv.put_file(repo, f"/deep/er/note{i}.md", data)
-        wait_for(lambda: _local(mirror, f"deep/er/note{i}.md") == data, timeout=10, interval=0.01,
+        wait_for(lambda i=i, data=data: _local(mirror, f"deep/er/note{i}.md") == data, timeout=10, interval=0.01,
                  what="the remote change locally")
         delays.append(time.monotonic() - sent)
     assert statistics.median(delays) < 1.0, delays

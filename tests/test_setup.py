@@ -269,7 +269,8 @@ def test_headless_setup_with_the_file_store_end_to_end(isolated_env, devserver, 
     store = state / "credentials.json"
     assert f"the login in the credentials file {store}" in out and "only your user can read" in out
     # "is kept" only once signing in succeeded; before it, what will happen
-    assert out.index(f"will be kept in {store}") < out.index("Signed in as") < out.index(f"The login is kept in {store}")
+    assert out.index(f"will be kept in {store}") < out.index("Signed in as") \
+        < out.index(f"The login is kept in {store}")
     cfg = load_config(isolated_env.config)
     assert cfg.keyring == "file" and cfg.credentials_file == store
     assert stat.S_IMODE(store.stat().st_mode) == 0o600

@@ -141,7 +141,7 @@ def test_a_merge_on_a_server_without_file_history_never_shows_an_error(isolated_
             (s.mirror / "notes" / "plan.md").write_bytes(memory + f"- [note] desk {n} #desk\n".encode())
             s.srv.put_file(s.repo_id, "/notes/plan.md", memory + f"- [note] phone {n} #phone\n".encode())
             assert proc.cli("resume").returncode == 0
-            wait_for(lambda: f"desk {n}" in s.srv.read_file(s.repo_id, "/notes/plan.md").decode(), timeout=60,
+            wait_for(lambda n=n: f"desk {n}" in s.srv.read_file(s.repo_id, "/notes/plan.md").decode(), timeout=60,
                      what="the merge")
             time.sleep(1.5)  # why: a quiet period of three more polls, each must not report an error
     finally:

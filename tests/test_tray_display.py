@@ -47,6 +47,8 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import contextlib
+
 from daemon_helpers import DEMO_LIBRARY, Env, isolated_env, ohsync_cmd, wait_for, write_config  # noqa: F401
 
 pytestmark = [pytest.mark.timeout(90),
@@ -92,10 +94,9 @@ class Desktop:
 
     def spawn(self, args: list[str], log: str, env: dict[str, str] | None = None,
               **kwargs: Any) -> subprocess.Popen[bytes]:
-        out = open(self.tmp / log, "wb")
-        proc = subprocess.Popen(args, env=env or self.env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, **kwargs)
-        out.close()
+        with open(self.tmp / log, "wb") as out:  # the child's own copy stays open
+            proc = subprocess.Popen(args, env=env or self.env, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, **kwargs)
         self.procs.append(proc)
         return proc
 
@@ -331,10 +332,8 @@ class World:
         """Stop every daemon of this test, also one the tray started (its pid file)."""
         pid_file = self.env.root / "state" / "ohsync.pid"
         if pid_file.exists():
-            try:
+            with contextlib.suppress(OSError, ValueError, KeyError):
                 os.kill(json.loads(pid_file.read_text())["pid"], signal.SIGTERM)
-            except (OSError, ValueError, KeyError):
-                pass
             wait_for(lambda: not pid_file.exists(), 30, "the daemon to exit")
         for proc in self.procs:
             if proc.poll() is None:
@@ -385,7 +384,8 @@ def test_menu_and_refresh_with_the_daemon_in_process(world: World, desktop: Desk
     menu = DBusMenu(desktop.env["DBUS_SESSION_BUS_ADDRESS"])
     try:
         wait_icon(desktop, menu, daemon, world.log)
-        expected = ["Refresh now", "Open ohsync…", "Open folder", "Open drop folder", "Conflicts (0)", "Pause syncing", "Quit"]
+        expected = ["Refresh now", "Open ohsync…", "Open folder", "Open drop folder", "Conflicts (0)", "Pause syncing",
+                    "Quit"]
         wait_for(lambda: up_to_date(menu) and menu.labels()[1:] == expected, 30,
                    f"the menu to read 'Up to date…' + {expected}", seen=menu.labels)
         by_label = {e["label"]: e for e in menu.layout()}

@@ -10,6 +10,7 @@ against the real :class:`~ohsync.daemon.protocol.RpcClient`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import socket
@@ -68,18 +69,13 @@ class FakeDaemon:
         with self._cond:
             conns, self._conns, self._subscribers = self._conns, [], []
         for conn in conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             conn.close()
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads = []
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> FakeDaemon:
         return self.start()
@@ -100,10 +96,8 @@ class FakeDaemon:
         with self._cond:
             subscribers = list(self._subscribers)
         for conn in subscribers:
-            try:
+            with contextlib.suppress(OSError):
                 conn.sendall(line)
-            except OSError:
-                pass
 
     def set_status(self, **changes: Any) -> None:
         """Change the status object and push it as a ``status`` event."""

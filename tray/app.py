@@ -15,6 +15,7 @@ contract (docs/architecture.md §7).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -96,10 +97,8 @@ class _SubscribeClient(RpcClient):
     def close(self) -> None:
         sock = self._sock
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 class TrayController:

@@ -433,7 +433,8 @@ def _detail_lines(status: dict[str, Any]) -> list[MenuEntry]:
     held = _count(status, "held_deletes")
     if held:
         entries.append(_attention_entry(
-            status, f"{held} deletion{'s' if held != 1 else ''} held — run ohsync confirm-deletes", "held_delete", held))
+            status, f"{held} deletion{'s' if held != 1 else ''} held — run ohsync confirm-deletes", "held_delete",
+            held))
     damaged = _count(status, "damaged")
     if damaged:
         entries.append(_attention_entry(

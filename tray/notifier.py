@@ -266,7 +266,7 @@ class Notifier:
                     self._send(notice.title, notice.body, (PAGE_ACTION, self._open_page))
                 else:
                     self._send(notice.title, notice.body)
-            except Exception as exc:  # a missing notification service must not kill the tray
+            except Exception as exc:  # noqa: BLE001 - a missing notification service must not kill the tray
                 log.warning("could not show notification %r: %s", notice.title, exc)
 
 

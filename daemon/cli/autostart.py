@@ -62,4 +62,5 @@ def register(subparsers: Subparsers) -> None:
                      "start ohsync at login (systemd user unit, XDG autostart or LaunchAgent)")
     sp.add_argument("action", choices=("enable", "disable", "status"),
                     help="enable: start ohsync at every login; disable: stop doing so; status: what will run")
-    sp.add_argument("--now", action="store_true", help="with enable: also start the daemon now (and wait until it answers)")
+    sp.add_argument("--now", action="store_true",
+                    help="with enable: also start the daemon now (and wait until it answers)")

@@ -48,7 +48,7 @@ def follow(path: Path, *, start_at_end: bool, interval: float = 0.5,
         while not should_stop():
             if handle is None:
                 try:
-                    handle = open(path, "rb")
+                    handle = open(path, "rb")  # noqa: SIM115 - followed across loops, closed below
                 except FileNotFoundError:
                     time.sleep(interval)
                     continue

@@ -162,8 +162,9 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_refresh(args: argparse.Namespace) -> int:
     result = _call(args, Method.MEMORY_REFRESH, {}, write=True)
-    return _out(args, result, lambda r: f"{'Up to date' if r['refreshed'] else 'Not refreshed: ' + r.get('message', '')}"
-                f"; {r['entities']} memory entities.")
+    return _out(args, result,
+                lambda r: f"{'Up to date' if r['refreshed'] else 'Not refreshed: ' + r.get('message', '')}"
+                          f"; {r['entities']} memory entities.")
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -87,6 +87,7 @@ def register(subparsers: Subparsers) -> None:
     sp.add_argument("--keep", required=True, choices=("live", "other"),
                     help="live: delete the archived copy on both sides; other: make it the live file "
                          "(the version it replaces goes to .trash/)")
-    sp.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for the server (default: %(default)s)")
+    sp.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                    help="seconds to wait for the server (default: %(default)s)")
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
     add_mirror_option(sp)

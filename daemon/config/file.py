@@ -45,7 +45,7 @@ def _set_key(doc: Any, key: str, value: Any) -> None:
         _update_table(current, value)
     elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
         if isinstance(current, tomlkit.items.AoT) and len(current) == len(value):
-            for table, new in zip(current, value):
+            for table, new in zip(current, value, strict=True):
                 _update_table(table, new)
             return
         tables = tomlkit.aot()

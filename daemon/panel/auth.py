@@ -53,10 +53,7 @@ def write_secret(path: Path) -> str:
     :raises OSError: the file cannot be written.
     """
     secret = secrets.token_urlsafe(32)
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
+    path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         os.write(fd, (secret + "\n").encode("ascii"))

@@ -9,6 +9,7 @@ events (the next ``status`` event carries the whole state anyway).
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from typing import Any
@@ -38,10 +39,8 @@ class EventHub:
                     q.put_nowait(event)
                     break
                 except queue.Full:
-                    try:
+                    with contextlib.suppress(queue.Empty):
                         q.get_nowait()  # drop the oldest
-                    except queue.Empty:
-                        pass
 
     def open(self) -> queue.Queue[dict[str, Any]]:
         """A new stream's queue (:data:`CLOSED` arrives at once when the hub is closed)."""

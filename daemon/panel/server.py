@@ -147,7 +147,4 @@ class PanelServer:
     def _remove_secret(self) -> None:
         if self._wrote:
             self._wrote = False
-            try:
-                self.secret_file.unlink()
-            except FileNotFoundError:
-                pass
+            self.secret_file.unlink(missing_ok=True)

@@ -34,6 +34,7 @@ ed event is pushed as a notification ``{"jsonrpc": "2.0", "method": "event",
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -210,10 +211,8 @@ class SocketServer:
 
     def _wake(self) -> None:
         if self._wake_w is not None:
-            try:
+            with contextlib.suppress(BlockingIOError, OSError):  # a wake-up is already pending, or we are closed
                 self._wake_w.send(b"\0")
-            except (BlockingIOError, OSError):
-                pass  # a wake-up is already pending, or we are closed
 
     def _loop(self) -> None:
         """The selector thread: serve until :meth:`stop`; whatever fails
@@ -279,7 +278,7 @@ class SocketServer:
         try:
             if self._selector is not None:
                 self._selector.close()
-        except Exception:  # noqa: BLE001 - the old one is dropped either way
+        except Exception:  # noqa: BLE001, S110 - the old one is dropped either way
             pass
         selector = selectors.DefaultSelector()
         self._selector = selector
@@ -309,10 +308,8 @@ class SocketServer:
 
     def _stop_accepting(self) -> None:
         assert self._selector is not None and self._sock is not None
-        try:
+        with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(self._sock)
-        except (KeyError, ValueError):
-            pass
         self._sock.close()
         for conn in list(self._conns.values()):
             if conn.subscriber or not (conn.busy or conn.outbuf):
@@ -545,19 +542,15 @@ class SocketServer:
         if conn.subscriber:
             with self._subs_lock:
                 self._subscribers -= 1
-        try:
+        with contextlib.suppress(OSError):
             conn.sock.close()
-        except OSError:
-            pass
 
     def _close_all(self) -> None:
         for conn in list(self._conns.values()):
             self._close(conn)
         if self._sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._sock.close()
-            except OSError:
-                pass
         for s in (self._wake_r, self._wake_w):
             if s is not None:
                 s.close()

@@ -177,7 +177,8 @@ class MirrorFacts:
         self._repeats[key] = (item, count, first)
         item["count"] = count
         item["last"] = iso_time(now)
-        item["message"] = f"{event.message} (failed {count} times since {time.strftime('%H:%M', time.localtime(first))})"
+        since = time.strftime("%H:%M", time.localtime(first))
+        item["message"] = f"{event.message} (failed {count} times since {since})"
         return True
 
     def on_event(self, event: SyncEvent) -> None:

@@ -48,7 +48,8 @@ from .facts import MirrorFacts
 from .recovery import WorkerRecovery
 from .requests import Control, ControlState, FatalError, Session, SessionFactory, WorkerRequests
 
-__all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Control", "Session", "SessionFactory", "FatalError", "Scheduler", "SyncWorker", "backoff_delay"]
+__all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Control", "Session", "SessionFactory", "FatalError", "Scheduler",
+           "SyncWorker", "backoff_delay"]
 
 log = logging.getLogger("ohsync.daemon.worker")  # one logger for all the worker says
 
@@ -396,7 +397,8 @@ class SyncWorker:
         # what the pass left (local deletes for the full scan) waits with what arrived since
         self._work.awaiting |= set(getattr(report, "waiting_up", ()))
         now = time.time()
-        busy = report.transferred or report.merged or report.conflicts or report.errors or report.moved or report.deleted_local or report.deleted_remote
+        busy = (report.transferred or report.merged or report.conflicts or report.errors or report.moved
+                or report.deleted_local or report.deleted_remote)
         self._request_count += report.requests
         self._control.clear_problem_untold()
         facts: dict[str, Any] = {

@@ -97,7 +97,8 @@ class CommitReads:
         out = []
         for item in diffs:
             if not isinstance(item, dict) or not isinstance(item.get("path"), str) \
-                    or not isinstance(item.get("op_type") or "", str) or not isinstance(item.get("new_path") or "", str):
+                    or not isinstance(item.get("op_type") or "", str) \
+                    or not isinstance(item.get("new_path") or "", str):
                 raise ProtocolError("A change in the commit's changes has an unexpected shape.")
             out.append(CommitChange(str(item.get("op_type") or ""), item["path"], str(item.get("new_path") or "")))
         return out

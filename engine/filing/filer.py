@@ -55,6 +55,7 @@ destination rules; :mod:`.api` what filing needs of the engine.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -380,10 +381,8 @@ class Filer:
         if self.mirror.verify(current, sha1=job.sha1, size=job.size, file_id=job.file_id):
             return
         if job.upload_id == current.id:
-            try:
+            with contextlib.suppress(OhsyncError):
                 self.mirror.delete_remote(job.dest_rel)
-            except OhsyncError:
-                pass
         self._jobs.update(job, upload_started=False, upload_id=None)
         raise ServerError(f"read-back of {self._remote_path(job.dest_rel)} did not match the dropped file",
                           path=job.dest_rel)

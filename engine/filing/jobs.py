@@ -165,7 +165,7 @@ class JobStore:
         self._db.close()
 
     def _job(self, row: tuple) -> FilingJob:  # type: ignore[type-arg]
-        values = dict(zip(self._COLS, row))
+        values = dict(zip(self._COLS, row, strict=True))
         values["upload_started"] = bool(values["upload_started"])
         return FilingJob(**values)
 

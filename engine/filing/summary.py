@@ -120,7 +120,9 @@ def _text_first_line(data: bytes, name: str) -> str | None:
 
 
 _PDF_STREAM = re.compile(rb"<<(?P<dict>(?:(?!>>\s*stream).){0,2048}?)>>\s*stream\r?\n", re.DOTALL)
-_PDF_TEXT_OP = re.compile(rb"\((?P<s>(?:\\.|[^\\()]|\((?:\\.|[^\\()])*\))*)\)\s*(?:Tj|'|\")|\[(?P<a>[^\]]*)\]\s*TJ|(?P<br>T\*|Td|TD|Tm|ET)")
+_PDF_TEXT_OP = re.compile(rb"\((?P<s>(?:\\.|[^\\()]|\((?:\\.|[^\\()])*\))*)\)\s*(?:Tj|'|\")"  # (string) Tj, ' or "
+                          rb"|\[(?P<a>[^\]]*)\]\s*TJ"  # [array] TJ
+                          rb"|(?P<br>T\*|Td|TD|Tm|ET)")  # the operators that start a new line
 _PDF_STR = re.compile(rb"\((?P<s>(?:\\.|[^\\()])*)\)")
 _PDF_TITLE = re.compile(rb"/Title\s*\((?P<s>(?:\\.|[^\\()])*)\)")
 _PDF_ESC = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"b": b"\b", b"f": b"\f"}

@@ -79,7 +79,7 @@ def yaml_scalar(value: Any) -> str:
         try:
             if load_yaml(f"k: {text}\n") == {"k": text}:
                 return text
-        except Exception:  # noqa: BLE001 - any YAML error means: quote it
+        except Exception:  # noqa: BLE001, S110 - any YAML error means: quote it
             pass
     return json.dumps(text, ensure_ascii=False)
 

@@ -201,7 +201,7 @@ def _links(body: str) -> list[tuple[str, str]]:
     links: list[tuple[str, str]] = []
     if "[[" not in body:
         return []
-    for line, code in zip(lines, iter_code_mask(lines)):
+    for line, code in zip(lines, iter_code_mask(lines), strict=True):
         if code or "[[" not in line:
             continue
         rel = parse_relation(line)

@@ -281,7 +281,7 @@ def iter_code_mask(lines: list[str]) -> list[bool]:
 
 
 def _iter_prose(lines: list[str]) -> Iterator[tuple[int, str]]:
-    for i, (line, code) in enumerate(zip(lines, iter_code_mask(lines))):
+    for i, (line, code) in enumerate(zip(lines, iter_code_mask(lines), strict=True)):
         if not code:
             yield i, line
 
@@ -398,7 +398,7 @@ def _split_sections(lines: list[str], offset: int) -> tuple[Section, ...]:
     heading: str | None = None
     level, title, start = 0, "", offset
     buf: list[str] = []
-    for i, (line, code) in enumerate(zip(lines, iter_code_mask(lines))):
+    for i, (line, code) in enumerate(zip(lines, iter_code_mask(lines), strict=True)):
         m = None if code else _HEADING_RE.match(line_content(line))
         if m:
             if heading is not None or buf:

@@ -110,7 +110,7 @@ def _raw_tokens(field: FrontmatterField | None) -> dict[str, str]:
     tokens = flow[1] if flow else (b[1] if (b := _block_tokens(field)) else None)
     if tokens is None:
         return {}
-    return {str(v): t for v, t in zip(field.value, tokens)}
+    return {str(v): t for v, t in zip(field.value, tokens, strict=True)}
 
 
 def _as_tag_list(value: Any) -> list[Any] | None:

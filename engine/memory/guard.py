@@ -97,7 +97,8 @@ _API_KEY = re.compile(r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}")
 _BEARER = re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
 _CODE = re.compile(
     rf"(?:{_CODE_WORDS})[^0-9A-Za-z\n]{{0,12}}(?:is|为|是|:|：)?[^0-9A-Za-z\n]{{0,6}}[0-9]{{4,8}}(?![0-9])"
-    rf"|(?<![0-9])[0-9]{{4,8}}[^0-9A-Za-z\n]{{0,8}}(?:is your|为您的|是你的|是您的)?[^0-9A-Za-z\n]{{0,4}}(?:{_CODE_WORDS})",
+    rf"|(?<![0-9])[0-9]{{4,8}}[^0-9A-Za-z\n]{{0,8}}(?:is your|为您的|是你的|是您的)?"
+    rf"[^0-9A-Za-z\n]{{0,4}}(?:{_CODE_WORDS})",
     re.IGNORECASE)
 _LONG = re.compile(rf"(?<![0-9])[0-9]{{15,}}(?![0-9])|(?<![0-9])[0-9]{{4}}(?:{_SEP}[0-9]{{4}}){{3,}}(?![0-9])")
 _DIGIT_RUN = re.compile(r"(?<![0-9+])[0-9]{13,19}(?![0-9])")  # after join_digits; "+…" is a phone number
@@ -170,10 +171,13 @@ _STREET_TYPES = (r"Street|St\.?|Road|Rd\.?|Avenue|Ave\.?|Boulevard|Blvd\.?|Lane|
                  r"|Place|Pl\.?|Terrace|Close|Crescent|Highway|Hwy")
 _ADDRESS = re.compile(
     rf"\b[0-9]{{1,5}}[A-Za-z]?,? (?:[A-Z][A-Za-z'.-]+ ){{1,4}}(?:{_STREET_TYPES})(?![A-Za-z])"      # 221B Baker Street
-    r"|\b[A-ZÄÖÜ][a-zäöüß-]+(?:straße|strasse|str\.|weg|gasse|platz|allee|ring|damm)\s+[0-9]{1,4}[a-z]?\b"  # Hauptstraße 5
+    # Hauptstraße 5
+    r"|\b[A-ZÄÖÜ][a-zäöüß-]+(?:straße|strasse|str\.|weg|gasse|platz|allee|ring|damm)\s+[0-9]{1,4}[a-z]?\b"
     r"|\b(?:[A-ZÄÖÜ][a-zäöüß]+ )?(?:Straße|Strasse|Platz|Weg|Allee) [0-9]{1,4}[a-z]?\b"
-    r"|\b[0-9]{1,4}(?: ?(?:bis|ter))?,? (?:rue|avenue|av\.|boulevard|bd|place|chemin|allée|impasse|quai)\s+\w+"  # 12 rue …
-    r"|\b(?:Calle|C/|Avenida|Avda\.?|Plaza|Paseo|Via|Viale|Piazza|Corso|Rua|Travessa)\s+[\w .'-]{2,40}?,?\s+(?:n[º°o.]\s*)?[0-9]{1,4}\b"
+    # 12 rue …
+    r"|\b[0-9]{1,4}(?: ?(?:bis|ter))?,? (?:rue|avenue|av\.|boulevard|bd|place|chemin|allée|impasse|quai)\s+\w+"
+    r"|\b(?:Calle|C/|Avenida|Avda\.?|Plaza|Paseo|Via|Viale|Piazza|Corso|Rua|Travessa)\s+[\w .'-]{2,40}?,?\s+"
+    r"(?:n[º°o.]\s*)?[0-9]{1,4}\b"
     r"|\b[A-Z][a-z]+(?:straat|laan|weg|plein|gracht|kade)\s+[0-9]{1,4}[a-z]?\b"                   # Dutch
     r"|[\u4e00-\u9fff]{1,12}(?:路|街|大道|道|巷|弄|胡同)[0-9]{1,5}(?:号|號)"                          # 中关村大街27号
     r"|[\u4e00-\u9fff]{1,10}[都道府県市区町村][\u4e00-\u9fff\u3040-\u30ff]{0,12}[0-9]{1,4}丁目"      # 1丁目

@@ -51,6 +51,7 @@ threads, always under its own lock.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -189,10 +190,8 @@ class MemoryIndex:
         if self.db_path is not None:
             self._db.close()
             for suffix in ("", "-wal", "-shm"):
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{self.db_path}{suffix}")
-                except FileNotFoundError:
-                    pass
             self._db = self._connect()
         else:
             for name in ("fts_head_terms", "fts_body_terms", "fts_head", "fts_body", "links", "titles", "tags",
@@ -662,7 +661,8 @@ class MemoryIndex:
             return ranked + self._best({body_w: rest}, cond, params, need) if rest else ranked
         # a word in few bodies: reading its (few) hits costs less than checking entities one by one
         common = max(_FEW_BODY_HITS, len(self) // 4)
-        if len(self._ids("SELECT rowid AS id FROM fts_body WHERE fts_body MATCH ? LIMIT ?", (exprs[0], common))) < common:
+        hits = self._ids("SELECT rowid AS id FROM fts_body WHERE fts_body MATCH ? LIMIT ?", (exprs[0], common))
+        if len(hits) < common:
             return None
         walk = 20 * limit  # the newest entities looked at; a rarer word is found by its hits
         edge = self._db.execute(f"SELECT e.modified_ts, e.path FROM entities e WHERE {cond} "
@@ -778,7 +778,7 @@ class MemoryIndex:
         found = {r[0]: r for r in self._db.execute(
             f"SELECT {cols} FROM entities e WHERE e.id IN ({','.join('?' * len(best))})", [eid for eid, _ in best])}
         kept = [(eid, score) for eid, score in best if eid in found]
-        return list(zip([score for _, score in kept], self._full([found[eid] for eid, _ in kept])))
+        return list(zip([score for _, score in kept], self._full([found[eid] for eid, _ in kept]), strict=True))
 
     def listing(self, folder: str = "", tag: str = "", include_sensitive: bool = True,
                 limit: int = 500) -> tuple[list[Entity], int]:

@@ -241,9 +241,8 @@ def _merge_body(base: MemoryDoc, ours: MemoryDoc, theirs: MemoryDoc, eol: str,
         conflicts.append(describe_lines(lo - 1, hi))
     skeleton: list[str] = []
     for x in outcome.lines:
-        if x in bc or x in oc or x in tc:
-            if x in skeleton:
-                continue  # a section both sides placed differently: keep the first place
+        if (x in bc or x in oc or x in tc) and x in skeleton:
+            continue  # a section both sides placed differently: keep the first place
         skeleton.append(x)
     placeholders = [x for x in outcome.lines if x in bc or x in oc or x in tc]
     for key in sorted({*bc, *oc, *tc}):

@@ -27,6 +27,7 @@ engine (the daemon's sync worker).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -243,10 +244,8 @@ def _trash_copy(ctx: MirrorContext, rel: str) -> str | None:
     except FileNotFoundError:
         fp = None
     if fp is not None:
-        try:
+        with contextlib.suppress(FileNotFoundError, LocalChanged):
             remove(ctx, rel, fp)   # after a backup; a save landing meanwhile stays
-        except (FileNotFoundError, LocalChanged):
-            pass
     ctx.state.delete_base(rel)
     return moved
 

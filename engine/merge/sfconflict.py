@@ -18,6 +18,7 @@ them stays on either side:
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from ..context import MirrorContext
@@ -148,10 +149,8 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
         # What merged stays live (pushed by the next pass); the whole
         # conflict file is archived below.  A save landing meanwhile stays
         # live instead (the archived copy keeps the other side).
-        try:
+        with contextlib.suppress(LocalChanged):
             write_over(ctx, original, decision.live, fp)
-        except LocalChanged:
-            pass
     record = archive(ctx, original, decision.copy, remote=entry)
     _drop_local(ctx, rel)
     report.conflicts.append(record)

@@ -138,7 +138,7 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
     try:
         # a file without a name (O_TMPFILE on Linux, unlinked at once elsewhere): a daemon
         # killed mid-download leaves no whole-library zip behind in the temp folder
-        zip_file = tempfile.TemporaryFile(prefix=".ohsync-zip-", suffix=".zip")
+        zip_file = tempfile.TemporaryFile(prefix=".ohsync-zip-", suffix=".zip")  # noqa: SIM115 - `with` below
     except OSError:
         return set()
     with zip_file as fh:
@@ -309,7 +309,4 @@ def _install(ctx: MirrorContext, entry: RemoteEntry, tmp: Path, file_id: str, ha
 
 
 def _drop(tmp: Path) -> None:
-    try:
-        tmp.unlink()
-    except FileNotFoundError:
-        pass
+    tmp.unlink(missing_ok=True)

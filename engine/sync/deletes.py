@@ -12,6 +12,7 @@ deletion).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import datetime, timezone
 
@@ -97,10 +98,8 @@ def delete_local(ctx: MirrorContext, rel_path: str, expected: tuple[int, int, in
             raise LocalChanged(f"{rel_path} appeared locally; keeping it", path=rel_path)
         ctx.state.delete_base(rel_path)
         return
-    try:
+    with contextlib.suppress(FileNotFoundError):
         remove(ctx, rel_path, expected)  # checked on the very file taken away (a save meanwhile stays)
-    except FileNotFoundError:
-        pass
     ctx.state.delete_base(rel_path)
 
 

@@ -61,7 +61,8 @@ class FolderSteps(RunSteps):
             if self._through_symlink(rel):
                 report.skipped.append((rel, "inside a symbolic link to a folder (not followed)"))
                 continue
-            if (local_dir and remote is not None and not remote_dir) or (remote_dir and entry is not None and not local_dir):
+            if (local_dir and remote is not None and not remote_dir) \
+                    or (remote_dir and entry is not None and not local_dir):
                 assert entry is not None and remote is not None
                 kind = ("kind", local_dir, remote.id, entry.fingerprint)
                 if self.failure_book.held(rel, kind) is not None:

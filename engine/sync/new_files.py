@@ -24,6 +24,7 @@ the server's and adopts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
@@ -108,7 +109,7 @@ class NewFileBatch:
         failed: dict[str, OSError] = {}
         synced = self._run(_fsync_close, staged)
         placed: list[StagedFile] = []
-        for item, err in zip(staged, synced):
+        for item, err in zip(staged, synced, strict=True):
             if err is not None:
                 failed[item.rel] = err
                 item.tmp.unlink(missing_ok=True)
@@ -134,10 +135,8 @@ class NewFileBatch:
         """Drop every staged file (temp files removed)."""
         staged, self._staged, self._bytes = self._staged, [], 0
         for item in staged:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(item.fd)
-            except OSError:
-                pass
             item.tmp.unlink(missing_ok=True)
 
     def _run(self, fn: Callable[[Any], None], items: Iterable[Any]) -> list[OSError | None]:

@@ -168,7 +168,8 @@ class PlanSteps:
                 found[rel] = LocalFile(rel, False, stat_fingerprint(st))
         return found
 
-    def _classify_local(self, rel: str, entry: LocalFile | None, base: Base | None) -> tuple[Side, tuple[int, int, int] | None]:
+    def _classify_local(self, rel: str, entry: LocalFile | None,
+                        base: Base | None) -> tuple[Side, tuple[int, int, int] | None]:
         if entry is None:
             return (Side.GONE if base is not None else Side.ABSENT), None
         if base is None:
