@@ -292,7 +292,7 @@ class EngineMirror:
         from ohsync.engine.client import SeafileClient
         from ohsync.engine.context import EngineOptions
         from ohsync.engine.state import StateStore
-        from ohsync.engine.sync import SyncEngine
+        from ohsync.engine.sync.engine import SyncEngine
 
         self.root = base / name
         self.root.mkdir(parents=True)

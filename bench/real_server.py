@@ -8,9 +8,12 @@ server has:
 * the token from ``POST /api2/auth-token/`` (or given), the version from
   ``GET /api2/server-info/``;
 * every library the scenarios ask for is a **scratch library** named
-  ``ohsync-bench-<stamp>-<name>``, made with ``POST /api2/repos/`` and deleted
-  with ``DELETE /api2/repos/{id}/`` by :meth:`RealServer.stop` (run.py calls it
-  in ``finally``, also after Ctrl-C or SIGTERM);
+  ``ohsync-bench-<stamp>-<run id>-<name>``, made with ``POST /api2/repos/``;
+  :meth:`RealServer.stop` (run.py calls it in ``finally``, also after Ctrl-C
+  or SIGTERM) lists the libraries (``GET /api2/repos/``) and deletes every one
+  whose name has this run's prefix (``DELETE /api2/repos/{id}/``): also one
+  whose create request was cut short by the signal, whose id the run never
+  got (it waits a few seconds for such a library to show up);
 * requests are counted on the tools' side, since a real server has no counter
   to ask: the engine's client reports each request it sends
   (``SeafileHTTP``'s ``on_request`` hook) to :data:`TALLY`, rclone runs with
@@ -25,6 +28,7 @@ server has:
 from __future__ import annotations
 
 import re
+import secrets
 import threading
 import time
 from collections import Counter
@@ -171,9 +175,13 @@ class RealServer:
         self.token = token
         self.http.headers["Authorization"] = f"Token {token}"
         self.version = server_version(self.url)
-        self.prefix = f"ohsync-bench-{time.strftime('%Y%m%d-%H%M%S')}"
+        # unique to the run: the cleanup deletes by this prefix, never another run's libraries
+        self.prefix = f"ohsync-bench-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         #: scratch libraries made so far: bench name -> library id
         self.created: dict[str, str] = {}
+        #: server names of scratch libraries whose create request got no answer (cut short):
+        #: the server may have made them all the same
+        self.unanswered: set[str] = set()
         #: counts outside the tally (a daemon's status): name -> (read, value at reset)
         self._sources: dict[str, tuple[Callable[[], int], int]] = {}
 
@@ -185,7 +193,10 @@ class RealServer:
     def repo_id(self, name: str) -> str:
         """The id of the scratch library for ``name``, made (``POST /api2/repos/``) on first use."""
         if name not in self.created:
-            r = self.http.post("/api2/repos/", data={"name": self.lib_name(name)})
+            lib = self.lib_name(name)
+            self.unanswered.add(lib)
+            r = self.http.post("/api2/repos/", data={"name": lib})
+            self.unanswered.discard(lib)
             if r.status_code not in (200, 201):
                 raise RuntimeError(f"could not create the scratch library {self.lib_name(name)!r}: HTTP "
                                    f"{r.status_code} {r.text[:200]!r}")
@@ -194,24 +205,62 @@ class RealServer:
 
     def scratch_left(self) -> list[str]:
         """Names of this run's scratch libraries still on the server (``GET /api2/repos/``)."""
-        r = self.http.get("/api2/repos/")
-        r.raise_for_status()
-        return sorted(str(lib.get("name")) for lib in r.json() if str(lib.get("name", "")).startswith(self.prefix))
+        return sorted(self._scratch_on_server().values())
 
-    def delete_scratch(self) -> list[str]:
-        """``DELETE /api2/repos/{id}/`` of every scratch library; returns the names that failed."""
-        failed = []
-        for name, repo in list(self.created.items()):
+    def _scratch_on_server(self) -> dict[str, str]:
+        """``{library id: name}`` of this run's own libraries on the server (``GET /api2/repos/?type=mine``).
+
+        :raises httpx.HTTPError: the listing failed.  ValueError: its answer is not a JSON list.
+        """
+        r = self.http.get("/api2/repos/", params={"type": "mine"})
+        r.raise_for_status()
+        libs = r.json()
+        if not isinstance(libs, list):
+            raise ValueError(f"GET /api2/repos/ answered {type(libs).__name__}, not a list")
+        mine = self.prefix + "-"
+        return {str(lib["id"]): str(lib["name"]) for lib in libs
+                if isinstance(lib, dict) and lib.get("type", "repo") == "repo" and lib.get("id")
+                and str(lib.get("name", "")).startswith(mine)}
+
+    def delete_scratch(self, settle: float = 10.0) -> list[str]:
+        """``DELETE /api2/repos/{id}/`` of every scratch library; returns what may be left.
+
+        The libraries are found by name on the server (this run's prefix) as
+        well as by the ids the run got back: a create cut short by Ctrl-C
+        may have made a library whose id the run never saw.  While such a
+        create is unanswered (:attr:`unanswered`) the listing is read again
+        every half second for up to ``settle`` seconds, until that library
+        shows up and is deleted (the server may still be making it).
+
+        :returns: the names that could not be deleted, and those of interrupted
+            creates that did not show up (maybe never made: to check by hand).
+        """
+        deadline = time.monotonic() + settle
+        while True:
             try:
-                r = self.http.delete(f"/api2/repos/{repo}/")
-                ok = r.status_code in (200, 204, 404)
-            except httpx.HTTPError:
-                ok = False
-            if ok:
-                del self.created[name]
-            else:
-                failed.append(self.lib_name(name))
-        return failed
+                found: dict[str, str] | None = self._scratch_on_server()
+            except (httpx.HTTPError, ValueError, KeyError):
+                found = None  # the ids the run got are still deleted
+            targets = dict(found or {})
+            for name, repo in self.created.items():
+                targets.setdefault(repo, self.lib_name(name))
+            failed = []
+            for repo, lib in targets.items():
+                try:
+                    r = self.http.delete(f"/api2/repos/{repo}/")
+                    ok = r.status_code in (200, 204, 404)
+                except httpx.HTTPError:
+                    ok = False
+                if not ok:
+                    failed.append(lib)
+                    continue
+                self.created = {n: i for n, i in self.created.items() if i != repo}
+                self.unanswered.discard(lib)
+            if found is None or not self.unanswered or time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)  # an interrupted create the server may still be finishing
+        return sorted(failed) + [f"{lib} (its create was interrupted: check whether the server made it)"
+                                 for lib in sorted(self.unanswered)]
 
     # -- counting
     def watch(self, name: str, read: Callable[[], int]) -> None:
@@ -270,6 +319,8 @@ class RealServer:
 
         :raises RuntimeError: some scratch library could not be deleted (named, to delete by hand).
         """
+        if self.http.is_closed:  # stopped already (before the scale scenario)
+            return
         failed = self.delete_scratch()
         self.http.close()
         if failed:

@@ -358,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         left = ""
         if bench.srv:
             if args.server:
-                log(f"deleting the scratch libraries {sorted(bench.srv.lib_name(n) for n in bench.srv.created)}")
+                log(f"deleting the scratch libraries {bench.srv.prefix}-* "
+                    f"(made: {sorted(bench.srv.lib_name(n) for n in bench.srv.created)})")
             try:
                 bench.srv.stop()  # a server of one's own: its scratch libraries deleted (raises if one is left)
             except RuntimeError as exc:

@@ -128,7 +128,7 @@ def s_bigfile(bench: Any) -> None:
             tag = f"{int(ms)}"
             log(f"bigfile: {mib} MiB upload/download, {label}")
             # a size no base has: a new file of the same size as a synced one is read
-            # and hashed first, in case it is that file moved (engine/moves.py)
+            # and hashed first, in case it is that file moved (engine/sync/moves.py)
             _unique_copy(src, mirror.root / f"ohsync-up-{tag}.bin", f"ohsync up {tag}", extra=n + 1)
             down = bench.work / f"down-src-{tag}.bin"
             _unique_copy(src, down, f"server down {tag}")

@@ -3,7 +3,7 @@ socket method ``resolve``, ``ohsync resolve`` and the local page's buttons.
 
 :class:`ConflictService` belongs to one mirror.  A resolution runs as a job
 on the mirror's sync worker (the thread that owns the engine), through
-:func:`ohsync.engine.conflict_resolve.resolve_conflict`, and the caller
+:func:`ohsync.engine.merge.settle.resolve_conflict`, and the caller
 waits for it: the answer comes once the server holds the result (read
 back), or says why it does not.  Reading the two versions of a conflict
 (:meth:`ConflictService.versions`) only reads the mirror's files, on the
@@ -18,10 +18,10 @@ from typing import Any
 
 from .socket.methods import CannotNow, InvalidParams
 from .worker_job import run_job
-from ..engine.conflict_resolve import KEEP_CHOICES, ResolveRefused, find_conflict, read_version, resolve_conflict
+from ..engine.merge.settle import KEEP_CHOICES, ResolveRefused, find_conflict, read_version, resolve_conflict
 from ..engine.errors import OhsyncError
 from ..engine.events import ConflictRecord
-from ..engine.merge import is_text
+from ..engine.merge.choose import is_text
 
 __all__ = ["ConflictService", "DEFAULT_TIMEOUT", "SHOWN_BYTES"]
 
@@ -122,7 +122,7 @@ class ConflictService:
         :param keep: ``live``, ``other`` or ``merged`` (then ``content`` is the text to keep).
         :param expected: ``{"live": sha256, "other": sha256}`` of the versions the
             person was shown; a version that changed since refuses.
-        :returns: :meth:`Resolution.as_dict <ohsync.engine.conflict_resolve.Resolution.as_dict>`
+        :returns: :meth:`Resolution.as_dict <ohsync.engine.merge.settle.Resolution.as_dict>`
             plus ``message``, a sentence saying what the server now holds.
         :raises InvalidParams: a bad choice or no such conflict.
         :raises CannotNow: the mirror is busy or not open, a version changed

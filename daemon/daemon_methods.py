@@ -249,7 +249,7 @@ class Methods:
         on; answers once that is done.  With several mirrors and none named:
         the one mirror holding deletions."""
         from .worker_job import run_job
-        from ..engine.held_restore import restore_held
+        from ..engine.sync.held_restore import restore_held
 
         mirrors = self.pick(params, several=True)
         holding = [m for m in mirrors if m.worker.held_deletes()]

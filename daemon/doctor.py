@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config, MirrorConfig
+from .doctor_findings import ERROR, OK, SKIPPED, WARNING, Finding
+from .doctor_local import find_tray_host, local_checks, tray_libraries_problem
 from .credentials import KeyringUnavailable, describe_backend, file_store, load_token
 from .status import CLOCK_SKEW_WARN
 from ..engine.errors import AuthError, LibraryNotFound, NetworkError, RemoteError
@@ -34,32 +36,7 @@ from ..engine.models import RepoInfo
 
 __all__ = ["OK", "WARNING", "ERROR", "SKIPPED", "Finding", "Probes", "run_checks", "exit_code", "tls_problem"]
 
-OK, WARNING, ERROR, SKIPPED = "ok", "warning", "error", "skipped"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """The outcome of one check.
-
-    :ivar check: short id (``keyring``, ``mirror_folder``…).
-    :ivar level: ``ok``, ``warning``, ``error`` or ``skipped``.
-    :ivar message: what was found, as a sentence.
-    :ivar fix: what to do about it (empty when nothing needs doing).
-    :ivar summary: for a warning that makes "syncing works" untrue now (ohsync
-        not running, something that needs the person), the words the report's
-        last line says about it; empty otherwise.
-    """
-
-    check: str
-    level: str
-    message: str
-    fix: str = ""
-    summary: str = ""
-
-    def as_dict(self) -> dict[str, str]:
-        """``{"check", "level", "message", "fix"}`` for ``--json``."""
-        return {"check": self.check, "level": self.level, "message": self.message, "fix": self.fix}
 
 
 def _default_client(server: str, token: str | None) -> Any:
@@ -69,14 +46,10 @@ def _default_client(server: str, token: str | None) -> Any:
 
 
 def _default_tray_host(environ: Mapping[str, str]) -> str | None:
-    from .doctor_local import find_tray_host
-
     return find_tray_host(environ)
 
 
 def _default_tray_libraries() -> str | None:
-    from .doctor_local import tray_libraries_problem
-
     return tray_libraries_problem()
 
 
@@ -270,7 +243,7 @@ class _Remote:
     def library(self, client: Any, mirror: MirrorConfig | None = None, check: str = "library") -> None:
         """Whether ``mirror``'s (default: the first) library exists and is writable; the first one's
         :class:`RepoInfo` is kept in :attr:`repo` for the local checks."""
-        from ..engine.sync import resolve_library
+        from ..engine.library import resolve_library
 
         first = mirror is None
         mirror = mirror or self.cfg.mirror
@@ -355,8 +328,6 @@ def run_checks(cfg: Config, probes: Probes | None = None) -> list[Finding]:
     :param probes: what to look at besides the config (default: this machine).
     :returns: the findings, in check order; never raises for a failed check.
     """
-    from .doctor_local import local_checks
-
     probes = probes or Probes()
     out: list[Finding] = []
     remote = _Remote(cfg, probes, out)

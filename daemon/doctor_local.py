@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, MirrorConfig
+from .doctor_findings import Finding
 from ..engine.errors import OhsyncError
 from ..engine.models import RepoInfo
 from ..engine.state_schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from .doctor import Finding, Probes
+    from .doctor import Probes
 
 __all__ = ["local_checks", "state_db_path", "probe_folder", "count_folders", "find_tray_host",
            "tray_libraries_problem"]
@@ -35,8 +36,6 @@ _WATCH_SHARE = 0.5
 
 
 def _finding(check: str, level: str, message: str, fix: str = "", summary: str = "") -> Finding:
-    from .doctor import Finding
-
     return Finding(check, level, message, fix, summary)
 
 

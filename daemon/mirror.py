@@ -320,7 +320,8 @@ class Mirror:
             watcher.stop()
         fresh = Watcher(root, lambda p: self._engine.rel_path(p), self._on_dirty,
                         quiet=self._watcher_quiet, on_restructure=self.worker.note_restructure,
-                        own_folder=self._own_folder, forget_own_folders=self._forget_own_folders)
+                        own_folder=self._own_folder, forget_own_folders=self._forget_own_folders,
+                        on_saved=self.worker.post_saved)
         try:
             fresh.start()
         except OSError as exc:

@@ -154,6 +154,8 @@ class Work:
     full_scan: bool = False
     check_remote: bool = False
     tickets: list[Ticket] = field(default_factory=list)
+    #: dirty paths whose save the watcher saw complete (:meth:`SyncEngine.note_saved`)
+    saved: set[str] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(self.dirty or self.full_scan or self.check_remote)

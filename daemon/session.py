@@ -87,7 +87,7 @@ def open_session(
     """
     from ..engine.client import SeafileClient
     from ..engine.state import StateStore
-    from ..engine.sync import EngineOptions, SyncEngine, resolve_library
+    from ..engine.sync.engine import EngineOptions, SyncEngine, resolve_library
 
     mirror = mirror or cfg.mirror
     server, username = cfg.account(mirror)

@@ -1,6 +1,6 @@
 """The ``trash`` socket method's work on the engine's thread (``ohsync trash``).
 
-Each job is a function of the open :class:`~ohsync.engine.sync.SyncEngine`,
+Each job is a function of the open :class:`~ohsync.engine.sync.engine.SyncEngine`,
 run by :meth:`SyncWorker.call_engine`; the parts are in ``engine/trash.py``.
 A restore writes the file back into the mirror and pushes it through the
 normal write path (read-merge-write and read-back) before the trash entry is

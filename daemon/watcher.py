@@ -113,6 +113,9 @@ class Watcher(ServiceThread):
         created folder asks for both.
     :param forget_own_folders: called (observer thread) when a folder was
         deleted or moved here: a folder moved away and back is one moved in.
+    :param on_saved: called from the debounce thread, just before
+        ``on_dirty``, with the reported paths whose last event ended a save
+        (closed after writing, renamed onto): their writer is done.
     """
 
     def __init__(
@@ -128,6 +131,7 @@ class Watcher(ServiceThread):
         on_restructure: Callable[[], None] = lambda: None,
         own_folder: Callable[[str], bool] | None = None,
         forget_own_folders: Callable[[], None] = lambda: None,
+        on_saved: Callable[[list[str]], None] | None = None,
     ) -> None:
         super().__init__("ohsync-watcher", observer_factory, observer_name="ohsync-watch-observer")
         self.root = root
@@ -140,6 +144,7 @@ class Watcher(ServiceThread):
         self._rewatch = False  # a folder appeared: watch the tree afresh before the scan
         self._own_folder = own_folder
         self._forget_own = forget_own_folders
+        self._on_saved = on_saved
         self._scan_needed = False  # a cause of the pending scan other than folders created
         self._created: set[str] = set()  # folders created meanwhile: the engine's own need no scan
         self._old_moves: dict[int, set[int]] = {}  # inotify object id -> cookies seen at the last sweep
@@ -250,6 +255,7 @@ class Watcher(ServiceThread):
                 scan = self._scan_at is not None and newest + self._quiet <= now
                 rewatch = needed = False
                 created: set[str] = set()
+                saves = {k for k in paths if paths.is_complete(k)} if self._on_saved is not None else set()
                 if scan:
                     ready = paths.pop_all()
                     self._scan_at = None
@@ -267,6 +273,9 @@ class Watcher(ServiceThread):
             if rewatch:
                 self._renew_observer()  # before the scan: what changes during the swap is in it
             try:
+                saved = sorted(saves.intersection(ready))
+                if saved and self._on_saved is not None:
+                    self._on_saved(saved)
                 if ready or scan:
                     self._on_dirty(sorted(ready), scan)
             except Exception:  # noqa: BLE001 - keep watching whatever the consumer did

@@ -97,7 +97,11 @@ class MirrorContext:
         read since (the ``head`` an update is based on), None when unknown.
     :ivar head_stale: rel paths we wrote after ``head`` was read: an update
         of one of them needs a fresh head.
-    :ivar head_read_at: ``time.monotonic()`` when ``head`` was set with a listing.
+    :ivar listed_head: the head the snapshot was listed with (a head read
+        alone later does not replace it).
+    :ivar since_listed: rel paths (a folder's as ``"folder/"``) we wrote
+        after ``listed_head``: the snapshot no longer speaks for them at it.
+    :ivar head_read_at: ``time.monotonic()`` when ``listed_head`` was set.
     """
 
     client: Any
@@ -120,9 +124,10 @@ class MirrorContext:
     #: runs transfer requests in parallel (``submit(fn, *args)`` → future;
     #: the daemon's transfer pool); None: one after the other
     executor: Any = None
-    #: ``time.monotonic()`` when ``head`` was set together with a listing
-    #: (:meth:`set_head`); 0 when the head was read without one
+    #: ``time.monotonic()`` when ``listed_head`` was set (:meth:`set_head`)
     head_read_at: float = 0.0
+    listed_head: str | None = None
+    since_listed: set[str] = field(default_factory=set)
     #: rel path → the file ids our verified uploads stored there since the
     #: snapshot's head was recorded, oldest first (:meth:`wrote`): lets
     #: :mod:`.remote_diffs` tell the commits of our own writes (echoes) apart
@@ -133,12 +138,15 @@ class MirrorContext:
     file_history: bool = True
     #: rel path → ``(folder key, time.monotonic())`` of a file whose absence
     #: the server confirmed (404) while its local delete is held by the valve:
-    #: not asked again until its folder changes (:mod:`.confirm`)
+    #: not asked again until its folder changes (:mod:`ohsync.engine.sync.confirm`)
     confirmed_absent: dict[str, tuple[str, float]] = field(default_factory=dict)
     #: rel paths whose upload the server stored wrong (read back as its own
     #: damaged copy, :func:`.write_path.damaged_copy`) and that were sent
     #: again, once per failed upload; the pass moves them into its report
     upload_retries: list[str] = field(default_factory=list)
+    #: rel paths whose save the daemon's watcher saw complete, for the next
+    #: pass (:meth:`~ohsync.engine.sync.SyncEngine.note_saved`)
+    saved: set[str] = field(default_factory=set)
 
     def wrote(self, rel_path: str, file_id: str) -> None:
         """An upload of ours to ``rel_path`` was verified by read-back to hold ``file_id``."""
@@ -172,17 +180,34 @@ class MirrorContext:
         """Record the library head an update is based on.
 
         :param listed: True when the snapshot was listed with this head (the
-            pass's scan), so a push may trust the snapshot while it is fresh;
-            False for a head read alone, which is newer than the snapshot and
-            must not vouch for it (see ``FRESH_HEAD`` in engine/transfer.py).
+            pass's scan): it becomes ``listed_head``, at which a push may take
+            a path's entry from the snapshot (:meth:`listed_head_for`); False
+            for a head read alone, which is newer than the snapshot and does
+            not vouch for it (see ``LISTING_TRUST`` in engine/transfer.py).
         """
         self.head = head
-        self.head_read_at = time.monotonic() if listed else 0.0
+        if listed:
+            self.listed_head = head
+            self.head_read_at = time.monotonic()
+            self.since_listed.clear()
 
     def head_age(self) -> float:
-        """Seconds since ``head`` was set together with the snapshot (infinite
-        when it is unknown or was read later than the snapshot)."""
-        return time.monotonic() - self.head_read_at if self.head and self.head_read_at else float("inf")
+        """Seconds since the snapshot was listed with ``listed_head`` (infinite
+        when none is known)."""
+        return time.monotonic() - self.head_read_at if self.listed_head and self.head_read_at else float("inf")
+
+    def listed_head_for(self, rel_path: str) -> str | None:
+        """``listed_head`` when the snapshot still shows ``rel_path`` as it was
+        at that commit: nothing of ours was written to the path, nor moved or
+        removed over one of its folders, since; else None."""
+        if self.listed_head is None or rel_path in self.since_listed:
+            return None
+        folder = rel_path
+        while "/" in folder:
+            folder = folder.rpartition("/")[0]
+            if folder + "/" in self.since_listed:
+                return None
+        return self.listed_head
 
     def stopping(self) -> bool:
         """True when the running pass was asked to stop between two files."""

@@ -22,7 +22,7 @@ class SyncEvent:
         ``"synced"`` (a path finished; ``action`` says what), ``"conflict"``,
         ``"error"`` (a per-path failure, ``message`` says why), ``"skipped"``,
         ``"pending"`` (``total`` changes of the pass wait in ``direction``
-        ``up`` or ``down``; see ``engine/pending.py``), ``"note"`` (a remark for
+        ``up`` or ``down``; see ``engine/sync/pending.py``), ``"note"`` (a remark for
         the person, made once: ``message``).
     :ivar path: library-relative path.
     :ivar direction: ``"up"``, ``"down"`` or ``""``.

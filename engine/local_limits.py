@@ -4,7 +4,7 @@ A remote path longer than the local file system allows (``PATH_MAX``,
 usually 4,096 bytes for the whole path; ``NAME_MAX``, usually 255 bytes
 for one name) can never be written here.  :func:`path_too_long` finds such
 paths before anything is asked of the server, so the sync skips them and
-names them (``engine/sync_plan.py``) instead of downloading for nothing or
+names them (``engine/sync/plan.py``) instead of downloading for nothing or
 failing the whole pass.  Names the file system refuses for other reasons
 (a character a FAT or NTFS disk rejects: ``EILSEQ``, ``EINVAL``) cannot be
 known without writing; they fail when written, on their own path

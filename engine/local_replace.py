@@ -36,8 +36,11 @@ from pathlib import Path
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError
-from .localfs import Fingerprint, backup_file, fsync_dir, new_temp, stat_fingerprint, temp_beside
+from .events import ConflictRecord, SyncEvent
+from .localfs import Fingerprint, backup_file, fill_temp, fsync_dir, new_temp, stat_fingerprint
+from .merge.conflict_names import CONFLICT_DIR, conflict_copy_path
 from .renames import exchange, rename_new
+from .special_dirs import working_dir
 
 __all__ = ["LocalChanged", "install", "write_over", "remove", "keep_crossed"]
 
@@ -142,10 +145,6 @@ def keep_crossed(ctx: MirrorContext, rel_path: str, path: Path) -> None:
     """Archive a local version of ``rel_path`` that a second save left at
     ``path`` in ``.conflict/`` (a new local file: the next pass uploads it)
     and record the conflict, with a notice."""
-    from .conflict_names import CONFLICT_DIR, conflict_copy_path
-    from .events import ConflictRecord, SyncEvent
-    from .special_dirs import working_dir
-
     now = datetime.now(timezone.utc)
     copy_rel = conflict_copy_path(rel_path, "local", lambda p: os.path.lexists(ctx.local_path(p)) or p in ctx.snapshot,
                                   now, working_dir(ctx, CONFLICT_DIR))
@@ -163,7 +162,7 @@ def keep_crossed(ctx: MirrorContext, rel_path: str, path: Path) -> None:
 
 def write_over(ctx: MirrorContext, rel_path: str, data: bytes, expected: Fingerprint | None,
                mtime: float | None = None, *, backup: bool = True) -> Fingerprint:
-    """Write ``data`` to ``rel_path`` (temp file, fsync, :func:`install`).
+    """Write ``data`` to ``rel_path`` (:func:`~ohsync.engine.localfs.fill_temp`, :func:`install`).
 
     :param expected: the fingerprint the plan saw (None: no file there).
     :param mtime: the written file's mtime (seconds), or now.
@@ -172,14 +171,8 @@ def write_over(ctx: MirrorContext, rel_path: str, data: bytes, expected: Fingerp
     :raises OSError: writing or renaming failed.
     """
     target = ctx.local_path(rel_path)
-    with temp_beside(target) as (fh, tmp):
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-        if mtime is not None and mtime > 0:
-            os.utime(tmp, (mtime, mtime))
-        fp = stat_fingerprint(os.fstat(fh.fileno()))
-    install(ctx, rel_path, tmp, expected, backup=backup)  # outside: an error never removes tmp
+    tmp, fp = fill_temp(target, data, mtime)
+    install(ctx, rel_path, tmp, expected, backup=backup)  # an error there never removes tmp
     fsync_dir(target.parent)
     return fp
 

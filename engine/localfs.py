@@ -27,7 +27,7 @@ from .ignore import TEMP_PREFIX, IgnoreRules
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "temp_beside", "new_temp", "clean_temp_files", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors",
+           "atomic_write", "fill_temp", "temp_beside", "new_temp", "clean_temp_files", "backup_file", "prune_backups", "check_root", "is_regular", "local_errors",
            "find_decomposed"]
 
 Fingerprint = tuple[int, int, int]
@@ -240,14 +240,19 @@ def temp_beside(target: Path, *, make_parents: bool = True) -> Iterator[tuple[Bi
         raise
 
 
-def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Fingerprint:
-    """Write ``data`` to ``target`` atomically; returns the new fingerprint.
+def fill_temp(target: Path, data: bytes, mtime: float | None = None) -> tuple[Path, Fingerprint]:
+    """Write ``data`` into a new temp file beside ``target``, ready to be renamed over it.
 
-    Temp file in the same folder (ignored by the watcher), fsync, optional
-    mtime (seconds), ``os.replace``, fsync of the folder.  The fingerprint
-    is the written file's own, taken before the rename (which keeps size,
-    mtime and inode): a ``stat`` of ``target`` afterwards could be of a save
-    that landed in between, which would then pass for this write.
+    The temp file (see :func:`temp_beside`: folders created, the target's
+    mode kept) is written, fsynced, given ``mtime`` (seconds; None or 0:
+    now) and closed.  The caller renames it into place and removes it when
+    that fails.
+
+    :returns: ``(temp path, the temp file's fingerprint)``; the fingerprint is
+        the written file's own, taken before any rename (which keeps size,
+        mtime and inode): a ``stat`` of ``target`` after the rename could be of
+        a save that landed in between, which would then pass for this write.
+    :raises OSError: creating or writing the temp file failed (it is removed).
     """
     with temp_beside(target) as (fh, tmp):
         fh.write(data)
@@ -256,7 +261,25 @@ def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Finge
         if mtime is not None and mtime > 0:
             os.utime(tmp, (mtime, mtime))
         fp = stat_fingerprint(os.fstat(fh.fileno()))
+        fh.close()
+    return tmp, fp
+
+
+def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Fingerprint:
+    """Write ``data`` to ``target`` atomically; returns the new fingerprint.
+
+    :func:`fill_temp` (temp file in the same folder, ignored by the watcher,
+    fsync, optional mtime in seconds), ``os.replace``, fsync of the folder.
+    The fingerprint is the written file's own (see :func:`fill_temp`).
+
+    :raises OSError: writing or renaming failed (no temp file is left).
+    """
+    tmp, fp = fill_temp(target, data, mtime)
+    try:
         os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(target.parent)
     return fp
 

@@ -19,7 +19,7 @@ from .errors import NotFoundError
 from .events import SyncEvent
 from .local_replace import write_over
 from .localfs import stat_fingerprint
-from .merge import is_text
+from .merge.choose import is_text
 from .models import RemoteEntry
 from .paths import from_remote, parent_rel
 from .state import Base
@@ -30,7 +30,7 @@ __all__ = ["EngineMirror", "for_engine"]
 
 
 def for_engine(engine: Any) -> EngineMirror:
-    """The :class:`EngineMirror` of a :class:`~ohsync.engine.sync.SyncEngine`."""
+    """The :class:`EngineMirror` of a :class:`~ohsync.engine.sync.engine.SyncEngine`."""
     return EngineMirror(engine.ctx)
 
 

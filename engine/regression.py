@@ -10,7 +10,7 @@ files back.  So while a regression is recorded:
 * remote-driven deletes are held (the local file stays);
 * remote-driven overwrites and merges are held: the local version stays live
   and the server's (older) version is archived into ``/.conflict/`` once
-  (the resolver's ``ROLLBACK`` row, :mod:`.resolve`);
+  (the resolver's ``ROLLBACK`` row, :mod:`ohsync.engine.merge.resolve`);
 * everything else (local edits of untouched paths, new files on either side)
   syncs as usual;
 * the mirror reports a named state with a sentence (:meth:`Regression.sentence`)
@@ -31,16 +31,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .conflict_archive import archive
+from .merge.archive import archive
 from .context import MirrorContext
 from .events import SyncEvent, SyncReport
 from .ids import seafile_file_id, sha1_bytes
 from .localfs import hash_file
-from .merge import is_text
-from .reconcile import Action
-from .resolve import Facts, Situation, decide
+from .merge.choose import is_text
+from .sync.reconcile import Action
+from .merge.resolve import Facts, Situation, decide
 from .state import Base, StateStore
-from .valve import Plan
+from .sync.valve import Plan
 
 __all__ = ["Regression", "check_own_writes", "detect", "head_descends", "hold", "keep_newer", "last_seen", "load",
            "save", "seen"]

@@ -21,7 +21,11 @@ the whole walk is done, and the walk costs the server time quadratic in the
 entries it returns (its contact-e-mail loop runs over every file listed so
 far, once per entry): a real Seafile 13 server took 6.6 s for 3,000 files,
 so about 12 s for 4,000 and a minute for 10,000, past the client's 30 s
-read timeout.
+read timeout.  ``file_count`` is computed lazily by the server and may lag
+behind the tree: it only picks the listing, never bounds what is taken from
+it (the listing's own entries, checked against the head's root, are the
+tree).  One that is too low costs at most one slow walk, sent once
+(``list_dir``), before the per-folder walk.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .models import DirListing, RemoteEntry, RepoInfo
-from .confirm import listing_problem
+from .sync.confirm import listing_problem
 from .errors import LibraryGoneError, NetworkError, NotFoundError, ProtocolError, ServerError
 from .paths import from_remote, name_problem, to_remote
 

@@ -179,12 +179,13 @@ class StateStore:
         Not synced to disk: the blob is only ever read through
         :meth:`base_content`, which checks it against its sha1, and a missing
         base means a conflict copy rather than a merge, never a loss; the fsync
-        per file cost a cold mirror most of its time.  A blob already there of
-        another size (cut short by a power cut) is written again.
+        per file cost a cold mirror most of its time.  A blob already there
+        that does not hold ``content`` (cut short, or of the right size but
+        zero-filled, by a power cut) is written again.
         """
         target = self.blob_dir / sha1
         try:
-            if target.stat().st_size == len(content):
+            if target.stat().st_size == len(content) and target.read_bytes() == content:
                 return
         except FileNotFoundError:
             pass
@@ -196,7 +197,7 @@ class StateStore:
     def prune_blobs(self) -> int:
         """Delete blobs no base refers to and no record of our pushes names
         (meta ``pushed:<path>``, kept to judge stale overwrites:
-        ``engine/history_merge.py``); returns how many were removed."""
+        ``engine/merge/stale.py``); returns how many were removed."""
         used = {r[0] for r in self._db.execute("SELECT sha1 FROM base WHERE has_blob=1")}
         for (value,) in self._db.execute("SELECT value FROM meta WHERE key LIKE 'pushed:%'"):
             used.update(re.findall(r"[0-9a-f]{40}", value or ""))

@@ -9,7 +9,7 @@ one the upload returned and the content hash of the bytes sent; only when
 the server's id is not that hash is the file downloaded again and compared
 by sha1).  A mismatch means another writer slipped in: go round again.
 What happens when both sides changed it is the resolver's decision
-(:mod:`.resolve`); this module carries it out.
+(:mod:`ohsync.engine.merge.resolve`); this module carries it out.
 """
 
 from __future__ import annotations
@@ -19,28 +19,27 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
-from .conflict_archive import archive
+from .merge.archive import archive
 from .crashpoints import reach
 from .context import MirrorContext
-from .errors import RemoteOperationError, LocalError
-from .events import ConflictRecord, SyncEvent
+from .errors import LocalError, NotFoundError
+from .events import ConflictRecord, SyncEvent, SyncReport
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .local_replace import LocalChanged, install, write_over
 from .localfs import stat_fingerprint, temp_beside
-from .merge import is_text, merge_versions
+from .merge.choose import is_text, merge_versions
 from .models import RemoteEntry
 from .paths import parent_rel
-from .resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
+from .merge.sfconflict import find_own, remove_remote
+from .merge.stale import StaleBase, has_pushes, overwritten_revision, record_push, stale_base, stale_note
+from .merge.resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .state import Base
+from .remote_dirs import ensure_remote_dir, remote_written
 from .write_path import adopt_damaged, current_remote, damaged_upload, read_back, send
 
-if TYPE_CHECKING:
-    from .history_merge import StaleBase
-
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir", "current_remote",
-           "remote_written", "head_for"]
+           "remote_written", "head_for", "merge_back", "listed_head"]
 
 
 
@@ -161,6 +160,36 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     ctx.snapshot[rel_path] = RemoteEntry(rel_path, False, file_id or remote.id, size, remote.mtime)
 
 
+def merge_back(ctx: MirrorContext, rel_path: str, remote: RemoteEntry, base: Base | None,
+               report: SyncReport) -> bool:
+    """Before pulling ``rel_path`` (local file unchanged): if the remote
+    revision is a stale overwrite of our pushes, merge our change into it and
+    push the result instead (:func:`push` says so in
+    activity).
+
+    Costs nothing for a path without a push of ours on record; else one
+    download of the remote revision (and the history when it lacks ours).
+
+    :returns: True when done that way; False: the caller pulls as planned.
+    :raises RemoteError, LocalError: as :func:`push`.
+    """
+    if base is None or not has_pushes(ctx, rel_path):
+        return False
+    base_content = ctx.state.base_content(base)
+    if base_content is None:
+        return False  # binary or large: nothing to merge
+    theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
+    stale = stale_base(ctx, rel_path, theirs_id, theirs, base, base_content)
+    if stale is None:
+        return False
+    outcome = push(ctx, rel_path, base, stale=stale)
+    report.merged.append(rel_path)
+    report.uploaded.append(rel_path)
+    if outcome.conflict is not None:
+        report.conflicts.append(outcome.conflict)
+    return True
+
+
 def adopt(ctx: MirrorContext, rel_path: str, remote_id: str, *, edited: Base | None = None) -> None:
     """Both sides hold the same bytes: record them as the base, move nothing.
 
@@ -188,66 +217,13 @@ def _unrecorded_push(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: 
     the base says otherwise: record it as a push of ours that replaced the
     base, so that a later upload by another client of a version from before
     it (a stale or blind overwrite) is merged back, not pulled over the
-    person's lines (:mod:`.history_merge`).  When someone else had written
+    person's lines (:mod:`ohsync.engine.merge.stale`).  When someone else had written
     in between, that version's lines count as ours too: they are kept, never
     dropped.  Nothing for a path without a base (a new file: nobody can have
     read an older version of it)."""
-    from .history_merge import record_push
-
     if base is None or base.is_dir or base.remote_id in (None, remote_id):
         return
     record_push(ctx, rel_path, remote_id, base.remote_id, base_content, data, base_content)
-
-
-def remote_written(ctx: MirrorContext, *rel_paths: str) -> None:
-    """Our own write changed ``rel_paths`` on the server: forget the folder ids
-    the snapshot holds for their ancestors (and the root's), so the next
-    remote scan lists those folders again.
-
-    Without this, a folder that later returns to exactly the id it had when
-    it was last listed (a file moved away by us and moved back by another
-    client, a file we uploaded and someone deleted) is taken as unchanged and
-    its children are copied from our edited snapshot: the change is missed.
-    Costs nothing in the usual case (our write changed the ids anyway).
-    """
-    ctx.head_stale.update(rel_paths)
-    for rel in rel_paths:
-        parent = parent_rel(rel)
-        while parent:
-            known = ctx.snapshot.get(parent)
-            if known is not None and known.is_dir and known.id:
-                ctx.snapshot[parent] = RemoteEntry(parent, True, "", known.size, known.mtime)
-            parent = parent_rel(parent)
-    ctx.state.set_meta("root_oid", None)
-    ctx.state.set_meta("wrote_since_head", "1")  # see regression.check_own_writes
-
-
-def ensure_remote_dir(ctx: MirrorContext, rel_dir: str) -> None:
-    """Create a remote folder (and its parents) unless the snapshot has it.
-
-    :raises RemoteOperationError: a file on the server has the name of the
-        folder or of one of its parents (the server would only say HTTP 520).
-    """
-    if not rel_dir:
-        return
-    known = ctx.snapshot.get(rel_dir)
-    if known is not None and known.is_dir:
-        return
-    parts = rel_dir.split("/")
-    for i in range(1, len(parts) + 1):
-        sub = "/".join(parts[:i])
-        entry = ctx.snapshot.get(sub)
-        if entry is not None and not entry.is_dir:
-            raise RemoteOperationError(
-                f"Cannot create the folder {rel_dir} on the server: a file named {sub} is in the way. "
-                f"Rename or move that file.", path=rel_dir, title="A file is in the way")
-    ctx.client.mkdir(ctx.repo_id, ctx.remote_path(rel_dir), parents=True)
-    remote_written(ctx, rel_dir)
-    parts = rel_dir.split("/")
-    for i in range(1, len(parts) + 1):
-        sub = "/".join(parts[:i])
-        if sub not in ctx.snapshot:
-            ctx.snapshot[sub] = RemoteEntry(sub, True, "")
 
 
 def head_for(ctx: MirrorContext, rel_path: str, *, fresh: bool = False) -> tuple[str | None, bool]:
@@ -295,21 +271,37 @@ def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str)
                      file_id=seafile_file_id(data)) is not None
 
 
-#: Seconds a head read by the pass's scan (before its listings) vouches for
-#: the remote snapshot; a head read later for an update does not. A push
-#: started within them, of a path the snapshot shows unchanged since its base
-#: (or absent, for a new file), takes the remote entry from the snapshot
-#: instead of reading ``file/detail`` again (a merge reads it first).  Safe
-#: because the update carries that head: an edit that landed after it stays
-#: live on the server and ours becomes an SFConflict file, which the
-#: read-back finds (a new file is uploaded without replace, so a name taken
-#: meanwhile is auto-renamed and caught the same way).  On a server that
+#: Seconds the head a scan listed the snapshot with (``ctx.listed_head``)
+#: vouches for it.  A push of a path the snapshot shows unchanged since its
+#: base (or absent, for a new file), and that we did not write since that
+#: listing (:meth:`~ohsync.engine.context.MirrorContext.listed_head_for`),
+#: takes the remote entry from the snapshot instead of reading
+#: ``file/detail`` first, and its update carries that head: a save costs the
+#: update and the read-back.  Safe at any age because of the head: an edit
+#: that landed after it stays live on the server and ours becomes an
+#: SFConflict file, which the read-back finds (a new file is uploaded
+#: without replace, so a name taken meanwhile is auto-renamed and caught the
+#: same way); a merge reads the file first as before.  On a server that
 #: ignored ``head`` the window in which another writer's edit could be
-#: replaced unseen is this long instead of one round trip.
-FRESH_HEAD = 2.0
+#: replaced unseen is the time since that listing (at most a poll interval
+#: while the daemon polls) instead of one round trip.
+LISTING_TRUST = float("inf")
 
 #: State meta key: the server was seen keeping a concurrent edit for an update with ``head``.
 HEAD_HONOURED = "head_honoured"
+
+
+def listed_head(ctx: MirrorContext, rel_path: str, base: Base | None) -> str | None:
+    """The head an update of ``rel_path`` may carry without reading the file
+    first (see :data:`LISTING_TRUST`): the snapshot's, when the snapshot shows
+    the path as its base (absent, for a new file) and nothing of ours was
+    written there since that listing; else None."""
+    known = ctx.snapshot.get(rel_path)
+    unchanged = (known is None and base is None) or (
+        known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
+    if not unchanged or ctx.head_age() >= LISTING_TRUST:
+        return None
+    return ctx.listed_head_for(rel_path)
 
 
 def _check_history(ctx: MirrorContext, action: str) -> bool:
@@ -327,25 +319,22 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
     Updates carry ``head`` (:func:`head_for`), so the server never overwrites
     an edit that landed after our read: it keeps that edit live and stores
     ours as an SFConflict file, which the read-back finds
-    (:func:`~ohsync.engine.sfconflict.find_own`), deletes, and the next round
+    (:func:`~ohsync.engine.merge.sfconflict.find_own`), deletes, and the next round
     merges the live version in.
 
     A remote version that lacks pushes of ours (a stale overwrite,
-    :func:`~ohsync.engine.history_merge.stale_base`) is merged with the
+    :func:`~ohsync.engine.merge.stale.stale_base`) is merged with the
     version our oldest lacked push replaced, so our change goes into it; the
     activity line says so.
 
     :param base: the path's base (None for a new file).
-    :param stale: the judgement :func:`~ohsync.engine.history_merge.merge_back`
+    :param stale: the judgement :func:`~ohsync.engine.merge.stale.merge_back`
         already made of the remote version (saves a second one).
     :returns: what was done.
     :raises LocalChanged: the local file changed meanwhile (re-plan later).
     :raises RemoteError: from the client; base does not advance.
     :raises LocalError: attempts exhausted (another writer keeps racing).
     """
-    from .history_merge import overwritten_revision, record_push, stale_base, stale_note
-    from .sfconflict import find_own, remove_remote
-
     action = "upload"
     conflict: ConflictRecord | None = None
     base_content = ctx.state.base_content(base) if base is not None else None
@@ -356,13 +345,13 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         if attempt:
             time.sleep(random.uniform(0.05, 0.3) * attempt)  # jitter against a racing writer
         ours, fp = _read_local(ctx, rel_path)
-        head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
         known = ctx.snapshot.get(rel_path)
-        unchanged = (known is None and base is None) or (
-            known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
-        if attempt == 0 and not fetched and unchanged and ctx.head_age() < FRESH_HEAD:
-            remote = known  # the pass listed it just now, at ``head``, as the base: see FRESH_HEAD
+        listed = listed_head(ctx, rel_path, base) if attempt == 0 else None
+        head: str | None
+        if listed is not None:
+            head, fetched, remote = listed, False, known  # as listed at that head, the base: see LISTING_TRUST
         else:
+            head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
             remote = current_remote(ctx, rel_path)
         if not fetched and remote is not None and (known is None or known.id != remote.id):
             # Changed since the listing: the head we hold may be older than
@@ -426,6 +415,10 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             new_id = _upload(ctx, rel_path, content, exists=remote is not None, head=head)
         except _Raced:
             continue
+        except NotFoundError:
+            if listed is None:
+                raise
+            continue  # deleted since the listing: the next round looks it up
         reach("push.uploaded")
         if _read_back(ctx, rel_path, content, new_id):
             reach("push.verified")

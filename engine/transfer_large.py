@@ -2,14 +2,15 @@
 
 Files above the merge limit cannot be three-way merged, so their
 read-merge-write is simpler: if the remote changed since base, the resolver
-(:mod:`.resolve`, situation ``LARGE``) has the remote version moved aside on the server into ``/.conflict/<dir>/`` (a
+(:mod:`ohsync.engine.merge.resolve`, situation ``LARGE``) has the remote version moved aside on the server into ``/.conflict/<dir>/`` (a
 server-side rename + move, no transfer) and fetched into the mirror's
 ``.conflict/``; then the local file is uploaded, streamed from disk in one
 request up to ``EngineOptions.upload_max_request`` and in resumable chunks
 above it (or after that request failed), an update based on the head read
 before (an edit landing meanwhile makes the server keep it and store ours as
-an SFConflict file, which is removed before the next round).  A new file the
-pass just listed as absent is not looked up again first (``FRESH_HEAD``).
+an SFConflict file, which is removed before the next round).  A file the
+snapshot shows as its base (absent, for a new file) is not looked up again
+first; the update carries the snapshot's head (``LISTING_TRUST``).
 The file is hashed while it is sent, on the engine's transfer pool when it
 has one (no pass over it before the first byte; only a remote file of the
 same size is worth hashing first, to see whether it already holds our
@@ -25,16 +26,18 @@ from __future__ import annotations
 
 import os
 
-from .conflict_archive import archive
+from .merge.archive import archive
 from .context import MirrorContext
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
 from .ids import ContentHasher
 from .localfs import hash_file, stat_fingerprint
 from .paths import parent_rel
-from .resolve import Facts, Situation, decide
+from .merge.resolve import Facts, Situation, decide
 from .state import Base
-from .transfer import FRESH_HEAD, HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, remote_written
+from .merge.sfconflict import find_own, remove_remote
+from .transfer import (HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, listed_head,
+                       remote_written)
 from .write_path import current_remote, read_back, send
 
 __all__ = ["LARGE_FILE", "push_large"]
@@ -51,18 +54,15 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
     """
     path = ctx.local_path(rel_path)
     conflict: ConflictRecord | None = None
-    from .sfconflict import find_own, remove_remote
-
     for attempt in range(ctx.options.max_attempts):
         fp = stat_fingerprint(os.stat(path))
         size = fp[0]
-        head, fetched = head_for(ctx, rel_path, fresh=attempt > 0)
-        known = ctx.snapshot.get(rel_path)
-        as_base = (known is None and base is None) or (
-            known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
-        if attempt == 0 and not fetched and as_base and ctx.head_age() < FRESH_HEAD:
-            remote = known  # listed just now at ``head``, as push does (see FRESH_HEAD)
+        listed = listed_head(ctx, rel_path, base) if attempt == 0 else None
+        head: str | None
+        if listed is not None:
+            head, remote = listed, ctx.snapshot.get(rel_path)  # as push does (see LISTING_TRUST)
         else:
+            head, _ = head_for(ctx, rel_path, fresh=attempt > 0)
             remote = current_remote(ctx, rel_path)
         if remote is not None and remote.size == size:
             # Only a remote file of the same size can hold our bytes: hash first.

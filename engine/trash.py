@@ -1,7 +1,7 @@
 """The library's trash, which lives on the server only: list, restore, purge.
 
 A file deleted in the mirror is moved into ``/.trash/<path>`` on the server
-(:func:`~ohsync.engine.deletes.delete_remote`; ``<stem>__<UTC time><ext>`` when
+(:func:`~ohsync.engine.sync.deletes.delete_remote`; ``<stem>__<UTC time><ext>`` when
 the name is taken), and ``.trash/`` is never mirrored down
 (:func:`~ohsync.engine.ignore.server_only`), so a deleted file frees its space
 locally.  This module is what ``ohsync trash`` does with it:
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from .context import MirrorContext
-from .deletes import TRASH_DIR, is_trash_path, trashed_key
+from .sync.deletes import TRASH_DIR, is_trash_path, trashed_key
 from .errors import OhsyncError
 from .ids import sha1_bytes
 from .nofollow import entry_stat, write_file

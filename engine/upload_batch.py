@@ -52,17 +52,17 @@ from typing import Any
 
 from .context import MirrorContext
 from .crashpoints import reach
-from .history_merge import record_push
+from .merge.stale import record_push
 from .errors import (AuthError, LocalError, NotFoundError, OhsyncError, ProtocolError, QuotaError, RemoteError,
                      RemoteOperationError)
 from .ids import seafile_file_id
 from .models import RemoteEntry, UploadResult
 from .names import upload_name_problem
 from .paths import parent_rel
-from .reconcile import Action
+from .sync.reconcile import Action
 from .state import Base
 from .transfer import PushOutcome, _read_local, _record_base, ensure_remote_dir, push, remote_written
-from .valve import Plan
+from .sync.valve import Plan
 from .write_path import adopt_damaged, damaged_copy
 
 __all__ = ["BATCH_FILES", "BATCH_BYTES", "BATCH_MAX_FILE", "IN_FLIGHT", "BatchOutcome", "batchable",
@@ -93,7 +93,8 @@ class BatchOutcome:
         sending them one by one would not change (over quota, too large).
     :ivar repeated: ``(plan, outcome)`` for files the server stored damaged
         and that were sent again, verified, by the per-file push (whose
-        outcome may be a merge or a conflict when another writer raced it).
+        outcome may be a merge or a conflict when another writer raced it);
+        each is also handed to ``on_repeated`` as soon as it is verified.
     """
 
     rest: list[Plan] = field(default_factory=list)
@@ -145,6 +146,7 @@ class _Inline:
 
 def push_new_files(ctx: MirrorContext, plans: Iterable[Plan], *, executor: Any = None,
                    on_done: Callable[[str], None] = lambda rel: None,
+                   on_repeated: Callable[[Plan, PushOutcome], None] = lambda plan, pushed: None,
                    should_stop: Callable[[], bool] | None = None) -> BatchOutcome:
     """Upload new files (see :func:`batchable`) in batches and verify them.
 
@@ -152,6 +154,9 @@ def push_new_files(ctx: MirrorContext, plans: Iterable[Plan], *, executor: Any =
     :param executor: runs the upload requests (``submit(fn, *args)``); None = inline.
     :param on_done: called with each rel path as soon as it is verified and
         its base recorded.
+    :param on_repeated: called with ``(plan, push outcome)`` as soon as a file
+        the server stored damaged was sent again and verified (also when the
+        batch raises afterwards: that file is done, not left to the caller).
     :param should_stop: asked between batches; True leaves the unsent files
         in ``rest``.
     :returns: what is left for the per-file path, and per-path failures.
@@ -163,7 +168,7 @@ def push_new_files(ctx: MirrorContext, plans: Iterable[Plan], *, executor: Any =
     groups: dict[str, list[Plan]] = {}
     for plan in plans:
         groups.setdefault(parent_rel(plan.rel), []).append(plan)
-    runner = _Runner(ctx, executor or _Inline(), on_done, defer=len(groups) > 1)
+    runner = _Runner(ctx, executor or _Inline(), on_done, on_repeated, defer=len(groups) > 1)
     try:
         for folder in sorted(groups):
             runner.folder(folder, sorted(groups[folder], key=lambda p: p.rel), should_stop)
@@ -177,11 +182,12 @@ def push_new_files(ctx: MirrorContext, plans: Iterable[Plan], *, executor: Any =
 
 
 class _Runner:
-    def __init__(self, ctx: MirrorContext, executor: Any, on_done: Callable[[str], None], *,
-                 defer: bool = False) -> None:
+    def __init__(self, ctx: MirrorContext, executor: Any, on_done: Callable[[str], None],
+                 on_repeated: Callable[[Plan, PushOutcome], None], *, defer: bool = False) -> None:
         self.ctx = ctx
         self.executor = executor
         self.on_done = on_done
+        self.on_repeated = on_repeated
         self.outcome = BatchOutcome()
         self.error: RemoteError | None = None
         self.inflight: deque[tuple[_Segment, list[_Item], concurrent.futures.Future[Any]]] = deque()
@@ -240,7 +246,7 @@ class _Runner:
             self.outcome.rest.extend(item.plan for item in batch)
             return
         ctx = self.ctx
-        remote_written(ctx, batch[0].plan.rel)  # whatever happens next, this folder changed
+        remote_written(ctx, *(item.plan.rel for item in batch))  # whatever happens next, these changed
         files = [(item.name, item.data) for item in batch]
         under = self.under if segment.via_link else None
         future = self.executor.submit(_upload, ctx, ctx.remote_path(segment.folder), files, under)
@@ -436,6 +442,7 @@ class _Runner:
             self.outcome.rest.append(plan)  # the per-file path tries again on top of the copy, and reports
             return
         self.outcome.repeated.append((plan, pushed))
+        self.on_repeated(plan, pushed)
 
     def _listed(self, segment: _Segment, strays: list[tuple[_Item, UploadResult]]) -> dict[str, RemoteEntry]:
         ctx = self.ctx

@@ -33,7 +33,7 @@ from typing import BinaryIO
 from .context import MirrorContext
 from .errors import NotFoundError
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
-from .merge import is_text
+from .merge.choose import is_text
 from .models import RemoteEntry, UploadResult
 from .state import Base
 

@@ -175,11 +175,14 @@ class Chaos:
 
     def _local_files(self) -> list[str]:
         out = []
-        for p in self.mirror.rglob("*"):
-            rel = p.relative_to(self.mirror).as_posix()
-            if p.is_file() and not rel.startswith((".conflict", ".trash")) and ".ohsync-tmp" not in rel \
-                    and "SFConflict" not in rel:
-                out.append(rel)
+        # os.walk skips a folder the daemon removes mid-walk (rglob raises FileNotFoundError)
+        for folder, _dirs, names in os.walk(self.mirror):
+            for name in names:
+                p = Path(folder) / name
+                rel = p.relative_to(self.mirror).as_posix()
+                if p.is_file() and not rel.startswith((".conflict", ".trash")) and ".ohsync-tmp" not in rel \
+                        and "SFConflict" not in rel:
+                    out.append(rel)
         return sorted(out)
 
     def local_action(self) -> None:

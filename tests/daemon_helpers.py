@@ -134,6 +134,11 @@ class FakeEngine:
     initial_files: list[str] = field(default_factory=list)
     per_file_delay: float = 0.0
     finished: list[str] = field(default_factory=list)
+    saved: list[str] = field(default_factory=list)
+
+    def note_saved(self, rel_paths: Any) -> None:
+        """As :meth:`SyncEngine.note_saved`: records the paths."""
+        self.saved.extend(rel_paths)
 
     def sync(self, local_paths: Any = None, *, check_remote: bool = True,
              should_stop: Any = None) -> SyncReport:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ohsync.engine.client import SeafileClient
 from ohsync.engine.context import EngineOptions
 from ohsync.engine.state import StateStore
-from ohsync.engine.sync import SyncEngine
+from ohsync.engine.sync.engine import SyncEngine
 
 USER = "user@example.edu.cn"
 

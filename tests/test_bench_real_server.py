@@ -105,6 +105,39 @@ def test_an_interrupted_run_still_deletes_its_scratch_libraries(server, tmp_path
     assert _libraries(url, token) == []
 
 
+class _AnswerLostOnCreate(httpx.HTTPTransport):
+    """Ctrl-C while ``POST /api2/repos/`` is in flight: the server makes the
+    library, the run never reads the answer (nor the library's id)."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if request.method == "POST" and request.url.path == "/api2/repos/":
+            response.read()
+            response.close()
+            raise KeyboardInterrupt
+        return response
+
+
+def test_a_library_whose_create_was_cut_short_is_deleted_by_its_name(server):
+    sys.path.insert(0, str(REPO / "bench"))
+    from real_server import RealServer
+
+    url, token = server
+    other = RealServer(url, USER, token=token)  # another run's library, same account and second
+    other.repo_id("Main")
+    srv = RealServer(url, USER, token=token)
+    assert srv.prefix != other.prefix
+    srv.repo_id("Main")
+    srv.http = httpx.Client(base_url=srv.url, headers=srv.http.headers, transport=_AnswerLostOnCreate())
+    with pytest.raises(KeyboardInterrupt):
+        srv.repo_id("Upload-0-1")
+    assert srv.lib_name("Upload-0-1") in _libraries(url, token) and "Upload-0-1" not in srv.created
+    srv.stop()
+    assert _libraries(url, token) == [other.lib_name("Main")]  # ours both gone, the other run's kept
+    other.stop()
+    assert _libraries(url, token) == []
+
+
 def test_a_run_against_a_server_refuses_to_overwrite_devservers_table(tmp_path):
     cp = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--server", "http://127.0.0.1:9",
                          "--username", USER, "--password-stdin", "--results", str(REPO / "bench" / "RESULTS.md")],

@@ -1,6 +1,6 @@
 """A cold mirror killed (SIGKILL) while it writes the zip's files, then run again.
 
-The zip path writes new files in batches (``engine/new_files.py``): temp
+The zip path writes new files in batches (``engine/sync/new_files.py``): temp
 files first, one round of fsyncs, the renames, then the batch's bases in one
 transaction.  Killed at any moment of that, the next pass must converge:
 every file whole and equal to the server's, no conflict copy, no error, no
@@ -25,7 +25,7 @@ _PASS = textwrap.dedent("""
     from ohsync.engine.client import SeafileClient
     from ohsync.engine.context import EngineOptions
     from ohsync.engine.state import StateStore
-    from ohsync.engine.sync import SyncEngine
+    from ohsync.engine.sync.engine import SyncEngine
     base = Path({base!r})
     state = StateStore(base / "m-state" / "state.db", base / "m-state" / "blobs")
     client = SeafileClient({url!r}, {token!r}, retries=0)

@@ -148,15 +148,32 @@ def test_an_unknown_or_huge_file_count_never_asks_for_the_whole_tree(devserver, 
     assert read_tree(mirror.root) == files
 
 
+def test_a_stale_low_file_count_only_picks_the_listing_never_misses_files(devserver, tmp_path, monkeypatch):
+    """``file_count`` is computed lazily and may lag far behind the tree: it
+    only picks one recursive listing over the walk; what that listing holds
+    (checked against the head's root, not against the count) is the tree."""
+    repo, files = _tree(devserver)
+    monkeypatch.setattr(remote_scan, "RECURSIVE_MAX_FILES", len(files) - 1)  # the real size is above the bound
+    original = devserver.store.repo_stats
+    monkeypatch.setattr(devserver.store, "repo_stats", lambda rid: (original(rid)[0], 1))  # counted at 1 file
+    mirror = make_mirror(devserver, repo, tmp_path)
+    devserver.reset_counters()
+    assert mirror.sync().errors == []
+    assert devserver.request_count(RECURSIVE) == 1 and devserver.request_count(PER_FOLDER) == 0
+    assert read_tree(mirror.root) == mirrored(devserver.tree(repo)) == files
+    assert {p[1:] for p in files} <= set(mirror.state.remote_snapshot())  # what later passes compare with
+
+
 @pytest.mark.parametrize("fault", [{"status": 500}, {"drop": True}], ids=["500", "dropped"])
 def test_a_recursive_listing_that_keeps_failing_falls_back_to_the_walk(devserver, tmp_path, fault):
     """A 5xx, or a connection closed without an answer (as when the walk outlasts the read
-    timeout), every time it is sent: the walk per folder gets the tree instead."""
+    timeout): the walk per folder gets the tree instead, at once."""
     repo, files = _tree(devserver)
     devserver.inject_fault("GET", r"recursive=1", count=10, **fault)
     mirror = make_mirror(devserver, repo, tmp_path)
     devserver.reset_counters()
     report = mirror.sync()
     assert report.errors == []
+    assert devserver.request_count(RECURSIVE) == 1  # not sent again: a slow walk would only repeat itself
     assert devserver.request_count(PER_FOLDER) == 1 + len(devserver.dirs(repo))
     assert read_tree(mirror.root) == mirrored(devserver.tree(repo)) == files

@@ -1,4 +1,4 @@
-"""engine/conflict_resolve.py against devserver, without the daemon: the
+"""engine/merge/settle.py against devserver, without the daemon: the
 refusals that leave everything as it was, an edit that lands on the server
 meanwhile (merged by the normal read-merge-write), links never followed,
 and the conflict looked up by its live file or its archived copy."""
@@ -11,7 +11,7 @@ import os
 import pytest
 
 from engine_helpers import USER, make_mirror
-from ohsync.engine.conflict_resolve import ResolveRefused, find_conflict, read_version, resolve_conflict
+from ohsync.engine.merge.settle import ResolveRefused, find_conflict, read_version, resolve_conflict
 from ohsync.engine.events import ConflictRecord
 
 REL = "notes/todo.txt"

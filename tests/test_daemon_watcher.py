@@ -154,6 +154,27 @@ def test_a_save_closed_after_writing_is_handed_on_before_the_quiet_period(tmp_pa
         w.stop()
 
 
+def test_completed_saves_are_named_to_on_saved_before_they_are_handed_on(tmp_path: Path) -> None:
+    clock = Clock()
+    order: list[tuple[str, list[str]]] = []
+    w = _watch(tmp_path, lambda paths, scan: order.append(("dirty", paths)), quiet=0.7, settle=0.1, clock=clock,
+               on_saved=lambda paths: order.append(("saved", paths)))
+    try:
+        (tmp_path / "note.md").write_text("saved\n")  # closed after writing
+        with open(tmp_path / "big.bin", "wb") as f:  # still open: no close yet
+            f.write(b"x" * 1000)
+            f.flush()
+            wait_for(lambda: w._paths.is_complete("note.md") and w.pending == 2, timeout=15, what="both seen")
+            _advance(w, clock, 0.1)
+            wait_for(lambda: order, timeout=15, what="the save handed on")
+            assert order == [("saved", ["note.md"]), ("dirty", ["note.md"])]
+            _advance(w, clock, 1.0)  # the open file's quiet period: handed on, but not as a completed save
+            wait_for(lambda: len(order) == 3, timeout=15, what="the quiet path handed on")
+            assert order[2] == ("dirty", ["big.bin"])
+    finally:
+        w.stop()
+
+
 def test_a_temp_file_renamed_onto_the_target_is_a_completed_save(tmp_path: Path) -> None:
     (tmp_path / "note.md").write_text("old\n")
     clock = Clock()
@@ -258,6 +279,7 @@ def test_the_daemon_hands_a_completed_save_to_the_engine_without_the_quiet_perio
         wait_for(lambda: any(paths and "note.md" in paths for paths, _ in engine.calls), timeout=30,
                  what="a pass with the saved path")
         assert time.monotonic() - started < 60.0  # the quiet period was not waited
+        assert "note.md" in engine.saved  # told before that pass: its writer is done
     finally:
         d.request_stop()
         t.join(15)

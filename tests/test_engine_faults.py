@@ -25,7 +25,7 @@ import pytest
 from ohsync.devserver.seahub_api import SeahubBase
 from ohsync.engine.errors import LibraryGoneError, ServerError, ThrottledError, UnreachableError, classify
 from ohsync.engine.failures import BACKOFF_BASE, FailureBook
-from ohsync.engine.sync_run import SERVER_STRIKES
+from ohsync.engine.sync.run import SERVER_STRIKES
 from engine_helpers import USER, make_mirror, read_tree, mirrored, sample_library
 
 JOURNAL = "journal/2026-11.md"
@@ -148,7 +148,8 @@ def test_a_server_failing_every_request_ends_the_pass(devserver, synced):
 
 
 def test_failures_between_successes_never_add_up_to_an_outage(devserver, synced):
-    names = [f"knowledge/{i}-{'bad' if i % 2 == 0 else 'good'}.md" for i in range(2 * SERVER_STRIKES)]
+    # a folder each: every edit is pushed and read back (file/detail) on its own
+    names = [f"knowledge/{i}/{i}-{'bad' if i % 2 == 0 else 'good'}.md" for i in range(2 * SERVER_STRIKES)]
     for rel in names:
         synced.write(rel, f"{rel} v1\n".encode())
     synced.sync()
@@ -242,7 +243,7 @@ _KILLED_PASS = textwrap.dedent("""
     from ohsync.engine.client import SeafileClient
     from ohsync.engine.context import EngineOptions
     from ohsync.engine.state import StateStore
-    from ohsync.engine.sync import SyncEngine
+    from ohsync.engine.sync.engine import SyncEngine
     base = Path({base!r})
     state = StateStore(base / "m-state" / "state.db", base / "m-state" / "blobs")
     client = SeafileClient({url!r}, {token!r}, retries=0)
@@ -346,7 +347,7 @@ def test_a_remote_folder_that_does_not_exist_stops_the_mirror_with_a_sentence(de
     from ohsync.engine.client import SeafileClient
     from ohsync.engine.errors import NotFoundError
     from ohsync.engine.state import StateStore
-    from ohsync.engine.sync import SyncEngine
+    from ohsync.engine.sync.engine import SyncEngine
 
     repo = devserver.create_library(USER, "Sub")
     devserver.put_file(repo, "/Files/a.md", b"a\n")

@@ -114,11 +114,70 @@ def test_read_back_downloads_when_the_server_id_is_not_our_content_hash(devserve
     assert devserver.read_file(mirror.repo_id, "/journal/n1.md") == b"note 1\nchecked by download\n"
 
 
-def test_a_stale_snapshot_is_read_again(devserver, mirror, monkeypatch):
-    """Long after the pass read the head the push asks the server again."""
-    monkeypatch.setattr(transfer, "FRESH_HEAD", 0.0)
+def test_a_listing_past_its_trust_is_read_again(devserver, mirror, monkeypatch):
+    """A push that may not take the entry from the listing asks the server first."""
+    monkeypatch.setattr(transfer, "LISTING_TRUST", 0.0)
     save(mirror, devserver, "journal/n1.md", b"note 1\nslow pass\n")
     assert devserver.request_count(DETAILS) == 2  # before the update, and the read-back
+
+
+def watcher_save(m, devserver, rel: str, data: bytes):  # noqa: ANN201 - SyncReport
+    """A save as the daemon's watcher hands it on: a pass that does not look at the server."""
+    m.write(rel, data)
+    devserver.reset_counters()
+    report = m.engine.sync([rel], check_remote=False)
+    assert report.errors == [] and report.uploaded == [rel]
+    assert devserver.read_file(m.repo_id, "/" + rel) == data
+    base = m.state.get_base(rel)
+    assert base is not None and base.remote_id == seafile_file_id(data)
+    return report
+
+
+def test_a_watcher_save_costs_the_update_and_the_read_back(devserver, mirror):
+    """Long after the last poll the listing still vouches for a file we did not
+    write since: no head and no file detail before the update."""
+    save(mirror, devserver, "journal/n0.md", b"note 0\nlink fetched\n")  # the update link is cached now
+    assert mirror.sync().errors == []  # a poll: the snapshot is listed at the head after that save
+    mirror.engine.ctx.head_read_at -= 3600  # an hour later
+    watcher_save(mirror, devserver, "journal/n1.md", b"note 1\nan hour later\n")
+    assert devserver.request_count() == 2
+    assert devserver.request_count(UPDATES) == 1 and devserver.request_count(DETAILS) == 1
+    # the update carried the head the snapshot was listed with
+    assert devserver.request_count(f"update-api/.*head={mirror.state.get_meta('head')}") == 1
+
+
+def test_a_file_written_since_the_listing_is_read_first_and_others_still_trust_it(devserver, mirror):
+    assert mirror.sync().errors == []
+    watcher_save(mirror, devserver, "journal/n1.md", b"note 1\nfirst\n")
+    # our own write moved the file past the listing: a fresh head, then the file, then the update
+    watcher_save(mirror, devserver, "journal/n1.md", b"note 1\nsecond\n")
+    assert devserver.request_count("GET /api2/repos/{id}/") == 1 and devserver.request_count(DETAILS) == 2
+    # that head was read alone: another file is still updated at the listing's head, unread
+    watcher_save(mirror, devserver, "journal/n2.md", b"note 2\nelsewhere\n")
+    assert devserver.request_count() == 2 and devserver.request_count(DETAILS) == 1
+
+
+def test_an_edit_landing_long_after_the_listing_stays_live_and_merges(devserver, mirror):
+    """Another client's edit after the last poll: the update at the listing's
+    head becomes an SFConflict file; the read-back finds it and the push merges."""
+    devserver.put_file(mirror.repo_id, "/journal/n1.md", b"one\ntwo\nthree\nfour\nfive\n")
+    assert mirror.sync().errors == []
+    devserver.put_file(mirror.repo_id, "/journal/n1.md", b"one\ntwo\nthree\nfour\nfive phone\n")
+    mirror.write("journal/n1.md", b"one desk\ntwo\nthree\nfour\nfive\n")
+    devserver.reset_counters()
+    report = mirror.engine.sync(["journal/n1.md"], check_remote=False)
+    assert report.errors == [] and report.merged == ["journal/n1.md"]
+    assert devserver.request_count(r"DELETE /api2/repos/.*SFConflict") == 1  # ours, found by the read-back
+    live = devserver.read_file(mirror.repo_id, "/journal/n1.md")
+    assert live == b"one desk\ntwo\nthree\nfour\nfive phone\n" == mirror.read("journal/n1.md")
+    assert not [p for p in devserver.tree(mirror.repo_id) if "SFConflict" in p]
+
+
+def test_a_file_deleted_on_the_server_since_the_listing_comes_back_with_the_edit(devserver, mirror):
+    """Modification beats deletion: the update at the listing's head creates it again."""
+    assert mirror.sync().errors == []
+    devserver.delete_path(mirror.repo_id, "/journal/n1.md")
+    watcher_save(mirror, devserver, "journal/n1.md", b"note 1\nedited while deleted there\n")
 
 
 def test_an_edit_landing_after_the_pass_listed_stays_live_and_merges(devserver, mirror):
@@ -155,7 +214,7 @@ def test_a_new_file_raced_by_another_writer_is_merged_not_doubled(devserver, mir
 # ---------------------------------------------------------------- cold mirror
 
 def test_the_cheaper_cold_path_by_the_documented_rule():
-    from ohsync.engine.bulk import choose_path
+    from ohsync.engine.sync.bulk import choose_path
     assert choose_path(1, 100, 100, 4) == "files"
     assert choose_path(2, 200, 200, 1) == "files"
     assert choose_path(3, 300, 300, 1) == "zip"  # 4 requests beat 6
@@ -220,3 +279,15 @@ def test_a_head_read_for_an_update_does_not_vouch_for_older_listings(devserver, 
     report = mirror.engine.sync(["journal/n1.md", "journal/n2.md"], check_remote=False)
     assert report.errors == []
     assert devserver.read_file(mirror.repo_id, "/journal/n2.md") == b"one desk\ntwo\nthree\nfour\nfive phone\n"
+
+
+def test_new_files_uploaded_together_are_each_updated_on_a_fresh_head(devserver, mirror):
+    """Files the pass created in one batch moved past the listing, every one
+    of them: an edit of any is based on a head read after it (no false SFConflict)."""
+    assert mirror.sync().errors == []
+    for name in ("a", "b", "c"):
+        mirror.write(f"journal/{name}.md", f"{name}\n".encode())
+    assert mirror.engine.sync(["journal/a.md", "journal/b.md", "journal/c.md"], check_remote=False).errors == []
+    watcher_save(mirror, devserver, "journal/c.md", b"c\nedited\n")
+    assert devserver.request_count(UPDATES) == 1 and devserver.request_count("GET /api2/repos/{id}/") == 1
+    assert not [p for p in devserver.tree(mirror.repo_id) if "SFConflict" in p]

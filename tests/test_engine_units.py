@@ -8,12 +8,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ohsync.engine.conflict_names import conflict_copy_path, origin_of
+from ohsync.engine.merge.conflict_names import conflict_copy_path, origin_of
 from ohsync.engine.ids import BLOCK_SIZE, file_hashes, seafile_file_id, sha1_bytes
 from ohsync.engine.ignore import IgnoreRules
 from ohsync.engine.models import DirListing, RemoteEntry, RepoInfo
 from ohsync.engine.paths import from_remote, name_problem, to_remote
-from ohsync.engine.reconcile import Action, Side, action_for
+from ohsync.engine.sync.reconcile import Action, Side, action_for
 from ohsync.engine.remote_scan import scan_remote
 from ohsync.engine.state import Base, StateStore
 from ohsync.engine.events import ConflictRecord

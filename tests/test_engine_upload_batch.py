@@ -15,9 +15,9 @@ import pytest
 from engine_helpers import USER, make_mirror, read_tree, mirrored
 from ohsync.engine.ids import seafile_file_id
 from ohsync.engine.models import UploadResult
-from ohsync.engine.reconcile import Action
+from ohsync.engine.sync.reconcile import Action
 from ohsync.engine.upload_batch import BATCH_FILES, _Item, _pair
-from ohsync.engine.valve import Plan
+from ohsync.engine.sync.valve import Plan
 
 UPLOADS = r"^POST /seafhttp/upload-api/"
 LINKS = r"^GET /api2/repos/[^/]+/upload-link/"

@@ -18,7 +18,8 @@ import pytest
 from breaker_helpers import synced_small
 from engine_helpers import mirrored, read_tree
 
-from ohsync.engine import local_replace, moves, new_files
+from ohsync.engine import local_replace
+from ohsync.engine.sync import moves, new_files
 
 
 def _save_right_after_rename(monkeypatch: pytest.MonkeyPatch, target: str, save) -> list[str]:  # noqa: ANN001

@@ -3,7 +3,7 @@ downloads are carried out, not reverted or split.
 
 The first pass is slowed by devserver latency on every file download (eight
 files: the per-file path with its parallel downloads is cheaper than a zip,
-engine/bulk.py) so that the test can act in the middle of it.  Without a watcher during that pass a local move is seen only by the
+engine/sync/bulk.py) so that the test can act in the middle of it.  Without a watcher during that pass a local move is seen only by the
 periodic full scan (a minute later) and a renamed folder is written again
 under its old name (split in two on both sides).
 """

@@ -67,7 +67,7 @@ def test_a_file_the_server_fails_pass_after_pass_is_one_line_while_the_others_sy
     # Every push reads the file's detail before writing, so the fault below
     # fails each attempt before anything is uploaded (a push right after its
     # pass's listing would upload first and fail only at the read-back).
-    monkeypatch.setattr("ohsync.engine.transfer.FRESH_HEAD", 0.0)
+    monkeypatch.setattr("ohsync.engine.transfer.LISTING_TRUST", 0.0)
     repo_id = devserver.create_library(USER, "OH-Memory", from_tree=sample_library(tmp_path / "seed"))
     journal = "journal/2026-11.md"
     mirrors = []

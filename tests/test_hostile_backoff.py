@@ -209,7 +209,7 @@ def test_over_quota_waits_for_the_person(devserver, tmp_path) -> None:
 
 
 def test_full_disk_during_a_cold_bulk_download_is_per_path_not_a_failed_pass(devserver, tmp_path, monkeypatch) -> None:
-    from ohsync.engine.new_files import NewFileBatch
+    from ohsync.engine.sync.new_files import NewFileBatch
 
     repo = devserver.create_library(USER, "OH-Memory")
     for i in range(30):

@@ -18,12 +18,15 @@
   never as ``ohsync.…``;
 * composition, not mixins: the Seafile client (``engine/client/``) and the
   sync worker (``daemon/worker/``) hold their parts, and no class in
-  ``daemon/`` has more than two bases.
+  ``daemon/`` has more than two bases;
+* no import cycle in ``engine/``, ``daemon/`` and ``tray/``, imports inside
+  functions counted (only ``if TYPE_CHECKING:`` ones are not).
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -290,3 +293,83 @@ def test_no_class_of_the_daemon_has_more_than_two_bases() -> None:
     found = [f"{path.relative_to(REPO)}:{node.lineno} class {node.name}" for path, node in _classes(REPO / "daemon")
              if len(node.bases) > 2]
     assert found == [], "composition, not mixins:\n" + "\n".join(found)
+
+
+# ----------------------------------------------------------------------------- cycles
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """Ids of the nodes under ``if TYPE_CHECKING:`` (imported for annotations only, never run)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skip.update(id(n) for n in ast.walk(child))
+    return skip
+
+
+def import_graph(sources: dict[str, str], packages: set[str]) -> dict[str, set[str]]:
+    """Module → the modules of ``sources`` it imports anywhere (module level
+    or inside a function: both run), ``from pkg import module`` resolved to
+    the module; imports under ``if TYPE_CHECKING:`` do not count.
+
+    :param sources: dotted module name → its source.
+    :param packages: the names in ``sources`` that are packages (``__init__``).
+    """
+    graph: dict[str, set[str]] = {}
+    for module, source in sources.items():
+        tree = ast.parse(source)
+        skip = _type_checking_only(tree)
+        package = module if module in packages else module.rsplit(".", 1)[0]
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in sources)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1])
+                    target = f"{base}.{node.module}" if node.module else base
+                else:
+                    target = node.module or ""
+                names = {f"{target}.{a.name}" for a in node.names} & set(sources)
+                deps.update(names or ({target} & set(sources)))
+        deps.discard(module)
+        graph[module] = deps
+    return graph
+
+
+def _product_sources() -> tuple[dict[str, str], set[str]]:
+    sources: dict[str, str] = {}
+    packages: set[str] = set()
+    for folder in ("engine", "daemon", "tray"):
+        for path, module in _sources(folder):
+            if path.name == "__init__.py":
+                module = module.removesuffix(".__init__")
+                packages.add(module)
+            sources[module] = path.read_text(encoding="utf-8")
+    return sources, packages
+
+
+def test_the_cycle_checker_sees_a_cycle_through_an_import_inside_a_function() -> None:
+    sources = {"p.a": "from .b import x\n", "p.b": "def f():\n    from .a import y\n",
+               "p.c": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import z\n",
+               "p.d": "from p import c\n", "p": ""}
+    graph = import_graph(sources, {"p"})
+    assert graph["p.a"] == {"p.b"} and graph["p.b"] == {"p.a"}
+    assert graph["p.c"] == set(), "an import for annotations only is no edge"
+    assert graph["p.d"] == {"p.c"}, "from a package import a module: an edge to the module"
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(graph).prepare()
+
+
+def test_the_product_has_no_import_cycle_counting_imports_inside_functions() -> None:
+    # an import moved into a function to dodge a cycle still runs: the parts must layer
+    sources, packages = _product_sources()
+    graph = import_graph(sources, packages)
+    assert sum(len(d) for d in graph.values()) > 500, "the checker found too few imports to mean anything"
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None

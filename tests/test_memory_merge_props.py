@@ -21,7 +21,7 @@ from engine_helpers import SAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ohsync.engine.memory.format import MemoryParseError, parse_memory
-from ohsync.engine.merge import merge_versions
+from ohsync.engine.merge.choose import merge_versions
 
 MARKER = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.M)
 

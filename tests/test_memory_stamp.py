@@ -115,7 +115,7 @@ def test_stamping_never_conflicts_with_a_concurrent_remote_edit_of_the_frontmatt
                                                                                    monkeypatch) -> None:
     """The server's copy changes after the plan saw it unchanged (so `origin` is stamped too) and before the
     push: `modified`, `origin` and `tags` changed on both sides, observations on both, and it all merges."""
-    import ohsync.engine.sync_run as sync_run
+    import ohsync.engine.sync.run as sync_run
 
     repo, m = _mirror(devserver, tmp_path, origin="desktop", time_offset="+08:00")
     text = m.read(REL).decode()
@@ -150,3 +150,25 @@ def test_stamping_never_conflicts_with_a_concurrent_remote_edit_of_the_frontmatt
     assert "origin: desktop" in on_server  # this computer's stamp is the later edit
     modified = next(x for x in on_server.splitlines() if x.startswith("modified: "))
     assert datetime.fromisoformat(modified.split(": ", 1)[1]) > datetime.fromisoformat("2026-11-30T09:00:00+08:00")
+
+
+def test_a_save_the_watcher_saw_complete_is_stamped_without_waiting(devserver, tmp_path, monkeypatch) -> None:
+    """``stamp_quiet`` guards a file an editor may still be writing; a save the
+    daemon's watcher saw closed after writing (or renamed onto) is done: no wait.
+    Any other just-written file still waits."""
+    from ohsync.engine.memory import stamp
+
+    repo, m = _mirror(devserver, tmp_path)
+    m.engine.options = replace(m.engine.options, stamp_quiet=600.0)
+    m.engine.ctx.options = m.engine.options
+    waits: list[float] = []
+    monkeypatch.setattr(stamp.time, "sleep", waits.append)
+    m.write(REL, m.read(REL).replace(b"## Relations", b"- [tone] saved in an editor\n\n## Relations"))
+    m.engine.note_saved([REL])
+    assert m.sync([REL]).errors == []
+    on_server = devserver.read_file(repo, "/" + REL)
+    assert waits == [] and b"saved in an editor" in on_server and on_server == m.read(REL)
+    assert m.engine.ctx.saved == set()  # for that pass only
+    m.write(REL, m.read(REL).replace(b"saved in an editor", b"saved again, seen by no watcher"))
+    assert m.sync([REL]).errors == []
+    assert len(waits) == 1 and 0 < waits[0] <= 600.0

@@ -1,5 +1,5 @@
 """Names that mean one thing in the product: ``decide`` is the resolver's
-(engine/resolve.py, what a conflict keeps); the reconciliation table's
+(engine/merge/resolve.py, what a conflict keeps); the reconciliation table's
 lookup is ``reconcile.action_for``."""
 
 from __future__ import annotations
@@ -22,5 +22,5 @@ def _functions_named(name: str) -> list[str]:
 
 def test_there_is_one_decide_the_resolvers() -> None:
     found = _functions_named("decide")
-    assert [hit.split(":")[0] for hit in found] == ["engine/resolve.py"], found
+    assert [hit.split(":")[0] for hit in found] == ["engine/merge/resolve.py"], found
 

@@ -169,7 +169,7 @@ def test_a_save_since_the_file_was_hashed_is_not_adopted_as_synced(devserver, tm
     devserver.put_file(m.repo_id, "/docs/a.txt", b"one\nsame edit\n")
     path = m.root / "docs" / "a.txt"
     m.write("docs/a.txt", b"one\nsame edit\n")
-    from ohsync.engine import sync_run
+    from ohsync.engine.sync import run as sync_run
 
     real = sync_run.adopt
     saved: list[bool] = []

@@ -1,4 +1,4 @@
-"""The conflict resolver's table (engine/resolve.py), one case per row,
+"""The conflict resolver's table (engine/merge/resolve.py), one case per row,
 plus where each copy goes and under which name."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ohsync.engine.merge import merge_versions
-from ohsync.engine.resolve import FIGHT_LIMIT, REASONS, Copy, Decision, Facts, Outcome, Situation, decide
-from ohsync.engine.text_merge import MergeResult
+from ohsync.engine.merge.choose import merge_versions
+from ohsync.engine.merge.resolve import FIGHT_LIMIT, REASONS, Copy, Decision, Facts, Outcome, Situation, decide
+from ohsync.engine.merge.text import MergeResult
 
 WHEN = datetime(2026, 12, 1, 8, 2, 24, tzinfo=timezone.utc)
 SF = "notes/plan (SFConflict anna@example.org 2026-12-01-08-02-24).md"

@@ -61,7 +61,7 @@ _CRASHING_PASS = textwrap.dedent("""
     from ohsync.engine.client import SeafileClient
     from ohsync.engine.context import EngineOptions
     from ohsync.engine.state import StateStore
-    from ohsync.engine.sync import SyncEngine
+    from ohsync.engine.sync.engine import SyncEngine
     assert install_from_env()  # OHSYNC_CRASH_AT kills this process at the point
     base = Path({base!r})
     state = StateStore(base / "m-state" / "state.db", base / "m-state" / "blobs")

@@ -170,3 +170,26 @@ def test_a_repeat_that_fails_is_sent_again_on_top_of_the_copy_not_merged(devserv
     assert _conflict_copies(devserver, mirror) == []
     assert devserver.read_file(mirror.repo_id, "/notes/n1.md") == files["notes/n1.md"]
     assert "notes/n1.md" in report.uploaded and report.errors == []
+
+
+def test_a_repeat_verified_before_the_batch_failed_is_done_once(devserver, mirror):
+    """The damaged upload in folder ``a`` is repeated and verified, then the
+    batch of folder ``b`` fails (a 500): the repeated file counts as uploaded
+    once, is not pushed again by the per-file path, and its memory entity is
+    not stamped as if someone had edited it since."""
+    from dataclasses import replace
+
+    mirror.engine.options = replace(mirror.engine.options, stamp_edits=True, stamp_quiet=0.0)
+    mirror.engine.ctx.options = mirror.engine.options
+    files = {"a/n1.md": _note(1), "a/n2.md": _note(2), "b/n3.md": _note(3)}
+    for rel, data in files.items():
+        mirror.write(rel, data)
+    devserver.inject_fault("POST", UPLOAD_PATH, trailing_cr="n2.md")  # a's batch goes first
+    devserver.inject_fault("POST", UPLOAD_PATH, status=500, count=2)  # then b's, and its one resend
+    devserver.reset_counters()
+    report = mirror.sync()
+    assert report.upload_retries == ["a/n2.md"]
+    assert report.uploaded.count("a/n2.md") == 1
+    assert devserver.read_file(mirror.repo_id, "/a/n2.md") == files["a/n2.md"]
+    assert (mirror.root / "a" / "n2.md").read_bytes() == files["a/n2.md"]  # not stamped
+    assert devserver.request_count(r"^POST /seafhttp/update-api/") == 1  # the one repeat, no second push

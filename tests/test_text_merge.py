@@ -1,9 +1,9 @@
-"""Tests for ohsync.engine.text_merge: line diff3 on bytes with line-ending and BOM preservation."""
+"""Tests for ohsync.engine.merge.text: line diff3 on bytes with line-ending and BOM preservation."""
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ohsync.engine.text_merge import (
+from ohsync.engine.merge.text import (
     MergeResult,
     diff3_lines,
     join_lines,

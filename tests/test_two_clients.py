@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import USER, DaemonProc, DaemonSetup, Env, mirrored, read_tree, wait_for, write_config  # noqa: E402
 from engine_helpers import make_mirror  # noqa: E402
 
-from ohsync.engine.history_merge import ARCHIVED_ELSEWHERE, has_pushes  # noqa: E402
+from ohsync.engine.merge.stale import ARCHIVED_ELSEWHERE, has_pushes  # noqa: E402
 
 TEXT = "".join(f"line {i}\n" for i in range(1, 21))
 MEMORY = """---

@@ -2,7 +2,7 @@
 guards the person's lines against a stale overwrite.
 
 A stale (blind) overwrite is merged back because the engine keeps a record
-of its verified pushes (``engine/history_merge.py``).  A push can reach the
+of its verified pushes (``engine/merge/stale.py``).  A push can reach the
 server without that record: the daemon killed after the upload, or the
 upload's answer lost after the server applied it (the chaos profile's
 ``lost-answer`` fault).  The next pass then finds the server holding exactly

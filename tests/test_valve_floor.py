@@ -1,6 +1,6 @@
 """The mass-delete safety valve counts files; its percentage applies only from a floor on.
 
-Rule (engine/valve.py, README "Safety"): deletes on one side within five
+Rule (engine/sync/valve.py, README "Safety"): deletes on one side within five
 minutes are held when there are more than ``max_delete_files``, or at least
 ``percent_floor`` that are also more than ``max_delete_percent`` % of the
 mirror's files.
@@ -16,8 +16,8 @@ import pytest
 from daemon_helpers import isolated_env  # noqa: F401 - fixture
 from engine_helpers import USER, make_mirror
 from ohsync.daemon.config import load_config
-from ohsync.engine.reconcile import Action
-from ohsync.engine.valve import DeleteValve, Plan, exceeds
+from ohsync.engine.sync.reconcile import Action
+from ohsync.engine.sync.valve import DeleteValve, Plan, exceeds
 
 
 def deletes(n: int, side: str = "remote") -> list[Plan]:

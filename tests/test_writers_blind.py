@@ -82,7 +82,7 @@ def test_blind_overwrite_while_the_local_file_changed_again(devserver, rid, tmp_
 
 
 def test_push_evidence_tells_an_edit_of_the_older_revision_from_an_edit_of_ours():
-    from ohsync.engine.history_merge import push_evidence
+    from ohsync.engine.merge.stale import push_evidence
 
     older = b"a\nb\n"
     ours = b"a\nb\nours\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ohsync.engine.sfconflict import original_of
+from ohsync.engine.merge.sfconflict import original_of
 
 sys.path.insert(0, str(Path(__file__).parent))
 from engine_helpers import USER, make_mirror  # noqa: E402

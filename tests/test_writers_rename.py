@@ -34,7 +34,7 @@ def test_rename_takes_the_final_name_and_joins_it_to_the_parent(devserver, rid, 
 
 
 def test_large_file_edited_on_both_sides_is_archived_in_conflict_folder(devserver, rid, tmp_path, monkeypatch):
-    import ohsync.engine.sync_run as sync_mod
+    import ohsync.engine.sync.run as sync_mod
 
     monkeypatch.setattr(sync_mod, "LARGE_FILE", 64 * 1024)
     devserver.seahub_version = 12

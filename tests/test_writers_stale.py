@@ -2,7 +2,7 @@
 its edit of that old version through the ordinary update link (no ``head``),
 once or in bursts, before, during or after our pushes.  Whatever we saved and
 the server verified stays live, or is archived in ``/.conflict/`` with a
-notice; never only in a local backup (``engine/history_merge.py``)."""
+notice; never only in a local backup (``engine/merge/stale.py``)."""
 from __future__ import annotations
 
 import sys
@@ -319,7 +319,7 @@ def test_a_stale_write_after_a_remote_delete_keeps_our_recreated_file(devserver,
 def test_a_stale_write_older_than_every_push_on_record_keeps_our_lines(devserver, rid, tmp_path):
     """More of our pushes came after the other client's read than the record keeps: what it read
     is not known, and every line of ours still stays live or in /.conflict/."""
-    from ohsync.engine.history_merge import MAX_PUSHES
+    from ohsync.engine.merge.stale import MAX_PUSHES
 
     devserver.put_file(rid, "/" + TEXT, V0)
     mirror = make_mirror(devserver, rid, tmp_path)

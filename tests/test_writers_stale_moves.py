@@ -1,5 +1,5 @@
 """Stale writers after a local move: the record of our verified pushes goes
-with the file (``engine/history_merge.py``), so a stale overwrite of a file
+with the file (``engine/merge/stale.py``), so a stale overwrite of a file
 whose folder (or the file itself) the person moved is still merged with the
 version our lacked pushes replaced, and our lines stay live or archived in
 ``/.conflict/``; never only in a local backup.

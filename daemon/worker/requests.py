@@ -138,6 +138,11 @@ class WorkerRequests:
         """Local paths changed (from the watcher)."""
         self._queue.put(("dirty", (list(paths), full_scan)))
 
+    def post_saved(self, paths: Iterable[str]) -> None:
+        """Paths whose save the watcher saw complete (closed after writing,
+        renamed onto), sent just before their ``post_dirty``."""
+        self._queue.put(("saved", list(paths)))
+
     def post_poll(self) -> None:
         """Look at the server now (from the scheduler, when the next poll is due)."""
         self._queue.put(("poll", None))

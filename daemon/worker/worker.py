@@ -202,7 +202,9 @@ class SyncWorker:
     def _handle(self, msg: tuple[str, Any]) -> None:
         kind, arg = msg
         work = self._work
-        if kind == "dirty":
+        if kind == "saved":
+            work.saved.update(arg)
+        elif kind == "dirty":
             paths, full_scan = arg
             to_sync, awaiting = self._watched(paths)
             work.dirty.update(to_sync)  # echoes of our own writes cost no pass
@@ -334,6 +336,9 @@ class SyncWorker:
         self._notify_if_slow()
         try:
             self._restructured.clear()
+            note_saved = getattr(self._session.engine, "note_saved", None)
+            if note_saved is not None and work.saved & work.dirty:
+                note_saved(work.saved & work.dirty)  # their writers are done: no wait before stamping them
             report: SyncReport = self._session.engine.sync(
                 paths, check_remote=work.check_remote,
                 should_stop=lambda: self._shutdown.is_set() or self._restructured.is_set())
@@ -449,6 +454,10 @@ class SyncWorker:
     def post_dirty(self, paths: Iterable[str], full_scan: bool = False) -> None:
         """Local paths changed (from the watcher): :meth:`WorkerRequests.post_dirty`."""
         self.requests.post_dirty(paths, full_scan)
+
+    def post_saved(self, paths: Iterable[str]) -> None:
+        """Saves the watcher saw complete: :meth:`WorkerRequests.post_saved`."""
+        self.requests.post_saved(paths)
 
     def note_restructure(self) -> None:
         """A local folder was moved or deleted: :meth:`WorkerRequests.note_restructure`."""

@@ -43,7 +43,9 @@ class DirCalls:
             entries (one cheap request).
         :param recursive: list every descendant (pre-order); paths are rebuilt
             from the server's ``parent_dir`` (``/`` for root entries, ``/x/``
-            directly under ``p=/x``, ``/x/y`` deeper).
+            directly under ``p=/x``, ``/x/y`` deeper).  Not sent again after a
+            drop, a 5xx or a timeout (only after a 429's ``Retry-After``): the
+            caller lists folder by folder instead.
         :returns: :class:`DirListing` with full remote paths and the folder's
             ``oid`` header.  Entries with unsafe names are left out and listed
             in :attr:`last_rejected`.
@@ -67,8 +69,10 @@ class DirCalls:
         if recursive:
             params["recursive"] = "1"
         what = "listing a folder"
+        # a recursive walk is sent once after a drop, a 5xx or a timeout: its callers fall back to
+        # per-folder listings, and sending again a walk that outlasted the read timeout repeats it
         resp = self.http.request("GET", f"/api2/repos/{repo}/dir/", params=params, what=what, path=folder,
-                                 idempotent=True)
+                                 idempotent=not recursive)
         return parse_listing(resp, folder, recursive=recursive, requested_oid=oid)
 
     def mkdir(self, repo_id: str, path: str, *, parents: bool = True) -> None:

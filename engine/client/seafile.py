@@ -58,7 +58,7 @@ class SeafileClient:
     One transport (:class:`~.transport.SeafileHTTP`: the connection pool,
     the token, the link cache, answers, errors and retries) and the call
     groups composed onto it: files, folders and moves (:mod:`.files`,
-    :mod:`.dirs`, :mod:`.moves`); transfers (:mod:`.chunked`, :mod:`.resume`,
+    :mod:`.dirs`, :mod:`ohsync.engine.sync.moves`); transfers (:mod:`.chunked`, :mod:`.resume`,
     :mod:`.zips`, :mod:`.batch`); history and commits (:mod:`.history`,
     :mod:`.commits`); notifications (:mod:`.notify`).  Each call is an
     attribute of the client bound to the group that makes it

@@ -3,7 +3,7 @@
 ``zip-task`` → ``query-zip-progress`` → ``{FILE_SERVER_ROOT}/zip/{token}``.
 
 Many small files in one stream: the cold mirror's cheap path
-(:mod:`ohsync.engine.bulk`).  Memory is bounded by 1 MiB pieces whatever
+(:mod:`ohsync.engine.sync.bulk`).  Memory is bounded by 1 MiB pieces whatever
 the archive size.
 """
 

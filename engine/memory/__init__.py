@@ -2,7 +2,7 @@
 
 The format and what the sync core asks of it during a pass: ``format.py``
 parses a memory file, ``frontmatter.py`` and ``merge.py`` merge two sides
-three-way (the core's read-merge-write calls :func:`.merge.merge_memory` for
+three-way (the core's read-merge-write calls :func:`ohsync.engine.merge.choose.merge_memory` for
 every memory file), ``check.py`` finds a damaged one, ``stamp.py`` stamps a
 person's saved edit before it is pushed.  The tools: ``entity.py`` reads one
 file as an entity, ``index.py`` keeps them in SQLite FTS5, ``tools.py``

@@ -13,7 +13,7 @@ byte for byte; it is only reported.
 from __future__ import annotations
 
 from .format import MemoryDoc, MemoryParseError, load_yaml, parse_memory
-from ..text_merge import line_content
+from ..merge.text import line_content
 
 __all__ = ["memory_problem"]
 

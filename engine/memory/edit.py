@@ -20,7 +20,7 @@ from typing import Any
 from .format import MemoryParseError, load_yaml, parse_memory
 from .index import FULLWIDTH
 from ..names import MAX_NAME_BYTES
-from ..text_merge import BOM, line_content, split_lines
+from ..merge.text import BOM, line_content, split_lines
 
 __all__ = ["MemoryToolError", "entity_filename", "slugify", "make_permalink", "render_entity",
            "observation_line", "relation_line", "append_observation", "replace_once", "set_fields",

@@ -16,7 +16,7 @@ from typing import Any
 
 from .format import MemoryParseError, iter_code_mask, load_yaml, parse_relation
 from .merge import is_memory_file
-from ..text_merge import BOM
+from ..merge.text import BOM
 
 __all__ = ["Entity", "is_indexed", "parse_entity", "parse_offset", "to_timestamp", "FULLWIDTH",
            "title_from_filename", "title_keys"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from ..text_merge import BOM, detect_eol, line_content, split_lines
+from ..merge.text import BOM, detect_eol, line_content, split_lines
 
 __all__ = [
     "Frontmatter",

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 from .format import Frontmatter, FrontmatterField, load_yaml
-from ..text_merge import line_content, with_eol
+from ..merge.text import line_content, with_eol
 
 __all__ = ["merge_frontmatter"]
 

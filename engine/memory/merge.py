@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from .format import MemoryDoc, MemoryParseError, code_block_ids, parse_memory
 from .frontmatter import merge_frontmatter
-from ..text_merge import (
+from ..merge.text import (
     BOM,
     MergeResult,
     describe_lines,

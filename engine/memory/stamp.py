@@ -5,7 +5,9 @@ When a memory entity changed on this computer by someone other than ohsync
 sets its frontmatter ``modified`` to now (in the configured offset) and
 ``origin`` to this computer's origin, so the memory tools' recency ranking
 sees the edit.  Only when the file is stable (unchanged for
-``stamp_quiet`` seconds and since the sync plan was made), only for memory
+``stamp_quiet`` seconds, or its save seen complete by the daemon's watcher:
+closed after writing or renamed onto, :meth:`SyncEngine.note_saved`; and
+unchanged since the sync plan was made), only for memory
 entities (a ``*.md`` outside ``Files/`` whose frontmatter parses and names a
 ``title`` or ``permalink``), and never when the edit itself changed
 ``modified``.  ``origin`` is left alone when the server's copy changed too:
@@ -71,8 +73,8 @@ def stamp_edit(ctx: MirrorContext, rel: str, fp: tuple[int, int, int] | None, ba
         return False
     quiet = float(getattr(opts, "stamp_quiet", 1.0))
     wait = quiet - (time.time() - st.st_mtime)
-    if wait > 0:
-        time.sleep(min(wait, quiet))  # the editor may still be saving
+    if wait > 0 and rel not in getattr(ctx, "saved", ()):
+        time.sleep(min(wait, quiet))  # the editor may still be saving (the watcher did not see it done)
     try:
         with open(path, "rb") as fh:
             if stat_fingerprint(os.fstat(fh.fileno())) != fp:

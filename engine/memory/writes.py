@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..deletes import delete_remote
+from ..sync.deletes import delete_remote
 from ..errors import OhsyncError
 from ..events import SyncEvent
 from ..localfs import Fingerprint, backup_file, stat_fingerprint
@@ -91,7 +91,7 @@ def apply_write(engine: Any, rel: str, planner: Planner, *, create: bool = False
                 on_written: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """Write one memory file and push it; returns the plan's result once verified.
 
-    :param engine: the open :class:`~ohsync.engine.sync.SyncEngine`.
+    :param engine: the open :class:`~ohsync.engine.sync.engine.SyncEngine`.
     :param rel: library-relative path.
     :param planner: computes the new bytes from the current ones.
     :param create: the file must not exist yet.

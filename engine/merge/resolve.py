@@ -1,7 +1,7 @@
 """The conflict resolver: what happens when both sides changed one file.
 
 Every writer that meets a version it did not expect asks :func:`decide`
-and only carries the answer out (:func:`ohsync.engine.conflict_archive.archive`
+and only carries the answer out (:func:`ohsync.engine.merge.archive.archive`
 stores the conflict copy).  The split follows rclone bisync's
 ``resolve.go``: a pure choice of the winner from facts, then a separate
 step that renames, moves or copies.  Nothing here reads files, the state or
@@ -25,7 +25,7 @@ ROLLBACK           (not merged: older version)      OURS_WINS        ours       
 =================  ===============================  ===============  =============  =============
 
 Where the copy goes and its name: ``/.conflict/<dir>/<stem>__<origin>__<time><.ext>``
-(:meth:`Copy.path`, names from :mod:`.conflict_names`).  ``origin`` names
+(:meth:`Copy.path`, names from :mod:`ohsync.engine.merge.conflict_names`).  ``origin`` names
 who wrote the losing version: the frontmatter ``origin`` of theirs unless
 the live version carries the same one (then ``remote``), the user part of an
 SFConflict file's name, else ``remote``.
@@ -39,8 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .conflict_names import CONFLICT_DIR, conflict_copy_path, origin_of
-from .text_merge import MergeResult
+from .conflict_names import CONFLICT_DIR, SFCONFLICT, conflict_copy_path, origin_of
+from .text import MergeResult
 
 __all__ = ["Situation", "Outcome", "Facts", "Copy", "Decision", "decide", "REASONS", "FIGHT_LIMIT", "FIGHT_WINDOW"]
 
@@ -97,7 +97,7 @@ class Facts:
         origin), or None when not read.
     :ivar theirs: the other version's bytes (at least the first 4 KiB), or
         None when it is only on the server.
-    :ivar merge: the three-way merge result (:func:`ohsync.engine.merge.merge_versions`),
+    :ivar merge: the three-way merge result (:func:`ohsync.engine.merge.choose.merge_versions`),
         or None when no merge was tried (too large, no local file, a rollback).
     :ivar source: where theirs lives on the server when it is moved (an
         SFConflict file's rel path); None means ``rel_path``.
@@ -177,8 +177,6 @@ def _origin(theirs: bytes | None, live: bytes | None) -> str:
 
 def _seafile_user(source: str) -> str:
     """The user part of an SFConflict name, made safe for a file name."""
-    from .sfconflict import SFCONFLICT
-
     m = SFCONFLICT.match(source.rpartition("/")[2])
     who = re.sub(r"[^A-Za-z0-9_-]", "-", m.group("who").split("@")[0])[:32] if m else ""
     return who or "remote"

@@ -12,30 +12,29 @@ them stays on either side:
 * any other (:func:`fold_foreign`, before a pass plans its files) is merged
   into the file it belongs to when that merges cleanly, else archived in
   ``/.conflict/`` like every other conflict (the resolver decides, situation
-  ``SEAFILE_COPY`` of :mod:`.resolve`); it is never downloaded as a normal
+  ``SEAFILE_COPY`` of :mod:`ohsync.engine.merge.resolve`); it is never downloaded as a normal
   file into the mirror.
 """
 
 from __future__ import annotations
 
 import os
-import re
 
-from .conflict_names import CONFLICT_DIR
-from .context import MirrorContext
-from .errors import LocalError, NotFoundError, OhsyncError, classify, local_error
-from .events import SyncEvent, SyncReport
-from .local_replace import LocalChanged, write_over
-from .localfs import backup_file, stat_fingerprint
-from .merge import merge_versions
-from .paths import from_remote, parent_rel
-from .special_dirs import is_under
+from .archive import archive
+from .choose import TEXT_LIMIT, merge_versions
+from .conflict_names import CONFLICT_DIR, SFCONFLICT
+from .resolve import Facts, Situation, decide
+from ..context import MirrorContext
+from ..errors import LocalError, NotFoundError, OhsyncError, classify, local_error
+from ..events import SyncEvent, SyncReport
+from ..local_replace import LocalChanged, write_over
+from ..localfs import backup_file, stat_fingerprint
+from ..paths import from_remote, parent_rel
+from ..remote_dirs import remote_written
+from ..special_dirs import is_under
 
 __all__ = ["SFCONFLICT", "original_of", "find_own", "remove_remote", "fold_foreign"]
 
-#: ``stem (SFConflict user time).ext`` — the time as ``YYYY-MM-DD-HH-MM-SS``.
-SFCONFLICT = re.compile(r"^(?P<stem>.*) \(SFConflict (?P<who>[^ ()]+) (?P<when>\d{4}(?:-\d\d){5})\)"
-                        r"(?P<ext>\.[^./]*)?$")
 
 
 def original_of(rel_path: str) -> str | None:
@@ -69,7 +68,6 @@ def find_own(ctx: MirrorContext, rel_path: str, uploaded_id: str) -> str | None:
 
 def remove_remote(ctx: MirrorContext, rel_path: str) -> None:
     """Delete an SFConflict file on the server (``DELETE …/file/``) and forget it."""
-    from .transfer import remote_written
 
     ctx.client.delete(ctx.repo_id, ctx.remote_path(rel_path))
     ctx.snapshot.pop(rel_path, None)
@@ -113,9 +111,6 @@ def fold_foreign(ctx: MirrorContext, report: SyncReport) -> set[str]:
 
 
 def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -> None:
-    from .conflict_archive import archive
-    from .merge import TEXT_LIMIT
-    from .resolve import Facts, Situation, decide
 
     entry = ctx.snapshot[rel]
     local = ctx.local_path(original)

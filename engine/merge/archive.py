@@ -1,4 +1,4 @@
-"""Carrying out the resolver's conflict copy (:class:`ohsync.engine.resolve.Copy`).
+"""Carrying out the resolver's conflict copy (:class:`ohsync.engine.merge.resolve.Copy`).
 
 Two ways, as the resolver chose:
 
@@ -20,17 +20,18 @@ import os
 from datetime import datetime, timezone
 
 from .conflict_names import CONFLICT_DIR
-from .context import MirrorContext
-from .crashpoints import reach
-from .events import ConflictRecord, SyncEvent
-from .ids import seafile_file_id, sha1_bytes
-from .localfs import atomic_write, hash_file, temp_beside
-from .merge import is_text
-from .models import RemoteEntry
-from .paths import from_remote, parent_rel
+from ..context import MirrorContext
+from ..crashpoints import reach
+from ..events import ConflictRecord, SyncEvent
+from ..ids import seafile_file_id, sha1_bytes
+from ..localfs import atomic_write, hash_file, temp_beside
+from .choose import is_text
+from ..models import RemoteEntry
+from ..paths import from_remote, parent_rel
+from ..remote_dirs import ensure_remote_dir, remote_written
 from .resolve import Copy
-from .special_dirs import working_dir
-from .state import Base
+from ..special_dirs import working_dir
+from ..state import Base
 
 __all__ = ["archive", "copies_of"]
 
@@ -83,7 +84,6 @@ def _existing_copy(ctx: MirrorContext, rel_path: str, theirs_id: str) -> str | N
 
 def _upload_copy(ctx: MirrorContext, rel_path: str, copy: Copy, theirs: bytes, now: datetime) -> str:
     """Upload ``theirs`` as the conflict copy and write it locally; returns its rel path."""
-    from .transfer import ensure_remote_dir, remote_written
 
     theirs_id = seafile_file_id(theirs)
     top = working_dir(ctx, CONFLICT_DIR)
@@ -112,7 +112,6 @@ def _move_copy(ctx: MirrorContext, rel_path: str, copy: Copy, remote: RemoteEntr
     Requests: ``POST …/file/`` rename (301) and move (301), a folder
     creation when ``/.conflict/<dir>`` is new, one download.
     """
-    from .transfer import ensure_remote_dir, remote_written
 
     source_rel = copy.source
     copy_rel = copy.path(rel_path, lambda p: _taken(ctx, p), now, working_dir(ctx, CONFLICT_DIR))

@@ -1,9 +1,9 @@
 """The planning steps of a pass: look at both sides of each path and pick its action.
 
-:class:`PlanSteps` is the lowest layer of :class:`~ohsync.engine.sync.SyncEngine`
+:class:`PlanSteps` is the lowest layer of :class:`~ohsync.engine.sync.engine.SyncEngine`
 (``PlanSteps`` → ``RunSteps`` → ``FolderSteps`` → ``SyncEngine``): it stats
 local paths, classifies each side against the base (same, changed, gone,
-absent), and turns the pair into a :class:`~ohsync.engine.valve.Plan` through
+absent), and turns the pair into a :class:`~ohsync.engine.sync.valve.Plan` through
 the reconciliation table (``reconcile.action_for``).  It writes nothing but a
 refreshed fingerprint of a file that was touched and not changed.
 """
@@ -15,20 +15,20 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .context import EngineOptions, MirrorContext
-from .errors import LocalError, LocalNameError, local_error
-from .events import SyncEvent, SyncReport
-from .failures import FailureBook
-from .ignore import IgnoreRules
-from .library import probe_case_insensitive
-from . import local_limits
-from .localfs import LocalFile, find_decomposed, hash_file, stat_fingerprint
-from .models import RemoteEntry
-from .nofollow import symlink_on_the_way
+from ..context import EngineOptions, MirrorContext
+from ..errors import LocalError, LocalNameError, local_error
+from ..events import SyncEvent, SyncReport
+from ..failures import FailureBook
+from ..ignore import IgnoreRules
+from ..library import probe_case_insensitive
+from .. import local_limits
+from ..localfs import LocalFile, find_decomposed, hash_file, stat_fingerprint
+from ..models import RemoteEntry
+from ..nofollow import symlink_on_the_way
 from .pending import PendingLedger
-from .paths import name_problem
+from ..paths import name_problem
 from .reconcile import Action, Side, action_for
-from .state import Base, StateStore
+from ..state import Base, StateStore
 from .valve import Plan
 
 __all__ = ["PlanSteps"]

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .localfs import stat_fingerprint
-from .paths import normalize_rel
+from ..localfs import stat_fingerprint
+from ..paths import normalize_rel
 
 __all__ = ["WatchedPaths", "sort_watched"]
 

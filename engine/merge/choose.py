@@ -2,14 +2,14 @@
 
 Memory entity files (``*.md`` outside ``Files/``) merge by meaning
 (``memory/merge.py``), other text merges line-wise with diff3
-(``text_merge``), and binaries or text without a usable base do not merge:
+(:mod:`.text`), and binaries or text without a usable base do not merge:
 the caller archives the remote version as a conflict copy.
 """
 
 from __future__ import annotations
 
-from .memory.merge import is_memory_file, merge_memory
-from .text_merge import MergeResult, merge_text
+from ..memory.merge import is_memory_file, merge_memory
+from .text import MergeResult, merge_text
 
 __all__ = ["MergeResult", "TEXT_LIMIT", "is_text", "merge_versions"]
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .context import MirrorContext
-from .history_merge import move_pushes
-from .localfs import Fingerprint, LocalFile, hash_file
-from .models import RemoteEntry
-from .paths import parent_rel
-from .state import Base
-from .transfer import ensure_remote_dir, remote_written
+from ..context import MirrorContext
+from ..merge.stale import move_pushes
+from ..localfs import Fingerprint, LocalFile, hash_file
+from ..models import RemoteEntry
+from ..paths import parent_rel
+from ..state import Base
+from ..transfer import ensure_remote_dir, remote_written
 
 __all__ = ["FolderMove", "FolderMoveDone", "find_folder_moves", "apply_folder_move"]
 

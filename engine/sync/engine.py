@@ -25,26 +25,26 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .context import EngineOptions, MirrorContext
-from .events import ConflictRecord, SyncEvent, SyncReport
-from .failures import FailureBook
-from .ignore import IGNORE_FILE, IgnoreRules
-from .library import resolve_library
-from .localfs import check_root, clean_temp_files, prune_backups, scan_tree
-from .models import RepoInfo
-from .paths import normalize_rel
+from ..context import EngineOptions, MirrorContext
+from ..events import ConflictRecord, SyncEvent, SyncReport
+from ..failures import FailureBook
+from ..ignore import IGNORE_FILE, IgnoreRules
+from ..library import resolve_library
+from ..localfs import check_root, clean_temp_files, prune_backups, scan_tree
+from ..models import RepoInfo
+from ..paths import normalize_rel
 from .reconcile import Action
-from .remote_scan import scan_remote
-from .state import StateStore
+from ..remote_scan import scan_remote
+from ..state import StateStore
 from .confirm import confirm_plans, keep_confirmed
-from .crashpoints import reach
+from ..crashpoints import reach
 from .echoes import OwnFolders, WatchedPaths, sort_watched
-from . import regression, remote_diffs
-from .moves import move_sources, pair_moves
+from .. import regression, remote_diffs
+from .moves import changed_there, move_sources, pair_moves
 from .pending import PendingLedger
-from .sfconflict import fold_foreign, original_of
-from .sync_dirs import FolderSteps
-from .trash import TRASH_DIR, is_trash_path, local_trash_note
+from ..merge.sfconflict import fold_foreign, original_of
+from .dirs import FolderSteps
+from ..trash import TRASH_DIR, is_trash_path, local_trash_note
 from .valve import DeleteValve
 
 __all__ = ["SyncEngine", "EngineOptions", "resolve_library"]
@@ -179,20 +179,28 @@ class SyncEngine(FolderSteps):
         return self.watched(rel_paths).awaiting
 
     def watched(self, rel_paths: Iterable[str]) -> WatchedPaths:
-        """The watcher's paths sorted by :func:`~ohsync.engine.echoes.sort_watched`:
+        """The watcher's paths sorted by :func:`~ohsync.engine.sync.echoes.sort_watched`:
         ``awaiting`` push (as :meth:`awaiting_push`), ``to_sync`` (what a pass
         must still look at) and ``echoes`` (our own writes and ignored names:
         a pass would find them unchanged without reading them).
 
-        :returns: a :class:`~ohsync.engine.echoes.WatchedPaths` of normalised rel paths.
+        :returns: a :class:`~ohsync.engine.sync.echoes.WatchedPaths` of normalised rel paths.
         """
         return sort_watched(rel_paths, is_ignored=self.is_ignored, get_base=self.state.get_base,
                             local_path=self.ctx.local_path)
 
+    def note_saved(self, rel_paths: Iterable[str]) -> None:
+        """Paths whose save the watcher saw complete (closed after writing, or
+        renamed onto): the next pass stamps such a memory file without first
+        waiting for it to stay unchanged ``stamp_quiet`` seconds
+        (:func:`~ohsync.engine.memory.stamp.stamp_edit`).  Forgotten after
+        that pass."""
+        self.ctx.saved.update(normalize_rel(p) for p in rel_paths)
+
     def own_folder(self, local_path: str | os.PathLike[str]) -> bool:
         """True when the folder at ``local_path`` is one this engine created
         (same rel path, same inode): the watcher's "created" event for it is
-        an echo and needs no full scan (:class:`~ohsync.engine.echoes.OwnFolders`).
+        an echo and needs no full scan (:class:`~ohsync.engine.sync.echoes.OwnFolders`).
         Any doubt (outside the mirror, ignored, gone, not a folder) is False."""
         rel = self.rel_path(local_path)
         if rel is None:
@@ -279,6 +287,7 @@ class SyncEngine(FolderSteps):
             info = self._idle_poll()
             if info is None:
                 self.ctx.should_stop = None
+                self.ctx.saved.clear()
                 report.idle = True
                 report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
                 return report
@@ -357,7 +366,13 @@ class SyncEngine(FolderSteps):
                 plans = [p for p in plans if p.action is not Action.DELETE_REMOTE]
                 report.rescan = True
             for old, new in moves:
-                self._run_move(old, new, report)
+                if self._run_move(old, new, report) and changed_there(old, new):
+                    # moved with the base: its changed content is pulled or merged now
+                    again_plan = self._plan_file(new.rel, self._stat_paths({new.rel}).get(new.rel),
+                                                 self.ctx.snapshot.get(new.rel), self.state.get_base(new.rel),
+                                                 report)
+                    if again_plan is not None:
+                        plans.append(again_plan)
             # a delete left for the rescan stays held meanwhile (status must not flicker)
             plans = self.valve.filter(plans, sum(1 for b in bases.values() if not b.is_dir), report,
                                       None if local_paths is None else candidates - deferred)
@@ -366,7 +381,7 @@ class SyncEngine(FolderSteps):
             # held deletes and paths waiting out a failure are listed as such, not as waiting
             self._pending.keep({p.rel for p in plans} | (deferred - holding))
             plans = self._bulk_pull(plans, report, should_stop)
-            plans = self._batch_push(plans, report, should_stop)
+            plans = self._batch_edits(self._batch_push(plans, report, should_stop), report, should_stop)
             for plan in plans:
                 if should_stop is not None and should_stop():
                     report.interrupted = True
@@ -387,6 +402,7 @@ class SyncEngine(FolderSteps):
             report.upload_retries, self.ctx.upload_retries = self.ctx.upload_retries, []
             self._pending = PendingLedger(self.ctx.emit)
             self.ctx.should_stop = None
+            self.ctx.saved.clear()
             report.requests = getattr(self.ctx.client, "request_count", 0) - requests_before
             # a pass over some paths keeps what earlier passes skipped elsewhere
             kept = [] if considered is None else [s for s in self._skipped_pass if s[0] not in considered]

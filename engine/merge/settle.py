@@ -37,19 +37,19 @@ from typing import Any, BinaryIO
 from datetime import datetime, timezone
 
 from .conflict_names import _split, is_conflict_path
-from .context import MirrorContext
-from .deletes import TRASH_DIR, delete_remote, trash_path, trashed_key
-from .errors import OhsyncError
-from .ids import file_hashes
-from .events import ConflictRecord, SyncEvent
-from .local_replace import install, remove, write_over
-from .localfs import stat_fingerprint, temp_beside
-from .paths import normalize_rel, parent_rel
-from .special_dirs import working_dir
-from .state import Base
-from .transfer import LocalChanged, PushOutcome, ensure_remote_dir, push
-from .transfer_large import LARGE_FILE, push_large
-from .write_path import read_back, send
+from ..context import MirrorContext
+from ..sync.deletes import TRASH_DIR, delete_remote, trash_path, trashed_key
+from ..errors import OhsyncError
+from ..ids import file_hashes
+from ..events import ConflictRecord, SyncEvent
+from ..local_replace import install, remove, write_over
+from ..localfs import stat_fingerprint, temp_beside
+from ..paths import normalize_rel, parent_rel
+from ..special_dirs import working_dir
+from ..state import Base
+from ..transfer import LocalChanged, PushOutcome, ensure_remote_dir, push
+from ..transfer_large import LARGE_FILE, push_large
+from ..write_path import read_back, send
 
 __all__ = ["KEEP_CHOICES", "ResolveRefused", "Resolution", "Version", "find_conflict", "read_version",
            "resolve_conflict"]

@@ -29,8 +29,9 @@ such an overwrite never takes our change out of the live file:
   own edit live; the file converges on that version, our pushes on record
   are forgotten and the conflict is recorded here too
   (:func:`accept_archived`);
-* :func:`merge_back` is the pull-side entry: a stale overwrite of a path whose
-  local file did not change is merged and pushed instead of pulled;
+* the pull-side entry, :func:`~ohsync.engine.transfer.merge_back`: a stale
+  overwrite of a path whose local file did not change is merged and pushed
+  instead of pulled;
 * :func:`overwritten_revision` is the check after a write on servers that
   ignore ``head`` (:attr:`EngineOptions.history_check`).
 
@@ -43,16 +44,18 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
-from .capabilities import file_history
-from .context import MirrorContext
-from .errors import NotFoundError
-from .events import SyncReport
-from .ids import sha1_bytes
-from .models import RemoteEntry
-from .state import Base
+from ..capabilities import file_history
+from ..context import MirrorContext
+from ..errors import NotFoundError
+from ..events import ConflictRecord, SyncEvent
+from ..ids import sha1_bytes
+from ..state import Base
+from .archive import copies_of
 
-__all__ = ["StaleBase", "record_push", "move_pushes", "stale_base", "push_evidence", "merge_back",
+__all__ = ["StaleBase", "record_push", "move_pushes", "has_pushes", "made_from_ours", "stale_base",
+           "push_evidence",
            "overwritten_revision", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
            "MAX_PUSHES"]
 
@@ -123,17 +126,20 @@ def record_push(ctx: MirrorContext, rel_path: str, new_id: str, replaced_id: str
                 replaced_content: bytes | None, content: bytes | None = None, had: bytes | None = None) -> None:
     """After a verified push: ``new_id`` (holding ``content``) is ours, it
     replaced ``replaced_id`` (holding ``replaced_content``; None: the file
-    was new or made anew after a delete on the server, which starts the
-    record afresh with a push measured from ``had`` or, without it, from an
-    empty file, so a later overwrite from an older read still counts as
-    stale); ``had`` is the version we had agreed on before it (the base we
-    edited).  The contents are kept as blobs, so judging a later stale
+    was new, which starts the record afresh with a push measured from an
+    empty file, or made anew after a delete on the server, a push measured
+    from ``had`` added to the earlier ones; either way a later overwrite
+    from an older read still counts as stale); ``had`` is the version we
+    had agreed on before it (the base we edited).  The contents are kept as blobs, so judging a later stale
     overwrite needs no download; the oldest pushes beyond
     :data:`MAX_PUSHES` are forgotten."""
     if replaced_id is None:
-        ctx.state.set_meta(_key(rel_path), None)
-        # our change is measured from the version we had edited (a file deleted on the server
-        # while we changed it, made anew), else from nothing (a new file)
+        if had is None:
+            ctx.state.set_meta(_key(rel_path), None)  # a new file: nothing earlier counts
+        # else a file deleted (or moved away) on the server while we changed it, made anew:
+        # our earlier pushes stay on record, so an overwrite made from a version before them
+        # still lacks them (else their lines would read as its deletion). Our change is
+        # measured from the version we had edited, or from nothing for a new file.
         replaced_id, replaced_content = EMPTY_FILE_ID, had if had is not None else b""
         had = replaced_content
     if replaced_id == new_id:
@@ -158,6 +164,29 @@ def move_pushes(ctx: MirrorContext, old: str, new: str) -> None:
     if old != new:
         ctx.state.set_meta(_key(new), ctx.state.get_meta(_key(old)))
         ctx.state.set_meta(_key(old), None)
+
+
+#: Share of a file's distinct non-blank lines that must come from our versions
+#: on record for :func:`made_from_ours` (an unrelated file of the same name
+#: shares a heading or a frontmatter line, not most of its text).
+MADE_FROM_OURS = 2 / 3
+
+
+def made_from_ours(ctx: MirrorContext, rel_path: str, data: bytes) -> bool:
+    """Was ``data`` (another path's content) made from a version of
+    ``rel_path`` on our push record: are most of its distinct non-blank
+    lines (:data:`MADE_FROM_OURS`) lines of what we pushed there, what our
+    pushes replaced, or what we had edited?  No request (the kept blobs)."""
+    theirs = {ln for ln in _lines(data) if ln.strip()}
+    if not theirs:
+        return False
+    ours: set[bytes] = set()
+    for push in _load(ctx, rel_path):
+        for sha1 in (push.ours_sha1, push.replaced_sha1, push.had_sha1):
+            blob = _blob(ctx, sha1)
+            if blob is not None:
+                ours.update(_lines(blob))
+    return len(theirs & ours) >= MADE_FROM_OURS * len(theirs)
 
 
 def has_pushes(ctx: MirrorContext, rel_path: str) -> bool:
@@ -344,8 +373,6 @@ def archived_elsewhere(ctx: MirrorContext, rel_path: str, pushes: list[_Push] | 
     its notice there). Copies this mirror recorded itself do not count.
     No request: the listing (``ctx.snapshot``) and the state.
     """
-    from .conflict_archive import copies_of
-
     pushes = _load(ctx, rel_path) if pushes is None else pushes
     if not pushes:
         return None
@@ -361,10 +388,6 @@ def accept_archived(ctx: MirrorContext, rel_path: str, copy: str) -> None:
     them is lost: they are in the copy) and record the conflict here too,
     with its notice, so the person at this mirror learns where their
     version went and can settle it (``ohsync resolve``)."""
-    from datetime import datetime, timezone
-
-    from .events import ConflictRecord, SyncEvent
-
     ctx.state.set_meta(_key(rel_path), None)
     record = ConflictRecord(rel_path, copy, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                             ARCHIVED_ELSEWHERE, ("content",))
@@ -390,38 +413,6 @@ def stale_note(stale: StaleBase) -> str:
     uploads = "our last upload" if stale.lacked == 1 else f"{stale.lacked} of our uploads"
     return (f"another client wrote over {uploads} with an edit of an older version; merged both, keeping our "
             "lines (if it removed them on purpose, remove them again)")
-
-
-def merge_back(ctx: MirrorContext, rel_path: str, remote: RemoteEntry, base: Base | None,
-               report: SyncReport) -> bool:
-    """Before pulling ``rel_path`` (local file unchanged): if the remote
-    revision is a stale overwrite of our pushes, merge our change into it and
-    push the result instead (:func:`~ohsync.engine.transfer.push` says so in
-    activity).
-
-    Costs nothing for a path without a push of ours on record; else one
-    download of the remote revision (and the history when it lacks ours).
-
-    :returns: True when done that way; False: the caller pulls as planned.
-    :raises RemoteError, LocalError: as :func:`~ohsync.engine.transfer.push`.
-    """
-    from .transfer import push
-
-    if base is None or not has_pushes(ctx, rel_path):
-        return False
-    base_content = ctx.state.base_content(base)
-    if base_content is None:
-        return False  # binary or large: nothing to merge
-    theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
-    stale = stale_base(ctx, rel_path, theirs_id, theirs, base, base_content)
-    if stale is None:
-        return False
-    outcome = push(ctx, rel_path, base, stale=stale)
-    report.merged.append(rel_path)
-    report.uploaded.append(rel_path)
-    if outcome.conflict is not None:
-        report.conflicts.append(outcome.conflict)
-    return True
 
 
 def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str,

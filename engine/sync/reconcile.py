@@ -6,7 +6,7 @@ side still holds exactly the base (modification always beats deletion);
 remote deletes are soft (moved into ``/.trash/``), local deletes are
 preceded by a backup.  :func:`action_for` looks the pair up; what a merge
 that does not come out clean keeps is another decision, the resolver's
-(:func:`ohsync.engine.resolve.decide`).
+(:func:`ohsync.engine.merge.resolve.decide`).
 """
 
 from __future__ import annotations

@@ -15,18 +15,18 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 
-from .conflict_names import _split
-from .names import fit_name
-from .context import MirrorContext
-from .crashpoints import reach
-from .errors import NotFoundError
-from .local_replace import remove
-from .localfs import temp_beside
-from .models import RemoteEntry
-from .paths import parent_rel, to_local
-from .state import Base
-from .special_dirs import is_under, working_dir
-from .transfer import LocalChanged, ensure_remote_dir, remote_written
+from ..merge.conflict_names import _split
+from ..names import fit_name
+from ..context import MirrorContext
+from ..crashpoints import reach
+from ..errors import NotFoundError
+from ..local_replace import remove
+from ..localfs import temp_beside
+from ..models import RemoteEntry
+from ..paths import parent_rel, to_local
+from ..state import Base
+from ..special_dirs import is_under, working_dir
+from ..transfer import LocalChanged, ensure_remote_dir, remote_written
 
 __all__ = ["TRASH_DIR", "is_trash_path", "trash_path", "trashed_key", "delete_local", "delete_remote"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .events import SyncEvent
+from ..events import SyncEvent
 from .reconcile import Action
 from .valve import Plan
 

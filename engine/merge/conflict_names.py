@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from .names import fit_name
+from ..names import fit_name
 
 __all__ = ["CONFLICT_DIR", "is_conflict_path", "conflict_copy_path", "origin_of"]
 
@@ -73,3 +73,8 @@ def conflict_copy_path(rel_path: str, origin: str, exists: Callable[[str], bool]
         if not exists(candidate):
             return candidate
         n += 1
+
+
+#: ``stem (SFConflict user time).ext`` — the time as ``YYYY-MM-DD-HH-MM-SS``.
+SFCONFLICT = re.compile(r"^(?P<stem>.*) \(SFConflict (?P<who>[^ ()]+) (?P<when>\d{4}(?:-\d\d){5})\)"
+                        r"(?P<ext>\.[^./]*)?$")

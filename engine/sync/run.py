@@ -1,6 +1,6 @@
 """The transfer steps of a pass: carry out the plans, record per-path failures.
 
-:class:`RunSteps` runs one :class:`~ohsync.engine.valve.Plan` at a time
+:class:`RunSteps` runs one :class:`~ohsync.engine.sync.valve.Plan` at a time
 (download, read-merge-write upload, deletes, adopting equal files), many new
 files at once (a zip download on a cold start, batch uploads of new small
 files) and moves.  A failure of one path is reported and kept in the
@@ -12,27 +12,29 @@ next attempt merges against the right version.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from .bulk import bulk_pull
 from .deletes import delete_local, delete_remote
-from .errors import OhsyncError, RemoteError, classify, local_error, server_down
-from .events import SyncEvent, SyncReport
-from .failures import PathFailure
-from .history_merge import merge_back
-from .localfs import LocalFile, hash_file
-from .memory.check import memory_problem
-from .memory.merge import is_memory_file
-from .memory.stamp import stamp_edit
+from ..errors import OhsyncError, RemoteError, classify, local_error, server_down
+from ..events import SyncEvent, SyncReport
+from ..failures import PathFailure
+from ..localfs import LocalFile, hash_file
+from ..memory.check import memory_problem
+from ..memory.merge import is_memory_file
+from ..memory.stamp import stamp_edit
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote
+from .paths import parent_rel
 from .reconcile import Action
-from .state import Base
-from .sync_plan import PlanSteps
-from .transfer import LocalChanged, WritersFighting, adopt, pull, push
-from .transfer_large import LARGE_FILE, push_large
-from .upload_batch import batchable, push_new_files
+from ..state import Base
+from .plan import PlanSteps
+from ..transfer import LocalChanged, PushOutcome, WritersFighting, adopt, merge_back, pull, push
+from ..transfer_large import LARGE_FILE, push_large
+from ..update_batch import batchable_edit, push_edits
+from ..upload_batch import batchable, push_new_files
 from .valve import Plan
 
 __all__ = ["RunSteps", "SERVER_STRIKES"]
@@ -214,8 +216,18 @@ class RunSteps(PlanSteps):
             self.failure_book.succeeded(rel)
             self._check_damaged(rel)
 
+        def repeated(plan: Plan, pushed: PushOutcome) -> None:
+            # stored damaged by the server, sent again and verified: done now, even if the
+            # batch fails later (the per-file way would push it again, stamped as an edit)
+            done(plan.rel)
+            if pushed.action == "merge":
+                report.merged.append(plan.rel)
+            if pushed.conflict is not None:
+                report.conflicts.append(pushed.conflict)
+
         try:
-            outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, should_stop=should_stop)
+            outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, on_repeated=repeated,
+                                     should_stop=should_stop)
         except (OhsyncError, OSError) as exc:
             # a batch request failed (a 5xx, a drop): ends the pass when it is the server's
             # trouble; otherwise the files not verified take the per-file way, each on the
@@ -227,6 +239,41 @@ class RunSteps(PlanSteps):
         for plan, refused in outcome.errors:
             self._path_failed(plan, refused, report)
             self._pending.done(plan.rel)
+        left = {p.rel: p for p in outcome.rest}  # a plan may come back based on the server's damaged copy
+        handled = {p.rel for p in new} - set(left)
+        return [left.get(p.rel, p) for p in plans if p.rel not in handled]
+
+    def _batch_edits(self, plans: list[Plan], report: SyncReport,
+                     should_stop: Callable[[], bool] | None) -> list[Plan]:
+        """Send the plain pushes of small files, when a folder holds several,
+        as updates read back by one listing per folder (:mod:`.update_batch`);
+        returns the plans left for the per-file push."""
+        edits = [p for p in plans if batchable_edit(self.ctx, p)]
+        folders = Counter(parent_rel(p.rel) for p in edits)
+        edits = [p for p in edits if folders[parent_rel(p.rel)] > 1]
+        if not edits:
+            return plans
+
+        def stamp(plan: Plan) -> None:  # as _run_plan does before a push
+            if self.options.stamp_edits:
+                stamp_edit(self.ctx, plan.rel, plan.fp, plan.base, remote_changed=False)
+
+        uploaded: set[str] = set()
+
+        def done(rel: str) -> None:
+            uploaded.add(rel)
+            self._went_through()
+            report.uploaded.append(rel)
+            self._pending.done(rel)
+            self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
+            self._paused_paths.discard(rel)
+            self.failure_book.succeeded(rel)
+            self._check_damaged(rel)
+
+        outcome = push_edits(self.ctx, edits, executor=self.executor, on_done=done, should_stop=should_stop,
+                             prepare=stamp)
+        if outcome.error is not None:
+            self._per_path(outcome.error, None)  # ends the pass when the server is down
         for plan, pushed in outcome.repeated:  # stored damaged by the server, sent again and verified
             done(plan.rel)
             if pushed.action == "merge":
@@ -234,8 +281,7 @@ class RunSteps(PlanSteps):
             if pushed.conflict is not None:
                 report.conflicts.append(pushed.conflict)
         left = {p.rel: p for p in outcome.rest}  # a plan may come back based on the server's damaged copy
-        handled = {p.rel for p in new} - set(left)
-        return [left.get(p.rel, p) for p in plans if p.rel not in handled]
+        return [left.get(p.rel, p) for p in plans if p.rel not in uploaded]
 
     def _folder_moves(self, local: dict[str, LocalFile], bases: dict[str, Base],
                       report: SyncReport) -> tuple[set[str], set[str]]:
@@ -261,8 +307,12 @@ class RunSteps(PlanSteps):
                                     message=f"folder moved from {move.old}"))
         return done, again
 
-    def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> None:
-        """Carry out one move; on failure the two halves run as delete + create."""
+    def _run_move(self, old: Plan, new: Plan, report: SyncReport) -> bool:
+        """Carry out one move; on failure the two halves run as delete + create
+        in a later pass.
+
+        :returns: True when it was carried out.
+        """
         local_move = old.action is Action.DELETE_REMOTE
         self._pending.done(new.rel)
         try:
@@ -272,10 +322,11 @@ class RunSteps(PlanSteps):
                 move_local(self.ctx, old, new)
         except (OhsyncError, OSError) as exc:
             report.errors.append((old.rel, f"move to {new.rel} not done: {self._per_path(exc, old.rel)}"))
-            return
+            return False
         report.moved.append((old.rel, new.rel))
         self.ctx.emit(SyncEvent("synced", new.rel, "up" if local_move else "down", action="move",
                                 message=f"moved from {old.rel}"))
+        return True
 
     def _check_damaged(self, rel: str, data: bytes | None = None) -> None:
         """Keep the ``damaged`` list true for a memory file just transferred.

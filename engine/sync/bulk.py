@@ -37,17 +37,17 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
-from .context import MirrorContext
-from .errors import LocalError, RemoteError
-from .events import SyncEvent
-from .ids import ContentHasher, seafile_file_id, sha1_bytes
-from .local_replace import LocalChanged, install
-from .localfs import stat_fingerprint, temp_beside
-from .merge import is_text
-from .models import RemoteEntry
+from ..context import MirrorContext
+from ..errors import LocalError, RemoteError
+from ..events import SyncEvent
+from ..ids import ContentHasher, seafile_file_id, sha1_bytes
+from ..local_replace import LocalChanged, install
+from ..localfs import stat_fingerprint, temp_beside
+from ..merge.choose import is_text
+from ..models import RemoteEntry
 from .new_files import NewFileBatch
-from .state import Base
-from .transfer import folder_vanished
+from ..state import Base
+from ..transfer import folder_vanished
 
 __all__ = ["BULK_MAX_FILE", "DOWNLOADS_IN_FLIGHT", "LINK_BYTES_PER_SECOND", "REQUEST_SECONDS", "bulk_pull",
            "choose_path"]
@@ -132,7 +132,7 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
               should_stop: Callable[[], bool] | None, refused: dict[str, OSError],
               on_written: Callable[[str, bytes], None] | None = None) -> set[str]:
     """The zip path: the rel paths written from one archive of ``tops``, in batches
-    (:class:`~ohsync.engine.new_files.NewFileBatch`: one round of fsyncs per batch,
+    (:class:`~ohsync.engine.sync.new_files.NewFileBatch`: one round of fsyncs per batch,
     the bases of a batch recorded in one transaction once its files are durable)."""
     done: set[str] = set()
     try:

@@ -2,7 +2,7 @@
 other choice beside confirming them.
 
 A deletion is held on the side it would be carried out on
-(:meth:`~ohsync.engine.valve.DeleteValve.held`): ``remote`` — the file was
+(:meth:`~ohsync.engine.sync.valve.DeleteValve.held`): ``remote`` — the file was
 deleted in the mirror and would be deleted on the server; restoring brings
 the server's copy back into the mirror (:func:`~ohsync.engine.transfer.pull`).
 ``local`` — the file was deleted on the server and would be deleted here;
@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 
-from .context import MirrorContext
-from .errors import OhsyncError
-from .events import SyncEvent
-from .transfer import pull, push
-from .transfer_large import LARGE_FILE, push_large
-from .write_path import current_remote
+from ..context import MirrorContext
+from ..errors import OhsyncError
+from ..events import SyncEvent
+from ..transfer import pull, push
+from ..transfer_large import LARGE_FILE, push_large
+from ..write_path import current_remote
 
 __all__ = ["restore_held"]
 

@@ -28,10 +28,10 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable
 
-from .context import MirrorContext
-from .errors import NotFoundError
-from .models import DirListing, RemoteEntry
-from .paths import parent_rel
+from ..context import MirrorContext
+from ..errors import NotFoundError
+from ..models import DirListing, RemoteEntry
+from ..paths import parent_rel
 from .reconcile import Action
 from .valve import Plan
 

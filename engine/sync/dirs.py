@@ -15,18 +15,18 @@ from typing import Any
 
 from .deletes import delete_local, delete_remote
 from .echoes import OwnFolders, make_dirs
-from .errors import OhsyncError
-from .events import SyncEvent, SyncReport
+from ..errors import OhsyncError
+from ..events import SyncEvent, SyncReport
 from .kind_change import (archive_local_file, archive_remote_file, clear_desktop_junk, local_tree_changed,
                           remote_tree_changed)
-from .localfs import LocalFile
-from .models import RemoteEntry
-from .paths import normalize_rel
+from ..localfs import LocalFile
+from ..models import RemoteEntry
+from ..paths import normalize_rel
 from .reconcile import Side
-from .state import Base
-from .sync_run import RunSteps
-from .transfer import ensure_remote_dir, remote_written
-from .upload_batch import BATCH_MAX_FILE
+from ..state import Base
+from .run import RunSteps
+from ..transfer import ensure_remote_dir, remote_written
+from ..upload_batch import BATCH_MAX_FILE
 
 __all__ = ["FolderSteps"]
 
@@ -101,7 +101,7 @@ class FolderSteps(RunSteps):
     def _kind_change(self, rel: str, entry: LocalFile, remote: RemoteEntry, base: Base | None,
                      bases: dict[str, Base], report: SyncReport) -> bool:
         """Settle ``rel``, a folder on one side and a file on the other (rule:
-        :mod:`~ohsync.engine.kind_change`).
+        :mod:`~ohsync.engine.sync.kind_change`).
 
         :returns: True when the folder keeps the name (the file was moved into
             ``/.trash/``, backed up and removed here, or archived in

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .localfs import Fingerprint, fsync_dir, _new_temp, stat_fingerprint
-from .renames import rename_new
+from ..localfs import Fingerprint, fsync_dir, _new_temp, stat_fingerprint
+from ..renames import rename_new
 
 __all__ = ["NewFileBatch", "StagedFile"]
 

@@ -7,27 +7,43 @@ from the listing and a new path with the same file id.  Ids and sha1s are
 content hashes, not identities, so a pair is only trusted when the content
 is unique on both ends and not the empty file; otherwise the delete and the
 create stay what they are (which loses nothing, it only costs a transfer).
+
+One remote move is paired without its id: a file with pushes of ours on
+record that another writer overwrote from an older read (a stale overwrite,
+:mod:`ohsync.engine.merge.stale`) and then moved or renamed.  Its new id is the stale
+writer's, so the id pairing misses it, and as a delete here plus a plain
+download there our pushed lines would be only in a local backup.  It is
+paired when its name (a move) or its folder (a rename) singles out one new
+file whose content was made from our versions on record
+(:func:`~ohsync.engine.merge.stale.made_from_ours`, one download); the
+local file then moves, keeps its base, and the pass plans the new path
+again: a changed remote version with a base, so the stale overwrite is
+merged with our pushes.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 
-from .context import MirrorContext
-from .crashpoints import reach
-from .errors import LocalError
-from .history_merge import move_pushes
-from .renames import rename_new
-from .localfs import LocalFile, hash_file, stat_fingerprint
-from .models import EMPTY_ID, RemoteEntry
-from .paths import parent_rel
+from ..context import MirrorContext
+from ..crashpoints import reach
+from ..errors import LocalError, OhsyncError
+from ..merge.stale import has_pushes, made_from_ours, move_pushes
+from ..renames import rename_new
+from ..localfs import LocalFile, hash_file, stat_fingerprint
+from ..models import EMPTY_ID, RemoteEntry
+from ..paths import parent_rel
 from .reconcile import Action
-from .state import Base
-from .transfer import LocalChanged, ensure_remote_dir, remote_written
+from ..state import Base
+from ..transfer import LocalChanged, ensure_remote_dir, remote_written
 from .valve import Plan
 
-__all__ = ["pair_moves", "move_remote", "move_local", "move_sources"]
+__all__ = ["pair_moves", "move_remote", "move_local", "move_sources", "changed_there", "MAX_CONTENT_CHECKS"]
+
+#: New remote files downloaded at most per pass to pair a stale, moved file.
+MAX_CONTENT_CHECKS = 8
 
 
 def move_sources(ctx: MirrorContext, local: dict[str, LocalFile], bases: dict[str, Base],
@@ -72,7 +88,10 @@ def pair_moves(ctx: MirrorContext, plans: list[Plan]) -> tuple[list[Plan], list[
 
     :returns: ``(plans left, [(delete plan, create plan), …])``; a pair with
         a ``DELETE_REMOTE`` delete is a local move, with ``DELETE_LOCAL`` a
-        remote move.
+        remote move (:func:`changed_there` when its content changed too:
+        plan the new path again after the move).  A remote move that could
+        not be checked leaves both its paths out of the plans left.
+    :raises: nothing of its own (a failed check download only leaves paths out).
     """
     pairs: list[tuple[Plan, Plan]] = []
     used: set[str] = set()
@@ -109,7 +128,68 @@ def pair_moves(ctx: MirrorContext, plans: list[Plan]) -> tuple[list[Plan], list[
             continue
         pairs.append((delete, plan))
         used |= {delete.rel, plan.rel}
-    return [p for p in plans if p.rel not in used], pairs
+    skip: set[str] = set()
+    for delete, create in _overwritten_moves(ctx, plans, used, skip):
+        pairs.append((delete, create))
+        used |= {delete.rel, create.rel}
+    return [p for p in plans if p.rel not in used and p.rel not in skip], pairs
+
+
+def _name(rel: str) -> str:
+    return rel.rsplit("/", 1)[-1]
+
+
+def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str],
+                       skip: set[str]) -> list[tuple[Plan, Plan]]:
+    """Remote moves whose content another writer changed (see the module
+    docstring): ``(delete plan, create plan)`` pairs among the plans not in
+    ``used``.  A candidate whose download fails puts both paths in ``skip``
+    (left for the next pass: deleting here before knowing could lose lines).
+
+    Costs a download per candidate, at most :data:`MAX_CONTENT_CHECKS` (the
+    rest are skipped to a later pass too); none without a delete of a file
+    with pushes on record.
+    """
+    deletes = [p for p in plans if p.action is Action.DELETE_LOCAL and p.rel not in used and p.base is not None
+               and not p.base.is_dir and has_pushes(ctx, p.rel)]
+    if not deletes:
+        return []
+    creates = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None
+               and p.rel not in used and p.remote is not None and not p.remote.is_dir]
+
+    def single(group: list[Plan], key: Callable[[str], str], rel: str) -> Plan | None:
+        found = [p for p in group if key(p.rel) == key(rel)]
+        return found[0] if len(found) == 1 else None
+
+    pairs: list[tuple[Plan, Plan]] = []
+    checks = 0
+    for delete in deletes:
+        # same name elsewhere (a move), else the one new file in its folder (a rename)
+        create = None
+        for key in (_name, parent_rel):
+            if create is None and single(deletes, key, delete.rel) is delete:
+                create = single(creates, key, delete.rel)
+        if create is None:
+            continue
+        if checks >= MAX_CONTENT_CHECKS:
+            skip |= {delete.rel, create.rel}  # checked in a later pass, never deleted unchecked
+            continue
+        checks += 1
+        try:
+            data, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(create.rel))
+        except OhsyncError:
+            skip |= {delete.rel, create.rel}
+            continue
+        if made_from_ours(ctx, delete.rel, data):
+            pairs.append((delete, create))
+            creates.remove(create)
+    return pairs
+
+
+def changed_there(old: Plan, new: Plan) -> bool:
+    """A remote move (from :func:`pair_moves`) whose content another writer
+    changed: after :func:`move_local` the new path is planned again."""
+    return old.action is Action.DELETE_LOCAL and new.remote.id != old.base.remote_id
 
 
 def move_remote(ctx: MirrorContext, old: Plan, new: Plan) -> None:
@@ -151,8 +231,9 @@ def move_local(ctx: MirrorContext, old: Plan, new: Plan) -> None:
         raise LocalChanged(f"{new.rel} was created here meanwhile; not moving {old.rel}", path=old.rel) from None
     reach("move.local_done")
     # the fingerprint checked before the rename (which keeps it): a stat of dst now
-    # could be of a save that landed in between, which would then pass for synced
-    _move_base(ctx, old.base, new.rel, fp, new.remote.id)
+    # could be of a save that landed in between, which would then pass for synced;
+    # the base keeps its remote id: a move whose content changed there is planned again
+    _move_base(ctx, old.base, new.rel, fp)
 
 
 def _move_base(ctx: MirrorContext, base: Base, new_rel: str, fp: tuple[int, int, int] | None,

@@ -7,12 +7,12 @@ side and a folder on the other:
   sync: the new kind wins there too.  An old file goes the way of a
   deletion (a local file is backed up and removed, a server file moves into
   ``/.trash/``); an old folder is emptied by the ordinary deletes of its
-  files and then removed (``engine/sync_dirs.py``);
+  files and then removed (``engine/sync/dirs.py``);
 * both changed (or the path was never synced): the file is archived in
   ``/.conflict/`` on both sides and the folder keeps the name.
 
 This module holds the questions and the two archiving steps;
-:class:`~ohsync.engine.sync_dirs.FolderSteps` decides with them.
+:class:`~ohsync.engine.sync.dirs.FolderSteps` decides with them.
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ import os
 import stat
 from datetime import datetime, timezone
 
-from .conflict_archive import archive
-from .conflict_names import origin_of
-from .context import MirrorContext
-from .events import ConflictRecord
-from .ignore import IgnoreRules
-from .localfs import backup_file, hash_file, stat_fingerprint
-from .models import RemoteEntry
-from .names import is_desktop_junk
-from .paths import normalize_rel
-from .resolve import Copy
-from .state import Base
-from .local_replace import LocalChanged, remove
+from ..merge.archive import archive
+from ..merge.conflict_names import origin_of
+from ..context import MirrorContext
+from ..events import ConflictRecord
+from ..ignore import IgnoreRules
+from ..localfs import backup_file, hash_file, stat_fingerprint
+from ..models import RemoteEntry
+from ..names import is_desktop_junk
+from ..paths import normalize_rel
+from ..merge.resolve import Copy
+from ..state import Base
+from ..local_replace import LocalChanged, remove
 
 __all__ = ["archive_local_file", "archive_remote_file", "clear_desktop_junk", "local_tree_changed",
            "remote_tree_changed"]
