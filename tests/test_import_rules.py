@@ -373,3 +373,26 @@ def test_the_product_has_no_import_cycle_counting_imports_inside_functions() -> 
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as exc:
         raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
+
+
+def test_every_relative_import_names_a_module_of_the_product() -> None:
+    # mypy ignores missing imports (for untyped libraries), so a relative import left pointing
+    # at a module's old place would only fail when it runs
+    sources, packages = _product_sources()
+    broken = []
+    for module, source in sources.items():
+        package = module if module in packages else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+                names = [target] if node.module else [f"{target}.{a.name}" for a in node.names]
+                broken += [f"{module}:{node.lineno} imports {name}" for name in names if not _exists(name)]
+    assert broken == []
+
+
+def _exists(name: str) -> bool:
+    """A module or package of the checkout by its dotted name (``ohsync.x.y``)."""
+    path = REPO.joinpath(*name.split(".")[1:])
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()

@@ -27,7 +27,7 @@ from ..memory.merge import is_memory_file
 from ..memory.stamp import stamp_edit
 from .folder_moves import apply_folder_move, find_folder_moves
 from .moves import move_local, move_remote
-from .paths import parent_rel
+from ..paths import parent_rel
 from .reconcile import Action
 from ..state import Base
 from .plan import PlanSteps
