@@ -183,6 +183,8 @@ class SocketServer:
             if late:
                 log.warning("%d socket request(s) still running at stop; they end by their own timeouts",
                             len(late))
+            else:
+                self._pool.shutdown(wait=True)  # nothing runs: joins the idle pool threads at once
         if self._sock is not None:
             try:
                 if self.path.exists():
