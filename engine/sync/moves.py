@@ -30,6 +30,7 @@ from collections.abc import Callable
 from ..context import MirrorContext
 from ..crashpoints import reach
 from ..errors import LocalError, OhsyncError
+from ..merge.choose import TEXT_LIMIT
 from ..merge.stale import has_pushes, made_from_ours, move_pushes
 from ..renames import rename_new
 from ..localfs import LocalFile, hash_file, stat_fingerprint
@@ -154,8 +155,10 @@ def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str],
                and not p.base.is_dir and has_pushes(ctx, p.rel)]
     if not deletes:
         return []
+    # only text small enough to merge: a stale overwrite of anything else is no merge to save
     creates = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None
-               and p.rel not in used and p.remote is not None and not p.remote.is_dir]
+               and p.rel not in used and p.remote is not None and not p.remote.is_dir
+               and p.remote.size <= TEXT_LIMIT]
 
     def single(group: list[Plan], key: Callable[[str], str], rel: str) -> Plan | None:
         found = [p for p in group if key(p.rel) == key(rel)]
