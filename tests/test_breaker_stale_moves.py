@@ -93,7 +93,7 @@ def test_a_move_into_a_folder_with_a_file_of_its_name_keeps_our_lines(devserver,
     assert devserver.read_file(rid, "/docs/" + name) == there == mirror.read("docs/" + name)
 
 
-@pytest.mark.parametrize("rel, v0", [(TODO, V0)], ids=["text"])
+@pytest.mark.parametrize("rel, v0", [(TODO, V0), (JOURNAL, HEADER)], ids=["text", "memory"])
 def test_a_rename_beside_a_new_unrelated_file_keeps_our_lines(devserver, rid, tmp_path, rel, v0):
     mirror = _pushed(devserver, rid, tmp_path, {rel: v0})
     ext = rel.rsplit(".", 1)[-1]
@@ -105,3 +105,51 @@ def test_a_rename_beside_a_new_unrelated_file_keeps_our_lines(devserver, rid, tm
     assert_kept(mirror, "notes/renamed." + ext, [f"{tag} ONE", f"{tag} TWO"],
                 live_only=[f"{tag} ONE", f"{tag} TWO"])
     assert devserver.read_file(rid, "/notes/new." + ext) == unrelated == mirror.read("notes/new." + ext)
+
+
+def _journal(month: str, line: str) -> bytes:
+    from datetime import datetime
+
+    from ohsync.engine.filing.journal import BEIJING, new_journal
+    return new_journal(month, datetime(2026, 9, 1, 8, 12, tzinfo=BEIJING), line)
+
+
+@pytest.mark.parametrize("template", ["header", "journal"])
+def test_an_unrelated_memory_file_of_the_same_name_from_the_same_template_gets_none_of_our_lines(
+        devserver, rid, tmp_path, template):
+    # the file is deleted on the server and another one of its name made elsewhere from the same
+    # template: its frontmatter and headings are most of its distinct lines, its observation is its own
+    if template == "header":
+        rel, ours = JOURNAL, HEADER
+        other = HEADER.replace(b"- [note] start #seed", b"- [note] a different journal #x")
+    else:
+        rel, ours = "journal/2026-09.md", _journal("2026-09", "- [file] 2026-09-01 08:12 filed a.pdf #attachment")
+        other = _journal("2026-09", "- [file] 2026-09-02 10:00 filed b.pdf #attachment").replace(b"08:12:00", b"10:00:00")
+    devserver.put_file(rid, "/" + rel, ours)
+    mirror = make_mirror(devserver, rid, tmp_path)
+    assert mirror.sync().errors == []
+    _push(mirror, rel, [A, B])
+    devserver.delete_path(rid, "/" + rel)
+    devserver.put_file(rid, "/docs/" + rel.rsplit("/", 1)[-1], other)
+    settle(mirror)
+    new = "docs/" + rel.rsplit("/", 1)[-1]
+    assert devserver.read_file(rid, "/" + new) == other == mirror.read(new), "our lines mixed into another file"
+    assert not (mirror.root / rel).exists()
+
+
+@pytest.mark.parametrize("how", ["moved", "renamed"])
+def test_a_memory_file_overwritten_from_its_template_then_moved_keeps_our_lines(devserver, rid, tmp_path, how):
+    devserver.put_file(rid, "/" + JOURNAL, HEADER)
+    mirror = make_mirror(devserver, rid, tmp_path)
+    assert mirror.sync().errors == []
+    _push(mirror, JOURNAL, [A, B])
+    devserver.stale_burst(rid, "/" + JOURNAL, 1, old=HEADER, line=R + "\n")
+    if how == "moved":
+        devserver.mkdir(rid, "/docs")
+        devserver.move_path(rid, "/" + JOURNAL, "/docs")
+        new = "docs/journal.md"
+    else:
+        devserver.rename_path(rid, "/" + JOURNAL, "diary.md")
+        new = "notes/diary.md"
+    settle(mirror)
+    assert_kept(mirror, new, [A, B, R], live_only=[A, B, R])  # observations merge as a union
