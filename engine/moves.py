@@ -84,9 +84,12 @@ def move_sources(ctx: MirrorContext, local: dict[str, LocalFile], bases: dict[st
     return found
 
 
-def pair_moves(ctx: MirrorContext, plans: list[Plan]) -> tuple[list[Plan], list[tuple[Plan, Plan]]]:
+def pair_moves(ctx: MirrorContext, plans: list[Plan], unchecked: list[tuple[str, OhsyncError]] | None = None
+               ) -> tuple[list[Plan], list[tuple[Plan, Plan]]]:
     """Find moves among the plans.
 
+    :param unchecked: gets ``(path, error)`` for each delete whose check
+        download failed (its paths are left out of the plans: report it).
     :returns: ``(plans left, [(delete plan, create plan), …])``; a pair with
         a ``DELETE_REMOTE`` delete is a local move, with ``DELETE_LOCAL`` a
         remote move (:func:`changed_there` when its content changed too:
@@ -130,7 +133,7 @@ def pair_moves(ctx: MirrorContext, plans: list[Plan]) -> tuple[list[Plan], list[
         pairs.append((delete, plan))
         used |= {delete.rel, plan.rel}
     skip: set[str] = set()
-    for delete, create in _overwritten_moves(ctx, plans, used, skip):
+    for delete, create in _overwritten_moves(ctx, plans, used, skip, [] if unchecked is None else unchecked):
         pairs.append((delete, create))
         used |= {delete.rel, create.rel}
     return [p for p in plans if p.rel not in used and p.rel not in skip], pairs
@@ -147,8 +150,8 @@ def _name_key(rel: str) -> str:
 _CLASH = re.compile(r" \(\d+\)((?:\.[^.]*)?)$")
 
 
-def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str],
-                       skip: set[str]) -> list[tuple[Plan, Plan]]:
+def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str], skip: set[str],
+                       unchecked: list[tuple[str, OhsyncError]]) -> list[tuple[Plan, Plan]]:
     """Remote moves whose content another writer changed (see the module
     docstring): ``(delete plan, create plan)`` pairs among the plans not in
     ``used``.
@@ -159,9 +162,10 @@ def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str],
     the delete's candidates made from our versions are exactly one, which
     no other delete's are made from too.  A delete whose candidate could not be
     downloaded puts it and its candidates in ``skip`` (left for the next
-    pass: deleting here before knowing could lose lines), and so does one
-    whose candidates no longer fit in this pass's :data:`MAX_CONTENT_CHECKS`
-    downloads; one with more candidates than that stays unpaired.  None of
+    pass: deleting here before knowing could lose lines) and itself, with
+    the error, in ``unchecked``; one whose candidates no longer fit in this pass's :data:`MAX_CONTENT_CHECKS`
+    downloads goes in ``skip`` too (the checked ones run, so the next pass
+    comes); one with more candidates than that stays unpaired.  None of
     this without a delete of a file with pushes on record.
     """
     deletes = [p for p in plans if p.action is Action.DELETE_LOCAL and p.rel not in used and p.base is not None
@@ -186,8 +190,9 @@ def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str],
             try:
                 for create in fetch:
                     contents[create.rel], _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(create.rel))
-            except OhsyncError:
+            except OhsyncError as exc:
                 skip |= {delete.rel, *(c.rel for c in found)}
+                unchecked.append((delete.rel, exc))
                 break
             made[delete.rel] = [c for c in found if made_from_ours(ctx, delete.rel, contents[c.rel])]
             if made[delete.rel]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .context import EngineOptions, MirrorContext
+from .errors import OhsyncError
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .failures import FailureBook
 from .ignore import IGNORE_FILE, IgnoreRules
@@ -345,7 +346,13 @@ class SyncEngine(FolderSteps):
             held = regression.load(self.state)
             if held is not None:
                 plans = regression.hold(self.ctx, plans, held, report)
-            plans, moves = pair_moves(self.ctx, plans)
+            unchecked: list[tuple[str, OhsyncError]] = []
+            plans, moves = pair_moves(self.ctx, plans, unchecked)
+            for rel, exc in unchecked:
+                # a failure, so the pass does not settle: the next poll looks again, not the next full scan
+                message = f"not checked whether it was moved on the server: {self._per_path(exc, rel)}"
+                report.errors.append((rel, message))
+                self.ctx.emit(SyncEvent("error", rel, message=message))
             # a delete the valve holds is listed as held, never as waiting (not even for a moment)
             holding = self.valve.holding()
             self._pending.plan([p for p in plans if p.rel not in holding], moves)

@@ -153,3 +153,23 @@ def test_a_memory_file_overwritten_from_its_template_then_moved_keeps_our_lines(
         new = "notes/diary.md"
     settle(mirror)
     assert_kept(mirror, new, [A, B, R], live_only=[A, B, R])  # observations merge as a union
+
+
+def test_a_check_that_keeps_failing_is_reported_and_retried_by_the_next_poll(devserver, rid, tmp_path):
+    # the file server answers 502 to every download for a while: nothing is deleted or pulled
+    # meanwhile, the pass says so (a settled pass would leave it to the next full scan), and the
+    # next ordinary poll after the server is back pairs and merges it
+    mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
+    devserver.mkdir(rid, "/docs")
+    devserver.move_path(rid, "/" + TODO, "/docs")
+    devserver.inject_fault("GET", r"/files/", status=502, count=10**6)
+    for _ in range(3):
+        report = mirror.sync()
+        assert (mirror.root / TODO).exists() and not (mirror.root / "docs/todo.txt").exists()
+        assert [rel for rel, _ in report.errors] == [TODO], report.errors
+    devserver.clear_faults()
+    report = mirror.sync([])
+    assert not report.idle and (TODO, "docs/todo.txt") in report.moved, report
+    settle(mirror)
+    assert_kept(mirror, "docs/todo.txt", ["todo:notes ONE", "todo:notes TWO", "line1"],
+                live_only=["todo:notes ONE", "todo:notes TWO"])
