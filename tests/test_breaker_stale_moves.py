@@ -173,3 +173,29 @@ def test_a_check_that_keeps_failing_is_reported_and_retried_by_the_next_poll(dev
     settle(mirror)
     assert_kept(mirror, "docs/todo.txt", ["todo:notes ONE", "todo:notes TWO", "line1"],
                 live_only=["todo:notes ONE", "todo:notes TWO"])
+
+
+@pytest.mark.parametrize("second", ["same old read", "edit of the moved file"])
+def test_a_second_overwrite_at_the_new_path_before_our_pass_keeps_our_lines(devserver, rid, tmp_path, second):
+    mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
+    devserver.mkdir(rid, "/docs")
+    devserver.move_path(rid, "/" + TODO, "/docs")
+    old = V0 if second == "same old read" else None  # None: what the moved file holds now
+    devserver.stale_burst(rid, "/docs/todo.txt", 2, old=old, line="LINE-S{i}\n")
+    settle(mirror)
+    ours = ["todo:notes ONE", "todo:notes TWO"]
+    last = ["LINE-S1"] if old is not None else ["todo:notes STALE", "LINE-S1"]  # S0: overwritten by its writer
+    assert_kept(mirror, "docs/todo.txt", ours + last + ["line1"], live_only=ours)
+    assert not (mirror.root / TODO).exists()
+
+
+def test_an_unrelated_file_holding_our_one_line_first_version_gets_none_of_our_lines(devserver, rid, tmp_path):
+    devserver.put_file(rid, "/" + TODO, b"TODO\n")
+    mirror = make_mirror(devserver, rid, tmp_path)
+    assert mirror.sync().errors == []
+    _push(mirror, TODO, ["LINE-A", "LINE-B"])
+    devserver.delete_path(rid, "/" + TODO)
+    devserver.put_file(rid, "/docs/todo.txt", b"TODO\nmilk\neggs\n")
+    settle(mirror)
+    assert devserver.read_file(rid, "/docs/todo.txt") == b"TODO\nmilk\neggs\n" == mirror.read("docs/todo.txt")
+    assert not (mirror.root / TODO).exists()
