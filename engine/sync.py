@@ -41,7 +41,7 @@ from .confirm import confirm_plans, keep_confirmed
 from .crashpoints import reach
 from .echoes import OwnFolders, WatchedPaths, sort_watched
 from . import regression, remote_diffs
-from .moves import changed_there, move_sources, pair_moves
+from .moves import move_sources, pair_moves, plan_again
 from .pending import PendingLedger
 from .merge.sfconflict import fold_foreign, original_of
 from .sync_dirs import FolderSteps
@@ -364,11 +364,11 @@ class SyncEngine(FolderSteps):
                 plans = [p for p in plans if p.action is not Action.DELETE_REMOTE]
                 report.rescan = True
             for old, new in moves:
-                if self._run_move(old, new, report) and changed_there(old, new):
-                    # moved with the base: its changed content is pulled or merged now
-                    again_plan = self._plan_file(new.rel, self._stat_paths({new.rel}).get(new.rel),
-                                                 self.ctx.snapshot.get(new.rel), self.state.get_base(new.rel),
-                                                 report)
+                # moved with the base: changed content there is pulled or merged now, a file made
+                # at the old path is pulled
+                for rel in plan_again(old, new) if self._run_move(old, new, report) else []:
+                    again_plan = self._plan_file(rel, self._stat_paths({rel}).get(rel), self.ctx.snapshot.get(rel),
+                                                 self.state.get_base(rel), report)
                     if again_plan is not None:
                         plans.append(again_plan)
             # a delete left for the rescan stays held meanwhile (status must not flicker)

@@ -199,3 +199,179 @@ def test_an_unrelated_file_holding_our_one_line_first_version_gets_none_of_our_l
     settle(mirror)
     assert devserver.read_file(rid, "/docs/todo.txt") == b"TODO\nmilk\neggs\n" == mirror.read("docs/todo.txt")
     assert not (mirror.root / TODO).exists()
+
+
+def test_another_stale_overwrite_after_the_merge_at_the_new_path_keeps_our_lines(devserver, rid, tmp_path):
+    mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
+    devserver.mkdir(rid, "/docs")
+    devserver.move_path(rid, "/" + TODO, "/docs")
+    settle(mirror)
+    devserver.stale_burst(rid, "/docs/todo.txt", 1, old=V0, line="LINE-S\n")  # our pushes moved with the file
+    settle(mirror)
+    ours = ["todo:notes ONE", "todo:notes TWO"]
+    assert_kept(mirror, "docs/todo.txt", ours + ["todo:notes STALE", "LINE-S", "line1"], live_only=ours)
+
+
+def test_a_local_edit_before_the_pass_keeps_every_line_live(devserver, rid, tmp_path):
+    # modification beats deletion: the edited file goes up again at its old path
+    mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
+    devserver.mkdir(rid, "/docs")
+    devserver.move_path(rid, "/" + TODO, "/docs")
+    mirror.write(TODO, mirror.read(TODO) + b"LINE-L\n")
+    settle(mirror)
+    assert_kept(mirror, TODO, ["todo:notes ONE", "todo:notes TWO", "LINE-L"],
+                live_only=["todo:notes ONE", "todo:notes TWO", "LINE-L"])
+    assert b"todo:notes STALE" in devserver.read_file(rid, "/docs/todo.txt") == mirror.read("docs/todo.txt")
+
+
+class _Killed(BaseException):
+    """Stands for the process dying at a crash point (nothing catches it)."""
+
+
+def _killed_at(mirror, point: str) -> None:
+    """Run a pass that dies at ``point`` (``engine/crashpoints.py``); close its state."""
+    from ohsync.engine.crashpoints import set_hook
+
+    def hook(name: str) -> None:
+        if name == point:
+            raise _Killed(name)
+    previous = set_hook(hook)
+    try:
+        with pytest.raises(_Killed):
+            mirror.sync()
+    finally:
+        set_hook(previous)
+        mirror.state.close()
+        mirror.client.close()
+
+
+@pytest.mark.parametrize("rel, v0", [(TODO, V0), (JOURNAL, HEADER)], ids=["text", "memory"])
+def test_a_kill_between_the_local_rename_and_the_merge_keeps_our_lines(devserver, rid, tmp_path, rel, v0):
+    mirror = _pushed(devserver, rid, tmp_path, {rel: v0})
+    devserver.mkdir(rid, "/docs")
+    devserver.move_path(rid, "/" + rel, "/docs")
+    _killed_at(mirror, "move.local_done")  # renamed here, base not moved yet
+    again = make_mirror(devserver, rid, tmp_path)
+    settle(again)
+    tag = rel.rsplit("/", 1)[-1].split(".")[0] + ":notes"
+    new = "docs/" + rel.rsplit("/", 1)[-1]
+    assert_kept(again, new, [f"{tag} ONE", f"{tag} TWO", f"{tag} STALE"], live_only=[f"{tag} ONE", f"{tag} TWO"])
+    assert not (again.root / rel).exists() and rel not in [p.lstrip("/") for p in devserver.tree(rid)]
+
+
+def test_a_kill_after_the_base_moved_before_the_merge_keeps_our_lines(devserver, rid, tmp_path, monkeypatch):
+    from ohsync.engine import sync as sync_module
+
+    mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
+    devserver.mkdir(rid, "/docs")
+    devserver.move_path(rid, "/" + TODO, "/docs")
+
+    def killed(old, new):  # noqa: ANN001, ANN202 - the move and its base are done, the merge not planned
+        raise _Killed("after the move")
+    monkeypatch.setattr(sync_module, "plan_again", killed)
+    with pytest.raises(_Killed):
+        mirror.sync()
+    monkeypatch.undo()
+    mirror.state.close()
+    mirror.client.close()
+    again = make_mirror(devserver, rid, tmp_path)
+    settle(again)
+    ours = ["todo:notes ONE", "todo:notes TWO"]
+    assert_kept(again, "docs/todo.txt", ours + ["todo:notes STALE", "line1"], live_only=ours)
+
+
+def test_a_save_landing_right_after_the_local_rename_is_merged_too(devserver, rid, tmp_path):
+    from ohsync.engine.crashpoints import set_hook
+
+    mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
+    devserver.mkdir(rid, "/docs")
+    devserver.move_path(rid, "/" + TODO, "/docs")
+
+    def save(name: str) -> None:
+        if name == "move.local_done":
+            with open(mirror.root / "docs/todo.txt", "ab") as fh:
+                fh.write(b"LINE-L\n")
+    previous = set_hook(save)
+    try:
+        mirror.sync()
+    finally:
+        set_hook(previous)
+    settle(mirror)
+    ours = ["todo:notes ONE", "todo:notes TWO", "LINE-L"]
+    assert_kept(mirror, "docs/todo.txt", ours + ["todo:notes STALE", "line1"], live_only=ours)
+
+
+def test_more_moved_files_than_one_pass_checks_all_keep_their_lines(devserver, rid, tmp_path):
+    from ohsync.engine.moves import MAX_CONTENT_CHECKS
+
+    files = {f"n{i}/f{i}.txt": f"first {i}\nsecond {i}\nthird {i}\n".encode() for i in range(MAX_CONTENT_CHECKS + 3)}
+    mirror = _pushed(devserver, rid, tmp_path, files)
+    devserver.mkdir(rid, "/docs")
+    for rel in files:
+        devserver.move_path(rid, "/" + rel, "/docs")
+    settle(mirror, rounds=6)
+    for i, rel in enumerate(files):
+        tag = f"f{i}:n{i}"
+        assert_kept(mirror, f"docs/f{i}.txt", [f"{tag} ONE", f"{tag} TWO", f"{tag} STALE"],
+                    live_only=[f"{tag} ONE", f"{tag} TWO"])
+        assert not (mirror.root / rel).exists()
+
+
+def test_a_merge_download_failing_after_the_check_keeps_our_lines(devserver, rid, tmp_path):
+    mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
+    devserver.mkdir(rid, "/docs")
+    devserver.move_path(rid, "/" + TODO, "/docs")
+    # the check's download goes through, every later one fails for a while
+    devserver.after_request("GET", r"/files/", lambda srv: srv.inject_fault("GET", r"/files/", status=502, count=6))
+    report = mirror.sync()
+    assert (TODO, "docs/todo.txt") in report.moved and report.errors, report
+    devserver.clear_faults()
+    assert mirror.engine.release_failures() == 1  # its backoff over
+    settle(mirror)
+    ours = ["todo:notes ONE", "todo:notes TWO"]
+    assert_kept(mirror, "docs/todo.txt", ours + ["todo:notes STALE", "line1"], live_only=ours)
+
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["renamed", "overwritten, renamed"])
+@pytest.mark.parametrize("rel, v0", [(TODO, V0), (JOURNAL, HEADER)], ids=["text", "memory"])
+def test_a_rename_then_a_fresh_file_at_the_old_name_gets_none_of_our_lines(devserver, rid, tmp_path, rel, v0,
+                                                                            stale):
+    # "archive and start afresh": the file is renamed on the server and a new one made at its name;
+    # our lines stay with the renamed file (merged there after a stale overwrite), the fresh file
+    # stays as it was made
+    mirror = _pushed(devserver, rid, tmp_path, {rel: v0}) if stale else None
+    if mirror is None:
+        devserver.put_file(rid, "/" + rel, v0)
+        mirror = make_mirror(devserver, rid, tmp_path)
+        assert mirror.sync().errors == []
+        tag = rel.rsplit("/", 1)[-1].split(".")[0] + ":notes"
+        _push(mirror, rel, [f"{tag} ONE", f"{tag} TWO"])
+    ext = rel.rsplit(".", 1)[-1]
+    devserver.rename_path(rid, "/" + rel, "archived." + ext)
+    fresh = b"fresh\nlist\n" if ext == "txt" else HEADER.replace(b"- [note] start #seed", b"- [note] fresh #new")
+    devserver.put_file(rid, "/" + rel, fresh)
+    settle(mirror)
+    tag = rel.rsplit("/", 1)[-1].split(".")[0] + ":notes"
+    ours = [f"{tag} ONE", f"{tag} TWO"]
+    assert_kept(mirror, "notes/archived." + ext, ours + ([f"{tag} STALE"] if stale else []), live_only=ours)
+    assert devserver.read_file(rid, "/" + rel) == fresh == mirror.read(rel), "our lines mixed into the fresh file"
+    assert rel not in [c.path for c in mirror.engine.conflicts()]
+
+
+@pytest.mark.parametrize("edit", ["ordinary edit", "stale overwrite"])
+def test_an_edit_there_beside_a_new_file_is_no_move(devserver, rid, tmp_path, edit):
+    mirror = _pushed(devserver, rid, tmp_path, {TODO: V0}) if edit == "stale overwrite" else None
+    if mirror is None:
+        devserver.put_file(rid, "/" + TODO, V0)
+        mirror = make_mirror(devserver, rid, tmp_path)
+        assert mirror.sync().errors == []
+        _push(mirror, TODO, ["todo:notes ONE", "todo:notes TWO"])
+        devserver.put_file(rid, "/" + TODO, devserver.read_file(rid, "/" + TODO) + b"from the phone\n")
+    devserver.put_file(rid, "/notes/new.txt", V0 + b"a copy, edited\n")  # made from a version of ours, too
+    report = mirror.sync()
+    assert report.errors == [] and report.moved == []
+    settle(mirror)
+    ours = ["todo:notes ONE", "todo:notes TWO"]
+    assert_kept(mirror, TODO, ours + ["line1"], live_only=ours)
+    assert devserver.read_file(rid, "/notes/new.txt") == V0 + b"a copy, edited\n" == mirror.read("notes/new.txt")
