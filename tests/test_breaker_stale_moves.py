@@ -375,3 +375,26 @@ def test_an_edit_there_beside_a_new_file_is_no_move(devserver, rid, tmp_path, ed
     ours = ["todo:notes ONE", "todo:notes TWO"]
     assert_kept(mirror, TODO, ours + ["line1"], live_only=ours)
     assert devserver.read_file(rid, "/notes/new.txt") == V0 + b"a copy, edited\n" == mirror.read("notes/new.txt")
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["renamed", "overwritten, renamed"])
+def test_a_kill_in_the_move_away_from_a_fresh_file_keeps_both(devserver, rid, tmp_path, stale):
+    mirror = _pushed(devserver, rid, tmp_path, {JOURNAL: HEADER}) if stale else None
+    if mirror is None:
+        devserver.put_file(rid, "/" + JOURNAL, HEADER)
+        mirror = make_mirror(devserver, rid, tmp_path)
+        assert mirror.sync().errors == []
+        _push(mirror, JOURNAL, ["journal:notes ONE", "journal:notes TWO"])
+    devserver.rename_path(rid, "/" + JOURNAL, "archived.md")
+    fresh = HEADER.replace(b"- [note] start #seed", b"- [note] fresh #new")
+    devserver.put_file(rid, "/" + JOURNAL, fresh)
+    _killed_at(mirror, "move.local_done")
+    again = make_mirror(devserver, rid, tmp_path)
+    settle(again)
+    ours = ["journal:notes ONE", "journal:notes TWO"]
+    assert_kept(again, "notes/archived.md", ours, live_only=ours)
+    assert devserver.read_file(rid, "/" + JOURNAL) == fresh == again.read(JOURNAL), "our lines mixed into it"
+    # and later edits of the fresh file are its own: our old pushes are not judged against them
+    devserver.put_file(rid, "/" + JOURNAL, fresh + b"- [note] from the phone #phone\n")
+    settle(again)
+    assert devserver.read_file(rid, "/" + JOURNAL) == fresh + b"- [note] from the phone #phone\n"
