@@ -43,6 +43,7 @@ from .mirror import Mirror
 from .panel.auth import secret_path
 from .panel.server import PanelServer
 from .protocol import QUICK_METHODS, Event, combine_status
+from .service_thread import Ticker
 from .socket.methods import MethodTable
 from .socket.server import SocketInUse, SocketServer
 from .status import iso_time
@@ -94,6 +95,13 @@ class Daemon:
         :func:`ohsync.daemon.session.open_session` for each mirror).
     :param install_signals: handle SIGTERM/SIGINT (main thread only).
     :param ready: set once the socket answers (tests, the demo).
+    :param stop_after: stop by itself this many seconds after the mirrors
+        started (``ohsync demo --seconds``); None: run until told.
+
+    It starts, in this order, the socket server, the local page, each
+    mirror and the guard of the mirror folders (a :class:`Ticker`), and
+    stops them in the reverse order (``_teardown``): every thread it or its
+    parts started is joined before :meth:`run` returns.
     """
 
     def __init__(
@@ -105,8 +113,11 @@ class Daemon:
         install_signals: bool = True,
         watcher_quiet: float = 0.7,
         ready: threading.Event | None = None,
+        stop_after: float | None = None,
     ) -> None:
         self.cfg = cfg
+        self._stop_after = stop_after
+        self._stop_at: float | None = None
         self._tray = tray
         self._install_signals = install_signals
         self.ready = ready or threading.Event()
@@ -117,6 +128,8 @@ class Daemon:
         self._status_lock = threading.Lock()
         self._last_status: dict[str, Any] | None = None
         self.server = SocketServer(cfg.socket, {}, own_dir=_is_default_socket_dir(cfg.socket.parent))
+        # not a daemon thread: a mirror's check is one stat, and the guard is joined before the mirrors stop
+        self._guard = Ticker("ohsync-root-guard", ROOT_CHECK_SECONDS, self._guard_roots)
         self.panel: PanelServer | None = None
         self.panel_problem = ""
         alone = len(cfg.mirrors) == 1
@@ -304,14 +317,19 @@ class Daemon:
             log.warning("%s", self.panel_problem)
             self.panel = None
 
-    def _guard_root(self) -> None:
-        """Every few seconds, each mirror checks that its folder is still there."""
-        while not self._stop.wait(ROOT_CHECK_SECONDS):
-            for mirror in self.mirrors:
-                mirror.check_root()
+    def _guard_roots(self) -> None:
+        """Every few seconds (the guard's tick), each mirror checks that its folder
+        is still there; and a daemon told to stop after a while stops."""
+        for mirror in self.mirrors:
+            mirror.check_root()
+        if self._stop_at is not None and time.monotonic() >= self._stop_at:
+            log.info("stopping after %g s, as asked", self._stop_after)
+            self.request_stop()
 
     def _main_loop(self) -> None:
-        threading.Thread(target=self._guard_root, name="ohsync-root-guard", daemon=True).start()
+        if self._stop_after is not None:
+            self._stop_at = time.monotonic() + self._stop_after
+        self._guard.start_thread()
         if self._tray and display_available():
             self._run_tray()
         while not self._stop.wait(0.5):
@@ -355,7 +373,9 @@ class Daemon:
             signal.signal(sig, handler)
 
     def _teardown(self) -> None:
+        """Stop what :meth:`_run_locked` started, in the reverse order, joining every thread."""
         sd_notify.stopping()
+        self._guard.stop()
         for mirror in self.mirrors:
             mirror.stop_helpers()
         for mirror in self.mirrors:  # every worker stops after its current file, together

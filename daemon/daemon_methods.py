@@ -16,7 +16,7 @@ exactly one mirror holds it; ``resync`` (and ``memory.*`` otherwise) answer
 from __future__ import annotations
 
 import os
-import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -160,17 +160,11 @@ class Methods:
         """Wait for each named mirror's pass (all at once); synced only if all are."""
         timeout = _number(params, "timeout", 30, 0, 86_400)
         mirrors = self.pick(params, several=True)
-        answers: list[tuple[bool, str, list[dict[str, str]]]] = [(False, "", [])] * len(mirrors)
-
-        def one(i: int, m: Mirror) -> None:
-            answers[i] = m.worker.wait_detail(timeout)
-
-        threads = [threading.Thread(target=one, args=(i, m), name="ohsync-wait", daemon=True)
-                   for i, m in enumerate(mirrors)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout + 5)
+        # every mirror is asked at once, then each answer awaited within the one timeout
+        tickets = [m.worker.post_wait() for m in mirrors]
+        deadline = time.monotonic() + timeout
+        answers = [m.worker.wait_result(ticket, timeout, deadline=deadline)
+                   for m, ticket in zip(mirrors, tickets, strict=True)]
         several = len(self._mirrors) > 1
         messages, reasons = [], []
         for m, (_synced, message, why) in zip(mirrors, answers, strict=True):

@@ -16,7 +16,6 @@ import shlex
 import shutil
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -109,17 +108,7 @@ Try:
   • {env} pause / resume / conflicts / stop
 Press Ctrl-C to stop{'' if seconds is None else f' (stops by itself after {seconds:g} s)'}.
 """, flush=True)
-        daemon = Daemon(cfg, tray=tray and display_available())
-        timer = None
-        if seconds is not None:
-            timer = threading.Timer(seconds, daemon.request_stop)
-            timer.daemon = True
-            timer.start()
-        try:
-            code = daemon.run()
-        finally:
-            if timer is not None:
-                timer.cancel()
+        code = Daemon(cfg, tray=tray and display_available(), stop_after=seconds).run()
         files = sum(1 for p in mirror.rglob("*") if p.is_file()) if mirror.exists() else 0
         print(f"ohsync demo stopped; the mirror held {files} files.")
         return code

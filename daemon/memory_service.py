@@ -32,6 +32,7 @@ from ..engine.memory.index import MemoryIndex, parse_offset
 from ..engine.memory.tools import MemoryTools
 from ..engine.nofollow import OutsideMirrorError, read_file
 from .protocol import MEMORY_METHODS, Method
+from .service_thread import ServiceThread
 from .socket.server import CannotNow, InvalidParams
 from .worker_job import run_job
 
@@ -88,6 +89,8 @@ class MemoryService:
         self._requested = False  # a build was started (lazily, by the first memory.* request)
         self._missed: set[str] = set()  # paths that changed while the index was being built
         self._ready_wait = 25.0
+        self._builds: list[ServiceThread] = []  # index builds in the background (:meth:`stop` joins them)
+        self._stopped = False
         self._on_state = on_state or (lambda state: None)
         self._on_state("not built")
 
@@ -96,6 +99,15 @@ class MemoryService:
     def start(self) -> None:
         """The daemon is up.  The index is built on the first ``memory.*``
         request (:meth:`ensure_index`), not here."""
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """No more background builds; wait up to ``timeout`` s for one under way
+        (it only reads the mirror's files into the index)."""
+        with self._lock:
+            self._stopped = True  # no build starts from now on
+            builds, self._builds = self._builds, []
+        for build in builds:
+            build.stop(timeout)
 
     @property
     def built(self) -> bool:
@@ -110,7 +122,7 @@ class MemoryService:
             if self._requested:
                 return
             self._requested = True
-        threading.Thread(target=self.rebuild, name="ohsync-memory-index", daemon=True).start()
+            self._build_in_background()
 
     def rebuild(self) -> int:
         """Open the index file and bring it up to date with the mirror (a
@@ -233,7 +245,16 @@ class MemoryService:
                 Path(f"{self.index.db_path}{suffix}").unlink(missing_ok=True)
         self.index = MemoryIndex(self.index.root, self.index.tz)
         self.tools.index = self.index
-        threading.Thread(target=self.rebuild, name="ohsync-memory-index", daemon=True).start()
+        self._build_in_background()
+
+    def _build_in_background(self) -> None:
+        """Run :meth:`rebuild` on a thread of this service's (call with the lock held)."""
+        if self._stopped:
+            return
+        self._builds = [b for b in self._builds if b.thread_alive()]
+        build = ServiceThread("ohsync-memory-index", target=self.rebuild)
+        self._builds.append(build)
+        build.start_thread()
 
     # ----------------------------------------------------------------- writes
 

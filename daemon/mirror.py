@@ -380,6 +380,7 @@ class Mirror:
             self._push.stop()
 
     def release(self) -> None:
-        """Let go of the folder lock (after the worker stopped)."""
+        """After the worker stopped: join the memory index's build, let go of the folder lock."""
+        self.memory.stop()
         if self._mirror_lock is not None:
             self._mirror_lock.release()

@@ -42,6 +42,7 @@ from websockets.frames import Frame, Opcode
 from websockets.sync.client import ClientConnection, connect
 
 from ..engine.errors import OhsyncError
+from .service_thread import ServiceThread
 
 __all__ = ["PushChannel", "ABSENT_RETRY", "PING_DEADLINE", "RENEW_BEFORE", "RETRY_CAP"]
 
@@ -119,7 +120,9 @@ class PushChannel:
         self._seen = False  # the service answered at least once in this run
         self._attempt = 0
         self._said_absent = False
-        self._thread = threading.Thread(target=self._run, name="ohsync-push", daemon=True)
+        # a daemon thread: stop() joins it, but a request to the server's notification service
+        # (the probe, a token, the WebSocket's opening: 10 s and more) cannot be cut short
+        self._thread = ServiceThread("ohsync-push", target=self._run, daemon=True)
 
     @property
     def active(self) -> bool:
@@ -128,13 +131,12 @@ class PushChannel:
 
     def start(self) -> None:
         """Start the channel's thread."""
-        self._thread.start()
+        self._thread.start_thread()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Close the connection and end the thread (waits at most ``timeout`` s)."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        self._thread.stop(timeout)
 
     # ----------------------------------------------------------------- the thread
     def _run(self) -> None:

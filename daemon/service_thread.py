@@ -1,16 +1,30 @@
-"""The thread base of the daemon's long-lived threads: one loop thread of
-our own, started and stopped (joined) by the object that made it, and for
-the folder services a watchdog observer feeding it.
+"""The thread base of every long-lived thread of the daemon and the tray:
+one loop thread, started and stopped (joined) by the object that made it,
+and for the folder services a watchdog observer feeding it.
+
+Who makes which thread (docs/architecture.md §6, "Threads and their
+owners"): the :class:`~ohsync.daemon.app.Daemon` starts the socket's
+selector thread, the local page's server thread, each mirror, and its
+:class:`Ticker` (the mirror folders' guard), and stops them in the reverse
+order; each :class:`~ohsync.daemon.mirror.Mirror` its worker (which makes
+its :class:`~ohsync.daemon.scheduler.Scheduler`), watcher, drop-folder
+service and push channel; the tray's ``TrayApp`` its UI thread, its
+controller's subscription thread and its notifier's.  Work that is not a
+loop runs on an executor (``concurrent.futures``) that its owner shuts
+down: the socket's request handlers, the memory index's build, the tray's
+menu actions, a session's transfers.
 
 :class:`~ohsync.daemon.watcher.Watcher` (the mirror folder) and
 :class:`~ohsync.daemon.filing_service.FilingService` (the drop folder) both
 are one: the observer's handler notes events under :attr:`ServiceThread.cond`,
 the loop (:meth:`ServiceThread.run_loop`) waits on it and hands work on.
-The sync worker's :class:`~ohsync.daemon.scheduler.Scheduler` and loop
-thread are one without an observer (:meth:`ServiceThread.start_thread`).
-Modelled on watchdog's ``BaseThread``: a thread (a daemon thread unless told) that runs while
+Modelled on watchdog's ``BaseThread``: a thread that runs while
 :meth:`should_keep_running`, a :meth:`stop` that signals, wakes and joins,
-and hooks around the start.
+and hooks around the start.  Not a daemon thread unless its owner says
+why (``daemon=True`` only for a loop that may block in I/O past the join).
+
+It imports nothing else of ohsync (the tray uses it too; watchdog is named
+for types only).
 """
 
 from __future__ import annotations
@@ -19,11 +33,13 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from watchdog.events import FileSystemEventHandler
-from watchdog.observers.api import BaseObserver
+if TYPE_CHECKING:
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers.api import BaseObserver
 
-__all__ = ["ServiceThread"]
+__all__ = ["ServiceThread", "Ticker"]
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +57,19 @@ class ServiceThread:
     :param observer_name: the observer thread's name.
     :param daemon: whether the loop thread is a daemon thread (only where
         its owner cannot always join it: a loop that may block in I/O).
+    :param target: the loop's body, for an owner that keeps its loop in a
+        method of its own (else a subclass implements :meth:`run_loop`);
+        it returns once the owner's own stop signal came.
     """
 
     def __init__(self, name: str, observer_factory: Callable[[], BaseObserver] | None = None, *,
-                 observer_name: str | None = None, daemon: bool = True) -> None:
+                 observer_name: str | None = None, daemon: bool = False,
+                 target: Callable[[], object] | None = None) -> None:
         self.thread_name = name
         self.observer_name = observer_name or f"{name}-observer"
         self._observer_factory = observer_factory
         self._daemon = daemon
+        self._target = target
         self._observer: BaseObserver | None = None
         self._thread: threading.Thread | None = None
         #: Guards the subclass's pending work; the loop waits on it.
@@ -59,8 +80,11 @@ class ServiceThread:
 
     def run_loop(self) -> None:
         """The loop thread's body: wait on :attr:`cond`, act, until
-        :meth:`should_keep_running` says no.  Subclasses implement it."""
-        raise NotImplementedError
+        :meth:`should_keep_running` says no.  Subclasses implement it, or
+        the owner passes ``target``."""
+        if self._target is None:
+            raise NotImplementedError
+        self._target()
 
     def on_thread_start(self) -> None:
         """Called right before the loop thread starts (observer already running)."""
@@ -68,6 +92,15 @@ class ServiceThread:
     def should_keep_running(self) -> bool:
         """False once :meth:`stop` was called."""
         return not self._stopping
+
+    def pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` or until :meth:`stop`, whichever comes first (on the loop thread).
+
+        :returns: True while the loop is to go on.
+        """
+        with self.cond:
+            self.cond.wait_for(lambda: self._stopping, timeout=seconds)
+            return not self._stopping
 
     def watch(self, folder: Path, handler: FileSystemEventHandler) -> BaseObserver:
         """A started observer of ``folder`` (recursive) calling ``handler``.
@@ -132,7 +165,7 @@ class ServiceThread:
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout=timeout)
-        if self._thread is not None and self._thread.is_alive():
+        if self._thread is not None and self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=timeout)
 
     def is_alive(self) -> bool:
@@ -142,3 +175,26 @@ class ServiceThread:
     def thread_alive(self) -> bool:
         """True while the loop thread runs."""
         return bool(self._thread and self._thread.is_alive())
+
+
+class Ticker(ServiceThread):
+    """A loop thread that calls ``tick()`` every ``every`` seconds until stopped.
+
+    :param name: the thread's name.
+    :param every: seconds between two calls (the first comes after ``every``).
+    :param tick: the call; an exception is logged and the ticks go on.
+    :param daemon: as for :class:`ServiceThread`.
+    """
+
+    def __init__(self, name: str, every: float, tick: Callable[[], None], *, daemon: bool = False) -> None:
+        super().__init__(name, daemon=daemon)
+        self._every = every
+        self._tick = tick
+
+    def run_loop(self) -> None:
+        """Tick until :meth:`stop`."""
+        while self.pause(self._every):
+            try:
+                self._tick()
+            except Exception:  # one failed tick must not end the loop
+                log.exception("%s failed", self.thread_name)

@@ -10,7 +10,6 @@ with a sentence saying what to do.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -68,12 +67,6 @@ class MirrorSession:
             self.client.close()
 
 
-def _engine_options(options_cls: type, **values: Any) -> Any:
-    """Build EngineOptions from the values it knows (the engine may add fields)."""
-    known = {f.name for f in dataclasses.fields(options_cls)}
-    return options_cls(**{k: v for k, v in values.items() if k in known})
-
-
 def open_session(
     cfg: Config,
     on_event: Callable[[SyncEvent], None],
@@ -125,15 +118,9 @@ def open_session(
         if state.recovered is not None:
             log.warning("%s", state.recovered.sentence(state.db_path))
         try:
-            options = _engine_options(
-                EngineOptions, backup_dir=cfg.state_dir / "backups", library_name=repo.name,
-                ignore=tuple(mirror.ignore),
-                max_delete_percent=cfg.safety.max_delete_percent,
-                max_delete_files=cfg.safety.max_delete_files, percent_floor=cfg.safety.percent_floor,
-                backup_days=cfg.safety.backup_days,
-                stamp_edits=cfg.memory.stamp_edits, stamp_quiet=cfg.memory.stamp_quiet,
-                time_offset=cfg.memory.time_offset, origin=cfg.memory.origin,
-                upload_max_request=cfg.upload_request_mib * 1024 * 1024)
+            # the options the config's option table gives the engine (daemon/config/model.py, `engine=`)
+            options = EngineOptions(backup_dir=cfg.state_dir / "backups", library_name=repo.name,
+                                    **cfg.engine_values(mirror))
             # uploads of new files run in this bounded pool (the engine starts no threads)
             transfers = ThreadPoolExecutor(max_workers=max(1, cfg.transfers), thread_name_prefix="ohsync-transfer")
             engine = SyncEngine(client, repo.id, mirror.local, state, remote_root=mirror.remote,

@@ -1,8 +1,9 @@
 """The import rules of docs/architecture.md §2, read from the source with ``ast``.
 
-* ``tray/`` imports of ohsync only itself and ``ohsync.daemon.protocol``;
-* ``daemon/protocol.py`` imports nothing else of ohsync (so the tray pulls in
-  no more of the daemon than the protocol);
+* ``tray/`` imports of ohsync only itself, ``ohsync.daemon.protocol`` and
+  the thread base ``ohsync.daemon.service_thread``;
+* ``daemon/protocol.py`` and ``daemon/service_thread.py`` import nothing else
+  of ohsync (so the tray pulls in no more of the daemon than those two);
 * ``engine/`` imports nothing of ``daemon``, ``tray`` or ``devserver``;
 * ``devserver/`` imports nothing of ohsync outside itself (no code shared
   with ``engine/``);
@@ -100,15 +101,19 @@ def test_the_checker_resolves_every_import_form() -> None:
     assert "ohsync.engine.errors" not in top and "ohsync.daemon.config" in top
 
 
-def test_the_tray_imports_only_the_protocol_of_the_daemon() -> None:
-    found = _violations("tray", lambda n: _within(n, "ohsync.tray") or n == "ohsync.daemon.protocol")
-    assert found == [], "tray/ may import only ohsync.daemon.protocol of ohsync (§2):\n" + "\n".join(found)
+TRAY_MAY_IMPORT = ("ohsync.daemon.protocol", "ohsync.daemon.service_thread")
 
 
-def test_the_protocol_module_imports_nothing_else_of_ohsync() -> None:
-    path = REPO / "daemon" / "protocol.py"
-    found = list(imported_modules(path.read_text(encoding="utf-8"), "ohsync.daemon.protocol"))
-    assert found == [], f"daemon/protocol.py must stand alone (the tray imports it): {found}"
+def test_the_tray_imports_only_the_protocol_and_the_thread_base_of_the_daemon() -> None:
+    found = _violations("tray", lambda n: _within(n, "ohsync.tray") or n in TRAY_MAY_IMPORT)
+    assert found == [], f"tray/ may import only {TRAY_MAY_IMPORT} of the daemon (§2):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("module", TRAY_MAY_IMPORT)
+def test_what_the_tray_imports_of_the_daemon_imports_nothing_else_of_ohsync(module: str) -> None:
+    path = REPO / (module.removeprefix("ohsync.").replace(".", "/") + ".py")
+    found = list(imported_modules(path.read_text(encoding="utf-8"), module))
+    assert found == [], f"{path.relative_to(REPO)} must stand alone (the tray imports it): {found}"
 
 
 def test_the_engine_imports_nothing_of_daemon_tray_or_devserver() -> None:

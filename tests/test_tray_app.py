@@ -132,7 +132,7 @@ def test_owned_daemon_going_away_ends_the_tray(sock: Path) -> None:
 def test_actions_call_the_daemon_or_open_files(sock: Path, tmp_path: Path) -> None:
     with FakeDaemon(sock) as fake:
         h = Harness(sock)
-        h.controller.perform(Action("refresh"))  # in a thread: the UI never waits on the socket
+        h.controller.perform(Action("refresh"))  # on the action executor: the UI never waits on the socket
         assert fake.wait_for_call("refresh")
         assert h.controller.call("pause") is None and h.controller.call("resume") is None
         assert fake.wait_for_call("resume") and h.notices == []
@@ -145,6 +145,10 @@ def test_actions_call_the_daemon_or_open_files(sock: Path, tmp_path: Path) -> No
     h.controller.perform(Action("refresh"))  # daemon gone: a notice, not an exception
     wait_for(lambda: h.notices)
     assert h.notices[0].title == "Could not refresh" and "not running" in h.notices[0].body
+    h.controller.stop()  # the controller owns its action threads: stopped, none is left
+    assert [t.name for t in threading.enumerate() if t.name.startswith("ohsync-tray")] == []
+    h.controller.perform(Action("refresh"))  # after the stop: no action runs, no thread starts
+    assert [t.name for t in threading.enumerate() if t.name.startswith("ohsync-tray")] == []
 
 
 START_FAKE = """

@@ -144,3 +144,22 @@ def test_a_stale_overwrite_of_a_file_made_anew_still_lacks_our_earlier_pushes(de
     settle(mirror)
     lines = ["LINE-A", "LINE-B", "LINE-C", "LINE-R1", "start"]
     assert_kept(mirror, JOURNAL, lines, live_only=lines)
+
+
+def test_a_pass_that_left_a_move_unchecked_is_not_taken_for_settled(devserver, rid, tmp_path, monkeypatch):
+    # the paths a failed check left out must come back without any new change on either side
+    mirror = _pushed(devserver, rid, tmp_path)
+    assert devserver.stale_burst(rid, "/" + OLD, 1, old=V0, line="LINE-R\n").errors == []
+    new = _move(devserver, rid)
+    download = mirror.client.download_bytes
+
+    def failing(repo_id, path):
+        from ohsync.engine.errors import ServerError
+        raise ServerError("502 from a test")
+
+    monkeypatch.setattr(mirror.client, "download_bytes", failing)
+    report = mirror.sync()
+    assert report.errors, "the left-out move would wait for the next change"
+    monkeypatch.setattr(mirror.client, "download_bytes", download)
+    again = mirror.engine.sync([], check_remote=True)  # an idle-shaped poll, as the worker's next one
+    assert again.moved == [(OLD, new)]

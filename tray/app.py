@@ -3,10 +3,13 @@
 :class:`TrayController` owns the connection (a ``subscribe`` stream in the
 thread ``ohsync-tray-subscribe`` that reconnects with backoff when the daemon
 restarts), the last status and conflict list, and the actions behind the
-menu; it knows nothing about pystray.  :class:`TrayApp` draws the controller's
+menu, run on its small executor (``ohsync-tray-action``) so the menu never
+waits; it knows nothing about pystray.  :class:`TrayApp` draws the controller's
 :class:`~ohsync.tray.menu_model.TrayView` into a pystray icon from the thread
 ``ohsync-tray-ui`` (coalesced, and re-drawn every 30 s so "synced 2 min ago"
-ages).  :func:`run_tray` is the entry point for ``ohsync run`` (in-process,
+ages).  Each owner starts its threads and joins them when it stops (threads
+on the base of ``daemon/service_thread.py``, which imports nothing else of
+ohsync).  :func:`run_tray` is the entry point for ``ohsync run`` (in-process,
 ``owns_daemon=True``) and ``ohsync tray`` (``owns_daemon=False``).
 
 Nothing here imports ``ohsync.engine``: the socket protocol is the only
@@ -27,19 +30,13 @@ import threading
 import time
 import webbrowser
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..daemon.protocol import (
-    DaemonNotRunning,
-    Event,
-    Method,
-    RpcClient,
-    RpcError,
-    default_socket_path,
-    tray_pid_file,
-)
+from ..daemon.protocol import DaemonNotRunning, Event, Method, RpcClient, RpcError, default_socket_path, tray_pid_file
+from ..daemon.service_thread import ServiceThread
 from . import desktop, icons, menu_model, start_report
 from .menu_model import Action, MenuEntry, TrayView
 from .notifier import Announcer, Notice, Notifier, default_sender
@@ -54,6 +51,8 @@ MIN_REDRAW_SECONDS = 0.3
 BACKOFF_START, BACKOFF_MAX = 0.5, 5.0
 #: How long "Starting…" is shown after the Start item before giving up.
 START_TIMEOUT = 30.0
+#: Menu actions that may run at once (a Start waits up to START_TIMEOUT; a socket call up to 10 s).
+ACTION_THREADS = 4
 SYSTEMD_UNIT = "ohsync.service"
 
 
@@ -141,7 +140,9 @@ class TrayController:
         self._stop = threading.Event()
         self._wake = threading.Event()  # cut a reconnect backoff short (after Start)
         self._client: _SubscribeClient | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: ServiceThread | None = None
+        # made at the first action; stop() shuts it down (every action ends within its socket timeout)
+        self._actions: ThreadPoolExecutor | None = None
         self._children: list[subprocess.Popen[bytes]] = []  # daemons the Start item started
         self.connected = threading.Event()  # set while the stream is live (tests wait on it)
 
@@ -183,8 +184,9 @@ class TrayController:
 
     def start(self) -> None:
         """Start following the daemon (returns at once)."""
-        self._thread = threading.Thread(target=self._follow, name="ohsync-tray-subscribe", daemon=True)
-        self._thread.start()
+        # not a daemon thread: stop() closes its socket, which ends the stream it reads
+        self._thread = ServiceThread("ohsync-tray-subscribe", target=self._follow)
+        self._thread.start_thread()
 
     def reap(self) -> None:
         """Collect the exit status of daemons the Start item started that have ended (their
@@ -193,15 +195,35 @@ class TrayController:
             self._children = [proc for proc in self._children if proc.poll() is None]
 
     def stop(self) -> None:
-        """Stop following; joins the thread."""
+        """Stop following and acting; joins the subscription thread and the actions under way."""
         self.reap()
         self._stop.set()
         self._wake.set()
         client = self._client
         if client is not None:
             client.close()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+        if self._thread is not None:
+            self._thread.stop(timeout=5)
+        with self._lock:
+            actions, self._actions = self._actions, None
+        if actions is not None:  # a Start under way sees the stop within 0.2 s; a call ends within its timeout
+            actions.shutdown(wait=True, cancel_futures=True)
+
+    def _in_background(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the controller's action executor (the menu must never wait)."""
+        with self._lock:
+            if self._stop.is_set():
+                return
+            if self._actions is None:
+                self._actions = ThreadPoolExecutor(max_workers=ACTION_THREADS, thread_name_prefix="ohsync-tray-action")
+            self._actions.submit(self._logged, fn, *args)
+
+    @staticmethod
+    def _logged(fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:  # an action's bug must not pass silently (the executor would keep it in its future)
+            log.exception("a tray action failed")
 
     def _follow(self) -> None:
         delay = BACKOFF_START
@@ -276,7 +298,7 @@ class TrayController:
     # --- actions --------------------------------------------------------------
 
     def perform(self, action: Action) -> None:
-        """Run a menu action; socket calls go to a short-lived thread so the UI never waits."""
+        """Run a menu action; socket calls go to the action executor so the UI never waits."""
         if action.kind == "quit":
             self._on_quit()
         elif action.kind == "stop_and_quit":
@@ -285,12 +307,11 @@ class TrayController:
         elif action.kind == "open":
             desktop.open_paths(action.paths, action.fallback, opener=self._opener)
         elif action.kind == Method.PANEL:
-            threading.Thread(target=self.open_panel, name="ohsync-tray-panel", daemon=True).start()
+            self._in_background(self.open_panel)
         elif action.kind == "start":
-            threading.Thread(target=self.start_daemon, name="ohsync-tray-start", daemon=True).start()
+            self._in_background(self.start_daemon)
         elif action.kind in (Method.REFRESH, Method.PAUSE, Method.RESUME):
-            threading.Thread(target=self.call, args=(action.kind,), name=f"ohsync-tray-{action.kind}",
-                             daemon=True).start()
+            self._in_background(self.call, action.kind)
         else:
             log.warning("unknown tray action %r", action.kind)
 
@@ -430,7 +451,8 @@ class TrayApp:
         self.icon = pystray.Icon("ohsync", icons.icon_for(state, badge, ICON_SIZE), menu_model.tooltip(view),
                                  to_pystray_menu(pystray, menu_model.build_menu(view), self.controller.perform))
         self.notifier = Notifier(default_sender(self.icon), open_page=self.controller.open_panel)
-        self._ui = threading.Thread(target=self._ui_loop, name="ohsync-tray-ui", daemon=True)
+        # not a daemon thread: it waits only on its events, and run() joins it
+        self._ui = ServiceThread("ohsync-tray-ui", target=self._ui_loop)
 
     def _post(self, notices: list[Notice]) -> None:
         self.notifier.post_all(notices)
@@ -473,7 +495,7 @@ class TrayApp:
     def _setup(self, icon: Any) -> None:
         icon.visible = True
         self.controller.start()
-        self._ui.start()
+        self._ui.start_thread()
         self._dirty.set()
         log.info("tray icon ready (pystray backend %s)", type(icon).__module__)
 
@@ -488,8 +510,10 @@ class TrayApp:
             # pystray's GTK backends close their last notification at exit and
             # raise when no notification service is on the bus; harmless here.
             log.debug("pystray raised while stopping", exc_info=True)
-        finally:
+        finally:  # stopped in the reverse order of their start: the UI thread, the controller, the notifier
             self._stop.set()
+            self._dirty.set()
+            self._ui.stop()
             self.controller.stop()
             self.notifier.close(flush=False)
 

@@ -7,7 +7,8 @@ Three layers:
   conflict, naming the file), one per completed filing, one when login
   becomes necessary, one when a mirror stops, one per distinct error.
 * :class:`Notifier` debounces: notices that arrive close together are sent as
-  one summary (:func:`summarize`), in a thread named ``ohsync-tray-notify``.
+  one summary (:func:`summarize`), in a thread named ``ohsync-tray-notify``
+  that :meth:`Notifier.close` joins (and the sender's own threads with it).
 * senders: :func:`freedesktop_sender` talks to ``org.freedesktop.Notifications``
   over the session bus with jeepney (Linux; a conflict notice's
   **Open ohsync…** button opens the daemon's local page); :func:`pystray_sender`
@@ -23,8 +24,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from ..daemon.service_thread import ServiceThread
 
 __all__ = [
     "PAGE_ACTION",
@@ -48,6 +52,10 @@ Sender = Callable[..., None]
 PAGE_ACTION = "Open ohsync…"
 #: Seconds a notice's button is listened for.
 ACTION_WAIT = 600.0
+#: Seconds between two looks, while listening for a button, whether the tray is closing.
+ACTION_SLICE = 0.5
+#: Notices whose buttons are listened for at once.
+BUTTON_THREADS = 8
 
 APP_NAME = "ohsync"
 MAX_SUMMARY_LINES = 5
@@ -218,8 +226,10 @@ class Notifier:
         self._batch: list[Notice] = []
         self._first = self._last = 0.0
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="ohsync-tray-notify", daemon=True)
-        self._thread.start()
+        # a daemon thread: close() joins it, but a desktop's notification call (pystray's
+        # Icon.notify) has no timeout and must not hold the tray's exit
+        self._thread = ServiceThread("ohsync-tray-notify", target=self._run, daemon=True)
+        self._thread.start_thread()
 
     def post(self, notice: Notice) -> None:
         """Queue one notice (never blocks on the desktop)."""
@@ -238,13 +248,17 @@ class Notifier:
             self.post(notice)
 
     def close(self, *, flush: bool = True) -> None:
-        """Stop the thread, sending what is queued first if ``flush``."""
+        """Stop the thread, sending what is queued first if ``flush``; then close
+        the sender (a sender with a ``close()`` stops listening for buttons)."""
         with self._cond:
             if not flush:
                 self._batch.clear()
             self._closed = True
             self._cond.notify()
-        self._thread.join(timeout=10)
+        self._thread.stop(timeout=10)
+        close = getattr(self._send, "close", None)
+        if callable(close):
+            close()
 
     def _run(self) -> None:
         while True:
@@ -275,50 +289,79 @@ class Notifier:
 def freedesktop_sender(app_name: str = APP_NAME, *, timeout_ms: int = 8000) -> Sender:
     """A sender for ``org.freedesktop.Notifications`` on the session bus (jeepney).
 
+    A notice with a button keeps its connection open while the button is
+    listened for (up to :data:`ACTION_WAIT` s), on the sender's executor;
+    the sender's ``close()`` ends those waits within :data:`ACTION_SLICE` s.
+
     :raises ImportError: jeepney is not installed.
     """
-    from jeepney import DBusAddress, MatchRule, message_bus, new_method_call
-    from jeepney.io.blocking import open_dbus_connection
-    from jeepney.wrappers import unwrap_msg
+    return _FreedesktopSender(app_name, timeout_ms)
 
-    address = DBusAddress("/org/freedesktop/Notifications", bus_name="org.freedesktop.Notifications",
-                          interface="org.freedesktop.Notifications")
 
-    def send(title: str, body: str, action: tuple[str, Callable[[], Any]] | None = None) -> None:
+class _FreedesktopSender:
+    """The sender of :func:`freedesktop_sender`: callable, and closed with its notifier."""
+
+    def __init__(self, app_name: str, timeout_ms: int) -> None:
+        from jeepney import DBusAddress
+
+        self._app_name, self._timeout_ms = app_name, timeout_ms
+        self._address = DBusAddress("/org/freedesktop/Notifications", bus_name="org.freedesktop.Notifications",
+                                    interface="org.freedesktop.Notifications")
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._buttons: ThreadPoolExecutor | None = None  # made at the first notice with a button
+
+    def __call__(self, title: str, body: str, action: tuple[str, Callable[[], Any]] | None = None) -> None:
+        from jeepney import MatchRule, message_bus, new_method_call
+        from jeepney.io.blocking import open_dbus_connection
+        from jeepney.wrappers import unwrap_msg
+
         buttons = ["default", action[0]] if action is not None else []
-        msg = new_method_call(address, "Notify", "susssasa{sv}i",
-                              (app_name, 0, "", title, body, buttons, {}, timeout_ms))
+        msg = new_method_call(self._address, "Notify", "susssasa{sv}i",
+                              (self._app_name, 0, "", title, body, buttons, {}, self._timeout_ms))
         if action is None:
             with open_dbus_connection(bus="SESSION") as conn:
                 unwrap_msg(conn.send_and_get_reply(msg, timeout=5))
             return
-        # the button's signal comes to this connection: it stays open, on a thread of its own
+        # the button's signal comes to this connection: it stays open while the button is listened for
         conn = open_dbus_connection(bus="SESSION")
         try:
-            rule = MatchRule(type="signal", interface=address.interface, path=address.object_path)
+            rule = MatchRule(type="signal", interface=self._address.interface, path=self._address.object_path)
             queue: collections.deque[Any] = collections.deque(maxlen=32)
-            conn.filter(rule, queue=queue)  # registered at once; the connection goes with the thread
+            conn.filter(rule, queue=queue)  # registered at once; the connection goes with the wait
             unwrap_msg(conn.send_and_get_reply(message_bus.AddMatch(rule), timeout=5))
             notice_id = unwrap_msg(conn.send_and_get_reply(msg, timeout=5))[0]
+            with self._lock:
+                if self._closing.is_set():
+                    raise RuntimeError("the notifier is closed")
+                if self._buttons is None:
+                    self._buttons = ThreadPoolExecutor(max_workers=BUTTON_THREADS,
+                                                       thread_name_prefix="ohsync-tray-notice-button")
+                self._buttons.submit(_await_button, conn, queue, notice_id, action[1], self._closing)
         except BaseException:
             conn.close()
             raise
-        threading.Thread(target=_await_button, args=(conn, queue, notice_id, action[1]),
-                         name="ohsync-tray-notice-button", daemon=True).start()
 
-    return send
+    def close(self) -> None:
+        """Stop listening for buttons; joins the waits."""
+        self._closing.set()
+        with self._lock:
+            buttons, self._buttons = self._buttons, None
+        if buttons is not None:
+            buttons.shutdown(wait=True, cancel_futures=True)
 
 
-def _await_button(conn: Any, queue: Any, notice_id: int, callback: Callable[[], Any]) -> None:
+def _await_button(conn: Any, queue: Any, notice_id: int, callback: Callable[[], Any],
+                  closing: threading.Event) -> None:
     """Call ``callback`` when notice ``notice_id``'s button is pressed; end when it is
-    closed or after :data:`ACTION_WAIT` seconds."""
+    closed, after :data:`ACTION_WAIT` seconds, or once ``closing`` is set."""
     deadline = time.monotonic() + ACTION_WAIT
     try:
-        while (left := deadline - time.monotonic()) > 0:
+        while (left := deadline - time.monotonic()) > 0 and not closing.is_set():
             try:
-                msg = conn.recv_until_filtered(queue, timeout=left)
+                msg = conn.recv_until_filtered(queue, timeout=min(left, ACTION_SLICE))
             except TimeoutError:
-                return
+                continue
             from jeepney import HeaderFields
 
             member = msg.header.fields.get(HeaderFields.member)

@@ -1,9 +1,11 @@
-"""Checking the values of the config file: each key's type and range, each table's keys.
+"""Checking the values of the config file: types, ranges, and the checks of single keys.
 
-Every check raises :class:`~ohsync.daemon.config.model.ConfigError` with a
-sentence naming the file, the key and what it must be; unknown keys become
-warnings (:func:`unknown_keys`).  ``daemon/config/__init__.py`` :func:`load_config`
-applies them to the document.
+Every check raises :class:`ConfigError` with a sentence naming the file,
+the key and what it must be; unknown keys become warnings
+(:func:`unknown_keys`).  The option table (``daemon/config/model.py``, its
+kinds in ``daemon/config/options.py``) applies them to each key; the
+checks across keys (:func:`check_mirrors`, :func:`filing_mirror`) are
+``daemon/config/__init__.py`` :func:`load_config`'s.
 """
 
 from __future__ import annotations
@@ -12,14 +14,23 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...engine.client.paths import normalize_remote_path
+from ...engine.errors import OhsyncError
 from ...engine.ignore import pattern_problem
-from .model import DEFAULT_LIBRARY, MEMORY_KEYS, ConfigError, MemoryConfig, MirrorConfig
 
-__all__ = ["normalize_server_url", "typed", "unknown_keys", "expand_path", "folder", "number", "mirror_table",
-           "check_mirrors", "filing_mirror", "memory_table"]
+if TYPE_CHECKING:
+    from .model import MirrorConfig
+
+__all__ = ["ConfigError", "normalize_server_url", "typed", "unknown_keys", "expand_path", "folder", "number",
+           "ignore_pattern", "remote_folder", "time_offset", "text_language", "check_mirrors", "filing_mirror"]
+
+
+class ConfigError(OhsyncError):
+    """The config file cannot be read or holds a value of the wrong type."""
+
+    title = "Configuration error"
 
 
 def normalize_server_url(url: str) -> str:
@@ -95,53 +106,53 @@ def number(value: Any, key: str, path: Path, lo: float, hi: float) -> float:
     return result
 
 
-def mirror_table(raw: Mapping[str, Any], path: Path) -> MirrorConfig:
-    """One ``[[mirror]]`` table as a :class:`MirrorConfig` (defaults filled in).
+def ignore_pattern(pattern: str, key: str, path: Path) -> None:
+    """An ignore pattern in gitignore syntax.
 
-    :raises ConfigError: a value of the wrong type, an invalid ignore pattern or remote folder.
+    :raises ConfigError: it is not valid.
     """
-    library = raw.get("library")
-    library_id = raw.get("library_id")
-    name = raw.get("name")
-    if name is not None:
-        name = typed(name, str, "mirror.name", path).strip() or None
-    server = raw.get("server")
-    if server is not None:
-        server = normalize_server_url(typed(server, str, "mirror.server", path)) or None
-    username = raw.get("username")
-    if username is not None:
-        username = typed(username, str, "mirror.username", path).strip() or None
-    if library is not None:
-        typed(library, str, "mirror.library", path)
-    if library_id is not None:
-        typed(library_id, str, "mirror.library_id", path)
-    if library is None and library_id is None:
-        library = DEFAULT_LIBRARY
-    ignore = raw.get("ignore", [])
-    typed(ignore, list, "mirror.ignore", path)
-    for pattern in ignore:
-        problem = pattern_problem(str(pattern))
-        if problem is not None:
-            raise ConfigError(f"{path}: `mirror.ignore` pattern {pattern!r} is not valid gitignore syntax "
-                              f"({problem}).")
-    remote = typed(raw.get("remote", "/"), str, "mirror.remote", path) or "/"
+    problem = pattern_problem(pattern)
+    if problem is not None:
+        raise ConfigError(f"{path}: `{key}` pattern {pattern!r} is not valid gitignore syntax ({problem}).")
+
+
+def remote_folder(remote: str, key: str, path: Path) -> None:
+    """A folder of the library, written from its top (else every sync pass fails with an internal error).
+
+    :raises ConfigError: not a folder path of the library.
+    """
     try:
         normalize_remote_path(remote)
-    except ValueError as exc:  # else every sync pass fails with an internal error
-        raise ConfigError(f"{path}: `mirror.remote` {remote!r} is not a folder of the library "
+    except ValueError as exc:
+        raise ConfigError(f"{path}: `{key}` {remote!r} is not a folder of the library "
                           f"({str(exc).rsplit(': ', 1)[-1]}); write it from the library's top, "
                           "such as \"/Files\".") from None
-    return MirrorConfig(
-        library=library,
-        library_id=library_id.lower() if library_id else None,
-        remote=remote,
-        local=folder(typed(raw.get("local", f"~/{DEFAULT_LIBRARY}"), str, "mirror.local", path),
-                      "mirror.local", path),
-        ignore=tuple(str(p) for p in ignore),
-        name=name,
-        server=server,
-        username=username,
-    )
+
+
+def time_offset(offset: str, key: str, path: Path) -> None:
+    """A UTC offset ``±HH:MM``.
+
+    :raises ConfigError: not one.
+    """
+    from ...engine.memory.index import parse_offset
+
+    try:
+        parse_offset(offset)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: `{key}`: {exc}.") from None
+
+
+def text_language(language: str, key: str, path: Path) -> None:
+    """``auto``, ``zh`` or ``en``.
+
+    :raises ConfigError: another value.
+    """
+    from ...engine.place import text_language as check
+
+    try:
+        check(language)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: `{key}`: {exc}.") from None
 
 
 def overlap(a: Path, b: Path) -> bool:
@@ -180,31 +191,3 @@ def filing_mirror(value: Any, count: int, path: Path) -> int:
         raise ConfigError(f"{path}: `filing.mirror` is {index}, but there {'is' if count == 1 else 'are'} "
                           f"{count} [[mirror]] table{'s' if count != 1 else ''} (0 is the first).")
     return index
-
-
-def memory_table(raw: Any, path: Path, warnings: list[str]) -> MemoryConfig:
-    """The ``[memory]`` table."""
-    from ...engine.memory.index import parse_offset
-    from ...engine.place import local_offset, text_language
-
-    typed(raw, dict, "memory", path)
-    warnings += unknown_keys(raw, MEMORY_KEYS, "memory.", path)
-    offset = typed(raw.get("time_offset", local_offset()), str, "memory.time_offset", path)
-    try:
-        parse_offset(offset)
-    except ValueError as exc:
-        raise ConfigError(f"{path}: `memory.time_offset`: {exc}.") from None
-    origin = typed(raw.get("origin", "desktop"), str, "memory.origin", path).strip() or "desktop"
-    language = typed(raw.get("language", "auto"), str, "memory.language", path).strip().lower()
-    try:
-        text_language(language)
-    except ValueError as exc:
-        raise ConfigError(f"{path}: `memory.language`: {exc}.") from None
-    return MemoryConfig(
-        time_offset=offset,
-        write_timeout=number(raw.get("write_timeout", 30), "memory.write_timeout", path, 1, 3600),
-        stamp_edits=typed(raw.get("stamp_edits", True), bool, "memory.stamp_edits", path),
-        stamp_quiet=number(raw.get("stamp_quiet", 1), "memory.stamp_quiet", path, 0, 600),
-        origin=origin,
-        language=language,
-    )

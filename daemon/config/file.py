@@ -17,7 +17,7 @@ import tomlkit
 import tomlkit.items
 
 from ..atomic_file import replace_file
-from .model import ConfigError
+from .checks import ConfigError
 
 __all__ = ["read_document", "update_config"]
 

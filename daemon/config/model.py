@@ -1,11 +1,16 @@
-"""The shape of the configuration: its keys, their defaults and the values they become.
+"""The option table: every key of the config file, its default, type, check and doc.
 
 The dataclasses :class:`Config`, :class:`MirrorConfig`, :class:`SafetyConfig`,
-:class:`FilingConfig` and :class:`MemoryConfig` hold the keys of
-docs/architecture.md §10 with their defaults; the ``*_KEYS`` sets name the
-keys each table knows (others are kept and reported as warnings).  Reading
-the file is ``daemon/config/__init__.py``; checking its values,
-``daemon/config/checks.py``.
+:class:`FilingConfig` and :class:`MemoryConfig` are the tables of the file;
+each field declared with :func:`~ohsync.daemon.config.options.option` is a
+key of its table (docs/architecture.md §10), with its default, its kind
+(type and check), the README's line for it and, for a key the engine needs,
+the :class:`~ohsync.engine.context.EngineOptions` field it fills.  Reading
+the file (``daemon/config/__init__.py``), the keys each table knows (the
+``*_KEYS`` sets: others are kept and reported as warnings), the engine's
+options (:meth:`Config.engine_values`) and the README's table
+(``daemon/config/readme.py``) all follow from these declarations: a new
+option is one field here plus the code that uses it.
 """
 
 from __future__ import annotations
@@ -18,60 +23,57 @@ from typing import Any
 
 import platformdirs
 
-from ...engine.errors import OhsyncError
 from ...engine.place import local_offset
 from ..protocol import default_socket_path
+from .checks import ConfigError, ignore_pattern, remote_folder, text_language, time_offset
+from .options import (
+    boolean,
+    choice,
+    engine_values,
+    file_path,
+    folder_path,
+    integer,
+    keys,
+    option,
+    real,
+    server_url,
+    strings,
+    tables,
+    text,
+)
 
 __all__ = ["APP_NAME", "DEFAULT_LIBRARY", "ConfigError", "MirrorConfig", "SafetyConfig", "FilingConfig",
-           "MemoryConfig", "Config"]
+           "MemoryConfig", "Config", "README_SECTIONS"]
 
 APP_NAME = "ohsync"
 DEFAULT_LIBRARY = "OH-Memory"
-DEFAULT_POLL_INTERVAL = 30.0
-DEFAULT_TRANSFERS = 4
-DEFAULT_PUSH_SAFETY_POLL = 300.0
-#: MiB one upload request carries at most (``upload_request_mib``)
-DEFAULT_UPLOAD_REQUEST_MIB = 256
-
-TOP_KEYS = {"server", "username", "poll_interval", "state_dir", "socket", "create_library",
-             "mirror", "safety", "filing", "log_dir", "memory", "transfers", "notifications",
-             "push_safety_poll", "upload_request_mib", "keyring", "panel_port"}
-#: Where the login token is kept: the OS keyring, or a file only the user can read.
-KEYRING_CHOICES = ("system", "file")
-MIRROR_KEYS = {"name", "library", "library_id", "remote", "local", "ignore", "server", "username"}
-SAFETY_KEYS = {"max_delete_percent", "max_delete_files", "percent_floor", "backup_days"}
-FILING_KEYS = {"drop_dir", "mirror", "default", "rules"}
-MEMORY_KEYS = {"time_offset", "write_timeout", "stamp_edits", "stamp_quiet", "origin", "language"}
-
-
-class ConfigError(OhsyncError):
-    """The config file cannot be read or holds a value of the wrong type."""
-
-    title = "Configuration error"
+MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class MirrorConfig:
     """One ``[[mirror]]`` table: a library (or a subtree of it) and a local folder.
 
-    A new per-mirror option is a field here, a key in ``MIRROR_KEYS`` and a
-    line in :func:`mirror_table`; it reaches the engine in ``daemon/session.py``.
-
-    :ivar name: what status, CLI and tray call this mirror (``name``; default
-        :attr:`label`); ``--mirror`` accepts it, the library or the folder.
-    :ivar server: this mirror's server when it is not the top-level one
-        (another account; its token is saved by ``ohsync login --mirror NAME``).
-    :ivar username: this mirror's account when it is not the top-level one.
+    A new per-mirror option is one field here (:func:`option`): it is read
+    from each ``[[mirror]]``, listed in the README, and with ``engine=``
+    handed to that mirror's engine (``daemon/session.py``).
     """
 
-    library: str | None = DEFAULT_LIBRARY
-    library_id: str | None = None
-    remote: str = "/"
-    local: Path = field(default_factory=lambda: Path.home() / DEFAULT_LIBRARY)
-    ignore: tuple[str, ...] = ()
-    name: str | None = None
-    server: str | None = None
-    username: str | None = None
+    library: str | None = option(DEFAULT_LIBRARY, kind=text(),
+                                 doc="the library, by name (names need not be unique: `library_id` picks one)")
+    library_id: str | None = option(None, kind=text(lower=True, empty=None),
+                                    doc="the library, by id (instead of `library`)")
+    remote: str = option("/", kind=text(empty="/", check=remote_folder), doc="the subtree of the library it mirrors")
+    local: Path = option(kind=folder_path(), factory=lambda: Path.home() / DEFAULT_LIBRARY, shown="`~/OH-Memory`",
+                         doc="the folder it mirrors into (each mirror a folder of its own)")
+    ignore: tuple[str, ...] = option((), kind=strings(check=ignore_pattern), engine="ignore",
+                                     doc="gitignore patterns not synced, beside `.ohsyncignore` in the folder")
+    name: str | None = option(None, kind=text(strip=True, empty=None), shown="the library's name",
+                              doc="what status, the tray and `--mirror` call it")
+    server: str | None = option(None, kind=server_url(empty=None), shown="the top-level `server`",
+                                doc="another server for this mirror (its login: `ohsync login --mirror NAME`)")
+    username: str | None = option(None, kind=text(strip=True, empty=None), shown="the top-level `username`",
+                                  doc="another account for this mirror")
 
     @property
     def label(self) -> str:
@@ -88,47 +90,47 @@ class SafetyConfig:
     than ``max_delete_percent`` % of the mirror's files.
     """
 
-    max_delete_percent: float = 25
-    max_delete_files: int = 50
-    percent_floor: int = 10
-    backup_days: int = 30
+    max_delete_files: int = option(50, kind=integer(0, 10**9), engine="max_delete_files",
+                                   doc="deletions on one side within 5 minutes are held when there are more "
+                                       "than this many, …")
+    percent_floor: int = option(10, kind=integer(0, 10**9), engine="percent_floor",
+                                doc="… or at least this many that are also …")
+    max_delete_percent: float = option(25, kind=real(0, 100), engine="max_delete_percent",
+                                       doc="… more than this share (%) of the mirror's files")
+    backup_days: int = option(30, kind=integer(1, 36_500), engine="backup_days",
+                              doc="days the backups of local files ohsync replaced or removed are kept")
 
 
 @dataclass(frozen=True)
 class FilingConfig:
     """``[filing]``: the drop folder (docs/architecture.md §8)."""
 
-    drop_dir: Path = field(default_factory=lambda: Path.home() / "OH-Drop")
-    mirror: int = 0
-    default: str = "/Files/_inbox/"
-    rules: tuple[Mapping[str, Any], ...] = ()
+    drop_dir: Path = option(kind=folder_path(), factory=lambda: Path.home() / "OH-Drop", shown="`~/OH-Drop`",
+                            doc="the drop folder: a file put there is filed into the mirror")
+    mirror: int = option(0, kind=integer(), doc="which `[[mirror]]` it files into (0: the first)")
+    default: str = option("/Files/_inbox/", kind=text(), doc="where a file no rule matches goes")
+    rules: tuple[Mapping[str, Any], ...] = option((), kind=tables(),
+                                                  doc="`{ match, dest }` tables: the first that matches decides")
 
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    """``[memory]``: the memory tools (``ohsync mcp``, ``ohsync memory``).
+    """``[memory]``: the memory tools (``ohsync mcp``, ``ohsync memory``)."""
 
-    :ivar time_offset: offset of the times written into memory files and
-        filed documents' sidecars and journal lines (``±HH:MM``; default: the
-        computer's own offset when the config is read).
-    :ivar write_timeout: seconds a write waits for the server by default.
-    :ivar stamp_edits: a person's saved edit of a memory entity gets
-        ``modified`` (and ``origin: desktop``) stamped before it is pushed
-        (on by default; the saved version goes to the backups first, and the
-        stamp merges with any concurrent remote edit of the frontmatter).
-    :ivar stamp_quiet: seconds a file must stay unchanged before it is stamped.
-    :ivar origin: the ``origin`` written by this computer.
-    :ivar language: ``auto`` (the locale: Chinese for ``zh*``, else English),
-        ``zh`` or ``en``: the language of the texts ohsync writes (sidecar
-        summaries, journal lines).
-    """
-
-    time_offset: str = field(default_factory=local_offset)
-    write_timeout: float = 30.0
-    stamp_edits: bool = True
-    stamp_quiet: float = 1.0
-    origin: str = "desktop"
-    language: str = "auto"
+    time_offset: str = option(kind=text(check=time_offset), factory=local_offset, engine="time_offset",
+                              shown="this computer's",
+                              doc="offset (`±HH:MM`) of the times written into memory files, sidecars and "
+                                  "journal lines")
+    write_timeout: float = option(30.0, kind=real(1, 3600), doc="seconds a memory write waits for the server")
+    stamp_edits: bool = option(True, kind=boolean(), engine="stamp_edits",
+                               doc="a person's saved edit of an entity gets `modified` and `origin` stamped before "
+                                   "its push (the saved version is backed up first)")
+    stamp_quiet: float = option(1.0, kind=real(0, 600), engine="stamp_quiet",
+                                doc="seconds such a file stays unchanged before it is stamped")
+    origin: str = option("desktop", kind=text(strip=True, empty="desktop"), engine="origin",
+                         doc="the `origin` of entities written on this computer")
+    language: str = option("auto", kind=text(strip=True, lower=True, check=text_language),
+                           doc="language of the texts ohsync writes: `zh`, `en`, or `auto` (the locale)")
 
 
 @dataclass(frozen=True)
@@ -137,38 +139,43 @@ class Config:
 
     :ivar path: the file it came from (it need not exist).
     :ivar state_dir_explicit: True when ``state_dir`` was set in the file.
-    :ivar log_dir: the folder of ``ohsync.log``: ``state_dir/logs`` unless the
-        file sets ``log_dir``.
     :ivar warnings: sentences about unknown keys or ignored tables.
     """
 
     path: Path
-    server: str = ""
-    username: str = ""
-    poll_interval: float = DEFAULT_POLL_INTERVAL
-    state_dir: Path = field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)))
+    server: str = option("", kind=server_url(), shown="—", doc="the Seafile server (`ohsync login` writes it)")
+    username: str = option("", kind=text(strip=True), shown="—", doc="the account (`ohsync login` writes it)")
+    poll_interval: float = option(30.0, kind=real(0.1, 86_400), doc="seconds between remote checks")
+    state_dir: Path = option(kind=folder_path(), factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)),
+                             shown="`~/.local/state/ohsync`", doc="state databases, base copies, backups")
     state_dir_explicit: bool = False
-    socket: Path = field(default_factory=default_socket_path)
-    create_library: bool = False
+    socket: Path = option(kind=file_path(), factory=default_socket_path,
+                          shown="`$XDG_RUNTIME_DIR/ohsync/ohsync.sock`",
+                          doc="the daemon's socket (`OHSYNC_SOCKET` overrides it)")
+    create_library: bool = option(False, kind=boolean(), doc="create a missing library on the first run")
     mirrors: tuple[MirrorConfig, ...] = field(default_factory=lambda: (MirrorConfig(),))
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     filing: FilingConfig = field(default_factory=FilingConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
-    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)) / "logs")
+    log_dir: Path = option(kind=file_path(),
+                           factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)) / "logs",
+                           shown="`state_dir/logs`", doc="the folder of `ohsync.log`")
     warnings: tuple[str, ...] = ()
-    #: upload requests of new files in flight at once
-    transfers: int = DEFAULT_TRANSFERS
-    #: use the server's notification service (push) when it has one
-    notifications: bool = True
-    #: seconds between polls while push notifications arrive
-    push_safety_poll: float = DEFAULT_PUSH_SAFETY_POLL
-    #: MiB one upload request carries at most: a large file up to this size goes
-    #: up in one streamed request, a larger one in resumable chunks growing up to it
-    upload_request_mib: int = DEFAULT_UPLOAD_REQUEST_MIB
-    #: where the token is kept: "system" (the OS keyring) or "file" (:attr:`credentials_file`)
-    keyring: str = "system"
-    #: TCP port of the local page on 127.0.0.1 (0: any free port at each start; -1: no page)
-    panel_port: int = 0
+    transfers: int = option(4, kind=integer(1, 16), doc="upload requests of new files in flight at once")
+    notifications: bool = option(True, kind=boolean(),
+                                 doc="use the server's notification service (push) when it runs one")
+    push_safety_poll: float = option(300.0, kind=real(1, 86_400),
+                                     doc="seconds between remote checks while push works")
+    upload_request_mib: int = option(256, kind=integer(8, 4096), engine="upload_max_request",
+                                     to_engine=lambda mib: mib * MIB,
+                                     doc="MiB one upload request carries at most: a large file up to this size "
+                                         "goes up in one request, a larger one in resumable chunks (from 8 MiB, "
+                                         "growing up to this size)")
+    keyring: str = option("system", kind=choice("system", "file", meaning={
+        "system": "the OS keyring", "file": "a file only you can read"}),
+        doc="where the token is kept: the OS keyring, or `state_dir/credentials.json` (`0600`)")
+    panel_port: int = option(0, kind=integer(-1, 65535),
+                             doc="the local page's port on 127.0.0.1 (0: any free port at each start; -1: no page)")
 
     @property
     def mirror(self) -> MirrorConfig:
@@ -180,6 +187,11 @@ class Config:
         with: its own keys where it sets them, else the top-level ones."""
         mirror = mirror or self.mirror
         return (mirror.server or self.server, mirror.username or self.username)
+
+    def engine_values(self, mirror: MirrorConfig | None = None) -> dict[str, Any]:
+        """The ``EngineOptions`` fields the option table fills for ``mirror``
+        (default: the first): ``{field: value}`` (``options.engine_values``)."""
+        return engine_values(self, self.safety, self.filing, self.memory, mirror or self.mirror)
 
     @property
     def credentials_file(self) -> Path:
@@ -209,3 +221,15 @@ class Config:
 def _folder_key(mirror: MirrorConfig) -> str:
     """The part of a state folder's name that stands for the mirror's local folder."""
     return hashlib.sha1(str(mirror.local).encode("utf-8")).hexdigest()[:8]
+
+
+#: The tables of the file: the keys each knows (others are kept and reported as warnings).
+TOP_KEYS = keys(Config) | {"mirror", "safety", "filing", "memory"}
+MIRROR_KEYS = keys(MirrorConfig)
+SAFETY_KEYS = keys(SafetyConfig)
+FILING_KEYS = keys(FilingConfig)
+MEMORY_KEYS = keys(MemoryConfig)
+
+#: ``(table, dataclass)`` in the order of the README's option table.
+README_SECTIONS: list[tuple[str, type]] = [("", Config), ("mirror", MirrorConfig), ("safety", SafetyConfig),
+                                           ("filing", FilingConfig), ("memory", MemoryConfig)]

@@ -24,6 +24,7 @@ from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
+from ..service_thread import ServiceThread
 from .auth import PanelAuth, write_secret
 from .events import EventHub
 from .routes import Call, PanelApp
@@ -74,7 +75,7 @@ class PanelServer:
         self.hub = EventHub()
         self._stopping = threading.Event()
         self._server: BaseWSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: ServiceThread | None = None
         self._secret: str | None = None
         self._wrote = False
         self.auth: PanelAuth | None = None
@@ -82,7 +83,7 @@ class PanelServer:
     @property
     def running(self) -> bool:
         """True while the server thread serves."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread is not None and self._thread.thread_alive()
 
     @property
     def port(self) -> int:
@@ -126,11 +127,14 @@ class PanelServer:
             raise
         finally:
             listener.close()  # the server holds its own duplicate
+        # a request's thread is werkzeug's (socketserver.ThreadingMixIn); daemon threads, since
+        # a browser that keeps an event stream or a slow upload open would hold the exit
         self._server.daemon_threads = True  # type: ignore[attr-defined]
         self.auth.port = self.port
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="ohsync-panel", daemon=True)
-        self._thread.start()
+        server = self._server
+        # not a daemon thread: serve_forever polls every 0.2 s and returns on shutdown(), which stop() calls
+        self._thread = ServiceThread("ohsync-panel", target=lambda: server.serve_forever(poll_interval=0.2))
+        self._thread.start_thread()
         log.info("local page at %s (open it with `ohsync panel`)", self.address)
 
     def stop(self) -> None:
@@ -141,7 +145,7 @@ class PanelServer:
             self._server.shutdown()
             self._server.server_close()
         if self._thread is not None:
-            self._thread.join(5)
+            self._thread.stop(5)
         self._remove_secret()
 
     def _remove_secret(self) -> None:

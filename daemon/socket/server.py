@@ -6,8 +6,9 @@ as another user (``SO_PEERCRED``), one JSON object per line each way.
 
 One selector thread reads and writes every connection, so idle connections
 and subscribers cost a file descriptor and a few bytes each, never a thread.
-Requests run on a small bounded pool of handler threads (a handler may
-block, e.g. ``wait``), one request at a time per connection, answers in
+Requests run on a small bounded pool of handler threads (a
+``concurrent.futures`` executor; a handler may block, e.g. ``wait``, each
+up to its own timeout), one request at a time per connection, answers in
 order; the quick methods (``status``, ``ping``: see ``add_handlers``) are
 answered on the selector thread itself, so that an answer costs one thread
 wake-up, not three, while a sync thread keeps the GIL busy.
@@ -44,6 +45,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +63,8 @@ from ..protocol import (
     encode,
     peer_uid,
 )
+from ..service_thread import ServiceThread
 from .conn import Conn as _Conn
-from .conn import Pool as _Pool
 from .dir import UnsafeSocketDir, prepare_socket_dir
 from .methods import CannotNow, Handler, InvalidParams, MethodTable, error_answer, request_problem
 
@@ -109,8 +112,10 @@ class SocketServer:
         self._uid = os.getuid() if allowed_uid is None else allowed_uid
         self._handler_threads = handler_threads
         self._sock: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-        self._pool: _Pool | None = None
+        self._thread: ServiceThread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._running: set[Future[None]] = set()  # requests in the pool, until they finished
+        self._running_lock = threading.Lock()
         self._selector: selectors.BaseSelector | None = None
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
@@ -158,9 +163,10 @@ class SocketServer:
         self._selector = selectors.DefaultSelector()
         self._selector.register(sock, selectors.EVENT_READ, "listen")
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
-        self._pool = _Pool(self._handler_threads)
-        self._thread = threading.Thread(target=self._loop, name="ohsync-socket", daemon=True)
-        self._thread.start()
+        self._pool = ThreadPoolExecutor(max_workers=self._handler_threads, thread_name_prefix="ohsync-rpc")
+        # not a daemon thread: it waits only in select() with a wake-up socket, so stop() joins it
+        self._thread = ServiceThread("ohsync-socket", target=self._loop)
+        self._thread.start_thread()
 
     def stop(self) -> None:
         """Stop accepting, let answers in flight out (up to 3 s), end
@@ -168,9 +174,18 @@ class SocketServer:
         self._stopping.set()
         self._wake()
         if self._thread is not None:
-            self._thread.join(timeout=_STOP_GRACE + 2)
+            self._thread.stop(timeout=_STOP_GRACE + 2)
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            with self._running_lock:
+                running = set(self._running)
+            # a handler still running ends by its own timeout (the workers answered their waits)
+            _done, late = wait_futures(running, timeout=_STOP_GRACE)
+            if late:
+                log.warning("%d socket request(s) still running at stop; they end by their own timeouts",
+                            len(late))
+            else:
+                self._pool.shutdown(wait=True)  # nothing runs: joins the idle pool threads at once
         if self._sock is not None:
             try:
                 if self.path.exists():
@@ -468,10 +483,13 @@ class SocketServer:
             assert self._pool is not None
             conn.busy = True
             try:
-                self._pool.submit(self._run_request, conn, msg)
+                future = self._pool.submit(self._run_request, conn, msg)
             except RuntimeError:  # the pool is shut down: we are stopping
                 conn.busy = False
                 return
+            with self._running_lock:
+                self._running.add(future)
+            future.add_done_callback(self._ran)
 
     def _too_large(self, conn: _Conn) -> None:
         """Answer -32600 to a line over the limit; the rest of it is skipped unread."""
@@ -479,6 +497,10 @@ class SocketServer:
         conn.skipping = True
         self._send(conn, encode(error_answer(None, INVALID_REQUEST,
                                              f"request too large (more than {MAX_REQUEST} bytes)")))
+
+    def _ran(self, future: Future[None]) -> None:
+        with self._running_lock:
+            self._running.discard(future)
 
     def _run_request(self, conn: _Conn, msg: dict[str, Any]) -> None:
         """In a handler thread: dispatch, hand the answer to the selector thread."""

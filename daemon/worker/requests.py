@@ -29,6 +29,9 @@ from .facts import MirrorFacts
 __all__ = ["ASKED_PASS_WINDOW", "Control", "ControlState", "FatalError", "Session", "SessionFactory",
            "WorkerRequests"]
 
+#: The answer of a ``wait`` the worker can no longer answer.
+SHUTTING_DOWN = "ohsync is shutting down"
+
 #: Seconds after a ``refresh`` or ``resume`` during which a ``wait`` also counts
 #: the conflicts made by the pass that request started (``refresh && wait``).
 ASKED_PASS_WINDOW = 60.0
@@ -124,6 +127,12 @@ class WorkerRequests:
         self._restructured = restructured
         #: ``(when, conflict keys then)`` of the last ``refresh``/``resume`` (None: none yet)
         self._asked: tuple[float, frozenset[tuple[str, str]] | None] | None = None
+        #: the tickets of ``wait`` callers still waiting, and whether the worker stopped
+        #: taking them (:meth:`close_tickets`): no caller waits on a worker that is gone
+        self._tickets_lock = threading.Lock()
+        self._tickets: dict[int, Ticket] = {}
+        self._tickets_closed = False
+        self._closed_message = SHUTTING_DOWN
 
     def post_dirty(self, paths: Iterable[str], full_scan: bool = False) -> None:
         """Local paths changed (from the watcher)."""
@@ -189,16 +198,56 @@ class WorkerRequests:
         :returns: ``(synced, message, [{"kind", "path", "reason"}])``: the
             items behind a "not synced".
         """
+        return self.wait_result(self.post_wait(), timeout)
+
+    def post_wait(self) -> Ticket:
+        """Ask for the pass a ``wait`` waits for, without waiting (any thread):
+        the ticket is then handed to :meth:`wait_result` (several mirrors are
+        asked at once, then each answer awaited)."""
         started, before = time.time(), self._facts.conflict_keys()
         asked = self._asked
         if asked is not None and started - asked[0] <= ASKED_PASS_WINDOW:
             started, before = asked  # `refresh && wait`: the refresh's pass counts too
         self._asked = None  # the next wait starts from its own beginning
         ticket = Ticket(conflicts_before=before, started=started)
+        with self._tickets_lock:
+            if self._tickets_closed:
+                ticket.message = self._closed_message
+                ticket.done.set()
+                return ticket
+            self._tickets[id(ticket)] = ticket
         self._queue.put(("wait", ticket))
-        if not ticket.done.wait(timeout):
-            return False, f"timed out after {timeout:g} s; see `ohsync status`", []
+        return ticket
+
+    def wait_result(self, ticket: Ticket, timeout: float, *,
+                    deadline: float | None = None) -> tuple[bool, str, list[dict[str, str]]]:
+        """Wait up to ``timeout`` seconds for the pass ``ticket`` stands for
+        (:meth:`post_wait`); the answer of :meth:`wait_detail`.
+
+        :param deadline: ``time.monotonic()`` by which to give up instead (a
+            caller waiting on several workers within one ``timeout``).
+        """
+        left = timeout if deadline is None else deadline - time.monotonic()
+        try:
+            if not ticket.done.wait(max(0.0, left)):
+                return False, f"timed out after {timeout:g} s; see `ohsync status`", []
+        finally:
+            with self._tickets_lock:
+                self._tickets.pop(id(ticket), None)
         return ticket.synced, ticket.message, [dict(r) for r in ticket.reasons]
+
+    def close_tickets(self, message: str = SHUTTING_DOWN) -> None:
+        """The worker takes no more ``wait`` tickets: every one still open is
+        answered "not synced" with ``message`` (a caller never outwaits the
+        worker that would have answered it), and later ones at once."""
+        with self._tickets_lock:
+            if not self._tickets_closed:
+                self._tickets_closed, self._closed_message = True, message
+            tickets, self._tickets = list(self._tickets.values()), {}
+        for ticket in tickets:
+            if not ticket.done.is_set():
+                ticket.synced, ticket.message = False, message
+                ticket.done.set()
 
     def request_shutdown(self) -> None:
         """Ask the worker to stop after the current file, without waiting (any thread)."""

@@ -40,13 +40,13 @@ from typing import Any
 from ...engine.events import SyncReport
 from .. import last_sync
 from ..memory_trim import release_memory, worth_releasing
-from ..scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Work, backoff_delay, full_scan_every
+from ..scheduler import MAX_SCAN_INTERVAL, SCAN_COST_FACTOR, Scheduler, Ticket, Work, backoff_delay, full_scan_every
 from ..service_thread import ServiceThread
 from ..status import CHECK_GRACE, StatusModel, scan_interval
 from .echoes import awaiting_push, sort_watched
 from .facts import MirrorFacts
 from .recovery import WorkerRecovery
-from .requests import Control, ControlState, FatalError, Session, SessionFactory, WorkerRequests
+from .requests import SHUTTING_DOWN, Control, ControlState, FatalError, Session, SessionFactory, WorkerRequests
 
 __all__ = ["MAX_SCAN_INTERVAL", "SCAN_COST_FACTOR", "Control", "Session", "SessionFactory", "FatalError", "Scheduler",
            "SyncWorker", "backoff_delay"]
@@ -60,25 +60,6 @@ RESCAN_DELAY = 2.0
 #: Seconds without work after which a settled mirror's remote listing leaves memory
 #: (``SyncEngine.release_snapshot``): a burst of edits keeps it, an idle daemon does not.
 RELEASE_AFTER = 10.0
-
-
-class WorkerLoopThread(ServiceThread):
-    """The worker's loop thread, on the daemon's thread base (no watched folder).
-
-    A daemon thread: :meth:`SyncWorker.shutdown` joins it, but a pass stuck
-    in a request past the daemon's stop deadline cannot be joined, and the
-    process exits anyway.
-
-    :param loop: the worker's loop; returns once the worker is to stop.
-    """
-
-    def __init__(self, loop: Callable[[], None]) -> None:
-        super().__init__("ohsync-sync-worker", daemon=True)
-        self._loop = loop
-
-    def run_loop(self) -> None:
-        """Run the worker's loop (its own stop signal is the worker's shutdown message)."""
-        self._loop()
 
 
 class SyncWorker:
@@ -154,7 +135,9 @@ class SyncWorker:
             notify_if_slow=self._notify_if_slow, on_ready=on_ready, on_fatal=on_fatal,
             login_changed=login_changed, login_command=login_command, exit_on_fatal=exit_on_fatal,
             poll_interval=poll_interval)
-        self._thread = WorkerLoopThread(self._run)
+        # a daemon thread: shutdown() joins it, but a pass stuck in a request past the daemon's
+        # stop deadline cannot be joined, and the process exits anyway
+        self._thread = ServiceThread("ohsync-sync-worker", target=self._run, daemon=True)
 
     @property
     def _session(self) -> Session | None:
@@ -192,7 +175,9 @@ class SyncWorker:
             self._control.set_problem("error", f"Internal error in the sync worker: {exc!r}")
             self._on_fatal(exc)
         finally:
-            self._finish_tickets(False, "ohsync is shutting down")
+            gone = SHUTTING_DOWN if self._shutdown.is_set() else "the sync worker stopped; see the log"
+            self._finish_tickets(False, gone)
+            self.requests.close_tickets(gone)  # and the ones still queued: nobody waits on a worker that is gone
             self.recovery.close_session()
 
     def _next_message(self) -> tuple[str, Any] | None:
@@ -385,9 +370,9 @@ class SyncWorker:
         if report.interrupted:
             log.info("stopped between two files for shutdown; the rest syncs on the next start")
             self._status.update(syncing=False, checking_since=None, transfer=None, current_path=None)
-            self._finish_tickets(False, "ohsync is shutting down")
+            self._finish_tickets(False, SHUTTING_DOWN)
             for t in work.tickets:
-                t.synced, t.message = False, "ohsync is shutting down"
+                t.synced, t.message = False, SHUTTING_DOWN
                 t.done.set()
             return
         self.recovery.attempt = 0
@@ -571,6 +556,17 @@ class SyncWorker:
         ``[{"kind", "path", "reason"}]``."""
         return self.requests.wait_detail(timeout)
 
+    def post_wait(self) -> Ticket:
+        """:meth:`wait` in two halves, for a caller waiting on several workers at once:
+        ask for the pass now, then :meth:`wait_result` with the ticket."""
+        return self.requests.post_wait()
+
+    def wait_result(self, ticket: Ticket, timeout: float, *,
+                    deadline: float | None = None) -> tuple[bool, str, list[dict[str, str]]]:
+        """The answer of :meth:`wait_detail` for a ticket of :meth:`post_wait`: waits up to
+        ``timeout`` s, or until the monotonic ``deadline`` when given."""
+        return self.requests.wait_result(ticket, timeout, deadline=deadline)
+
     def request_shutdown(self) -> None:
         """Ask the worker to stop after the current file, without waiting (any thread)."""
         self.requests.request_shutdown()
@@ -581,8 +577,9 @@ class SyncWorker:
         :returns: False when the worker was still busy after ``timeout``.
         """
         self.requests.request_shutdown()
+        self._thread.stop(timeout)  # stopped in the reverse order of start(): the thread, then its clock
         self.scheduler.stop()
-        self._thread.stop(timeout)
+        self.requests.close_tickets()  # a pass stuck past the timeout leaves no `wait` caller waiting
         return not self._thread.thread_alive()
 
     @property

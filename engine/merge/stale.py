@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -167,26 +168,56 @@ def move_pushes(ctx: MirrorContext, old: str, new: str) -> None:
 
 
 #: Share of a file's distinct non-blank lines that must come from our versions
-#: on record for :func:`made_from_ours` (an unrelated file of the same name
-#: shares a heading or a frontmatter line, not most of its text).
+#: on record, or of one such version's lines it must keep, for
+#: :func:`made_from_ours`.
 MADE_FROM_OURS = 2 / 3
 
 
 def made_from_ours(ctx: MirrorContext, rel_path: str, data: bytes) -> bool:
     """Was ``data`` (another path's content) made from a version of
-    ``rel_path`` on our push record: are most of its distinct non-blank
-    lines (:data:`MADE_FROM_OURS`) lines of what we pushed there, what our
-    pushes replaced, or what we had edited?  No request (the kept blobs)."""
+    ``rel_path`` on our push record (what we pushed there, what our pushes
+    replaced, what we had edited)?
+
+    Yes when most of its distinct non-blank lines (:data:`MADE_FROM_OURS`)
+    are lines of those versions, one at least a line of its text
+    (:func:`_text_lines`), or when it keeps most of one version's lines,
+    two at least of its text (however much later writers added).  A memory
+    file made from the same template shares its frontmatter and headings,
+    often most of a short file, and none of its observations.  No request
+    (the kept blobs)."""
     theirs = {ln for ln in _lines(data) if ln.strip()}
     if not theirs:
         return False
+    text = _text_lines(data)
     ours: set[bytes] = set()
+    kept_most = False
     for push in _load(ctx, rel_path):
         for sha1 in (push.ours_sha1, push.replaced_sha1, push.had_sha1):
             blob = _blob(ctx, sha1)
-            if blob is not None:
-                ours.update(_lines(blob))
-    return len(theirs & ours) >= MADE_FROM_OURS * len(theirs)
+            if blob is None:
+                continue
+            version = {ln for ln in _lines(blob) if ln.strip()}
+            ours |= version
+            kept = version & theirs
+            kept_most = kept_most or (len(kept) >= MADE_FROM_OURS * len(version) and len(kept & text) >= 2)
+    shared = theirs & ours
+    return kept_most or (len(shared) >= MADE_FROM_OURS * len(theirs) and bool(shared & text))
+
+
+def _text_lines(data: bytes) -> set[bytes]:
+    """The non-blank lines of ``data`` outside a leading frontmatter block
+    (``---`` … ``---``) that are not Markdown headings: what was written in
+    the file rather than the shape every file of its kind has."""
+    lines = _lines(data)
+    start = 0
+    if lines and lines[0].strip() == b"---":
+        end = next((i for i in range(1, len(lines)) if lines[i].strip() in (b"---", b"...")), None)
+        start = 0 if end is None else end + 1
+    return {ln for ln in lines[start:] if ln.strip() and not _HEADING.match(ln)}
+
+
+#: A Markdown (ATX) heading line.
+_HEADING = re.compile(rb"\s{0,3}#{1,6}(\s|$)")
 
 
 def has_pushes(ctx: MirrorContext, rel_path: str) -> bool:

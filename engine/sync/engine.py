@@ -28,6 +28,7 @@ from typing import Any
 from .. import regression, remote_diffs
 from ..context import EngineOptions, MirrorContext
 from ..crashpoints import reach
+from ..errors import OhsyncError
 from ..events import ConflictRecord, SyncEvent, SyncReport
 from ..failures import FailureBook
 from ..ignore import IGNORE_FILE, IgnoreRules
@@ -42,7 +43,7 @@ from ..trash import TRASH_DIR, is_trash_path, local_trash_note
 from .confirm import confirm_plans, keep_confirmed
 from .dirs import FolderSteps
 from .echoes import OwnFolders, WatchedPaths, sort_watched
-from .moves import changed_there, move_sources, pair_moves
+from .moves import move_sources, pair_moves, plan_again
 from .pending import PendingLedger
 from .reconcile import Action
 from .valve import DeleteValve
@@ -354,7 +355,13 @@ class SyncEngine(FolderSteps):
             held = regression.load(self.state)
             if held is not None:
                 plans = regression.hold(self.ctx, plans, held, report)
-            plans, moves = pair_moves(self.ctx, plans)
+            unchecked: list[tuple[str, OhsyncError]] = []
+            plans, moves = pair_moves(self.ctx, plans, unchecked)
+            for rel, exc in unchecked:
+                # a failure, so the pass does not settle: the next poll looks again, not the next full scan
+                message = f"not checked whether it was moved on the server: {self._per_path(exc, rel)}"
+                report.errors.append((rel, message))
+                self.ctx.emit(SyncEvent("error", rel, message=message))
             # a delete the valve holds is listed as held, never as waiting (not even for a moment)
             holding = self.valve.holding()
             self._pending.plan([p for p in plans if p.rel not in holding], moves)
@@ -366,11 +373,11 @@ class SyncEngine(FolderSteps):
                 plans = [p for p in plans if p.action is not Action.DELETE_REMOTE]
                 report.rescan = True
             for old, new in moves:
-                if self._run_move(old, new, report) and changed_there(old, new):
-                    # moved with the base: its changed content is pulled or merged now
-                    again_plan = self._plan_file(new.rel, self._stat_paths({new.rel}).get(new.rel),
-                                                 self.ctx.snapshot.get(new.rel), self.state.get_base(new.rel),
-                                                 report)
+                # moved with the base: changed content there is pulled or merged now, a file made
+                # at the old path is pulled
+                for rel in plan_again(old, new) if self._run_move(old, new, report) else []:
+                    again_plan = self._plan_file(rel, self._stat_paths({rel}).get(rel), self.ctx.snapshot.get(rel),
+                                                 self.state.get_base(rel), report)
                     if again_plan is not None:
                         plans.append(again_plan)
             # a delete left for the rescan stays held meanwhile (status must not flicker)

@@ -13,24 +13,30 @@ record that another writer overwrote from an older read (a stale overwrite,
 :mod:`ohsync.engine.merge.stale`) and then moved or renamed.  Its new id is the stale
 writer's, so the id pairing misses it, and as a delete here plus a plain
 download there our pushed lines would be only in a local backup.  It is
-paired when its name (a move) or its folder (a rename) singles out one new
-file whose content was made from our versions on record
-(:func:`~ohsync.engine.merge.stale.made_from_ours`, one download); the
-local file then moves, keeps its base, and the pass plans the new path
-again: a changed remote version with a base, so the stale overwrite is
-merged with our pushes.
+paired when, among the new files of its name (a move, also into a folder
+that had one: ``name (1).ext``) or else of its folder (a rename), exactly
+one was made from our versions on record and from no other such file's
+(:func:`~ohsync.engine.merge.stale.made_from_ours`, a download per
+candidate); the local file then moves, keeps its base, and the pass plans
+the new path again: a changed remote version with a base, so the stale
+overwrite is merged with our pushes.  The same holds for a file whose path
+another file took after it moved ("archive and start afresh": renamed, and
+a new one made at its name): when what is there now was made from none of
+our versions, the local file moves to the one new file made from them, and
+the new file at the old path is pulled as such (not merged with our lines).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
-from collections.abc import Callable
 
 from ..context import MirrorContext
 from ..crashpoints import reach
 from ..errors import LocalError, OhsyncError
 from ..localfs import LocalFile, hash_file, stat_fingerprint
+from ..merge.choose import TEXT_LIMIT
 from ..merge.stale import has_pushes, made_from_ours, move_pushes
 from ..models import EMPTY_ID, RemoteEntry
 from ..paths import parent_rel
@@ -40,9 +46,9 @@ from ..transfer import LocalChanged, ensure_remote_dir, remote_written
 from .reconcile import Action
 from .valve import Plan
 
-__all__ = ["pair_moves", "move_remote", "move_local", "move_sources", "changed_there", "MAX_CONTENT_CHECKS"]
+__all__ = ["pair_moves", "move_remote", "move_local", "move_sources", "plan_again", "MAX_CONTENT_CHECKS"]
 
-#: New remote files downloaded at most per pass to pair a stale, moved file.
+#: New remote files downloaded at most per pass to pair stale, moved files.
 MAX_CONTENT_CHECKS = 8
 
 
@@ -83,13 +89,16 @@ def move_sources(ctx: MirrorContext, local: dict[str, LocalFile], bases: dict[st
     return found
 
 
-def pair_moves(ctx: MirrorContext, plans: list[Plan]) -> tuple[list[Plan], list[tuple[Plan, Plan]]]:
+def pair_moves(ctx: MirrorContext, plans: list[Plan], unchecked: list[tuple[str, OhsyncError]] | None = None
+               ) -> tuple[list[Plan], list[tuple[Plan, Plan]]]:
     """Find moves among the plans.
 
+    :param unchecked: gets ``(path, error)`` for each delete whose check
+        download failed (its paths are left out of the plans: report it).
     :returns: ``(plans left, [(delete plan, create plan), …])``; a pair with
         a ``DELETE_REMOTE`` delete is a local move, with ``DELETE_LOCAL`` a
-        remote move (:func:`changed_there` when its content changed too:
-        plan the new path again after the move).  A remote move that could
+        remote move (:func:`plan_again` names the paths to plan again
+        after it).  A remote move that could
         not be checked leaves both its paths out of the plans left.
     :raises: nothing of its own (a failed check download only leaves paths out).
     """
@@ -129,67 +138,123 @@ def pair_moves(ctx: MirrorContext, plans: list[Plan]) -> tuple[list[Plan], list[
         pairs.append((delete, plan))
         used |= {delete.rel, plan.rel}
     skip: set[str] = set()
-    for delete, create in _overwritten_moves(ctx, plans, used, skip):
+    for delete, create in _overwritten_moves(ctx, plans, used, skip, [] if unchecked is None else unchecked):
         pairs.append((delete, create))
         used |= {delete.rel, create.rel}
     return [p for p in plans if p.rel not in used and p.rel not in skip], pairs
 
 
-def _name(rel: str) -> str:
-    return rel.rsplit("/", 1)[-1]
+def _name_key(rel: str) -> str:
+    """The file's name without the server's clash suffix: a file moved into
+    a folder that has one of its name arrives as ``name (1).ext``."""
+    name = rel.rsplit("/", 1)[-1]
+    return _CLASH.sub(r"\1", name)
 
 
-def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str],
-                       skip: set[str]) -> list[tuple[Plan, Plan]]:
+#: ``" (n)"`` before the extension (the last dot), as the server adds it on a clash.
+_CLASH = re.compile(r" \(\d+\)((?:\.[^.]*)?)$")
+
+
+def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str], skip: set[str],
+                       unchecked: list[tuple[str, OhsyncError]]) -> list[tuple[Plan, Plan]]:
     """Remote moves whose content another writer changed (see the module
     docstring): ``(delete plan, create plan)`` pairs among the plans not in
-    ``used``.  A candidate whose download fails puts both paths in ``skip``
-    (left for the next pass: deleting here before knowing could lose lines).
+    ``used``.
 
-    Costs a download per candidate, at most :data:`MAX_CONTENT_CHECKS` (the
-    rest are skipped to a later pass too); none without a delete of a file
-    with pushes on record.
+    A "delete" here is a file gone from the listing, or one whose path now
+    holds a file not made from our versions (another file made there after
+    ours was moved away: "archive and start afresh"; one more download).
+    Its candidates are the new files of its name anywhere (a move; also
+    with the server's `` (n)`` clash suffix), else the new files in its
+    folder (a rename); each is downloaded once and a pair made when the
+    delete's candidates made from our versions are exactly one, which no
+    other delete's are made from too.  A delete whose candidate could not
+    be downloaded puts it and its candidates in ``skip`` (left for the next
+    pass: deleting here before knowing could lose lines) and itself, with
+    the error, in ``unchecked``; one whose candidates no longer fit in this
+    pass's :data:`MAX_CONTENT_CHECKS` downloads goes in ``skip`` too (the
+    checked ones run, so the next pass comes); one with more candidates
+    than that stays unpaired.  None of this without a path with pushes on
+    record.
     """
-    deletes = [p for p in plans if p.action is Action.DELETE_LOCAL and p.rel not in used and p.base is not None
-               and not p.base.is_dir and has_pushes(ctx, p.rel)]
+    deletes = [p for p in plans if (p.action is Action.DELETE_LOCAL or _replaced(p)) and p.rel not in used
+               and p.base is not None and not p.base.is_dir and has_pushes(ctx, p.rel)]
     if not deletes:
         return []
+    # only text small enough to merge: a stale overwrite of anything else is no merge to save
     creates = [p for p in plans if p.action is Action.PULL and p.base is None and p.entry is None
-               and p.rel not in used and p.remote is not None and not p.remote.is_dir]
+               and p.rel not in used and p.remote is not None and not p.remote.is_dir
+               and p.remote.size <= TEXT_LIMIT]
+    contents: dict[str, bytes] = {}
+    made: dict[str, list[Plan]] = {}  # delete rel -> the candidates made from its versions
 
-    def single(group: list[Plan], key: Callable[[str], str], rel: str) -> Plan | None:
-        found = [p for p in group if key(p.rel) == key(rel)]
-        return found[0] if len(found) == 1 else None
-
-    pairs: list[tuple[Plan, Plan]] = []
-    checks = 0
-    for delete in deletes:
-        # same name elsewhere (a move), else the one new file in its folder (a rename)
-        create = None
-        for key in (_name, parent_rel):
-            if create is None and single(deletes, key, delete.rel) is delete:
-                create = single(creates, key, delete.rel)
-        if create is None:
-            continue
-        if checks >= MAX_CONTENT_CHECKS:
-            skip |= {delete.rel, create.rel}  # checked in a later pass, never deleted unchecked
-            continue
-        checks += 1
+    def fetched(group: list[Plan], delete: Plan | None, paths: list[str]) -> bool:
+        """Download what is not here yet of ``group``; False when that does not
+        fit in the pass or failed: then ``delete`` (if any) and ``paths`` wait."""
+        wanted = [c for c in group if c.rel not in contents]
+        if len(contents) + len(wanted) > MAX_CONTENT_CHECKS:
+            if delete is not None:
+                skip.update([delete.rel, *paths])  # checked in a later pass, never deleted unchecked
+            return False
         try:
-            data, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(create.rel))
-        except OhsyncError:
-            skip |= {delete.rel, create.rel}
+            for plan in wanted:
+                contents[plan.rel], _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(plan.rel))
+        except OhsyncError as exc:
+            if delete is not None:
+                skip.update([delete.rel, *paths])
+                unchecked.append((delete.rel, exc))
+            return False
+        return True
+
+    for delete in deletes:
+        by_name = [c for c in creates if _name_key(c.rel) == _name_key(delete.rel)]
+        named = {c.rel for c in by_name}
+        in_folder = [c for c in creates if parent_rel(c.rel) == parent_rel(delete.rel) and c.rel not in named]
+        paths = [c.rel for c in by_name + in_folder]
+        if not paths:
             continue
-        if made_from_ours(ctx, delete.rel, data):
-            pairs.append((delete, create))
-            creates.remove(create)
+        # a path another file took, when what is there now was not made from ours (else an
+        # overwrite, merged where it is); not known: pulled or merged as planned
+        if delete.action is Action.PULL and (
+                not fetched([delete], None, []) or made_from_ours(ctx, delete.rel, contents[delete.rel])):
+            continue
+        for group in (by_name, in_folder):  # moved (maybe into a clash), else renamed
+            if not group or len(group) > MAX_CONTENT_CHECKS:
+                continue  # nothing to check, or too many new files to tell which one it became
+            if not fetched(group, delete, paths):
+                break
+            made[delete.rel] = [c for c in group if made_from_ours(ctx, delete.rel, contents[c.rel])]
+            if made[delete.rel]:
+                break
+    claims = Counter(c.rel for matches in made.values() for c in matches)
+    pairs: list[tuple[Plan, Plan]] = []
+    for delete in deletes:
+        matches = made.get(delete.rel, [])
+        if len(matches) != 1 or claims[matches[0].rel] != 1:
+            continue  # made from none of ours, or not one-to-one: a delete and a create as they are
+        if matches[0].rel in skip:
+            skip.add(delete.rel)  # its new file waits for another delete's check
+        else:
+            pairs.append((delete, matches[0]))
     return pairs
 
 
-def changed_there(old: Plan, new: Plan) -> bool:
-    """A remote move (from :func:`pair_moves`) whose content another writer
-    changed: after :func:`move_local` the new path is planned again."""
-    return old.action is Action.DELETE_LOCAL and new.remote.id != old.base.remote_id
+def _replaced(plan: Plan) -> bool:
+    """A pull of a path whose remote file changed: maybe another file made
+    there after ours was moved away (see :func:`_overwritten_moves`)."""
+    return (plan.action is Action.PULL and plan.base is not None and plan.remote is not None
+            and not plan.remote.is_dir and plan.remote.id != plan.base.remote_id)
+
+
+def plan_again(old: Plan, new: Plan) -> list[str]:
+    """The paths to plan again after a remote move from :func:`pair_moves`
+    was carried out (:func:`move_local`): the new one when another writer
+    changed its content (merged with the base that moved along), the old
+    one when another file was made there (pulled as a new file)."""
+    if old.action is Action.DELETE_REMOTE:
+        return []
+    return ([new.rel] if new.remote.id != old.base.remote_id else []) + \
+        ([old.rel] if old.action is Action.PULL else [])
 
 
 def move_remote(ctx: MirrorContext, old: Plan, new: Plan) -> None:
