@@ -84,13 +84,13 @@ def test_two_files_of_one_name_moved_into_one_folder_keep_their_lines(devserver,
 def test_a_move_into_a_folder_with_a_file_of_its_name_keeps_our_lines(devserver, rid, tmp_path, rel, v0):
     name = rel.rsplit("/", 1)[-1]
     there = b"groceries\nmilk\n" if rel == TODO else HEADER.replace(b"start #seed", b"someone else's #x")
-    mirror = _pushed(devserver, rid, tmp_path, {rel: v0}, {"docs/" + name: there})
-    clash = devserver.move_path(rid, "/" + rel, "/docs")
+    mirror = _pushed(devserver, rid, tmp_path, {rel: v0}, {"archive/" + name: there})
+    clash = devserver.move_path(rid, "/" + rel, "/archive")
     assert clash == name.replace(".", " (1).")
     settle(mirror)
     tag = name.split(".")[0] + ":notes"
-    assert_kept(mirror, "docs/" + clash, [f"{tag} ONE", f"{tag} TWO"], live_only=[f"{tag} ONE", f"{tag} TWO"])
-    assert devserver.read_file(rid, "/docs/" + name) == there == mirror.read("docs/" + name)
+    assert_kept(mirror, "archive/" + clash, [f"{tag} ONE", f"{tag} TWO"], live_only=[f"{tag} ONE", f"{tag} TWO"])
+    assert devserver.read_file(rid, "/archive/" + name) == there == mirror.read("archive/" + name)
 
 
 @pytest.mark.parametrize("rel, v0", [(TODO, V0), (JOURNAL, HEADER)], ids=["text", "memory"])
@@ -131,9 +131,9 @@ def test_an_unrelated_memory_file_of_the_same_name_from_the_same_template_gets_n
     assert mirror.sync().errors == []
     _push(mirror, rel, [A, B])
     devserver.delete_path(rid, "/" + rel)
-    devserver.put_file(rid, "/docs/" + rel.rsplit("/", 1)[-1], other)
+    devserver.put_file(rid, "/archive/" + rel.rsplit("/", 1)[-1], other)
     settle(mirror)
-    new = "docs/" + rel.rsplit("/", 1)[-1]
+    new = "archive/" + rel.rsplit("/", 1)[-1]
     assert devserver.read_file(rid, "/" + new) == other == mirror.read(new), "our lines mixed into another file"
     assert not (mirror.root / rel).exists()
 
@@ -146,9 +146,9 @@ def test_a_memory_file_overwritten_from_its_template_then_moved_keeps_our_lines(
     _push(mirror, JOURNAL, [A, B])
     devserver.stale_burst(rid, "/" + JOURNAL, 1, old=HEADER, line=R + "\n")
     if how == "moved":
-        devserver.mkdir(rid, "/docs")
-        devserver.move_path(rid, "/" + JOURNAL, "/docs")
-        new = "docs/journal.md"
+        devserver.mkdir(rid, "/archive")
+        devserver.move_path(rid, "/" + JOURNAL, "/archive")
+        new = "archive/journal.md"
     else:
         devserver.rename_path(rid, "/" + JOURNAL, "diary.md")
         new = "notes/diary.md"
@@ -161,32 +161,32 @@ def test_a_check_that_keeps_failing_is_reported_and_retried_by_the_next_poll(dev
     # meanwhile, the pass says so (a settled pass would leave it to the next full scan), and the
     # next ordinary poll after the server is back pairs and merges it
     mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
-    devserver.mkdir(rid, "/docs")
-    devserver.move_path(rid, "/" + TODO, "/docs")
+    devserver.mkdir(rid, "/archive")
+    devserver.move_path(rid, "/" + TODO, "/archive")
     devserver.inject_fault("GET", r"/files/", status=502, count=10**6)
     for _ in range(3):
         report = mirror.sync()
-        assert (mirror.root / TODO).exists() and not (mirror.root / "docs/todo.txt").exists()
+        assert (mirror.root / TODO).exists() and not (mirror.root / "archive/todo.txt").exists()
         assert [rel for rel, _ in report.errors] == [TODO], report.errors
     devserver.clear_faults()
     report = mirror.sync([])
-    assert not report.idle and (TODO, "docs/todo.txt") in report.moved, report
+    assert not report.idle and (TODO, "archive/todo.txt") in report.moved, report
     settle(mirror)
-    assert_kept(mirror, "docs/todo.txt", ["todo:notes ONE", "todo:notes TWO", "line1"],
+    assert_kept(mirror, "archive/todo.txt", ["todo:notes ONE", "todo:notes TWO", "line1"],
                 live_only=["todo:notes ONE", "todo:notes TWO"])
 
 
 @pytest.mark.parametrize("second", ["same old read", "edit of the moved file"])
 def test_a_second_overwrite_at_the_new_path_before_our_pass_keeps_our_lines(devserver, rid, tmp_path, second):
     mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
-    devserver.mkdir(rid, "/docs")
-    devserver.move_path(rid, "/" + TODO, "/docs")
+    devserver.mkdir(rid, "/archive")
+    devserver.move_path(rid, "/" + TODO, "/archive")
     old = V0 if second == "same old read" else None  # None: what the moved file holds now
-    devserver.stale_burst(rid, "/docs/todo.txt", 2, old=old, line="LINE-S{i}\n")
+    devserver.stale_burst(rid, "/archive/todo.txt", 2, old=old, line="LINE-S{i}\n")
     settle(mirror)
     ours = ["todo:notes ONE", "todo:notes TWO"]
     last = ["LINE-S1"] if old is not None else ["todo:notes STALE", "LINE-S1"]  # S0: overwritten by its writer
-    assert_kept(mirror, "docs/todo.txt", ours + last + ["line1"], live_only=ours)
+    assert_kept(mirror, "archive/todo.txt", ours + last + ["line1"], live_only=ours)
     assert not (mirror.root / TODO).exists()
 
 
@@ -196,33 +196,33 @@ def test_an_unrelated_file_holding_our_one_line_first_version_gets_none_of_our_l
     assert mirror.sync().errors == []
     _push(mirror, TODO, ["LINE-A", "LINE-B"])
     devserver.delete_path(rid, "/" + TODO)
-    devserver.put_file(rid, "/docs/todo.txt", b"TODO\nmilk\neggs\n")
+    devserver.put_file(rid, "/archive/todo.txt", b"TODO\nmilk\neggs\n")
     settle(mirror)
-    assert devserver.read_file(rid, "/docs/todo.txt") == b"TODO\nmilk\neggs\n" == mirror.read("docs/todo.txt")
+    assert devserver.read_file(rid, "/archive/todo.txt") == b"TODO\nmilk\neggs\n" == mirror.read("archive/todo.txt")
     assert not (mirror.root / TODO).exists()
 
 
 def test_another_stale_overwrite_after_the_merge_at_the_new_path_keeps_our_lines(devserver, rid, tmp_path):
     mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
-    devserver.mkdir(rid, "/docs")
-    devserver.move_path(rid, "/" + TODO, "/docs")
+    devserver.mkdir(rid, "/archive")
+    devserver.move_path(rid, "/" + TODO, "/archive")
     settle(mirror)
-    devserver.stale_burst(rid, "/docs/todo.txt", 1, old=V0, line="LINE-S\n")  # our pushes moved with the file
+    devserver.stale_burst(rid, "/archive/todo.txt", 1, old=V0, line="LINE-S\n")  # our pushes moved with the file
     settle(mirror)
     ours = ["todo:notes ONE", "todo:notes TWO"]
-    assert_kept(mirror, "docs/todo.txt", ours + ["todo:notes STALE", "LINE-S", "line1"], live_only=ours)
+    assert_kept(mirror, "archive/todo.txt", ours + ["todo:notes STALE", "LINE-S", "line1"], live_only=ours)
 
 
 def test_a_local_edit_before_the_pass_keeps_every_line_live(devserver, rid, tmp_path):
     # modification beats deletion: the edited file goes up again at its old path
     mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
-    devserver.mkdir(rid, "/docs")
-    devserver.move_path(rid, "/" + TODO, "/docs")
+    devserver.mkdir(rid, "/archive")
+    devserver.move_path(rid, "/" + TODO, "/archive")
     mirror.write(TODO, mirror.read(TODO) + b"LINE-L\n")
     settle(mirror)
     assert_kept(mirror, TODO, ["todo:notes ONE", "todo:notes TWO", "LINE-L"],
                 live_only=["todo:notes ONE", "todo:notes TWO", "LINE-L"])
-    assert b"todo:notes STALE" in devserver.read_file(rid, "/docs/todo.txt") == mirror.read("docs/todo.txt")
+    assert b"todo:notes STALE" in devserver.read_file(rid, "/archive/todo.txt") == mirror.read("archive/todo.txt")
 
 
 class _Killed(BaseException):
@@ -249,13 +249,13 @@ def _killed_at(mirror, point: str) -> None:
 @pytest.mark.parametrize("rel, v0", [(TODO, V0), (JOURNAL, HEADER)], ids=["text", "memory"])
 def test_a_kill_between_the_local_rename_and_the_merge_keeps_our_lines(devserver, rid, tmp_path, rel, v0):
     mirror = _pushed(devserver, rid, tmp_path, {rel: v0})
-    devserver.mkdir(rid, "/docs")
-    devserver.move_path(rid, "/" + rel, "/docs")
+    devserver.mkdir(rid, "/archive")
+    devserver.move_path(rid, "/" + rel, "/archive")
     _killed_at(mirror, "move.local_done")  # renamed here, base not moved yet
     again = make_mirror(devserver, rid, tmp_path)
     settle(again)
     tag = rel.rsplit("/", 1)[-1].split(".")[0] + ":notes"
-    new = "docs/" + rel.rsplit("/", 1)[-1]
+    new = "archive/" + rel.rsplit("/", 1)[-1]
     assert_kept(again, new, [f"{tag} ONE", f"{tag} TWO", f"{tag} STALE"], live_only=[f"{tag} ONE", f"{tag} TWO"])
     assert not (again.root / rel).exists() and rel not in [p.lstrip("/") for p in devserver.tree(rid)]
 
@@ -264,8 +264,8 @@ def test_a_kill_after_the_base_moved_before_the_merge_keeps_our_lines(devserver,
     from ohsync.engine.sync import engine as sync_module
 
     mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
-    devserver.mkdir(rid, "/docs")
-    devserver.move_path(rid, "/" + TODO, "/docs")
+    devserver.mkdir(rid, "/archive")
+    devserver.move_path(rid, "/" + TODO, "/archive")
 
     def killed(old, new):  # the move and its base are done, the merge not planned
         raise _Killed("after the move")
@@ -278,19 +278,19 @@ def test_a_kill_after_the_base_moved_before_the_merge_keeps_our_lines(devserver,
     again = make_mirror(devserver, rid, tmp_path)
     settle(again)
     ours = ["todo:notes ONE", "todo:notes TWO"]
-    assert_kept(again, "docs/todo.txt", ours + ["todo:notes STALE", "line1"], live_only=ours)
+    assert_kept(again, "archive/todo.txt", ours + ["todo:notes STALE", "line1"], live_only=ours)
 
 
 def test_a_save_landing_right_after_the_local_rename_is_merged_too(devserver, rid, tmp_path):
     from ohsync.engine.crashpoints import set_hook
 
     mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
-    devserver.mkdir(rid, "/docs")
-    devserver.move_path(rid, "/" + TODO, "/docs")
+    devserver.mkdir(rid, "/archive")
+    devserver.move_path(rid, "/" + TODO, "/archive")
 
     def save(name: str) -> None:
         if name == "move.local_done":
-            with open(mirror.root / "docs/todo.txt", "ab") as fh:
+            with open(mirror.root / "archive/todo.txt", "ab") as fh:
                 fh.write(b"LINE-L\n")
     previous = set_hook(save)
     try:
@@ -299,7 +299,7 @@ def test_a_save_landing_right_after_the_local_rename_is_merged_too(devserver, ri
         set_hook(previous)
     settle(mirror)
     ours = ["todo:notes ONE", "todo:notes TWO", "LINE-L"]
-    assert_kept(mirror, "docs/todo.txt", ours + ["todo:notes STALE", "line1"], live_only=ours)
+    assert_kept(mirror, "archive/todo.txt", ours + ["todo:notes STALE", "line1"], live_only=ours)
 
 
 def test_more_moved_files_than_one_pass_checks_all_keep_their_lines(devserver, rid, tmp_path):
@@ -307,30 +307,30 @@ def test_more_moved_files_than_one_pass_checks_all_keep_their_lines(devserver, r
 
     files = {f"n{i}/f{i}.txt": f"first {i}\nsecond {i}\nthird {i}\n".encode() for i in range(MAX_CONTENT_CHECKS + 3)}
     mirror = _pushed(devserver, rid, tmp_path, files)
-    devserver.mkdir(rid, "/docs")
+    devserver.mkdir(rid, "/archive")
     for rel in files:
-        devserver.move_path(rid, "/" + rel, "/docs")
+        devserver.move_path(rid, "/" + rel, "/archive")
     settle(mirror, rounds=6)
     for i, rel in enumerate(files):
         tag = f"f{i}:n{i}"
-        assert_kept(mirror, f"docs/f{i}.txt", [f"{tag} ONE", f"{tag} TWO", f"{tag} STALE"],
+        assert_kept(mirror, f"archive/f{i}.txt", [f"{tag} ONE", f"{tag} TWO", f"{tag} STALE"],
                     live_only=[f"{tag} ONE", f"{tag} TWO"])
         assert not (mirror.root / rel).exists()
 
 
 def test_a_merge_download_failing_after_the_check_keeps_our_lines(devserver, rid, tmp_path):
     mirror = _pushed(devserver, rid, tmp_path, {TODO: V0})
-    devserver.mkdir(rid, "/docs")
-    devserver.move_path(rid, "/" + TODO, "/docs")
+    devserver.mkdir(rid, "/archive")
+    devserver.move_path(rid, "/" + TODO, "/archive")
     # the check's download goes through, every later one fails for a while
     devserver.after_request("GET", r"/files/", lambda srv: srv.inject_fault("GET", r"/files/", status=502, count=6))
     report = mirror.sync()
-    assert (TODO, "docs/todo.txt") in report.moved and report.errors, report
+    assert (TODO, "archive/todo.txt") in report.moved and report.errors, report
     devserver.clear_faults()
     assert mirror.engine.release_failures() == 1  # its backoff over
     settle(mirror)
     ours = ["todo:notes ONE", "todo:notes TWO"]
-    assert_kept(mirror, "docs/todo.txt", ours + ["todo:notes STALE", "line1"], live_only=ours)
+    assert_kept(mirror, "archive/todo.txt", ours + ["todo:notes STALE", "line1"], live_only=ours)
 
 
 
