@@ -541,3 +541,17 @@ def test_property_merge_never_raises_and_never_writes_a_damaged_file(b: bytes, o
     if r.content is not None and r.content not in (o, t):
         parse_memory(r.content)  # raises if damaged
         assert merge_memory(b, r.content, r.content, rel_path=rel_path).content == r.content
+
+
+def test_observation_outside_the_sections_reworded_on_both_sides_keeps_both_live() -> None:
+    # an entry under a prose heading sits in the diff3 skeleton: both rewordings
+    # conflict, and theirs must stay live beside ours, not only in the conflict copy
+    base = (b"---\ntitle: t\n---\n# T\n\n## Observations\n- [a] one\n\n## Check\n\nSome prose.\n\n"
+            b"- [verify] only for checking\n\n## Relations\n- relates_to [[x]]\n")
+    ours = base.replace(b"- [verify] only for checking", b"- [verify] only for checking (ours)")
+    theirs = base.replace(b"- [verify] only for checking", b"- [verify] only for checking (theirs)")
+    result = merge_memory(base, ours, theirs, rel_path="t.md")
+    assert not result.clean and result.conflicts
+    lines = {o.line for o in parse_memory(result.partial).observations}
+    assert {"- [verify] only for checking (ours)", "- [verify] only for checking (theirs)"} <= lines
+    assert b"Some prose." in result.partial and result.partial.count(b"- [a] one") == 1

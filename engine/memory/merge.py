@@ -44,7 +44,7 @@ from ..merge.text import (
     trivial_merge,
     with_eol,
 )
-from .format import MemoryDoc, MemoryParseError, code_block_ids, parse_memory
+from .format import MemoryDoc, MemoryParseError, code_block_ids, parse_memory, parse_observation, parse_relation
 from .frontmatter import merge_frontmatter
 
 __all__ = ["is_journal_file", "is_memory_file", "merge_memory", "union_merge_lines"]
@@ -102,6 +102,11 @@ def _union(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], eol:
     out += [x for k, x in ko if k not in bset]
     out += [with_eol(x, eol) for k, x in kt if k not in bset and k not in oset]
     return out
+
+
+def _is_entry(text: str) -> bool:
+    """``True`` for an observation or relation line (its text without ending)."""
+    return parse_observation(text) is not None or parse_relation(text) is not None
 
 
 def _split_blank_edges(lines: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
@@ -199,8 +204,9 @@ def _merge_body(base: MemoryDoc, ours: MemoryDoc, theirs: MemoryDoc, eol: str,
     """Merge the bodies: diff3 on the skeleton, union inside union sections.
 
     With conflicts the lines are still a partial merge that keeps every
-    addition: a conflicting hunk holds ours' lines (theirs' version goes to
-    the conflict copy); a union section that both sides moved appears once;
+    addition: a conflicting hunk holds ours' lines and the observation and
+    relation lines theirs wrote there (theirs' version goes to the conflict
+    copy); a union section that both sides moved appears once;
     one removed on one side and changed on the other stays (at the end).
 
     :returns: (merged body lines, conflicts, merged skeleton, placeholder -> merged section lines).
@@ -226,11 +232,15 @@ def _merge_body(base: MemoryDoc, ours: MemoryDoc, theirs: MemoryDoc, eol: str,
 
     def keep(b: Sequence[str], o: Sequence[str], t: Sequence[str]) -> list[str]:
         # Ours' hunk, plus any union section theirs' hunk holds (with its
-        # heading), so the section's entries stay live.
+        # heading), so the section's entries stay live; and any observation
+        # or relation line theirs wrote there (one outside the sections, both
+        # sides rewording it): entries are a union wherever they sit.
         out = list(o)
         for x in t:
             if (x in tc or x in bc) and x not in o and x in headings:
                 out += [with_eol(headings[x], eol), x]
+        known = set(_keys(b)) | set(_keys(o))
+        out += [with_eol(x, eol) for x in t if line_content(x) not in known and _is_entry(line_content(x))]
         return out
 
     outcome = diff3_lines(bs, os_, ts, eol=eol, resolve=resolve, keep=keep)
