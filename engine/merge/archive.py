@@ -29,6 +29,7 @@ from ..paths import from_remote, parent_rel
 from ..remote_dirs import ensure_remote_dir, remote_written
 from ..special_dirs import working_dir
 from ..state import Base
+from ..write_path import send
 from .choose import is_text
 from .conflict_names import CONFLICT_DIR
 from .resolve import Copy
@@ -91,7 +92,8 @@ def _upload_copy(ctx: MirrorContext, rel_path: str, copy: Copy, theirs: bytes, n
     if stored_rel is None:
         copy_rel = copy.path(rel_path, lambda p: _taken(ctx, p), now, top)
         ensure_remote_dir(ctx, parent_rel(copy_rel))
-        result = ctx.client.upload(ctx.repo_id, ctx.remote_path(copy_rel), theirs, replace=False)
+        # a new file, never replacing: a name taken meanwhile is renamed by the server
+        result = send(ctx, copy_rel, theirs, len(theirs), exists=False)
         stored_rel = from_remote(ctx.remote_root, result.path) or copy_rel
         remote_written(ctx, stored_rel)
         theirs_id = result.id
