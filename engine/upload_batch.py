@@ -71,7 +71,7 @@ from .state import Base
 from .sync.reconcile import Action
 from .sync.valve import Plan
 from .transfer import PushOutcome, _read_local, _record_base, ensure_remote_dir, push, remote_written
-from .write_path import adopt_damaged, damaged_copy
+from .write_path import adopt_damaged, batch_listing, damaged_copy, send_batch
 
 __all__ = ["BATCH_FILES", "BATCH_BYTES", "BATCH_MAX_FILE", "IN_FLIGHT", "BatchOutcome", "batchable",
            "push_new_files"]
@@ -257,7 +257,7 @@ class _Runner:
         remote_written(ctx, *(item.plan.rel for item in batch))  # whatever happens next, these changed
         files = [(item.name, item.data) for item in batch]
         under = self.under if segment.via_link else None
-        future = self.executor.submit(_upload, ctx, ctx.remote_path(segment.folder), files, under)
+        future = self.executor.submit(send_batch, ctx, ctx.remote_path(segment.folder), files, under)
         segment.outstanding += 1
         self.inflight.append((segment, batch, future))
 
@@ -453,25 +453,8 @@ class _Runner:
         self.on_repeated(plan, pushed)
 
     def _listed(self, segment: _Segment, strays: list[tuple[_Item, UploadResult]]) -> dict[str, RemoteEntry]:
-        ctx = self.ctx
-        if len(segment.items) == 1 and not strays:
-            try:
-                entry = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(segment.items[0].plan.rel))
-            except NotFoundError:
-                return {}
-            return {segment.items[0].name: entry}
-        listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(segment.folder))
-        return {entry.name: entry for entry in listing.entries}
-
-
-def _upload(ctx: MirrorContext, folder: str, files: list[tuple[str, bytes]],
-            under: str | None) -> list[UploadResult]:
-    """One upload request (on the executor): ``files`` into the remote ``folder``."""
-    if under is None:
-        results: list[UploadResult] = ctx.client.upload_files(ctx.repo_id, folder, files)
-    else:
-        results = ctx.client.upload_files(ctx.repo_id, folder, files, under=under)
-    return results
+        one = segment.items[0].plan.rel if len(segment.items) == 1 and not strays else None
+        return batch_listing(self.ctx, segment.folder, one)
 
 
 def _common_folder(folders: list[str]) -> str:

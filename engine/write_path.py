@@ -3,8 +3,11 @@
 
 Every writer uses these two: the sync's read-merge-write of small files
 (:func:`ohsync.engine.transfer.push`), of large files
-(:func:`ohsync.engine.transfer_large.push_large`) and drop-folder filing
-(through :class:`ohsync.engine.mirror_api.EngineMirror`).
+(:func:`ohsync.engine.transfer_large.push_large`), conflict copies
+(:mod:`ohsync.engine.merge.archive`) and drop-folder filing (through
+:class:`ohsync.engine.mirror_api.EngineMirror`).  The batch of new files
+(:mod:`ohsync.engine.upload_batch`) uses the batch variant,
+:func:`send_batch`, and checks it with :func:`batch_listing`.
 
 * :func:`send` uploads a new file or updates an existing one: bytes in
   memory in one request (``upload`` / ``update``), a file object streamed
@@ -37,8 +40,8 @@ from .merge.choose import is_text
 from .models import RemoteEntry, UploadResult
 from .state import Base
 
-__all__ = ["DamagedCopy", "adopt_damaged", "current_remote", "damaged_copy", "damaged_upload", "holds_content",
-           "read_back", "send"]
+__all__ = ["DamagedCopy", "adopt_damaged", "batch_listing", "current_remote", "damaged_copy", "damaged_upload",
+           "holds_content", "read_back", "send", "send_batch"]
 
 
 def current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
@@ -106,6 +109,44 @@ def send(ctx: MirrorContext, rel_path: str, content: bytes | BinaryIO, size: int
                                        executor=ctx.executor, in_flight=ctx.options.upload_in_flight,
                                        resume_cap=resume_cap, max_request=max_request, sending=sending)
     return result
+
+
+def send_batch(ctx: MirrorContext, folder: str, files: list[tuple[str, bytes]],
+               under: str | None = None) -> list[UploadResult]:
+    """Upload several new files into one remote folder in one request
+    (``POST`` to a folder-bound upload link, API §4.5, ``relative_path``
+    for ``under``); never replacing (a taken name is auto-renamed).
+
+    :param folder: the remote folder (library path) the link is bound to.
+    :param files: ``(name or path below the folder, content)`` pairs.
+    :param under: the subfolder below ``folder`` they go to, or None.
+    :returns: the server's answers, one per file (order: the server's;
+        see :func:`ohsync.engine.upload_batch` for the pairing).
+    :raises RemoteError: from the client.
+    """
+    if under is None:
+        results: list[UploadResult] = ctx.client.upload_files(ctx.repo_id, folder, files)
+    else:
+        results = ctx.client.upload_files(ctx.repo_id, folder, files, under=under)
+    return results
+
+
+def batch_listing(ctx: MirrorContext, folder_rel: str, single: str | None = None) -> dict[str, RemoteEntry]:
+    """What the server holds after a batch of new files went up: the
+    folder's entries by name (``GET …/dir/``), or for a batch of one file
+    (``single``, its rel path) that file's entry (``GET …/file/detail/``,
+    ``{}`` when it is not there).
+
+    :raises RemoteError: from the client (NotFoundError: the folder is gone).
+    """
+    if single is not None:
+        try:
+            entry = ctx.client.file_detail(ctx.repo_id, ctx.remote_path(single))
+        except NotFoundError:
+            return {}
+        return {single.rsplit("/", 1)[-1]: entry}
+    listing = ctx.client.list_dir(ctx.repo_id, ctx.remote_path(folder_rel))
+    return {entry.name: entry for entry in listing.entries}
 
 
 class _HashSink:

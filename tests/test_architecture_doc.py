@@ -166,7 +166,7 @@ def test_the_client_uploads_are_called_only_where_the_page_says() -> None:
                       for node in ast.walk(tree) if isinstance(node, ast.Call)
                       and isinstance(node.func, ast.Attribute) and node.func.attr.startswith("upload")
                       and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "client"})
-    assert callers == ["engine/upload_batch.py", "engine/write_path.py"], callers
+    assert callers == ["engine/write_path.py"], callers
     assert all(f"`{f}`" in writing for f in callers)
 
 
