@@ -55,7 +55,7 @@ from ..ids import sha1_bytes
 from ..state import Base
 from .archive import copies_of
 
-__all__ = ["StaleBase", "record_push", "move_pushes", "has_pushes", "made_from_ours", "stale_base",
+__all__ = ["StaleBase", "record_push", "move_pushes", "has_pushes", "pushes_lacked", "made_from_ours", "stale_base",
            "push_evidence",
            "overwritten_revision", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
            "MAX_PUSHES"]
@@ -223,6 +223,13 @@ _HEADING = re.compile(rb"\s{0,3}#{1,6}(\s|$)")
 def has_pushes(ctx: MirrorContext, rel_path: str) -> bool:
     """True when a verified push of ours to ``rel_path`` is on record."""
     return bool(_load(ctx, rel_path))
+
+
+def pushes_lacked(ctx: MirrorContext, rel_path: str, theirs: bytes) -> int:
+    """How many of our newest pushes to ``rel_path`` on record ``theirs``
+    (another version's bytes) lacks: 0 when it holds the newest one's change
+    or nothing can be told (see :func:`push_evidence`)."""
+    return _lacked(ctx, _load(ctx, rel_path), theirs)[0]
 
 
 def _blob(ctx: MirrorContext, sha1: str | None) -> bytes | None:

@@ -88,6 +88,9 @@ class SyncEngine(FolderSteps):
         self._temps_cleaned = False
         self._paused_paths: set[str] = set()  # fighting writers, announced once
         self._skipped_remote: list[tuple[str, str]] = []
+        self._listed_since: str | None = None  # the head before this pass's listing
+        self._delete_since: dict[str, str | None] = {}
+        self._delete_chains: dict[str, list[str] | None] = {}
         self.failure_book = FailureBook(self.local_root)
         self.own_folders = OwnFolders()
         # (state generation, synced before, head) after a pass that found nothing to do
@@ -478,6 +481,8 @@ class SyncEngine(FolderSteps):
 
     def _check_remote(self, report: SyncReport, info: RepoInfo | None = None) -> None:
         prev_head = self.state.get_meta("head")
+        self._listed_since = prev_head
+        self._delete_chains = {}
         if info is None:
             info = self.ctx.client.repo_info(self.ctx.repo_id)
         # a moved head: the commits' own changes first, the walk when they cannot tell

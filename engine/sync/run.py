@@ -23,6 +23,7 @@ from ..localfs import LocalFile, hash_file
 from ..memory.check import memory_problem
 from ..memory.merge import is_memory_file
 from ..memory.stamp import stamp_edit
+from ..merge.stale_delete import keep_unseen_before_delete
 from ..paths import parent_rel
 from ..state import Base
 from ..transfer import LocalChanged, PushOutcome, WritersFighting, adopt, merge_back, pull, push
@@ -51,6 +52,12 @@ class RunSteps(PlanSteps):
     _strikes: int
     #: ... and the paths they were charged to, with the record each had before
     _struck: list[tuple[str, PathFailure | None]]
+    #: the head of the listing before this pass's (it still held what this pass sees deleted)
+    _listed_since: str | None
+    #: that head for each remote delete whose check failed (kept for the next try)
+    _delete_since: dict[str, str | None]
+    #: the commit chains those checks read in this pass (one history page each)
+    _delete_chains: dict[str, list[str] | None]
 
     def _per_path(self, exc: BaseException, rel: str | None, *, what: str = "") -> OhsyncError:
         """The failure of one path's operation, as the error to report for it.
@@ -129,6 +136,12 @@ class RunSteps(PlanSteps):
             if action is Action.FORGET:
                 self.state.delete_base(rel)
             elif action is Action.DELETE_LOCAL:
+                if plan.fp is not None:
+                    # a stale overwrite, then a delete: what the deleter never saw goes to /.conflict/
+                    # (a check that failed is tried again from the same listing's head)
+                    since = self._delete_since.setdefault(rel, self._listed_since)
+                    keep_unseen_before_delete(ctx, rel, since, self._delete_chains)
+                self._delete_since.pop(rel, None)
                 delete_local(ctx, rel, plan.fp)
                 report.deleted_local.append(rel)
                 ctx.emit(SyncEvent("synced", rel, "down", action="delete"))

@@ -1,0 +1,135 @@
+"""A remote delete of a file we pushed to: was the deleted version ours?
+
+Another writer may overwrite a file from a version older than our pushes (a
+stale writer) and then delete it, both before a pass of ours sees the
+overwrite.  The pass then sees only a delete of a file unchanged here;
+mirroring it would leave the lines we pushed, which the deleting writer
+never saw, only in the local backup.  So before such a delete is mirrored
+the version the server deleted is read back from the library's commits: the
+newest commit since the last listing that still holds the file (a binary
+search over the first-parent chain, ``GET …/file/revision/`` per probe).
+When it lacks one of our recorded pushes (:func:`~.stale.pushes_lacked`), our
+version is archived in ``/.conflict/`` with a notice and the delete goes on;
+when it holds them (the deleter saw our lines) or nothing can be told (the
+chain is longer than one history page, or the server keeps no revisions)
+the delete is mirrored as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+
+from ..context import MirrorContext
+from ..errors import NotFoundError, RemoteError
+from ..events import ConflictRecord
+from .archive import archive
+from .choose import TEXT_LIMIT
+from .conflict_names import origin_of
+from .resolve import Copy
+from .stale import has_pushes, pushes_lacked
+
+__all__ = ["commit_chain", "deleted_version", "keep_unseen_before_delete"]
+
+log = logging.getLogger(__name__)
+
+#: Commits read (one history page) to find where the file was deleted.
+HISTORY_PAGE = 50
+
+
+def commit_chain(ctx: MirrorContext, since: str) -> list[str] | None:
+    """The first-parent chain of commit ids from the newest back to ``since``
+    (included, last), or None when one history page does not reach it.
+
+    One request: ``GET /api2/repos/{id}/history/`` (one page).
+
+    :raises RemoteError: from the client.
+    """
+    commits, _more = ctx.client.commit_history(ctx.repo_id, page=1, per_page=HISTORY_PAGE)
+    by_id = {c.id: c for c in commits}
+    chain: list[str] = []
+    commit = commits[0] if commits else None
+    while commit is not None and commit.id != since:
+        chain.append(commit.id)
+        commit = by_id.get(commit.parent_id or "")
+    return None if commit is None else [*chain, since]
+
+
+def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
+                    chains: dict[str, list[str] | None] | None = None) -> bytes | None:
+    """The content of ``rel_path`` in the newest commit that still held it,
+    among the commits after ``since`` (the head of the last listing, which
+    held it), or None when that cannot be told.
+
+    Requests: :func:`commit_chain` (once per ``since`` with the ``chains``
+    cache of one pass), then about log2(commits) + 1
+    ``GET /api2/repos/{id}/file/revision/`` downloads.
+
+    :raises RemoteError: from the client, other than a missing revision.
+    """
+    if not since:
+        return None
+    chains = {} if chains is None else chains
+    if since not in chains:
+        chains[since] = commit_chain(ctx, since)
+    known = chains[since]
+    if known is None:
+        return None  # the last listing's head is not on this page
+    chain: list[str] = known
+    remote = ctx.remote_path(rel_path)
+    found: dict[int, bytes] = {}
+
+    def held(i: int) -> bool:
+        try:
+            found[i] = ctx.client.download_revision(ctx.repo_id, remote, chain[i])
+        except NotFoundError:
+            return False
+        return True
+
+    lo, hi = 0, len(chain) - 1  # the newest index that holds it lies in [lo, hi]
+    if not held(hi):
+        return None  # not even the last listing's commit has it: nothing to tell
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if held(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return found[hi]
+
+
+def keep_unseen_before_delete(ctx: MirrorContext, rel_path: str, since: str | None,
+                              chains: dict[str, list[str] | None] | None = None) -> ConflictRecord | None:
+    """Before the server's delete of ``rel_path`` is mirrored: archive our
+    version in ``/.conflict/`` when the version the server deleted lacked
+    one of our pushes (see the module docstring).
+
+    :param since: the head of the last listing (the one that still held the file).
+    :param chains: the commit chains read in this pass, by ``since`` (filled in).
+    :returns: the conflict record when our version was archived, else None.
+    :raises RemoteError: from the client (the delete waits for a later pass).
+    :raises OSError: reading the local file failed.
+    """
+    if not has_pushes(ctx, rel_path):
+        return None
+    path = ctx.local_path(rel_path)
+    if path.is_symlink() or not path.is_file() or path.stat().st_size > TEXT_LIMIT:
+        return None
+    ours = path.read_bytes()
+    try:
+        deleted = deleted_version(ctx, rel_path, since, chains)
+    except RemoteError as exc:
+        if isinstance(exc, NotFoundError):
+            return None
+        raise
+    if deleted is None:
+        log.info("%s: deleted on the server; which version was deleted cannot be told", rel_path)
+        return None
+    if ours == deleted or not pushes_lacked(ctx, rel_path, deleted):
+        return None
+    origin = origin_of(ours)
+    reason = ("deleted on the server by a client that had not seen these lines "
+              "(it had written over our version from an older one)")
+    copy = Copy("upload", rel_path, "local" if origin == "remote" else origin, reason, ("delete",),
+                announce="deleted on the server from an older version; ours was kept as {stored}")
+    return archive(ctx, rel_path, copy, theirs=ours, when=datetime.now(timezone.utc))

@@ -1,0 +1,85 @@
+"""Stale writers, then a remote delete: another client overwrites a file we
+pushed to from a version older than our pushes and then deletes it, both
+before a pass of ours sees the overwrite.  The pass sees only the delete of
+a file unchanged here; the deleting client never saw our lines, so our
+version goes to ``/.conflict/`` with a notice before the delete is mirrored
+(``engine/merge/stale_delete.py``).  A delete of our own version is
+mirrored as before.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from engine_helpers import USER
+from test_writers_stale import settle
+from test_writers_stale_remote_moves import OLD, V0, _pushed
+
+
+@pytest.fixture
+def rid(devserver):
+    return devserver.create_library(USER, "OH-Memory")
+
+
+def _copies(devserver, rid) -> dict[str, bytes]:
+    return {k: v for k, v in devserver.tree(rid).items() if k.startswith("/.conflict/")}
+
+
+@pytest.mark.parametrize("overwrites", [1, 6])
+def test_a_stale_overwrite_then_a_remote_delete_keeps_our_lines_in_a_conflict_copy(devserver, rid, tmp_path,
+                                                                                   overwrites):
+    mirror = _pushed(devserver, rid, tmp_path)
+    burst = devserver.stale_burst(rid, "/" + OLD, overwrites, old=V0, line="LINE-R\n")
+    assert burst.errors == []
+    devserver.delete_path(rid, "/" + OLD)
+    report = mirror.sync()
+    assert report.errors == []
+    assert not (mirror.root / OLD).exists() and devserver.file_id(rid, "/" + OLD) is None  # the delete stands
+    copies = _copies(devserver, rid)
+    assert len(copies) == 1, copies
+    (path, content), = copies.items()
+    assert content == V0 + b"LINE-A\nLINE-B\n"
+    assert mirror.read(path.lstrip("/")) == content  # on both sides
+    assert [c.path for c in mirror.engine.conflicts()] == [OLD]  # with a notice
+    settle(mirror)
+
+
+def test_a_remote_delete_of_our_own_version_is_mirrored_without_a_copy(devserver, rid, tmp_path):
+    mirror = _pushed(devserver, rid, tmp_path)
+    devserver.delete_path(rid, "/" + OLD)
+    requests = mirror.client.request_count
+    report = mirror.sync()
+    assert report.errors == [] and OLD in report.deleted_local
+    assert not (mirror.root / OLD).exists()
+    assert _copies(devserver, rid) == {} and mirror.engine.conflicts() == []
+    assert mirror.client.request_count - requests < 14, "the check reads a history page and a few revisions"
+
+
+def test_a_stale_overwrite_that_kept_our_lines_then_a_delete_is_mirrored(devserver, rid, tmp_path):
+    # the other client read our newest version, edited it and deleted it: it saw our lines
+    mirror = _pushed(devserver, rid, tmp_path)
+    devserver.put_file(rid, "/" + OLD, V0 + b"LINE-A\nLINE-B\nTHEIRS\n")
+    devserver.delete_path(rid, "/" + OLD)
+    report = mirror.sync()
+    assert report.errors == [] and OLD in report.deleted_local
+    assert _copies(devserver, rid) == {} and mirror.engine.conflicts() == []
+
+
+def test_a_check_that_failed_is_tried_again_from_the_same_listing(devserver, rid, tmp_path):
+    mirror = _pushed(devserver, rid, tmp_path)
+    assert devserver.stale_burst(rid, "/" + OLD, 1, old=V0, line="LINE-R\n").errors == []
+    devserver.delete_path(rid, "/" + OLD)
+    devserver.inject_fault("GET", r"/file/revision/", status=500, count=100)
+    report = mirror.sync()
+    assert report.errors and (mirror.root / OLD).exists()  # nothing deleted while it cannot tell
+    devserver.put_file(rid, "/notes/other.txt", b"other, edited\n")  # the head moves on meanwhile
+    devserver.clear_faults()
+    assert mirror.sync().errors == []  # the failed path waits out its backoff ...
+    assert (mirror.root / OLD).exists()
+    mirror.engine.release_failures()   # ... or the person's `ohsync refresh`
+    settle(mirror)
+    assert not (mirror.root / OLD).exists()
+    assert list(_copies(devserver, rid).values()) == [V0 + b"LINE-A\nLINE-B\n"]
