@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .events import ConflictRecord
+from .localfs import fsync_dir
 from .models import RemoteEntry
 from .state_schema import SCHEMA_VERSION, Recovered, StateTooNew, open_state_db
 
@@ -154,7 +155,7 @@ class StateStore:
     def base_content(self, base: Base) -> bytes | None:
         """The kept base content of ``base`` or None when none was kept.
 
-        The blob is checked against its name (its sha1): blobs are written
+        The blob is checked against its name (its sha1): base blobs are written
         without an fsync (:meth:`_put_blob`), so after a power cut one may be
         empty or cut short; such a blob is no base (None), never a wrong one.
         """
@@ -168,31 +169,45 @@ class StateStore:
 
     def keep_blob(self, content: bytes) -> str:
         """Keep ``content`` in the blob folder (no base refers to it yet);
-        returns its sha1, under which :meth:`base_content` finds it."""
+        returns its sha1, under which :meth:`base_content` finds it.
+
+        Synced to disk (file and folder): such a blob is a record of one of
+        our pushes, read to tell a stale overwrite of it, and unlike a base it
+        cannot be read again from the server once a power cut damaged it.
+        """
         sha1 = hashlib.sha1(content).hexdigest()
-        self._put_blob(sha1, content)
+        self._put_blob(sha1, content, durable=True)
         return sha1
 
-    def _put_blob(self, sha1: str, content: bytes) -> None:
-        """Keep ``content`` as the blob ``sha1`` (temp file + rename, no fsync).
+    def _put_blob(self, sha1: str, content: bytes, durable: bool = False) -> None:
+        """Keep ``content`` as the blob ``sha1`` (temp file + rename).
 
-        Not synced to disk: the blob is only ever read through
-        :meth:`base_content`, which checks it against its sha1, and a missing
-        base means a conflict copy rather than a merge, never a loss; the fsync
-        per file cost a cold mirror most of its time.  A blob already there
-        that does not hold ``content`` (cut short, or of the right size but
-        zero-filled, by a power cut) is written again.
+        Not synced to disk unless ``durable``: a base blob is only ever read
+        through :meth:`base_content`, which checks it against its sha1, and a
+        missing base means a conflict copy rather than a merge, never a loss;
+        the fsync per file cost a cold mirror most of its time.  A blob
+        already there that does not hold ``content`` (cut short, or of the
+        right size but zero-filled, by a power cut) is written again.
         """
         target = self.blob_dir / sha1
         try:
             if target.stat().st_size == len(content) and target.read_bytes() == content:
+                if durable:  # written before as a base, maybe not on disk yet
+                    with open(target, "rb") as fh:
+                        os.fsync(fh.fileno())
+                    fsync_dir(self.blob_dir)
                 return
         except FileNotFoundError:
             pass
         fd, tmp = tempfile.mkstemp(dir=self.blob_dir, prefix=".tmp-")
         with os.fdopen(fd, "wb") as fh:
             fh.write(content)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
+        if durable:
+            fsync_dir(self.blob_dir)
 
     def prune_blobs(self) -> int:
         """Delete blobs no base refers to and no record of our pushes names

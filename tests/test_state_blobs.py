@@ -56,3 +56,34 @@ def test_edits_on_both_sides_over_a_damaged_base_blob_keep_every_line(devserver,
     assert any(b"line one, edited here" in data for data in kept)
     assert any(b"line six, edited there" in data for data in kept)
     assert read_tree(mirror.root) == mirrored(server)
+
+
+def _fsynced_paths(monkeypatch) -> list[str]:
+    """Record the path behind every ``os.fsync`` (through /proc/self/fd)."""
+    import os
+
+    seen: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        seen.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return seen
+
+
+def test_a_push_record_blob_is_synced_to_disk_and_a_base_blob_is_not(tmp_path, monkeypatch):
+    store = StateStore(tmp_path / "s.db", tmp_path / "blobs")
+    seen = _fsynced_paths(monkeypatch)
+    base = Base("a.txt", False, sha1_bytes(CONTENT), "f" * 40, len(CONTENT), 1, 2)
+    store.set_base(base, CONTENT)
+    assert seen == []  # a base can be read again from the server: no fsync per file
+    pushed = CONTENT + b"a line we pushed\n"
+    sha1 = store.keep_blob(pushed)
+    folder = str(tmp_path / "blobs")
+    assert seen[0].startswith(folder + "/.tmp-") and folder in seen  # the file before its rename, then the folder
+    assert (tmp_path / "blobs" / sha1).read_bytes() == pushed
+    seen.clear()
+    store.keep_blob(CONTENT)  # already there as a base blob, maybe not on disk yet
+    assert seen == [str(tmp_path / "blobs" / base.sha1), folder]
