@@ -32,7 +32,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .client.commits import CommitInfo
+from .client.commits import CommitInfo, first_parents
 from .context import MirrorContext
 from .errors import LibraryGoneError, NotFoundError, OhsyncError, RemoteOperationError
 from .models import RemoteEntry, RepoInfo
@@ -80,17 +80,8 @@ def chain_since(commits: list[CommitInfo], old_head: str, new_head: str) -> list
         a merge, is the library's first commit, or the chain is longer than
         :data:`MAX_COMMITS`; ``[]`` when the heads are equal.
     """
-    by_id = {c.id: c for c in commits}
-    chain: list[CommitInfo] = []
-    at = new_head
-    while at != old_head:
-        commit = by_id.get(at)
-        if commit is None or commit.second_parent_id or commit.parent_id is None or len(chain) >= MAX_COMMITS:
-            return None
-        chain.append(commit)
-        at = commit.parent_id
-    chain.reverse()
-    return chain
+    chain = first_parents(commits, old_head, new_head, limit=MAX_COMMITS, merges=False)
+    return None if chain is None else chain[::-1]
 
 
 def history_since(client: Any, repo_id: str, old_head: str, old_ctime: int, new_head: str) -> Since:

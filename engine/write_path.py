@@ -124,10 +124,7 @@ def send_batch(ctx: MirrorContext, folder: str, files: list[tuple[str, bytes]],
         see :func:`ohsync.engine.upload_batch` for the pairing).
     :raises RemoteError: from the client.
     """
-    if under is None:
-        results: list[UploadResult] = ctx.client.upload_files(ctx.repo_id, folder, files)
-    else:
-        results = ctx.client.upload_files(ctx.repo_id, folder, files, under=under)
+    results: list[UploadResult] = ctx.client.upload_files(ctx.repo_id, folder, files, under=under)
     return results
 
 

@@ -19,7 +19,7 @@ from ..errors import NotFoundError, ProtocolError
 from .errors import check_id
 from .transport import SeafileHTTP
 
-__all__ = ["CommitChange", "CommitInfo", "CommitReads"]
+__all__ = ["CommitChange", "CommitInfo", "CommitReads", "first_parents"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,31 @@ class CommitChange:
     op: str
     path: str
     new_path: str = ""
+
+
+def first_parents(commits: list[CommitInfo], old_head: str, new_head: str, *, limit: int | None = None,
+                  merges: bool = True) -> list[CommitInfo] | None:
+    """The commits after ``old_head`` up to ``new_head``, newest first, by
+    first parents through ``commits`` (one history page, any order).
+
+    :param limit: at most this many commits (None: any number).
+    :param merges: False refuses a merge commit on the way.
+    :returns: ``[]`` when the heads are equal; None when a commit on the way
+        is missing from ``commits``, is the library's first commit (so
+        ``old_head`` is no ancestor), is a refused merge, or the chain is
+        longer than ``limit``.
+    """
+    by_id = {c.id: c for c in commits}
+    chain: list[CommitInfo] = []
+    at = new_head
+    while at != old_head:
+        commit = by_id.get(at)
+        if commit is None or commit.parent_id is None or (commit.second_parent_id and not merges) \
+                or (limit is not None and len(chain) >= limit):
+            return None
+        chain.append(commit)
+        at = commit.parent_id
+    return chain
 
 
 _REPO_ID = re.compile(r"^[-0-9a-f]{36}$")

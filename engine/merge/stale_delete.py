@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
+from ..client.commits import first_parents
 from ..context import MirrorContext
-from ..errors import NotFoundError, RemoteError
+from ..errors import NotFoundError
 from ..events import ConflictRecord
 from .archive import archive
 from .choose import TEXT_LIMIT
@@ -46,13 +47,8 @@ def commit_chain(ctx: MirrorContext, since: str) -> list[str] | None:
     :raises RemoteError: from the client.
     """
     commits, _more = ctx.client.commit_history(ctx.repo_id, page=1, per_page=HISTORY_PAGE)
-    by_id = {c.id: c for c in commits}
-    chain: list[str] = []
-    commit = commits[0] if commits else None
-    while commit is not None and commit.id != since:
-        chain.append(commit.id)
-        commit = by_id.get(commit.parent_id or "")
-    return None if commit is None else [*chain, since]
+    chain = first_parents(commits, since, commits[0].id) if commits else None
+    return None if chain is None else [*(c.id for c in chain), since]
 
 
 def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
@@ -118,10 +114,8 @@ def keep_unseen_before_delete(ctx: MirrorContext, rel_path: str, since: str | No
     ours = path.read_bytes()
     try:
         deleted = deleted_version(ctx, rel_path, since, chains)
-    except RemoteError as exc:
-        if isinstance(exc, NotFoundError):
-            return None
-        raise
+    except NotFoundError:
+        return None  # the library's history is gone (or never kept): nothing to tell
     if deleted is None:
         log.info("%s: deleted on the server; which version was deleted cannot be told", rel_path)
         return None
