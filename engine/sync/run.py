@@ -210,6 +210,23 @@ class RunSteps(PlanSteps):
                 self._pending.done(plan.rel)
         return [p for p in plans if p.rel not in done and p.rel not in refused]
 
+    def _uploaded(self, rel: str, report: SyncReport, uploaded: set[str], pushed: PushOutcome | None = None) -> None:
+        """One file of a batch went up and was verified: count it in
+        ``report`` and ``uploaded``; ``pushed`` when it was sent again (the
+        server had stored it damaged) and so may have merged or conflicted."""
+        uploaded.add(rel)
+        self._went_through()
+        report.uploaded.append(rel)
+        self._pending.done(rel)
+        self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
+        self._paused_paths.discard(rel)
+        self.failure_book.succeeded(rel)
+        self._check_damaged(rel)
+        if pushed is not None and pushed.action == "merge":
+            report.merged.append(rel)
+        if pushed is not None and pushed.conflict is not None:
+            report.conflicts.append(pushed.conflict)
+
     def _batch_push(self, plans: list[Plan], report: SyncReport,
                     should_stop: Callable[[], bool] | None) -> list[Plan]:
         """Upload new small files several per request; returns the plans left."""
@@ -220,23 +237,12 @@ class RunSteps(PlanSteps):
         uploaded: set[str] = set()
 
         def done(rel: str) -> None:
-            uploaded.add(rel)
-            self._went_through()
-            report.uploaded.append(rel)
-            self._pending.done(rel)
-            self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
-            self._paused_paths.discard(rel)
-            self.failure_book.succeeded(rel)
-            self._check_damaged(rel)
+            self._uploaded(rel, report, uploaded)
 
         def repeated(plan: Plan, pushed: PushOutcome) -> None:
             # stored damaged by the server, sent again and verified: done now, even if the
             # batch fails later (the per-file way would push it again, stamped as an edit)
-            done(plan.rel)
-            if pushed.action == "merge":
-                report.merged.append(plan.rel)
-            if pushed.conflict is not None:
-                report.conflicts.append(pushed.conflict)
+            self._uploaded(plan.rel, report, uploaded, pushed)
 
         try:
             outcome = push_new_files(self.ctx, new, executor=self.executor, on_done=done, on_repeated=repeated,
@@ -274,25 +280,14 @@ class RunSteps(PlanSteps):
         uploaded: set[str] = set()
 
         def done(rel: str) -> None:
-            uploaded.add(rel)
-            self._went_through()
-            report.uploaded.append(rel)
-            self._pending.done(rel)
-            self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
-            self._paused_paths.discard(rel)
-            self.failure_book.succeeded(rel)
-            self._check_damaged(rel)
+            self._uploaded(rel, report, uploaded)
 
         outcome = push_edits(self.ctx, edits, executor=self.executor, on_done=done, should_stop=should_stop,
                              prepare=stamp)
         if outcome.error is not None:
             self._per_path(outcome.error, None)  # ends the pass when the server is down
         for plan, pushed in outcome.repeated:  # stored damaged by the server, sent again and verified
-            done(plan.rel)
-            if pushed.action == "merge":
-                report.merged.append(plan.rel)
-            if pushed.conflict is not None:
-                report.conflicts.append(pushed.conflict)
+            self._uploaded(plan.rel, report, uploaded, pushed)
         left = {p.rel: p for p in outcome.rest}  # a plan may come back based on the server's damaged copy
         return [left.get(p.rel, p) for p in plans if p.rel not in uploaded]
 
