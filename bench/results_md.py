@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from targets import targets_table
+
 __all__ = ["write_results_md", "server_line", "readme_block", "update_readme", "README_BEGIN", "README_END"]
 
 _BEGIN, _END = "<!-- scale -->", "<!-- /scale -->"
@@ -32,6 +34,8 @@ _BEGIN, _END = "<!-- scale -->", "<!-- /scale -->"
 README_BEGIN = "<!-- bench/RESULTS.md: copied by bench/results_md.py, do not edit -->"
 README_END = "<!-- /bench/RESULTS.md -->"
 REPO = Path(__file__).resolve().parents[1]
+#: The heading of the generated section that judges the speed targets (``bench/targets.py``).
+TARGETS_HEADING = "## Targets"
 
 
 def _header(bench: Any, seconds: float, what: str) -> str:
@@ -75,6 +79,14 @@ def server_line(bench: Any) -> str:
             "(`GET /api2/server-info/`); requests counted by devserver.")
 
 
+def kept_sections(main: str) -> str:
+    """The sections of RESULTS.md's main part written by hand (a before/after
+    comparison, a profile): every ``## `` section but the generated targets;
+    a new run keeps them below its table."""
+    parts = re.split(r"(?m)^(?=## )", main)
+    return "".join(p for p in parts[1:] if not p.startswith(TARGETS_HEADING)).strip()
+
+
 def write_results_md(bench: Any, path: Path, seconds: float) -> None:
     """Rewrite the parts of ``path`` this run has rows for; keep the other part as it was."""
     old = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -95,6 +107,13 @@ def write_results_md(bench: Any, path: Path, seconds: float) -> None:
             "",
             bench.table(main_rows),
             "",
+            f"{TARGETS_HEADING}",
+            "",
+            "Each speed target judged on this run's rows (the 30,000-file row only when the run had `scale`).",
+            "",
+            targets_table(bench.rows),
+            "",
+            kept_sections(old_main),
         ])
     scale = old_scale
     if scale_rows:
