@@ -269,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="bound on each rclone upload; past it the figure is extrapolated (default 10 s)")
     ap.add_argument("--notify-changes", type=int, default=20, help="remote changes timed in `notify` (default 20)")
     ap.add_argument("--saves", type=int, default=100, help="local saves timed in `save` (default 100)")
+    ap.add_argument("--saves-again", type=int, default=20,
+                    help="saves of one file in a row in `save`, most before the next poll (default 20; 0: none)")
     ap.add_argument("--save-rclone-runs", type=int, default=10,
                     help="rclone copyto runs in `save` (p50/p95; default 10, 0: none)")
     ap.add_argument("--burst", type=int, default=1000, help="local edits at once in `burst` (default 1000)")

@@ -66,7 +66,7 @@ def _upload_requests(rows: list[Row]) -> tuple[str, bool] | None:
 
 
 def _save_seconds(rows: list[Row]) -> tuple[str, bool] | None:
-    row = _find(rows, "save")
+    row = _find(rows, "save", "local save")
     if row is None:
         return None
     oh, rc = _oh(row, "seconds"), _other(row, "seconds")
@@ -75,10 +75,15 @@ def _save_seconds(rows: list[Row]) -> tuple[str, bool] | None:
 
 
 def _save_requests(rows: list[Row]) -> tuple[str, bool] | None:
-    row = _find(rows, "save")
+    row = _find(rows, "save", "local save")
     if row is None:
         return None
-    return f"{_oh(row, 'requests')} requests per save (median)", _oh(row, "requests") <= 2
+    again = _find(rows, "save", "saved again")
+    worst = max(_oh(row, "requests"), _oh(again, "requests") if again is not None else 0)
+    text = f"{_oh(row, 'requests')} requests per save (median)"
+    if again is not None:
+        text += f"; {_oh(again, 'requests')} for the same file saved again at once"
+    return text, worst <= 2
 
 
 def _burst_requests(rows: list[Row]) -> tuple[str, bool] | None:
@@ -122,7 +127,7 @@ TARGETS: list[Target] = [
     Target("local save -> verified", "p50 ≤ 0.3 s and under rclone copyto's p50", _save_seconds,
            why="the watcher's quiet period and the daemon's pass: `bench/README.md`, save"),
     Target("local save -> verified", "≤ 2 requests", _save_requests,
-           why="a file saved again before the next poll reads a fresh head and its detail first"),
+           why="a push the listing (or our own last write) does not vouch for reads the file first"),
     Target("burst of 1,000 local edits", "≤ 1.5 requests per file", _burst_requests),
     Target("200 MiB download", "≥ 0.5× a plain stream", _download_vs_plain,
            why="bound by the receiving thread (httpx/h11 parse the body in 64 KiB reads) and the "

@@ -135,6 +135,12 @@ class MirrorContext:
     #: snapshot's head was recorded, oldest first (:meth:`wrote`): lets
     #: :mod:`.remote_diffs` tell the commits of our own writes (echoes) apart
     written: dict[str, list[str]] = field(default_factory=dict)
+    #: rel path → ``(commit id, file id)``: a commit whose tree holds the
+    #: version of ours at that path the read-back verified (the file's
+    #: history named it, :func:`.write_path.read_back_with_history`); the
+    #: next update of the path may carry it as its ``head`` until a new
+    #: listing vouches for the path again (:meth:`written_head_for`)
+    written_at: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: False once the server answered 404 to a commit's changes (no such endpoint)
     commit_diffs: bool = True
     #: False once the server answered 404 to the history of a file it has (:mod:`.capabilities`)
@@ -195,6 +201,7 @@ class MirrorContext:
             self.listed_head = head
             self.head_read_at = time.monotonic()
             self.since_listed.clear()
+            self.written_at.clear()
 
     def head_age(self) -> float:
         """Seconds since the snapshot was listed with ``listed_head`` (infinite
@@ -213,6 +220,18 @@ class MirrorContext:
             if folder + "/" in self.since_listed:
                 return None
         return self.listed_head
+
+    def written_head_for(self, rel_path: str, file_id: str) -> str | None:
+        """The commit our verified write of ``file_id`` to ``rel_path`` is
+        known by (:attr:`written_at`), or None.
+
+        An update based on it keeps any later edit of the path by another
+        writer (the server stores ours as an SFConflict file), as one based
+        on the listing's head does; unlike that head it speaks only for this
+        path, so folder moves since do not matter.
+        """
+        known = self.written_at.get(rel_path)
+        return known[0] if known is not None and known[1] == file_id else None
 
     def stopping(self) -> bool:
         """True when the running pass was asked to stop between two files."""

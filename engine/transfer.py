@@ -36,7 +36,7 @@ from .models import RemoteEntry
 from .paths import parent_rel
 from .remote_dirs import ensure_remote_dir, remote_written
 from .state import Base
-from .write_path import adopt_damaged, current_remote, damaged_upload, read_back, send
+from .write_path import adopt_damaged, current_remote, damaged_upload, read_back_with_history, send
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir",
            "current_remote", "remote_written", "head_for", "merge_back", "listed_head"]
@@ -264,13 +264,6 @@ class _Raced(Exception):
     """The remote changed between our read and our write."""
 
 
-def _read_back(ctx: MirrorContext, rel_path: str, data: bytes, uploaded_id: str) -> bool:
-    """docs/architecture.md §5, step 3: is what the server holds now exactly
-    what we wrote? (:func:`ohsync.engine.write_path.read_back`)"""
-    return read_back(ctx, rel_path, uploaded_id, sha1=sha1_bytes(data), size=len(data),
-                     file_id=seafile_file_id(data)) is not None
-
-
 #: Seconds the head a scan listed the snapshot with (``ctx.listed_head``)
 #: vouches for it.  A push of a path the snapshot shows unchanged since its
 #: base (or absent, for a new file), and that we did not write since that
@@ -295,13 +288,18 @@ def listed_head(ctx: MirrorContext, rel_path: str, base: Base | None) -> str | N
     """The head an update of ``rel_path`` may carry without reading the file
     first (see :data:`LISTING_TRUST`): the snapshot's, when the snapshot shows
     the path as its base (absent, for a new file) and nothing of ours was
-    written there since that listing; else None."""
+    written there since that listing; when our own verified write is all that
+    changed it since, the commit that write is known by
+    (:meth:`~ohsync.engine.context.MirrorContext.written_head_for`); else None."""
     known = ctx.snapshot.get(rel_path)
     unchanged = (known is None and base is None) or (
         known is not None and base is not None and not known.is_dir and known.id == base.remote_id)
     if not unchanged or ctx.head_age() >= LISTING_TRUST:
         return None
-    return ctx.listed_head_for(rel_path)
+    head = ctx.listed_head_for(rel_path)
+    if head is None and known is not None:
+        head = ctx.written_head_for(rel_path, known.id)  # saved again before the next listing
+    return head
 
 
 def _check_history(ctx: MirrorContext, action: str) -> bool:
@@ -420,10 +418,14 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                 raise
             continue  # deleted since the listing: the next round looks it up
         reach("push.uploaded")
-        if _read_back(ctx, rel_path, content, new_id):
+        check = remote is not None and _check_history(ctx, action)
+        verified, revisions = read_back_with_history(ctx, rel_path, new_id, sha1=sha1_bytes(content),
+                                                     size=len(content), file_id=seafile_file_id(content),
+                                                     limit=2 if check else 1)
+        if verified is not None:
             reach("push.verified")
-            if remote is not None and _check_history(ctx, action):
-                crossed = overwritten_revision(ctx, rel_path, new_id, remote.id)
+            if check and remote is not None:
+                crossed = overwritten_revision(ctx, rel_path, new_id, remote.id, revisions)
                 if crossed is not None:
                     # The server ignored head and ours replaced a version we
                     # never saw: merge it in and write again.

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import io
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+from .capabilities import file_history
 from .context import MirrorContext
 from .errors import NotFoundError
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
@@ -41,7 +43,7 @@ from .models import RemoteEntry, UploadResult
 from .state import Base
 
 __all__ = ["DamagedCopy", "adopt_damaged", "batch_listing", "current_remote", "damaged_copy", "damaged_upload",
-           "holds_content", "read_back", "send", "send_batch"]
+           "holds_content", "read_back", "read_back_with_history", "send", "send_batch"]
 
 
 def current_remote(ctx: MirrorContext, rel_path: str) -> RemoteEntry | None:
@@ -200,6 +202,42 @@ def read_back(ctx: MirrorContext, rel_path: str, uploaded_id: str, *, sha1: str,
     ctx.snapshot[rel_path] = current
     ctx.wrote(rel_path, current.id)
     return current
+
+
+def read_back_with_history(ctx: MirrorContext, rel_path: str, uploaded_id: str, *, sha1: str, size: int,
+                           file_id: str, limit: int = 1) -> tuple[RemoteEntry | None, list[Any] | None]:
+    """:func:`read_back` through the file's history, which also names the
+    commit that holds our version.
+
+    ``GET /api/v2.1/repos/{id}/file/history/?limit=`` (newest first, the
+    first is the live version): when its first revision is ``uploaded_id``
+    of ``size`` bytes and :func:`holds_content` agrees, the write is
+    verified in that one request and its commit is kept
+    (``ctx.written_at``) for the path's next update
+    (:meth:`~ohsync.engine.context.MirrorContext.written_head_for`).
+    Anything else (another version live, no history on this server) is
+    decided by :func:`read_back` (``file/detail``), as without the history.
+
+    :param limit: revisions to read (2 also shows the one ours replaced).
+    :returns: ``(entry, revisions)``: the server's entry when verified, else
+        None; the revisions read (None when the server keeps no history or
+        the file is gone).
+    :raises RemoteError: from the client.
+    """
+    try:
+        revisions = file_history(ctx, rel_path, limit=limit)
+    except NotFoundError:
+        revisions = None
+    live = revisions[0] if revisions else None
+    if live is not None and live.file_id == uploaded_id and live.size == size:
+        # mtime: the history gives the commit's time only; no pass reads a pushed file's mtime
+        entry = RemoteEntry(rel_path, False, uploaded_id, size, int(time.time()))
+        if holds_content(ctx, entry, sha1=sha1, size=size, file_id=file_id):
+            ctx.snapshot[rel_path] = entry
+            ctx.wrote(rel_path, uploaded_id)
+            ctx.written_at[rel_path] = (live.commit_id, uploaded_id)
+            return entry, revisions
+    return read_back(ctx, rel_path, uploaded_id, sha1=sha1, size=size, file_id=file_id), revisions
 
 
 def holds_content(ctx: MirrorContext, entry: RemoteEntry, *, sha1: str, size: int, file_id: str) -> bool:

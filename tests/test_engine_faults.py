@@ -65,8 +65,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-# the read of the journal's latest version, which read-merge-write does first
-JOURNAL_READ = r"/file/detail/.*2026-11"
+# a read of the journal's latest version: read-merge-write's first, or the read-back's
+JOURNAL_READ = r"/file/(detail|history)/.*2026-11"
 
 
 def test_a_server_error_on_one_file_fails_that_file_only_and_the_next_pass_finishes(devserver, synced, clock):
@@ -148,14 +148,14 @@ def test_a_server_failing_every_request_ends_the_pass(devserver, synced):
 
 
 def test_failures_between_successes_never_add_up_to_an_outage(devserver, synced):
-    # a folder each: every edit is pushed and read back (file/detail) on its own
+    # a folder each: every edit is pushed and read back (its file history) on its own
     names = [f"knowledge/{i}/{i}-{'bad' if i % 2 == 0 else 'good'}.md" for i in range(2 * SERVER_STRIKES)]
     for rel in names:
         synced.write(rel, f"{rel} v1\n".encode())
     synced.sync()
     for rel in names:
         synced.write(rel, f"{rel} v2\n".encode())
-    devserver.inject_fault(None, r"/file/detail/.*-bad", status=503, count=10_000)
+    devserver.inject_fault(None, r"/file/history/.*-bad", status=503, count=10_000)
 
     report = synced.sync(names)  # bad, good, bad, good…: each success resets the count
 

@@ -19,6 +19,7 @@ UPLOAD_LINKS = r"^GET /api2/repos/[^/]+/upload-link/"
 UPDATES = r"^POST /seafhttp/update-api/"
 UPLOADS = r"^POST /seafhttp/upload-api/"
 DETAILS = r"^GET /api2/repos/[^/]+/file/detail/"
+HISTORIES = r"^GET /api/v2.1/repos/[^/]+/file/history/"
 DOWNLOADS = r"^GET /seafhttp/files/"
 
 
@@ -45,14 +46,15 @@ def save(m, devserver, rel: str, data: bytes):  # -> SyncReport
 
 def test_a_save_costs_four_requests_and_later_saves_reuse_the_link(devserver, mirror):
     save(mirror, devserver, "journal/n1.md", b"note 1\nfirst save\n")
-    # head, update link, update, read-back by file id (no download)
+    # head, update link, update, read-back by file id through the file's history (no download)
     assert devserver.request_count() == 4
     assert devserver.request_count(UPDATE_LINKS) == 1 and devserver.request_count(DOWNLOADS) == 0
+    assert devserver.request_count(HISTORIES) == 1 and devserver.request_count(DETAILS) == 0
     for k in range(3):
         save(mirror, devserver, "journal/n1.md", f"note 1\nsave {k}\n".encode())
         assert devserver.request_count(UPDATE_LINKS) == 0
         assert devserver.request_count(UPDATES) == 1
-        assert devserver.request_count(DETAILS) == 1  # the read-back only
+        assert devserver.request_count(HISTORIES) == 1 and devserver.request_count(DETAILS) == 0  # the read-back
         assert devserver.request_count(DOWNLOADS) == 0
     # one update link serves every folder of the library
     save(mirror, devserver, "journal/n2.md", b"note 2\nelsewhere\n")
@@ -118,7 +120,8 @@ def test_a_listing_past_its_trust_is_read_again(devserver, mirror, monkeypatch):
     """A push that may not take the entry from the listing asks the server first."""
     monkeypatch.setattr(transfer, "LISTING_TRUST", 0.0)
     save(mirror, devserver, "journal/n1.md", b"note 1\nslow pass\n")
-    assert devserver.request_count(DETAILS) == 2  # before the update, and the read-back
+    assert devserver.request_count(DETAILS) == 1  # before the update
+    assert devserver.request_count(HISTORIES) == 1  # the read-back
 
 
 def watcher_save(m, devserver, rel: str, data: bytes):  # -> SyncReport
@@ -141,20 +144,43 @@ def test_a_watcher_save_costs_the_update_and_the_read_back(devserver, mirror):
     mirror.engine.ctx.head_read_at -= 3600  # an hour later
     watcher_save(mirror, devserver, "journal/n1.md", b"note 1\nan hour later\n")
     assert devserver.request_count() == 2
-    assert devserver.request_count(UPDATES) == 1 and devserver.request_count(DETAILS) == 1
+    assert devserver.request_count(UPDATES) == 1 and devserver.request_count(HISTORIES) == 1
     # the update carried the head the snapshot was listed with
     assert devserver.request_count(f"update-api/.*head={mirror.state.get_meta('head')}") == 1
 
 
-def test_a_file_written_since_the_listing_is_read_first_and_others_still_trust_it(devserver, mirror):
+def test_a_file_saved_again_before_the_next_poll_is_sent_at_its_own_commit(devserver, mirror):
+    """The read-back of a save names the commit that holds it (the file's
+    history); the next save of that file before a poll carries that commit
+    as its head: the update and the read-back again, nothing read first."""
     assert mirror.sync().errors == []
     watcher_save(mirror, devserver, "journal/n1.md", b"note 1\nfirst\n")
-    # our own write moved the file past the listing: a fresh head, then the file, then the update
+    commit = devserver.head_commit(mirror.repo_id)  # the first save's commit
     watcher_save(mirror, devserver, "journal/n1.md", b"note 1\nsecond\n")
-    assert devserver.request_count("GET /api2/repos/{id}/") == 1 and devserver.request_count(DETAILS) == 2
-    # that head was read alone: another file is still updated at the listing's head, unread
+    assert devserver.request_count() == 2, devserver.requests
+    assert devserver.request_count(UPDATES) == 1 and devserver.request_count(HISTORIES) == 1
+    assert devserver.request_count(f"update-api/.*head={commit}") == 1
+    # another file is still updated at the listing's head, unread
     watcher_save(mirror, devserver, "journal/n2.md", b"note 2\nelsewhere\n")
-    assert devserver.request_count() == 2 and devserver.request_count(DETAILS) == 1
+    assert devserver.request_count() == 2 and devserver.request_count(DETAILS) == 0
+
+
+def test_an_edit_landing_between_two_saves_of_ours_stays_live_and_merges(devserver, mirror):
+    """Another client's edit after our first save: the second save, sent at
+    the first save's commit, becomes an SFConflict file; the read-back finds
+    it and the push merges both."""
+    devserver.put_file(mirror.repo_id, "/journal/n1.md", b"one\ntwo\nthree\nfour\nfive\n")
+    assert mirror.sync().errors == []
+    watcher_save(mirror, devserver, "journal/n1.md", b"one desk\ntwo\nthree\nfour\nfive\n")
+    devserver.put_file(mirror.repo_id, "/journal/n1.md", b"one desk\ntwo\nthree\nfour\nfive phone\n")
+    mirror.write("journal/n1.md", b"one desk\ntwo desk\nthree\nfour\nfive\n")
+    devserver.reset_counters()
+    report = mirror.engine.sync(["journal/n1.md"], check_remote=False)
+    assert report.errors == [] and report.merged == ["journal/n1.md"]
+    assert devserver.request_count(r"DELETE /api2/repos/.*SFConflict") == 1  # ours, found by the read-back
+    live = devserver.read_file(mirror.repo_id, "/journal/n1.md")
+    assert live == b"one desk\ntwo desk\nthree\nfour\nfive phone\n" == mirror.read("journal/n1.md")
+    assert not [p for p in devserver.tree(mirror.repo_id) if "SFConflict" in p]
 
 
 def test_an_edit_landing_long_after_the_listing_stays_live_and_merges(devserver, mirror):

@@ -15,6 +15,7 @@ UPDATES = r"^POST /seafhttp/update-api/"
 UPDATE_PATH = r"^/seafhttp/update-api/"
 DETAILS = r"^GET /api2/repos/[^/]+/file/detail/"
 LISTINGS = r"^GET /api2/repos/[^/]+/dir/"
+HISTORIES = r"^GET /api/v2.1/repos/[^/]+/file/history/"
 
 
 def _note(i: int, line: str = "", first: str = "- a line") -> bytes:
@@ -62,8 +63,8 @@ def test_a_burst_costs_one_update_per_file_and_one_listing_per_folder(devserver,
     report = _watcher_pass(mirror, devserver, edits)
     assert report.errors == [] and sorted(report.uploaded) == sorted(edits)
     assert devserver.request_count(UPDATES) == 8
-    assert devserver.request_count(LISTINGS) == 2  # a and b/c; d's one file is read back by its detail
-    assert devserver.request_count(DETAILS) == 1
+    assert devserver.request_count(LISTINGS) == 2  # a and b/c; d's one file is read back by its history
+    assert devserver.request_count(HISTORIES) == 1 and devserver.request_count(DETAILS) == 0
     assert devserver.request_count() == 12  # and the library's update link, once
     _assert_synced(mirror, devserver, edits)
     # recorded as pushes of ours: the next poll takes our commits as echoes, nothing moves

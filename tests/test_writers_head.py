@@ -81,8 +81,10 @@ def test_update_carries_the_pass_head_without_extra_requests(devserver, rid, tmp
     assert devserver.request_count("GET /api2/repos/{id}/") == 1  # the pass's own head check only
     mirror.write("notes/journal.md", (MEMORY + "- [note] one more #desk\n- [note] again #desk\n").encode())
     devserver.reset_counters()
+    ours = devserver.head_commit(rid)  # the commit of our first save
     mirror.engine.sync(["notes/journal.md"], check_remote=False)  # a watcher pass: we wrote since
-    assert devserver.request_count("GET /api2/repos/{id}/") == 1  # a fresh head for this update
+    assert devserver.request_count("GET /api2/repos/{id}/") == 0  # no fresh head: our save's commit
+    assert devserver.request_count(f"update-api/.*head={ours}") == 1
     assert sfconflict_paths(devserver.tree(rid)) == []
 
 
@@ -143,12 +145,13 @@ def test_merging_push_checks_history_by_default_until_head_is_seen_honoured(devs
     assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") >= 1
 
 
-def test_plain_push_reads_no_history_and_seen_sfconflict_switches_the_check_off(devserver, rid, tmp_path):
+def test_plain_push_checks_no_replaced_revision_and_seen_sfconflict_switches_the_check_off(devserver, rid, tmp_path):
     mirror = synced_mirror(devserver, rid, tmp_path)
     mirror.write("notes/journal.md", (MEMORY + "- [note] a #desk\n").encode())
     devserver.reset_counters()
     mirror.sync(["notes/journal.md"])
-    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0
+    assert devserver.request_count(r"file/history/\?.*limit=1") == 1  # the read-back only
+    assert devserver.request_count(r"file/history/\?.*limit=2") == 0  # no check of what ours replaced
     # the update link is cached since the first push: the other writer lands
     # right after the pass read what our last commit changed (after its head,
     # before the update)
@@ -158,4 +161,4 @@ def test_plain_push_reads_no_history_and_seen_sfconflict_switches_the_check_off(
     devserver.reset_counters()
     assert mirror.sync(["notes/journal.md"]).errors == []
     assert mirror.state.get_meta("head_honoured") == "1"
-    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 0
+    assert devserver.request_count(r"file/history/\?.*limit=2") == 0  # the check is off now

@@ -163,7 +163,7 @@ def test_stale_burst_during_our_push(devserver, rid, tmp_path):
         if len(later) == 1 and srv.file_id(rid, "/" + JOURNAL) not in theirs | set(later[0].ids):
             later.append(srv.stale_burst(rid, "/" + JOURNAL, 4, old=HEADER, spacing_ms=10,
                                          line="- [note] late {i} #bot\n"))
-    devserver.after_request("GET", r"/file/detail/", after_ours_verified, count=50)
+    devserver.after_request("GET", r"/file/detail/|/file/history/", after_ours_verified, count=50)
     mirror.write(JOURNAL, mirror.read(JOURNAL) + (LOCAL + "\n").encode())
     mirror.sync([JOURNAL])
     for burst in later:

@@ -46,6 +46,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from ..capabilities import file_history
 from ..context import MirrorContext
@@ -453,22 +454,24 @@ def stale_note(stale: StaleBase) -> str:
             "lines (if it removed them on purpose, remove them again)")
 
 
-def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str,
-                         merged_with: str | None) -> tuple[str, str] | None:
+def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str, merged_with: str | None,
+                         revisions: list[Any] | None = None) -> tuple[str, str] | None:
     """After a verified update on a server that may ignore ``head``: the
     ``(commit id, file id)`` of a revision ours replaced without having
     merged it, or None when the revision before ours is ``merged_with`` (or
     the server keeps no file history: 404).
 
     One request: ``GET /api/v2.1/repos/{id}/file/history/?limit=2`` (none,
-    and None, on a server without it: :mod:`.capabilities`).
+    and None, on a server without it: :mod:`.capabilities`), or none when
+    ``revisions`` are the two newest, read with the read-back.
     """
     if new_id == merged_with:
         return None  # the update changed nothing: no commit, nothing replaced
-    try:
-        revisions = file_history(ctx, rel_path, limit=2)
-    except NotFoundError:
-        return None
+    if revisions is None:
+        try:
+            revisions = file_history(ctx, rel_path, limit=2)
+        except NotFoundError:
+            return None
     if not revisions or revisions[0].file_id != new_id or len(revisions) < 2:
         return None
     before = revisions[1]
