@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pathspec
 
+from .local_lookups import stat_or_none
 from .special_dirs import is_under
 
 __all__ = ["TEMP_PREFIX", "DEFAULT_IGNORES", "IGNORE_FILE", "SERVER_ONLY", "IgnoreRules", "pattern_problem",
@@ -100,10 +101,8 @@ class IgnoreRules:
         if self._local_root is None:
             return
         path = self._local_root / IGNORE_FILE
-        try:
-            mtime = path.stat().st_mtime_ns
-        except OSError:
-            mtime = None
+        st = stat_or_none(path, follow=True)
+        mtime = None if st is None else st.st_mtime_ns
         if mtime == self._file_mtime:
             return
         self._file_mtime = mtime

@@ -37,7 +37,8 @@ from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
-from .localfs import Fingerprint, backup_file, fill_temp, fsync_dir, new_temp, stat_fingerprint
+from .local_lookups import fsync_dir_best_effort
+from .localfs import Fingerprint, backup_file, fill_temp, new_temp, stat_fingerprint
 from .merge.conflict_names import CONFLICT_DIR, conflict_copy_path
 from .renames import exchange, rename_new
 from .special_dirs import working_dir
@@ -173,7 +174,7 @@ def write_over(ctx: MirrorContext, rel_path: str, data: bytes, expected: Fingerp
     target = ctx.local_path(rel_path)
     tmp, fp = fill_temp(target, data, mtime)
     install(ctx, rel_path, tmp, expected, backup=backup)  # an error there never removes tmp
-    fsync_dir(target.parent)
+    fsync_dir_best_effort(target.parent)
     return fp
 
 

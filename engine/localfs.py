@@ -24,6 +24,7 @@ from typing import BinaryIO
 from .errors import LocalError, MirrorMissingError, local_error
 from .ids import file_hashes
 from .ignore import TEMP_PREFIX, IgnoreRules
+from .local_lookups import fsync_dir_best_effort, scandir_or_none, stat_or_none
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
@@ -115,10 +116,9 @@ def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFil
                 found[rel] = LocalFile(rel, True)
                 stack.append((rel, Path(path)))
             elif entry.is_file(follow_symlinks=False):
-                try:
-                    found[rel] = LocalFile(rel, False, stat_fingerprint(os.lstat(path)))
-                except OSError:
-                    continue
+                st = stat_or_none(path, follow=False)
+                if st is not None:  # else gone since the listing
+                    found[rel] = LocalFile(rel, False, stat_fingerprint(st))
     return found, skipped
 
 
@@ -155,10 +155,10 @@ def find_decomposed(local_root: Path, rel_path: str) -> bool:
     if rel_path.isascii():
         return False
     target = to_local(local_root, rel_path)
-    try:
-        siblings = set(os.listdir(target.parent))
-    except OSError:
+    entries = scandir_or_none(target.parent)
+    if entries is None:
         return False
+    siblings = {entry.name for entry in entries}
     for name in siblings:
         if name != target.name and unicodedata.normalize("NFC", name) == target.name:
             _, problem = _compose_name(target.parent, name, siblings)
@@ -279,26 +279,8 @@ def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Finge
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(target.parent)
+    fsync_dir_best_effort(target.parent)
     return fp
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a folder's entries (a rename, a new name) durable: fsync of the folder.
-
-    Best effort: a folder that cannot be opened or synced (some network file
-    systems) is left as it is, since the file itself is already synced.
-    """
-    try:
-        dfd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
 
 
 def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str, *,
@@ -386,10 +368,8 @@ def prune_backups(backup_root: Path, keep_days: int, today: datetime | None = No
 
 def is_regular(path: Path) -> bool:
     """True for an existing regular file (symlinks are not followed)."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
+    st = stat_or_none(path, follow=False)
+    return st is not None and stat.S_ISREG(st.st_mode)
 
 
 def local_errors(exc: OSError, rel_path: str) -> LocalError:

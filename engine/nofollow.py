@@ -29,6 +29,7 @@ from typing import Any
 
 from .errors import LocalError
 from .ignore import TEMP_PREFIX
+from .local_lookups import stat_or_none
 from .renames import exchange, rename_new
 
 __all__ = ["OutsideMirrorError", "FileChanged", "symlink_on_the_way", "read_file", "entry_stat", "write_file",
@@ -71,10 +72,8 @@ def _link_refusal(rel: str, *, folder: bool) -> OutsideMirrorError:
 
 
 def _is_link(dir_fd: int, name: str) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
+    st = stat_or_none(name, follow=False, dir_fd=dir_fd)
+    return st is not None and stat.S_ISLNK(st.st_mode)
 
 
 def _open_root(root: Path) -> int:

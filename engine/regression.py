@@ -34,6 +34,7 @@ from typing import Any
 from .context import MirrorContext
 from .events import SyncEvent, SyncReport
 from .ids import seafile_file_id, sha1_bytes
+from .local_lookups import read_bytes_or_none
 from .localfs import hash_file
 from .merge.archive import archive
 from .merge.choose import is_text
@@ -263,13 +264,8 @@ def keep_newer(ctx: MirrorContext, regression: Regression) -> int:
         if held_id is None:
             ctx.state.delete_base(rel)  # the server lost it: the local file is new to it
             continue
-        older = None
         archived = regression.archived.get(rel)
-        if archived:
-            try:
-                older = ctx.local_path(archived).read_bytes()
-            except OSError:
-                older = None
+        older = read_bytes_or_none(ctx.local_path(archived)) if archived else None
         if older is None or seafile_file_id(older) != held_id:
             ctx.state.set_base(Base(rel, False, "", held_id))
             continue

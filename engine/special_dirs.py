@@ -10,10 +10,11 @@ the person).
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 from typing import TYPE_CHECKING
+
+from .local_lookups import stat_or_none
 
 if TYPE_CHECKING:  # the ignore rules use is_under; the context is only named in signatures
     from .context import MirrorContext
@@ -39,11 +40,8 @@ def _occupied(ctx: MirrorContext, rel: str) -> bool:
     remote = ctx.snapshot.get(rel)
     if remote is not None and not remote.is_dir:
         return True
-    try:
-        st = os.lstat(ctx.local_path(rel))
-    except OSError:
-        return False
-    return not stat.S_ISDIR(st.st_mode)
+    st = stat_or_none(ctx.local_path(rel), follow=False)
+    return st is not None and not stat.S_ISDIR(st.st_mode)
 
 
 def working_dir(ctx: MirrorContext, name: str) -> str:

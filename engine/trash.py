@@ -22,7 +22,6 @@ delete; one delete per purged entry.
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 from .context import MirrorContext
 from .errors import OhsyncError
 from .ids import sha1_bytes
+from .local_lookups import scandir_or_none
 from .nofollow import entry_stat, write_file
 from .paths import normalize_rel
 from .special_dirs import ALT_SUFFIX
@@ -201,11 +201,10 @@ def local_trash_note(ctx: MirrorContext) -> str | None:
     mirrored (it is not synced any more; its files are on the server); None otherwise."""
     if ctx.state.get_meta("local_trash_noted"):
         return None
-    try:
-        with os.scandir(ctx.local_path(TRASH_DIR)) as it:
-            count = sum(1 for _ in it)
-    except OSError:  # no such folder (the usual case), or not a folder
+    entries = scandir_or_none(ctx.local_path(TRASH_DIR))
+    if entries is None:  # no such folder (the usual case), or not a folder
         return None
+    count = len(entries)
     ctx.state.set_meta("local_trash_noted", "1")
     return (f"The folder {TRASH_DIR}/ in the mirror ({count} item(s)) is no longer synced: deleted files stay "
             "in the library's trash on the server only (`ohsync trash` lists and restores them). The folder "

@@ -1,10 +1,14 @@
 """Raw ``except OSError`` handlers in ``engine/`` cannot grow in number.
 
-A local failure is either a "missing is fine" case or goes through
+A local failure is either a "missing is fine" case, which uses a helper of
+``engine/local_lookups.py`` (``stat_or_none``, ``read_bytes_or_none``,
+``scandir_or_none``, ``fsync_dir_best_effort``), or goes through
 ``engine/errors.py`` ``local_error`` (one sentence per cause); each new
 bare handler is one more place that may swallow an error silently.  The
-count is a ratchet, as ``.ci/devserver_mypy_errors`` is for devserver's
-types: lower :data:`ALLOWED` when handlers are replaced.
+handlers left tell errnos apart, clean up and raise again, or translate
+at a boundary.  The count (the helpers' own handlers included) is a
+ratchet, as ``.ci/devserver_mypy_errors`` is for devserver's types: lower
+:data:`ALLOWED` when handlers are replaced.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 #: Raw ``except OSError`` (alone or in a tuple) handlers in engine/ today.
-ALLOWED = 79
+ALLOWED = 68
 
 
 def _names(node: ast.expr | None) -> list[str]:

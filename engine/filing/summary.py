@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from ..local_lookups import read_bytes_or_none
 from .rules import split_name
 
 __all__ = ["human_size", "sidecar_text", "summarize"]
@@ -217,10 +218,8 @@ def summarize(path: Path, name: str, size: int, language: str = "zh") -> str:
         tail = f"{label}，{human_size(size)}；由 ohsync 从投递文件夹归档。"
     else:
         tail = f"{label}, {human_size(size)}; filed by ohsync from the drop folder."
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(_SUMMARY_READ)
-    except OSError:
+    head = read_bytes_or_none(path, limit=_SUMMARY_READ)
+    if head is None:
         return tail
     first = None
     if head.startswith(b"%PDF"):

@@ -62,6 +62,7 @@ from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ..local_lookups import scandir_or_none
 from ..nofollow import OutsideMirrorError, entry_stat, read_file
 from .entity import (
     FULLWIDTH,
@@ -312,12 +313,7 @@ class MemoryIndex:
         stack = [(str(top), rel_dir + "/" if rel_dir else "")]
         while stack:
             folder, prefix = stack.pop()
-            try:
-                with os.scandir(folder) as it:
-                    entries = list(it)
-            except OSError:
-                continue
-            for entry in entries:
+            for entry in scandir_or_none(folder) or ():  # a folder gone or unreadable is skipped
                 name = entry.name
                 if name.startswith("."):
                     continue

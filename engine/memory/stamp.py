@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from ..context import MirrorContext
+from ..local_lookups import stat_or_none
 from ..local_replace import LocalChanged, write_over
 from ..localfs import stat_fingerprint
 from ..place import local_offset
@@ -67,9 +68,8 @@ def stamp_edit(ctx: MirrorContext, rel: str, fp: tuple[int, int, int] | None, ba
     if not getattr(opts, "stamp_edits", False) or not is_memory_file(rel) or fp is None:
         return False
     path = ctx.local_path(rel)
-    try:
-        st = os.stat(path)
-    except OSError:
+    st = stat_or_none(path, follow=True)
+    if st is None:
         return False
     quiet = float(getattr(opts, "stamp_quiet", 1.0))
     wait = quiet - (time.time() - st.st_mtime)

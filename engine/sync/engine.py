@@ -33,6 +33,7 @@ from ..events import ConflictRecord, SyncEvent, SyncReport
 from ..failures import FailureBook
 from ..ignore import IGNORE_FILE, IgnoreRules
 from ..library import resolve_library
+from ..local_lookups import stat_or_none
 from ..localfs import check_root, clean_temp_files, prune_backups, scan_tree
 from ..merge.sfconflict import fold_foreign, original_of
 from ..models import RepoInfo
@@ -209,11 +210,8 @@ class SyncEngine(FolderSteps):
         rel = self.rel_path(local_path)
         if rel is None:
             return False
-        try:
-            st = os.lstat(local_path)
-        except OSError:
-            return False
-        return stat.S_ISDIR(st.st_mode) and self.own_folders.is_own(rel, st.st_ino)
+        st = stat_or_none(local_path, follow=False)
+        return st is not None and stat.S_ISDIR(st.st_mode) and self.own_folders.is_own(rel, st.st_ino)
 
     def forget_own_folders(self) -> None:
         """A folder was deleted or moved here (the watcher says so): no later

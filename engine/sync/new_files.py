@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..localfs import Fingerprint, _new_temp, fsync_dir, stat_fingerprint
+from ..local_lookups import fsync_dir_best_effort
+from ..localfs import Fingerprint, _new_temp, stat_fingerprint
 from ..renames import rename_new
 
 __all__ = ["NewFileBatch", "StagedFile"]
@@ -128,7 +129,7 @@ class NewFileBatch:
                 continue
             placed.append(item)
         folders = sorted({item.target.parent for item in placed})
-        self._run(fsync_dir, folders)
+        self._run(fsync_dir_best_effort, folders)
         return placed, failed
 
     def discard(self) -> None:

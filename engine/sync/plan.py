@@ -22,6 +22,7 @@ from ..events import SyncEvent, SyncReport
 from ..failures import FailureBook
 from ..ignore import IgnoreRules
 from ..library import probe_case_insensitive
+from ..local_lookups import stat_or_none
 from ..localfs import LocalFile, find_decomposed, hash_file, stat_fingerprint
 from ..models import RemoteEntry
 from ..nofollow import symlink_on_the_way
@@ -156,10 +157,10 @@ class PlanSteps:
                 # the watcher names paths composed (NFC); the file may be written decomposed
                 if not find_decomposed(self.local_root, rel):
                     continue
-                try:
-                    st = os.lstat(self.ctx.local_path(rel))
-                except OSError:
+                renamed = stat_or_none(self.ctx.local_path(rel), follow=False)
+                if renamed is None:
                     continue
+                st = renamed
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):

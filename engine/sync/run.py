@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import OhsyncError, RemoteError, classify, local_error, server_down
 from ..events import SyncEvent, SyncReport
 from ..failures import PathFailure
+from ..local_lookups import read_bytes_or_none
 from ..localfs import LocalFile, hash_file
 from ..memory.check import memory_problem
 from ..memory.merge import is_memory_file
@@ -344,8 +345,7 @@ class RunSteps(PlanSteps):
         if not is_memory_file(rel):
             return
         if data is None:
-            try:
-                data = self.ctx.local_path(rel).read_bytes()
-            except OSError:
+            data = read_bytes_or_none(self.ctx.local_path(rel))
+            if data is None:
                 return
         self.state.set_issue("damaged", rel, memory_problem(data))
