@@ -146,22 +146,6 @@ class Daemon:
         if cfg.panel_port >= 0:
             self.panel = self._make_panel()
 
-    # the first mirror's parts, by their names from before there were several
-    @property
-    def worker(self) -> Any:
-        """The first mirror's sync worker."""
-        return self.mirrors[0].worker
-
-    @property
-    def status(self) -> Any:
-        """The first mirror's status model."""
-        return self.mirrors[0].status
-
-    @property
-    def memory(self) -> Any:
-        """The first mirror's memory tools."""
-        return self.mirrors[0].memory
-
     @property
     def filing(self) -> Any:
         """The drop folder's service (of the mirror ``[filing] mirror`` names), or None."""

@@ -190,6 +190,14 @@ def test_daemon_socket_methods(daemon, isolated_env) -> None:
     assert not isolated_env.socket.exists()
 
 
+def test_the_daemon_has_no_first_mirror_shortcuts(daemon) -> None:
+    """Each mirror's worker, status and memory tools are reached through ``mirrors``: the daemon
+    has no ``worker``/``status``/``memory`` standing for the first mirror's (issue #21)."""
+    for name in ("worker", "status", "memory"):
+        assert not hasattr(daemon, name), name
+    assert daemon.mirrors[0].worker.is_alive()
+
+
 def test_second_daemon_is_refused(daemon, isolated_env) -> None:
     other = Daemon(daemon.cfg, session_factory=lambda on_event: FakeSession(FakeEngine(Path("/"))),
                    install_signals=False)
