@@ -194,10 +194,9 @@ class Daemon:
                            health)
 
     def _conflict_mirror(self, path: str, mirror: str | None) -> Mirror:
-        """The mirror holding the conflict ``path`` names (``mirror`` picks one by name)."""
-        mirrors = self.methods.pick({"mirror": mirror} if mirror else {}, several=True)
-        owning = [m for m in mirrors if m.conflicts.owns(path)]
-        return (owning or mirrors)[0]
+        """The mirror holding the conflict ``path`` names (``mirror`` picks one by name; see
+        :meth:`Methods.conflict_mirror`, which refuses an ambiguous or unknown path)."""
+        return self.methods.conflict_mirror(path, {"mirror": mirror} if mirror else {})
 
     def _on_fatal(self, index: int, exc: BaseException) -> None:
         """A mirror cannot run: alone, the daemon exits with its error; among
