@@ -146,22 +146,6 @@ class Daemon:
         if cfg.panel_port >= 0:
             self.panel = self._make_panel()
 
-    # the first mirror's parts, by their names from before there were several
-    @property
-    def worker(self) -> Any:
-        """The first mirror's sync worker."""
-        return self.mirrors[0].worker
-
-    @property
-    def status(self) -> Any:
-        """The first mirror's status model."""
-        return self.mirrors[0].status
-
-    @property
-    def memory(self) -> Any:
-        """The first mirror's memory tools."""
-        return self.mirrors[0].memory
-
     @property
     def filing(self) -> Any:
         """The drop folder's service (of the mirror ``[filing] mirror`` names), or None."""
@@ -210,10 +194,9 @@ class Daemon:
                            health)
 
     def _conflict_mirror(self, path: str, mirror: str | None) -> Mirror:
-        """The mirror holding the conflict ``path`` names (``mirror`` picks one by name)."""
-        mirrors = self.methods.pick({"mirror": mirror} if mirror else {}, several=True)
-        owning = [m for m in mirrors if m.conflicts.owns(path)]
-        return (owning or mirrors)[0]
+        """The mirror holding the conflict ``path`` names (``mirror`` picks one by name; see
+        :meth:`Methods.conflict_mirror`, which refuses an ambiguous or unknown path)."""
+        return self.methods.conflict_mirror(path, {"mirror": mirror} if mirror else {})
 
     def _on_fatal(self, index: int, exc: BaseException) -> None:
         """A mirror cannot run: alone, the daemon exits with its error; among

@@ -7,7 +7,9 @@ a mirror's name, its library's name or id, or its folder).  With one mirror
 nothing changes.  With several and no ``mirror``: ``refresh``, ``pause``,
 ``resume`` and ``wait`` act on all; the lists (``conflicts``, ``damaged``,
 ``activity``, ``held_deletes``, ``skipped``) cover all, each item with its
-``mirror``; ``confirm_deletes`` acts on the one mirror holding deletions;
+``mirror``; ``confirm_deletes`` confirms every mirror's held deletions
+(answering per mirror); ``resolve`` acts on the one mirror whose conflicts
+hold the path; ``restore_deletes`` on the one mirror holding deletions;
 ``memory.*`` works on the mirror of the memory library (``OH-Memory``) when
 exactly one mirror holds it; ``resync`` (and ``memory.*`` otherwise) answer
 -32602 naming the choices.
@@ -179,18 +181,24 @@ class Methods:
         return result
 
     def confirm_deletes(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Let the deletions the safety valve holds through (on each mirror's next pass).
+
+        :returns: one mirror: ``{"confirmed": n}``; several and one named:
+            ``{"confirmed": n, "mirror": name}``; several and none named: every
+            mirror's held deletions, ``{"confirmed": total, "mirrors": [{"mirror",
+            "confirmed"}]}`` (each mirror that held some), plus ``"mirror"`` when
+            exactly one did (as before there was a list).
+        """
         mirrors = self.pick(params, several=True)
-        if len(mirrors) > 1:  # no mirror named: the one holding deletions, if only one does
-            holding = [m for m in mirrors if m.worker.held_deletes()]
-            if not holding:
-                return {"confirmed": 0}
-            if len(holding) > 1:
-                raise InvalidParams(f"{len(holding)} mirrors hold deletions; name one with --mirror NAME "
-                                    f"(socket parameter `mirror`): {choices(holding)}")
-            mirrors = holding
-        result: dict[str, Any] = {"confirmed": mirrors[0].worker.confirm_deletes()}
-        if len(self._mirrors) > 1:
-            result["mirror"] = mirrors[0].name
+        if len(self._mirrors) == 1:
+            return {"confirmed": mirrors[0].worker.confirm_deletes()}
+        if params.get(MIRROR_PARAM):
+            return {"confirmed": mirrors[0].worker.confirm_deletes(), "mirror": mirrors[0].name}
+        counts = [(m.name, m.worker.confirm_deletes()) for m in mirrors if m.worker.held_deletes()]
+        result: dict[str, Any] = {"confirmed": sum(n for _, n in counts),
+                                  "mirrors": [{"mirror": name, "confirmed": n} for name, n in counts]}
+        if len(counts) == 1:
+            result["mirror"] = counts[0][0]
         return result
 
     def resync(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -291,18 +299,33 @@ class Methods:
         path = params.get("path")
         if not isinstance(path, str) or not path.strip():
             raise InvalidParams("`path` must name the conflicted file or its archived copy")
-        mirrors = self.pick(params, several=True)
-        if len(mirrors) > 1:
-            mirrors = [m for m in mirrors if m.conflicts.owns(path)] or mirrors[:1]
-            if len(mirrors) > 1:
-                raise InvalidParams(f"{path} has conflicts in {len(mirrors)} mirrors; name one with --mirror NAME: "
-                                    f"{choices(mirrors)}")
+        mirror = self.conflict_mirror(path, params)
         timeout = _number(params, "timeout", 60, 1, 3600)
-        result = mirrors[0].conflicts.resolve(path, params.get("keep", ""), params.get("content"), timeout,
-                                              params.get("expected"))
+        result = mirror.conflicts.resolve(path, params.get("keep", ""), params.get("content"), timeout,
+                                          params.get("expected"))
         if len(self._mirrors) > 1:
-            result["mirror"] = mirrors[0].name
+            result["mirror"] = mirror.name
         return result
+
+    def conflict_mirror(self, path: str, params: dict[str, Any]) -> Mirror:
+        """The mirror whose conflict ``path`` names (``resolve``, the local page's views).
+
+        :param path: the conflicted file or its archived copy, library-relative.
+        :param params: the request's params; their ``mirror`` picks the mirror outright.
+        :returns: the named mirror; else the only one; else the one mirror whose open
+            conflicts hold ``path``.
+        :raises InvalidParams: several mirrors, none named, and not exactly one holds
+            that conflict (the message names ``--mirror`` and the choices).
+        """
+        mirrors = self.pick(params, several=True)
+        if len(mirrors) == 1:
+            return mirrors[0]
+        owning = [m for m in mirrors if m.conflicts.owns(path)]
+        if len(owning) == 1:
+            return owning[0]
+        what = f"has conflicts in {len(owning)} mirrors" if owning else "is not an open conflict of any mirror"
+        raise InvalidParams(f"{path} {what}; name one with --mirror NAME (socket parameter `mirror`): "
+                            f"{choices(owning or mirrors)}")
 
     def panel(self, params: dict[str, Any]) -> dict[str, Any]:
         """Where the local page is: ``{"url"}`` (the address with its secret, to open once) and

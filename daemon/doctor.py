@@ -5,7 +5,11 @@ config, keyring, server (``GET /api2/server-info/``), TLS, login (``GET
 /api2/account/info/`` with the saved token), clock (the ``Date`` header the
 client reads), library (``GET /api2/repos/``), then the local checks of
 :mod:`ohsync.daemon.doctor_local` (mirror and drop folder, inotify limit,
-display and tray host, a running instance, the state database).
+display and tray host, a running instance, the state database).  The
+library, mirror folder and state database are checked for every
+``[[mirror]]``: the first's as ``library``, ``mirror_folder`` and
+``state_db`` (as with one mirror), each other's with its name
+(``library:Notes``, :func:`~ohsync.daemon.doctor_local.check_name`).
 
 Levels: ``ok``; ``warning`` (comfort only: syncing works); ``error``
 (syncing cannot work, or not fully); ``skipped`` (an earlier error makes the
@@ -28,10 +32,10 @@ from typing import Any
 
 from ..engine.errors import AuthError, LibraryNotFound, NetworkError, RemoteError
 from ..engine.models import RepoInfo
-from .config import Config, MirrorConfig
+from .config import Config
 from .credentials import KeyringUnavailable, describe_backend, file_store, load_token
 from .doctor_findings import ERROR, OK, SKIPPED, WARNING, Finding
-from .doctor_local import find_tray_host, local_checks, tray_libraries_problem
+from .doctor_local import check_name, find_tray_host, local_checks, tray_libraries_problem
 from .status import CLOCK_SKEW_WARN
 
 __all__ = ["OK", "WARNING", "ERROR", "SKIPPED", "Finding", "Probes", "run_checks", "exit_code", "tls_problem"]
@@ -118,7 +122,8 @@ class _Remote:
         self.probes = probes
         self.out = out
         self.token: str | None = None
-        self.repo: RepoInfo | None = None
+        #: each mirror's library as the server names it (None: not found or not checked), in config order
+        self.repos: list[RepoInfo | None] = [None] * len(cfg.mirrors)
 
     def add(self, check: str, level: str, message: str, fix: str = "") -> None:
         self.out.append(Finding(check, level, message, fix))
@@ -138,9 +143,10 @@ class _Remote:
             self.add("config", WARNING, "; ".join(cfg.warnings),
                      f"Remove or fix the keys named in {cfg.path}.")
         else:
-            more = (f" (and {len(cfg.mirrors) - 1} more mirror(s), checked below as library:NAME and "
-                    "mirror_folder:NAME)" if len(cfg.mirrors) > 1 else "")
-            self.add("config", OK, f"{cfg.path}: {cfg.mirror.label} at {cfg.server} as {cfg.username}{more}.")
+            labels = ", ".join(m.label for m in cfg.mirrors)
+            more = (f" ({len(cfg.mirrors)} mirrors; each after the first checked below as library:NAME, "
+                    "mirror_folder:NAME and state_db:NAME)" if len(cfg.mirrors) > 1 else "")
+            self.add("config", OK, f"{cfg.path}: {labels} at {cfg.server} as {cfg.username}{more}.")
         return True
 
     def keyring(self) -> None:
@@ -240,13 +246,13 @@ class _Remote:
             self.add("clock", OK, f"This computer's clock is within {max(1, round(abs(offset)))} s of the "
                      "server's.")
 
-    def library(self, client: Any, mirror: MirrorConfig | None = None, check: str = "library") -> None:
-        """Whether ``mirror``'s (default: the first) library exists and is writable; the first one's
-        :class:`RepoInfo` is kept in :attr:`repo` for the local checks."""
+    def library(self, client: Any, index: int) -> None:
+        """Whether the library of the ``index``-th mirror exists and is writable (``client``: signed in
+        with the top-level account); its :class:`RepoInfo` is kept in :attr:`repos` for the local checks."""
         from ..engine.library import resolve_library
 
-        first = mirror is None
-        mirror = mirror or self.cfg.mirror
+        mirror = self.cfg.mirrors[index]
+        check = check_name("library", self.cfg, index)
         try:
             repo = resolve_library(client, name=None if mirror.library_id else mirror.library,
                                    library_id=mirror.library_id, create=False)
@@ -254,7 +260,7 @@ class _Remote:
             if self.cfg.create_library and not mirror.library_id:
                 self.add(check, WARNING, f"The library '{mirror.label}' does not exist yet; ohsync "
                          "creates it when it starts (create_library = true).")
-            elif first:
+            elif len(self.cfg.mirrors) == 1:
                 self.add(check, ERROR, exc.message, "Run `ohsync setup` to pick or create the library.")
             else:
                 self.add(check, ERROR, f"Mirror {mirror.label}: {exc.message}",
@@ -264,8 +270,7 @@ class _Remote:
         except RemoteError as exc:
             self.add(check, ERROR, f"Listing the libraries failed: {exc.message}", "Try again later.")
             return
-        if first:
-            self.repo = repo
+        self.repos[index] = repo
         if repo.encrypted:
             self.add(check, ERROR, f"'{repo.name}' is an encrypted library, which ohsync cannot sync.",
                      "Run `ohsync setup` and pick or create an unencrypted library.")
@@ -276,38 +281,46 @@ class _Remote:
         else:
             self.add(check, OK, f"'{repo.name}' ({repo.id}) is there and writable.")
 
+    def _skip_libraries(self, why: str) -> None:
+        for index in range(len(self.cfg.mirrors)):
+            self.add(check_name("library", self.cfg, index), SKIPPED, why)
+
     def run(self) -> None:
         if not self.config():
-            for check in ("keyring", "server", "tls", "login", "clock", "library"):
+            for check in ("keyring", "server", "tls", "login", "clock"):
                 self.add(check, SKIPPED, "Not checked: ohsync is not set up.")
+            self._skip_libraries("Not checked: ohsync is not set up.")
             return
         self.keyring()
         client = self.server()
         if client is None:
-            for check in ("login", "clock", "library"):
+            for check in ("login", "clock"):
                 self.add(check, SKIPPED, "Not checked: the server cannot be used.")
+            self._skip_libraries("Not checked: the server cannot be used.")
             return
         client.close()
         client = self.login()
         if client is None:
             self.add("clock", SKIPPED, "Not checked: no accepted login.")
-            self.add("library", SKIPPED, "Not checked: no accepted login.")
+            self._skip_libraries("Not checked: no accepted login.")
             return
         try:
-            self.library(client)
+            self.mirror_library(client, 0)
             self.clock(client)
-            for mirror in self.cfg.mirrors[1:]:
-                self.other_library(client, mirror)
+            for index in range(1, len(self.cfg.mirrors)):
+                self.mirror_library(client, index)
         finally:
             client.close()
 
-    def other_library(self, client: Any, mirror: MirrorConfig) -> None:
-        """The library check of a mirror after the first, as ``library:NAME``; one signed in with
-        another account is only checked for a saved login (the daemon signs it in on its own)."""
-        check = f"library:{mirror.label}"
-        if self.cfg.account(mirror) == (self.cfg.server, self.cfg.username):
-            self.library(client, mirror, check)
+    def mirror_library(self, client: Any, index: int) -> None:
+        """The library check of the ``index``-th mirror (``library``, or ``library:NAME`` after the
+        first); one signed in with another account than the top-level one is only checked for a saved
+        login (the daemon signs it in on its own)."""
+        mirror = self.cfg.mirrors[index]
+        if self.cfg.account(mirror) == self.cfg.account():
+            self.library(client, index)
             return
+        check = check_name("library", self.cfg, index)
         server, username = self.cfg.account(mirror)
         try:
             token = load_token(server, username)
@@ -332,7 +345,7 @@ def run_checks(cfg: Config, probes: Probes | None = None) -> list[Finding]:
     out: list[Finding] = []
     remote = _Remote(cfg, probes, out)
     remote.run()
-    out.extend(local_checks(cfg, probes, remote.repo))
+    out.extend(local_checks(cfg, probes, remote.repos))
     return out
 
 

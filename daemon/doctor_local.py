@@ -14,7 +14,7 @@ import importlib.util
 import os
 import sqlite3
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from .doctor_findings import Finding
 if TYPE_CHECKING:
     from .doctor import Probes
 
-__all__ = ["local_checks", "state_db_path", "probe_folder", "count_folders", "find_tray_host",
+__all__ = ["check_name", "local_checks", "state_db_path", "probe_folder", "count_folders", "find_tray_host",
            "tray_libraries_problem"]
 
 _PROBE = ".ohsync-tmp-doctor"
@@ -40,9 +40,15 @@ def _finding(check: str, level: str, message: str, fix: str = "", summary: str =
     return Finding(check, level, message, fix, summary)
 
 
-def state_db_path(cfg: Config, repo: RepoInfo | None, mirror: MirrorConfig | None = None) -> Path | None:
-    """The state database of ``mirror`` (default: the first): exact when the library is known, else
-    found by folder."""
+def check_name(check: str, cfg: Config, index: int) -> str:
+    """The name of a per-mirror check of the ``index``-th mirror: ``check`` for the first (as with one
+    mirror), ``check:LABEL`` for each after it (``library:Notes``)."""
+    return check if index == 0 else f"{check}:{cfg.mirrors[index].label}"
+
+
+def state_db_path(cfg: Config, repo: RepoInfo | None, mirror: MirrorConfig) -> Path | None:
+    """The state database of ``mirror``: exact when its library ``repo`` is known, else found by
+    folder; None when there is none yet."""
     if repo is not None:
         return cfg.mirror_state_dir(repo.id, mirror) / "state.sqlite3"
     found = [d / "state.sqlite3" for d in cfg.mirror_state_dirs(mirror) if (d / "state.sqlite3").exists()]
@@ -295,9 +301,9 @@ def _instance_check(socket: Path, config: Path) -> Finding:
     return _finding("instance", "ok", f"ohsync is running with this config: {said(st)}.")
 
 
-def _state_check(db: Path | None) -> Finding:
+def _state_check(db: Path | None, check: str = "state_db") -> Finding:
     if db is None or not db.exists():
-        return _finding("state_db", "ok", "No state database yet: the first sync builds it.")
+        return _finding(check, "ok", "No state database yet: the first sync builds it.")
     fix = (f"Stop ohsync (`ohsync stop`), move the database aside (`mv '{db}' '{db}.broken'`) and start ohsync "
            "again: it rebuilds the state by comparing both sides. Nothing is deleted; files that differ are "
            "merged or kept as conflict copies.")
@@ -309,22 +315,28 @@ def _state_check(db: Path | None) -> Finding:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        return _finding("state_db", "error", f"The state database {db} cannot be read: {exc}.", fix)
+        return _finding(check, "error", f"The state database {db} cannot be read: {exc}.", fix)
     if version > SCHEMA_VERSION:
-        return _finding("state_db", "error", f"The state database {db} was written by a newer ohsync (state "
+        return _finding(check, "error", f"The state database {db} was written by a newer ohsync (state "
                         f"version {version}; this ohsync knows up to {SCHEMA_VERSION}).",
                         "Upgrade ohsync, or run `ohsync resync`: it sets that database aside and compares both "
                         "sides afresh. Nothing is deleted.")
     if rows != [("ok",)]:
         detail = "; ".join(str(r[0]) for r in rows[:3])
-        return _finding("state_db", "error", f"The state database {db} is damaged: {detail}.", fix)
-    return _finding("state_db", "ok", f"The state database {db} passes SQLite's integrity check.")
+        return _finding(check, "error", f"The state database {db} is damaged: {detail}.", fix)
+    return _finding(check, "ok", f"The state database {db} passes SQLite's integrity check.")
 
 
-def local_checks(cfg: Config, probes: Probes, repo: RepoInfo | None) -> list[Finding]:
-    """Mirror folder, drop folder, inotify, display and tray, running instance, state database."""
-    db = state_db_path(cfg, repo)
-    out = [_folder_check("mirror_folder", "mirror folder", cfg.mirror.local, db is not None and db.exists())]
+def local_checks(cfg: Config, probes: Probes, repos: Sequence[RepoInfo | None]) -> list[Finding]:
+    """Every mirror's folder, the drop folder, inotify, display and tray, the running instance, every
+    mirror's state database.
+
+    :param repos: each mirror's library as the server named it (None: unknown), in config order.
+    :returns: the findings in that order; a mirror after the first names itself (:func:`check_name`).
+    """
+    dbs = [state_db_path(cfg, repo, mirror) for mirror, repo in zip(cfg.mirrors, repos, strict=True)]
+    first = cfg.mirrors[0]
+    out = [_folder_check("mirror_folder", "mirror folder", first.local, dbs[0] is not None and dbs[0].exists())]
     drop = cfg.filing.drop_dir
     # the daemon turns filing off when the drop folder overlaps any mirror, so check them all
     local = next((m.local for m in cfg.mirrors
@@ -335,12 +347,12 @@ def local_checks(cfg: Config, probes: Probes, repo: RepoInfo | None) -> list[Fin
                             "`ohsync setup`."))
     else:
         out.append(_folder_check("drop_folder", "drop folder", drop, False))
-    for mirror in cfg.mirrors[1:]:
-        other_db = state_db_path(cfg, None, mirror)
-        out.append(_folder_check(f"mirror_folder:{mirror.label}", f"mirror folder of {mirror.label}",
-                                 mirror.local, other_db is not None and other_db.exists()))
+    for index, mirror in enumerate(cfg.mirrors[1:], start=1):
+        db = dbs[index]
+        out.append(_folder_check(check_name("mirror_folder", cfg, index), f"mirror folder of {mirror.label}",
+                                 mirror.local, db is not None and db.exists()))
     out.append(_inotify_check(cfg, probes.inotify_limit_file))
     out.extend(_desktop_checks(probes))
     out.append(_instance_check(probes.socket or cfg.socket, cfg.path))
-    out.append(_state_check(db))
+    out += [_state_check(db, check_name("state_db", cfg, index)) for index, db in enumerate(dbs)]
     return out

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 def no_login_message(cfg: Config, mirror: MirrorConfig | None = None) -> str:
-    """The sentence for "there is no saved login" (of ``mirror``'s account, default the first's)."""
+    """The sentence for "there is no saved login" of ``mirror``'s account (None: the top-level one)."""
     server, username = cfg.account(mirror)
     if not server or not username:
         return (f"No server or username in {cfg.path}. Run "
@@ -71,13 +71,13 @@ def open_session(
     cfg: Config,
     on_event: Callable[[SyncEvent], None],
     *,
-    mirror: MirrorConfig | None = None,
+    mirror: MirrorConfig,
     token: str | None = None,
     client_factory: Callable[..., Any] | None = None,
 ) -> MirrorSession:
     """Open the engine of one mirror.
 
-    :param mirror: which ``[[mirror]]`` (default: the first); its state
+    :param mirror: which ``[[mirror]]``; its state
         lives in :meth:`Config.mirror_state_dir`.
     :param token: use this token instead of the keyring's (tests, demo).
     :param client_factory: makes the client (default ``SeafileClient``).
@@ -89,7 +89,6 @@ def open_session(
     from ..engine.state import StateStore
     from ..engine.sync.engine import EngineOptions, SyncEngine, resolve_library
 
-    mirror = mirror or cfg.mirror
     server, username = cfg.account(mirror)
     if not server or not username:
         raise FatalError(no_login_message(cfg, mirror), title="Not logged in")

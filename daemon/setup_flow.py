@@ -136,6 +136,8 @@ class _Setup:
         doc = read_document(config_path)
         self.configured = bool(doc)
         self.has_mirror = bool(doc.get("mirror"))
+        # setup configures the first [[mirror]] table (``store`` rewrites it and keeps the others)
+        self.mirror = self.cfg.mirrors[0]
 
     # -- helpers -------------------------------------------------------------
 
@@ -292,7 +294,7 @@ class _Setup:
 
         default = DEFAULT_LIBRARY
         if self._same_server(server):
-            default = self.cfg.mirror.library_id or self.cfg.mirror.label
+            default = self.mirror.library_id or self.mirror.label
         repo = self._answer(self.a.library, lambda: self.p.ask("Library to mirror", default=default,
                                                                flag="--library"), accept)
         return repo, sum(1 for r in repos if r.name == repo.name) > 1
@@ -301,9 +303,8 @@ class _Setup:
         """True when this config's state already holds a mirror of ``repo`` in ``folder``."""
         if not repo.id:  # a library still to be created has no mirror yet
             return False
-        mirror = dataclasses.replace(self.cfg.mirror, local=folder)
-        cfg = dataclasses.replace(self.cfg, mirrors=(mirror,) + self.cfg.mirrors[1:])
-        return (cfg.mirror_state_dir(repo.id) / "state.sqlite3").is_file()
+        mirror = dataclasses.replace(self.mirror, local=folder)
+        return (self.cfg.mirror_state_dir(repo.id, mirror) / "state.sqlite3").is_file()
 
     def local(self, repo: RepoInfo) -> Path:
         def accept(value: str) -> Path:
@@ -326,7 +327,7 @@ class _Setup:
                         raise _Refused(refusal + ".")
             return folder
 
-        default = str(self.cfg.mirror.local) if self.has_mirror else str(Path.home() / repo.name)
+        default = str(self.mirror.local) if self.has_mirror else str(Path.home() / repo.name)
         return self._answer(self.a.local, lambda: self.p.ask("Local folder for the mirror", default=default,
                                                              flag="--local"), accept)
 

@@ -130,7 +130,8 @@ def test_a_missing_library_is_explained_once(isolated_env, devserver, tmp_path) 
     user = "user@example.edu.cn"
     write_config(isolated_env, devserver.url, user, tmp_path / "mirror")
     with pytest.raises(FatalError) as caught:
-        open_session(load_config(isolated_env.config), lambda e: None, token=devserver.token_for(user))
+        cfg = load_config(isolated_env.config)
+        open_session(cfg, lambda e: None, mirror=cfg.mirrors[0], token=devserver.token_for(user))
     message = caught.value.message
     assert "'OH-Memory' does not exist on the server" in message
     assert message.count("web interface") == 1 and message.count("create_library") == 1

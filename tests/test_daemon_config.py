@@ -25,8 +25,8 @@ def test_missing_file_gives_defaults(isolated_env, tmp_path: Path) -> None:
     assert cfg.server == "" and cfg.username == ""
     assert cfg.poll_interval == 30
     assert cfg.create_library is False
-    assert cfg.mirror.library == "OH-Memory" and cfg.mirror.remote == "/"
-    assert cfg.mirror.local == Path.home() / "OH-Memory"
+    assert cfg.mirrors[0].library == "OH-Memory" and cfg.mirrors[0].remote == "/"
+    assert cfg.mirrors[0].local == Path.home() / "OH-Memory"
     assert cfg.safety.max_delete_percent == 25 and cfg.safety.max_delete_files == 50
     assert cfg.safety.backup_days == 30
     assert cfg.socket == isolated_env.socket  # $XDG_RUNTIME_DIR/ohsync/ohsync.sock
@@ -63,9 +63,9 @@ rules = [{{ match = "*.pdf", dest = "/Files/pdf/" }}]
     assert cfg.log_dir == tmp_path / "state" / "logs"
     assert cfg.socket == tmp_path / "s.sock"
     assert cfg.create_library is True
-    assert cfg.mirror.library_id == "4f0c0000-0000-0000-0000-000000000000"
-    assert cfg.mirror.remote == "/sub" and cfg.mirror.local == tmp_path / "mirror"
-    assert cfg.mirror.ignore == (".obsidian/workspace*.json",)
+    assert cfg.mirrors[0].library_id == "4f0c0000-0000-0000-0000-000000000000"
+    assert cfg.mirrors[0].remote == "/sub" and cfg.mirrors[0].local == tmp_path / "mirror"
+    assert cfg.mirrors[0].ignore == (".obsidian/workspace*.json",)
     assert cfg.safety.max_delete_files == 3 and cfg.safety.backup_days == 7
     assert cfg.filing.default == "/Files/x/" and cfg.filing.rules[0]["dest"] == "/Files/pdf/"
     assert cfg.warnings == ()
@@ -93,7 +93,7 @@ x = [1, 2]
     assert doc["poll_interval"] == 12
     assert doc["mirror"] == [{"library": "Notes", "colour": "blue"}]
     assert doc["plugin"] == {"x": [1, 2]}
-    assert load_config(path).mirror.library == "Notes"
+    assert load_config(path).mirrors[0].library == "Notes"
 
 
 def test_update_creates_private_file(isolated_env, tmp_path: Path) -> None:
@@ -122,10 +122,23 @@ def test_several_mirrors_each_with_its_folder_and_state(isolated_env, tmp_path: 
                     f'[[mirror]]\nlibrary = "B"\nname = "docs"\nlocal = "{tmp_path}/b"\n', encoding="utf-8")
     cfg = load_config(path)
     assert [m.library for m in cfg.mirrors] == ["A", "B"]
-    assert cfg.mirror.library == "A" and [m.label for m in cfg.mirrors] == ["A", "docs"]
+    assert cfg.mirrors[0].library == "A" and [m.label for m in cfg.mirrors] == ["A", "docs"]
     assert not cfg.warnings
     assert cfg.mirror_state_dir("id1", cfg.mirrors[0]) != cfg.mirror_state_dir("id1", cfg.mirrors[1])
-    assert cfg.mirror_state_dir("id1") == cfg.mirror_state_dir("id1", cfg.mirrors[0])
+    assert not hasattr(cfg, "mirror")  # no "the first mirror" shortcut: each caller names its mirror
+
+
+def test_the_account_of_a_mirror_and_the_top_level_one(isolated_env, tmp_path: Path) -> None:
+    """``account(mirror)``: the mirror's own keys over the top-level ones; ``account()``: the top-level
+    account even when the first mirror signs in elsewhere (what `ohsync login` without --mirror uses)."""
+    path = tmp_path / "c.toml"
+    path.write_text('server = "https://a.example"\nusername = "me@a"\n'
+                    f'[[mirror]]\nlibrary = "A"\nlocal = "{tmp_path}/a"\nserver = "https://b.example"\n'
+                    f'[[mirror]]\nlibrary = "B"\nlocal = "{tmp_path}/b"\n', encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.account() == ("https://a.example", "me@a")
+    assert cfg.account(cfg.mirrors[0]) == ("https://b.example", "me@a")
+    assert cfg.account(cfg.mirrors[1]) == ("https://a.example", "me@a")
 
 
 @pytest.mark.parametrize("second", ["a", "a/inner"])
@@ -186,7 +199,7 @@ def test_a_remote_outside_the_library_is_a_config_error(isolated_env, tmp_path: 
             load_config(path)
         assert "Internal" not in str(info.value)
     path.write_text('[[mirror]]\nlibrary = "OH-Memory"\nremote = "Files/"\n', encoding="utf-8")
-    assert load_config(path).mirror.remote == "Files/"
+    assert load_config(path).mirrors[0].remote == "Files/"
 
 
 def test_upload_request_mib_is_read_and_bounded(isolated_env, tmp_path: Path) -> None:

@@ -260,7 +260,7 @@ def test_the_daemon_hands_a_completed_save_to_the_engine_without_the_quiet_perio
         'server = "http://127.0.0.1:9"', 'username = "u@x"', "poll_interval = 3600",
         f'state_dir = "{tmp_path}/state"', "[[mirror]]", f'local = "{tmp_path}/mirror"']) + "\n", encoding="utf-8")
     cfg = load_config(isolated_env.config)
-    engine = FakeEngine(cfg.mirror.local)
+    engine = FakeEngine(cfg.mirrors[0].local)
 
     def factory(on_event):
         engine.on_event = on_event

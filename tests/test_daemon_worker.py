@@ -139,7 +139,7 @@ def _config(isolated_env, tmp_path: Path, **extra) -> Path:
 @pytest.fixture
 def daemon(isolated_env, tmp_path: Path):
     cfg = load_config(_config(isolated_env, tmp_path))
-    engine = FakeEngine(cfg.mirror.local)
+    engine = FakeEngine(cfg.mirrors[0].local)
     (tmp_path / "mirror").mkdir()
 
     def factory(on_event):
@@ -163,7 +163,7 @@ def test_daemon_socket_methods(daemon, isolated_env) -> None:
     client = RpcClient(isolated_env.socket, timeout=10)
     wait_for(lambda: client.call("status")["state"] == "idle", what="idle")
     st = client.call("status")
-    assert st["mirrors"][0]["local"] == str(daemon.cfg.mirror.local)
+    assert st["mirrors"][0]["local"] == str(daemon.cfg.mirrors[0].local)
     assert client.call("pause") == {"paused": True}
     assert client.call("status")["state"] == "paused"
     client.call("resume")
@@ -171,7 +171,7 @@ def test_daemon_socket_methods(daemon, isolated_env) -> None:
     assert client.call("wait", {"timeout": 10}) == {"synced": True}
     assert client.call("conflicts") == []
     assert client.call("damaged") == []
-    (daemon.cfg.mirror.local / "new.md").write_text("hi")
+    (daemon.cfg.mirrors[0].local / "new.md").write_text("hi")
     wait_for(lambda: any(a["path"] == "new.md" for a in client.call("activity", {"limit": 10})),
              what="watcher → worker → activity")
     for bad in ({"limit": "x"}, {"limit": 0}):
@@ -188,6 +188,14 @@ def test_daemon_socket_methods(daemon, isolated_env) -> None:
     daemon.thread.join(15)
     assert daemon.result == {"code": 0}
     assert not isolated_env.socket.exists()
+
+
+def test_the_daemon_has_no_first_mirror_shortcuts(daemon) -> None:
+    """Each mirror's worker, status and memory tools are reached through ``mirrors``: the daemon
+    has no ``worker``/``status``/``memory`` standing for the first mirror's (issue #21)."""
+    for name in ("worker", "status", "memory"):
+        assert not hasattr(daemon, name), name
+    assert daemon.mirrors[0].worker.is_alive()
 
 
 def test_second_daemon_is_refused(daemon, isolated_env) -> None:
@@ -239,7 +247,7 @@ def test_a_stop_while_the_engine_opens_leaves_no_watcher_running(isolated_env, t
     def factory(on_event):
         opening.set()
         assert stopped.wait(10)      # the engine opens only once the stop has begun
-        return FakeSession(FakeEngine(cfg.mirror.local, on_event=on_event))
+        return FakeSession(FakeEngine(cfg.mirrors[0].local, on_event=on_event))
 
     d = Daemon(cfg, session_factory=factory, install_signals=False)
     t = threading.Thread(target=d.run, name="daemon-under-test")

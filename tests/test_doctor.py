@@ -166,7 +166,7 @@ def test_clock_offset_is_a_warning(setup_done, probes) -> None:
 
 def test_library_missing(setup_done, probes) -> None:
     cfg = load_config(setup_done.config)
-    other = (replace(cfg.mirror, library="Nope"),)
+    other = (replace(cfg.mirrors[0], library="Nope"),)
     found = _check(_run(setup_done, probes, mirrors=other), "library")
     assert found.level == ERROR and "ohsync setup" in found.fix
     found = _check(_run(setup_done, probes, mirrors=other, create_library=True), "library")
@@ -178,26 +178,55 @@ def test_every_mirror_is_checked(setup_done, devserver, probes) -> None:
     cfg = load_config(setup_done.config)
     home = setup_done.root / "home"
     devserver.create_library(USER, "Notes")
-    notes = replace(cfg.mirror, library="Notes", local=home / "Notes")
-    findings = _run(setup_done, probes, mirrors=(cfg.mirror, notes))
+    notes = replace(cfg.mirrors[0], library="Notes", local=home / "Notes")
+    findings = _run(setup_done, probes, mirrors=(cfg.mirrors[0], notes))
     assert _check(findings, "library:Notes").level == OK
     assert _check(findings, "mirror_folder:Notes").level == OK and "does not exist yet" in \
         _check(findings, "mirror_folder:Notes").message
     assert exit_code(findings) == 0
     typo = replace(notes, library="Notez")
-    findings = _run(setup_done, probes, mirrors=(cfg.mirror, typo))
+    findings = _run(setup_done, probes, mirrors=(cfg.mirrors[0], typo))
     found = _check(findings, "library:Notez")
     assert found.level == ERROR and "'Notez' does not exist" in found.message and "`library`" in found.fix
     assert _check(findings, "library").level == OK and exit_code(findings) == 1
     # another account without a saved login
     other = replace(notes, username="other@example.edu.cn")
-    found = _check(_run(setup_done, probes, mirrors=(cfg.mirror, other)), "library:Notes")
+    found = _check(_run(setup_done, probes, mirrors=(cfg.mirrors[0], other)), "library:Notes")
     assert found.level == ERROR and "ohsync login --mirror Notes" in found.fix
+
+
+def test_every_mirrors_folder_and_state_database_are_checked(setup_done, devserver, probes) -> None:
+    """With two mirrors the doctor's config line names both, and the second's folder and state
+    database get checks of their own: a problem there is found, not hidden behind the first's."""
+    cfg = load_config(setup_done.config)
+    home = setup_done.root / "home"
+    notes_id = devserver.create_library(USER, "Notes")
+    notes = replace(cfg.mirrors[0], library="Notes", local=home / "Notes")
+    notes.local.write_text("not a folder")
+    db = cfg.mirror_state_dir(notes_id, notes) / "state.sqlite3"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"this is not a database at all" * 200)
+    findings = _run(setup_done, probes, mirrors=(cfg.mirrors[0], notes))
+    config = _check(findings, "config")
+    assert config.level == OK and "OH-Memory, Notes at" in config.message and "2 mirrors" in config.message
+    assert _check(findings, "mirror_folder").level == OK and _check(findings, "state_db").level == OK
+    found = _check(findings, "mirror_folder:Notes")
+    assert found.level == ERROR and "Move the file away" in found.fix
+    found = _check(findings, "state_db:Notes")
+    assert found.level == ERROR and str(db) in found.message and exit_code(findings) == 1
+
+
+def test_a_first_mirror_with_its_own_account_is_checked_as_that_account(setup_done, probes) -> None:
+    """The first mirror's library check uses its own account, like any other mirror's."""
+    cfg = load_config(setup_done.config)
+    other = replace(cfg.mirrors[0], username="other@example.edu.cn")
+    found = _check(_run(setup_done, probes, mirrors=(other,)), "library")
+    assert found.level == ERROR and "ohsync login --mirror OH-Memory" in found.fix
 
 
 def test_mirror_folder_problems(setup_done, probes, monkeypatch) -> None:
     cfg = load_config(setup_done.config)
-    mirror = cfg.mirror.local
+    mirror = cfg.mirrors[0].local
     # a file where the folder should be
     mirror.rmdir()
     mirror.write_text("not a folder")
@@ -205,7 +234,7 @@ def test_mirror_folder_problems(setup_done, probes, monkeypatch) -> None:
     assert found.level == ERROR and "Move the file away" in found.fix
     # missing after it was synced: the safety stop
     mirror.unlink()
-    db = cfg.mirror_state_dir(_library_id(cfg)) / "state.sqlite3"
+    db = cfg.mirror_state_dir(_library_id(cfg), cfg.mirrors[0]) / "state.sqlite3"
     db.parent.mkdir(parents=True)
     sqlite3.connect(db).close()
     found = _check(_run(setup_done, probes), "mirror_folder")
@@ -242,23 +271,23 @@ def test_mirror_folder_problems(setup_done, probes, monkeypatch) -> None:
 
 def _library_id(cfg) -> str:
     with SeafileClient(cfg.server, credentials.load_token(cfg.server, cfg.username)) as client:
-        return next(r.id for r in client.list_repos() if r.name == cfg.mirror.library)
+        return next(r.id for r in client.list_repos() if r.name == cfg.mirrors[0].library)
 
 
 def test_drop_folder_overlapping_the_mirror(setup_done, probes) -> None:
     cfg = load_config(setup_done.config)
-    found = _check(_run(setup_done, probes, filing=replace(cfg.filing, drop_dir=cfg.mirror.local / "drop")),
+    found = _check(_run(setup_done, probes, filing=replace(cfg.filing, drop_dir=cfg.mirrors[0].local / "drop")),
                    "drop_folder")
     assert found.level == ERROR and "drop_dir" in found.fix
     # inside a second mirror: the daemon turns filing off just the same
-    notes = replace(cfg.mirror, library="Notes", local=setup_done.root / "home" / "Notes")
-    found = _check(_run(setup_done, probes, mirrors=(cfg.mirror, notes),
+    notes = replace(cfg.mirrors[0], library="Notes", local=setup_done.root / "home" / "Notes")
+    found = _check(_run(setup_done, probes, mirrors=(cfg.mirrors[0], notes),
                         filing=replace(cfg.filing, drop_dir=notes.local / "drop")), "drop_folder")
     assert found.level == ERROR and str(notes.local) in found.message and "filing is off" in found.message
 
 
 def test_inotify_limit(setup_done, probes) -> None:
-    mirror = load_config(setup_done.config).mirror.local
+    mirror = load_config(setup_done.config).mirrors[0].local
     for i in range(5):
         (mirror / f"d{i}").mkdir()
     # 5 subfolders + the mirror + the drop folder = 7 watches
@@ -376,7 +405,7 @@ def test_instance_that_does_not_answer(setup_done, probes, isolated_env) -> None
 
 def test_state_database_integrity(setup_done, probes) -> None:
     cfg = load_config(setup_done.config)
-    db = cfg.mirror_state_dir(_library_id(cfg)) / "state.sqlite3"
+    db = cfg.mirror_state_dir(_library_id(cfg), cfg.mirrors[0]) / "state.sqlite3"
     db.parent.mkdir(parents=True)
     conn = sqlite3.connect(db)
     conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v TEXT)")
@@ -400,7 +429,7 @@ def test_state_database_of_a_newer_ohsync(setup_done, probes) -> None:
     from ohsync.engine.state_schema import SCHEMA_VERSION
 
     cfg = load_config(setup_done.config)
-    db = cfg.mirror_state_dir(_library_id(cfg)) / "state.sqlite3"
+    db = cfg.mirror_state_dir(_library_id(cfg), cfg.mirrors[0]) / "state.sqlite3"
     db.parent.mkdir(parents=True)
     conn = sqlite3.connect(db)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")

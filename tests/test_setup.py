@@ -48,8 +48,8 @@ def test_scripted_setup_creates_library_writes_config_and_token(isolated_env, de
     assert repo_id
     cfg = load_config(isolated_env.config)
     assert cfg.server == devserver.url and cfg.username == USER
-    assert cfg.mirror.library == "OH-Memory" and cfg.mirror.library_id is None
-    assert cfg.mirror.local == isolated_env.root / "home" / "Mirror" and cfg.mirror.local.is_dir()
+    assert cfg.mirrors[0].library == "OH-Memory" and cfg.mirrors[0].library_id is None
+    assert cfg.mirrors[0].local == isolated_env.root / "home" / "Mirror" and cfg.mirrors[0].local.is_dir()
     assert cfg.filing.drop_dir == isolated_env.root / "home" / "Drop" and cfg.filing.drop_dir.is_dir()
     assert cfg.poll_interval == 7 and tomllib.loads(isolated_env.config.read_text())["mystery"] == "kept"
     token = credentials.load_token(devserver.url, USER)
@@ -167,11 +167,11 @@ def test_non_empty_folder_needs_merge_unless_it_mirrors_the_library(isolated_env
 
     _stdin(monkeypatch, PASSWORD + "\n")
     assert main(_scripted(isolated_env, devserver, "--merge")) == 0, capsys.readouterr().err
-    assert load_config(isolated_env.config).mirror.local == mine
+    assert load_config(isolated_env.config).mirrors[0].local == mine
 
     # a folder this config already syncs with the library is accepted as it is
     cfg = load_config(isolated_env.config)
-    state = cfg.mirror_state_dir(devserver.library_id("OH-Memory"))
+    state = cfg.mirror_state_dir(devserver.library_id("OH-Memory"), cfg.mirrors[0])
     state.mkdir(parents=True)
     (state / "state.sqlite3").write_bytes(b"")
     _stdin(monkeypatch, "")
@@ -347,7 +347,7 @@ def test_interactive_setup_asks_everything(isolated_env, devserver, monkeypatch)
     assert result.local == home / "Fresh" and result.drop == home / "OH-Drop"
     assert enabled == [isolated_env.config] and result.autostart == "Autostart is on."
     cfg = load_config(isolated_env.config)
-    assert cfg.mirror.local == home / "Fresh" and cfg.mirror.library == "OH-Memory"
+    assert cfg.mirrors[0].local == home / "Fresh" and cfg.mirrors[0].library == "OH-Memory"
     assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
     assert (busy / "x.txt").read_text() == "x"
 
@@ -468,7 +468,7 @@ def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
     assert f"Password for {USER}: " in transcript and "ohsync is set up" in transcript
     assert PASSWORD not in transcript.replace(USER, "")  # the password is not echoed
     cfg = load_config(isolated_env.config)
-    assert cfg.mirror.local == home / "Mirror" and (home / "Mirror").is_dir()
+    assert cfg.mirrors[0].local == home / "Mirror" and (home / "Mirror").is_dir()
     assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
 
 

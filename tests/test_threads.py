@@ -111,7 +111,7 @@ def test_after_the_daemon_stops_no_thread_it_started_is_alive(isolated_env, tmp_
         encoding="utf-8")
     cfg = load_config(isolated_env.config)
     (tmp_path / "mirror").mkdir()
-    engine = FakeEngine(cfg.mirror.local)
+    engine = FakeEngine(cfg.mirrors[0].local)
 
     def factory(on_event):
         engine.on_event = on_event

@@ -313,6 +313,30 @@ def test_a_conflict_of_the_second_mirror_opens_in_its_folder() -> None:
     assert mm.conflict_local_paths(st, conflict) == ("/home/u/Docs/x.md", "/home/u/Docs/.conflict/x.md")
 
 
+def test_every_mirrors_conflicts_folder_is_reachable() -> None:
+    """With two mirrors the conflicts submenu opens each mirror's .conflict folder, each item
+    naming its mirror; with one it is the one "Open conflicts folder" item as before."""
+    st = _two("attention", "Needs attention", conflicts=1)
+    conflicts = ({"path": "x.md", "archived": ".conflict/x.md", "mirror": "docs"},)
+    sub = entry(menu(st, conflicts=conflicts), "Conflicts (1)")
+    assert sub.children is not None
+    folders = [(c.text, c.action) for c in sub.children if c.text.startswith("Open conflicts folder")]
+    assert folders == [("Open conflicts folder of OH-Memory", Action("open", (f"{LOCAL}/.conflict",))),
+                       ("Open conflicts folder of docs", Action("open", ("/home/u/Docs/.conflict",)))]
+
+
+def test_a_conflict_or_damaged_file_of_no_known_mirror_is_not_opened_in_the_first() -> None:
+    """Among several mirrors, an item whose mirror the status does not list opens nothing (it is not
+    looked for in the first mirror's folder)."""
+    st = _two("idle", "Up to date", conflicts=1)
+    assert mm.conflict_local_paths(st, {"path": "x.md", "archived": ".conflict/x.md", "mirror": "gone"}) == ()
+    item = {"kind": "damaged", "path": "notes/bad.md", "reason": "does not parse"}
+    st = _two("attention", "Needs attention", local=None, damaged=1, attention=[item])  # docs: no folder said
+    damaged = entry(menu(st), "1 damaged file")
+    assert damaged.children is not None and damaged.children[0].action is None
+    assert mm.conflict_local_paths(status(), {"path": "x.md"}) == (f"{LOCAL}/x.md",)  # one mirror: its folder
+
+
 def test_an_error_label_is_one_short_sentence_with_the_details_one_click_away() -> None:
     message = ("1 file(s) failed to sync; they will be retried with backoff; see `ohsync activity` for "
                "each path and its cause")

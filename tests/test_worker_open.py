@@ -101,7 +101,7 @@ def _deleted_library_opener(tmp_path: Path):
 
     def opener(on_event):
         opened.append(1)
-        return open_session(cfg, on_event, token="t", client_factory=NoLibraries)
+        return open_session(cfg, on_event, mirror=cfg.mirrors[0], token="t", client_factory=NoLibraries)
 
     opened: list[int] = []
     return opener, config, opened

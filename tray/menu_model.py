@@ -9,7 +9,9 @@ daemon's pending counts into "Syncing 3 of 12".  ``app.py`` maps entries to
 pystray items and :class:`Action` values to socket calls.  With several
 mirrors, :func:`overall` folds the status object into one view first: the
 worst mirror's state (the icon), the sums of the counts, every mirror's
-attention items, and a line per mirror below the first.
+attention items, and a line per mirror below the first; "Open folder" is
+then a submenu of the mirrors, and the conflicts submenu opens each
+mirror's conflicts folder (an item per mirror, naming it).
 
 Paths: ``remote_path`` values are library-relative POSIX paths as the daemon
 reports them (``notes/a.md``); ``local_path`` values are absolute paths on
@@ -355,13 +357,23 @@ def drop_dir(status: dict[str, Any] | None) -> str:
 
 
 def _mirror_for(status: dict[str, Any] | None, conflict: dict[str, Any]) -> str | None:
+    """The local folder of the mirror a conflict names (its ``mirror``, else its ``library``, else
+    the mirror folder holding its absolute ``path``); a daemon with one mirror names none, so its
+    folder; None when no mirror matches."""
     mirrors = _mirrors(status)
     wanted = conflict.get("mirror") or conflict.get("library")
     for key in ("name", "library"):
         for mirror in mirrors:
             if wanted and mirror.get(key) == wanted and mirror.get("local"):
                 return str(mirror["local"])
-    return str(mirrors[0]["local"]) if mirrors and mirrors[0].get("local") else None
+    path = str(conflict.get("path") or "")
+    for mirror in mirrors:
+        local = str(mirror.get("local") or "")
+        if local and os.path.isabs(path) and _to_local(local, path) == path:
+            return local
+    if len(mirrors) == 1 and mirrors[0].get("local"):
+        return str(mirrors[0]["local"])
+    return None
 
 
 def _to_local(local_root: str, path: str) -> str:
@@ -403,7 +415,9 @@ def _attention_entry(status: dict[str, Any], text: str, kind: str, total: int) -
     items = _attention_items(status, kind)
     if not items:
         return MenuEntry(text, enabled=False)
-    root = next((str(m["local"]) for m in _mirrors(status) if m.get("local")), None)
+    # several mirrors: each item carries its mirror's ``local`` (:func:`overall`); one: the items name none
+    mirrors = _mirrors(status)
+    root = str(mirrors[0]["local"]) if len(mirrors) == 1 and mirrors[0].get("local") else None
     children: list[MenuEntry] = []
     for item in items[:MAX_CONFLICT_ITEMS]:
         path = str(item["path"]).translate(_VISIBLE)  # a name with a newline stays on one line
@@ -478,11 +492,22 @@ def _conflicts_entry(view: TrayView) -> MenuEntry:
                                   enabled=False))
     if not listed:
         children.append(MenuEntry("Run ohsync conflicts for the list", enabled=False))
-    mirrors = [m for m in _mirrors(status) if m.get("local")]
-    if mirrors:
-        folder = os.path.join(str(mirrors[0]["local"]), ".conflict")
-        children += [SEPARATOR, MenuEntry("Open conflicts folder", Action("open", (folder,)))]
+    children += _conflict_folder_entries(status)
     return MenuEntry(f"Conflicts ({count})", children=tuple(children))
+
+
+def _conflict_folder_entries(status: dict[str, Any]) -> list[MenuEntry]:
+    """The items that open the archived copies' folders: ``Open conflicts folder`` for one
+    mirror; with several, one item per mirror naming it (``Open conflicts folder of docs``)."""
+    mirrors = [m for m in _mirrors(status) if m.get("local")]
+    if not mirrors:
+        return []
+    if len(mirrors) == 1:
+        folder = os.path.join(str(mirrors[0]["local"]), ".conflict")
+        return [SEPARATOR, MenuEntry("Open conflicts folder", Action("open", (folder,)))]
+    return [SEPARATOR, *(MenuEntry(shorten(f"Open conflicts folder of {_name(m)}"),
+                                   Action("open", (os.path.join(str(m["local"]), ".conflict"),)))
+                         for m in mirrors)]
 
 
 def build_menu(view: TrayView) -> tuple[MenuEntry, ...]:

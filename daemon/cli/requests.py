@@ -157,6 +157,11 @@ def cmd_confirm_deletes(args: argparse.Namespace) -> int:
             print(f"{mirror}{item['path']}  — would be deleted {where}")
         return EXIT_OK
     result = client.call(Method.CONFIRM_DELETES)
+    each = result.get("mirrors")
+    if isinstance(each, list) and len(each) > 1:  # several mirrors held deletions: each was confirmed
+        for item in each:
+            print(f"Carrying out {int(item.get('confirmed', 0))} held deletion(s) in {item.get('mirror')} now.")
+        return EXIT_OK
     held = int(result.get("confirmed", 0))
     where = f" in {result['mirror']}" if result.get("mirror") else ""
     print(f"Carrying out {held} held deletion(s){where} now." if held else "No deletions were held.")

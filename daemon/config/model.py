@@ -177,21 +177,18 @@ class Config:
     panel_port: int = option(0, kind=integer(-1, 65535),
                              doc="the local page's port on 127.0.0.1 (0: any free port at each start; -1: no page)")
 
-    @property
-    def mirror(self) -> MirrorConfig:
-        """The first mirror (the one the status object's top level describes)."""
-        return self.mirrors[0]
-
     def account(self, mirror: MirrorConfig | None = None) -> tuple[str, str]:
-        """``(server, username)`` that ``mirror`` (default: the first) signs in
-        with: its own keys where it sets them, else the top-level ones."""
-        mirror = mirror or self.mirror
+        """``(server, username)`` that ``mirror`` signs in with: its own keys where it
+        sets them, else the top-level ones; ``mirror`` None: the top-level account (the
+        one `ohsync login` without ``--mirror`` signs in)."""
+        if mirror is None:
+            return (self.server, self.username)
         return (mirror.server or self.server, mirror.username or self.username)
 
-    def engine_values(self, mirror: MirrorConfig | None = None) -> dict[str, Any]:
-        """The ``EngineOptions`` fields the option table fills for ``mirror``
-        (default: the first): ``{field: value}`` (``options.engine_values``)."""
-        return engine_values(self, self.safety, self.filing, self.memory, mirror or self.mirror)
+    def engine_values(self, mirror: MirrorConfig) -> dict[str, Any]:
+        """The ``EngineOptions`` fields the option table fills for ``mirror``:
+        ``{field: value}`` (``options.engine_values``)."""
+        return engine_values(self, self.safety, self.filing, self.memory, mirror)
 
     @property
     def credentials_file(self) -> Path:
@@ -203,19 +200,19 @@ class Config:
         """The single-instance lock: one daemon per state dir."""
         return self.state_dir / "ohsync.lock"
 
-    def mirror_state_dir(self, library_id: str, mirror: MirrorConfig | None = None) -> Path:
-        """Where the engine keeps the state DB and base blobs of ``mirror`` (default: the first).
+    def mirror_state_dir(self, library_id: str, mirror: MirrorConfig) -> Path:
+        """Where the engine keeps the state DB and base blobs of ``mirror`` (of library ``library_id``).
 
         Keyed by library id and local folder, so pointing a mirror at another
         folder starts a fresh, careful sync instead of reusing wrong bases,
         and every mirror of one config has its own.
         """
-        return self.state_dir / "mirrors" / f"{library_id}-{_folder_key(mirror or self.mirror)}"
+        return self.state_dir / "mirrors" / f"{library_id}-{_folder_key(mirror)}"
 
-    def mirror_state_dirs(self, mirror: MirrorConfig | None = None) -> list[Path]:
-        """The state folders of ``mirror``'s local folder (default: the first's) that exist, of
+    def mirror_state_dirs(self, mirror: MirrorConfig) -> list[Path]:
+        """The state folders of ``mirror``'s local folder that exist, of
         any library, sorted: where its state is when the library cannot be found (deleted)."""
-        return sorted((self.state_dir / "mirrors").glob(f"*-{_folder_key(mirror or self.mirror)}"))
+        return sorted((self.state_dir / "mirrors").glob(f"*-{_folder_key(mirror)}"))
 
 
 def _folder_key(mirror: MirrorConfig) -> str:
