@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .events import ConflictRecord
-from .localfs import fsync_dir
+from .local_lookups import fsync_dir_best_effort
 from .models import RemoteEntry
 from .state_schema import SCHEMA_VERSION, Recovered, StateTooNew, open_state_db
 
@@ -195,7 +195,7 @@ class StateStore:
                 if durable:  # written before as a base, maybe not on disk yet
                     with open(target, "rb") as fh:
                         os.fsync(fh.fileno())
-                    fsync_dir(self.blob_dir)
+                    fsync_dir_best_effort(self.blob_dir)
                 return
         except FileNotFoundError:
             pass
@@ -207,7 +207,7 @@ class StateStore:
                 os.fsync(fh.fileno())
         os.replace(tmp, target)
         if durable:
-            fsync_dir(self.blob_dir)
+            fsync_dir_best_effort(self.blob_dir)
 
     def prune_blobs(self) -> int:
         """Delete blobs no base refers to and no record of our pushes names
