@@ -141,6 +141,11 @@ class MirrorContext:
     #: next update of the path may carry it as its ``head`` until a new
     #: listing vouches for the path again (:meth:`written_head_for`)
     written_at: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: commit id → the rel path of every verified write :attr:`written_at`
+    #: recorded since the last listing (not only the latest per path): the
+    #: commit diffs tell such a commit's change without asking
+    #: (:mod:`.remote_diffs`)
+    own_commits: dict[str, list[str]] = field(default_factory=dict)
     #: False once the server answered 404 to a commit's changes (no such endpoint)
     commit_diffs: bool = True
     #: False once the server answered 404 to the history of a file it has (:mod:`.capabilities`)
@@ -202,6 +207,7 @@ class MirrorContext:
             self.head_read_at = time.monotonic()
             self.since_listed.clear()
             self.written_at.clear()
+            self.own_commits.clear()
 
     def head_age(self) -> float:
         """Seconds since the snapshot was listed with ``listed_head`` (infinite

@@ -8,7 +8,9 @@ each commit changed (``GET /api/v2.1/repos/{id}/commits/{commit_id}/``,
 seafile-web-api.md §2.6) names every path that can differ, so instead of
 walking down from the root only the folders holding those paths are listed,
 once each, for their entries' current ids.  Commits of our own uploads
-(echoes) need no listing at all: see :func:`_echo`.
+(echoes) need no listing at all: see :func:`_echo`; one that the read-back
+named as ours and that describes itself as that one file's change is not
+even asked about (:func:`_own_changes`).
 
 Anything unusual takes the walk (:func:`~ohsync.engine.remote_scan.scan_remote`):
 a merge commit (api2 history lists them; an update based on an older head
@@ -32,7 +34,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .client.commits import CommitInfo, first_parents
+from .client.commits import CommitChange, CommitInfo, first_parents
 from .context import MirrorContext
 from .errors import LibraryGoneError, NotFoundError, OhsyncError, RemoteOperationError
 from .models import RemoteEntry, RepoInfo
@@ -131,12 +133,19 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo], old_root: str = "") ->
     """
     touched: dict[str, list[str]] = {}
     prev_root = old_root
+    own = {c.id: found for c in chain if (found := _own_changes(ctx, c)) is not None}
+    asked = [c for c in chain if c.id not in own]
     # several commits: asked for at once on the transfer pool (reads only; idle during a scan)
-    futures = [ctx.executor.submit(ctx.client.commit_changes, ctx.repo_id, c.id) for c in chain] \
-        if ctx.executor is not None and len(chain) > 1 else None
-    for i, commit in enumerate(chain):
+    futures = {c.id: ctx.executor.submit(ctx.client.commit_changes, ctx.repo_id, c.id) for c in asked} \
+        if ctx.executor is not None and len(asked) > 1 else None
+    for commit in chain:
         try:
-            changes = futures[i].result() if futures is not None else ctx.client.commit_changes(ctx.repo_id, commit.id)
+            if commit.id in own:
+                changes = own[commit.id]
+            elif futures is not None:
+                changes = futures[commit.id].result()
+            else:
+                changes = ctx.client.commit_changes(ctx.repo_id, commit.id)
         except LibraryGoneError:
             raise
         except (NotFoundError, RemoteOperationError) as exc:
@@ -184,6 +193,25 @@ def _changes(ctx: MirrorContext, chain: list[CommitInfo], old_root: str = "") ->
                     return None
                 touched.setdefault(path, []).append(op)
     return touched
+
+
+def _own_changes(ctx: MirrorContext, commit: CommitInfo) -> list[CommitChange] | None:
+    """What ``commit`` changed, told without asking, when it is the commit of
+    one of our verified updates and says so itself; else None.
+
+    The read-back named the commit that introduced our version of a path
+    (``ctx.own_commits``: from the file's history, so that path changed in it).
+    When the commit also describes itself as the change of one file of that
+    name (``Modified "<name>"``, not a merge), that one file is the path:
+    its whole change is the update of it, whoever made it.
+    """
+    rels = set(ctx.own_commits.get(commit.id, ()))
+    if len(rels) != 1 or commit.second_parent_id:
+        return None
+    (rel,) = rels
+    if commit.desc.strip().rstrip(".") != f'Modified "{rel.rpartition("/")[2]}"':
+        return None
+    return [CommitChange("modified", ctx.remote_path(rel))]
 
 
 def _echo(ctx: MirrorContext, rel: str, ops: list[str], snapshot: dict[str, RemoteEntry]) -> bool:

@@ -236,6 +236,7 @@ def read_back_with_history(ctx: MirrorContext, rel_path: str, uploaded_id: str, 
             ctx.snapshot[rel_path] = entry
             ctx.wrote(rel_path, uploaded_id)
             ctx.written_at[rel_path] = (live.commit_id, uploaded_id)
+            ctx.own_commits.setdefault(live.commit_id, []).append(rel_path)
             return entry, revisions
     return read_back(ctx, rel_path, uploaded_id, sha1=sha1, size=size, file_id=file_id), revisions
 

@@ -6,6 +6,7 @@ writer after our upload) still ends with every version where it belongs."""
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -161,16 +162,50 @@ def test_own_upload_is_an_echo_without_listing(mirror, devserver):
     assert mirror.engine.sync([DEEP]).uploaded == [DEEP]
     report = _poll(mirror, devserver)
     assert report.transferred == 0
-    # head, history, the commit's changes: it is ours and we hold what it stored
-    assert devserver.request_count() == 3 and devserver.request_count(LISTING) == 0
+    # head, history: the read-back named the commit, which says it modified that one file
+    assert devserver.request_count() == 2 and devserver.request_count(LISTING) == 0
+    assert devserver.request_count(DIFF) == 0
     assert mirror.engine.sync([], check_remote=True).requests == 1  # the head: nothing moved since
     assert mirror.engine.sync([], check_remote=True).idle
-    # two saves of the same file, one poll: still no listing
+    # two saves of the same file, one poll: still no listing, and no commit asked about
     for text in (b"edit 1\n", b"edit 2\n"):
         mirror.write(DEEP, text)
         assert mirror.engine.sync([DEEP], check_remote=False).uploaded == [DEEP]
     _poll(mirror, devserver)
-    assert devserver.request_count(LISTING) == 0 and devserver.request_count(DIFF) == 2
+    assert devserver.request_count(LISTING) == 0 and devserver.request_count(DIFF) == 0
+    assert _snapshot_files(mirror) == _walked_files(mirror)
+
+
+def test_own_commits_beside_another_writers_are_told_apart(mirror, devserver):
+    """Our two saves and another writer's edit of the same folder between
+    them: only the other writer's commit is asked about, and its change is
+    pulled; ours are known from the read-back."""
+    mirror.write(DEEP, b"edit 1\n")
+    assert mirror.engine.sync([DEEP], check_remote=False).uploaded == [DEEP]
+    devserver.put_file(mirror.repo_id, "/a/b/c/n1.md", b"the phone, between our saves\n")
+    mirror.write(DEEP, b"edit 2\n")
+    assert mirror.engine.sync([DEEP], check_remote=False).uploaded == [DEEP]
+    report = _poll(mirror, devserver)
+    assert report.downloaded == ["a/b/c/n1.md"] and mirror.read("a/b/c/n1.md") == b"the phone, between our saves\n"
+    assert devserver.request_count(DIFF) == 1 and devserver.request_count(LISTING) == 0
+    assert mirror.read(DEEP) == b"edit 2\n" == devserver.read_file(mirror.repo_id, "/" + DEEP)
+    assert _snapshot_files(mirror) == _walked_files(mirror)
+
+
+def test_a_commit_of_ours_that_says_it_changed_more_is_asked_about(mirror, devserver, monkeypatch):
+    """A commit the read-back named whose description is not the change of
+    that one file is asked about like any other."""
+    real = mirror.client.commit_history
+
+    def history(*args, **kwargs):  # the commit describes itself otherwise
+        commits, more = real(*args, **kwargs)
+        return [dataclasses.replace(c, desc='Added "x" and 2 more files.') for c in commits], more
+
+    monkeypatch.setattr(mirror.client, "commit_history", history)
+    mirror.write(DEEP, b"edit 1\n")
+    assert mirror.engine.sync([DEEP], check_remote=False).uploaded == [DEEP]
+    _poll(mirror, devserver)
+    assert devserver.request_count(DIFF) == 1
     assert _snapshot_files(mirror) == _walked_files(mirror)
 
 
@@ -206,7 +241,8 @@ def test_another_writer_with_our_exact_bytes_then_more(mirror, devserver):
     assert len(devserver.history(repo)) == commits + 2  # theirs only: ours changed nothing
     report = _poll(mirror, devserver)
     assert report.downloaded == ["a/b/c/n2.md"] and mirror.read("a/b/c/n2.md") == b"theirs too\n"
-    assert mirror.read(DEEP) == data and devserver.request_count(DIFF) == 2
+    # the read-back named their commit of our bytes (one file, modified): only the other is asked about
+    assert mirror.read(DEEP) == data and devserver.request_count(DIFF) == 1
     assert _snapshot_files(mirror) == _walked_files(mirror)
 
 

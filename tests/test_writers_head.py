@@ -153,9 +153,8 @@ def test_plain_push_checks_no_replaced_revision_and_seen_sfconflict_switches_the
     assert devserver.request_count(r"file/history/\?.*limit=1") == 1  # the read-back only
     assert devserver.request_count(r"file/history/\?.*limit=2") == 0  # no check of what ours replaced
     # the update link is cached since the first push: the other writer lands
-    # right after the pass read what our last commit changed (after its head,
-    # before the update)
-    devserver.after_request("GET", r"/commits/[0-9a-f]{40}/$", lambda srv: srv.put_file(
+    # right after the pass read the history (after its head, before the update)
+    devserver.after_request("GET", r"^/api2/repos/[0-9a-f-]{36}/history/$", lambda srv: srv.put_file(
         rid, "/notes/journal.md", (MEMORY + "- [note] a #desk\n- [note] b #phone\n").encode()))
     mirror.write("notes/journal.md", (MEMORY + "- [note] a #desk\n- [note] c #desk\n").encode())
     devserver.reset_counters()
