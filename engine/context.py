@@ -55,9 +55,10 @@ class EngineOptions:
     :ivar history_check: after a verified update, read the file's history to
         make sure the revision ours replaced is the one we merged with (for
         servers that ignore the update's ``head``).  True: after every
-        update; False: never; None (default): after updates that merged
-        another writer's version, until the server was seen honouring
-        ``head`` (it stored one of ours as an SFConflict file).
+        update; False: never; None (default): after every update of
+        ``push`` (whose read-back reads the history anyway) and after batched
+        updates that merged another writer's version, until the server was
+        seen honouring ``head`` (it stored one of ours as an SFConflict file).
     :ivar max_delete_files/max_delete_percent/percent_floor: the mass-delete
         safety valve: deletes on one side are held beyond ``max_delete_files``,
         or from ``percent_floor`` on beyond ``max_delete_percent`` % of the

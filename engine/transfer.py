@@ -302,12 +302,17 @@ def listed_head(ctx: MirrorContext, rel_path: str, base: Base | None) -> str | N
     return head
 
 
-def _check_history(ctx: MirrorContext, action: str) -> bool:
+def _check_history(ctx: MirrorContext, action: str, *, riding: bool = False) -> bool:
     """Whether to read the file's history after a verified update (see
-    :attr:`EngineOptions.history_check`)."""
+    :attr:`EngineOptions.history_check`).
+
+    :param riding: the read-back reads the file's history anyway (``push``):
+        the check costs no request of its own, so by default it is made
+        after plain updates too, until the server was seen honouring ``head``.
+    """
     if ctx.options.history_check is not None:
         return ctx.options.history_check
-    return action != "upload" and ctx.state.get_meta(HEAD_HONOURED) != "1"
+    return (riding or action != "upload") and ctx.state.get_meta(HEAD_HONOURED) != "1"
 
 
 def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
@@ -418,7 +423,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                 raise
             continue  # deleted since the listing: the next round looks it up
         reach("push.uploaded")
-        check = remote is not None and _check_history(ctx, action)
+        check = remote is not None and _check_history(ctx, action, riding=True)
         verified, revisions = read_back_with_history(ctx, rel_path, new_id, sha1=sha1_bytes(content),
                                                      size=len(content), file_id=seafile_file_id(content),
                                                      limit=2 if check else 1)

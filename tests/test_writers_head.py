@@ -145,13 +145,32 @@ def test_merging_push_checks_history_by_default_until_head_is_seen_honoured(devs
     assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") >= 1
 
 
-def test_plain_push_checks_no_replaced_revision_and_seen_sfconflict_switches_the_check_off(devserver, rid, tmp_path):
+def test_plain_push_on_a_server_ignoring_head_merges_the_edit_it_replaced(devserver, rid, tmp_path):
+    """A save sent at the last poll's head, unread, on a server that ignores
+    ``head``, replaces an edit made since that poll: the read-back (the
+    file's history, two revisions) shows the version it replaced, which is
+    merged in and sent again: both lines stay live."""
+    devserver.honour_head = False
+    mirror = synced_mirror(devserver, rid, tmp_path)  # history_check left at its default
+    devserver.put_file(rid, "/notes/journal.md", (MEMORY + "- [note] phone edit after the poll #phone\n").encode())
+    mirror.write("notes/journal.md", (MEMORY + "- [note] local line #desk\n").encode())
+    devserver.reset_counters()
+    report = mirror.engine.sync(["notes/journal.md"], check_remote=False)  # a watcher pass: no poll first
+    assert report.errors == []
+    live = devserver.read_file(rid, "/notes/journal.md").decode()
+    assert "phone edit after the poll" in live and "local line" in live
+    assert mirror.read("notes/journal.md").decode() == live
+    assert devserver.request_count(r"file/history/\?.*limit=1") == 0  # every read-back also checked
+
+
+def test_plain_push_checks_what_it_replaced_until_sfconflict_switches_the_check_off(devserver, rid, tmp_path):
     mirror = synced_mirror(devserver, rid, tmp_path)
     mirror.write("notes/journal.md", (MEMORY + "- [note] a #desk\n").encode())
     devserver.reset_counters()
     mirror.sync(["notes/journal.md"])
-    assert devserver.request_count(r"file/history/\?.*limit=1") == 1  # the read-back only
-    assert devserver.request_count(r"file/history/\?.*limit=2") == 0  # no check of what ours replaced
+    # the read-back reads two revisions: ours, and the one it replaced (no request of its own)
+    assert devserver.request_count(r"file/history/\?.*limit=2") == 1
+    assert devserver.request_count("GET /api/v2.1/repos/{id}/file/history/") == 1
     # the update link is cached since the first push: the other writer lands
     # right after the pass read the history (after its head, before the update)
     devserver.after_request("GET", r"^/api2/repos/[0-9a-f-]{36}/history/$", lambda srv: srv.put_file(
@@ -160,4 +179,8 @@ def test_plain_push_checks_no_replaced_revision_and_seen_sfconflict_switches_the
     devserver.reset_counters()
     assert mirror.sync(["notes/journal.md"]).errors == []
     assert mirror.state.get_meta("head_honoured") == "1"
+    devserver.reset_counters()
+    mirror.write("notes/journal.md", mirror.read("notes/journal.md") + b"- [note] d #desk\n")
+    assert mirror.sync(["notes/journal.md"]).errors == []
     assert devserver.request_count(r"file/history/\?.*limit=2") == 0  # the check is off now
+    assert devserver.request_count(r"file/history/\?.*limit=1") == 1  # the read-back alone
