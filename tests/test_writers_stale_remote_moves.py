@@ -163,3 +163,22 @@ def test_a_pass_that_left_a_move_unchecked_is_not_taken_for_settled(devserver, r
     monkeypatch.setattr(mirror.client, "download_bytes", download)
     again = mirror.engine.sync([], check_remote=True)  # an idle-shaped poll, as the worker's next one
     assert again.moved == [(OLD, new)]
+
+
+def test_a_file_deleted_here_and_moved_there_beside_a_new_one_is_pulled_not_moved(devserver, rid, tmp_path):
+    """Deleted here while on the server it was renamed to ``name (1)`` and
+    another, unrelated file took its name: there is no local file to move,
+    so both come down as they are (a modification beats a deletion), in one
+    pass, instead of a move tried in every pass."""
+    mirror = _pushed(devserver, rid, tmp_path)
+    pushed = mirror.read(OLD)
+    (mirror.root / OLD).unlink()
+    copy = "notes/todo (1).txt"
+    devserver.rename_path(rid, "/" + OLD, "todo (1).txt")
+    devserver.put_file(rid, "/" + OLD, b"a new list, nothing to do with the old one\n")
+    report = mirror.sync()
+    assert report.errors == [], report.errors
+    assert mirror.read(OLD) == b"a new list, nothing to do with the old one\n"
+    assert mirror.read(copy) == pushed
+    again = mirror.sync()
+    assert again.errors == [] and again.transferred == 0

@@ -177,8 +177,9 @@ def _overwritten_moves(ctx: MirrorContext, plans: list[Plan], used: set[str], sk
     than that stays unpaired.  None of this without a path with pushes on
     record.
     """
+    # only a file still here can move along (deleted here too: pulled as it is, a modification beats a deletion)
     deletes = [p for p in plans if (p.action is Action.DELETE_LOCAL or _replaced(p)) and p.rel not in used
-               and p.base is not None and not p.base.is_dir and has_pushes(ctx, p.rel)]
+               and p.fp is not None and p.base is not None and not p.base.is_dir and has_pushes(ctx, p.rel)]
     if not deletes:
         return []
     # only text small enough to merge: a stale overwrite of anything else is no merge to save
