@@ -149,6 +149,20 @@ def test_a_watcher_save_costs_the_update_and_the_read_back(devserver, mirror):
     assert devserver.request_count(f"update-api/.*head={mirror.state.get_meta('head')}") == 1
 
 
+def _merged_through_sfconflict(mirror, devserver, local: bytes, merged: bytes) -> None:
+    """Save ``local`` in a watcher pass over another writer's edit: the server
+    keeps theirs live and ours as an SFConflict file, which the read-back finds
+    and deletes; both sides end as ``merged``."""
+    mirror.write("journal/n1.md", local)
+    devserver.reset_counters()
+    report = mirror.engine.sync(["journal/n1.md"], check_remote=False)
+    assert report.errors == [] and report.merged == ["journal/n1.md"]
+    assert devserver.request_count(r"DELETE /api2/repos/.*SFConflict") == 1  # ours, found by the read-back
+    live = devserver.read_file(mirror.repo_id, "/journal/n1.md")
+    assert live == merged == mirror.read("journal/n1.md")
+    assert not [p for p in devserver.tree(mirror.repo_id) if "SFConflict" in p]
+
+
 def test_a_file_saved_again_before_the_next_poll_is_sent_at_its_own_commit(devserver, mirror):
     """The read-back of a save names the commit that holds it (the file's
     history); the next save of that file before a poll carries that commit
@@ -173,14 +187,8 @@ def test_an_edit_landing_between_two_saves_of_ours_stays_live_and_merges(devserv
     assert mirror.sync().errors == []
     watcher_save(mirror, devserver, "journal/n1.md", b"one desk\ntwo\nthree\nfour\nfive\n")
     devserver.put_file(mirror.repo_id, "/journal/n1.md", b"one desk\ntwo\nthree\nfour\nfive phone\n")
-    mirror.write("journal/n1.md", b"one desk\ntwo desk\nthree\nfour\nfive\n")
-    devserver.reset_counters()
-    report = mirror.engine.sync(["journal/n1.md"], check_remote=False)
-    assert report.errors == [] and report.merged == ["journal/n1.md"]
-    assert devserver.request_count(r"DELETE /api2/repos/.*SFConflict") == 1  # ours, found by the read-back
-    live = devserver.read_file(mirror.repo_id, "/journal/n1.md")
-    assert live == b"one desk\ntwo desk\nthree\nfour\nfive phone\n" == mirror.read("journal/n1.md")
-    assert not [p for p in devserver.tree(mirror.repo_id) if "SFConflict" in p]
+    _merged_through_sfconflict(mirror, devserver, b"one desk\ntwo desk\nthree\nfour\nfive\n",
+                               b"one desk\ntwo desk\nthree\nfour\nfive phone\n")
 
 
 def test_an_edit_landing_long_after_the_listing_stays_live_and_merges(devserver, mirror):
@@ -189,14 +197,8 @@ def test_an_edit_landing_long_after_the_listing_stays_live_and_merges(devserver,
     devserver.put_file(mirror.repo_id, "/journal/n1.md", b"one\ntwo\nthree\nfour\nfive\n")
     assert mirror.sync().errors == []
     devserver.put_file(mirror.repo_id, "/journal/n1.md", b"one\ntwo\nthree\nfour\nfive phone\n")
-    mirror.write("journal/n1.md", b"one desk\ntwo\nthree\nfour\nfive\n")
-    devserver.reset_counters()
-    report = mirror.engine.sync(["journal/n1.md"], check_remote=False)
-    assert report.errors == [] and report.merged == ["journal/n1.md"]
-    assert devserver.request_count(r"DELETE /api2/repos/.*SFConflict") == 1  # ours, found by the read-back
-    live = devserver.read_file(mirror.repo_id, "/journal/n1.md")
-    assert live == b"one desk\ntwo\nthree\nfour\nfive phone\n" == mirror.read("journal/n1.md")
-    assert not [p for p in devserver.tree(mirror.repo_id) if "SFConflict" in p]
+    _merged_through_sfconflict(mirror, devserver, b"one desk\ntwo\nthree\nfour\nfive\n",
+                               b"one desk\ntwo\nthree\nfour\nfive phone\n")
 
 
 def test_a_file_deleted_on_the_server_since_the_listing_comes_back_with_the_edit(devserver, mirror):
