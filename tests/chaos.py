@@ -510,9 +510,13 @@ class Chaos:
             if moved:
                 src, dst = moved.groups()
                 files |= {src + f[len(dst):] for f in files if f == dst or f.startswith(dst + "/")}
-        keep = [line for line in self.log if any(f in line for f in files) or "SIGKILL" in line or "fault" in line
-                or "folder move" in line]
-        return f"seed {self.stats.seed}; lost {sorted(self.stats.lost)[:10]}\n" + "\n".join(keep[-80:])
+        # the lines on those files, each with the kills, faults and folder moves just before it
+        keep: list[str] = []
+        for i, line in enumerate(self.log):
+            if any(f in line for f in files):
+                near = [x for x in self.log[max(0, i - 6):i] if "SIGKILL" in x or "fault" in x or "folder move" in x]
+                keep += [x for x in near if x not in keep[-6:]] + [line]
+        return f"seed {self.stats.seed}; lost {sorted(self.stats.lost)[:10]}\n" + "\n".join(keep[-150:])
 
     def close(self) -> None:
         if self.stale is not None:
