@@ -83,3 +83,42 @@ def test_a_check_that_failed_is_tried_again_from_the_same_listing(devserver, rid
     settle(mirror)
     assert not (mirror.root / OLD).exists()
     assert list(_copies(devserver, rid).values()) == [V0 + b"LINE-A\nLINE-B\n"]
+
+
+def _busy(devserver, rid, commits: int) -> None:
+    """Other files changed in ``commits`` commits (another client at work)."""
+    for i in range(commits):
+        devserver.put_file(rid, f"/busy/b{i % 5}.txt", f"busy {i}\n".encode())
+
+
+def test_a_stale_overwrite_then_many_commits_then_a_delete_is_still_checked(devserver, rid, tmp_path):
+    """More commits since the last listing than one history page holds: the
+    check reads more pages and keeps our lines as before."""
+    from ohsync.engine.merge import stale_delete
+
+    mirror = _pushed(devserver, rid, tmp_path)
+    assert devserver.stale_burst(rid, "/" + OLD, 1, old=V0, line="LINE-R\n").errors == []
+    _busy(devserver, rid, stale_delete.HISTORY_PAGE + 20)
+    devserver.delete_path(rid, "/" + OLD)
+    assert mirror.sync().errors == []
+    copies = _copies(devserver, rid)
+    assert list(copies.values()) == [V0 + b"LINE-A\nLINE-B\n"], copies
+    (conflict,) = mirror.engine.conflicts()
+    assert conflict.path == OLD and "had not seen these lines" in conflict.reason  # told, not guessed
+
+
+def test_a_delete_past_what_the_check_reads_keeps_ours_rather_than_guess(devserver, rid, tmp_path, monkeypatch):
+    """Beyond the pages the check reads (a long outage), whether the deleter
+    saw our lines cannot be told: ours is kept as a conflict copy with a notice."""
+    from ohsync.engine.merge import stale_delete
+
+    monkeypatch.setattr(stale_delete, "HISTORY_PAGE", 5)
+    monkeypatch.setattr(stale_delete, "HISTORY_PAGES", 2)
+    mirror = _pushed(devserver, rid, tmp_path)
+    _busy(devserver, rid, 12)
+    devserver.delete_path(rid, "/" + OLD)
+    report = mirror.sync()
+    assert report.errors == [] and not (mirror.root / OLD).exists()  # the delete stands
+    assert list(_copies(devserver, rid).values()) == [V0 + b"LINE-A\nLINE-B\n"]
+    (conflict,) = mirror.engine.conflicts()
+    assert conflict.path == OLD and "cannot be told" in conflict.reason

@@ -10,9 +10,10 @@ newest commit since the last listing that still holds the file (a binary
 search over the first-parent chain, ``GET …/file/revision/`` per probe).
 When it lacks one of our recorded pushes (:func:`~.stale.pushes_lacked`), our
 version is archived in ``/.conflict/`` with a notice and the delete goes on;
-when it holds them (the deleter saw our lines) or nothing can be told (the
-chain is longer than one history page, or the server keeps no revisions)
-the delete is mirrored as before.
+when it holds them (the deleter saw our lines), or the server keeps no
+revisions, the delete is mirrored as before; when the history does not reach
+the last listing within :data:`HISTORY_PAGES` pages (a long outage), our
+version is kept in ``/.conflict/`` rather than guessed away.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
-from ..client.commits import first_parents
+from ..client.commits import CommitInfo, first_parents
 from ..context import MirrorContext
 from ..errors import NotFoundError
 from ..events import ConflictRecord
@@ -34,21 +35,32 @@ __all__ = ["commit_chain", "deleted_version", "keep_unseen_before_delete"]
 
 log = logging.getLogger(__name__)
 
-#: Commits read (one history page) to find where the file was deleted.
+#: Commits per history page read to find where the file was deleted.
 HISTORY_PAGE = 50
+#: History pages read at most (1,000 commits since the last listing): beyond,
+#: which version was deleted cannot be told and ours is kept as a copy.
+HISTORY_PAGES = 20
 
 
 def commit_chain(ctx: MirrorContext, since: str) -> list[str] | None:
     """The first-parent chain of commit ids from the newest back to ``since``
-    (included, last), or None when one history page does not reach it.
+    (included, last), or None when :data:`HISTORY_PAGES` pages of the
+    history do not reach it (or the history ends before it).
 
-    One request: ``GET /api2/repos/{id}/history/`` (one page).
+    One request per page: ``GET /api2/repos/{id}/history/?page=&per_page=``.
 
     :raises RemoteError: from the client.
     """
-    commits, _more = ctx.client.commit_history(ctx.repo_id, page=1, per_page=HISTORY_PAGE)
-    chain = first_parents(commits, since, commits[0].id) if commits else None
-    return None if chain is None else [*(c.id for c in chain), since]
+    commits: list[CommitInfo] = []
+    for page in range(1, HISTORY_PAGES + 1):
+        more_commits, more = ctx.client.commit_history(ctx.repo_id, page=page, per_page=HISTORY_PAGE)
+        commits += more_commits
+        chain = first_parents(commits, since, commits[0].id) if commits else None
+        if chain is not None:
+            return [*(c.id for c in chain), since]
+        if not more or not more_commits:
+            return None
+    return None
 
 
 def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
@@ -112,18 +124,28 @@ def keep_unseen_before_delete(ctx: MirrorContext, rel_path: str, since: str | No
     if path.is_symlink() or not path.is_file() or path.stat().st_size > TEXT_LIMIT:
         return None
     ours = path.read_bytes()
+    chains = {} if chains is None else chains
     try:
         deleted = deleted_version(ctx, rel_path, since, chains)
     except NotFoundError:
         return None  # the library's history is gone (or never kept): nothing to tell
+    origin = origin_of(ours)
+    side = "local" if origin == "remote" else origin
+    if deleted is None and since and since in chains and chains[since] is None:
+        # too many commits since ohsync last looked (a long outage): whether the
+        # deleter had seen our lines cannot be told, so they are kept, not guessed away
+        log.info("%s: deleted on the server after more commits than ohsync reads back; ours kept", rel_path)
+        copy = Copy("upload", rel_path, side, "deleted on the server long after ohsync last looked; whether "
+                    "that client had seen these lines cannot be told", ("delete",),
+                    announce="deleted on the server; ours was kept as {stored} (delete it if that is fine)")
+        return archive(ctx, rel_path, copy, theirs=ours, when=datetime.now(timezone.utc))
     if deleted is None:
         log.info("%s: deleted on the server; which version was deleted cannot be told", rel_path)
         return None
     if ours == deleted or not pushes_lacked(ctx, rel_path, deleted):
         return None
-    origin = origin_of(ours)
     reason = ("deleted on the server by a client that had not seen these lines "
               "(it had written over our version from an older one)")
-    copy = Copy("upload", rel_path, "local" if origin == "remote" else origin, reason, ("delete",),
+    copy = Copy("upload", rel_path, side, reason, ("delete",),
                 announce="deleted on the server from an older version; ours was kept as {stored}")
     return archive(ctx, rel_path, copy, theirs=ours, when=datetime.now(timezone.utc))

@@ -57,7 +57,7 @@ class RunSteps(PlanSteps):
     _listed_since: str | None
     #: that head for each remote delete whose check failed (kept for the next try)
     _delete_since: dict[str, str | None]
-    #: the commit chains those checks read in this pass (one history page each)
+    #: the commit chains those checks read in this pass (history pages, at most HISTORY_PAGES each)
     _delete_chains: dict[str, list[str] | None]
 
     def _per_path(self, exc: BaseException, rel: str | None, *, what: str = "") -> OhsyncError:
