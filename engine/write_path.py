@@ -36,7 +36,7 @@ from typing import Any, BinaryIO
 
 from .capabilities import file_history
 from .context import MirrorContext
-from .errors import NotFoundError
+from .errors import NotFoundError, ProtocolError, ServerError
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .merge.choose import is_text
 from .models import RemoteEntry, UploadResult
@@ -215,8 +215,9 @@ def read_back_with_history(ctx: MirrorContext, rel_path: str, uploaded_id: str, 
     verified in that one request and its commit is kept
     (``ctx.written_at``) for the path's next update
     (:meth:`~ohsync.engine.context.MirrorContext.written_head_for`).
-    Anything else (another version live, no history on this server) is
-    decided by :func:`read_back` (``file/detail``), as without the history.
+    Anything else (another version live, no history on this server, a
+    history the server failed to read: 5xx or a malformed answer) is decided
+    by :func:`read_back` (``file/detail``), as without the history.
 
     :param limit: revisions to read (2 also shows the one ours replaced).
     :returns: ``(entry, revisions)``: the server's entry when verified, else
@@ -227,6 +228,9 @@ def read_back_with_history(ctx: MirrorContext, rel_path: str, uploaded_id: str, 
     try:
         revisions = file_history(ctx, rel_path, limit=limit)
     except NotFoundError:
+        revisions = None
+    except (ServerError, ProtocolError):
+        # the history is a walk the server may fail at (a long one): the detail still tells
         revisions = None
     live = revisions[0] if revisions else None
     if live is not None and live.file_id == uploaded_id and live.size == size:

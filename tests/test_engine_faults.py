@@ -155,7 +155,7 @@ def test_failures_between_successes_never_add_up_to_an_outage(devserver, synced)
     synced.sync()
     for rel in names:
         synced.write(rel, f"{rel} v2\n".encode())
-    devserver.inject_fault(None, r"/file/history/.*-bad", status=503, count=10_000)
+    devserver.inject_fault(None, r"/file/(detail|history)/.*-bad", status=503, count=10_000)
 
     report = synced.sync(names)  # bad, good, bad, good…: each success resets the count
 

@@ -319,3 +319,11 @@ def test_new_files_uploaded_together_are_each_updated_on_a_fresh_head(devserver,
     watcher_save(mirror, devserver, "journal/c.md", b"c\nedited\n")
     assert devserver.request_count(UPDATES) == 1 and devserver.request_count("GET /api2/repos/{id}/") == 1
     assert not [p for p in devserver.tree(mirror.repo_id) if "SFConflict" in p]
+
+
+def test_a_history_the_server_fails_to_read_leaves_the_read_back_to_the_detail(devserver, mirror):
+    """The file's history is a walk the server may fail at: the save is
+    still verified, by ``file/detail``, and nothing is reported as an error."""
+    devserver.inject_fault("GET", r"/file/history/", status=500, count=10_000)
+    save(mirror, devserver, "journal/n1.md", b"note 1\nsaved while the history fails\n")
+    assert devserver.request_count(DETAILS) == 1

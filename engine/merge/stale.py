@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -50,7 +51,7 @@ from typing import Any
 
 from ..capabilities import file_history
 from ..context import MirrorContext
-from ..errors import NotFoundError
+from ..errors import NotFoundError, ProtocolError, ServerError
 from ..events import ConflictRecord, SyncEvent
 from ..ids import sha1_bytes
 from ..state import Base
@@ -60,6 +61,8 @@ __all__ = ["StaleBase", "record_push", "move_pushes", "has_pushes", "pushes_lack
            "push_evidence",
            "overwritten_revision", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
            "MAX_PUSHES"]
+
+log = logging.getLogger(__name__)
 
 #: Verified pushes remembered per path (each with two kept blobs).
 MAX_PUSHES = 16
@@ -463,7 +466,8 @@ def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str, merged_
 
     One request: ``GET /api/v2.1/repos/{id}/file/history/?limit=2`` (none,
     and None, on a server without it: :mod:`.capabilities`), or none when
-    ``revisions`` are the two newest, read with the read-back.
+    ``revisions`` are the two newest, read with the read-back; None too
+    when the server fails to read the history (5xx, a malformed answer).
     """
     if new_id == merged_with:
         return None  # the update changed nothing: no commit, nothing replaced
@@ -471,6 +475,9 @@ def overwritten_revision(ctx: MirrorContext, rel_path: str, new_id: str, merged_
         try:
             revisions = file_history(ctx, rel_path, limit=2)
         except NotFoundError:
+            return None
+        except (ServerError, ProtocolError) as exc:  # as for a server without the history: cannot tell
+            log.info("%s: the check of what our update replaced could not be made (%s)", rel_path, exc)
             return None
     if not revisions or revisions[0].file_id != new_id or len(revisions) < 2:
         return None
