@@ -89,3 +89,37 @@ def test_bytes_both_sides_reached_on_their_own_are_not_taken_for_a_push_of_ours(
     devserver.put_file(m.repo_id, "/docs/a.txt", BASE.replace(b"three\n", b"") + b"same\n")
     _settled(m)
     assert m.read("docs/a.txt") == BASE.replace(b"three\n", b"") + b"same\n"
+
+
+
+NOTE = b"---\ntitle: Note\ntype: note\n---\n# Note\n\n## Observations\n- [seed] first #seed\n"
+
+
+@pytest.mark.parametrize("point", ["push.uploaded", "push.verified"])
+def test_a_save_after_an_unrecorded_push_keeps_both_lines_through_a_stale_overwrite(devserver, tmp_path,
+                                                                                    point: str) -> None:
+    # Killed after the upload reached the server, before it was recorded; the
+    # person saves again before the daemon starts. Its next push merges the
+    # server's version (our unrecorded one) in, so the record shows that
+    # version as what the push replaced: a stale overwrite from before both
+    # lacks its lines, and they are ours all the same.
+    first, second = b"- [note] local line #desk\n", b"- [note] saved while stopped #desk\n"
+    m = synced_small(devserver, tmp_path, {"/notes/a.md": NOTE})
+    read_by_other = devserver.read_file(m.repo_id, "/notes/a.md")
+    m.write("notes/a.md", NOTE + first)
+    _kill_at(point)
+    try:
+        with pytest.raises(Killed):
+            m.sync()
+    finally:
+        set_hook(None)
+    assert devserver.read_file(m.repo_id, "/notes/a.md") == NOTE + first
+    m.write("notes/a.md", NOTE + first + second)
+    m.state.close()
+    m = make_mirror(devserver, m.repo_id, tmp_path)
+    m.sync()
+    assert devserver.read_file(m.repo_id, "/notes/a.md") == NOTE + first + second
+    devserver.put_file(m.repo_id, "/notes/a.md", read_by_other + b"- [note] the bot's #bot\n")  # from before both
+    _settled(m)
+    for data in (m.read("notes/a.md"), devserver.read_file(m.repo_id, "/notes/a.md")):
+        assert first in data and second in data and b"the bot's" in data, data

@@ -14,7 +14,8 @@ such an overwrite never takes our change out of the live file:
 * :func:`stale_base` is asked before merging a remote revision: from the kept
   contents alone it finds the pushes of ours the revision lacks (none of the
   lines a push added are in it), newest first, up to the newest push whose
-  change it holds; their oldest's replaced version is the base to merge
+  change it holds; their oldest's replaced version, less the lines that
+  push merged in and the revision lacks, is the base to merge
   with, so *our* change (what ours replaced → ours, for every push the stale
   writer lacks) goes into the newest remote version and the newest remote
   writer's content stays too.  It reads the file history (one
@@ -402,6 +403,7 @@ def stale_base(ctx: MirrorContext, rel_path: str, theirs_id: str, theirs: bytes,
         newest = _blob(ctx, pushes[-1].ours_sha1)
         if newest is not None:
             older = _shared_lines(newest, theirs)
+    older = _without_merged_in(older, _blob(ctx, oldest.had_sha1), theirs)
     return StaleBase(theirs_id, Base(rel_path, False, sha1_bytes(older), oldest.replaced), older, count,
                      from_history)
 
@@ -441,6 +443,24 @@ def accept_archived(ctx: MirrorContext, rel_path: str, copy: str) -> None:
 #: The conflict record's reason when another client archived our version.
 ARCHIVED_ELSEWHERE = ("both sides changed it in ways that do not merge; another client kept its version live "
                       "and archived this one")
+
+
+def _without_merged_in(older: bytes, had: bytes | None, theirs: bytes) -> bytes:
+    """``older`` (what our oldest lacked push replaced) without the lines it
+    has beyond ``had`` (the version that push was edited from) that
+    ``theirs`` lacks.
+
+    Those lines came into the file between our read and our write (a remote
+    writer's, or a push of ours the state never recorded: killed after the
+    upload), and our push merged them in. A stale writer that lacks our push
+    read a version from before it and may never have seen them either: as
+    the base's lines they would read as its deletion and leave the live
+    file. Left out of the base, ours keeps them. ``had`` None (not kept):
+    ``older`` as it is."""
+    if had is None:
+        return older
+    keep = set(_lines(had)) | set(_lines(theirs))
+    return b"".join(line for line in older.splitlines(keepends=True) if line.rstrip(b"\r\n") in keep)
 
 
 def _shared_lines(a: bytes, b: bytes) -> bytes:
