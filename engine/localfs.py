@@ -29,7 +29,7 @@ from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
            "atomic_write", "fill_temp", "temp_beside", "new_temp", "clean_temp_files", "backup_file", "prune_backups",
-           "check_root", "is_regular", "local_errors",
+           "check_root", "local_errors",
            "find_decomposed"]
 
 Fingerprint = tuple[int, int, int]
@@ -364,12 +364,6 @@ def prune_backups(backup_root: Path, keep_days: int, today: datetime | None = No
             shutil.rmtree(day, ignore_errors=True)
             removed += 1
     return removed
-
-
-def is_regular(path: Path) -> bool:
-    """True for an existing regular file (symlinks are not followed)."""
-    st = stat_or_none(path, follow=False)
-    return st is not None and stat.S_ISREG(st.st_mode)
 
 
 def local_errors(exc: OSError, rel_path: str) -> LocalError:

@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..context import MirrorContext
+from ..errors import LocalError
 from ..localfs import Fingerprint, LocalFile, hash_file
 from ..merge.stale import move_pushes
 from ..models import RemoteEntry
@@ -127,7 +128,7 @@ def _same_content(ctx: MirrorContext, rel: str, base: Base) -> Fingerprint | Non
     """The fingerprint of the local file ``rel`` when it holds ``base``'s bytes, else None."""
     try:
         sha1, _, _, fp = hash_file(ctx.local_path(rel))
-    except OSError:
+    except (OSError, LocalError):  # gone or being written: not the base's bytes as far as we can tell
         return None
     return fp if sha1 == base.sha1 else None
 

@@ -113,7 +113,7 @@ def pair_moves(ctx: MirrorContext, plans: list[Plan], unchecked: list[tuple[str,
         for plan in new_local:
             try:
                 sha1, fid, size, _ = hash_file(ctx.local_path(plan.rel))
-            except OSError:
+            except (OSError, LocalError):  # gone or being written: pushed as a new file, nothing lost
                 continue
             if size:
                 hashes.setdefault(sha1, []).append(plan)
