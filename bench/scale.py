@@ -114,7 +114,7 @@ def s_scale(bench: Any) -> None:
             f"rescan {rescan_s:.2f} s, {rescan.extra['cpu_seconds']} CPU s")
 
         t0 = time.perf_counter()
-        hits = d.rpc.call(Method.MEMORY_SEARCH, {"query": "the", "limit": 5})
+        hits = _first_answer(d.rpc, args.timeout)
         first = Measure(seconds=time.perf_counter() - t0, requests=0,
                         extra={"rss_mib_after": d.status_mib("VmRSS"), "hits": len(hits.get("results", []))})
         log(f"scale: first memory.search (builds the index) {first.seconds:.1f} s, RSS after "
@@ -137,3 +137,20 @@ def s_scale(bench: Any) -> None:
                   oh_value=f"{rescan.extra['cpu_seconds']} CPU s")
     bench.add_row("scale", f"first memory request (index build), {label}", first, None, other_name="-",
                   oh_value=f"RSS after {first.extra['rss_mib_after']} MiB")
+
+
+def _first_answer(rpc: Any, timeout: float) -> dict[str, Any]:
+    """The first ``memory.search`` answer, asked again while the daemon says
+    the index is still being built (-32000, "try again in a moment"), as an
+    agent would; at most ``timeout`` seconds."""
+    from ohsync.daemon.protocol import Method, RpcError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            answer: dict[str, Any] = rpc.call(Method.MEMORY_SEARCH, {"query": "the", "limit": 5})
+            return answer
+        except RpcError as exc:
+            if exc.code != -32000 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TARGETS", "Target", "targets_table"]
+__all__ = ["TARGETS", "Target", "targets_table", "update_targets"]
 
 Row = dict[str, Any]
 
@@ -154,3 +154,16 @@ def targets_table(rows: list[Row], targets: list[Target] | None = None) -> str:
         verdict = "yes" if met else ("no" + (f": {t.why}" if t.why else ""))
         lines.append(f"| {t.name} | {t.target} | {figure} | {verdict} |")
     return "\n".join(lines)
+
+
+def update_targets(text: str, rows: list[Row]) -> str:
+    """``text`` (a RESULTS.md) with the line of each target that ``rows``
+    judge replaced by this run's verdict; the other lines as they were.  For
+    a run of some scenarios only (``make bench-scale``): the targets of the
+    scenarios it did not run keep the figures of the run that had them."""
+    for line in targets_table(rows).splitlines()[2:]:
+        if line.endswith("| not in this run |"):
+            continue
+        key = "|".join(line.split("|")[:3]) + "|"  # "| job | target |"
+        text = "\n".join(line if old.startswith(key) else old for old in text.split("\n"))
+    return text

@@ -78,3 +78,23 @@ def test_a_new_run_keeps_the_hand_written_sections_and_rewrites_the_targets(tmp_
     assert "## A comparison by hand\n\nbefore/after text" in text
     assert text.index("## Targets") < text.index("## A comparison by hand") < text.index("<!-- scale -->")
     assert "| s | 1 |" in text  # the scale part, not run this time, as it was
+
+
+def test_a_scale_run_rewrites_its_own_target_line_only(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(results_md, "update_readme", lambda *a: False)
+    path = tmp_path / "RESULTS.md"
+    earlier = targets.targets_table([_row("cold", "cold mirror of 3000 files", 7.6, 7)])
+    path.write_text(f"# Benchmark results\n\n| main | table |\n\n## Targets\n\n{earlier}\n\n"
+                    "<!-- scale -->\n## Scale: 30,000 files\n| s | 1 |\n<!-- /scale -->\n", encoding="utf-8")
+    args = SimpleNamespace(only="scale", note="", server="", files=3000, seed=1, big_mb=200, latency=50.0, runs=3,
+                           saves=100, burst=1000, idle_seconds=300.0, idle_window="background", scale_files=30000,
+                           scale_idle_seconds=60.0, scale_poll=30.0)
+    rows = [_row("scale", "cold mirror through the daemon, 30000 files", 41.0, 59)]
+    bench = SimpleNamespace(args=args, rows=rows, seconds={"scale": 300.0}, loadavg="0.1 0.1 0.1",
+                            rc=SimpleNamespace(version="rclone v1"), table=lambda rs: "| new scale |")
+    results_md.write_results_md(bench, path, 300.0)
+    text = path.read_text(encoding="utf-8")
+    got = _lines(text[text.index("| job |"):text.index("<!-- scale -->")].strip())
+    assert got["cold mirror of 30,000 files through the daemon | ≤ 45 s"] == "yes"   # this run's 41 s
+    assert got["cold mirror | ≤ 10 requests"] == "yes"                               # the earlier run's, kept
+    assert "| main | table |" in text and "| new scale |" in text and "| s | 1 |" not in text
