@@ -242,6 +242,9 @@ class Mirror:
                 log.error("%s", exc.message)   # the first pass reports it (a safety stop)
         self._lock_mirror()
         self.memory.attach(session.engine)
+        ctx = getattr(session.engine, "ctx", None)
+        if ctx is not None:
+            ctx.on_bulk_writes = self._bulk_writes
         self._check_watcher()
         self._start_push(session)
         if self.filing is not None and hasattr(session, "library_id"):
@@ -334,6 +337,21 @@ class Mirror:
         self.status.notify()  # subscribers learn that the watcher runs now
         if watcher is not None:
             self.worker.post_dirty([], full_scan=True)
+
+    def _bulk_writes(self, started: bool) -> None:
+        """The engine starts (True) or ends writing many new files of its own
+        (a cold mirror's archive): stop watching meanwhile, then watch afresh
+        and scan (sync worker thread)."""
+        watcher = self._watcher
+        if watcher is None:
+            return
+        if started:
+            log.info("writing many files from the server at once: not watching %s until they are in place",
+                     self._root)
+            watcher.pause_events()
+        else:
+            watcher.resume_events()
+            log.info("watching %s again; scanning it for what changed meanwhile", self._root)
 
     def _own_folder(self, local_path: str) -> bool:
         """A folder the open engine created itself (its watcher event is an echo)."""

@@ -135,6 +135,15 @@ class ServiceThread:
             old.join(timeout=JOIN_TIMEOUT)
         return True
 
+    def stop_observer(self) -> None:
+        """Stop watching (the loop thread goes on) until :meth:`replace_observer`
+        watches again; what happens meanwhile is not reported (call without
+        holding :attr:`cond`)."""
+        old, self._observer = self._observer, None
+        if old is not None:
+            old.stop()
+            old.join(timeout=JOIN_TIMEOUT)
+
     # ----------------------------------------------------------------- lifecycle
 
     def start_watching(self, folder: Path, handler: FileSystemEventHandler) -> None:

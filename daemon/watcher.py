@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -150,6 +151,8 @@ class Watcher(ServiceThread):
         self._old_moves: dict[int, set[int]] = {}  # inotify object id -> cookies seen at the last sweep
         self._swept_at = time.monotonic()
         self._sweep_due = False
+        self._paused = False  # pause_events: not watching while the engine writes a cold mirror
+        self._swap = threading.Lock()  # one observer swap at a time (debounce thread, sync worker)
 
     def start(self) -> None:
         """Start the observer and the debounce thread.
@@ -159,8 +162,41 @@ class Watcher(ServiceThread):
         self.start_watching(self.root, _Handler(self))
 
     def _renew_observer(self) -> None:
-        """Watch the whole tree afresh (called from the debounce thread, no lock held)."""
-        self.replace_observer(self.root, _Handler(self))  # e.g. the mirror folder itself is gone: the scan says so
+        """Watch the whole tree afresh (called from the debounce thread, no lock held);
+        not while paused: :meth:`resume_events` does it then."""
+        with self._swap:
+            if not self._paused:  # e.g. the mirror folder itself is gone: the scan says so
+                self.replace_observer(self.root, _Handler(self))
+
+    def pause_events(self) -> None:
+        """Stop watching while the engine writes many files of its own (a cold
+        mirror's archive): each file written would be several events for
+        watchdog and this watcher to handle, and every one an echo.  The
+        debounce thread goes on with what it holds; :meth:`resume_events`
+        watches again.  Called from the sync worker, without the lock."""
+        with self._swap:
+            if self._paused:
+                return
+            self._paused = True
+            self.stop_observer()
+
+    def resume_events(self) -> None:
+        """Watch the tree afresh after :meth:`pause_events`, then scan it once
+        it is quiet: an edit made meanwhile raised no event, and the scan finds
+        it (a file whose fingerprint is not its base's).  A tree that cannot be
+        watched again leaves the watcher dead, so the mirror starts a new one,
+        which scans too."""
+        with self._swap:
+            if not self._paused:
+                return
+            self.replace_observer(self.root, _Handler(self))
+            self._paused = False
+        self._note_scan()
+
+    def is_alive(self) -> bool:
+        """True while the debounce thread runs and the tree is watched, or
+        watching is paused on purpose (:meth:`pause_events`)."""
+        return self.thread_alive() if self._paused else super().is_alive()
 
     @property
     def pending(self) -> int:

@@ -147,6 +147,12 @@ class MirrorContext:
     #: commit diffs tell such a commit's change without asking
     #: (:mod:`.remote_diffs`)
     own_commits: dict[str, list[str]] = field(default_factory=dict)
+    #: ``hook(True)`` before a pass writes many new files at once from an
+    #: archive (:data:`~ohsync.engine.sync.bulk.QUIET_WATCH_FILES` or more; a
+    #: cold mirror), ``hook(False)`` when they are in place: the daemon stops
+    #: watching the folder meanwhile (every file written would be an echo
+    #: event) and scans it afterwards; None: nobody asks
+    on_bulk_writes: Callable[[bool], None] | None = None
     #: False once the server answered 404 to a commit's changes (no such endpoint)
     commit_diffs: bool = True
     #: False once the server answered 404 to the history of a file it has (:mod:`.capabilities`)

@@ -282,3 +282,26 @@ def test_the_daemon_hands_a_completed_save_to_the_engine_without_the_quiet_perio
     finally:
         d.request_stop()
         t.join(15)
+
+
+def test_paused_watching_ends_in_a_scan_that_finds_what_changed_meanwhile(tmp_path: Path) -> None:
+    """While the engine writes a cold mirror the watcher stops watching (each
+    file written would be an echo); an edit made meanwhile raises no event, so
+    resuming asks for a full scan, which finds it, and watches again."""
+    (tmp_path / "notes").mkdir()
+    rec = Recorder()
+    w = _watch(tmp_path, rec, quiet=0.3)
+    try:
+        w.pause_events()
+        assert w.is_alive()  # paused on purpose: the mirror must not start another watcher
+        (tmp_path / "notes" / "during.md").write_text("made while paused\n", encoding="utf-8")
+        time.sleep(1.0)  # why: longer than the debounce: an event, had one come, would be reported
+        assert rec.batches == []
+        w.resume_events()
+        wait_for(lambda: any(full for _, full in rec.batches), timeout=15, what="a full scan after resuming")
+        (tmp_path / "notes" / "after.md").write_text("made after\n", encoding="utf-8")
+        wait_for(lambda: "notes/after.md" in rec.paths(), timeout=15, what="an event after resuming")
+        assert w.is_alive()
+    finally:
+        w.stop()
+    assert not w.is_alive()

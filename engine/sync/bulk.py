@@ -28,6 +28,7 @@ that file is not fetched again by the other paths.
 from __future__ import annotations
 
 import errno
+import logging
 import math
 import os
 import tempfile
@@ -49,8 +50,8 @@ from ..state import Base
 from ..transfer import folder_vanished
 from .new_files import NewFileBatch
 
-__all__ = ["BULK_MAX_FILE", "DOWNLOADS_IN_FLIGHT", "LINK_BYTES_PER_SECOND", "REQUEST_SECONDS", "bulk_pull",
-           "choose_path"]
+__all__ = ["BULK_MAX_FILE", "DOWNLOADS_IN_FLIGHT", "LINK_BYTES_PER_SECOND", "QUIET_WATCH_FILES", "REQUEST_SECONDS",
+           "bulk_pull", "choose_path"]
 
 #: Larger files never go through the zip (they are fetched one by one, resumable).
 BULK_MAX_FILE = 4 * 1024 * 1024
@@ -65,8 +66,13 @@ _ZIP_REQUESTS = 4
 #: Files (and bytes) of the zip path written and synced to disk together, then recorded.
 BATCH_FILES = 200
 BATCH_BYTES = 32 * 1024 * 1024
+#: Files of one archive from which the writing is announced to ``ctx.on_bulk_writes``
+#: (the daemon then stops watching until they are in place, and scans instead).
+QUIET_WATCH_FILES = 500
 #: Write failures that every further file would meet too (a full or read-only disk).
 _WHOLE_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+log = logging.getLogger(__name__)
 
 
 def choose_path(wanted: int, wanted_bytes: int, zipped_bytes: int, in_flight: int) -> str:
@@ -154,6 +160,7 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
         prefix = f"{tops[0]}/" if len(tops) == 1 else ""
         names = {info.filename: info for info in archive.infolist() if not info.is_dir()}
         batch = NewFileBatch(ctx.executor)
+        quiet = len(wanted) >= QUIET_WATCH_FILES and _bulk_writes(ctx, True)
         try:
             for rel, entry in wanted.items():
                 if should_stop is not None and should_stop():
@@ -180,11 +187,27 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
                     continue
                 if len(batch) >= BATCH_FILES or batch.size >= BATCH_BYTES:
                     _record(ctx, batch, wanted, done, on_written, refused)
+            _record(ctx, batch, wanted, done, on_written, refused)
         except BaseException:
             batch.discard()  # what is not in place yet is fetched again by the next pass
             raise
-        _record(ctx, batch, wanted, done, on_written, refused)
+        finally:
+            if quiet:
+                _bulk_writes(ctx, False)
     return done
+
+
+def _bulk_writes(ctx: MirrorContext, started: bool) -> bool:
+    """Tell ``ctx.on_bulk_writes`` that the writing of an archive starts (True)
+    or is over (False); True when it was told.  Its failure is logged, never
+    the pull's."""
+    if ctx.on_bulk_writes is None:
+        return False
+    try:
+        ctx.on_bulk_writes(started)
+    except Exception:
+        log.exception("the hook around the writing of an archive failed")
+    return True
 
 
 def _record(ctx: MirrorContext, batch: NewFileBatch, wanted: dict[str, RemoteEntry], done: set[str],
