@@ -10,6 +10,7 @@ the person).
 
 from __future__ import annotations
 
+import functools
 import re
 import stat
 from typing import TYPE_CHECKING
@@ -27,7 +28,9 @@ ALT_SUFFIX = "_ohsync"  # not "-": ".trash-*" is ignored (desktop trash folders)
 _PURPOSE = {".conflict": "conflict copies", ".trash": "deleted files"}
 
 
+@functools.lru_cache(maxsize=16)
 def _alternatives(name: str) -> re.Pattern[str]:
+    # compiled once per name: asked for every path of every scan
     return re.compile(re.escape(name) + r"(?:" + re.escape(ALT_SUFFIX) + r"(?:-\d+)?)?$")
 
 
