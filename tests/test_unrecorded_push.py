@@ -34,6 +34,16 @@ def _kill_at(point: str) -> None:
     set_hook(hook)
 
 
+def _sync_killed_at(m, point: str) -> None:
+    """A pass of ``m`` killed at the crash point ``point``."""
+    _kill_at(point)
+    try:
+        with pytest.raises(Killed):
+            m.sync()
+    finally:
+        set_hook(None)
+
+
 def _settled(m) -> None:
     for _ in range(3):
         m.sync()
@@ -46,12 +56,7 @@ def test_a_push_killed_before_it_was_recorded_still_merges_a_stale_overwrite_bac
     m = synced_small(devserver, tmp_path, {"/docs/a.txt": BASE})
     read_by_other = devserver.read_file(m.repo_id, "/docs/a.txt")       # the other client reads
     m.write("docs/a.txt", BASE + b"local line\n")
-    _kill_at(point)
-    try:
-        with pytest.raises(Killed):
-            m.sync()
-    finally:
-        set_hook(None)
+    _sync_killed_at(m, point)
     assert devserver.read_file(m.repo_id, "/docs/a.txt") == BASE + b"local line\n"   # it reached the server
     m.state.close()
     m = make_mirror(devserver, m.repo_id, tmp_path)                    # the daemon starts again
@@ -107,12 +112,7 @@ def test_a_save_after_an_unrecorded_push_keeps_both_lines_through_a_stale_overwr
     m = synced_small(devserver, tmp_path, {"/notes/a.md": NOTE})
     read_by_other = devserver.read_file(m.repo_id, "/notes/a.md")
     m.write("notes/a.md", NOTE + first)
-    _kill_at(point)
-    try:
-        with pytest.raises(Killed):
-            m.sync()
-    finally:
-        set_hook(None)
+    _sync_killed_at(m, point)
     assert devserver.read_file(m.repo_id, "/notes/a.md") == NOTE + first
     m.write("notes/a.md", NOTE + first + second)
     m.state.close()
