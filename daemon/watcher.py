@@ -189,8 +189,10 @@ class Watcher(ServiceThread):
         with self._swap:
             if not self._paused:
                 return
-            self.replace_observer(self.root, _Handler(self))
             self._paused = False
+            if not self.should_keep_running():
+                return  # stopping: no new observer nobody would stop
+            self.replace_observer(self.root, _Handler(self))
         self._note_scan()
 
     def is_alive(self) -> bool:
