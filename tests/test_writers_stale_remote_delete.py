@@ -122,3 +122,29 @@ def test_a_delete_past_what_the_check_reads_keeps_ours_rather_than_guess(devserv
     assert list(_copies(devserver, rid).values()) == [V0 + b"LINE-A\nLINE-B\n"]
     (conflict,) = mirror.engine.conflicts()
     assert conflict.path == OLD and "cannot be told" in conflict.reason
+
+
+def test_a_failed_check_of_a_delete_undone_meanwhile_is_forgotten(devserver, rid, tmp_path, monkeypatch):
+    """A delete whose check failed, then undone on the server (the file put
+    back): its check's starting point is dropped, so a later delete of our own
+    version is checked from the listing before it, not from one long past
+    (which would keep a needless conflict copy, "cannot be told")."""
+    from ohsync.engine.merge import stale_delete
+
+    monkeypatch.setattr(stale_delete, "HISTORY_PAGE", 5)
+    monkeypatch.setattr(stale_delete, "HISTORY_PAGES", 2)
+    mirror = _pushed(devserver, rid, tmp_path)
+    ours = devserver.read_file(rid, "/" + OLD)
+    devserver.delete_path(rid, "/" + OLD)
+    devserver.inject_fault("GET", r"/file/revision/", status=500, count=100)
+    assert mirror.sync().errors and (mirror.root / OLD).exists()  # nothing deleted while it cannot tell
+    devserver.clear_faults()
+    devserver.put_file(rid, "/" + OLD, ours)  # the delete undone
+    mirror.engine.release_failures()
+    settle(mirror)
+    _busy(devserver, rid, 12)  # more commits than the check reads
+    settle(mirror)
+    devserver.delete_path(rid, "/" + OLD)
+    report = mirror.sync()
+    assert report.errors == [] and OLD in report.deleted_local
+    assert _copies(devserver, rid) == {} and mirror.engine.conflicts() == []

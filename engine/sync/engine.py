@@ -517,5 +517,8 @@ class SyncEngine(FolderSteps):
             self.state.set_meta("root_oid", scan.root_oid)
             regression.seen(self.state, scan.head, scan.head_mtime)
         self.ctx.written.clear()  # the uploads so far are in the history up to this head
+        # a delete whose check failed keeps its starting point only while the delete stands
+        for rel in [r for r in self._delete_since if r in self.ctx.snapshot or self.state.get_base(r) is None]:
+            del self._delete_since[rel]
         self.ctx.set_head(scan.head or None, listed=True)  # read before every listing: a safe base for updates
         self.ctx.head_stale.clear()
