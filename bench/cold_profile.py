@@ -69,8 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen", type=Path, default=None, help="keep the generated library here and reuse it")
     ap.add_argument("--no-py-spy", action="store_true", help="no sampling: the plain figures")
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples per second (default 100)")
+    ap.add_argument("--gil", action="store_true",
+                    help="sample only the thread holding the interpreter: its CPU, not the waits in system calls")
     ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    ap.add_argument("--keep-log", action="store_true", help="copy the daemon's log to OUT/cold-daemon.log")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ohsync-coldprof-"))
@@ -96,12 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         if not args.no_py_spy and Path(exe).exists():
             spy = subprocess.Popen([exe, "record", "--pid", str(daemon.proc.pid), "--rate", str(args.rate),
-                                    "--format", "raw", "--threads", "--nonblocking", "--output", str(raw)],
+                                    "--format", "raw", "--threads", "--nonblocking", "--output", str(raw),
+                                    *(["--gil"] if args.gil else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_settled(daemon, args.timeout)
-        seconds, cpu = time.perf_counter() - t0, daemon.cpu_s()
-        log(f"cold mirror of {args.files} files through the daemon: {seconds:.1f} s, {cpu:.1f} CPU s, "
-            f"peak RSS {daemon.status_mib('VmHWM')} MiB")
+        seconds, (user, system) = time.perf_counter() - t0, daemon.cpu_split()
+        log(f"cold mirror of {args.files} files through the daemon: {seconds:.1f} s, {user + system:.1f} CPU s "
+            f"({user:.1f} user, {system:.1f} system), peak RSS {daemon.status_mib('VmHWM')} MiB")
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
             spy.wait(120)
@@ -113,6 +117,13 @@ def main(argv: list[str] | None = None) -> int:
             spy.kill()
         if daemon:
             daemon.stop()
+            if args.keep_log:  # the rotated ones first (ohsync.log.2, .1), then the current one
+                def age(path: Path) -> int:
+                    return int(path.suffix[1:]) if path.suffix[1:].isdigit() else 0
+                logs = sorted(work.rglob("ohsync.log*"), key=age, reverse=True)
+                with open(args.out / "cold-daemon.log", "wb") as out:
+                    for path in logs:
+                        out.write(path.read_bytes())
         if srv:
             srv.stop()
         shutil.rmtree(server, ignore_errors=True)

@@ -87,9 +87,14 @@ class Daemon:
         return self.sock_dir / "ohsync" / "ohsync.sock"
 
     def cpu_s(self) -> float:
+        """The daemon's CPU seconds so far (user + system)."""
+        return sum(self.cpu_split())
+
+    def cpu_split(self) -> tuple[float, float]:
+        """The daemon's ``(user, system)`` CPU seconds so far (``/proc/<pid>/stat``)."""
         assert self.proc is not None
         f = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(f[11]) + int(f[12])) / self.clk  # utime, stime
+        return int(f[11]) / self.clk, int(f[12]) / self.clk  # utime, stime
 
     def status_mib(self, name: str) -> int:
         assert self.proc is not None

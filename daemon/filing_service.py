@@ -47,6 +47,7 @@ from ..engine.filing.api import MirrorAPI
 from ..engine.filing.filer import Filer, FilingResult
 from ..engine.names import is_ignored_name, is_partial_name
 from .debounce import Debouncer
+from .prompt_observer import CHANGE_EVENTS
 from .service_thread import ServiceThread
 from .stability import StabilityGate
 from .worker_job import run_job
@@ -85,7 +86,7 @@ class _Handler(FileSystemEventHandler):
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         kind = event.event_type
-        if kind in ("deleted", "opened", "closed_no_write"):
+        if kind == "deleted":
             return
         path = os.fsdecode(event.dest_path if kind == "moved" and event.dest_path else event.src_path)
         if event.is_directory:
@@ -113,6 +114,8 @@ class FilingService(ServiceThread):
     :param gate: decides whether a file is finished; the same gate goes into
         every :class:`Filer` made by :meth:`new_filer`.
     """
+
+    event_filter = CHANGE_EVENTS
 
     def __init__(self, drop_dir: Path, submit: Submit, on_result: Callable[[FilingResult], None], *,
                  quiet_seconds: float = 3.0, observer_factory: Callable[[], BaseObserver] = Observer,

@@ -22,12 +22,33 @@ import logging
 import os
 from collections.abc import Callable
 
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+)
 from watchdog.observers import Observer
 from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT, BaseObserver
 
-__all__ = ["MOVE_PAIRING_DELAY", "prompt_observer"]
+__all__ = ["CHANGE_EVENTS", "MOVE_PAIRING_DELAY", "prompt_observer"]
 
 log = logging.getLogger(__name__)
+
+#: What a folder service watches for (``ServiceThread.event_filter``): changes
+#: and a close after writing; not a file or folder opened or closed after
+#: reading, which every reader of the folder causes (our own scans and
+#: checks, an editor, an indexer) and the watchers ignore: left out of the
+#: inotify mask, the kernel never queues them and watchdog never parses them.
+CHANGE_EVENTS: list[type[FileSystemEvent]] = [
+    FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, DirModifiedEvent, FileDeletedEvent, DirDeletedEvent,
+    FileMovedEvent, DirMovedEvent, FileClosedEvent]
 
 #: Seconds the inotify backend holds an ``IN_MOVED_FROM`` for its pair (watchdog's own: 0.5).
 MOVE_PAIRING_DELAY = 0.05

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from watchdog.events import FileSystemEventHandler
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers.api import BaseObserver
 
 __all__ = ["ServiceThread", "Ticker"]
@@ -61,6 +61,11 @@ class ServiceThread:
         method of its own (else a subclass implements :meth:`run_loop`);
         it returns once the owner's own stop signal came.
     """
+
+    #: The watchdog event classes the observer reports (None: all of them);
+    #: given, the kernel is asked for those only (the inotify mask).
+    event_filter: list[type[FileSystemEvent]] | None = None
+
 
     def __init__(self, name: str, observer_factory: Callable[[], BaseObserver] | None = None, *,
                  observer_name: str | None = None, daemon: bool = False,
@@ -110,7 +115,7 @@ class ServiceThread:
         assert self._observer_factory is not None, "a loop without an observer watches no folder"
         observer = self._observer_factory()
         observer.name = self.observer_name
-        observer.schedule(handler, str(folder), recursive=True)
+        observer.schedule(handler, str(folder), recursive=True, event_filter=self.event_filter)
         try:
             observer.start()
         except BaseException:

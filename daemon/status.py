@@ -267,6 +267,13 @@ class StatusModel:
             self._snap = replace(self._snap, **facts)
         self.notify()
 
+    def update_quietly(self, **facts: Any) -> None:
+        """Change facts without telling listeners: readers of :meth:`status`
+        see them at once, listeners with the next :meth:`update` or
+        :meth:`notify` (for facts that change many times a second)."""
+        with self._lock:
+            self._snap = replace(self._snap, **facts)
+
     def notify(self) -> None:
         """Tell listeners the current status if it differs from the last one told
         (ignoring the always-moving fields: an idle poll must publish nothing)."""

@@ -39,7 +39,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers.api import BaseObserver
 
 from .debounce import Debouncer
-from .prompt_observer import prompt_observer
+from .prompt_observer import CHANGE_EVENTS, prompt_observer
 from .service_thread import ServiceThread
 
 __all__ = ["Watcher", "DirtyCallback"]
@@ -49,8 +49,6 @@ log = logging.getLogger(__name__)
 #: ``on_dirty(paths, full_scan)``: library-relative paths that changed, and
 #: whether a full local scan is needed (directory-level changes).
 DirtyCallback = Callable[[list[str], bool], None]
-
-_IGNORED_TYPES = {"opened", "closed_no_write"}
 
 #: Event types after which the path's save is complete (see the module docstring).
 _SAVE_DONE_TYPES = {"closed", "moved"}
@@ -67,8 +65,6 @@ class _Handler(FileSystemEventHandler):
         self._watcher = watcher
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in _IGNORED_TYPES:
-            return
         if event.is_directory:
             if event.event_type in ("deleted", "moved"):
                 self._watcher._forget_own_folders()
@@ -118,6 +114,8 @@ class Watcher(ServiceThread):
         ``on_dirty``, with the reported paths whose last event ended a save
         (closed after writing, renamed onto): their writer is done.
     """
+
+    event_filter = CHANGE_EVENTS
 
     def __init__(
         self,

@@ -36,6 +36,8 @@ from .state_schema import SCHEMA_VERSION, Recovered, StateTooNew, open_state_db
 
 __all__ = ["Base", "StateStore", "SCHEMA_VERSION", "StateTooNew", "Recovered"]
 
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
 
 @dataclass(frozen=True)
 class Base:
@@ -180,16 +182,28 @@ class StateStore:
         return sha1
 
     def _put_blob(self, sha1: str, content: bytes, durable: bool = False) -> None:
-        """Keep ``content`` as the blob ``sha1`` (temp file + rename).
+        """Keep ``content`` as the blob ``sha1``.
 
-        Not synced to disk unless ``durable``: a base blob is only ever read
-        through :meth:`base_content`, which checks it against its sha1, and a
-        missing base means a conflict copy rather than a merge, never a loss;
-        the fsync per file cost a cold mirror most of its time.  A blob
-        already there that does not hold ``content`` (cut short, or of the
-        right size but zero-filled, by a power cut) is written again.
+        A new base blob is created under its name at once (``O_EXCL``) and
+        not synced to disk: a base blob is only ever read through
+        :meth:`base_content`, which checks it against its sha1, so one cut
+        short (a crash while it was written, a power cut) is a missing base,
+        a conflict copy rather than a merge, never a loss; a temp file and a
+        rename, and the fsync, per file cost a cold mirror most of its time.
+        A blob already there that does not hold ``content`` is written again
+        (temp file + rename); a ``durable`` one (:meth:`keep_blob`) always so,
+        and synced.
         """
         target = self.blob_dir / sha1
+        if not durable:
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o600)
+            except FileExistsError:
+                pass
+            else:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(content)
+                return
         try:
             if target.stat().st_size == len(content) and target.read_bytes() == content:
                 if durable:  # written before as a base, maybe not on disk yet

@@ -28,6 +28,10 @@ __all__ = ["MirrorFacts"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds between two status changes told for the files synced one after
+#: another (the path shown); what readers of the status see is never older.
+PATH_INTERVAL = 0.2
+
 
 class MirrorFacts:
     """The lists behind ``activity``, ``conflicts``, ``damaged``, ``held_deletes``, ``skipped``.
@@ -51,6 +55,7 @@ class MirrorFacts:
         self._regression: str | None = None
         self.loaded = False  # the engine's lists were read at least once
         self._repeats: dict[tuple[str, str], tuple[dict[str, Any], int, float]] = {}
+        self._path_told = -PATH_INTERVAL  # monotonic time the path being synced was last told
 
     # ----------------------------------------------------------------- readers (any thread)
 
@@ -205,7 +210,13 @@ class MirrorFacts:
         if fresh:  # a repeated error is counted in the activity list, not logged again
             log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
                        event.direction, event.message)
-        self._status.update(syncing=True, transfer=None, current_path=event.path)
+        mono = time.monotonic()
+        if event.kind == "synced" and mono - self._path_told < PATH_INTERVAL:
+            # thousands of files a pass (a cold mirror): the path shown moves at most this often
+            self._status.update_quietly(syncing=True, transfer=None, current_path=event.path)
+        else:
+            self._path_told = mono
+            self._status.update(syncing=True, transfer=None, current_path=event.path)
         if event.kind == "conflict":
             self._publish({"type": "conflict", "path": event.path, "archived": event.action,
                            "message": event.message})
