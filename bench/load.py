@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import daemon_env
 from ohsync.daemon.protocol import Method
 from run import GENERATOR, LIB, SETTLED, USER, DevServerProc, log
 
@@ -58,18 +59,12 @@ class Daemon:
         self.root = work / "daemon"
         self.root.mkdir()
         self.sock_dir = Path(tempfile.mkdtemp(prefix="ohl-", dir="/tmp"))
-        env = dict(os.environ)
-        for k in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "OHSYNC_SOCKET"):
-            env.pop(k, None)
         r = self.root
-        env.update({"PYTHON_KEYRING_BACKEND": "ohsync.daemon.file_keyring.FileKeyring",
-                    "OHSYNC_KEYRING_FILE": str(r / "keyring.json"), "OHSYNC_CONFIG": str(r / "config.toml"),
-                    "XDG_CONFIG_HOME": str(r / "xdg-config"), "XDG_STATE_HOME": str(r / "xdg-state"),
-                    "XDG_DATA_HOME": str(r / "xdg-data"), "XDG_CACHE_HOME": str(r / "xdg-cache"),
-                    "XDG_RUNTIME_DIR": str(self.sock_dir), "PYTHONUNBUFFERED": "1"})
+        env = daemon_env(r, self.sock_dir)
         (r / "config.toml").write_text(tomli_w.dumps({
             "server": srv.url, "username": USER, "poll_interval": poll, "state_dir": str(r / "state"),
-            "mirror": [{"library": LIB, "local": str(r / "mirror")}]}), encoding="utf-8")
+            "mirror": [{"library": LIB, "local": str(r / "mirror")}],
+            "filing": {"drop_dir": str(r / "drop")}}), encoding="utf-8")  # not the person's ~/OH-Drop
         subprocess.run([sys.executable, "-c", "import sys; from ohsync.daemon import credentials; "
                         "credentials.save_token(sys.argv[1], sys.argv[2], sys.argv[3])",
                         srv.url, USER, srv.token], env=env, check=True, timeout=60)
