@@ -30,6 +30,15 @@ Only plain pushes are sent this way: a file whose remote changed since base
 is merged by the per-file push, and none is batched while the engine would
 read the file's history after a plain update (``EngineOptions.history_check``).
 
+Known limit: by default (``history_check`` unset) edits are batched before
+the server was ever seen honouring ``head``, while the per-file push reads
+two revisions as its read-back until then.  On a server that ignored
+``head``, an edit another client made between the listing and a batched
+update would be replaced unseen (kept only in the server's file history).
+Every seafile-server whose source is public reads ``head`` on update
+(``upload-file.c`` since 2016, the Go fileserver since it was written), so
+this is left open rather than paid for with a history read per file.
+
 Requests: one update per file and one listing per folder; the update link is
 the library's, cached by the client.  The engine owns no threads: only the
 update requests run on the caller's ``executor``; reading files, listings,
