@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import USER
+from engine_helpers import USER, make_mirror
 from test_writers_stale import settle
 from test_writers_stale_remote_moves import OLD, V0, _pushed
 
@@ -148,3 +148,35 @@ def test_a_failed_check_of_a_delete_undone_meanwhile_is_forgotten(devserver, rid
     report = mirror.sync()
     assert report.errors == [] and OLD in report.deleted_local
     assert _copies(devserver, rid) == {} and mirror.engine.conflicts() == []
+
+
+def _moved_then_deleted(devserver, rid) -> None:
+    devserver.mkdir(rid, "/docs")
+    devserver.move_path(rid, "/" + OLD, "/docs")
+    devserver.delete_path(rid, "/docs/todo.txt")
+
+
+def _deleted(devserver, rid) -> None:
+    devserver.delete_path(rid, "/" + OLD)
+
+
+@pytest.mark.parametrize("remove", [_deleted, _moved_then_deleted], ids=["deleted", "moved-then-deleted"])
+def test_a_kill_after_the_listing_that_saw_the_delete_still_keeps_our_lines(devserver, rid, tmp_path, remove):
+    """The pass that listed the delete dies before it mirrors it: the head it
+    recorded no longer holds the file, so the next start looks further back
+    for the version the server removed (a stale overwrite, lacking our lines)."""
+    from test_breaker_stale_moves import _killed_at
+
+    mirror = _pushed(devserver, rid, tmp_path)
+    assert devserver.stale_burst(rid, "/" + OLD, 1, old=V0, line="LINE-R\n").errors == []
+    remove(devserver, rid)
+    devserver.put_file(rid, "/a/first.txt", b"pulled before the delete is looked at\n")
+    _killed_at(mirror, "pull.downloaded")
+    again = make_mirror(devserver, rid, tmp_path)
+    assert (again.root / OLD).exists()  # the killed pass mirrored no delete
+    report = again.sync()
+    assert report.errors == [] and not (again.root / OLD).exists()  # the delete stands
+    assert list(_copies(devserver, rid).values()) == [V0 + b"LINE-A\nLINE-B\n"]
+    (conflict,) = again.engine.conflicts()
+    assert conflict.path == OLD and "had not seen these lines" in conflict.reason
+    settle(again)

@@ -14,11 +14,18 @@ when it holds them (the deleter saw our lines), or the server keeps no
 revisions, the delete is mirrored as before; when the history does not reach
 the last listing within :data:`HISTORY_PAGES` pages (a long outage), our
 version is kept in ``/.conflict/`` rather than guessed away.
+
+The last listing's head may itself lack the file: a pass that listed the
+delete (or a move away) was killed before it mirrored it, and its head was
+recorded.  The version removed is then the one in the newest commit before
+that head that still held the file, found by probing back from it
+(:data:`LOOK_BACK` commits at most).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from ..client.commits import CommitInfo, first_parents
@@ -31,7 +38,7 @@ from .conflict_names import origin_of
 from .resolve import Copy
 from .stale import has_pushes, pushes_lacked
 
-__all__ = ["commit_chain", "deleted_version", "keep_unseen_before_delete"]
+__all__ = ["LOOK_BACK", "commit_chain", "commits_before", "deleted_version", "keep_unseen_before_delete"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +47,9 @@ HISTORY_PAGE = 50
 #: History pages read at most (1,000 commits since the last listing): beyond,
 #: which version was deleted cannot be told and ours is kept as a copy.
 HISTORY_PAGES = 20
+#: Commits before the last listing's head searched for the file when that head
+#: no longer held it (the listing saw the delete, its pass did not mirror it).
+LOOK_BACK = 50
 
 
 def commit_chain(ctx: MirrorContext, since: str) -> list[str] | None:
@@ -63,15 +73,42 @@ def commit_chain(ctx: MirrorContext, since: str) -> list[str] | None:
     return None
 
 
+def commits_before(ctx: MirrorContext, since: str, count: int = LOOK_BACK) -> list[str]:
+    """Up to ``count`` commit ids before ``since`` on its first-parent
+    line, newest first (fewer where the history ends or
+    :data:`HISTORY_PAGES` pages end first).
+
+    One request per page: ``GET /api2/repos/{id}/history/?page=&per_page=``.
+
+    :raises RemoteError: from the client.
+    """
+    by_id: dict[str, CommitInfo] = {}
+    for page in range(1, HISTORY_PAGES + 1):
+        more_commits, more = ctx.client.commit_history(ctx.repo_id, page=page, per_page=HISTORY_PAGE)
+        by_id.update({c.id: c for c in more_commits})
+        line: list[str] = []
+        at = by_id.get(since)
+        while at is not None and at.parent_id is not None and len(line) < count:
+            line.append(at.parent_id)
+            at = by_id.get(at.parent_id)
+        # complete: enough commits, the first commit reached, or no page left to read
+        if len(line) >= count or (at is not None and at.parent_id is None) or not more or not more_commits:
+            return line
+    return line
+
+
 def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
                     chains: dict[str, list[str] | None] | None = None) -> bytes | None:
     """The content of ``rel_path`` in the newest commit that still held it,
     among the commits after ``since`` (the head of the last listing, which
-    held it), or None when that cannot be told.
+    held it) or, when ``since`` itself lacks it, among the :data:`LOOK_BACK`
+    commits before; None when that cannot be told.
 
     Requests: :func:`commit_chain` (once per ``since`` with the ``chains``
     cache of one pass), then about log2(commits) + 1
-    ``GET /api2/repos/{id}/file/revision/`` downloads.
+    ``GET /api2/repos/{id}/file/revision/`` downloads; when ``since``
+    itself lacks the file, :func:`commits_before` and about
+    2 × log2(commits back) more downloads.
 
     :raises RemoteError: from the client, other than a missing revision.
     """
@@ -96,7 +133,13 @@ def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
 
     lo, hi = 0, len(chain) - 1  # the newest index that holds it lies in [lo, hi]
     if not held(hi):
-        return None  # not even the last listing's commit has it: nothing to tell
+        # the listing's head lacks it already (its pass was killed before the delete was
+        # mirrored): the version removed is in the newest commit before it that held it
+        chain = [*chain, *commits_before(ctx, since)]
+        lo, holding = _newest_holding_after(len(known), len(chain), held)
+        if holding is None:
+            return None  # not in the commits before it either: nothing to tell
+        hi = holding
     while lo < hi:
         mid = (lo + hi) // 2
         if held(mid):
@@ -104,6 +147,23 @@ def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
         else:
             lo = mid + 1
     return found[hi]
+
+
+def _newest_holding_after(start: int, end: int, held: Callable[[int], bool]) -> tuple[int, int | None]:
+    """Probe indexes ``start``, ``start + 1``, ``start + 3``, ``start + 7`` …
+    (older and older commits; the one before ``start`` lacks the file) up to
+    ``end`` for the first that holds the file.
+
+    :returns: ``(lo, hi)``: the newest holding index lies in ``[lo, hi]``;
+        ``hi`` is None when no probe held it.
+    """
+    miss, step = start - 1, 1
+    while miss + 1 < end:
+        probe = min(miss + step, end - 1)
+        if held(probe):
+            return miss + 1, probe
+        miss, step = probe, step * 2
+    return start, None
 
 
 def keep_unseen_before_delete(ctx: MirrorContext, rel_path: str, since: str | None,
