@@ -40,14 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
-from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from ..engine.filing.api import MirrorAPI
 from ..engine.filing.filer import Filer, FilingResult
 from ..engine.names import is_ignored_name, is_partial_name
 from .debounce import Debouncer
-from .prompt_observer import CHANGE_EVENTS
+from .prompt_observer import CHANGE_EVENTS, prompt_observer
 from .service_thread import ServiceThread
 from .stability import StabilityGate
 from .worker_job import run_job
@@ -118,7 +117,7 @@ class FilingService(ServiceThread):
     event_filter = CHANGE_EVENTS
 
     def __init__(self, drop_dir: Path, submit: Submit, on_result: Callable[[FilingResult], None], *,
-                 quiet_seconds: float = 3.0, observer_factory: Callable[[], BaseObserver] = Observer,
+                 quiet_seconds: float = 3.0, observer_factory: Callable[[], BaseObserver] = prompt_observer,
                  tick: float | None = None, gate: StabilityGate | None = None) -> None:
         super().__init__("ohsync-filing", observer_factory, observer_name="ohsync-drop-observer")
         self.drop_dir = Path(drop_dir).expanduser().absolute()

@@ -12,8 +12,15 @@ same observer with a hold of :data:`MOVE_PAIRING_DELAY` seconds.  An
 unpaired half is still reported (as a deletion and a creation), so nothing
 is lost when the hold is too short, only the rename is seen as two events.
 
+Its emitter also keeps ``IN_DONT_FOLLOW`` in the inotify mask that an
+``event_filter`` makes: watchdog builds that mask from the event types alone
+and leaves the flag out, and then a symbolic link to a folder, met when a
+new folder is watched, has its *target* watched: changes elsewhere on the
+computer would come in as paths of the watched folder.
+
 On systems without inotify, or a watchdog whose inotify backend is laid out
-otherwise, it is watchdog's default ``Observer``.
+otherwise, it is watchdog's default ``Observer`` (:func:`event_filter_for`
+then asks for every event on inotify, whose mask keeps the flag).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT, BaseObserver
 
-__all__ = ["CHANGE_EVENTS", "MOVE_PAIRING_DELAY", "prompt_observer"]
+__all__ = ["CHANGE_EVENTS", "MOVE_PAIRING_DELAY", "event_filter_for", "prompt_observer"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +66,7 @@ def _prompt_factory() -> Callable[[], BaseObserver] | None:
     try:
         from watchdog.observers.inotify import InotifyEmitter
         from watchdog.observers.inotify_buffer import InotifyBuffer
+        from watchdog.observers.inotify_c import InotifyConstants
     except ImportError:  # not Linux: watchdog's own observer
         return None
     if not isinstance(getattr(InotifyBuffer, "delay", None), (int, float)) or not callable(
@@ -70,6 +78,10 @@ def _prompt_factory() -> Callable[[], BaseObserver] | None:
         delay = MOVE_PAIRING_DELAY
 
     class _PromptEmitter(InotifyEmitter):
+        def get_event_mask_from_filter(self) -> int | None:
+            mask = super().get_event_mask_from_filter()
+            return None if mask is None else mask | InotifyConstants.IN_DONT_FOLLOW  # never through a link
+
         def on_thread_start(self) -> None:  # watchdog's, with the short-hold buffer
             path = os.fsencode(self.watch.path)
             self._inotify = _PromptBuffer(path, recursive=self.watch.is_recursive,
@@ -88,3 +100,15 @@ def prompt_observer() -> BaseObserver:
     """A new, unstarted observer: inotify with a :data:`MOVE_PAIRING_DELAY`
     hold where available, else watchdog's default ``Observer``."""
     return _FACTORY() if _FACTORY is not None else Observer()
+
+
+def event_filter_for(observer: BaseObserver,
+                     event_filter: list[type[FileSystemEvent]] | None) -> list[type[FileSystemEvent]] | None:
+    """The ``event_filter`` to schedule on ``observer``: as asked, except
+    None (every event) on a stock inotify observer, whose filtered mask
+    would follow symbolic links (see the module docstring)."""
+    try:
+        from watchdog.observers.inotify import InotifyObserver
+    except ImportError:
+        return event_filter
+    return None if isinstance(observer, InotifyObserver) else event_filter

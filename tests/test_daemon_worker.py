@@ -337,3 +337,23 @@ def test_the_workers_threads_are_on_the_daemons_thread_base(tmp_path: Path) -> N
     finally:
         assert w.shutdown(10)
     assert not w.is_alive()
+
+
+def test_a_pass_stopped_by_a_local_restructure_is_run_again_unasked(tmp_path: Path) -> None:
+    """A local folder moved mid-pass stops the pass for a rescan; the rescan
+    comes on the worker's own clock, not only when another message arrives."""
+    engine = FakeEngine(tmp_path)
+    plain = engine.sync
+
+    def sync(*args, **kw):
+        report = plain(*args, **kw)
+        report.interrupted = len(engine.calls) == 1  # the initial pass (it took the poll) is stopped
+        return report
+    engine.sync = sync  # type: ignore[method-assign]
+    w, status = _worker(engine, poll=600.0)  # no poll of its own comes in the test's time
+    w.start()
+    try:
+        wait_for(lambda: len(engine.calls) >= 2, timeout=20, what="the pass run again")
+        assert engine.calls[1] == (None, True)  # a full scan with the server checked, as the stopped pass
+    finally:
+        assert w.shutdown(10)

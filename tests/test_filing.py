@@ -388,6 +388,21 @@ def test_files_inside_the_mirror_are_refused(env):
     assert inside.exists()
 
 
+def test_a_file_reached_through_a_link_in_the_drop_folder_is_left_where_it_is(env, tmp_path):
+    # a folder dropped with a link in it (cp -a): what the link points at is elsewhere on the computer
+    elsewhere = tmp_path / "Documents"
+    elsewhere.mkdir()
+    private = elsewhere / "tax-return.pdf"
+    private.write_bytes(b"%PDF private\n")
+    (env.drop / "new").mkdir()
+    os.symlink(elsewhere, env.drop / "new" / "docs")
+    result = env.filer().file(env.drop / "new" / "docs" / "tax-return.pdf")
+    assert result.status == "failed" and not result.retryable
+    assert "symbolic link" in result.message and "new/docs" in result.message
+    assert private.read_bytes() == b"%PDF private\n"  # not moved into the mirror, not uploaded
+    assert env.copies(b"%PDF private\n") == []
+
+
 # -- crash anywhere, resume once ---------------------------------------------------------------
 
 STEP_RECORDS = {"_do_upload": "uploaded", "_do_sidecar": "sidecar", "_do_journal": "journal",

@@ -39,3 +39,14 @@ def test_a_conflict_or_an_error_is_told_at_once() -> None:
     before = len(told)
     facts.on_event(SyncEvent("error", "b.md", message="the server failed"))
     assert len(told) == before + 1 and told[-1]["message"] == "Syncing b.md"
+
+
+def test_the_first_file_of_a_pass_right_after_another_pass_is_told() -> None:
+    status = StatusModel(library="OH-Memory", local="/tmp/mirror", poll_interval=30)
+    told: list[dict] = []
+    status.add_listener(told.append)
+    facts = MirrorFacts(status, lambda event: None)
+    facts.on_event(SyncEvent("synced", "a.md", "down", action="download"))
+    status.update(syncing=False, current_path=None)  # that pass ends; the next begins at once
+    facts.on_event(SyncEvent("synced", "b.md", "down", action="download"))
+    assert told[-1]["message"] == "Syncing b.md"  # not idle to idle for the listeners

@@ -64,3 +64,28 @@ def test_reads_raise_no_event_and_changes_still_do(tmp_path: Path) -> None:
 
 def test_both_folder_services_watch_changes_only() -> None:
     assert Watcher.event_filter is CHANGE_EVENTS and FilingService.event_filter is CHANGE_EVENTS
+
+
+def test_a_link_to_a_folder_elsewhere_is_not_followed_by_the_filtered_watch(tmp_path: Path) -> None:
+    """The filtered inotify mask keeps ``IN_DONT_FOLLOW``: a link to a folder
+    outside, met when a new folder is watched, does not have its target
+    watched (saves there would come in as paths of the watched folder)."""
+    watched, elsewhere = tmp_path / "watched", tmp_path / "elsewhere"
+    watched.mkdir()
+    elsewhere.mkdir()
+    raw = _Raw()
+    observer = _Service("test-watch", prompt_observer).watch(watched, raw)
+    try:
+        (watched / "new").mkdir()
+        os.symlink(elsewhere, watched / "new" / "docs")
+        (watched / "new" / "first.txt").write_text("after the link\n", encoding="utf-8")
+        wait_for(lambda: any(p.endswith("first.txt") for _, p in raw.events), timeout=15, what="first.txt")
+        (elsewhere / "secret.txt").write_text("saved elsewhere\n", encoding="utf-8")
+        (watched / "new" / "later.txt").write_text("written after the save elsewhere\n", encoding="utf-8")
+        wait_for(lambda: any(t == "closed" and p.endswith("later.txt") for t, p in raw.events), timeout=15,
+                 what="the close after writing later.txt")
+        # in order: an event of secret.txt, had its folder been watched, came before later.txt's
+        assert not any("secret" in p for _, p in raw.events), raw.events
+    finally:
+        observer.stop()
+        observer.join(5)

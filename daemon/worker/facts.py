@@ -211,8 +211,9 @@ class MirrorFacts:
             log_action(event.path, "conflict" if event.kind == "conflict" else item["action"], item["result"],
                        event.direction, event.message)
         mono = time.monotonic()
-        if event.kind == "synced" and mono - self._path_told < PATH_INTERVAL:
+        if event.kind == "synced" and mono - self._path_told < PATH_INTERVAL and self._status.get("syncing"):
             # thousands of files a pass (a cold mirror): the path shown moves at most this often
+            # (the first of a pass is told: listeners see that syncing began)
             self._status.update_quietly(syncing=True, transfer=None, current_path=event.path)
         else:
             self._path_told = mono

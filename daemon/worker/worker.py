@@ -366,6 +366,10 @@ class SyncWorker:
             self._work.dirty |= work.dirty
             self._work.awaiting |= work.awaiting | set(getattr(report, "waiting_up", ()))
             self._work.tickets[:0] = work.tickets
+            # and soon, asked by nobody else: the poll this pass took is spent, and the
+            # watcher may say nothing more (paused or restarted meanwhile)
+            due = self.scheduler.due_in
+            self.scheduler.poll_in(RESCAN_DELAY if due is None else min(due, RESCAN_DELAY))
             return
         if report.interrupted:
             log.info("stopped between two files for shutdown; the rest syncs on the next start")

@@ -20,6 +20,7 @@ from ..errors import QuotaError
 from ..ids import file_hashes
 from ..localfs import stat_fingerprint
 from ..names import path_problem, upload_name_problem
+from ..nofollow import symlink_on_the_way
 from ..paths import from_remote, normalize_rel, to_local, to_remote
 from .api import DOWNLOADING, MirrorAPI, ReadyCheck
 from .jobs import FilingJob, FilingResult, JobStore
@@ -86,6 +87,14 @@ class Planner:
             return FilingResult("failed", src, message=f"{name} does not exist (any more).")
         if source.is_symlink() or not source.is_file():
             return FilingResult("failed", src, message=f"{name} is not a regular file; only files are filed.")
+        rel = self._drop_rel(source)
+        link = symlink_on_the_way(self.drop_dir, rel) if rel is not None else None
+        if link is not None:
+            # a folder dropped with a link in it (cp -a, an unpacked archive): what lies behind
+            # the link is elsewhere on this computer, never filed (nor moved) from there
+            return FilingResult("failed", src, message=f"{name} is reached through {link}, a symbolic link in "
+                                "the drop folder; only files inside the drop folder itself are filed. Copy the "
+                                "file into the drop folder to file it.")
         busy = self.ready(source)
         if busy == DOWNLOADING:
             return FilingResult("not_ready", src, message=f"{name} is still downloading; it is filed "
