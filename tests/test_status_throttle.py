@@ -30,23 +30,25 @@ def test_files_synced_one_after_another_are_told_a_few_times_a_second() -> None:
     assert told[-1]["state"] != "syncing"
 
 
-def test_a_conflict_or_an_error_is_told_at_once() -> None:
+def _after_one_file() -> tuple[StatusModel, list[dict], MirrorFacts]:
+    """A status model, what its listener was told, and the facts, after one file synced."""
     status = StatusModel(library="OH-Memory", local="/tmp/mirror", poll_interval=30)
     told: list[dict] = []
     status.add_listener(told.append)
     facts = MirrorFacts(status, lambda event: None)
     facts.on_event(SyncEvent("synced", "a.md", "down", action="download"))
+    return status, told, facts
+
+
+def test_a_conflict_or_an_error_is_told_at_once() -> None:
+    status, told, facts = _after_one_file()
     before = len(told)
     facts.on_event(SyncEvent("error", "b.md", message="the server failed"))
     assert len(told) == before + 1 and told[-1]["message"] == "Syncing b.md"
 
 
 def test_the_first_file_of_a_pass_right_after_another_pass_is_told() -> None:
-    status = StatusModel(library="OH-Memory", local="/tmp/mirror", poll_interval=30)
-    told: list[dict] = []
-    status.add_listener(told.append)
-    facts = MirrorFacts(status, lambda event: None)
-    facts.on_event(SyncEvent("synced", "a.md", "down", action="download"))
+    status, told, facts = _after_one_file()
     status.update(syncing=False, current_path=None)  # that pass ends; the next begins at once
     facts.on_event(SyncEvent("synced", "b.md", "down", action="download"))
     assert told[-1]["message"] == "Syncing b.md"  # not idle to idle for the listeners
