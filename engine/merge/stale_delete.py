@@ -150,9 +150,9 @@ def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
 
 
 def _newest_holding_after(start: int, end: int, held: Callable[[int], bool]) -> tuple[int, int | None]:
-    """Probe indexes ``start``, ``start + 1``, ``start + 3``, ``start + 7`` …
-    (older and older commits; the one before ``start`` lacks the file) up to
-    ``end`` for the first that holds the file.
+    """Probe indexes ``start``, ``start + 2``, ``start + 6``, ``start + 14`` …
+    (older and older commits, the gaps doubling; the one before ``start``
+    lacks the file) below ``end`` for the first that holds the file.
 
     :returns: ``(lo, hi)``: the newest holding index lies in ``[lo, hi]``;
         ``hi`` is None when no probe held it.
