@@ -160,7 +160,14 @@ def _deleted(devserver, rid) -> None:
     devserver.delete_path(rid, "/" + OLD)
 
 
-@pytest.mark.parametrize("remove", [_deleted, _moved_then_deleted], ids=["deleted", "moved-then-deleted"])
+def _deleted_then_busy(devserver, rid) -> None:
+    devserver.delete_path(rid, "/" + OLD)
+    for i in range(11):  # the version removed lies a dozen commits before the listing's head
+        devserver.put_file(rid, "/notes/other.txt", f"other, edit {i}\n".encode())
+
+
+@pytest.mark.parametrize("remove", [_deleted, _moved_then_deleted, _deleted_then_busy],
+                         ids=["deleted", "moved-then-deleted", "deleted-then-busy"])
 def test_a_kill_after_the_listing_that_saw_the_delete_still_keeps_our_lines(devserver, rid, tmp_path, remove):
     """The pass that listed the delete dies before it mirrors it: the head it
     recorded no longer holds the file, so the next start looks further back
