@@ -19,8 +19,10 @@ new folder is watched, has its *target* watched: changes elsewhere on the
 computer would come in as paths of the watched folder.
 
 On systems without inotify, or a watchdog whose inotify backend is laid out
-otherwise, it is watchdog's default ``Observer`` (:func:`event_filter_for`
-then asks for every event on inotify, whose mask keeps the flag).
+otherwise, it is watchdog's default ``Observer``.  Each observer made here
+says in :data:`FILTER_FOLLOWS_NO_LINK` whether an event filter is safe on
+it; a stock inotify observer is watched unfiltered (its full mask keeps the
+flag).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT, BaseObserver
 
-__all__ = ["CHANGE_EVENTS", "MOVE_PAIRING_DELAY", "event_filter_for", "prompt_observer"]
+__all__ = ["CHANGE_EVENTS", "FILTER_FOLLOWS_NO_LINK", "MOVE_PAIRING_DELAY", "prompt_observer"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,9 @@ log = logging.getLogger(__name__)
 CHANGE_EVENTS: list[type[FileSystemEvent]] = [
     FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, DirModifiedEvent, FileDeletedEvent, DirDeletedEvent,
     FileMovedEvent, DirMovedEvent, FileClosedEvent]
+
+#: The observer attribute that says an event filter on it follows no link.
+FILTER_FOLLOWS_NO_LINK = "filter_follows_no_link"
 
 #: Seconds the inotify backend holds an ``IN_MOVED_FROM`` for its pair (watchdog's own: 0.5).
 MOVE_PAIRING_DELAY = 0.05
@@ -98,17 +103,19 @@ _FACTORY = _prompt_factory()
 
 def prompt_observer() -> BaseObserver:
     """A new, unstarted observer: inotify with a :data:`MOVE_PAIRING_DELAY`
-    hold where available, else watchdog's default ``Observer``."""
-    return _FACTORY() if _FACTORY is not None else Observer()
-
-
-def event_filter_for(observer: BaseObserver,
-                     event_filter: list[type[FileSystemEvent]] | None) -> list[type[FileSystemEvent]] | None:
-    """The ``event_filter`` to schedule on ``observer``: as asked, except
-    None (every event) on a stock inotify observer, whose filtered mask
-    would follow symbolic links (see the module docstring)."""
-    try:
-        from watchdog.observers.inotify import InotifyObserver
-    except ImportError:
-        return event_filter
-    return None if isinstance(observer, InotifyObserver) else event_filter
+    hold where available, else watchdog's default ``Observer``; its
+    :data:`FILTER_FOLLOWS_NO_LINK` attribute tells ``ServiceThread.watch``
+    whether it may be given an event filter."""
+    if _FACTORY is not None:
+        observer = _FACTORY()
+        safe = True
+    else:
+        observer = Observer()
+        try:
+            from watchdog.observers.inotify import InotifyObserver
+        except ImportError:  # not inotify: the filter only sorts events, no mask follows a link
+            safe = True
+        else:
+            safe = not isinstance(observer, InotifyObserver)
+    setattr(observer, FILTER_FOLLOWS_NO_LINK, safe)
+    return observer

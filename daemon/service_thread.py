@@ -112,13 +112,12 @@ class ServiceThread:
 
         :raises OSError: the folder cannot be watched (missing, inotify limit).
         """
-        from .prompt_observer import event_filter_for  # watchdog is imported by the services that watch
-
         assert self._observer_factory is not None, "a loop without an observer watches no folder"
         observer = self._observer_factory()
         observer.name = self.observer_name
-        observer.schedule(handler, str(folder), recursive=True,
-                          event_filter=event_filter_for(observer, self.event_filter))
+        # a filter only where the observer says it follows no link with one (prompt_observer.py)
+        event_filter = self.event_filter if getattr(observer, "filter_follows_no_link", False) else None
+        observer.schedule(handler, str(folder), recursive=True, event_filter=event_filter)
         try:
             observer.start()
         except BaseException:
