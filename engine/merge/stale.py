@@ -330,26 +330,36 @@ def _made_from(version: bytes, theirs: bytes, ours_lines: set[bytes]) -> bool:
 
 
 def _predecessor(ctx: MirrorContext, rel_path: str, theirs_id: str, known: dict[str, bytes]
-                 ) -> tuple[bool, bytes | None]:
-    """``(history read, content of the revision theirs replaced or None)``
-    from ``GET /api/v2.1/repos/{id}/file/history/``; (False, None) without
-    history (404, noted once by :mod:`.capabilities`) or when the file is gone."""
+                 ) -> tuple[bool, bytes | None, bytes | None]:
+    """``(history read, content of the revision theirs replaced, content of
+    the revision that one replaced)`` (each None when unknown) from ``GET
+    /api/v2.1/repos/{id}/file/history/`` and up to two ``GET
+    …/file/revision/`` downloads; (False, None, None) without history (404,
+    noted once by :mod:`.capabilities`) or when the file is gone."""
     try:
         revisions = file_history(ctx, rel_path, limit=HISTORY_DEPTH)
     except NotFoundError:
-        return False, None
+        return False, None, None
     if revisions is None:
-        return False, None
+        return False, None, None
     ids = [r.file_id for r in revisions]
-    if theirs_id not in ids or ids.index(theirs_id) + 1 >= len(ids):
-        return True, None
-    before = revisions[ids.index(theirs_id) + 1]
-    if before.file_id in known:
-        return True, known[before.file_id]
-    try:
-        return True, ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), before.commit_id)
-    except NotFoundError:
-        return True, None
+    if theirs_id not in ids:
+        return True, None, None
+    at = ids.index(theirs_id)
+
+    def content(i: int) -> bytes | None:
+        if i >= len(revisions):
+            return None
+        if revisions[i].file_id in known:
+            return known[revisions[i].file_id]
+        try:
+            data: bytes = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), revisions[i].commit_id)
+        except NotFoundError:
+            return None
+        return data
+
+    before = content(at + 1)
+    return True, before, content(at + 2) if before is not None else None
 
 
 def stale_base(ctx: MirrorContext, rel_path: str, theirs_id: str, theirs: bytes, base: Base | None,
@@ -393,8 +403,12 @@ def stale_base(ctx: MirrorContext, rel_path: str, theirs_id: str, theirs: bytes,
     held = [base_content] if base_content is not None and _lacked(ctx, pushes, base_content)[0] == 0 else []
     if any(_made_from(v, theirs, ours_lines) for v in held):
         return None
-    from_history, before = _predecessor(ctx, rel_path, theirs_id, known)
-    if before is not None and _lacked(ctx, pushes, before)[0] == 0 and _made_from(before, theirs, ours_lines):
+    from_history, before, inherited = _predecessor(ctx, rel_path, theirs_id, known)
+    # the lines that revision only took over from the one before it are not its own: a bot
+    # rewriting from one old read carries its earlier lines, which our upload had merged in
+    # (an upload of ours left off the record by a kill is such a revision)
+    taken_over = ours_lines | set(_lines(inherited)) if inherited is not None else ours_lines
+    if before is not None and _lacked(ctx, pushes, before)[0] == 0 and _made_from(before, theirs, taken_over):
         return None
     if oldest is pushes[0] and len(pushes) >= MAX_PUSHES:
         # It lacks even the oldest push on record, and older ones were forgotten: what it was made
