@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from .capabilities import file_history
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError, NotFoundError
@@ -31,7 +32,7 @@ from .merge.archive import archive
 from .merge.choose import is_text, merge_versions
 from .merge.resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .merge.sfconflict import find_own, remove_remote
-from .merge.stale import StaleBase, has_pushes, overwritten_revision, record_push, stale_base, stale_note
+from .merge.stale import HISTORY_DEPTH, StaleBase, has_pushes, overwritten_revision, record_push, stale_base, stale_note
 from .models import RemoteEntry
 from .paths import parent_rel
 from .remote_dirs import ensure_remote_dir, remote_written
@@ -205,25 +206,69 @@ def adopt(ctx: MirrorContext, rel_path: str, remote_id: str, *, edited: Base | N
     data, fp = _read_local(ctx, rel_path)
     if seafile_file_id(data) != remote_id:
         raise LocalChanged(f"{rel_path} was saved while syncing; re-planning", path=rel_path)
+    had = ctx.state.base_content(edited) if edited is not None else None
+    replaced = _replaced_revision(ctx, rel_path, remote_id, edited, had) if _pushable(edited, remote_id) else None
     with ctx.state.transaction():
-        if edited is not None:
-            _unrecorded_push(ctx, rel_path, data, remote_id, edited, ctx.state.base_content(edited))
+        if replaced is not None:
+            _unrecorded_push(ctx, rel_path, data, remote_id, had, replaced)
         _record_base(ctx, rel_path, data, remote_id, fp)
 
 
-def _unrecorded_push(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: str, base: Base | None,
-                     base_content: bytes | None) -> None:
+def _pushable(base: Base | None, remote_id: str) -> bool:
+    """Whether the server holding our bytes ``remote_id`` over ``base`` can be
+    an unrecorded push of ours worth recording: not for a path without a base
+    (a new file: nobody can have read an older version of it)."""
+    return base is not None and not base.is_dir and base.remote_id not in (None, remote_id)
+
+
+def _replaced_revision(ctx: MirrorContext, rel_path: str, remote_id: str, base: Base | None,
+                       base_content: bytes | None) -> tuple[str, bytes | None]:
+    """``(file id, content)`` of the revision our unrecorded upload
+    ``remote_id`` replaced on the server: ``base`` unless another writer's
+    version came in between (we merged it into the upload whose answer was
+    lost).  Its lines are then that writer's, not ours, and recording the
+    push as replacing ``base`` would count them as ours: that writer's next
+    overwrite, holding them and lacking only our line, would pass for one
+    made from ours and be pulled over the person's line.
+
+    ``GET /api/v2.1/repos/{id}/file/history/`` (:data:`~.merge.stale.HISTORY_DEPTH`
+    revisions) and, when the replaced revision is not ``base``, one ``GET
+    …/file/revision/``; ``base`` (no request more) on a server without file
+    history or when ``remote_id`` is not found in it.
+
+    :raises RemoteError: from the client (the caller's pass retries later);
+        a file gone meanwhile (404) reads as ``base``.
+    """
+    assert base is not None and base.remote_id is not None
+    fallback = (base.remote_id, base_content)
+    try:
+        revisions = file_history(ctx, rel_path, limit=HISTORY_DEPTH)
+    except NotFoundError:
+        return fallback
+    revisions = revisions or []
+    ids = [r.file_id for r in revisions]
+    if remote_id not in ids or ids.index(remote_id) + 1 >= len(ids):
+        return fallback
+    before = revisions[ids.index(remote_id) + 1]
+    if before.file_id == base.remote_id:
+        return fallback
+    try:
+        content = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), before.commit_id)
+    except NotFoundError:
+        return fallback
+    return before.file_id, content
+
+
+def _unrecorded_push(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: str, had: bytes | None,
+                     replaced: tuple[str, bytes | None]) -> None:
     """The server holds our local edit ``data`` (id ``remote_id``) although
-    the base says otherwise: record it as a push of ours that replaced the
-    base, so that a later upload by another client of a version from before
-    it (a stale or blind overwrite) is merged back, not pulled over the
-    person's lines (:mod:`ohsync.engine.merge.stale`).  When someone else had written
-    in between, that version's lines count as ours too: they are kept, never
-    dropped.  Nothing for a path without a base (a new file: nobody can have
-    read an older version of it)."""
-    if base is None or base.is_dir or base.remote_id in (None, remote_id):
-        return
-    record_push(ctx, rel_path, remote_id, base.remote_id, base_content, data, base_content)
+    the base says otherwise: record it as a push of ours that replaced
+    ``replaced`` (``(file id, content)``, :func:`_replaced_revision`), made
+    from ``had`` (the base we edited), so that a later upload by another
+    client of a version from before it (a stale or blind overwrite) is
+    merged back, not pulled over the person's lines
+    (:mod:`ohsync.engine.merge.stale`)."""
+    record_push(ctx, rel_path, remote_id, replaced[0], replaced[1], data, had)
 
 
 def head_for(ctx: MirrorContext, rel_path: str, *, fresh: bool = False) -> tuple[str | None, bool]:
@@ -364,8 +409,11 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         ours_id = seafile_file_id(ours)
         if remote is not None and remote.id == ours_id:
             # already there: an upload of ours whose record was lost (a kill, a lost answer)
+            replaced = _replaced_revision(ctx, rel_path, remote.id, base, base_content) \
+                if _pushable(base, remote.id) else None
             with ctx.state.transaction():
-                _unrecorded_push(ctx, rel_path, ours, remote.id, base, base_content)
+                if replaced is not None:
+                    _unrecorded_push(ctx, rel_path, ours, remote.id, had, replaced)
                 _record_base(ctx, rel_path, ours, remote.id, fp)
             ctx.snapshot[rel_path] = remote
             return PushOutcome(action, conflict)

@@ -81,3 +81,31 @@ def test_a_stale_writers_own_earlier_lines_do_not_make_its_overwrite_look_made_f
     assert live == again.read(rel)
     for line in (b"LINE-A", b"LINE-B", b"LINE-C"):
         assert line in live, (line, live)
+
+
+@pytest.mark.parametrize("rel, v0", [(TODO, V0), (JOURNAL, HEADER)], ids=["text", "memory"])
+def test_an_upload_whose_answer_was_lost_then_a_stale_overwrite_keeps_our_line(devserver, rid, tmp_path, rel, v0):
+    """Another client wrote X (a line of its own); we merged the person's
+    line with X and uploaded, and the server stored it but its answer was
+    lost.  The next pass finds our bytes there and puts that upload on
+    record as replacing X (read from the file history), not our older base:
+    the client's next overwrite, made from X and lacking only our line,
+    holds X's line, which is no sign it was made from ours, so it is merged
+    and the person's line stays live."""
+    devserver.put_file(rid, "/" + rel, v0)
+    mirror = make_mirror(devserver, rid, tmp_path)
+    assert mirror.sync().errors == []
+    x = v0 + b"- [r] BOT-1 #r\n"
+    devserver.put_file(rid, "/" + rel, x)  # the other client's first write
+    mirror.write(rel, b"- [n] LINE-L #l\n" + mirror.read(rel) if rel == TODO else
+                 mirror.read(rel) + b"- [n] LINE-L #l\n")
+    devserver.inject_fault("POST", r"/seafhttp/", status=500, after_processing=True, count=1)
+    mirror.sync()  # the merge is stored; its answer lost
+    assert b"LINE-L" in devserver.read_file(rid, "/" + rel)
+    settle(mirror)
+    devserver.put_file(rid, "/" + rel, x + b"- [r] BOT-2 #r\n")  # its next write, from X
+    settle(mirror)
+    live = devserver.read_file(rid, "/" + rel)
+    assert live == mirror.read(rel)
+    for line in (b"LINE-L", b"BOT-1", b"BOT-2"):
+        assert line in live, (line, live)

@@ -61,7 +61,7 @@ from .archive import copies_of
 __all__ = ["StaleBase", "record_push", "move_pushes", "has_pushes", "pushes_lacked", "made_from_ours", "stale_base",
            "push_evidence",
            "overwritten_revision", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
-           "MAX_PUSHES"]
+           "MAX_PUSHES", "HISTORY_DEPTH"]
 
 log = logging.getLogger(__name__)
 
