@@ -46,6 +46,8 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT, BaseObserver
 
+from .service_thread import FILTER_FOLLOWS_NO_LINK
+
 __all__ = ["CHANGE_EVENTS", "FILTER_FOLLOWS_NO_LINK", "MOVE_PAIRING_DELAY", "prompt_observer"]
 
 log = logging.getLogger(__name__)
@@ -58,9 +60,6 @@ log = logging.getLogger(__name__)
 CHANGE_EVENTS: list[type[FileSystemEvent]] = [
     FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, DirModifiedEvent, FileDeletedEvent, DirDeletedEvent,
     FileMovedEvent, DirMovedEvent, FileClosedEvent]
-
-#: The observer attribute that says an event filter on it follows no link.
-FILTER_FOLLOWS_NO_LINK = "filter_follows_no_link"
 
 #: Seconds the inotify backend holds an ``IN_MOVED_FROM`` for its pair (watchdog's own: 0.5).
 MOVE_PAIRING_DELAY = 0.05

@@ -39,9 +39,13 @@ if TYPE_CHECKING:
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers.api import BaseObserver
 
-__all__ = ["ServiceThread", "Ticker"]
+__all__ = ["FILTER_FOLLOWS_NO_LINK", "ServiceThread", "Ticker"]
 
 log = logging.getLogger(__name__)
+
+#: The observer attribute that says an event filter on it follows no link
+#: (set by :func:`~ohsync.daemon.prompt_observer.prompt_observer`).
+FILTER_FOLLOWS_NO_LINK = "filter_follows_no_link"
 
 #: How long :meth:`ServiceThread.stop` waits for each thread.
 JOIN_TIMEOUT = 5.0
@@ -116,7 +120,7 @@ class ServiceThread:
         observer = self._observer_factory()
         observer.name = self.observer_name
         # a filter only where the observer says it follows no link with one (prompt_observer.py)
-        event_filter = self.event_filter if getattr(observer, "filter_follows_no_link", False) else None
+        event_filter = self.event_filter if getattr(observer, FILTER_FOLLOWS_NO_LINK, False) else None
         observer.schedule(handler, str(folder), recursive=True, event_filter=event_filter)
         try:
             observer.start()
