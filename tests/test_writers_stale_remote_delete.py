@@ -187,3 +187,65 @@ def test_a_kill_after_the_listing_that_saw_the_delete_still_keeps_our_lines(devs
     (conflict,) = again.engine.conflicts()
     assert conflict.path == OLD and "had not seen these lines" in conflict.reason
     settle(again)
+
+
+@pytest.mark.parametrize("history", [True, False], ids=["history", "no-file-history"])
+def test_a_kill_after_the_listing_then_a_delete_further_back_than_the_check_looks_keeps_ours(
+        devserver, rid, tmp_path, history):
+    """The listing's head lacks the file and none of the commits the check
+    looks back through held it: which version was deleted cannot be told, so
+    ours is kept as a conflict copy with a notice, not left in a backup; on
+    a server seen keeping no file history nothing can be told and the delete
+    is mirrored."""
+    from ohsync.engine.merge import stale_delete
+    from test_breaker_stale_moves import _killed_at
+
+    mirror = _pushed(devserver, rid, tmp_path)
+    assert devserver.stale_burst(rid, "/" + OLD, 1, old=V0, line="LINE-R\n").errors == []
+    devserver.delete_path(rid, "/" + OLD)
+    for i in range(stale_delete.LOOK_BACK + 5):  # more commits after the delete than the check looks back
+        devserver.put_file(rid, "/notes/other.txt", f"other, edit {i}\n".encode())
+    devserver.put_file(rid, "/a/first.txt", b"pulled before the delete is looked at\n")
+    _killed_at(mirror, "pull.downloaded")
+    again = make_mirror(devserver, rid, tmp_path)
+    again.engine.ctx.file_history = history
+    report = again.sync()
+    assert report.errors == [] and not (again.root / OLD).exists()  # the delete stands
+    if not history:
+        assert _copies(devserver, rid) == {} and again.engine.conflicts() == []
+        return
+    assert list(_copies(devserver, rid).values()) == [V0 + b"LINE-A\nLINE-B\n"]
+    (conflict,) = again.engine.conflicts()
+    assert conflict.path == OLD and "cannot be told" in conflict.reason
+    settle(again)
+
+
+def test_the_checks_of_one_pass_read_each_history_page_once(devserver, rid, tmp_path, monkeypatch):
+    """Two files deleted on the server, each after a stale overwrite, and a
+    kill after the listing that saw the deletes: both checks look back from
+    the same head and share the history pages they read (pages of 7 commits
+    here, told apart from the remote diff's own reads by that size)."""
+    from ohsync.engine.merge import stale_delete
+    from test_breaker_stale_moves import _killed_at
+
+    monkeypatch.setattr(stale_delete, "HISTORY_PAGE", 7)
+    other = "notes/other.txt"
+    for i in range(10):  # two deletes among a dozen files: no mass delete for the safety valve to hold
+        devserver.put_file(rid, f"/keep/k{i}.txt", b"kept\n")
+    mirror = _pushed(devserver, rid, tmp_path)
+    mirror.write(other, b"other\nLINE-O\n")
+    assert mirror.sync([other]).errors == []
+    for rel, old in ((OLD, V0), (other, b"other\n")):
+        assert devserver.stale_burst(rid, "/" + rel, 1, old=old, line="LINE-R\n").errors == []
+    for rel in (OLD, other):
+        devserver.delete_path(rid, "/" + rel)
+    for i in range(11):  # the versions removed lie a dozen commits before the listing's head
+        devserver.put_file(rid, "/keep/k0.txt", f"kept, edit {i}\n".encode())
+    devserver.put_file(rid, "/a/first.txt", b"pulled before the deletes are looked at\n")
+    _killed_at(mirror, "pull.downloaded")
+    again = make_mirror(devserver, rid, tmp_path)
+    commits = len(again.client.commit_history(rid, page=1, per_page=1000)[0])
+    assert again.sync().errors == []
+    pages = devserver.request_count(r"GET /api2/repos/[^/]+/history/\?.*per_page=7\b")
+    assert 0 < pages <= -(-commits // 7)  # the whole history at most, once
+    assert sorted(c.path for c in again.engine.conflicts()) == sorted([OLD, other])

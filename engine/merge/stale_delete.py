@@ -13,13 +13,18 @@ version is archived in ``/.conflict/`` with a notice and the delete goes on;
 when it holds them (the deleter saw our lines), or the server keeps no
 revisions, the delete is mirrored as before; when the history does not reach
 the last listing within :data:`HISTORY_PAGES` pages (a long outage), our
-version is kept in ``/.conflict/`` rather than guessed away.
+version is kept in ``/.conflict/`` rather than guessed away.  The checks of
+one pass share the history pages they read (:class:`CommitPages`).
 
 The last listing's head may itself lack the file: a pass that listed the
 delete (or a move away) was killed before it mirrored it, and its head was
 recorded.  The version removed is then the one in the newest commit before
 that head that still held the file, found by probing back from it
-(:data:`LOOK_BACK` commits at most).
+(:data:`LOOK_BACK` commits at most).  When none of those held it, ours is
+kept in ``/.conflict/`` too, unless the server keeps no file history (then
+nothing can be told and the delete is mirrored).  Known limitation: a
+library whose old revisions were purged (a short history setting) can get
+a copy it did not need there.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from .conflict_names import origin_of
 from .resolve import Copy
 from .stale import has_pushes, pushes_lacked
 
-__all__ = ["LOOK_BACK", "commit_chain", "commits_before", "deleted_version", "keep_unseen_before_delete"]
+__all__ = ["LOOK_BACK", "CommitPages", "deleted_version", "keep_unseen_before_delete"]
 
 log = logging.getLogger(__name__)
 
@@ -52,72 +57,104 @@ HISTORY_PAGES = 20
 LOOK_BACK = 50
 
 
-def commit_chain(ctx: MirrorContext, since: str) -> list[str] | None:
-    """The first-parent chain of commit ids from the newest back to ``since``
-    (included, last), or None when :data:`HISTORY_PAGES` pages of the
-    history do not reach it (or the history ends before it).
+class CommitPages:
+    """The library's commit history, read a page at a time as the delete
+    checks of one pass need it and shared by them: each page is read once
+    per pass, however many deletes are checked and from however many heads.
 
-    One request per page: ``GET /api2/repos/{id}/history/?page=&per_page=``.
+    One request per page: ``GET /api2/repos/{id}/history/?page=&per_page=``
+    (:data:`HISTORY_PAGE` commits each, :data:`HISTORY_PAGES` pages at most).
+    Commits arriving meanwhile shift the pages, so a page may repeat commits
+    already read, never skip one.
 
-    :raises RemoteError: from the client.
+    :param ctx: the mirror's context (client and library).
     """
-    commits: list[CommitInfo] = []
-    for page in range(1, HISTORY_PAGES + 1):
-        more_commits, more = ctx.client.commit_history(ctx.repo_id, page=page, per_page=HISTORY_PAGE)
-        commits += more_commits
-        chain = first_parents(commits, since, commits[0].id) if commits else None
-        if chain is not None:
-            return [*(c.id for c in chain), since]
-        if not more or not more_commits:
-            return None
-    return None
 
+    def __init__(self, ctx: MirrorContext) -> None:
+        self._ctx = ctx
+        self._by_id: dict[str, CommitInfo] = {}
+        self._newest: str | None = None
+        self._pages = 0
+        self._more = True
+        self._chains: dict[str, list[str] | None] = {}
 
-def commits_before(ctx: MirrorContext, since: str, count: int = LOOK_BACK) -> list[str]:
-    """Up to ``count`` commit ids before ``since`` on its first-parent
-    line, newest first (fewer where the history ends or
-    :data:`HISTORY_PAGES` pages end first).
+    def _next_page(self) -> bool:
+        """Read one more page; False when none is left (or :data:`HISTORY_PAGES` were read).
 
-    One request per page: ``GET /api2/repos/{id}/history/?page=&per_page=``.
+        :raises RemoteError: from the client.
+        """
+        if not self._more or self._pages >= HISTORY_PAGES:
+            return False
+        commits, more = self._ctx.client.commit_history(self._ctx.repo_id, page=self._pages + 1,
+                                                        per_page=HISTORY_PAGE)
+        self._pages += 1
+        self._more = more and bool(commits)
+        if commits and self._newest is None:
+            self._newest = commits[0].id
+        self._by_id.update({c.id: c for c in commits})
+        return bool(commits)
 
-    :raises RemoteError: from the client.
-    """
-    by_id: dict[str, CommitInfo] = {}
-    for page in range(1, HISTORY_PAGES + 1):
-        more_commits, more = ctx.client.commit_history(ctx.repo_id, page=page, per_page=HISTORY_PAGE)
-        by_id.update({c.id: c for c in more_commits})
+    def chain_to(self, since: str) -> list[str] | None:
+        """The first-parent chain of commit ids from the newest back to
+        ``since`` (included, last), or None when the pages do not reach it
+        (or the history ends before it).  Remembered per ``since``.
+
+        :raises RemoteError: from the client.
+        """
+        if since in self._chains:
+            return self._chains[since]
+        result: list[str] | None = None
+        while True:
+            chain = first_parents(list(self._by_id.values()), since, self._newest) if self._newest else None
+            if chain is not None:
+                result = [*(c.id for c in chain), since]
+                break
+            if not self._next_page():
+                break
+        self._chains[since] = result
+        return result
+
+    def before(self, since: str, count: int | None = None) -> list[str]:
+        """Up to ``count`` (default :data:`LOOK_BACK`) commit ids before
+        ``since`` on its first-parent line, newest first (fewer where the
+        history or the pages end first).
+
+        :raises RemoteError: from the client.
+        """
+        count = LOOK_BACK if count is None else count
         line: list[str] = []
-        at = by_id.get(since)
-        while at is not None and at.parent_id is not None and len(line) < count:
-            line.append(at.parent_id)
-            at = by_id.get(at.parent_id)
-        # complete: enough commits, the first commit reached, or no page left to read
-        if len(line) >= count or (at is not None and at.parent_id is None) or not more or not more_commits:
-            return line
-    return line
+        at = since
+        while len(line) < count:
+            commit = self._by_id.get(at)
+            if commit is None:
+                if self._next_page():
+                    continue
+                break
+            if commit.parent_id is None:
+                break  # the library's first commit
+            line.append(commit.parent_id)
+            at = commit.parent_id
+        return line
 
 
 def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
-                    chains: dict[str, list[str] | None] | None = None) -> bytes | None:
+                    pages: CommitPages | None = None) -> bytes | None:
     """The content of ``rel_path`` in the newest commit that still held it,
     among the commits after ``since`` (the head of the last listing, which
     held it) or, when ``since`` itself lacks it, among the :data:`LOOK_BACK`
     commits before; None when that cannot be told.
 
-    Requests: :func:`commit_chain` (once per ``since`` with the ``chains``
-    cache of one pass), then about log2(commits) + 1
+    Requests: the history pages :class:`CommitPages` has not read yet in
+    this pass (``pages``), then about log2(commits) + 1
     ``GET /api2/repos/{id}/file/revision/`` downloads; when ``since``
-    itself lacks the file, :func:`commits_before` and about
-    2 × log2(commits back) more downloads.
+    itself lacks the file, about 2 × log2(commits back) more downloads.
 
     :raises RemoteError: from the client, other than a missing revision.
     """
     if not since:
         return None
-    chains = {} if chains is None else chains
-    if since not in chains:
-        chains[since] = commit_chain(ctx, since)
-    known = chains[since]
+    pages = CommitPages(ctx) if pages is None else pages
+    known = pages.chain_to(since)
     if known is None:
         return None  # the last listing's head is not on this page
     chain: list[str] = known
@@ -135,7 +172,7 @@ def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
     if not held(hi):
         # the listing's head lacks it already (its pass was killed before the delete was
         # mirrored): the version removed is in the newest commit before it that held it
-        chain = [*chain, *commits_before(ctx, since)]
+        chain = [*chain, *pages.before(since)]
         lo, holding = _newest_holding_after(len(known), len(chain), held)
         if holding is None:
             return None  # not in the commits before it either: nothing to tell
@@ -167,13 +204,14 @@ def _newest_holding_after(start: int, end: int, held: Callable[[int], bool]) -> 
 
 
 def keep_unseen_before_delete(ctx: MirrorContext, rel_path: str, since: str | None,
-                              chains: dict[str, list[str] | None] | None = None) -> ConflictRecord | None:
+                              pages: CommitPages | None = None) -> ConflictRecord | None:
     """Before the server's delete of ``rel_path`` is mirrored: archive our
     version in ``/.conflict/`` when the version the server deleted lacked
-    one of our pushes (see the module docstring).
+    one of our pushes, or when which version it deleted cannot be told
+    although the server keeps revisions (see the module docstring).
 
     :param since: the head of the last listing (the one that still held the file).
-    :param chains: the commit chains read in this pass, by ``since`` (filled in).
+    :param pages: the commit history read in this pass (shared by its checks).
     :returns: the conflict record when our version was archived, else None.
     :raises RemoteError: from the client (the delete waits for a later pass).
     :raises OSError: reading the local file failed.
@@ -184,19 +222,32 @@ def keep_unseen_before_delete(ctx: MirrorContext, rel_path: str, since: str | No
     if path.is_symlink() or not path.is_file() or path.stat().st_size > TEXT_LIMIT:
         return None
     ours = path.read_bytes()
-    chains = {} if chains is None else chains
+    pages = CommitPages(ctx) if pages is None else pages
     try:
-        deleted = deleted_version(ctx, rel_path, since, chains)
+        deleted = deleted_version(ctx, rel_path, since, pages)
     except NotFoundError:
         return None  # the library's history is gone (or never kept): nothing to tell
     origin = origin_of(ours)
     side = "local" if origin == "remote" else origin
-    if deleted is None and since and since in chains and chains[since] is None:
-        # too many commits since ohsync last looked (a long outage): whether the
-        # deleter had seen our lines cannot be told, so they are kept, not guessed away
-        log.info("%s: deleted on the server after more commits than ohsync reads back; ours kept", rel_path)
-        copy = Copy("upload", rel_path, side, "deleted on the server long after ohsync last looked; whether "
-                    "that client had seen these lines cannot be told", ("delete",),
+    if deleted is None and since:
+        # chain_to is remembered: no request more
+        if pages.chain_to(since) is None:
+            # too many commits since ohsync last looked (a long outage): whether the
+            # deleter had seen our lines cannot be told, so they are kept, not guessed away
+            log.info("%s: deleted on the server after more commits than ohsync reads back; ours kept", rel_path)
+            reason = "deleted on the server long after ohsync last looked"
+        elif ctx.file_history:
+            # the listing's head already lacked it and none of the LOOK_BACK commits before held
+            # it (a kill after a listing, then a busy library): kept rather than guessed away
+            log.info("%s: deleted on the server more than %d commits before ohsync's last look; ours kept",
+                     rel_path, LOOK_BACK)
+            reason = f"deleted on the server more than {LOOK_BACK} commits before ohsync last looked"
+        else:
+            log.info("%s: deleted on the server; which version was deleted cannot be told (the server "
+                     "keeps no file history)", rel_path)
+            return None
+        copy = Copy("upload", rel_path, side, f"{reason}; whether that client had seen these lines cannot be told",
+                    ("delete",),
                     announce="deleted on the server; ours was kept as {stored} (delete it if that is fine)")
         return archive(ctx, rel_path, copy, theirs=ours, when=datetime.now(timezone.utc))
     if deleted is None:

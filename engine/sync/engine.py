@@ -36,6 +36,7 @@ from ..library import resolve_library
 from ..local_lookups import stat_or_none
 from ..localfs import check_root, clean_temp_files, prune_backups, scan_tree
 from ..merge.sfconflict import fold_foreign, original_of
+from ..merge.stale_delete import CommitPages
 from ..models import RepoInfo
 from ..paths import normalize_rel
 from ..remote_scan import scan_remote
@@ -91,7 +92,7 @@ class SyncEngine(FolderSteps):
         self._skipped_remote: list[tuple[str, str]] = []
         self._listed_since: str | None = None  # the head before this pass's listing
         self._delete_since: dict[str, str | None] = {}
-        self._delete_chains: dict[str, list[str] | None] = {}
+        self._delete_pages: CommitPages | None = None
         self.failure_book = FailureBook(self.local_root)
         self.own_folders = OwnFolders()
         # (state generation, synced before, head) after a pass that found nothing to do
@@ -480,7 +481,7 @@ class SyncEngine(FolderSteps):
     def _check_remote(self, report: SyncReport, info: RepoInfo | None = None) -> None:
         prev_head = self.state.get_meta("head")
         self._listed_since = prev_head
-        self._delete_chains = {}
+        self._delete_pages = CommitPages(self.ctx)
         if info is None:
             info = self.ctx.client.repo_info(self.ctx.repo_id)
         # a moved head: the commits' own changes first, the walk when they cannot tell

@@ -24,7 +24,7 @@ from ..localfs import LocalFile, hash_file
 from ..memory.check import memory_problem
 from ..memory.merge import is_memory_file
 from ..memory.stamp import stamp_edit
-from ..merge.stale_delete import keep_unseen_before_delete
+from ..merge.stale_delete import CommitPages, keep_unseen_before_delete
 from ..paths import parent_rel
 from ..state import Base
 from ..transfer import LocalChanged, PushOutcome, WritersFighting, adopt, merge_back, pull, push
@@ -57,8 +57,8 @@ class RunSteps(PlanSteps):
     _listed_since: str | None
     #: that head for each remote delete whose check failed (kept for the next try)
     _delete_since: dict[str, str | None]
-    #: the commit chains those checks read in this pass (history pages, at most HISTORY_PAGES each)
-    _delete_chains: dict[str, list[str] | None]
+    #: the commit history those checks read in this pass (shared; None before the first listing)
+    _delete_pages: CommitPages | None
 
     def _per_path(self, exc: BaseException, rel: str | None, *, what: str = "") -> OhsyncError:
         """The failure of one path's operation, as the error to report for it.
@@ -141,7 +141,7 @@ class RunSteps(PlanSteps):
                     # a stale overwrite, then a delete: what the deleter never saw goes to /.conflict/
                     # (a check that failed is tried again from the same listing's head)
                     since = self._delete_since.setdefault(rel, self._listed_since)
-                    keep_unseen_before_delete(ctx, rel, since, self._delete_chains)
+                    keep_unseen_before_delete(ctx, rel, since, self._delete_pages)
                 self._delete_since.pop(rel, None)
                 delete_local(ctx, rel, plan.fp)
                 report.deleted_local.append(rel)
