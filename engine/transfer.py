@@ -18,7 +18,7 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from .capabilities import file_history
 from .context import MirrorContext
@@ -39,8 +39,8 @@ from .remote_dirs import ensure_remote_dir, remote_written
 from .state import Base
 from .write_path import adopt_damaged, current_remote, damaged_upload, read_back_with_history, send
 
-__all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "pull", "push", "adopt", "ensure_remote_dir",
-           "current_remote", "remote_written", "head_for", "merge_back", "listed_head"]
+__all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "fighting", "lift_fight_pauses", "pull", "push", "adopt",
+           "ensure_remote_dir", "current_remote", "remote_written", "head_for", "merge_back", "listed_head"]
 
 
 
@@ -49,6 +49,26 @@ class WritersFighting(LocalError):
     """A path keeps conflicting (two writers fighting): it is left alone for a while."""
 
     title = "Path paused"
+
+
+def _fights_since(ctx: MirrorContext) -> str:
+    """ISO 8601 UTC time from which a path's conflicts count towards a pause:
+    :data:`FIGHT_WINDOW` back, or the person's last ``refresh`` if later."""
+    since = (datetime.now(timezone.utc) - FIGHT_WINDOW).isoformat(timespec="seconds")
+    return max(since, ctx.fights_from) if ctx.fights_from else since
+
+
+def fighting(ctx: MirrorContext, rel_path: str) -> bool:
+    """Whether ``rel_path`` conflicted :data:`FIGHT_LIMIT` times recently
+    (:func:`_fights_since`), so a merge that does not come out clean leaves
+    it alone.  A state query, no request."""
+    return ctx.state.conflicts_since(rel_path, _fights_since(ctx)) >= FIGHT_LIMIT
+
+
+def lift_fight_pauses(ctx: MirrorContext) -> None:
+    """The person settled the files and asked for a ``refresh``: conflicts
+    recorded until now no longer count towards a pause."""
+    ctx.fights_from = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -431,9 +451,8 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
             result = merge_versions(rel_path, merge_base, ours, theirs)
             if result.damaged:
                 ctx.state.set_issue("damaged", rel_path, result.damaged)
-            since = (datetime.now(timezone.utc) - FIGHT_WINDOW).isoformat(timespec="seconds")
             decision = decide(Facts(Situation.EDIT, rel_path, ours=ours, theirs=theirs, merge=result,
-                                    recent_conflicts=ctx.state.conflicts_since(rel_path, since)))
+                                    recent_conflicts=ctx.state.conflicts_since(rel_path, _fights_since(ctx))))
             if decision.outcome is Outcome.PAUSED:
                 raise WritersFighting(
                     f"{rel_path} conflicted {FIGHT_LIMIT} times within {FIGHT_WINDOW.seconds // 60} minutes "

@@ -78,6 +78,7 @@ class Stats:
     kills: int = 0
     relogins: int = 0
     confirms: int = 0
+    refreshes: int = 0
     faults: int = 0
     written: int = 0
     found: int = 0
@@ -94,7 +95,7 @@ class Stats:
         """One line: versions written / found / lost and the memory auto-merge rate."""
         rate = (1.0 - self.memory_conflicts / self.memory_concurrent) if self.memory_concurrent else 1.0
         return (f"chaos seed={self.seed}: {self.actions} actions, {self.kills} kills, {self.relogins} logins, "
-                f"{self.confirms} confirmed mass deletes, "
+                f"{self.confirms} confirmed mass deletes, {self.refreshes} refreshes of paused files, "
                 f"{self.faults} faults, {self.stale_bursts} stale bursts ({self.stale_overwrites} overwrites); "
                 f"versions written {self.written} / found {self.found} / lost {len(self.lost)} "
                 f"(exempt {self.exempt}, deleted seen {self.deleted_seen}; remote lines in a backup only "
@@ -459,6 +460,15 @@ class Chaos:
                 client.call("confirm_deletes")
                 self.stats.confirms += 1
                 self._note("confirm held deletes")
+                return False
+            paused = [a["path"] for a in client.call("status").get("attention", [])
+                      if "two writers keep changing it" in a.get("reason", "")]
+            if paused:
+                # a file the two writers fought over is left alone for a while: the person
+                # looks, settles it (either version may stay live; the other is a copy) and refreshes
+                client.call("refresh")
+                self.stats.refreshes += 1
+                self._note(f"refresh for paused {paused}")
                 return False
             if read_tree(self.mirror) != mirrored(self.srv.tree(self.repo)):
                 return False

@@ -41,6 +41,7 @@ from ..models import RepoInfo
 from ..paths import normalize_rel
 from ..remote_scan import scan_remote
 from ..state import StateStore
+from ..transfer import lift_fight_pauses
 from ..trash import TRASH_DIR, is_trash_path, local_trash_note
 from .confirm import confirm_plans, keep_confirmed
 from .dirs import FolderSteps
@@ -88,7 +89,10 @@ class SyncEngine(FolderSteps):
         self._skipped_pass: list[tuple[str, str]] = []
         self._started = time.time()
         self._temps_cleaned = False
-        self._paused_paths: set[str] = set()  # fighting writers, announced once
+        #: fighting writers: rel path → (the versions it was paused on, the reason); announced once
+        self._paused_paths: dict[str, tuple[Any, str]] = {}
+        #: the paused paths this pass left alone, nothing changed on either side (nothing to do)
+        self._quiet_pauses: set[str] = set()
         self._skipped_remote: list[tuple[str, str]] = []
         self._listed_since: str | None = None  # the head before this pass's listing
         self._delete_since: dict[str, str | None] = {}
@@ -110,7 +114,14 @@ class SyncEngine(FolderSteps):
         return [item.as_dict() for item in self.failure_book.items()]
 
     def release_failures(self) -> int:
-        """The person acted (``refresh``): try every failed path once more."""
+        """The person acted (``refresh``): try every failed path once more,
+        and every path paused for fighting writers (the conflicts so far no
+        longer count towards a pause: :func:`~ohsync.engine.transfer.lift_fight_pauses`).
+
+        :returns: how many failed paths were released.
+        """
+        self._paused_paths.clear()
+        lift_fight_pauses(self.ctx)
         return self.failure_book.release()
 
     def conflicts(self) -> list[ConflictRecord]:
@@ -279,6 +290,7 @@ class SyncEngine(FolderSteps):
             in ``report.errors`` instead.
         """
         report = SyncReport()
+        self._quiet_pauses = set()
         self.ctx.should_stop = should_stop
         requests_before = getattr(self.ctx.client, "request_count", 0)
         idle_shaped = local_paths is not None and check_remote
@@ -435,8 +447,10 @@ class SyncEngine(FolderSteps):
         written since.  ``held_before``: the deletes the valve held before the
         pass; the same ones still held wait for the person, not for a pass.
         """
+        # a paused path left alone, unchanged on both sides, waits for the person or the clock
+        skipped = [s for s in report.skipped if s[0] not in self._quiet_pauses]
         if (report.remote_changed or report.uploaded or report.downloaded or report.merged or report.conflicts
-                or report.errors or report.skipped or report.damaged or report.deleted_local
+                or report.errors or skipped or report.damaged or report.deleted_local
                 or report.deleted_remote or report.moved or report.interrupted or report.rescan):
             return False
         if set(report.held_deletes) != (held_before or set()) or set(self.valve.held()) != (held_before or set()):

@@ -54,7 +54,8 @@ class PlanSteps:
     executor: Any
     _case_insensitive: bool | None
     _skipped_remote: list[tuple[str, str]]
-    _paused_paths: set[str]
+    _paused_paths: dict[str, tuple[Any, str]]
+    _quiet_pauses: set[str]
     _pending: PendingLedger
 
     def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:

@@ -27,7 +27,7 @@ from ..memory.stamp import stamp_edit
 from ..merge.stale_delete import CommitPages, keep_unseen_before_delete
 from ..paths import parent_rel
 from ..state import Base
-from ..transfer import LocalChanged, PushOutcome, WritersFighting, adopt, merge_back, pull, push
+from ..transfer import LocalChanged, PushOutcome, WritersFighting, adopt, fighting, merge_back, pull, push
 from ..transfer_large import LARGE_FILE, push_large
 from ..update_batch import batchable_edit, push_edits
 from ..upload_batch import batchable, push_new_files
@@ -125,6 +125,13 @@ class RunSteps(PlanSteps):
     def _run_plan(self, plan: Plan, report: SyncReport) -> None:
         ctx, rel, action = self.ctx, plan.rel, plan.action
         entry, remote, base = plan.entry, plan.remote, plan.base
+        paused = self._paused_paths.get(rel)
+        if paused is not None and paused[0] == self._version(plan) and fighting(ctx, rel):
+            # left alone until either side changes, the pause ends or the person refreshes:
+            # no request, and a pass that finds only this settles (idle polls stay one request)
+            report.skipped.append((rel, paused[1]))
+            self._quiet_pauses.add(rel)
+            return
         try:
             if action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None:
                 # Same bytes on both sides (e.g. a crash after an upload): adopt.
@@ -171,15 +178,15 @@ class RunSteps(PlanSteps):
                 if outcome.conflict is not None:
                     report.conflicts.append(outcome.conflict)
                 ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
-                self._paused_paths.discard(rel)
+                self._paused_paths.pop(rel, None)
                 self._check_damaged(rel)
         except LocalChanged as exc:
             report.errors.append((rel, str(exc)))
         except WritersFighting as exc:
             report.skipped.append((rel, str(exc)))
             if rel not in self._paused_paths:
-                self._paused_paths.add(rel)
                 ctx.emit(SyncEvent("error", rel, message=str(exc)))
+            self._paused_paths[rel] = (self._version(plan), str(exc))
         except (OhsyncError, OSError) as exc:
             self._path_failed(plan, self._per_path(exc, rel), report)
 
@@ -220,7 +227,7 @@ class RunSteps(PlanSteps):
         report.uploaded.append(rel)
         self._pending.done(rel)
         self.ctx.emit(SyncEvent("synced", rel, "up", action="upload"))
-        self._paused_paths.discard(rel)
+        self._paused_paths.pop(rel, None)
         self.failure_book.succeeded(rel)
         self._check_damaged(rel)
         if pushed is not None and pushed.action == "merge":
