@@ -14,6 +14,7 @@ What happens when both sides changed it is the resolver's decision
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -23,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from .capabilities import file_history
 from .context import MirrorContext
 from .crashpoints import reach
-from .errors import LocalError, NotFoundError
+from .errors import LocalError, NotFoundError, ProtocolError, ServerError
 from .events import ConflictRecord, SyncEvent, SyncReport
 from .ids import ContentHasher, seafile_file_id, sha1_bytes
 from .local_replace import LocalChanged, install, write_over
@@ -41,6 +42,8 @@ from .write_path import adopt_damaged, current_remote, damaged_upload, read_back
 
 __all__ = ["PushOutcome", "LocalChanged", "WritersFighting", "fighting", "lift_fight_pauses", "pull", "push", "adopt",
            "ensure_remote_dir", "current_remote", "remote_written", "head_for", "merge_back", "listed_head"]
+
+log = logging.getLogger(__name__)
 
 
 
@@ -256,8 +259,9 @@ def _replaced_revision(ctx: MirrorContext, rel_path: str, remote_id: str, base: 
     …/file/revision/``; ``base`` (no request more) on a server without file
     history or when ``remote_id`` is not found in it.
 
-    :raises RemoteError: from the client (the caller's pass retries later);
-        a file gone meanwhile (404) reads as ``base``.
+    :raises RemoteError: from the client's download (the caller's pass
+        retries later); a file gone meanwhile (404) or a history the server
+        fails to read (5xx, a malformed answer) reads as ``base``.
     """
     assert base is not None and base.remote_id is not None
     fallback = (base.remote_id, base_content)
@@ -265,18 +269,23 @@ def _replaced_revision(ctx: MirrorContext, rel_path: str, remote_id: str, base: 
         revisions = file_history(ctx, rel_path, limit=HISTORY_DEPTH)
     except NotFoundError:
         return fallback
+    except (ServerError, ProtocolError) as exc:  # as for a server without the history: cannot tell
+        log.info("%s: which version our unrecorded upload replaced could not be read (%s)", rel_path, exc)
+        return fallback
     revisions = revisions or []
     ids = [r.file_id for r in revisions]
-    if remote_id not in ids or ids.index(remote_id) + 1 >= len(ids):
+    if remote_id not in ids:
         return fallback
-    before = revisions[ids.index(remote_id) + 1]
-    if before.file_id == base.remote_id:
+    at = ids.index(remote_id)
+    while at < len(ids) and ids[at] == remote_id:
+        at += 1  # a rename or move lists the file again with the same id
+    if at >= len(ids) or ids[at] == base.remote_id:
         return fallback
     try:
-        content = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), before.commit_id)
+        content = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), revisions[at].commit_id)
     except NotFoundError:
         return fallback
-    return before.file_id, content
+    return ids[at], content
 
 
 def _unrecorded_push(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: str, had: bytes | None,

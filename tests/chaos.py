@@ -461,11 +461,13 @@ class Chaos:
                 self.stats.confirms += 1
                 self._note("confirm held deletes")
                 return False
-            paused = [a["path"] for a in client.call("status").get("attention", [])
-                      if "two writers keep changing it" in a.get("reason", "")]
-            if paused:
+            status = client.call("status")
+            attention = status.get("attention", [])
+            paused = [a["path"] for a in attention if "two writers keep changing it" in a.get("reason", "")]
+            if paused and len(paused) == len(attention) and not status.get("errors"):
                 # a file the two writers fought over is left alone for a while: the person
                 # looks, settles it (either version may stay live; the other is a copy) and refreshes
+                # (only then: a refresh also releases failures, which must show if they stick)
                 client.call("refresh")
                 self.stats.refreshes += 1
                 self._note(f"refresh for paused {paused}")

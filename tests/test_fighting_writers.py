@@ -48,11 +48,14 @@ def test_a_paused_path_is_left_alone_without_a_request_and_the_mirror_settles(de
     mirror = _paused(devserver, rid, tmp_path)
     live = devserver.read_file(rid, "/" + NOTES)
     devserver.reset_counters()
-    full = mirror.sync()  # a full pass: the paused path, unchanged on both sides, is left alone
-    assert [r for r, _ in full.skipped] == [NOTES]
+    poll = mirror.sync([])  # a poll: the paused path, unchanged on both sides, is left alone
+    assert [r for r, _ in poll.skipped] == [NOTES]
     assert devserver.request_count(r"/file/") == 0  # nothing of it read or written
     idle = mirror.sync([])  # settled: the idle poll reads the head only
     assert idle.idle and idle.requests == 1
+    full = mirror.sync()  # a full scan too leaves it alone and settles
+    assert [r for r, _ in full.skipped] == [NOTES] and devserver.request_count(r"/file/") == 0
+    assert mirror.sync([]).requests == 1
     assert [p for p, _ in mirror.engine.skipped()] == [NOTES]  # still listed for the person
     assert devserver.read_file(rid, "/" + NOTES) == live and b"local 3" in mirror.read(NOTES)
 

@@ -83,15 +83,28 @@ def test_a_stale_writers_own_earlier_lines_do_not_make_its_overwrite_look_made_f
         assert line in live, (line, live)
 
 
+@pytest.mark.parametrize("listed_twice", [False, True], ids=["listed-once", "listed-twice"])
 @pytest.mark.parametrize("rel, v0", [(TODO, V0), (JOURNAL, HEADER)], ids=["text", "memory"])
-def test_an_upload_whose_answer_was_lost_then_a_stale_overwrite_keeps_our_line(devserver, rid, tmp_path, rel, v0):
+def test_an_upload_whose_answer_was_lost_then_a_stale_overwrite_keeps_our_line(devserver, rid, tmp_path, rel, v0,
+                                                                               listed_twice, monkeypatch):
     """Another client wrote X (a line of its own); we merged the person's
     line with X and uploaded, and the server stored it but its answer was
     lost.  The next pass finds our bytes there and puts that upload on
     record as replacing X (read from the file history), not our older base:
     the client's next overwrite, made from X and lacking only our line,
     holds X's line, which is no sign it was made from ours, so it is merged
-    and the person's line stays live."""
+    and the person's line stays live.  ``listed_twice``: the history lists
+    our upload twice in a row (Seafile lists a rename or move of the file
+    with the same file id): the version replaced is the next one."""
+    if listed_twice:
+        from ohsync.engine import transfer
+
+        real = transfer.file_history
+
+        def doubled(ctx, rel_path, *, limit):
+            revisions = real(ctx, rel_path, limit=limit)
+            return [revisions[0], *revisions] if revisions else revisions
+        monkeypatch.setattr(transfer, "file_history", doubled)
     devserver.put_file(rid, "/" + rel, v0)
     mirror = make_mirror(devserver, rid, tmp_path)
     assert mirror.sync().errors == []

@@ -189,14 +189,11 @@ def test_a_kill_after_the_listing_that_saw_the_delete_still_keeps_our_lines(devs
     settle(again)
 
 
-@pytest.mark.parametrize("history", [True, False], ids=["history", "no-file-history"])
 def test_a_kill_after_the_listing_then_a_delete_further_back_than_the_check_looks_keeps_ours(
-        devserver, rid, tmp_path, history):
+        devserver, rid, tmp_path):
     """The listing's head lacks the file and none of the commits the check
     looks back through held it: which version was deleted cannot be told, so
-    ours is kept as a conflict copy with a notice, not left in a backup; on
-    a server seen keeping no file history nothing can be told and the delete
-    is mirrored."""
+    ours is kept as a conflict copy with a notice, not left in a backup."""
     from ohsync.engine.merge import stale_delete
     from test_breaker_stale_moves import _killed_at
 
@@ -208,12 +205,8 @@ def test_a_kill_after_the_listing_then_a_delete_further_back_than_the_check_look
     devserver.put_file(rid, "/a/first.txt", b"pulled before the delete is looked at\n")
     _killed_at(mirror, "pull.downloaded")
     again = make_mirror(devserver, rid, tmp_path)
-    again.engine.ctx.file_history = history
     report = again.sync()
     assert report.errors == [] and not (again.root / OLD).exists()  # the delete stands
-    if not history:
-        assert _copies(devserver, rid) == {} and again.engine.conflicts() == []
-        return
     assert list(_copies(devserver, rid).values()) == [V0 + b"LINE-A\nLINE-B\n"]
     (conflict,) = again.engine.conflicts()
     assert conflict.path == OLD and "cannot be told" in conflict.reason
@@ -249,3 +242,24 @@ def test_the_checks_of_one_pass_read_each_history_page_once(devserver, rid, tmp_
     pages = devserver.request_count(r"GET /api2/repos/[^/]+/history/\?.*per_page=7\b")
     assert 0 < pages <= -(-commits // 7)  # the whole history at most, once
     assert sorted(c.path for c in again.engine.conflicts()) == sorted([OLD, other])
+
+
+@pytest.mark.parametrize("how", ["created", "moved-here"])
+def test_a_file_of_ours_from_after_the_listing_deleted_on_the_server_is_mirrored_without_a_copy(
+        devserver, rid, tmp_path, how):
+    """A file that came after the last listing (ours: created or moved here,
+    uploaded by the pass that listed) is not in that listing's head; deleted
+    on the server, the version removed is found in the commits since, ours,
+    and the delete is mirrored with no copy."""
+    mirror = _pushed(devserver, rid, tmp_path)
+    new = "notes/new.txt"
+    if how == "created":
+        mirror.write(new, b"a new note\n")
+    else:
+        (mirror.root / OLD).rename(mirror.root / new)
+    assert mirror.sync().errors == []
+    assert devserver.file_id(rid, "/" + new) is not None
+    devserver.delete_path(rid, "/" + new)
+    report = mirror.sync()
+    assert report.errors == [] and new in report.deleted_local
+    assert _copies(devserver, rid) == {} and mirror.engine.conflicts() == []

@@ -20,11 +20,11 @@ The last listing's head may itself lack the file: a pass that listed the
 delete (or a move away) was killed before it mirrored it, and its head was
 recorded.  The version removed is then the one in the newest commit before
 that head that still held the file, found by probing back from it
-(:data:`LOOK_BACK` commits at most).  When none of those held it, ours is
-kept in ``/.conflict/`` too, unless the server keeps no file history (then
-nothing can be told and the delete is mirrored).  Known limitation: a
-library whose old revisions were purged (a short history setting) can get
-a copy it did not need there.
+(:data:`LOOK_BACK` commits at most); a file that came after that listing
+(ours, uploaded by the pass that listed) is found in the commits since
+first.  When none of those held it, ours is kept in ``/.conflict/`` too.
+Known limitation: a library whose old revisions were purged (a short
+history setting) can get a copy it did not need there.
 """
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ HISTORY_PAGES = 20
 #: Commits before the last listing's head searched for the file when that head
 #: no longer held it (the listing saw the delete, its pass did not mirror it).
 LOOK_BACK = 50
+#: Commits after a listing's head that lacked the file probed one by one
+#: (newest first) before the gaps double: a file of ours uploaded after that
+#: listing and removed since usually lies a commit or two back.
+NEWER_PROBES = 8
 
 
 class CommitPages:
@@ -141,8 +145,8 @@ def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
                     pages: CommitPages | None = None) -> bytes | None:
     """The content of ``rel_path`` in the newest commit that still held it,
     among the commits after ``since`` (the head of the last listing, which
-    held it) or, when ``since`` itself lacks it, among the :data:`LOOK_BACK`
-    commits before; None when that cannot be told.
+    mostly held it) or, when none of those held it, among the
+    :data:`LOOK_BACK` commits before; None when that cannot be told.
 
     Requests: the history pages :class:`CommitPages` has not read yet in
     this pass (``pages``), then about log2(commits) + 1
@@ -170,10 +174,13 @@ def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
 
     lo, hi = 0, len(chain) - 1  # the newest index that holds it lies in [lo, hi]
     if not held(hi):
-        # the listing's head lacks it already (its pass was killed before the delete was
-        # mirrored): the version removed is in the newest commit before it that held it
-        chain = [*chain, *pages.before(since)]
-        lo, holding = _newest_holding_after(len(known), len(chain), held)
+        # The listing's head lacks it: the file came after that listing (ours, uploaded by the
+        # pass that listed, then removed), so the version removed is in a commit since; or the
+        # listing saw the delete and its pass was killed before mirroring it: in one before.
+        lo, holding = _newest_holding_after(0, hi, held, linear=NEWER_PROBES)
+        if holding is None:
+            chain = [*chain, *pages.before(since)]
+            lo, holding = _newest_holding_after(len(known), len(chain), held)
         if holding is None:
             return None  # not in the commits before it either: nothing to tell
         hi = holding
@@ -186,10 +193,12 @@ def deleted_version(ctx: MirrorContext, rel_path: str, since: str | None,
     return found[hi]
 
 
-def _newest_holding_after(start: int, end: int, held: Callable[[int], bool]) -> tuple[int, int | None]:
-    """Probe indexes ``start``, ``start + 2``, ``start + 6``, ``start + 14`` …
-    (older and older commits, the gaps doubling; the one before ``start``
-    lacks the file) below ``end`` for the first that holds the file.
+def _newest_holding_after(start: int, end: int, held: Callable[[int], bool], *,
+                          linear: int = 0) -> tuple[int, int | None]:
+    """Probe indexes ``start`` … ``start + linear - 1`` one by one, then on
+    with the gaps doubling (``start``, ``start + 2``, ``start + 6`` … when
+    ``linear`` is 0; older and older commits, the one before ``start``
+    lacks the file), below ``end``, for the first that holds the file.
 
     :returns: ``(lo, hi)``: the newest holding index lies in ``[lo, hi]``;
         ``hi`` is None when no probe held it.
@@ -199,7 +208,9 @@ def _newest_holding_after(start: int, end: int, held: Callable[[int], bool]) -> 
         probe = min(miss + step, end - 1)
         if held(probe):
             return miss + 1, probe
-        miss, step = probe, step * 2
+        miss = probe
+        if probe - start + 1 >= linear:
+            step *= 2
     return start, None
 
 
@@ -236,16 +247,12 @@ def keep_unseen_before_delete(ctx: MirrorContext, rel_path: str, since: str | No
             # deleter had seen our lines cannot be told, so they are kept, not guessed away
             log.info("%s: deleted on the server after more commits than ohsync reads back; ours kept", rel_path)
             reason = "deleted on the server long after ohsync last looked"
-        elif ctx.file_history:
-            # the listing's head already lacked it and none of the LOOK_BACK commits before held
-            # it (a kill after a listing, then a busy library): kept rather than guessed away
+        else:
+            # no commit since the listing nor LOOK_BACK before it held it (a kill after a
+            # listing, then a busy library; or revisions the server no longer keeps)
             log.info("%s: deleted on the server more than %d commits before ohsync's last look; ours kept",
                      rel_path, LOOK_BACK)
             reason = f"deleted on the server more than {LOOK_BACK} commits before ohsync last looked"
-        else:
-            log.info("%s: deleted on the server; which version was deleted cannot be told (the server "
-                     "keeps no file history)", rel_path)
-            return None
         copy = Copy("upload", rel_path, side, f"{reason}; whether that client had seen these lines cannot be told",
                     ("delete",),
                     announce="deleted on the server; ours was kept as {stored} (delete it if that is fine)")

@@ -179,6 +179,7 @@ class SyncEngine(FolderSteps):
         self.ctx.snapshot = {}
         self.ctx.written.clear()
         self._settled = None
+        self._paused_paths.clear()
         self.failure_book.release()
 
     def awaiting_push(self, rel_paths: Iterable[str]) -> set[str]:
@@ -433,7 +434,7 @@ class SyncEngine(FolderSteps):
         quiet_full = local_paths is None and check_remote
         # deletes the valve holds, unchanged, are nothing to do: such a pass settles too (and the next
         # polls cost one request, not one per held path)
-        nothing_new = not candidates - {rel for rel, _ in held_before}
+        nothing_new = not candidates - {rel for rel, _ in held_before} - self._quiet_pauses
         if (idle_shaped and nothing_new or quiet_full) and self._nothing_waits(report, generation, held_before):
             self._settled = (self.state.generation, bool(bases), self.state.get_meta("head") or "")
         return report

@@ -115,6 +115,14 @@ class RunSteps(PlanSteps):
 
     def _run(self, plan: Plan, report: SyncReport) -> None:
         """Carry out one plan; per-path failures are reported, not raised."""
+        paused = self._paused_paths.get(plan.rel)
+        if paused is not None and paused[0] == self._version(plan) and fighting(self.ctx, plan.rel):
+            # left alone until either side changes, the pause ends or the person refreshes:
+            # no request, and a pass that finds nothing else settles
+            report.skipped.append((plan.rel, paused[1]))
+            self._quiet_pauses.add(plan.rel)
+            self._pending.done(plan.rel)
+            return
         failed = len(report.errors)
         self._run_plan(plan, report)
         self._pending.done(plan.rel)
@@ -125,13 +133,6 @@ class RunSteps(PlanSteps):
     def _run_plan(self, plan: Plan, report: SyncReport) -> None:
         ctx, rel, action = self.ctx, plan.rel, plan.action
         entry, remote, base = plan.entry, plan.remote, plan.base
-        paused = self._paused_paths.get(rel)
-        if paused is not None and paused[0] == self._version(plan) and fighting(ctx, rel):
-            # left alone until either side changes, the pause ends or the person refreshes:
-            # no request, and a pass that finds only this settles (idle polls stay one request)
-            report.skipped.append((rel, paused[1]))
-            self._quiet_pauses.add(rel)
-            return
         try:
             if action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None:
                 # Same bytes on both sides (e.g. a crash after an upload): adopt.
