@@ -10,8 +10,8 @@ newest commit since the last listing that still holds the file (a binary
 search over the first-parent chain, ``GET …/file/revision/`` per probe).
 When it lacks one of our recorded pushes (:func:`~.stale.pushes_lacked`), our
 version is archived in ``/.conflict/`` with a notice and the delete goes on;
-when it holds them (the deleter saw our lines), or the server keeps no
-revisions, the delete is mirrored as before; when the history does not reach
+when it holds them (the deleter saw our lines), the delete is mirrored as
+before; when the history does not reach
 the last listing within :data:`HISTORY_PAGES` pages (a long outage), our
 version is kept in ``/.conflict/`` rather than guessed away.  The checks of
 one pass share the history pages they read (:class:`CommitPages`).
@@ -219,7 +219,7 @@ def keep_unseen_before_delete(ctx: MirrorContext, rel_path: str, since: str | No
     """Before the server's delete of ``rel_path`` is mirrored: archive our
     version in ``/.conflict/`` when the version the server deleted lacked
     one of our pushes, or when which version it deleted cannot be told
-    although the server keeps revisions (see the module docstring).
+    (see the module docstring).
 
     :param since: the head of the last listing (the one that still held the file).
     :param pages: the commit history read in this pass (shared by its checks).
