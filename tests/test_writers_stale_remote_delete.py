@@ -166,12 +166,28 @@ def _deleted_then_busy(devserver, rid) -> None:
         devserver.put_file(rid, "/notes/other.txt", f"other, edit {i}\n".encode())
 
 
-@pytest.mark.parametrize("remove", [_deleted, _moved_then_deleted, _deleted_then_busy],
-                         ids=["deleted", "moved-then-deleted", "deleted-then-busy"])
-def test_a_kill_after_the_listing_that_saw_the_delete_still_keeps_our_lines(devserver, rid, tmp_path, remove):
+def _deleted_long_before(devserver, rid) -> None:
+    from ohsync.engine.merge import stale_delete
+
+    devserver.delete_path(rid, "/" + OLD)
+    for i in range(stale_delete.LOOK_BACK + 5):  # more commits after the delete than the check looks back
+        devserver.put_file(rid, "/notes/other.txt", f"other, edit {i}\n".encode())
+
+
+UNSEEN, UNTOLD = "had not seen these lines", "cannot be told"
+
+
+@pytest.mark.parametrize("remove, reason", [(_deleted, UNSEEN), (_moved_then_deleted, UNSEEN),
+                                            (_deleted_then_busy, UNSEEN), (_deleted_long_before, UNTOLD)],
+                         ids=["deleted", "moved-then-deleted", "deleted-then-busy", "deleted-long-before"])
+def test_a_kill_after_the_listing_that_saw_the_delete_still_keeps_our_lines(devserver, rid, tmp_path, remove,
+                                                                            reason):
     """The pass that listed the delete dies before it mirrors it: the head it
     recorded no longer holds the file, so the next start looks further back
-    for the version the server removed (a stale overwrite, lacking our lines)."""
+    for the version the server removed (a stale overwrite, lacking our lines).
+    When none of the commits it looks back through held the file, which
+    version was deleted cannot be told: ours is kept as a conflict copy with
+    a notice all the same, not left in a backup."""
     from test_breaker_stale_moves import _killed_at
 
     mirror = _pushed(devserver, rid, tmp_path)
@@ -185,31 +201,7 @@ def test_a_kill_after_the_listing_that_saw_the_delete_still_keeps_our_lines(devs
     assert report.errors == [] and not (again.root / OLD).exists()  # the delete stands
     assert list(_copies(devserver, rid).values()) == [V0 + b"LINE-A\nLINE-B\n"]
     (conflict,) = again.engine.conflicts()
-    assert conflict.path == OLD and "had not seen these lines" in conflict.reason
-    settle(again)
-
-
-def test_a_kill_after_the_listing_then_a_delete_further_back_than_the_check_looks_keeps_ours(
-        devserver, rid, tmp_path):
-    """The listing's head lacks the file and none of the commits the check
-    looks back through held it: which version was deleted cannot be told, so
-    ours is kept as a conflict copy with a notice, not left in a backup."""
-    from ohsync.engine.merge import stale_delete
-    from test_breaker_stale_moves import _killed_at
-
-    mirror = _pushed(devserver, rid, tmp_path)
-    assert devserver.stale_burst(rid, "/" + OLD, 1, old=V0, line="LINE-R\n").errors == []
-    devserver.delete_path(rid, "/" + OLD)
-    for i in range(stale_delete.LOOK_BACK + 5):  # more commits after the delete than the check looks back
-        devserver.put_file(rid, "/notes/other.txt", f"other, edit {i}\n".encode())
-    devserver.put_file(rid, "/a/first.txt", b"pulled before the delete is looked at\n")
-    _killed_at(mirror, "pull.downloaded")
-    again = make_mirror(devserver, rid, tmp_path)
-    report = again.sync()
-    assert report.errors == [] and not (again.root / OLD).exists()  # the delete stands
-    assert list(_copies(devserver, rid).values()) == [V0 + b"LINE-A\nLINE-B\n"]
-    (conflict,) = again.engine.conflicts()
-    assert conflict.path == OLD and "cannot be told" in conflict.reason
+    assert conflict.path == OLD and reason in conflict.reason
     settle(again)
 
 
