@@ -33,7 +33,16 @@ from .merge.archive import archive
 from .merge.choose import is_text, merge_versions
 from .merge.resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
 from .merge.sfconflict import find_own, remove_remote
-from .merge.stale import HISTORY_DEPTH, StaleBase, has_pushes, overwritten_revision, record_push, stale_base, stale_note
+from .merge.stale import (
+    HISTORY_DEPTH,
+    StaleBase,
+    has_pushes,
+    overwritten_revision,
+    record_push,
+    replaced_index,
+    stale_base,
+    stale_note,
+)
 from .models import RemoteEntry
 from .paths import parent_rel
 from .remote_dirs import ensure_remote_dir, remote_written
@@ -221,7 +230,7 @@ def adopt(ctx: MirrorContext, rel_path: str, remote_id: str, *, edited: Base | N
         here since (a plan that found both sides changed): the server holding
         exactly our edit is most likely a push of ours that was never
         recorded (the daemon killed after the upload, or the upload's answer
-        lost), so it is recorded as one (:func:`_unrecorded_push`).
+        lost), so it is recorded as one (:func:`_replaced_revision`).
     :raises LocalChanged: the local file no longer holds ``remote_id``'s
         bytes (saved since it was hashed): recording it would take that save
         for synced, never to be uploaded, and a later download would replace it.
@@ -230,29 +239,27 @@ def adopt(ctx: MirrorContext, rel_path: str, remote_id: str, *, edited: Base | N
     if seafile_file_id(data) != remote_id:
         raise LocalChanged(f"{rel_path} was saved while syncing; re-planning", path=rel_path)
     had = ctx.state.base_content(edited) if edited is not None else None
-    replaced = _replaced_revision(ctx, rel_path, remote_id, edited, had) if _pushable(edited, remote_id) else None
+    replaced = _replaced_revision(ctx, rel_path, remote_id, edited, had)
     with ctx.state.transaction():
         if replaced is not None:
-            _unrecorded_push(ctx, rel_path, data, remote_id, had, replaced)
+            record_push(ctx, rel_path, remote_id, *replaced, data, had)
         _record_base(ctx, rel_path, data, remote_id, fp)
 
 
-def _pushable(base: Base | None, remote_id: str) -> bool:
-    """Whether the server holding our bytes ``remote_id`` over ``base`` can be
-    an unrecorded push of ours worth recording: not for a path without a base
-    (a new file: nobody can have read an older version of it)."""
-    return base is not None and not base.is_dir and base.remote_id not in (None, remote_id)
-
-
 def _replaced_revision(ctx: MirrorContext, rel_path: str, remote_id: str, base: Base | None,
-                       base_content: bytes | None) -> tuple[str, bytes | None]:
-    """``(file id, content)`` of the revision our unrecorded upload
-    ``remote_id`` replaced on the server: ``base`` unless another writer's
-    version came in between (we merged it into the upload whose answer was
-    lost).  Its lines are then that writer's, not ours, and recording the
-    push as replacing ``base`` would count them as ours: that writer's next
+                       base_content: bytes | None) -> tuple[str, bytes | None] | None:
+    """The server holds our local bytes ``remote_id`` although ``base``
+    says otherwise: most likely an upload of ours left off the record (a
+    kill, a lost answer), to be recorded as a push (:func:`record_push`) so
+    that another client's later upload of a version from before it (a stale
+    or blind overwrite) is merged back, not pulled over the person's lines
+    (:mod:`ohsync.engine.merge.stale`).  This returns ``(file id, content)``
+    of the revision that upload replaced: ``base`` unless another writer's
+    version came in between (we merged it into the upload).  Its lines are
+    then that writer's, not ours; counted as ours, that writer's next
     overwrite, holding them and lacking only our line, would pass for one
-    made from ours and be pulled over the person's line.
+    made from ours and be pulled over the person's line.  None: nothing to
+    record (no base: a new file nobody can have read an older version of).
 
     ``GET /api/v2.1/repos/{id}/file/history/`` (:data:`~.merge.stale.HISTORY_DEPTH`
     revisions) and, when the replaced revision is not ``base``, one ``GET
@@ -263,41 +270,25 @@ def _replaced_revision(ctx: MirrorContext, rel_path: str, remote_id: str, base: 
         retries later); a file gone meanwhile (404) or a history the server
         fails to read (5xx, a malformed answer) reads as ``base``.
     """
-    assert base is not None and base.remote_id is not None
+    if base is None or base.is_dir or base.remote_id in (None, remote_id):
+        return None
     fallback = (base.remote_id, base_content)
     try:
-        revisions = file_history(ctx, rel_path, limit=HISTORY_DEPTH)
+        revisions = file_history(ctx, rel_path, limit=HISTORY_DEPTH) or []
     except NotFoundError:
         return fallback
     except (ServerError, ProtocolError) as exc:  # as for a server without the history: cannot tell
         log.info("%s: which version our unrecorded upload replaced could not be read (%s)", rel_path, exc)
         return fallback
-    revisions = revisions or []
     ids = [r.file_id for r in revisions]
-    if remote_id not in ids:
-        return fallback
-    at = ids.index(remote_id)
-    while at < len(ids) and ids[at] == remote_id:
-        at += 1  # a rename or move lists the file again with the same id
-    if at >= len(ids) or ids[at] == base.remote_id:
+    at = replaced_index(ids, ids.index(remote_id)) if remote_id in ids else None
+    if at is None or ids[at] == base.remote_id:
         return fallback
     try:
         content = ctx.client.download_revision(ctx.repo_id, ctx.remote_path(rel_path), revisions[at].commit_id)
     except NotFoundError:
         return fallback
     return ids[at], content
-
-
-def _unrecorded_push(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: str, had: bytes | None,
-                     replaced: tuple[str, bytes | None]) -> None:
-    """The server holds our local edit ``data`` (id ``remote_id``) although
-    the base says otherwise: record it as a push of ours that replaced
-    ``replaced`` (``(file id, content)``, :func:`_replaced_revision`), made
-    from ``had`` (the base we edited), so that a later upload by another
-    client of a version from before it (a stale or blind overwrite) is
-    merged back, not pulled over the person's lines
-    (:mod:`ohsync.engine.merge.stale`)."""
-    record_push(ctx, rel_path, remote_id, replaced[0], replaced[1], data, had)
 
 
 def head_for(ctx: MirrorContext, rel_path: str, *, fresh: bool = False) -> tuple[str | None, bool]:
@@ -438,11 +429,10 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         ours_id = seafile_file_id(ours)
         if remote is not None and remote.id == ours_id:
             # already there: an upload of ours whose record was lost (a kill, a lost answer)
-            replaced = _replaced_revision(ctx, rel_path, remote.id, base, base_content) \
-                if _pushable(base, remote.id) else None
+            replaced = _replaced_revision(ctx, rel_path, remote.id, base, base_content)
             with ctx.state.transaction():
                 if replaced is not None:
-                    _unrecorded_push(ctx, rel_path, ours, remote.id, had, replaced)
+                    record_push(ctx, rel_path, remote.id, *replaced, ours, had)
                 _record_base(ctx, rel_path, ours, remote.id, fp)
             ctx.snapshot[rel_path] = remote
             return PushOutcome(action, conflict)

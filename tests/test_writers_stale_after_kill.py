@@ -25,6 +25,19 @@ JOURNAL = "journal/2026-11.md"
 HEADER = b"---\ntitle: 2026-11\ntype: journal\n---\n\n# 2026-11\n\n## Observations\n- [seed] first #s\n"
 
 
+def _list_twice(monkeypatch) -> None:
+    """File histories list every revision twice in a row (Seafile lists a
+    rename or move of a file again, with the same file id)."""
+    from ohsync.engine import capabilities, transfer
+    from ohsync.engine.merge import stale
+
+    def doubled(ctx, rel_path, *, limit):
+        revisions = capabilities.file_history(ctx, rel_path, limit=limit)
+        return [r for r in revisions for _ in (0, 1)][:limit] if revisions else revisions
+    monkeypatch.setattr(transfer, "file_history", doubled)
+    monkeypatch.setattr(stale, "file_history", doubled)
+
+
 @pytest.fixture
 def rid(devserver):
     return devserver.create_library(USER, "OH-Memory")
@@ -54,15 +67,20 @@ def test_a_kill_after_an_upload_then_a_stale_overwrite_keeps_the_unrecorded_line
     assert b"LINE-R" in live or (any(b"LINE-R" in c for c in copies) and again.engine.conflicts())
 
 
+@pytest.mark.parametrize("listed_twice", [False, True], ids=["listed-once", "listed-twice"])
 @pytest.mark.parametrize("rel, v0", [(TODO, V0), (JOURNAL, HEADER)], ids=["text", "memory"])
 def test_a_stale_writers_own_earlier_lines_do_not_make_its_overwrite_look_made_from_ours(devserver, rid, tmp_path,
-                                                                                        rel, v0):
+                                                                                        rel, v0, listed_twice,
+                                                                                        monkeypatch):
     """A bot rewrites the file again and again from one old read, each time
     with all its lines so far; we merged its earlier lines into our uploads,
     the last of which was never put on record (killed after the upload).
     Its next overwrite carries its own earlier lines, which our unrecorded
     upload also holds: that is no sign it was made from ours, and our lines
-    stay live."""
+    stay live.  ``listed_twice``: the history lists each revision twice in a
+    row (as Seafile lists a rename with the same file id)."""
+    if listed_twice:
+        _list_twice(monkeypatch)
     devserver.put_file(rid, "/" + rel, v0)
     mirror = make_mirror(devserver, rid, tmp_path)
     assert mirror.sync().errors == []
@@ -97,14 +115,7 @@ def test_an_upload_whose_answer_was_lost_then_a_stale_overwrite_keeps_our_line(d
     our upload twice in a row (Seafile lists a rename or move of the file
     with the same file id): the version replaced is the next one."""
     if listed_twice:
-        from ohsync.engine import transfer
-
-        real = transfer.file_history
-
-        def doubled(ctx, rel_path, *, limit):
-            revisions = real(ctx, rel_path, limit=limit)
-            return [revisions[0], *revisions] if revisions else revisions
-        monkeypatch.setattr(transfer, "file_history", doubled)
+        _list_twice(monkeypatch)
     devserver.put_file(rid, "/" + rel, v0)
     mirror = make_mirror(devserver, rid, tmp_path)
     assert mirror.sync().errors == []

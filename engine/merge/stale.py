@@ -61,7 +61,7 @@ from .archive import copies_of
 __all__ = ["StaleBase", "record_push", "move_pushes", "has_pushes", "pushes_lacked", "made_from_ours", "stale_base",
            "push_evidence",
            "overwritten_revision", "stale_note", "archived_elsewhere", "accept_archived", "ARCHIVED_ELSEWHERE",
-           "MAX_PUSHES", "HISTORY_DEPTH"]
+           "MAX_PUSHES", "HISTORY_DEPTH", "replaced_index"]
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +329,17 @@ def _made_from(version: bytes, theirs: bytes, ours_lines: set[bytes]) -> bool:
     return bool(own & set(_lines(theirs)))
 
 
+def replaced_index(ids: list[str], at: int) -> int | None:
+    """In a file history's ids (newest first), the index of the revision
+    that ``ids[at]`` replaced: the first after it with another id (Seafile
+    lists a rename or move of the file again with the same id), or None when
+    the history read ends first."""
+    file_id = ids[at]
+    while at < len(ids) and ids[at] == file_id:
+        at += 1
+    return at if at < len(ids) else None
+
+
 def _predecessor(ctx: MirrorContext, rel_path: str, theirs_id: str, known: dict[str, bytes]
                  ) -> tuple[bool, bytes | None, bytes | None]:
     """``(history read, content of the revision theirs replaced, content of
@@ -347,8 +358,8 @@ def _predecessor(ctx: MirrorContext, rel_path: str, theirs_id: str, known: dict[
         return True, None, None
     at = ids.index(theirs_id)
 
-    def content(i: int) -> bytes | None:
-        if i >= len(revisions):
+    def content(i: int | None) -> bytes | None:
+        if i is None:
             return None
         if revisions[i].file_id in known:
             return known[revisions[i].file_id]
@@ -358,8 +369,10 @@ def _predecessor(ctx: MirrorContext, rel_path: str, theirs_id: str, known: dict[
             return None
         return data
 
-    before = content(at + 1)
-    return True, before, content(at + 2) if before is not None else None
+    before_at = replaced_index(ids, at)
+    before = content(before_at)
+    return True, before, content(replaced_index(ids, before_at)) if before_at is not None and before is not None \
+        else None
 
 
 def stale_base(ctx: MirrorContext, rel_path: str, theirs_id: str, theirs: bytes, base: Base | None,
