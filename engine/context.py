@@ -157,10 +157,6 @@ class MirrorContext:
     commit_diffs: bool = True
     #: False once the server answered 404 to the history of a file it has (:mod:`.capabilities`)
     file_history: bool = True
-    #: ISO 8601 UTC time from which conflicts count towards a pause of fighting
-    #: writers (:func:`~ohsync.engine.transfer.fighting`): the person's last
-    #: ``refresh`` lifted the pauses before it; None: the whole window counts
-    fights_from: str | None = None
     #: rel path → ``(folder key, time.monotonic())`` of a file whose absence
     #: the server confirmed (404) while its local delete is held by the valve:
     #: not asked again until its folder changes (:mod:`ohsync.engine.sync.confirm`)

@@ -63,11 +63,17 @@ class WritersFighting(LocalError):
     title = "Path paused"
 
 
+#: State key: ISO 8601 UTC time of the person's last ``refresh``; conflicts
+#: before it no longer count towards a pause (kept across restarts).
+FIGHTS_FROM = "fights_from"
+
+
 def _fights_since(ctx: MirrorContext) -> str:
     """ISO 8601 UTC time from which a path's conflicts count towards a pause:
     :data:`FIGHT_WINDOW` back, or the person's last ``refresh`` if later."""
     since = (datetime.now(timezone.utc) - FIGHT_WINDOW).isoformat(timespec="seconds")
-    return max(since, ctx.fights_from) if ctx.fights_from else since
+    lifted = ctx.state.get_meta(FIGHTS_FROM)
+    return max(since, lifted) if lifted else since
 
 
 def fighting(ctx: MirrorContext, rel_path: str) -> bool:
@@ -79,8 +85,8 @@ def fighting(ctx: MirrorContext, rel_path: str) -> bool:
 
 def lift_fight_pauses(ctx: MirrorContext) -> None:
     """The person settled the files and asked for a ``refresh``: conflicts
-    recorded until now no longer count towards a pause."""
-    ctx.fights_from = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat(timespec="seconds")
+    recorded until now no longer count towards a pause, also after a restart."""
+    ctx.state.set_meta(FIGHTS_FROM, (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat(timespec="seconds"))
 
 
 @dataclass

@@ -4,7 +4,8 @@ FIGHT_WINDOW the path is left alone on both sides (no more conflict copies).
 While it is, and nothing changes on either side, a pass leaves it alone
 without a request, so the mirror settles and idle polls cost one request;
 status still lists the path.  A change on either side looks again; the
-person's ``refresh`` (after settling the file) lifts the pause: the next
+person's ``refresh`` (after settling the file) lifts the pause, also across a
+restart of the daemon: the next
 meeting is decided as any other (merged, or one conflict copy).
 """
 from __future__ import annotations
@@ -68,9 +69,17 @@ def test_a_change_on_either_side_looks_again(devserver, rid, tmp_path):
     assert report.requests > 1 and report.conflicts == []
 
 
-def test_refresh_lifts_the_pause_and_the_next_meeting_keeps_one_copy(devserver, rid, tmp_path):
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "restarted after the refresh"])
+def test_refresh_lifts_the_pause_and_the_next_meeting_keeps_one_copy(devserver, rid, tmp_path, restart):
     mirror = _paused(devserver, rid, tmp_path)
     mirror.engine.release_failures()  # the person's `ohsync refresh`
+    if restart:  # the daemon restarted minutes later: the conflicts before the refresh still do not count
+        mirror.state.close()
+        mirror.client.close()
+        mirror = make_mirror(devserver, rid, tmp_path)
+        assert mirror.sync().skipped == []  # the pause itself is not kept, nor taken up again
+        mirror.write(NOTES, mirror.read(NOTES) + b"local after restart\n")
+        devserver.put_file(rid, "/" + NOTES, devserver.read_file(rid, "/" + NOTES) + b"remote after restart\n")
     report = mirror.sync()
     assert report.skipped == [] and len(report.conflicts) == 1
     assert mirror.read(NOTES) == devserver.read_file(rid, "/" + NOTES)
