@@ -88,3 +88,17 @@ def test_refresh_lifts_the_pause_and_the_next_meeting_keeps_one_copy(devserver, 
     for i in range(FIGHT_LIMIT + 1):  # every line of both writers: live or in a copy
         assert f"local {i}".encode() in live + copies and f"remote {i}".encode() in live + copies
     assert mirror.engine.skipped() == []
+
+
+def test_a_fight_at_a_path_synced_since_its_pause_is_announced_again(devserver, rid, tmp_path):
+    mirror = _paused(devserver, rid, tmp_path)
+    events = []
+    mirror.engine.ctx.on_event = events.append
+    (mirror.root / NOTES).unlink()  # the person settles it here: the server's version comes back
+    settled = mirror.sync()
+    assert settled.downloaded == [NOTES] and settled.skipped == [] and settled.errors == []
+    assert devserver.read_file(rid, "/" + NOTES) == mirror.read(NOTES)
+    report = _meet(devserver, rid, mirror, FIGHT_LIMIT + 1)  # they meet again within the window
+    assert [r for r, _ in report.skipped] == [NOTES]  # still fighting: left alone ...
+    told = [e for e in events if e.kind == "error" and e.path == NOTES]
+    assert len(told) == 1 and "keep changing it" in told[0].message  # ... and the person is told again

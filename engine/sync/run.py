@@ -123,12 +123,15 @@ class RunSteps(PlanSteps):
             self._quiet_pauses.add(plan.rel)
             self._pending.done(plan.rel)
             return
-        failed = len(report.errors)
+        failed, skipped = len(report.errors), len(report.skipped)
         self._run_plan(plan, report)
         self._pending.done(plan.rel)
         if len(report.errors) == failed:
             self.failure_book.succeeded(plan.rel)
             self._went_through()
+            if len(report.skipped) == skipped:
+                # synced, deleted or forgotten: a later fight at this path is a new one, announced again
+                self._paused_paths.pop(plan.rel, None)
 
     def _run_plan(self, plan: Plan, report: SyncReport) -> None:
         ctx, rel, action = self.ctx, plan.rel, plan.action
@@ -179,7 +182,6 @@ class RunSteps(PlanSteps):
                 if outcome.conflict is not None:
                     report.conflicts.append(outcome.conflict)
                 ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
-                self._paused_paths.pop(rel, None)
                 self._check_damaged(rel)
         except LocalChanged as exc:
             report.errors.append((rel, str(exc)))
