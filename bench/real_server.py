@@ -44,15 +44,20 @@ __all__ = ["TALLY", "RequestTally", "RealServer", "count_rclone_dump", "counted_
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{40}")
 
 
+#: The file server's paths (below ``/seafhttp`` or at the root of a host of its own,
+#: as ``FILE_SERVER_ROOT = http://host:8082`` has it): ``<op>/<token>[/<name>]``.
+_FILESERVER = re.compile(r"((?:/seafhttp)?/(?:files|zip|upload-api|update-api|upload-aj|update-aj|"
+                         r"upload-blks-api|update-blks-api|upload-raw-blks-api|update-raw-blks-api)/)[^/]+(.*)")
+
+
 def endpoint_key(method: str, url: str) -> str:
     """``GET /api2/repos/{id}/file/`` for a request: the path with library, file and
     commit ids replaced by ``{id}``, file-server tokens by ``{token}``, no query."""
     path = urlsplit(url).path
-    path = _ID.sub("{id}", path)
-    m = re.match(r"(/seafhttp/[a-z-]+/)[^/]+(.*)", path)
-    if m:  # /seafhttp/files/<token>/<name>, /seafhttp/upload-api/<token>
-        path = m.group(1) + "{token}" + ("/…" if m.group(2).strip("/") else "")
-    return f"{method.upper()} {path}"
+    m = _FILESERVER.fullmatch(path)
+    if m:  # /seafhttp/files/<token>/<name>, /upload-api/<token>
+        return f"{method.upper()} {m.group(1)}{{token}}{'/…' if m.group(2).strip('/') else ''}"
+    return f"{method.upper()} {_ID.sub('{id}', path)}"
 
 
 class RequestTally:

@@ -38,6 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="12: file renames answer with seahub 12's Location path (no slash before the name)")
     ap.add_argument("--ignore-head", action="store_true",
                     help="the update link ignores `head` (no SFConflict files), like a server without that merge")
+    ap.add_argument("--zip-names-unflagged", action="store_true",
+                    help="zip member names without the UTF-8 flag, like the C file server on a host "
+                         "without the en_US.UTF-8 locale")
     return ap.parse_args(argv)
 
 
@@ -57,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     srv = DevServer(data, users=users, host=args.host, port=args.port, notifications=args.notifications)
     srv.seahub_version = args.seahub_version
     srv.honour_head = not args.ignore_head
+    srv.zip_utf8_flag = not args.zip_names_unflagged
     owner = next(iter(users))
     for spec in args.library:
         name, sep, tree = spec.partition("=")

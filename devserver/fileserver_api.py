@@ -63,6 +63,16 @@ def stray_cr(req: Request, name: str, data: bytes) -> bytes:
     return data + b"\r" if req.environ.get(TRAILING_CR) == name else data
 
 
+class _UnflaggedName(zipfile.ZipInfo):
+    """A zip member whose name is stored as UTF-8 bytes without the UTF-8 flag
+    (general purpose bit 11), as the C file server's libarchive writes it on a
+    host without the en_US.UTF-8 locale.  Overrides the private hook through
+    which :mod:`zipfile` encodes a name and sets that flag."""
+
+    def _encodeFilenameFlags(self) -> tuple[bytes, int]:
+        return self.filename.encode("utf-8"), self.flag_bits & ~0x800
+
+
 class Fileserver:
     """Handlers of the ``/seafhttp`` routes; ``app`` is the ``DevServer``."""
 
@@ -370,7 +380,7 @@ class Fileserver:
             for c in children:
                 self._zip_add(zf, c, f"{arc}/{c['name']}")
         else:
-            info = zipfile.ZipInfo(arc, ts)
+            info = (zipfile.ZipInfo if getattr(self.app, "zip_utf8_flag", True) else _UnflaggedName)(arc, ts)
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, self.store.read_blob(e["id"]))
 

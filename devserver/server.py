@@ -82,6 +82,11 @@ class DevServer:
         seahub_version: 13 (default) or 12; seahub 12 answers a file rename
             with a ``Location`` whose path lacks the slash between the folder
             and the new name (``?p=/subagain.txt`` for ``/sub/again.txt``).
+        zip_utf8_flag: True (default) marks zip member names as UTF-8 (general
+            purpose bit 11), as the C file server does where the en_US.UTF-8
+            locale exists (Seafile's images); False stores the same UTF-8 bytes
+            without the flag, as it does on a host without that locale (readers
+            that trust the flag take them for cp437).
         walk_hook: None, or ``walk_hook(path)`` called by a recursive listing
             before it resolves each folder below the listed one by path (as
             seahub does, from the head at that moment): a test lands a commit
@@ -97,6 +102,7 @@ class DevServer:
         self.ops = RepoOps(self.store)
         self.honour_head = True
         self.seahub_version = 13
+        self.zip_utf8_flag = True
         self.walk_hook: Callable[[str], None] | None = None
         for email, pw in (DEFAULT_USERS if users is None else users).items():
             self.store.ensure_user(email, pw)

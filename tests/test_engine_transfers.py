@@ -252,9 +252,9 @@ def test_the_cheaper_cold_path_by_the_documented_rule():
     assert choose_path(19, 19_000, 100 * 1024 * 1024, 4) == "files"
 
 
-def _cold(devserver, tmp_path, count, executor=None):
+def _cold(devserver, tmp_path, count, executor=None, name="/d{d}/sub/n{i:03}.md"):
     repo_id = devserver.create_library(USER, "OH-Memory")
-    files = {f"/d{i % 5}/sub/n{i:03}.md": f"note {i}\n".encode() * (i + 1) for i in range(count)}
+    files = {name.format(d=i % 5, i=i): f"note {i}\n".encode() * (i + 1) for i in range(count)}
     for path, data in files.items():
         devserver.put_file(repo_id, path, data)
     m = make_mirror(devserver, repo_id, tmp_path)
@@ -274,6 +274,14 @@ def test_a_small_cold_mirror_takes_the_zip_without_a_pool(devserver, tmp_path):
     assert devserver.request_count(r"/zip-task/") == 1
     assert devserver.request_count(DOWNLOADS) == 0
     assert devserver.request_count(r"/file/\?") == 0  # no per-file links
+
+
+@pytest.mark.parametrize("flagged", [True, False], ids=["flagged UTF-8", "unflagged, as without the locale"])
+def test_names_outside_ascii_come_from_the_zip_whether_or_not_it_flags_them_utf8(devserver, tmp_path, flagged):
+    devserver.zip_utf8_flag = flagged  # the C file server flags them only where en_US.UTF-8 exists
+    _cold(devserver, tmp_path, 19, name="/数学{d}/概率 é/大数定律：第{i}讲.md")
+    assert devserver.request_count(r"/zip-task/") == 1
+    assert devserver.request_count(DOWNLOADS) == 0  # every file matched its listed name in the zip
 
 
 def test_a_few_files_come_down_in_parallel_on_the_pool(devserver, tmp_path):

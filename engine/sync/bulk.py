@@ -157,15 +157,14 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
             archive = zipfile.ZipFile(fh)
         except zipfile.BadZipFile:
             return set()
-        prefix = f"{tops[0]}/" if len(tops) == 1 else ""
-        names = {info.filename: info for info in archive.infolist() if not info.is_dir()}
+        names = {_member_name(info): info for info in archive.infolist() if not info.is_dir()}
         batch = NewFileBatch(ctx.executor)
         quiet = len(wanted) >= QUIET_WATCH_FILES and _bulk_writes(ctx, True)
         try:
             for rel, entry in wanted.items():
                 if should_stop is not None and should_stop():
                     break
-                info = names.get(rel if prefix and rel.startswith(prefix) else rel)
+                info = names.get(rel)
                 if info is None or info.file_size != entry.size:
                     continue
                 try:
@@ -195,6 +194,24 @@ def _zip_pull(ctx: MirrorContext, wanted: dict[str, RemoteEntry], tops: list[str
             if quiet:
                 _bulk_writes(ctx, False)
     return done
+
+
+def _member_name(info: zipfile.ZipInfo) -> str:
+    """The name of a zip member as the library has it.
+
+    Seafile's names are UTF-8, but the C file server marks them so (the
+    UTF-8 flag, general purpose bit 11) only where its host has the
+    en_US.UTF-8 locale; :mod:`zipfile` reads an unflagged name as cp437, so
+    no name outside ASCII would match the listing.  An unflagged name is
+    read again as UTF-8 (cp437 gives back its bytes), kept as it is where
+    it is not UTF-8.
+    """
+    if info.flag_bits & 0x800:
+        return info.filename
+    try:
+        return info.filename.encode("cp437").decode("utf-8")
+    except UnicodeError:
+        return info.filename
 
 
 def _bulk_writes(ctx: MirrorContext, started: bool) -> bool:
