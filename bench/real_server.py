@@ -52,11 +52,15 @@ _FILESERVER = re.compile(r"((?:/seafhttp)?/(?:files|zip|upload-api|update-api|up
 
 def endpoint_key(method: str, url: str) -> str:
     """``GET /api2/repos/{id}/file/`` for a request: the path with library, file and
-    commit ids replaced by ``{id}``, file-server tokens by ``{token}``, no query."""
+    commit ids replaced by ``{id}``, file-server tokens by ``{token}``, no query.
+    A file-server path is keyed below ``/seafhttp`` also where the file server
+    has a port of its own (``/upload-api/<token>`` → ``/seafhttp/upload-api/{token}``),
+    so the scenarios count one name whatever ``FILE_SERVER_ROOT`` is."""
     path = urlsplit(url).path
     m = _FILESERVER.fullmatch(path)
     if m:  # /seafhttp/files/<token>/<name>, /upload-api/<token>
-        return f"{method.upper()} {m.group(1)}{{token}}{'/…' if m.group(2).strip('/') else ''}"
+        op = m.group(1).removeprefix("/seafhttp")
+        return f"{method.upper()} /seafhttp{op}{{token}}{'/…' if m.group(2).strip('/') else ''}"
     return f"{method.upper()} {_ID.sub('{id}', path)}"
 
 

@@ -149,13 +149,13 @@ def test_a_run_against_a_server_refuses_to_overwrite_devservers_table(tmp_path):
     assert cp.returncode == 2 and "quiet need devserver" in cp.stderr
 
 
-def test_requests_are_keyed_by_endpoint_with_the_file_server_below_seafhttp_or_on_a_port_of_its_own():
+def test_file_server_requests_are_keyed_alike_below_seafhttp_or_on_a_port_of_its_own():
     sys.path.insert(0, str(REPO / "bench"))
     from real_server import endpoint_key
 
     tok = "0b4a5c1e-1111-2222-3333-444455556666"
     assert endpoint_key("get", f"http://h/seafhttp/files/{tok}/%E5%A4%A7.md") == "GET /seafhttp/files/{token}/…"
-    assert endpoint_key("get", f"http://h:8082/files/{tok}/%E5%A4%A7.md") == "GET /files/{token}/…"
-    assert endpoint_key("POST", f"http://h:8082/upload-api/{tok}?ret-json=1") == "POST /upload-api/{token}"
-    assert endpoint_key("GET", f"http://h:8082/zip/{tok}") == "GET /zip/{token}"
+    assert endpoint_key("get", f"http://h:8082/files/{tok}/%E5%A4%A7.md") == "GET /seafhttp/files/{token}/…"
+    assert endpoint_key("POST", f"http://h:8082/upload-api/{tok}?ret-json=1") == "POST /seafhttp/upload-api/{token}"
+    assert endpoint_key("GET", f"http://h:8082/zip/{tok}") == "GET /seafhttp/zip/{token}"
     assert endpoint_key("GET", f"http://h/api2/repos/{tok}/file/?p=/x") == "GET /api2/repos/{id}/file/"
