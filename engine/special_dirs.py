@@ -20,7 +20,7 @@ from .local_lookups import stat_or_none
 if TYPE_CHECKING:  # the ignore rules use is_under; the context is only named in signatures
     from .context import MirrorContext
 
-__all__ = ["working_dir", "is_under", "ALT_SUFFIX"]
+__all__ = ["working_dir", "is_under", "drop_settled_notices", "ALT_SUFFIX"]
 
 #: Appended to an archive folder's name when a file occupies the usual one.
 ALT_SUFFIX = "_ohsync"  # not "-": ".trash-*" is ignored (desktop trash folders)
@@ -63,3 +63,13 @@ def working_dir(ctx: MirrorContext, name: str) -> str:
                                  f"Rename or move the file {name} to use {name}/ again")
             return candidate
         n += 1
+
+
+def drop_settled_notices(ctx: MirrorContext) -> None:
+    """Forget the notice of an archive folder whose name no file occupies any
+    more (the person renamed or moved it): it is used again from the next
+    conflict copy or delete on, and the notice must not outlive the cause.
+    One ``lstat`` per notice, none when there is none."""
+    for name in [n for n in ctx.notices if n in _PURPOSE]:
+        if not _occupied(ctx, name):
+            del ctx.notices[name]

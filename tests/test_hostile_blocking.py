@@ -47,6 +47,10 @@ def test_a_local_file_named_conflict_does_not_block_conflicts_or_other_paths(dev
     assert tree["/.conflict"] == b"I am a file, not a folder\n"  # the occupying file is left alone
     reasons = dict(m.engine.skipped())
     assert ".conflict_ohsync/" in reasons[".conflict"] and "Rename or move the file .conflict" in reasons[".conflict"]
+    (m.root / ".conflict").rename(m.root / "conflict-note.txt")  # the person does as the notice says
+    assert m.sync().errors == [] and m.sync().errors == []
+    assert "/.conflict" not in devserver.tree(m.repo_id)
+    assert ".conflict" not in dict(m.engine.skipped())  # the notice goes with its cause
 
 
 def test_a_file_named_trash_does_not_block_deletes(devserver, tmp_path) -> None:

@@ -40,6 +40,7 @@ from ..merge.stale_delete import CommitPages
 from ..models import RepoInfo
 from ..paths import normalize_rel
 from ..remote_scan import scan_remote
+from ..special_dirs import drop_settled_notices
 from ..state import StateStore
 from ..transfer import lift_fight_pauses
 from ..trash import TRASH_DIR, is_trash_path, local_trash_note
@@ -292,6 +293,7 @@ class SyncEngine(FolderSteps):
         """
         report = SyncReport()
         self._quiet_pauses = set()
+        drop_settled_notices(self.ctx)
         self.ctx.should_stop = should_stop
         requests_before = getattr(self.ctx.client, "request_count", 0)
         idle_shaped = local_paths is not None and check_remote
