@@ -39,6 +39,7 @@ def _login(origin: str, secret: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=origin, timeout=30) as client:
         r = client.post("/api/session", json={"secret": secret}, headers={"Origin": origin})
         assert r.status_code == 200, r.text
+        client.headers["X-Ohsync-Session"] = r.json()["token"]  # as the page sends it from its storage
         yield client
 
 
@@ -61,8 +62,17 @@ def test_the_secret_is_the_users_alone_and_buys_a_strict_cookie(page, isolated_e
         cookie = r.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
         assert secret not in cookie  # the session is a value of its own, not the secret
-        state = client.get("/api/state")
+        token = r.json()["token"]
+        assert token and token not in cookie and secret != token
+        # the cookie alone, as a page on another port of 127.0.0.1 could collect it, opens nothing
+        for path in ("/api/state", "/api/events", f"/api/conflict?path={c.archived}"):
+            assert client.get(path).status_code == 403, path
+        assert client.get("/api/state", headers={"X-Ohsync-Session": token[:-1] + "x"}).status_code == 403
+        assert client.get("/").status_code == 200  # the page itself holds no data
+        state = client.get("/api/state", headers={"X-Ohsync-Session": token})
         assert state.status_code == 200 and [x["path"] for x in state.json()["conflicts"]] == [REL]
+        with client.stream("GET", "/api/events", params={"session": token}) as events:
+            assert events.status_code == 200  # the stream, which a browser opens without headers
 
 
 def test_wrong_host_is_refused_even_with_the_cookie(page) -> None:

@@ -60,7 +60,13 @@ def test_auth_rules() -> None:
     assert auth.origin_ok("http://localhost:4242") and not auth.origin_ok("https://127.0.0.1:4242")
     assert auth.exchange("wrong") is None
     session = auth.exchange("s3cret")
-    assert session and session != "s3cret" and auth.session_ok(session) and not auth.session_ok("s3cret")
+    assert session is not None
+    cookie, token = session
+    assert "s3cret" not in session and cookie != token
+    assert auth.session_ok(cookie, token) and auth.session_ok(cookie, cookie_only=True)
+    assert not auth.session_ok(cookie) and not auth.session_ok(cookie, "") and not auth.session_ok("s3cret", token)
+    other = auth.exchange("s3cret")
+    assert other is not None and not auth.session_ok(cookie, other[1])  # one session's halves only
 
 
 def _server(path: Path, port: int = 0) -> PanelServer:

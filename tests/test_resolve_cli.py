@@ -101,7 +101,9 @@ def test_with_two_mirrors_the_conflict_is_found_in_its_own(seed_daemon, tmp_path
     url = d.cli("panel", "--url").stdout.strip()
     origin, secret = url.split("/auth#")
     with httpx.Client(base_url=origin, timeout=30) as page:
-        assert page.post("/api/session", json={"secret": secret}, headers={"Origin": origin}).status_code == 200
+        login = page.post("/api/session", json={"secret": secret}, headers={"Origin": origin})
+        assert login.status_code == 200
+        page.headers["X-Ohsync-Session"] = login.json()["token"]
         assert page.get("/api/state").json()["conflicts"][0]["mirror"] == "Docs"
         shown = page.get("/api/conflict", params={"path": items[0]["archived"], "mirror": "Docs"}).json()
         assert shown["live"]["text"] == "one\nmine\n" and shown["other"]["text"] == "one\ntheirs\n"

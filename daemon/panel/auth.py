@@ -15,8 +15,16 @@ The page is locked to the user who runs the daemon:
   ``SameSite=Strict``, ``Path=/``, a fresh random value per session), then
   drops the fragment from the address.  The secret never appears in a
   request line, a ``Referer`` or a log line.
+* **The session has two halves**: the cookie, and a token that
+  ``/api/session`` answers and the page keeps in its origin's
+  ``localStorage``, sending it with every ``/api/`` request
+  (:data:`HEADER`; the event stream and an image, which the browser
+  fetches without our headers, as their ``session`` query parameter).  A browser sends cookies to every port of
+  127.0.0.1, so a page served by another local program (another user's, on
+  a shared machine) could collect the cookie; ``localStorage`` belongs to
+  this port's origin alone, so the token stays here.
 * **Every request** but the login page and its script needs the cookie
-  (else 403); a ``Host`` other than ``127.0.0.1:<port>`` or
+  (``/api/`` also the token; else 403); a ``Host`` other than ``127.0.0.1:<port>`` or
   ``localhost:<port>`` gets 403 (DNS rebinding); a request that changes
   something (any method but GET/HEAD) also needs an ``Origin`` of the page
   itself.  No CORS header is ever sent.
@@ -30,10 +38,12 @@ import secrets
 import threading
 from pathlib import Path
 
-__all__ = ["COOKIE", "PanelAuth", "secret_path", "write_secret"]
+__all__ = ["COOKIE", "HEADER", "PanelAuth", "secret_path", "write_secret"]
 
 #: The session cookie's name.
 COOKIE = "ohsync_panel"
+#: The header carrying the session's token (the half no other port's page can read).
+HEADER = "X-Ohsync-Session"
 #: Most sessions kept at once (the oldest is forgotten first).
 MAX_SESSIONS = 64
 
@@ -70,7 +80,7 @@ class PanelAuth:
 
     def __init__(self, secret: str) -> None:
         self._secret = secret
-        self._sessions: list[str] = []
+        self._sessions: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self.port = 0
 
@@ -90,20 +100,27 @@ class PanelAuth:
         """True when ``origin`` is the page's own."""
         return bool(origin) and (origin or "").lower() in self.origins()
 
-    def exchange(self, offered: str) -> str | None:
-        """A new session for the right secret (compared in constant time), else None."""
+    def exchange(self, offered: str) -> tuple[str, str] | None:
+        """A new session for the right secret (compared in constant time), else None.
+
+        :returns: ``(cookie, token)``: the cookie's value and the token the page
+            sends in :data:`HEADER`.
+        """
         if not isinstance(offered, str) or not hmac.compare_digest(offered.encode(), self._secret.encode()):
             return None
-        session = secrets.token_urlsafe(32)
+        session = (secrets.token_urlsafe(32), secrets.token_urlsafe(32))
         with self._lock:
             self._sessions.append(session)
             del self._sessions[:-MAX_SESSIONS]
         return session
 
-    def session_ok(self, cookie: str | None) -> bool:
-        """True for the cookie of a live session."""
-        if not cookie:
+    def session_ok(self, cookie: str | None, token: str | None = None, *, cookie_only: bool = False) -> bool:
+        """True for the cookie of a live session and, unless ``cookie_only``
+        (the page itself, which holds no data), that session's token."""
+        if not cookie or (not cookie_only and not token):
             return False
         with self._lock:
             sessions = list(self._sessions)
-        return any(hmac.compare_digest(cookie.encode(), s.encode()) for s in sessions)
+        return any(hmac.compare_digest(cookie.encode(), c.encode())
+                   and (cookie_only or hmac.compare_digest((token or "").encode(), t.encode()))
+                   for c, t in sessions)

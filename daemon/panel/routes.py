@@ -46,7 +46,7 @@ from werkzeug.wrappers import Request, Response
 
 from ..protocol import CANNOT_NOW, INVALID_PARAMS, METHOD_NOT_FOUND, Method
 from ..socket.methods import CannotNow, InvalidParams
-from .auth import COOKIE, PanelAuth
+from .auth import COOKIE, HEADER, PanelAuth
 from .diff import merge_prefill, side_by_side
 from .events import CLOSED, EventHub
 
@@ -152,7 +152,10 @@ class PanelApp:
         if endpoint == "favicon":
             return Response(status=204)
         open_routes = ("auth_page", "static", "session")
-        if endpoint not in open_routes and not self.auth.session_ok(request.cookies.get(COOKIE)):
+        # an image and the event stream are fetched by the browser itself, which sends no header
+        token = request.headers.get(HEADER) or (request.args.get("session") if endpoint in ("events", "file") else None)
+        if endpoint not in open_routes and not self.auth.session_ok(request.cookies.get(COOKIE), token,
+                                                                    cookie_only=endpoint == "index"):
             return _refuse("Open this page with `ohsync panel` (or the tray's \u201cOpen ohsync\u2026\u201d).", request)
         if not endpoint:
             return _json({"error": "not found"}, 404)
@@ -199,8 +202,9 @@ class PanelApp:
         session = self.auth.exchange(body.get("secret", ""))
         if session is None:
             return _refuse("That is not this page's secret; open it again with `ohsync panel`.", request)
-        response = _json({"ok": True})
-        response.set_cookie(COOKIE, session, httponly=True, samesite="Strict", path="/")
+        cookie, token = session
+        response = _json({"ok": True, "token": token})
+        response.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
         return response
 
     # ----------------------------------------------------------------- reads

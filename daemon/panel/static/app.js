@@ -29,9 +29,14 @@
     return node;
   }
 
+  function session() {
+    // kept by the login page: with the cookie it makes the session (daemon/panel/auth.py)
+    return localStorage.getItem("ohsync-session") || "";
+  }
+
   function api(path, options) {
     options = options || {};
-    var init = {credentials: "same-origin", cache: "no-store", headers: {}};
+    var init = {credentials: "same-origin", cache: "no-store", headers: {"X-Ohsync-Session": session()}};
     if (options.body !== undefined) {
       init.method = "POST";
       init.headers["Content-Type"] = "application/json";
@@ -231,7 +236,8 @@
     if (v.image) {
       rows.push(el("img", {"class": "thumb", alt: label + " (" + v.path + ")",
         src: "/api/file?path=" + encodeURIComponent(q.path) + "&side=" + side +
-          (q.mirror ? "&mirror=" + encodeURIComponent(q.mirror) : "")}));
+          (q.mirror ? "&mirror=" + encodeURIComponent(q.mirror) : "") +
+          "&session=" + encodeURIComponent(session())}));
     }
     return el("div", {"class": "version"}, rows);
   }
@@ -459,7 +465,7 @@
   }
 
   function connect() {
-    var source = new EventSource("/api/events");
+    var source = new EventSource("/api/events?session=" + encodeURIComponent(session()));
     source.addEventListener("open", function () { liveBadge.textContent = "live"; liveBadge.className = "live on"; });
     source.addEventListener("error", function () { liveBadge.textContent = "reconnecting…"; liveBadge.className = "live off"; });
     // every daemon event ({"type": "status"|"conflict"|"synced"|"error"|"filed", …}) is a "message"

@@ -14,7 +14,10 @@
     method: "POST", credentials: "same-origin", cache: "no-store",
     headers: {"Content-Type": "application/json"}, body: JSON.stringify({secret: secret})
   }).then(function (r) {
-    if (r.ok) { location.replace("/"); return; }
+    if (r.ok) {
+      // the session's second half: this origin's storage, which no page on another port can read
+      return r.json().then(function (d) { localStorage.setItem("ohsync-session", d.token || ""); location.replace("/"); });
+    }
     say("That key is not valid any more (ohsync restarted?). Open the page again with `ohsync panel`.");
   }).catch(function () { say("ohsync does not answer. Is it running? Try `ohsync status`."); });
 })();
