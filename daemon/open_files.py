@@ -129,10 +129,11 @@ class WriterCheck:
     def __call__(self, path: Path) -> bool:
         """True when ``path`` is being written (see the class docstring).
 
-        :param path: an existing local file (a missing one is not being written).
+        :param path: an existing local file (a missing one is not being written;
+            a symbolic link is looked at itself, never followed).
         """
         try:
-            st = os.stat(path)
+            st = os.lstat(path)  # a symbolic link is never followed (nor written through)
         except OSError:
             return False
         now = self._clock()

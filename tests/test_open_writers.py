@@ -145,3 +145,13 @@ def test_the_daemon_gives_its_engine_the_check(isolated_env, devserver, tmp_path
     finally:
         session.close()
 
+
+
+@linux_only
+def test_the_check_never_follows_a_symbolic_link(tmp_path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"x\n")
+    link = tmp_path / "link.md"
+    link.symlink_to(outside)
+    with open(outside, "ab"):
+        assert WriterCheck()(link) is False        # the link itself is open nowhere; its target is not looked at
