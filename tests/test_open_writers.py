@@ -155,3 +155,25 @@ def test_the_check_never_follows_a_symbolic_link(tmp_path) -> None:
     link.symlink_to(outside)
     with open(outside, "ab"):
         assert WriterCheck()(link) is False        # the link itself is open nowhere; its target is not looked at
+
+
+@linux_only
+def test_a_file_held_open_is_not_downloaded_again_each_pass(devserver, tmp_path, monkeypatch) -> None:
+    m = synced_small(devserver, tmp_path, {"/notes/a.md": BASE})
+    _watching(m)
+    path = m.root / "notes" / "a.md"
+    downloads: list[str] = []
+    real = m.client.download_resumable
+
+    def counted(repo_id, remote_path, *args, **kwargs):
+        downloads.append(remote_path)
+        return real(repo_id, remote_path, *args, **kwargs)
+
+    monkeypatch.setattr(m.client, "download_resumable", counted)
+    with open(path, "ab"):                           # held open, nothing written yet
+        devserver.put_file(m.repo_id, "/notes/a.md", BASE + b"REMOTE-LINE\n")
+        for _ in range(3):
+            assert [p for p, _ in m.sync().skipped] == ["notes/a.md"]
+        assert downloads == [] and path.read_bytes() == BASE
+    m.sync(["notes/a.md"])                           # the pass the close brings
+    assert downloads == ["/notes/a.md"] and m.read("notes/a.md") == BASE + b"REMOTE-LINE\n"

@@ -20,7 +20,7 @@ from ..errors import OhsyncError, RemoteError, classify, local_error, server_dow
 from ..events import SyncEvent, SyncReport
 from ..failures import PathFailure
 from ..local_lookups import read_bytes_or_none
-from ..local_replace import BeingWritten
+from ..local_replace import BeingWritten, refuse_if_written
 from ..localfs import LocalFile, hash_file
 from ..memory.check import memory_problem
 from ..memory.merge import is_memory_file
@@ -140,6 +140,10 @@ class RunSteps(PlanSteps):
         ctx, rel, action = self.ctx, plan.rel, plan.action
         entry, remote, base = plan.entry, plan.remote, plan.base
         try:
+            if action in (Action.PULL, Action.MERGE, Action.DELETE_LOCAL) and entry is not None:
+                # the local file would be replaced or removed: not while a program is saving it
+                # (asked again just before; asking first saves a download every pass it stays open)
+                refuse_if_written(ctx, rel)
             if action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None:
                 # Same bytes on both sides (e.g. a crash after an upload): adopt.
                 _, fid, _, _ = hash_file(ctx.local_path(rel))
