@@ -22,6 +22,7 @@ from ..engine.events import SyncEvent
 from .config import Config, MirrorConfig
 from .credentials import load_token
 from .logs import redact
+from .open_files import WriterCheck
 from .worker import FatalError
 
 __all__ = ["MirrorSession", "open_session", "no_login_message"]
@@ -118,8 +119,9 @@ def open_session(
             log.warning("%s", state.recovered.sentence(state.db_path))
         try:
             # the options the config's option table gives the engine (daemon/config/model.py, `engine=`)
+            # a file a program still holds open for writing is never replaced nor removed (open_files.py)
             options = EngineOptions(backup_dir=cfg.state_dir / "backups", library_name=repo.name,
-                                    **cfg.engine_values(mirror))
+                                    being_written=WriterCheck(), **cfg.engine_values(mirror))
             # uploads of new files run in this bounded pool (the engine starts no threads)
             transfers = ThreadPoolExecutor(max_workers=max(1, cfg.transfers), thread_name_prefix="ohsync-transfer")
             engine = SyncEngine(client, repo.id, mirror.local, state, remote_root=mirror.remote,

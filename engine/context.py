@@ -68,6 +68,13 @@ class EngineOptions:
     :ivar stamp_quiet: seconds such a file must stay unchanged first.
     :ivar time_offset: offset of the stamped time (``±HH:MM``; default: the computer's).
     :ivar origin: the ``origin`` this computer writes.
+    :ivar being_written: ``being_written(path)`` → True while a program is
+        saving the existing local file ``path`` (holds it open for writing,
+        or, where that cannot be seen, modified it a moment ago); asked just
+        before the file would be replaced or removed, which then waits for a
+        later pass (:class:`~ohsync.engine.local_replace.BeingWritten`).  The
+        daemon's :class:`~ohsync.daemon.open_files.WriterCheck`; None: never
+        asked (tests, tools without a daemon).
     """
 
     backup_dir: Path | None = None
@@ -87,6 +94,7 @@ class EngineOptions:
     stamp_quiet: float = 1.0
     time_offset: str = field(default_factory=local_offset)
     origin: str = "desktop"
+    being_written: Callable[[Path], bool] | None = None
 
 
 @dataclass

@@ -18,6 +18,11 @@ backup).  Here the check is made on the very file the rename took away:
   version other than the plan's goes back.
 * A save that lands in the instant between the two exchanges (made on top
   of our version) is archived in ``.conflict/`` with a notice, never dropped.
+* A file a program is still saving in place (``EngineOptions.being_written``:
+  open for writing) is neither replaced nor removed (:class:`BeingWritten`):
+  the program's descriptor would go on writing into the file taken away,
+  and the rest of the save would reach no one.  A later pass, once it is
+  closed, plans the path again and merges as usual.
 
 The two renames are :mod:`.renames`.  Where the filesystem can do no
 exchange, the check is made just before the rename, as before (a window of
@@ -43,13 +48,35 @@ from .merge.conflict_names import CONFLICT_DIR, conflict_copy_path
 from .renames import exchange, rename_new
 from .special_dirs import working_dir
 
-__all__ = ["LocalChanged", "install", "write_over", "remove", "keep_crossed"]
+__all__ = ["LocalChanged", "BeingWritten", "refuse_if_written", "install", "write_over", "remove", "keep_crossed"]
 
 
 class LocalChanged(LocalError):
     """The local file changed after the plan was made: re-plan the path."""
 
     title = "File changed meanwhile"
+
+
+class BeingWritten(LocalChanged):
+    """A program is still saving the local file: it is left as it is, and the
+    path waits for a pass after the program closed it."""
+
+    title = "File being written"
+
+
+def refuse_if_written(ctx: MirrorContext, rel_path: str) -> None:
+    """Refuse to replace or remove the local file ``rel_path`` while a program
+    is saving it (``ctx.options.being_written``).
+
+    Ask only for an existing file about to be replaced or removed (never for
+    the new files of a cold mirror: the daemon's check looks at every process).
+
+    :raises BeingWritten: it is being written; leave it for a later pass.
+    """
+    check = ctx.options.being_written
+    if check is not None and check(ctx.local_path(rel_path)):
+        raise BeingWritten(f"{rel_path} is being written by another program; it syncs once that program "
+                           "closes it", path=rel_path)
 
 
 def _fp(path: Path) -> Fingerprint | None:
@@ -75,6 +102,8 @@ def install(ctx: MirrorContext, rel_path: str, tmp: Path, expected: Fingerprint 
     :param expected: the fingerprint the plan saw (None: no file there).
     :param backup: copy the version about to be replaced to the backups
         first (taken before the exchange, so a kill at any point leaves it).
+    :raises BeingWritten: a program is saving the file: it stays, ``tmp``
+        is removed; the path waits for a later pass.
     :raises LocalChanged: the file changed (or appeared, or went) meanwhile:
         it is as the person left it, and ``tmp`` is removed; re-plan.
     :raises OSError: a rename failed; ``tmp`` is left for the caller (it may
@@ -93,9 +122,10 @@ def install(ctx: MirrorContext, rel_path: str, tmp: Path, expected: Fingerprint 
             raise LocalChanged(f"{rel_path} was created here meanwhile; re-planning", path=rel_path) from None
         return
     try:
+        refuse_if_written(ctx, rel_path)
         if backup:
             _backup(ctx, rel_path, target)
-    except OSError:
+    except (OSError, BeingWritten):
         os.unlink(tmp)  # nothing was exchanged yet: the temp file is only ours
         raise
     reach("replace.ready")
@@ -168,6 +198,7 @@ def write_over(ctx: MirrorContext, rel_path: str, data: bytes, expected: Fingerp
     :param expected: the fingerprint the plan saw (None: no file there).
     :param mtime: the written file's mtime (seconds), or now.
     :returns: the written file's fingerprint (its own, taken before the rename).
+    :raises BeingWritten: a program is saving the file (it is left as it is).
     :raises LocalChanged: the file changed meanwhile (it is left as it is).
     :raises OSError: writing or renaming failed.
     """
@@ -186,6 +217,7 @@ def remove(ctx: MirrorContext, rel_path: str, expected: Fingerprint, *, backup: 
     version (a save that landed meanwhile).
 
     :raises FileNotFoundError: no file there.
+    :raises BeingWritten: a program is saving the file (it stays).
     :raises LocalChanged: the file changed meanwhile (it stays).
     :raises OSError: other failures (a version taken away stays under its
         temp name, never removed).
@@ -196,6 +228,7 @@ def remove(ctx: MirrorContext, rel_path: str, expected: Fingerprint, *, backup: 
         if now is None and not os.path.lexists(target):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(target))
         raise LocalChanged(f"{rel_path} changed locally; keeping it", path=rel_path)
+    refuse_if_written(ctx, rel_path)
     if backup:
         _backup(ctx, rel_path, target)
     reach("delete.local_backed_up")

@@ -20,6 +20,7 @@ from ..errors import OhsyncError, RemoteError, classify, local_error, server_dow
 from ..events import SyncEvent, SyncReport
 from ..failures import PathFailure
 from ..local_lookups import read_bytes_or_none
+from ..local_replace import BeingWritten, refuse_if_written
 from ..localfs import LocalFile, hash_file
 from ..memory.check import memory_problem
 from ..memory.merge import is_memory_file
@@ -59,6 +60,8 @@ class RunSteps(PlanSteps):
     _delete_since: dict[str, str | None]
     #: the commit history those checks read in this pass (shared; None before the first listing)
     _delete_pages: CommitPages | None
+    #: ``(path, reason)`` skipped by the last passes (the engine's)
+    _skipped_pass: list[tuple[str, str]]
 
     def _per_path(self, exc: BaseException, rel: str | None, *, what: str = "") -> OhsyncError:
         """The failure of one path's operation, as the error to report for it.
@@ -137,6 +140,10 @@ class RunSteps(PlanSteps):
         ctx, rel, action = self.ctx, plan.rel, plan.action
         entry, remote, base = plan.entry, plan.remote, plan.base
         try:
+            if action in (Action.PULL, Action.MERGE, Action.DELETE_LOCAL) and entry is not None:
+                # the local file would be replaced or removed: not while a program is saving it
+                # (asked again just before; asking first saves a download every pass it stays open)
+                refuse_if_written(ctx, rel)
             if action in (Action.PULL, Action.MERGE) and entry is not None and remote is not None:
                 # Same bytes on both sides (e.g. a crash after an upload): adopt.
                 _, fid, _, _ = hash_file(ctx.local_path(rel))
@@ -183,6 +190,12 @@ class RunSteps(PlanSteps):
                     report.conflicts.append(outcome.conflict)
                 ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
                 self._check_damaged(rel)
+        except BeingWritten as exc:
+            # left for the pass the watcher starts when the program closes the file: no error, no backoff
+            reason = str(exc)
+            if (rel, reason) not in self._skipped_pass:
+                ctx.emit(SyncEvent("skipped", rel, message=reason))
+            report.skipped.append((rel, reason))
         except LocalChanged as exc:
             report.errors.append((rel, str(exc)))
         except WritersFighting as exc:
