@@ -18,7 +18,13 @@ What happens after a result:
   it: a login, free space, a permission): held; retried every 10 minutes
   and on :meth:`retry_held` (call it on ``refresh``).
 * ``duplicate`` / ``failed`` without ``retryable``: left alone until the
-  file changes (a new size or mtime makes it a new candidate).
+  file changes (a new size or mtime makes it a new candidate).  A symbolic
+  link or a FIFO is handed on without waiting for the gate, so the filer
+  refuses it with its reason instead of it waiting forever.
+
+A bug while one path is checked becomes a ``failed`` (retryable) result for
+that path; one in a whole round is logged and shown as ``error`` in
+:meth:`FilingService.status`.  Either way the loop goes on.
 
 ``on_result`` is called once per change of a path's outcome (a file that
 stays over quota is announced once, not every ten minutes).
