@@ -401,11 +401,9 @@ class FilingService(ServiceThread):
         """A bug while checking or handing on ``key``: logged, told as a
         ``failed`` result (status, notice) and retried after the backoff;
         the loop goes on with the other files."""
-        with self.cond:
-            self._in_flight.discard(key)
         result = FilingResult("failed", key, message=f"{Path(key).name} was not filed: internal error {exc!r} "
                               "(see the log); it is tried again later.", retryable=True)
-        self._handle_result(result)
+        self._handle_result(result, finished=key)
 
     # ----------------------------------------------------------------- on the worker
 
@@ -426,15 +424,23 @@ class FilingService(ServiceThread):
                 log.exception("filing %s failed", key)
                 result = FilingResult("failed", key, message=f"{Path(key).name} was not filed: internal error "
                                       f"{exc!r}", retryable=True)
-            self._handle_result(result)
+            self._handle_result(result, finished=key)
         finally:
             with self.cond:
                 self._in_flight.discard(key)
 
-    def _handle_result(self, result: FilingResult, *, announce: bool = True) -> None:
+    def _handle_result(self, result: FilingResult, *, announce: bool = True, finished: str | None = None) -> None:
+        """Record ``result`` (hold, retry, settle) and announce it.
+
+        :param finished: the path whose filing this result ends: it is no
+            longer counted as being filed when the result is announced (the
+            status taken then shows it done).
+        """
         key = result.source
         fingerprint = _fingerprint(key)
         with self.cond:
+            if finished is not None:
+                self._in_flight.discard(finished)
             now = self._waiting.now()
             self._last = (self._last + [result.as_dict()])[-20:]
             if result.status == "filed" or fingerprint is None:

@@ -92,3 +92,26 @@ def test_a_bug_while_one_file_is_checked_is_reported_and_the_others_are_filed(en
     finally:
         service.stop()
         worker.stop()
+
+
+def test_the_status_taken_when_a_result_is_announced_shows_the_file_no_longer_being_filed(env):
+    seen: list[int] = []
+    results: list[FilingResult] = []
+    service: FilingService | None = None
+
+    def on_result(result: FilingResult) -> None:
+        results.append(result)
+        assert service is not None
+        seen.append(service.status()["filing"])  # as the daemon's status update does
+
+    worker = WorkerThread()
+    service = FilingService(env.drop, worker.submit, on_result, quiet_seconds=0.3)
+    service.start()
+    try:
+        worker.call(lambda: service.attach(env.filer()))
+        (env.drop / "one.txt").write_bytes(b"one\n")
+        wait_for(lambda: results, what="one.txt filed")
+        assert results[0].status == "filed" and seen == [0]
+    finally:
+        service.stop()
+        worker.stop()
