@@ -18,7 +18,13 @@ What happens after a result:
   it: a login, free space, a permission): held; retried every 10 minutes
   and on :meth:`retry_held` (call it on ``refresh``).
 * ``duplicate`` / ``failed`` without ``retryable``: left alone until the
-  file changes (a new size or mtime makes it a new candidate).
+  file changes (a new size or mtime makes it a new candidate).  A symbolic
+  link or a FIFO is handed on without waiting for the gate, so the filer
+  refuses it with its reason instead of it waiting forever.
+
+A bug while one path is checked becomes a ``failed`` (retryable) result for
+that path; one in a whole round is logged and shown as ``error`` in
+:meth:`FilingService.status`.  Either way the loop goes on.
 
 ``on_result`` is called once per change of a path's outcome (a file that
 stays over quota is announced once, not every ten minutes).
@@ -35,6 +41,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -69,6 +76,14 @@ class FilingUnavailable(RuntimeError):
 
 #: ``(size, mtime_ns)`` of a file as last seen.
 Fingerprint = tuple[int, int]
+
+
+def _is_regular(path: str) -> bool:
+    """True when ``path`` itself (not followed) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _fingerprint(path: str | Path) -> Fingerprint | None:
@@ -135,6 +150,7 @@ class FilingService(ServiceThread):
         self._held: dict[str, FilingResult] = {}  # over quota or needing the person, waiting
         self._reported: dict[str, tuple[str, str]] = {}  # path -> (status, message) last announced
         self._last: list[dict[str, Any]] = []
+        self._error: str | None = None  # the stability loop's last failure, until a round succeeds
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -243,7 +259,8 @@ class FilingService(ServiceThread):
 
     def status(self) -> dict[str, Any]:
         """For the status object: ``{"drop_dir", "waiting", "filing", "held":
-        [{"path", "status", "message"}], "last": [result dicts]}``."""
+        [{"path", "status", "message"}], "last": [result dicts], "error"}``
+        (``error``: why the last look at the drop folder failed, else None)."""
         with self.cond:
             return {
                 "drop_dir": str(self.drop_dir),
@@ -251,6 +268,7 @@ class FilingService(ServiceThread):
                 "filing": len(self._in_flight),
                 "held": [{"path": p, "status": r.status, "message": r.message} for p, r in self._held.items()],
                 "last": list(self._last),
+                "error": self._error,
             }
 
     # ----------------------------------------------------------------- watching
@@ -326,35 +344,66 @@ class FilingService(ServiceThread):
                     return
                 if self._filer is None:
                     continue  # nothing can be filed before the engine is open
-                due = self._due_paths()
+                try:
+                    due = self._due_paths()
+                except Exception as exc:  # a bug must not end the loop silently: later drops are still filed
+                    log.exception("checking the drop folder failed")
+                    self._error = f"checking the drop folder failed: {exc!r} (see the log)"
+                    continue
+                self._error = None
             for path in due:
-                self._submit(functools.partial(self._file_on_worker, path))
+                try:
+                    self._submit(functools.partial(self._file_on_worker, path))
+                except Exception as exc:  # one failed hand-over must not end the loop (and all later filing)
+                    log.exception("handing %s to the worker failed", path)
+                    self._fail(path, exc)
 
     def _due_paths(self) -> list[str]:
         """Paths whose size and mtime held still for the quiet period and that
-        the gate finds finished (call with the lock)."""
+        the gate finds finished, or that are not regular files (handed on to
+        be refused with a reason; call with the lock).  A path whose check
+        fails is reported (:meth:`_fail`) and the others go on."""
         due: list[str] = []
         for key in self._waiting.pop_due():
-            if key in self._in_flight:
-                self._touch(key, self._seen.get(key))  # still being filed: look again later
-                continue
-            fingerprint = _fingerprint(key)
-            if fingerprint is None:
-                self._forget(key)
-                continue
-            if fingerprint != self._seen.get(key):
-                self._touch(key, fingerprint)  # it changed (or was first seen) during the quiet period
-                continue
-            if self._settled.get(key) == fingerprint:
-                self._forget(key)  # outcome known for exactly this version
-                continue
-            if not self.gate.is_stable(Path(key), 0.0):
-                self._touch(key, fingerprint)  # a partial companion beside it, or open for writing: wait more
-                continue
-            self._seen.pop(key, None)
-            self._in_flight.add(key)
-            due.append(key)
+            try:
+                if self._is_due(key):
+                    self._seen.pop(key, None)
+                    self._in_flight.add(key)
+                    due.append(key)
+            except Exception as exc:  # one file's bug must not end the loop (and all later filing)
+                log.exception("checking the dropped file %s failed", key)
+                self._fail(key, exc)
         return due
+
+    def _is_due(self, key: str) -> bool:
+        """Whether ``key`` is to be filed now; else it is watched again or forgotten (call with the lock)."""
+        if key in self._in_flight:
+            self._touch(key, self._seen.get(key))  # still being filed: look again later
+            return False
+        fingerprint = _fingerprint(key)
+        if fingerprint is None:
+            self._forget(key)
+            return False
+        if fingerprint != self._seen.get(key):
+            self._touch(key, fingerprint)  # it changed (or was first seen) during the quiet period
+            return False
+        if self._settled.get(key) == fingerprint:
+            self._forget(key)  # outcome known for exactly this version
+            return False
+        if not _is_regular(key):
+            return True  # a link, a FIFO: the filer refuses it with the reason (never waits for it forever)
+        if not self.gate.is_stable(Path(key), 0.0):
+            self._touch(key, fingerprint)  # a partial companion beside it, or open for writing: wait more
+            return False
+        return True
+
+    def _fail(self, key: str, exc: Exception) -> None:
+        """A bug while checking or handing on ``key``: logged, told as a
+        ``failed`` result (status, notice) and retried after the backoff;
+        the loop goes on with the other files."""
+        result = FilingResult("failed", key, message=f"{Path(key).name} was not filed: internal error {exc!r} "
+                              "(see the log); it is tried again later.", retryable=True)
+        self._handle_result(result, finished=key)
 
     # ----------------------------------------------------------------- on the worker
 
@@ -375,15 +424,23 @@ class FilingService(ServiceThread):
                 log.exception("filing %s failed", key)
                 result = FilingResult("failed", key, message=f"{Path(key).name} was not filed: internal error "
                                       f"{exc!r}", retryable=True)
-            self._handle_result(result)
+            self._handle_result(result, finished=key)
         finally:
             with self.cond:
                 self._in_flight.discard(key)
 
-    def _handle_result(self, result: FilingResult, *, announce: bool = True) -> None:
+    def _handle_result(self, result: FilingResult, *, announce: bool = True, finished: str | None = None) -> None:
+        """Record ``result`` (hold, retry, settle) and announce it.
+
+        :param finished: the path whose filing this result ends: it is no
+            longer counted as being filed when the result is announced (the
+            status taken then shows it done).
+        """
         key = result.source
         fingerprint = _fingerprint(key)
         with self.cond:
+            if finished is not None:
+                self._in_flight.discard(finished)
             now = self._waiting.now()
             self._last = (self._last + [result.as_dict()])[-20:]
             if result.status == "filed" or fingerprint is None:

@@ -18,6 +18,7 @@ these under their older names.  A new rule about names goes here.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = [
@@ -197,5 +198,7 @@ def is_desktop_junk(name: str) -> bool:
 def has_partial_sibling(path: Path) -> bool:
     """True when a partial-download companion of ``path`` exists beside it
     (Firefox keeps an empty ``x.pdf`` while writing ``x.pdf.part``; aria2
-    keeps ``x.zip.aria2`` until done)."""
-    return any(path.with_name(path.name + suffix).exists() for suffix in SIBLING_SUFFIXES)
+    keeps ``x.zip.aria2`` until done).  A companion whose name would be too
+    long for the file system cannot exist: False for it, never an error."""
+    # os.path.lexists answers False for any OSError (ENAMETOOLONG for a 251-255 byte name)
+    return any(os.path.lexists(path.with_name(path.name + suffix)) for suffix in SIBLING_SUFFIXES)

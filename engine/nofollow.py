@@ -25,7 +25,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .errors import LocalError
 from .ignore import TEMP_PREFIX
@@ -33,7 +33,7 @@ from .local_lookups import stat_or_none
 from .renames import exchange, rename_new
 
 __all__ = ["OutsideMirrorError", "FileChanged", "symlink_on_the_way", "read_file", "entry_stat", "write_file",
-           "remove_file"]
+           "remove_file", "open_regular", "parent_folder"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -357,3 +357,44 @@ def remove_file(root: Path, rel: str, *, expected: tuple[int, int, int] | None =
             raise FileChanged(f"{rel} was saved meanwhile; kept", path=rel)
     except (FileNotFoundError, NotADirectoryError):
         return False
+
+
+def open_regular(root: Path, rel: str) -> BinaryIO:
+    """The regular file ``rel`` below ``root`` opened for reading (binary; the
+    caller closes it), links not followed; for files too large to read whole
+    (:func:`read_file`).  Opened non-blocking, so a FIFO there never hangs.
+
+    :raises OutsideMirrorError: ``rel`` or a folder on its way is a symbolic
+        link, or ``rel`` is not a regular file (a FIFO, a device, a folder).
+    :raises FileNotFoundError: it does not exist; other ``OSError`` as ``open``.
+    """
+    with _parent(root, rel) as (dfd, name):
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK) or _is_link(dfd, name):
+                raise _link_refusal(rel, folder=False) from None
+            raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OutsideMirrorError(f"{rel} is not a regular file (a folder, a FIFO or a device); ohsync only "
+                                     "reads files. Remove it or put a file there", path=rel)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+@contextmanager
+def parent_folder(root: Path, rel: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+    """``(descriptor of rel's folder, rel's name)`` below ``root``, the folders
+    opened without following links (made when missing with ``create``); the
+    descriptor is closed when the block ends.  For renames and writes relative
+    to that folder (``dir_fd=``).
+
+    :raises OutsideMirrorError: a folder on the way is a symbolic link, or ``rel`` has ``..``.
+    :raises FileNotFoundError, NotADirectoryError: a folder is missing (without ``create``) or a file.
+    """
+    with _parent(root, rel, create=create) as (dfd, name):
+        yield dfd, name

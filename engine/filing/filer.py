@@ -84,6 +84,7 @@ from .jobs import STEPS, Abandon, FilingJob, FilingResult, JobStore
 from .journal import BEIJING, journal_line
 from .plan import Planner
 from .rules import DEFAULT_DEST, FilingRule, RuleError, parse_dest, parse_rules
+from .source import NotAFileError, open_source
 from .steps import add_journal_line, move_into_mirror, source_unchanged, write_sidecar
 from .summary import sidecar_text, summarize
 
@@ -345,7 +346,13 @@ class Filer:
             if done < total:
                 reach("filing.chunk_sent")
 
-        with open(job.source, "rb") as fh:
+        try:  # never through a link swapped in since planning
+            fh = open_source(Path(job.source), self.drop_dir, job.drop_rel)
+        except NotAFileError as exc:
+            raise Abandon(exc.message) from None
+        except FileNotFoundError:
+            raise Abandon(f"{job.original_name} disappeared before it was uploaded") from None
+        with fh:
             if stat_fingerprint(os.fstat(fh.fileno()))[:2] != (job.size, job.mtime_ns):
                 raise Abandon(f"{job.original_name} changed before it was uploaded")
 
@@ -400,7 +407,7 @@ class Filer:
         return add_journal_line(self.mirror, self._jobs, job, language=self.language)
 
     def _do_move(self, job: _Job) -> _Job:
-        return move_into_mirror(self.mirror, self._jobs, job)
+        return move_into_mirror(self.mirror, self._jobs, job, self.drop_dir)
 
     def _do_finish(self, job: _Job) -> _Job:
         reach("filing.finishing")

@@ -26,7 +26,8 @@ from .api import DOWNLOADING, MirrorAPI, ReadyCheck
 from .jobs import FilingJob, FilingResult, JobStore
 from .journal import BEIJING
 from .rules import FilingRule, choose_rule, render_dest, unique_name
-from .summary import human_size, summarize
+from .source import NotAFileError, open_source
+from .summary import SUMMARY_READ, human_size, summarize
 
 __all__ = ["Planner", "QUOTA_MARGIN"]
 
@@ -86,7 +87,8 @@ class Planner:
         except FileNotFoundError:
             return FilingResult("failed", src, message=f"{name} does not exist (any more).")
         if source.is_symlink() or not source.is_file():
-            return FilingResult("failed", src, message=f"{name} is not a regular file; only files are filed.")
+            return FilingResult("failed", src, message=f"{name} is not a regular file (a symbolic link, a FIFO or "
+                                "a device); not filed. Only documents themselves are filed.")
         rel = self._drop_rel(source)
         link = symlink_on_the_way(self.drop_dir, rel) if rel is not None else None
         if link is not None:
@@ -104,10 +106,18 @@ class Planner:
         if busy is not None:
             return FilingResult("not_ready", src, message=f"{name} is still being written; it is filed once "
                                 "it is closed.", retryable=True)
-        with open(source, "rb") as fh:
+        try:  # one descriptor for the hash and the summary: a link swapped in later is never read
+            fh = open_source(source, self.drop_dir, rel)
+        except NotAFileError as exc:
+            return FilingResult("failed", src, message=exc.message + ".")
+        except FileNotFoundError:
+            return FilingResult("failed", src, message=f"{name} does not exist (any more).")
+        with fh:
             before = stat_fingerprint(os.fstat(fh.fileno()))
             sha1, file_id, size = file_hashes(fh)
             after = stat_fingerprint(os.fstat(fh.fileno()))
+            fh.seek(0)
+            head = fh.read(SUMMARY_READ)
         if before != after:
             return FilingResult("not_ready", src, message=f"{name} changed while it was read; trying again later.",
                                 retryable=True)
@@ -132,10 +142,17 @@ class Planner:
         if problem:
             return FilingResult("failed", src, message=f"{name} cannot be filed as {dest_rel}: {problem}. "
                                 "Rename it in the drop folder.")
+        link = symlink_on_the_way(self.mirror.local_root, dest_rel)
+        if link is not None:
+            # filing writes the document and its sidecar there: never through a link out of the mirror
+            return FilingResult("failed", src, message=f"{name} is not filed: {link} in the mirror folder is a "
+                                "symbolic link, and ohsync does not write through links. Replace the link with a "
+                                f"real folder (or change the [filing] rules); {name} stays in the drop folder.",
+                                needs="name")
         job = self.jobs.insert(FilingJob(
             id=0, source=src, drop_rel=drop_rel, original_name=name, sha1=sha1, file_id=file_id, size=size,
             mtime_ns=before[1], dest_rel=dest_rel, filed_at=when.isoformat(timespec="seconds"),
-            summary=summarize(source, dest_rel.rsplit("/", 1)[-1], size, self.language), step="planned"))
+            summary=summarize(head, dest_rel.rsplit("/", 1)[-1], size, self.language), step="planned"))
         log.info("filing %s → %s (rule %s)", src, dest_rel, rule.source if rule else "default")
         return job
 

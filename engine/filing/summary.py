@@ -21,10 +21,10 @@ import yaml
 from ..local_lookups import read_bytes_or_none
 from .rules import split_name
 
-__all__ = ["human_size", "sidecar_text", "summarize"]
+__all__ = ["SUMMARY_READ", "human_size", "sidecar_text", "summarize"]
 
 #: How much of a file the summary reads.
-_SUMMARY_READ = 2 * 1024 * 1024
+SUMMARY_READ = 2 * 1024 * 1024
 
 _TYPE_LABELS = {
     ".pdf": "PDF 文档", ".doc": "Word 文档", ".docx": "Word 文档", ".odt": "文档", ".rtf": "RTF 文档",
@@ -102,7 +102,7 @@ def _text_first_line(data: bytes, name: str) -> str | None:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            if exc.start >= len(raw) - 3 and len(raw) == _SUMMARY_READ:
+            if exc.start >= len(raw) - 3 and len(raw) == SUMMARY_READ:
                 text = raw[:exc.start].decode("utf-8")  # cut inside a character
             elif split_name(name)[1].lower() in _TEXT_EXTS:
                 try:
@@ -201,13 +201,14 @@ def _pdf_first_line(data: bytes) -> str | None:
     return None
 
 
-def summarize(path: Path, name: str, size: int, language: str = "zh") -> str:
+def summarize(source: Path | bytes, name: str, size: int, language: str = "zh") -> str:
     """The sidecar's short body for a file.
 
     Text and PDF files: their first meaningful line, then the type and
     size; other files: the type and size.  Reads at most 2 MiB.
 
-    :param path: the file to read.
+    :param source: the file to read, or its first :data:`SUMMARY_READ` bytes
+        (the planner reads them from the descriptor it hashed).
     :param name: the name it is filed under (its extension picks the type).
     :param size: bytes.
     :param language: ``"zh"`` or ``"en"``: the words of the type-and-size line.
@@ -218,7 +219,7 @@ def summarize(path: Path, name: str, size: int, language: str = "zh") -> str:
         tail = f"{label}，{human_size(size)}；由 ohsync 从投递文件夹归档。"
     else:
         tail = f"{label}, {human_size(size)}; filed by ohsync from the drop folder."
-    head = read_bytes_or_none(path, limit=_SUMMARY_READ)
+    head = source[:SUMMARY_READ] if isinstance(source, bytes) else read_bytes_or_none(source, limit=SUMMARY_READ)
     if head is None:
         return tail
     first = None
