@@ -25,6 +25,7 @@ from .errors import LocalError, MirrorMissingError, local_error
 from .ids import file_hashes
 from .ignore import TEMP_PREFIX, IgnoreRules
 from .local_lookups import fsync_dir_best_effort, scandir_or_none, stat_or_none
+from .nofollow import open_regular
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
@@ -166,14 +167,26 @@ def find_decomposed(local_root: Path, rel_path: str) -> bool:
     return False
 
 
-def hash_file(path: Path) -> tuple[str, str, int, Fingerprint]:
+def hash_file(path: Path, *, root: Path | None = None) -> tuple[str, str, int, Fingerprint]:
     """``(sha1, seafile_file_id, size, fingerprint)`` of a local file.
 
-    The fingerprint is taken before and after hashing; if they differ the
-    file is being written and :class:`LocalError` is raised so the caller
-    retries later.
+    The file is opened without following links
+    (:func:`~ohsync.engine.nofollow.open_regular`) and without waiting on a
+    FIFO: with ``root`` (the mirror root), in every folder below ``root``;
+    without it, the file itself.  The fingerprint is of the very file read,
+    taken before and after hashing; if they differ the file is being written
+    and :class:`LocalError` is raised so the caller retries later.
+
+    :raises OutsideMirrorError: it is a symbolic link (or a folder on the
+        way below ``root`` is), or not a regular file.
+    :raises LocalError: it changed while it was read.
+    :raises OSError: it is missing or cannot be read.
     """
-    with open(path, "rb") as fh:
+    if root is None:
+        root, rel = path.parent, path.name
+    else:
+        rel = path.relative_to(root).as_posix()
+    with open_regular(root, rel) as fh:
         before = stat_fingerprint(os.fstat(fh.fileno()))
         sha1, fid, size = file_hashes(fh)
         after = stat_fingerprint(os.fstat(fh.fileno()))

@@ -178,7 +178,7 @@ class PlanSteps:
             return Side.CHANGED, entry.fingerprint
         if entry.fingerprint == base.fingerprint():
             return Side.SAME, entry.fingerprint
-        sha1, _, _, fp = hash_file(self.ctx.local_path(rel))
+        sha1, _, _, fp = hash_file(self.ctx.local_path(rel), root=self.local_root)
         if sha1 == base.sha1:
             # Touched, not changed: remember the new fingerprint.
             self.state.set_base(Base(rel, False, base.sha1, base.remote_id, *fp),
