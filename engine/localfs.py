@@ -25,7 +25,7 @@ from .errors import LocalError, MirrorMissingError, local_error
 from .ids import file_hashes
 from .ignore import TEMP_PREFIX, IgnoreRules
 from .local_lookups import fsync_dir_best_effort, scandir_or_none, stat_or_none
-from .nofollow import open_regular
+from .nofollow import open_regular, special_kind
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
@@ -81,7 +81,8 @@ def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFil
     """Walk the mirror without following symlinks.
 
     :returns: ``(entries by rel path, skipped (rel path, reason))``; ignored
-        paths appear in neither.
+        paths appear in neither.  Links, FIFOs, sockets and devices are
+        skipped (:func:`~ohsync.engine.nofollow.special_kind` says why).
     """
     found: dict[str, LocalFile] = {}
     skipped: list[tuple[str, str]] = []
@@ -116,9 +117,14 @@ def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFil
             if is_dir:
                 found[rel] = LocalFile(rel, True)
                 stack.append((rel, Path(path)))
-            elif entry.is_file(follow_symlinks=False):
+            else:
                 st = stat_or_none(path, follow=False)
-                if st is not None:  # else gone since the listing
+                if st is None:
+                    continue  # gone since the listing
+                kind = special_kind(st.st_mode)
+                if kind is not None:  # a FIFO, a socket, a device: nothing to read (and never waited on)
+                    skipped.append((rel, kind))
+                elif stat.S_ISREG(st.st_mode):
                     found[rel] = LocalFile(rel, False, stat_fingerprint(st))
     return found, skipped
 
