@@ -178,6 +178,10 @@ def special_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
+def _not_regular(rel: str, mode: int) -> OutsideMirrorError:
+    return OutsideMirrorError(f"{rel}: {special_kind(mode)}; ohsync only reads regular files", path=rel)
+
+
 def open_regular(root: Path, rel: str) -> BinaryIO:
     """Open the regular file ``rel`` of the mirror at ``root`` for reading, never through a link.
 
@@ -194,18 +198,24 @@ def open_regular(root: Path, rel: str) -> BinaryIO:
     :raises OSError: as ``open``.
     """
     with _parent(root, rel) as (dfd, name):
+        before = stat_or_none(name, follow=False, dir_fd=dfd)
+        if before is not None and not stat.S_ISLNK(before.st_mode) and special_kind(before.st_mode) is not None:
+            raise _not_regular(rel, before.st_mode)  # a device or socket is not even opened
         try:
             fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.EMLINK) or _is_link(dfd, name):
                 raise _link_refusal(rel, folder=False) from None
+            now = stat_or_none(name, follow=False, dir_fd=dfd)
+            if now is not None and special_kind(now.st_mode) is not None:  # a socket swapped in (ENXIO)
+                raise _not_regular(rel, now.st_mode) from None
             raise
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "is a folder", rel)
         if not stat.S_ISREG(mode):
-            raise OutsideMirrorError(f"{rel}: {special_kind(mode)}; ohsync only reads regular files", path=rel)
+            raise _not_regular(rel, mode)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

@@ -166,3 +166,19 @@ def test_the_replaced_live_version_kept_in_the_trash_is_never_a_links_target(dev
     finally:
         m.state.close()
         m.client.close()
+
+
+def test_a_socket_or_device_is_refused_as_not_a_file(mirror, tmp_path) -> None:
+    import socket
+
+    from ohsync.engine.nofollow import open_regular
+
+    path = mirror.root / REL
+    path.unlink()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(os.fspath(path))
+    sock.close()
+    with pytest.raises(OutsideMirrorError, match="socket, not a regular file"):
+        open_regular(mirror.root, REL)
+    with pytest.raises(LocalChanged, match="socket"):
+        push(mirror.engine.ctx, REL, mirror.state.get_base(REL))
