@@ -133,6 +133,21 @@ def _names(paths: Sequence[str], limit: int = 3) -> str:
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
+def _with_reasons(pairs: Sequence[tuple[str, str]], limit: int = 3) -> str:
+    """``(names): reason`` when every path has the same reason; else each group of
+    paths with its own reason, ``: a, b (reason); c (other reason)`` (at most
+    ``limit`` groups, the rest counted): a reason is never shown for a path it is not about."""
+    groups: dict[str, list[str]] = {}
+    for path, reason in pairs:
+        groups.setdefault(reason, []).append(path)
+    if len(groups) == 1:
+        [(reason, paths)] = groups.items()
+        return f" ({_names(paths)}): {reason}"
+    shown = [f"{_names(paths)} ({reason})" for reason, paths in list(groups.items())[:limit]]
+    rest = sum(len(paths) for paths in list(groups.values())[limit:])
+    return ": " + "; ".join(shown) + (f"; and {rest} more" if rest else "")
+
+
 def wait_verdict(*, errors: Sequence[tuple[str, str]] = (), held: Sequence[tuple[str, str]] = (),
                  new_conflicts: Sequence[dict[str, Any]] = (),
                  skipped: Sequence[tuple[str, str]] = ()) -> WaitVerdict:
@@ -149,8 +164,7 @@ def wait_verdict(*, errors: Sequence[tuple[str, str]] = (), held: Sequence[tuple
     sentences: list[str] = []
     reasons: list[dict[str, str]] = []
     if errors:
-        sentences.append(f"{_plural(len(errors), 'file', 'files')} failed to sync "
-                         f"({_names([p for p, _ in errors])}): {errors[0][1]}")
+        sentences.append(f"{_plural(len(errors), 'file', 'files')} failed to sync{_with_reasons(errors)}")
         reasons += [{"kind": "failed", "path": p, "reason": m} for p, m in errors]
     if held:
         sentences.append(f"{_plural(len(held), 'deletion is', 'deletions are')} held by the safety valve "
@@ -167,8 +181,8 @@ def wait_verdict(*, errors: Sequence[tuple[str, str]] = (), held: Sequence[tuple
                      "reason": f"conflict: the other version is kept as {c.get('archived')}"}
                     for c in new_conflicts]
     if skipped:
-        sentences.append(f"{_plural(len(skipped), 'path is', 'paths are')} not synced "
-                         f"({_names([p for p, _ in _by_path(skipped)])}): {_by_path(skipped)[0][1]}")
+        sentences.append(f"{_plural(len(skipped), 'path is', 'paths are')} not synced"
+                         f"{_with_reasons(_by_path(skipped))}")
         reasons += [{"kind": "skipped", "path": p, "reason": r} for p, r in _by_path(skipped)]
     if not sentences:
         return WaitVerdict(True, "")

@@ -25,6 +25,7 @@ from .errors import LocalError, MirrorMissingError, local_error
 from .ids import file_hashes
 from .ignore import TEMP_PREFIX, IgnoreRules
 from .local_lookups import fsync_dir_best_effort, scandir_or_none, stat_or_none
+from .nofollow import open_regular, special_kind
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
@@ -80,7 +81,8 @@ def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFil
     """Walk the mirror without following symlinks.
 
     :returns: ``(entries by rel path, skipped (rel path, reason))``; ignored
-        paths appear in neither.
+        paths appear in neither.  Links, FIFOs, sockets and devices are
+        skipped (:func:`~ohsync.engine.nofollow.special_kind` says why).
     """
     found: dict[str, LocalFile] = {}
     skipped: list[tuple[str, str]] = []
@@ -115,9 +117,14 @@ def scan_tree(local_root: Path, ignore: IgnoreRules) -> tuple[dict[str, LocalFil
             if is_dir:
                 found[rel] = LocalFile(rel, True)
                 stack.append((rel, Path(path)))
-            elif entry.is_file(follow_symlinks=False):
+            else:
                 st = stat_or_none(path, follow=False)
-                if st is not None:  # else gone since the listing
+                if st is None:
+                    continue  # gone since the listing
+                kind = special_kind(st.st_mode)
+                if kind is not None:  # a FIFO, a socket, a device: nothing to read (and never waited on)
+                    skipped.append((rel, kind))
+                elif stat.S_ISREG(st.st_mode):
                     found[rel] = LocalFile(rel, False, stat_fingerprint(st))
     return found, skipped
 
@@ -166,14 +173,26 @@ def find_decomposed(local_root: Path, rel_path: str) -> bool:
     return False
 
 
-def hash_file(path: Path) -> tuple[str, str, int, Fingerprint]:
+def hash_file(path: Path, *, root: Path | None = None) -> tuple[str, str, int, Fingerprint]:
     """``(sha1, seafile_file_id, size, fingerprint)`` of a local file.
 
-    The fingerprint is taken before and after hashing; if they differ the
-    file is being written and :class:`LocalError` is raised so the caller
-    retries later.
+    The file is opened without following links
+    (:func:`~ohsync.engine.nofollow.open_regular`) and without waiting on a
+    FIFO: with ``root`` (the mirror root), in every folder below ``root``;
+    without it, the file itself.  The fingerprint is of the very file read,
+    taken before and after hashing; if they differ the file is being written
+    and :class:`LocalError` is raised so the caller retries later.
+
+    :raises OutsideMirrorError: it is a symbolic link (or a folder on the
+        way below ``root`` is), or not a regular file.
+    :raises LocalError: it changed while it was read.
+    :raises OSError: it is missing or cannot be read.
     """
-    with open(path, "rb") as fh:
+    if root is None:
+        root, rel = path.parent, path.name
+    else:
+        rel = path.relative_to(root).as_posix()
+    with open_regular(root, rel) as fh:
         before = stat_fingerprint(os.fstat(fh.fileno()))
         sha1, fid, size = file_hashes(fh)
         after = stat_fingerprint(os.fstat(fh.fileno()))

@@ -32,8 +32,8 @@ from .ignore import TEMP_PREFIX
 from .local_lookups import stat_or_none
 from .renames import exchange, rename_new
 
-__all__ = ["OutsideMirrorError", "FileChanged", "symlink_on_the_way", "read_file", "entry_stat", "write_file",
-           "remove_file", "open_regular", "parent_folder"]
+__all__ = ["OutsideMirrorError", "FileChanged", "symlink_on_the_way", "open_regular", "read_file", "entry_stat",
+           "write_file", "remove_file", "special_kind", "parent_folder"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -161,27 +161,78 @@ def symlink_on_the_way(root: Path, rel: str) -> str | None:
     return None
 
 
-def read_file(root: Path, rel: str) -> tuple[bytes, os.stat_result]:
-    """The bytes and stat of the regular file ``rel`` in the mirror at ``root``.
+def special_kind(mode: int) -> str | None:
+    """What an entry of ``mode`` (an ``st_mode``) is when the sync cannot carry it, or None
+    for a regular file or a folder: ``symbolic link (not followed)``, ``named pipe (FIFO)``…,
+    said as the reason the path is skipped."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "symbolic link (not followed)"
+    if stat.S_ISFIFO(mode):
+        return "named pipe (FIFO), not a regular file"
+    if stat.S_ISSOCK(mode):
+        return "socket, not a regular file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device, not a regular file"
+    return "not a regular file"
 
+
+def _not_regular(rel: str, mode: int) -> OutsideMirrorError:
+    return OutsideMirrorError(f"{rel}: {special_kind(mode)}; ohsync only reads regular files", path=rel)
+
+
+def open_regular(root: Path, rel: str) -> BinaryIO:
+    """Open the regular file ``rel`` of the mirror at ``root`` for reading, never through a link.
+
+    Every folder below ``root`` and the file itself are opened without
+    following links; the open does not block (a FIFO swapped in is refused,
+    never waited on) and what was opened is checked with ``fstat``: what the
+    caller reads is that very file, whatever is renamed over its name later.
+
+    :returns: the open file (binary, blocking reads; the caller closes it).
     :raises OutsideMirrorError: ``rel`` or a folder on its way is a symbolic
-        link, or ``rel`` is not a regular file (a FIFO, a device).
-    :raises FileNotFoundError: it does not exist; other ``OSError`` as ``open``.
+        link, or ``rel`` is not a regular file (a FIFO, a socket, a device).
+    :raises IsADirectoryError: ``rel`` is a folder.
+    :raises FileNotFoundError, NotADirectoryError: it (or a folder on its way) is missing.
+    :raises OSError: as ``open``.
     """
     with _parent(root, rel) as (dfd, name):
+        before = stat_or_none(name, follow=False, dir_fd=dfd)
+        if before is not None and not stat.S_ISLNK(before.st_mode) and special_kind(before.st_mode) is not None:
+            raise _not_regular(rel, before.st_mode)  # a device or socket is not even opened
         try:
             fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.EMLINK) or _is_link(dfd, name):
                 raise _link_refusal(rel, folder=False) from None
+            now = stat_or_none(name, follow=False, dir_fd=dfd)
+            if now is not None and special_kind(now.st_mode) is not None:  # a socket swapped in (ENXIO)
+                raise _not_regular(rel, now.st_mode) from None
             raise
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(errno.EISDIR, "is a folder", rel)
-            raise OutsideMirrorError(f"{rel} is not a regular file; ohsync only reads files", path=rel)
-        return fh.read(), st
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder", rel)
+        if not stat.S_ISREG(mode):
+            raise _not_regular(rel, mode)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_file(root: Path, rel: str) -> tuple[bytes, os.stat_result]:
+    """The bytes and stat of the regular file ``rel`` in the mirror at ``root``
+    (:func:`open_regular`).
+
+    :raises OutsideMirrorError: ``rel`` or a folder on its way is a symbolic
+        link, or ``rel`` is not a regular file (a FIFO, a device).
+    :raises FileNotFoundError: it does not exist; other ``OSError`` as ``open``.
+    """
+    with open_regular(root, rel) as fh:
+        return fh.read(), os.fstat(fh.fileno())
 
 
 def entry_stat(root: Path, rel: str) -> os.stat_result | None:
@@ -357,33 +408,6 @@ def remove_file(root: Path, rel: str, *, expected: tuple[int, int, int] | None =
             raise FileChanged(f"{rel} was saved meanwhile; kept", path=rel)
     except (FileNotFoundError, NotADirectoryError):
         return False
-
-
-def open_regular(root: Path, rel: str) -> BinaryIO:
-    """The regular file ``rel`` below ``root`` opened for reading (binary; the
-    caller closes it), links not followed; for files too large to read whole
-    (:func:`read_file`).  Opened non-blocking, so a FIFO there never hangs.
-
-    :raises OutsideMirrorError: ``rel`` or a folder on its way is a symbolic
-        link, or ``rel`` is not a regular file (a FIFO, a device, a folder).
-    :raises FileNotFoundError: it does not exist; other ``OSError`` as ``open``.
-    """
-    with _parent(root, rel) as (dfd, name):
-        try:
-            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.EMLINK) or _is_link(dfd, name):
-                raise _link_refusal(rel, folder=False) from None
-            raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OutsideMirrorError(f"{rel} is not a regular file (a folder, a FIFO or a device); ohsync only "
-                                     "reads files. Remove it or put a file there", path=rel)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
 
 
 @contextmanager

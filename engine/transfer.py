@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import stat
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -44,6 +45,7 @@ from .merge.stale import (
     stale_note,
 )
 from .models import RemoteEntry
+from .nofollow import OutsideMirrorError, open_regular
 from .paths import parent_rel
 from .remote_dirs import ensure_remote_dir, remote_written
 from .state import Base
@@ -102,14 +104,28 @@ class PushOutcome:
 
 
 def _read_local(ctx: MirrorContext, rel_path: str) -> tuple[bytes, tuple[int, int, int]]:
-    path = ctx.local_path(rel_path)
+    """The bytes of the local file ``rel_path`` and the fingerprint of the very file read.
+
+    Opened without following a link in any folder below the mirror root or
+    as the file itself, and never waiting on a FIFO
+    (:func:`~ohsync.engine.nofollow.open_regular`): a link or a non-file
+    renamed over the name since the plan is the local file having changed,
+    and its target is never read (nor sent).
+
+    :raises LocalChanged: the file is gone, is now a link, a folder or not a
+        regular file, or was written while it was read (re-plan the path).
+    """
     try:
-        with open(path, "rb") as fh:
+        with open_regular(ctx.local_root, rel_path) as fh:
             before = stat_fingerprint(os.fstat(fh.fileno()))
             data = fh.read()
             after = stat_fingerprint(os.fstat(fh.fileno()))
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, NotADirectoryError) as exc:
         raise LocalChanged(f"{rel_path} disappeared while syncing", path=rel_path) from exc
+    except IsADirectoryError as exc:
+        raise LocalChanged(f"{rel_path} was replaced by a folder while syncing; re-planning", path=rel_path) from exc
+    except OutsideMirrorError as exc:
+        raise LocalChanged(f"{rel_path} changed while syncing and is not read: {exc}", path=rel_path) from exc
     if before != after:
         raise LocalChanged(f"{rel_path} is being written; will retry", path=rel_path)
     return data, after
@@ -124,10 +140,10 @@ def _record_base(ctx: MirrorContext, rel_path: str, data: bytes, remote_id: str,
 def _local_unchanged(ctx: MirrorContext, rel_path: str, expected: tuple[int, int, int] | None) -> bool:
     """Re-stat: is the local file still what the plan saw (None = absent)?"""
     try:
-        fp = stat_fingerprint(os.stat(ctx.local_path(rel_path)))
+        st = os.stat(ctx.local_path(rel_path), follow_symlinks=False)
     except FileNotFoundError:
         return expected is None
-    return fp == expected
+    return stat.S_ISREG(st.st_mode) and stat_fingerprint(st) == expected  # a link there: changed
 
 
 def _replace_local(ctx: MirrorContext, rel_path: str, data: bytes, expected: tuple[int, int, int] | None,

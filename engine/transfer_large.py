@@ -27,6 +27,7 @@ fingerprint).
 from __future__ import annotations
 
 import os
+import stat
 
 from .context import MirrorContext
 from .errors import LocalError
@@ -37,6 +38,7 @@ from .merge.archive import archive
 from .merge.resolve import Facts, Situation, decide
 from .merge.sfconflict import find_own, remove_remote
 from .models import UploadResult
+from .nofollow import OutsideMirrorError, entry_stat, open_regular
 from .paths import parent_rel
 from .state import Base
 from .transfer import HEAD_HONOURED, LocalChanged, PushOutcome, ensure_remote_dir, head_for, listed_head, remote_written
@@ -57,7 +59,7 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
     path = ctx.local_path(rel_path)
     conflict: ConflictRecord | None = None
     for attempt in range(ctx.options.max_attempts):
-        fp = stat_fingerprint(os.stat(path))
+        fp = _fingerprint(ctx, rel_path)
         size = fp[0]
         listed = listed_head(ctx, rel_path, base) if attempt == 0 else None
         head: str | None
@@ -68,7 +70,10 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
             remote = current_remote(ctx, rel_path)
         if remote is not None and remote.size == size:
             # Only a remote file of the same size can hold our bytes: hash first.
-            sha1, fid, _, fp = hash_file(path)
+            try:
+                sha1, fid, _, fp = hash_file(path, root=ctx.local_root)
+            except OutsideMirrorError as exc:
+                raise _changed(rel_path, exc) from exc
             if remote.id == fid:
                 ctx.state.set_base(Base(rel_path, False, sha1, fid, *fp))
                 ctx.snapshot[rel_path] = remote
@@ -82,7 +87,7 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
         ensure_remote_dir(ctx, parent_rel(rel_path))
         result, sha1, fid = _stream_up(ctx, rel_path, fp, size, exists=remote is not None, head=head)
         remote_written(ctx, rel_path)
-        if stat_fingerprint(os.stat(path)) != fp:
+        if _fingerprint(ctx, rel_path) != fp:
             raise LocalChanged(f"{rel_path} changed while it was uploaded; will upload again", path=rel_path)
         if result.path != ctx.remote_path(rel_path):
             ctx.client.delete(ctx.repo_id, result.path)  # raced with a new remote file: merge next round
@@ -100,6 +105,25 @@ def push_large(ctx: MirrorContext, rel_path: str, base: Base | None) -> PushOutc
                      title="Busy file", path=rel_path)
 
 
+def _changed(rel_path: str, exc: Exception) -> LocalChanged:
+    """A local file that is no longer a regular file one can read without following a link: re-plan."""
+    return LocalChanged(f"{rel_path} changed while syncing and is not read: {exc}", path=rel_path)
+
+
+def _fingerprint(ctx: MirrorContext, rel_path: str) -> Fingerprint:
+    """The fingerprint of the local file ``rel_path`` itself (links not followed).
+
+    :raises LocalChanged: it is gone, or now a link, a folder or not a regular file.
+    """
+    try:
+        st = entry_stat(ctx.local_root, rel_path)
+    except OutsideMirrorError as exc:
+        raise _changed(rel_path, exc) from exc
+    if st is None or not stat.S_ISREG(st.st_mode):
+        raise LocalChanged(f"{rel_path} is no longer a file here; re-planning", path=rel_path)
+    return stat_fingerprint(st)
+
+
 def _stream_up(ctx: MirrorContext, rel_path: str, fp: Fingerprint, size: int, *, exists: bool,
                head: str | None) -> tuple[UploadResult, str, str]:
     """Stream the local file of fingerprint ``fp`` and ``size`` bytes up to ``rel_path``
@@ -109,7 +133,6 @@ def _stream_up(ctx: MirrorContext, rel_path: str, fp: Fingerprint, size: int, *,
     :raises LocalChanged: the file changed before a chunk was sent.
     :raises RemoteError: from the client.
     """
-    path = ctx.local_path(rel_path)
     # A partial upload on the server is resumed only when it was of this
     # very file version (same fingerprint), and from no further than the
     # prefix the server confirmed to us: with chunks in flight its temp
@@ -133,11 +156,17 @@ def _stream_up(ctx: MirrorContext, rel_path: str, fp: Fingerprint, size: int, *,
     def unchanged(first: int, end: int) -> None:
         # Stop before a chunk of a file that changed under us: the server
         # must never assemble bytes from two versions.
-        if stat_fingerprint(os.stat(path)) != fp:
+        if _fingerprint(ctx, rel_path) != fp:
             raise LocalChanged(f"{rel_path} changed while it was uploaded; will upload again",
                                path=rel_path)
 
-    with open(path, "rb") as fh:
+    try:
+        fh = open_regular(ctx.local_root, rel_path)  # what is sent is this very file, never a link's target
+    except (OutsideMirrorError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        raise _changed(rel_path, exc) from exc
+    with fh:
+        if stat_fingerprint(os.fstat(fh.fileno())) != fp:
+            raise LocalChanged(f"{rel_path} changed before it was uploaded; will upload again", path=rel_path)
         result = send(ctx, rel_path, fh, size, exists=exists, head=head, resume=resume,
                       progress=progress, before_chunk=unchanged, hasher=hasher, resume_cap=cap,
                       max_request=ctx.options.upload_max_request, sending=sending)

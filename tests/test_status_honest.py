@@ -239,6 +239,17 @@ def test_wait_verdict_lists_every_cause_in_one_answer() -> None:
     assert wait_verdict() .synced is True
 
 
+def test_wait_verdict_gives_each_skipped_path_its_own_reason() -> None:
+    nfd = "the name is in decomposed Unicode (NFD) and renaming it to the composed form failed: Permission denied"
+    v = wait_verdict(skipped=[("knowledge/z3.md", "symbolic link (not followed)"), ("knowledge/Résumé.md", nfd)])
+    assert v.message == (f"2 paths are not synced: knowledge/Résumé.md ({nfd}); "
+                         "knowledge/z3.md (symbolic link (not followed))")
+    same = wait_verdict(skipped=[("a.md", "symbolic link (not followed)"), ("b.md", "symbolic link (not followed)")])
+    assert same.message == "2 paths are not synced (a.md, b.md): symbolic link (not followed)"
+    failed = wait_verdict(errors=[("x.md", "x.md: Permission denied"), ("y.md", "y.md: disk full")])
+    assert "x.md (x.md: Permission denied); y.md (y.md: disk full)" in failed.message
+
+
 # --------------------------------------------------------------------------- damaged memory files
 
 

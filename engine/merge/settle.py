@@ -42,6 +42,7 @@ from ..events import ConflictRecord, SyncEvent
 from ..ids import file_hashes
 from ..local_replace import install, remove, write_over
 from ..localfs import stat_fingerprint, temp_beside
+from ..nofollow import OutsideMirrorError, open_regular
 from ..paths import normalize_rel, parent_rel
 from ..special_dirs import working_dir
 from ..state import Base
@@ -157,19 +158,18 @@ class Version:
 
 
 def _open_file(ctx: MirrorContext, rel: str) -> BinaryIO | None:
-    """Open a file of the mirror for reading, never through a link (None: gone)."""
+    """Open a file of the mirror for reading, never through a link nor waiting
+    on a FIFO (:func:`~ohsync.engine.nofollow.open_regular`); None: gone."""
     _no_links(ctx, rel)
     try:
-        fd = os.open(ctx.local_path(rel), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
+        return open_regular(ctx.local_root, rel)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OutsideMirrorError:
+        raise ResolveRefused(f"{rel} is a symbolic link or not a regular file; ohsync does not follow links",
+                             path=rel) from None
     except OSError as exc:
         raise ResolveRefused(f"cannot read {rel}: {exc.strerror}", path=rel) from None
-    fh = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-        fh.close()
-        raise ResolveRefused(f"{rel} is not a regular file", path=rel)
-    return fh
 
 
 def read_version(ctx: MirrorContext, rel: str, limit: int | None = None) -> Version | None:
@@ -215,7 +215,7 @@ def _copy_in(ctx: MirrorContext, source: str, rel: str, seen: tuple[int, int, in
 
 def _push(ctx: MirrorContext, rel: str, base: Base | None) -> PushOutcome:
     """Push as a pass would: small files by read-merge-write, large ones streamed."""
-    if os.stat(ctx.local_path(rel)).st_size > LARGE_FILE:
+    if os.lstat(ctx.local_path(rel)).st_size > LARGE_FILE:  # the push itself refuses a link
         return push_large(ctx, rel, base)
     return push(ctx, rel, base)
 
@@ -250,11 +250,16 @@ def _trash_copy(ctx: MirrorContext, rel: str) -> str | None:
     return moved
 
 
-def _keep_replaced(ctx: MirrorContext, rel: str) -> str:
+def _keep_replaced(ctx: MirrorContext, rel: str, seen: tuple[int, int, int] | None) -> str:
     """Keep the live version about to be replaced in ``/.trash/<path>`` on the
     server (the trash is not mirrored: nothing is written into the mirror),
     uploaded as a new file and read back; its trash time is recorded for
-    ``ohsync trash purge``."""
+    ``ohsync trash purge``.
+
+    :param seen: the fingerprint of the live file the person looked at; the
+        file is read without following links and must still be that version.
+    :raises ResolveRefused: it is gone, a link, not a regular file, or another version.
+    """
     top = working_dir(ctx, TRASH_DIR)
     first = trash_path(rel, trash_path(rel, False, folder_name=top) in ctx.snapshot, folder_name=top)
     folder, _, name = first.rpartition("/")
@@ -262,8 +267,12 @@ def _keep_replaced(ctx: MirrorContext, rel: str) -> str:
     target, n = first, 2
     while target in ctx.snapshot:  # the same path replaced twice within one second
         target, n = f"{folder}/{stem}-{n}{ext}", n + 1
-    path = ctx.local_path(rel)
-    with open(path, "rb") as fh:
+    fh = _open_file(ctx, rel)  # the very file checked below is sent, never a link's target
+    if fh is None:
+        raise ResolveRefused(f"{rel} was removed meanwhile; look at it again, then choose", path=rel)
+    with fh:
+        if stat_fingerprint(os.fstat(fh.fileno())) != seen:
+            raise ResolveRefused(f"{rel} was saved meanwhile; look at it again, then choose", path=rel)
         sha1, file_id, size = file_hashes(fh)
         fh.seek(0)
         ensure_remote_dir(ctx, parent_rel(target))
@@ -354,7 +363,7 @@ def resolve_conflict(ctx: MirrorContext, record: ConflictRecord, keep: str, cont
         live = read_version(ctx, record.path, 0)
         if live is None or live.sha256 != new_sha:
             if live is not None:
-                result.replaced = _keep_replaced(ctx, record.path)
+                result.replaced = _keep_replaced(ctx, record.path, seen)
             _write_live(ctx, record.path, new, seen)
             outcome = _push(ctx, record.path, ctx.state.get_base(record.path))
             result.action = outcome.action

@@ -25,7 +25,7 @@ from ..library import probe_case_insensitive
 from ..local_lookups import stat_or_none
 from ..localfs import LocalFile, find_decomposed, hash_file, stat_fingerprint
 from ..models import RemoteEntry
-from ..nofollow import symlink_on_the_way
+from ..nofollow import OutsideMirrorError, special_kind, symlink_on_the_way
 from ..paths import name_problem
 from ..state import Base, StateStore
 from .pending import PendingLedger
@@ -178,7 +178,7 @@ class PlanSteps:
             return Side.CHANGED, entry.fingerprint
         if entry.fingerprint == base.fingerprint():
             return Side.SAME, entry.fingerprint
-        sha1, _, _, fp = hash_file(self.ctx.local_path(rel))
+        sha1, _, _, fp = hash_file(self.ctx.local_path(rel), root=self.local_root)
         if sha1 == base.sha1:
             # Touched, not changed: remember the new fingerprint.
             self.state.set_base(Base(rel, False, base.sha1, base.remote_id, *fp),
@@ -194,6 +194,12 @@ class PlanSteps:
             return Side.SAME
         return Side.CHANGED
 
+    def _special_entry(self, rel: str) -> str | None:
+        """Why ``rel`` is skipped when its local entry is a link, FIFO, socket or device
+        (:func:`~ohsync.engine.nofollow.special_kind`); None for a file, a folder or nothing."""
+        st = stat_or_none(self.ctx.local_path(rel), follow=False)
+        return special_kind(st.st_mode) if st is not None else None
+
     def _through_symlink(self, rel: str) -> bool:
         """True when a folder on the way to ``rel`` is a symbolic link here:
         writing or deleting there would touch files outside the mirror."""
@@ -205,8 +211,18 @@ class PlanSteps:
         if self._through_symlink(rel):
             report.skipped.append((rel, "inside a symbolic link to a folder (not followed)"))
             return None
+        kind = self._special_entry(rel) if entry is None else None
+        if kind is not None:
+            # a link, FIFO, socket or device where a file is (or could be) synced: left alone on
+            # both sides (neither a delete on the server nor a download over it) until it is a file again
+            report.skipped.append((rel, kind))
+            return None
         try:
             local_side, fp = self._classify_local(rel, entry, base)
+        except OutsideMirrorError as exc:  # became a link or a FIFO since the scan
+            st = stat_or_none(self.ctx.local_path(rel), follow=False)
+            report.skipped.append((rel, (special_kind(st.st_mode) if st is not None else None) or str(exc)))
+            return None
         except LocalError as exc:
             report.errors.append((rel, str(exc)))
             return None
