@@ -128,7 +128,7 @@ def test_a_fifo_as_the_journal_file_is_refused_without_hanging(env):
         pytest.fail("filing hung on the FIFO")
     [result] = box
     assert_waits_for_the_person(result, source, b"a note\n")
-    assert "journal/2026-12.md is not a regular file" in result.message
+    assert "journal/2026-12.md: named pipe (FIFO), not a regular file" in result.message
 
 
 def test_a_link_swapped_in_for_the_dropped_file_while_it_is_planned_is_never_read(env, tmp_path, monkeypatch):
