@@ -13,6 +13,7 @@ call site instead.
 from __future__ import annotations
 
 import os
+import stat
 
 __all__ = ["stat_or_none", "read_bytes_or_none", "scandir_or_none", "fsync_dir_best_effort"]
 
@@ -35,18 +36,31 @@ def stat_or_none(path: str | os.PathLike[str], *, follow: bool, dir_fd: int | No
 
 
 def read_bytes_or_none(path: str | os.PathLike[str], *, limit: int | None = None) -> bytes | None:
-    """The bytes of the file at ``path`` (links followed), or None when it cannot be read.
+    """The bytes of the regular file at ``path``, or None when it cannot be read.
+
+    The file itself is not followed when it is a link, and the open does not
+    block (a FIFO swapped in is never waited on): a link, FIFO, socket or
+    device there is None, like a missing file.
 
     :param limit: read at most this many bytes from the start (None: all).
     :returns: the bytes; None on any ``OSError`` opening or reading it
-        (missing, a folder, no permission, an I/O error).
+        (missing, a folder, a link, not a regular file, no permission, an I/O error).
     :raises ValueError: a path with a NUL byte (as ``open``).
     """
+    fd = -1
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1  # the file object closes it from here on
             return fh.read() if limit is None else fh.read(limit)
     except OSError:
         return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def scandir_or_none(folder: str | os.PathLike[str]) -> list[os.DirEntry[str]] | None:

@@ -119,27 +119,31 @@ def test_read_of_a_missing_file_a_folder_or_a_dangling_link_is_none(tmp_path: Pa
     assert read_bytes_or_none(tmp_path / "dangling") is None
 
 
-def test_read_follows_a_link(tmp_path: Path) -> None:
+def test_read_does_not_follow_a_link(tmp_path: Path) -> None:
     (tmp_path / "target").write_bytes(b"through the link")
     (tmp_path / "link").symlink_to(tmp_path / "target")
-    assert read_bytes_or_none(tmp_path / "link") == b"through the link"
+    assert read_bytes_or_none(tmp_path / "link") is None
+    assert read_bytes_or_none(tmp_path / "target") == b"through the link"
 
 
 def test_read_refused_or_failing_midway_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "f"
     f.write_bytes(b"x")
 
+    real_fdopen = os.fdopen
+
     class Failing:
-        def __init__(self, *_a: object) -> None: ...
+        def __init__(self, fd: int, *_a: object) -> None:
+            self.fh = real_fdopen(fd, "rb")
         def __enter__(self) -> Failing: return self
-        def __exit__(self, *_a: object) -> None: ...
+        def __exit__(self, *_a: object) -> None: self.fh.close()
         def read(self, *_a: object) -> bytes: raise OSError(errno.EIO, "I/O error")
 
     with monkeypatch.context() as patch:
-        patch.setattr(local_lookups, "open", _refusing(errno.EACCES), raising=False)
+        patch.setattr(local_lookups.os, "open", _refusing(errno.EACCES))
         assert read_bytes_or_none(f) is None
     with monkeypatch.context() as patch:
-        patch.setattr(local_lookups, "open", Failing, raising=False)
+        patch.setattr(local_lookups.os, "fdopen", Failing)
         assert read_bytes_or_none(f) is None
     assert read_bytes_or_none(f) == b"x"
 

@@ -182,3 +182,27 @@ def test_a_socket_or_device_is_refused_as_not_a_file(mirror, tmp_path) -> None:
         open_regular(mirror.root, REL)
     with pytest.raises(LocalChanged, match="socket"):
         push(mirror.engine.ctx, REL, mirror.state.get_base(REL))
+
+
+def test_the_plain_local_read_never_waits_on_a_fifo_nor_follows_a_link(tmp_path):
+    """What the memory check after a push and the conflict lookups read (``read_bytes_or_none``)."""
+    from ohsync.engine.local_lookups import read_bytes_or_none
+
+    (tmp_path / "note.md").write_bytes(b"mine\n")
+    (tmp_path / "outside.md").write_bytes(b"OUTSIDE\n")
+    (tmp_path / "link.md").symlink_to(tmp_path / "outside.md")
+    os.mkfifo(tmp_path / "pipe.md")
+    got: dict[str, bytes | None] = {}
+    reader = threading.Thread(target=lambda: got.update(pipe=read_bytes_or_none(tmp_path / "pipe.md")), daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # unblock the reader so the failure is reported, not a hang
+        with open(tmp_path / "pipe.md", "wb"):
+            pass
+        reader.join(5)
+        raise AssertionError("reading a FIFO waited for a writer")
+    assert got == {"pipe": None}
+    assert read_bytes_or_none(tmp_path / "link.md") is None
+    assert read_bytes_or_none(tmp_path / "note.md") == b"mine\n"
+    assert read_bytes_or_none(tmp_path / "note.md", limit=2) == b"mi"
+    assert read_bytes_or_none(tmp_path / "missing.md") is None

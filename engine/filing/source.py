@@ -11,9 +11,6 @@ drop folder is reached by walking the drop folder's subfolders with
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from pathlib import Path
 from typing import BinaryIO
 
@@ -21,9 +18,6 @@ from ..errors import LocalError
 from ..nofollow import OutsideMirrorError, open_regular
 
 __all__ = ["NotAFileError", "open_source"]
-
-_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-
 
 class NotAFileError(LocalError):
     """The dropped path is not a regular file (a symbolic link, a FIFO, a
@@ -48,24 +42,10 @@ def open_source(source: Path, drop_dir: Path, drop_rel: str | None) -> BinaryIO:
         is a symbolic link, or it is not a regular file.
     :raises FileNotFoundError: it is gone; other ``OSError`` as ``open``.
     """
-    if drop_rel is not None:
-        try:
-            return open_regular(drop_dir, drop_rel)
-        except OutsideMirrorError:
-            raise _refused(source) from None
-        except IsADirectoryError:
-            raise _refused(source) from None
+    # in the drop folder every folder on the way is opened without following links; a file
+    # filed from elsewhere only its own name (the person named that folder)
+    folder, rel = (drop_dir, drop_rel) if drop_rel is not None else (source.parent, source.name)
     try:
-        fd = os.open(source, _FLAGS)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK):
-            raise _refused(source) from None
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _refused(source)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
+        return open_regular(folder, rel)
+    except (OutsideMirrorError, IsADirectoryError):
+        raise _refused(source) from None
