@@ -39,6 +39,7 @@ from .localfs import hash_file
 from .merge.archive import archive
 from .merge.choose import is_text
 from .merge.resolve import Facts, Situation, decide
+from .nofollow import open_regular
 from .state import Base, StateStore
 from .sync.reconcile import Action
 from .sync.valve import Plan
@@ -236,7 +237,7 @@ def hold(ctx: MirrorContext, plans: list[Plan], regression: Regression, report: 
             # against the older one archived here.
             if rel not in regression.held:
                 theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel))
-                with open(ctx.local_path(rel), "rb") as fh:
+                with open_regular(ctx.local_root, rel) as fh:
                     ours_head = fh.read(4096)  # the live version's origin names the copy
                 decision = decide(Facts(Situation.ROLLBACK, rel, ours=ours_head, theirs=theirs))
                 assert decision.copy is not None

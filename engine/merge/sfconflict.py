@@ -26,6 +26,7 @@ from ..errors import LocalError, NotFoundError, OhsyncError, classify, local_err
 from ..events import SyncEvent, SyncReport
 from ..local_replace import LocalChanged, write_over
 from ..localfs import backup_file, stat_fingerprint
+from ..nofollow import open_regular
 from ..paths import from_remote, parent_rel
 from ..remote_dirs import remote_written
 from ..special_dirs import is_under
@@ -124,7 +125,7 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
     fp = None
     if entry.size <= TEXT_LIMIT and local.is_file():
         theirs, _ = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel))
-        with open(local, "rb") as fh:
+        with open_regular(ctx.local_root, original) as fh:  # never a link's target
             fp = stat_fingerprint(os.fstat(fh.fileno()))
             ours = fh.read()
         base_content = ctx.state.base_content(base) if base is not None else None

@@ -37,6 +37,7 @@ from ..client.commits import CommitInfo, first_parents
 from ..context import MirrorContext
 from ..errors import NotFoundError
 from ..events import ConflictRecord
+from ..nofollow import read_file
 from .archive import archive
 from .choose import TEXT_LIMIT
 from .conflict_names import origin_of
@@ -232,7 +233,7 @@ def keep_unseen_before_delete(ctx: MirrorContext, rel_path: str, since: str | No
     path = ctx.local_path(rel_path)
     if path.is_symlink() or not path.is_file() or path.stat().st_size > TEXT_LIMIT:
         return None
-    ours = path.read_bytes()
+    ours, _ = read_file(ctx.local_root, rel_path)  # the file itself, never a link swapped in since
     pages = CommitPages(ctx) if pages is None else pages
     try:
         deleted = deleted_version(ctx, rel_path, since, pages)

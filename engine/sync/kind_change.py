@@ -31,6 +31,7 @@ from ..merge.conflict_names import origin_of
 from ..merge.resolve import Copy
 from ..models import RemoteEntry
 from ..names import is_desktop_junk
+from ..nofollow import read_file
 from ..paths import normalize_rel
 from ..state import Base
 
@@ -88,9 +89,8 @@ def archive_local_file(ctx: MirrorContext, rel: str, reason: str) -> ConflictRec
         the next pass looks again).
     :raises OSError, RemoteError: reading, uploading or removing failed.
     """
-    path = ctx.local_path(rel)
-    before = stat_fingerprint(os.lstat(path))
-    data = path.read_bytes()
+    data, st = read_file(ctx.local_root, rel)  # the mirror's own regular file, never a link's target
+    before = stat_fingerprint(st)
     origin = origin_of(data)
     copy = Copy("upload", rel, "local" if origin == "remote" else origin, reason, ("kind",),
                 announce="the file here was archived as {stored}; the folder keeps the name")
