@@ -424,3 +424,18 @@ def test_search_lists_each_related_entity_once(lib: Path) -> None:
     from ohsync.daemon.cli.memory import _search_text
     text = _search_text({"results": [hit]})
     assert text.splitlines()[-1] == "    related: 乙笔记"
+
+
+def test_write_refuses_a_path_this_disk_cannot_hold_before_writing(tools: MemoryTools, lib: Path) -> None:
+    deep = "/".join(["d" * 200] * 22)  # every name fits, the whole path (4,400 bytes) does not
+    with pytest.raises(MemoryToolError, match=r"cannot be saved here \(the path is too long for this disk"):
+        tools.plan_write("Deep", [{"category": "k", "text": "v"}], folder=deep)
+    assert not (lib / ("d" * 200)).exists()
+
+
+def test_write_into_a_folder_that_is_a_file_is_a_sentence(tools: MemoryTools, lib: Path) -> None:
+    (lib / "index.md").write_text("not a folder\n", encoding="utf-8")
+    with pytest.raises(MemoryToolError, match=r"index\.md is a file, not a folder"):
+        tools.plan_write("Inside", [{"category": "k", "text": "v"}], folder="index.md")
+    with pytest.raises(MemoryToolError, match=r"index\.md is a file, not a folder"):
+        tools.plan_write("Inside", [{"category": "k", "text": "v"}], folder="index.md/below")
