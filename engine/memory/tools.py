@@ -205,6 +205,16 @@ class MemoryTools:
         self._now = now or (lambda: datetime.now(tz))
         self.origin = origin
 
+    def _refuse_ignored(self, rel: str) -> None:
+        """Refuse a path the mirror's ignore rules take: it would never sync, and the tools leave it alone.
+
+        :raises MemoryToolError: "… is ignored …".
+        """
+        if self.index.ignored(rel):
+            raise MemoryToolError(f"refused: {rel} is ignored (.ohsyncignore or the `ignore` setting), so it never "
+                                  "syncs and the memory tools neither read nor change it; choose another folder or "
+                                  "change the ignore rules")
+
     def _refuse_place(self, rel: str) -> None:
         """Refuse a new entity at ``rel`` before anything is written (see :func:`_place_problem`).
 
@@ -325,6 +335,7 @@ class MemoryTools:
             if not path.lower().endswith(".md"):
                 path += ".md"
             if is_indexed(path):
+                self._refuse_ignored(path)
                 self.index.update([path])
                 e = self.index.get(path)
             if e is None and is_indexed(path):
@@ -440,6 +451,7 @@ class MemoryTools:
                 raise MemoryToolError(f"refused: {rel!r} cannot be saved on the server ({problem}); change the "
                                       "title or folder")
         self._refuse_place(rel)
+        self._refuse_ignored(rel)
         existing = self.index.resolve_link(title_s)
         if existing is not None and existing.title == title_s:
             raise MemoryToolError(f"an entity titled {title_s!r} already exists (permalink {existing.permalink}); "
