@@ -159,3 +159,14 @@ def test_the_engine_s_ignore_setting_applies_once_attached(harness: Harness) -> 
     engine = type("Engine", (), {"ignore": IgnoreRules(["journal/"], harness.service.index.root)})()
     harness.service.attach(engine)
     assert handlers["memory.list"]({"folder": "journal"})["total"] == 0
+
+
+def test_a_permalink_with_a_nul_or_a_folder_that_is_a_file_is_a_sentence(harness: Harness) -> None:
+    handlers = harness.service.handlers()
+    with pytest.raises(InvalidParams, match=r"`permalink` holds a NUL character"):
+        handlers["memory.read"]({"permalink": "knowledge/a\x00b"})
+    with pytest.raises(InvalidParams, match=r"`permalink` holds a NUL character"):
+        handlers["memory.append"]({"permalink": "knowledge/a\x00b", "category": "k", "text": "v"})
+    with pytest.raises(InvalidParams, match=r"index\.md is a file, not a folder"):
+        handlers["memory.write"]({"title": "T", "folder": "index.md", "observations": [{"category": "k", "text": "v"}]})
+    assert harness.jobs == []

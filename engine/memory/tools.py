@@ -326,7 +326,7 @@ class MemoryTools:
 
         :raises MemoryToolError: none matches.
         """
-        key = _opt_str(permalink, "permalink")
+        key = _opt_str(check_input("permalink", permalink), "permalink")  # no NUL: it may name a path
         if not key:
             raise MemoryToolError("`permalink` is required (as returned by memory_search or memory_list)")
         e = self.index.by_permalink(key)
