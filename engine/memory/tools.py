@@ -222,8 +222,8 @@ class MemoryTools:
         """
         problem = _place_problem(self.index.root, rel)
         if problem:
-            raise MemoryToolError(f"refused: {rel!r} cannot be saved here ({problem}); choose a shorter title or "
-                                  "another folder. Nothing was written.")
+            raise MemoryToolError(f"refused: {rel!r} cannot be saved here ({problem}); change the title or "
+                                  "folder. Nothing was written.")
 
     def now(self) -> datetime:
         """The current time in the configured offset, to the second."""
