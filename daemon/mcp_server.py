@@ -149,8 +149,11 @@ def call_daemon(socket_path: Path, name: str, arguments: dict[str, Any] | None,
     params.pop("mirror", None)  # the person chose the mirror, not the agent
     if mirror:
         params["mirror"] = mirror
-    asked = params.get("timeout")
-    wait = float(asked) if isinstance(asked, (int, float)) else 30.0
+    asked = params.get("timeout", 30.0)
+    # checked here (the SDK does not enforce the schema): the socket's own wait is derived from it
+    if isinstance(asked, bool) or not isinstance(asked, (int, float)) or not 1 <= asked <= 3600:
+        return False, f"`timeout` must be a number of seconds from 1 to 3600 (got {asked!r}); leave it out for 30"
+    wait = float(asked)
     client = RpcClient(socket_path, timeout=wait + 15.0)
     try:
         return True, client.call(method, params)

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.errors import OhsyncError
+from ..engine.ignore import IGNORE_FILE, IgnoreRules
+from ..engine.local_lookups import stat_or_none
 from ..engine.memory.edit import MemoryToolError
 from ..engine.memory.index import MemoryIndex, parse_offset
 from ..engine.memory.tools import MemoryTools
@@ -74,7 +76,11 @@ class MemoryService:
                  on_carried: Callable[[], None] | None = None) -> None:
         tz = parse_offset(time_offset)
         self._on_carried = on_carried or (lambda: None)
-        self.index = MemoryIndex(root, tz)  # empty until :meth:`rebuild` opens the index file
+        #: the mirror's ignore rules: the engine's once attached (with the ``ignore`` setting), until then the
+        #: defaults and ``.ohsyncignore``; ignored files are not indexed, written, read or listed
+        self._rules = IgnoreRules((), root)
+        self._rules_seen = self._ignore_file_stamp(root)
+        self.index = self._new_index(root, tz)  # empty until :meth:`rebuild` opens the index file
         self._index_path = index_path or (lambda: None)
         self.tools = MemoryTools(self.index, tz, origin=origin)
         self._lock = threading.RLock()
@@ -95,6 +101,32 @@ class MemoryService:
         self._on_state("not built")
 
     # ----------------------------------------------------------------- wiring
+
+    def _ignored(self, rel: str) -> bool:
+        return self._rules.match(rel)
+
+    def _new_index(self, root: Path, tz: Any, db_path: Path | None = None) -> MemoryIndex:
+        index = MemoryIndex(root, tz, db_path=db_path)
+        index.ignored = self._ignored
+        return index
+
+    @staticmethod
+    def _ignore_file_stamp(root: Path) -> tuple[int, int] | None:
+        st = stat_or_none(root / IGNORE_FILE, follow=True)
+        return None if st is None else (st.st_mtime_ns, st.st_size)
+
+    def _follow_ignore_rules(self) -> None:
+        """Re-read the ignore rules when ``.ohsyncignore`` changed, and the index with them (a path no longer
+        ignored is read again); call with the lock held, the index ready."""
+        stamp = self._ignore_file_stamp(self.index.root)
+        if stamp == self._rules_seen:
+            return
+        self._rules_seen = stamp
+        self._rules.reload()
+        try:
+            self.index.update([""])
+        except OSError as exc:
+            log.warning("memory index: cannot re-read %s after the ignore rules changed: %s", self.index.root, exc)
 
     def start(self) -> None:
         """The daemon is up.  The index is built on the first ``memory.*``
@@ -145,14 +177,14 @@ class MemoryService:
         fresh: MemoryIndex | None = None
         count = changed = 0
         try:
-            fresh = MemoryIndex(old.root, old.tz, db_path=path)
+            fresh = self._new_index(old.root, old.tz, db_path=path)
             if fresh.root.is_dir():
                 count, changed = fresh.load()
         except (OSError, sqlite3.Error) as exc:
             log.warning("memory index: cannot read %s into %s: %s", old.root, path, exc)
             if fresh is not None:
                 fresh.close()
-            fresh = MemoryIndex(old.root, old.tz)  # in memory: searches work, the next start tries the file again
+            fresh = self._new_index(old.root, old.tz)  # in memory: searches work, the next start tries the file again
             try:
                 count = changed = fresh.rebuild() if fresh.root.is_dir() else 0
             except OSError:
@@ -174,8 +206,18 @@ class MemoryService:
         return count
 
     def attach(self, engine: Any) -> None:
-        """The engine is open (called on the worker thread from the daemon's ``on_ready``)."""
+        """The engine is open (called on the worker thread from the daemon's ``on_ready``); its ignore
+        rules (with the ``ignore`` setting) apply from now on."""
         self._engine = engine
+        rules = getattr(engine, "ignore", None)
+        if isinstance(rules, IgnoreRules):
+            with self._lock:
+                self._rules = rules
+                if self._ready.is_set() and not self._building:
+                    try:
+                        self.index.drop_ignored()
+                    except sqlite3.DatabaseError as exc:
+                        self._damaged(exc)
 
     def note_paths(self, rel_paths: Iterable[str]) -> None:
         """These library paths changed (sync events, the watcher): re-read them."""
@@ -200,6 +242,11 @@ class MemoryService:
         if not self._ready.wait(self._ready_wait):
             raise CannotNow("the memory index is still being built (a large library takes a few seconds); "
                             "try again in a moment")
+        with self._lock:
+            try:
+                self._follow_ignore_rules()
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
 
     def note_event(self, event: dict[str, Any]) -> None:
         """A daemon event (``{"type": "synced"|"conflict", "path": …}``): re-read its path."""
@@ -243,7 +290,7 @@ class MemoryService:
         if self.index.db_path is not None:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{self.index.db_path}{suffix}").unlink(missing_ok=True)
-        self.index = MemoryIndex(self.index.root, self.index.tz)
+        self.index = self._new_index(self.index.root, self.index.tz)
         self.tools.index = self.index
         self._build_in_background()
 

@@ -15,6 +15,9 @@ from typing import Any
 from ..engine import trash
 from ..engine.errors import OhsyncError
 from ..engine.events import SyncEvent
+from ..engine.local_limits import path_too_long
+from ..engine.names import path_problem
+from ..engine.special_dirs import is_under
 from ..engine.transfer import push
 from .socket.methods import CannotNow, InvalidParams
 
@@ -26,6 +29,24 @@ def _days(params: dict[str, Any], default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 36_500:
         raise InvalidParams("`older_than` must be a number of days from 0 to 36500")
     return float(value)
+
+
+def _target_problem(to: str) -> str | None:
+    """Why ``to`` (``restore --to``) cannot be a restore target, or None: the checks of every
+    path the mirror uploads, on the path as given (it is not rewritten into another one)."""
+    if "\\" in to:
+        return (f"`to` {to!r} holds a backslash; write the path with / between folders "
+                "(a backslash is not a separator here and the server refuses it in names)")
+    if to.startswith("/"):
+        return f"`to` {to!r} is an absolute path; give a path inside the mirror, such as notes/a.md"
+    rel = to.strip()
+    problem = path_problem(rel)
+    if problem:
+        return f"`to` {to!r} is not a path the mirror can hold ({problem})"
+    for name in (".conflict", ".trash"):
+        if is_under(rel, name):
+            return f"`to` {to!r} lies in {name}/, which ohsync keeps for itself; choose a path outside it"
+    return None
 
 
 def trash_job(action: str, params: dict[str, Any], *, default_days: float) -> Callable[[Any], Any]:
@@ -55,9 +76,18 @@ def trash_job(action: str, params: dict[str, Any], *, default_days: float) -> Ca
         raise InvalidParams("`path` must name a file in the trash (as `ohsync trash` lists it)")
     if to is not None and (not isinstance(to, str) or not to.strip()):
         raise InvalidParams("`to` must be a path in the mirror")
+    problem = None if to is None else _target_problem(to)
+    if problem:
+        raise InvalidParams(f"{problem}; nothing was restored")
 
     def restore(engine: Any) -> dict[str, Any]:
         ctx = engine.ctx
+        if to is not None:
+            where = to.strip()
+            why = "it is ignored (.ohsyncignore or the `ignore` setting)" if engine.is_ignored(where) else \
+                path_too_long(ctx.local_root, ctx.local_root / where)
+            if why:
+                raise InvalidParams(f"`to` {to!r} cannot be restored to: {why}; nothing was restored")
         try:
             entry, target, data = trash.restore_local(ctx, path, to)
         except trash.TrashError as exc:

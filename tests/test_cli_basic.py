@@ -140,3 +140,11 @@ def test_login_two_factor_missing_code(isolated_env, monkeypatch, capsys) -> Non
     assert main(["login", "--server", "https://s.example", "--username", USER, "--password-stdin"]) == 1
     err = capsys.readouterr().err
     assert "Two-factor code needed" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("bad", ["1e308", "inf", "nan", "-20", "0", "3601", "soon"])
+def test_memory_timeout_out_of_range_is_a_usage_error(isolated_env, capsys, bad: str) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["memory", "append", "p", "k", "v", "--timeout", bad])
+    assert e.value.code == 2
+    assert "not a number of seconds from 1 to 3600" in capsys.readouterr().err

@@ -165,3 +165,23 @@ def test_line_problem_names_each_malformed_shape() -> None:
     assert check('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":[1]}')[:2] == (3, -32602)
     assert check('{"jsonrpc":"2.0","method":"notifications/x","params":"s"}')[:2] == (None, 0)  # never answered
     assert check('{"jsonrpc":"1.0","id":4,"method":"tools/list"}')[:2] == (4, -32600)
+
+
+def test_a_timeout_out_of_range_is_a_tool_error(tmp_path: Path) -> None:
+    """The SDK does not enforce the schema's bounds: ``call_daemon`` must, before the socket's wait is set."""
+    import math
+    import socket
+
+    from ohsync.daemon.mcp_server import call_daemon
+
+    path = tmp_path / "s.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(4)
+    try:
+        for bad in (1e308, math.inf, -math.inf, math.nan, -20, 0, 3601, True, "30"):
+            ok, message = call_daemon(path, "memory_append", {"permalink": "p", "category": "k", "text": "v",
+                                                               "timeout": bad})
+            assert not ok and "`timeout` must be a number of seconds from 1 to 3600" in message, bad
+    finally:
+        listener.close()

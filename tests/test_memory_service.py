@@ -125,3 +125,48 @@ def test_the_index_is_built_on_the_first_memory_request_not_at_start(tmp_path: P
     assert builds == [root] and h.service.built and states == ["not built", "building", "ready"]
     h.service.handlers()["memory.list"]({"folder": "tasks"})
     assert len(builds) == 1  # built once
+
+
+def test_ignored_paths_are_neither_returned_nor_written(tmp_path: Path) -> None:
+    root = tmp_path / "OH-Memory"
+    shutil.copytree(SAMPLES, root)
+    (root / ".ohsyncignore").write_text("tasks/\n", encoding="utf-8")
+    h = Harness(root)
+    h.service.rebuild()
+    handlers = h.service.handlers()
+    assert handlers["memory.list"]({"folder": "tasks"})["total"] == 0
+    found = handlers["memory.search"]({"query": "哈希表"})["results"]
+    assert "ds-hw1-hashtable-2f29" not in [r["permalink"] for r in found]
+    with pytest.raises(InvalidParams, match="no memory entity"):
+        handlers["memory.read"]({"permalink": "ds-hw1-hashtable-2f29"})
+    with pytest.raises(InvalidParams, match=r"tasks/申请 SRT 项目\.md is ignored \(\.ohsyncignore"):
+        handlers["memory.read"]({"permalink": "tasks/申请 SRT 项目"})
+    with pytest.raises(InvalidParams, match=r"is ignored"):
+        handlers["memory.write"]({"title": "日记", "folder": "tasks", "observations": [{"category": "k", "text": "v"}]})
+    with pytest.raises(InvalidParams, match=r"tasks/diary\.md is ignored"):
+        handlers["memory.append"]({"permalink": "tasks/diary", "category": "k", "text": "v"})
+    assert h.jobs == [] and not (root / "tasks" / "diary.md").exists()
+
+    (root / ".ohsyncignore").write_text("# nothing\n", encoding="utf-8")  # the rules change: followed
+    assert handlers["memory.list"]({"folder": "tasks"})["total"] == 3
+
+
+def test_the_engine_s_ignore_setting_applies_once_attached(harness: Harness) -> None:
+    from ohsync.engine.ignore import IgnoreRules
+
+    handlers = harness.service.handlers()
+    assert handlers["memory.list"]({"folder": "journal"})["total"] == 3
+    engine = type("Engine", (), {"ignore": IgnoreRules(["journal/"], harness.service.index.root)})()
+    harness.service.attach(engine)
+    assert handlers["memory.list"]({"folder": "journal"})["total"] == 0
+
+
+def test_a_permalink_with_a_nul_or_a_folder_that_is_a_file_is_a_sentence(harness: Harness) -> None:
+    handlers = harness.service.handlers()
+    with pytest.raises(InvalidParams, match=r"`permalink` holds a NUL character"):
+        handlers["memory.read"]({"permalink": "knowledge/a\x00b"})
+    with pytest.raises(InvalidParams, match=r"`permalink` holds a NUL character"):
+        handlers["memory.append"]({"permalink": "knowledge/a\x00b", "category": "k", "text": "v"})
+    with pytest.raises(InvalidParams, match=r"index\.md is a file, not a folder"):
+        handlers["memory.write"]({"title": "T", "folder": "index.md", "observations": [{"category": "k", "text": "v"}]})
+    assert harness.jobs == []

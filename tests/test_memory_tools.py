@@ -424,3 +424,28 @@ def test_search_lists_each_related_entity_once(lib: Path) -> None:
     from ohsync.daemon.cli.memory import _search_text
     text = _search_text({"results": [hit]})
     assert text.splitlines()[-1] == "    related: 乙笔记"
+
+
+def test_write_refuses_a_path_this_disk_cannot_hold_before_writing(tools: MemoryTools, lib: Path) -> None:
+    deep = "/".join(["d" * 200] * 22)  # every name fits, the whole path (4,400 bytes) does not
+    with pytest.raises(MemoryToolError, match=r"cannot be saved here \(the path is too long for this disk"):
+        tools.plan_write("Deep", [{"category": "k", "text": "v"}], folder=deep)
+    assert not (lib / ("d" * 200)).exists()
+
+
+def test_write_into_a_folder_that_is_a_file_is_a_sentence(tools: MemoryTools, lib: Path) -> None:
+    (lib / "index.md").write_text("not a folder\n", encoding="utf-8")
+    with pytest.raises(MemoryToolError, match=r"index\.md is a file, not a folder"):
+        tools.plan_write("Inside", [{"category": "k", "text": "v"}], folder="index.md")
+    with pytest.raises(MemoryToolError, match=r"index\.md is a file, not a folder"):
+        tools.plan_write("Inside", [{"category": "k", "text": "v"}], folder="index.md/below")
+
+
+def test_edit_of_a_file_that_is_not_utf8_is_a_sentence(tools: MemoryTools, lib: Path) -> None:
+    note(lib, "knowledge/latin1.md", "Latin", "latin-1", "2026-01-02T00:00:00+08:00", "- [k] caf\u00e9")
+    path = lib / "knowledge/latin1.md"
+    path.write_bytes(path.read_bytes().replace("é".encode(), b"\xe9"))
+    tools.index.update(["knowledge/latin1.md"])
+    entity = tools.entity("latin-1")
+    with pytest.raises(MemoryToolError, match=r"the file is not UTF-8 text .*save it as UTF-8"):
+        tools.plan_edit(entity, path.read_bytes(), "caf", "tea")

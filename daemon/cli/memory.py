@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,20 @@ def _call(args: argparse.Namespace, method: str, params: dict[str, Any], *, writ
         return _call_daemon(args, method, params, write=write)
     except RpcError as exc:
         raise RpcError(exc.code, cli_words(exc.message)) from None
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: seconds from 1 to 3600 (the socket's own wait is derived from it).
+
+    :raises argparse.ArgumentTypeError: anything else, with the range.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 1 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 1 to 3600")
+    return value
 
 
 def _call_daemon(args: argparse.Namespace, method: str, params: dict[str, Any], *, write: bool) -> Any:
@@ -186,7 +201,7 @@ def register(subparsers: Subparsers) -> None:
         sp.add_argument("--mirror", metavar="NAME", help="the memory library's mirror (its name, library or "
                                                          "folder), when the config has several [[mirror]]")
         if write:
-            sp.add_argument("--timeout", type=float, default=None, metavar="S",
+            sp.add_argument("--timeout", type=_seconds, default=None, metavar="S",
                             help="seconds to wait for the server (default: [memory] write_timeout)")
         return sp
 

@@ -219,11 +219,15 @@ def append_observation(data: bytes, line: str) -> tuple[bytes, bool]:
 def replace_once(data: bytes, find: str, replace: str) -> bytes:
     """Replace the one occurrence of ``find`` (literal text).
 
-    :raises MemoryToolError: ``find`` is empty, absent, or occurs more than once.
+    :raises MemoryToolError: ``find`` is empty, absent, or occurs more than once; the file is not UTF-8.
     """
     if not find:
         raise MemoryToolError("`find` is empty; give the exact text to replace")
-    text = data.decode("utf-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemoryToolError(f"the file is not UTF-8 text (byte {exc.start:,} cannot be read); nothing was "
+                              "changed: save it as UTF-8 in an editor first") from None
     count = text.count(find)
     if count == 0:
         raise MemoryToolError("`find` does not occur in the entity; read it first and copy the text exactly")

@@ -19,7 +19,11 @@ characters, Unicode category Cf, removed):
   e-mail addresses, IBANs (mod-97 checksum), card mentions (``**** 4242``,
   ``card ending 4242``, 尾号 4242), street addresses (best effort: English,
   German, French, Spanish, Italian, Dutch, Chinese and Japanese patterns),
-  and health, identity and money words in English and Chinese.  Sensitive
+  and health, identity and money words in English and Chinese; a text with
+  more than :data:`PHONE_RUNS_CHECKED` distinct digit runs is marked as a
+  whole (``numbers``) rather than read run by run.  Every check reads the
+  text in time linear in its length (bounded repeats, no per-character
+  retry of an unbounded run): a 1 MiB write is checked in about a second.  Sensitive
   entities are left out of search results unless a caller asks for them.
 
 Each finding is a :class:`Finding`; callers compare the findings of the text
@@ -78,13 +82,16 @@ def luhn_ok(digits: str) -> bool:
     return bool(digits) and total % 10 == 0
 
 
+_IBAN_DIGITS = {ord(c): str(int(c, 36)) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}  # A → 10 … Z → 35
+_IBAN_SHAPE = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}")
+
+
 def iban_ok(iban: str) -> bool:
     """True for an IBAN (spaces allowed) whose ISO 13616 mod-97 checksum holds."""
-    s = re.sub(r"\s", "", iban).upper()
-    if not re.fullmatch(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}", s):
+    s = "".join(iban.split()).upper()
+    if not _IBAN_SHAPE.fullmatch(s):
         return False
-    moved = s[4:] + s[:4]
-    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+    return int((s[4:] + s[:4]).translate(_IBAN_DIGITS)) % 97 == 1
 
 
 # -- the blocklist (refused) ---------------------------------------------------------------------
@@ -93,7 +100,8 @@ _CODE_WORDS = (r"验证码|校验码|动态码|动态密码|短信码|登录码|
                r"|verification code|verify code|security code|one[- ]time (?:pass)?code|one[- ]time password"
                r"|passcode|otp|2fa(?: code)?|auth(?:entication)? code|login code|confirmation code")
 
-_API_KEY = re.compile(r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}")
+# every repeat is bounded (at most 8 dashed groups of at most 64): "sk-sk-sk-…" cannot backtrack quadratically
+_API_KEY = re.compile(r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]{1,64}-){0,8}[A-Za-z0-9_]{16,}")
 _BEARER = re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
 _CODE = re.compile(
     rf"(?:{_CODE_WORDS})[^0-9A-Za-z\n]{{0,12}}(?:is|为|是|:|：)?[^0-9A-Za-z\n]{{0,6}}[0-9]{{4,8}}(?![0-9])"
@@ -116,7 +124,7 @@ _WHY_LONG = "it contains a long number (15 or more digits: a card, account or ID
 def _ibans(text: str) -> list[tuple[int, int]]:
     """The spans of valid IBANs in ``text`` (a candidate that runs into the
     next word is shortened word by word until its checksum holds)."""
-    spans = []
+    spans: list[tuple[int, int]] = []
     for m in _IBAN.finditer(text):
         cand = m.group()
         while cand and not iban_ok(cand):
@@ -128,9 +136,11 @@ def _ibans(text: str) -> list[tuple[int, int]]:
 
 def _without_ibans(text: str) -> str:
     """``text`` with valid IBANs blanked (they are marked sensitive, not refused as long numbers)."""
-    for start, end in _ibans(text):
-        text = text[:start] + " " * (end - start) + text[end:]
-    return text
+    pieces, done = [], 0
+    for start, end in _ibans(text):  # one pass: a text of many IBANs is not copied once per IBAN
+        pieces += [text[done:start], " " * (end - start)]
+        done = end
+    return "".join(pieces) + text[done:]
 
 
 def secrets_in(text: str) -> list[Finding]:
@@ -160,7 +170,9 @@ _WORDS = re.compile(
     r"|symptom|therap|surgery|surgical|hospitali[sz]|depress|anxiety disorder|psychiatr|blood type|pregnan"
     r"|cancer|chemotherapy|diabet|asthma|epilep|insulin|hiv\b|disabilit|health insurance)",
     re.IGNORECASE)
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+# starts only where a run of address characters starts, with the RFC 5321 lengths (64 before the @, 255
+# after it): a long run without an @ is read once, not once per character
+_EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,255}\.[A-Za-z]{2,}")
 _CN_MOBILE = re.compile(r"(?<![0-9])1[3-9][0-9][- ]?[0-9]{4}[- ]?[0-9]{4}(?![0-9])")
 _CARD_MENTION = re.compile(
     r"(?:[*xX•]{4}[ -]?){2,3}[0-9]{4}(?![0-9])"
@@ -179,9 +191,12 @@ _ADDRESS = re.compile(
     r"|\b(?:Calle|C/|Avenida|Avda\.?|Plaza|Paseo|Via|Viale|Piazza|Corso|Rua|Travessa)\s+[\w .'-]{2,40}?,?\s+"
     r"(?:n[º°o.]\s*)?[0-9]{1,4}\b"
     r"|\b[A-Z][a-z]+(?:straat|laan|weg|plein|gracht|kade)\s+[0-9]{1,4}[a-z]?\b"                   # Dutch
-    r"|[\u4e00-\u9fff]{1,12}(?:路|街|大道|道|巷|弄|胡同)[0-9]{1,5}(?:号|號)"                          # 中关村大街27号
+    # the Chinese and Japanese forms start only where a digit follows within 24 letters (read without
+    # backtracking): long text of Han characters is not tried 120 ways at every character
+    r"|(?=[\u4e00-\u9fff][\u4e00-\u9fff\u3040-\u30ff]{0,23}+[0-9])(?:"
+    r"[\u4e00-\u9fff]{1,12}(?:路|街|大道|道|巷|弄|胡同)[0-9]{1,5}(?:号|號)"                             # 中关村大街27号
     r"|[\u4e00-\u9fff]{1,10}[都道府県市区町村][\u4e00-\u9fff\u3040-\u30ff]{0,12}[0-9]{1,4}丁目"      # 1丁目
-    r"|[\u4e00-\u9fff]{1,10}[市区町村][\u4e00-\u9fff\u3040-\u30ff]{0,12}[0-9]{1,4}-[0-9]{1,4}(?:-[0-9]{1,4})?")
+    r"|[\u4e00-\u9fff]{1,10}[市区町村][\u4e00-\u9fff\u3040-\u30ff]{0,12}[0-9]{1,4}-[0-9]{1,4}(?:-[0-9]{1,4})?)")
 #: countries whose national phone formats are recognised (international ``+…`` numbers always are)
 PHONE_REGIONS = ("CN", "US", "GB", "DE", "FR", "JP", "IN", "BR", "ES", "IT", "NL", "KR", "AU", "RU", "MX", "CH", "AT")
 _PHONE_WORD = re.compile(r"(?:phone|tel|call|mobile|cell|fax|whatsapp|telefon|téléphone|portable|handy|móvil|"
@@ -194,25 +209,65 @@ _WHY_EMAIL = "an e-mail address"
 _WHY_IBAN = "a bank account number (IBAN)"
 _WHY_CARD_MENTION = "a payment card reference"
 _WHY_ADDRESS = "a street address"
+_WHY_NUMBERS = "too many numbers to check each for a phone number"
 
 
-def _phones(norm: str) -> list[str]:
+#: the most distinct digit runs a text's phone check reads one by one (about a millisecond each); a text with
+#: more is marked sensitive as a whole ("many numbers") instead of being read for minutes
+PHONE_RUNS_CHECKED = 300
+_PHONE_RUN = re.compile(r"[0-9](?:[ ().\-/]{0,3}[0-9])*")  # digits and what separates a phone number's groups
+_RUN_PIECE = 48  # a longer run is read in pieces of 48 characters, overlapping by half: no phone number is longer
+_PHONE_BEFORE, _PHONE_AFTER = 8, 24  # context read with a run: a leading + or (, an extension ("ext. 12")
+
+
+def _phone_matches(snippet: str) -> list[tuple[int, str, bool]]:
+    """``(start, raw, international)`` for each valid phone number libphonenumber finds in ``snippet`` in any
+    of :data:`PHONE_REGIONS` (``international``: found as a ``+…`` number)."""
+    import phonenumbers  # on the first write with digits in it: an idle daemon never loads its metadata
+
+    return [(m.start, m.raw_string, region == "ZZ") for region in ("ZZ", *PHONE_REGIONS)
+            for m in phonenumbers.PhoneNumberMatcher(snippet, region, leniency=phonenumbers.Leniency.VALID)]
+
+
+def _phone_windows(norm: str) -> Iterable[tuple[int, int]]:
+    """The spans of ``norm`` the phone check reads: each run of six or more digits (with separators), with
+    a little context either side; a run longer than a phone number in overlapping pieces."""
+    for m in _PHONE_RUN.finditer(norm):
+        start, end = m.span()
+        if sum(ch.isdigit() for ch in m.group()) < 6:
+            continue
+        for a in range(start, max(start + 1, end - _RUN_PIECE // 2), _RUN_PIECE // 2):
+            yield max(0, a - _PHONE_BEFORE), min(len(norm), min(end, a + _RUN_PIECE) + _PHONE_AFTER)
+
+
+def _phones(norm: str) -> list[str] | None:
     """Phone numbers in ``norm``: any ``+``-international number, and a
     national number of :data:`PHONE_REGIONS` written with separators or after
     a word such as "phone" / 电话 (a bare 10-digit run is too often a ticket
-    or order number)."""
+    or order number).
+
+    Only the digit runs are read (libphonenumber is slow: a millisecond a
+    run), each distinct run once; past :data:`PHONE_RUNS_CHECKED` distinct
+    runs the answer is None ("too many numbers"), which marks the text
+    sensitive rather than leaving a phone number unmarked.
+    """
     if not _MAYBE_PHONE.search(norm):
         return []
-    import phonenumbers  # on the first write with digits in it: an idle daemon never loads its metadata
-
+    seen: dict[str, list[tuple[int, str, bool]]] = {}
     found: dict[int, str] = {}
-    for region in ("ZZ", *PHONE_REGIONS):
-        for m in phonenumbers.PhoneNumberMatcher(norm, region, leniency=phonenumbers.Leniency.VALID):
-            if m.start in found:
+    for a, b in _phone_windows(norm):
+        snippet = norm[a:b]
+        if snippet not in seen:
+            if len(seen) >= PHONE_RUNS_CHECKED:
+                return None
+            seen[snippet] = _phone_matches(snippet)
+        for rel, raw, international in seen[snippet]:
+            at = a + rel
+            if at in found:
                 continue
-            raw = m.raw_string
-            if region == "ZZ" or raw.startswith("+") or not raw.isdigit() or _PHONE_WORD.search(norm[:m.start]):
-                found[m.start] = raw
+            if international or raw.startswith("+") or not raw.isdigit() \
+                    or _PHONE_WORD.search(norm[max(0, at - 40):at]):  # the word ends within 16 characters
+                found[at] = raw
     return list(found.values())
 
 
@@ -227,7 +282,9 @@ def sensitive_in(text: str) -> list[Finding]:
     found += [Finding("iban", norm[a:b], _WHY_IBAN) for a, b in _ibans(norm)]
     found += [Finding("card", m.group(), _WHY_CARD_MENTION) for m in _CARD_MENTION.finditer(norm)]
     found += [Finding("address", m.group(), _WHY_ADDRESS) for m in _ADDRESS.finditer(norm)]
-    found += [Finding("phone", p, _WHY_PHONE) for p in _phones(norm)]
+    phones = _phones(norm)
+    found += [Finding("numbers", "", _WHY_NUMBERS)] if phones is None else \
+        [Finding("phone", p, _WHY_PHONE) for p in phones]
     found += [Finding("phone", m.group(), _WHY_PHONE) for m in _CN_MOBILE.finditer(norm)]  # bare 138…
     return found
 

@@ -57,7 +57,7 @@ import logging
 import os
 import sqlite3
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -131,6 +131,11 @@ def _clean_word(word: str) -> str:
     return word.lower().replace("\x00", "").replace("\x01", "")
 
 
+def _never(rel: str) -> bool:
+    """No path is ignored (an index without the mirror's rules: tests, tools run on a plain folder)."""
+    return False
+
+
 class MemoryIndex:
     """Every memory entity of one mirror folder, by path, permalink, title and text.
 
@@ -144,6 +149,9 @@ class MemoryIndex:
         self.root = Path(root)
         self.tz = tz or timezone(timedelta(hours=8))
         self.db_path = db_path
+        #: ``ignored(rel)``: True for a path that never syncs (``.ohsyncignore``, the ``ignore`` setting); such
+        #: files are not indexed, so no tool returns or changes them (the daemon sets the mirror's rules)
+        self.ignored: Callable[[str], bool] = _never
         #: ``(table, short word)`` → its :meth:`_expression`: listing the terms a word begins reads
         #: their hit lists, so it is kept until the next change to the index.
         self._expressions: dict[tuple[str, str], str | None] = {}
@@ -321,14 +329,30 @@ class MemoryIndex:
                     if entry.is_dir(follow_symlinks=False):
                         if prefix or name != "Files":
                             stack.append((entry.path, prefix + name + "/"))
-                    elif len(name) > 3 and name[-3:].lower() == ".md" and entry.is_file(follow_symlinks=False):
+                    elif len(name) > 3 and name[-3:].lower() == ".md" and entry.is_file(follow_symlinks=False) \
+                            and not self.ignored(prefix + name):
                         yield prefix + name, entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
 
+    def drop_ignored(self) -> int:
+        """Forget the entities whose paths :attr:`ignored` now takes (no file is read).
+
+        :returns: how many were dropped.
+        """
+        gone = [path for (path,) in self._db.execute("SELECT path FROM entities") if self.ignored(path)]
+        if gone:
+            with self._transaction():
+                for rel in gone:
+                    self._drop(rel)
+        return len(gone)
+
     def _load(self, rel: str) -> None:
         """Read one file into the index (replacing what it held for that path)."""
         if not is_indexed(rel):
+            return
+        if self.ignored(rel):
+            self._drop(rel)
             return
         try:
             data, st = read_file(self.root, rel)  # no link followed, in the file nor in a folder on its way

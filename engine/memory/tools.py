@@ -25,12 +25,14 @@ sentence.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..names import upload_name_problem
+from ..local_limits import path_too_long
+from ..names import path_problem, upload_name_problem
 from ..nofollow import OutsideMirrorError, entry_stat, read_file
 from .edit import (
     MemoryToolError,
@@ -164,6 +166,29 @@ def _refuse_link(root: Path, rel: str) -> os.stat_result | None:
         raise MemoryToolError(f"refused: {exc}") from None
 
 
+def _place_problem(root: Path, rel: str) -> str | None:
+    """Why a new entity cannot be saved at ``rel`` (its folders are created on the way), or None.
+
+    The same name checks as every other path the mirror uploads (``path_problem``), this disk's name and path
+    lengths (``path_too_long``), and no folder on the way that is a file.
+    """
+    problem = path_problem(rel) or path_too_long(root, root / rel)
+    if problem:
+        return problem
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        folder = "/".join(parts[:i])
+        try:
+            st = entry_stat(root, folder)
+        except OutsideMirrorError:
+            return None  # a link on the way: refused with its own sentence when the file is looked at
+        if st is None:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{folder} is a file, not a folder"
+    return None
+
+
 class MemoryTools:
     """The memory tools over one index.
 
@@ -179,6 +204,26 @@ class MemoryTools:
         self.tz = tz
         self._now = now or (lambda: datetime.now(tz))
         self.origin = origin
+
+    def _refuse_ignored(self, rel: str) -> None:
+        """Refuse a path the mirror's ignore rules take: it would never sync, and the tools leave it alone.
+
+        :raises MemoryToolError: "… is ignored …".
+        """
+        if self.index.ignored(rel):
+            raise MemoryToolError(f"refused: {rel} is ignored (.ohsyncignore or the `ignore` setting), so it never "
+                                  "syncs and the memory tools neither read nor change it; choose another folder or "
+                                  "change the ignore rules")
+
+    def _refuse_place(self, rel: str) -> None:
+        """Refuse a new entity at ``rel`` before anything is written (see :func:`_place_problem`).
+
+        :raises MemoryToolError: "refused: … cannot be saved here (…)".
+        """
+        problem = _place_problem(self.index.root, rel)
+        if problem:
+            raise MemoryToolError(f"refused: {rel!r} cannot be saved here ({problem}); change the title or "
+                                  "folder. Nothing was written.")
 
     def now(self) -> datetime:
         """The current time in the configured offset, to the second."""
@@ -281,7 +326,7 @@ class MemoryTools:
 
         :raises MemoryToolError: none matches.
         """
-        key = _opt_str(permalink, "permalink")
+        key = _opt_str(check_input("permalink", permalink), "permalink")  # no NUL: it may name a path
         if not key:
             raise MemoryToolError("`permalink` is required (as returned by memory_search or memory_list)")
         e = self.index.by_permalink(key)
@@ -290,6 +335,7 @@ class MemoryTools:
             if not path.lower().endswith(".md"):
                 path += ".md"
             if is_indexed(path):
+                self._refuse_ignored(path)
                 self.index.update([path])
                 e = self.index.get(path)
             if e is None and is_indexed(path):
@@ -404,6 +450,8 @@ class MemoryTools:
             if problem:
                 raise MemoryToolError(f"refused: {rel!r} cannot be saved on the server ({problem}); change the "
                                       "title or folder")
+        self._refuse_place(rel)
+        self._refuse_ignored(rel)
         existing = self.index.resolve_link(title_s)
         if existing is not None and existing.title == title_s:
             raise MemoryToolError(f"an entity titled {title_s!r} already exists (permalink {existing.permalink}); "
