@@ -19,12 +19,13 @@ Call these on the thread that owns the engine (the daemon's sync worker).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import OhsyncError
 from ..events import SyncEvent
-from ..local_replace import keep_crossed
+from ..local_replace import BeingWritten, keep_crossed, refuse_if_written
 from ..localfs import Fingerprint, backup_file, stat_fingerprint
 from ..nofollow import FileChanged, OutsideMirrorError, entry_stat, read_file, remove_file, write_file
 from ..sync.deletes import delete_remote
@@ -40,6 +41,27 @@ log = logging.getLogger(__name__)
 Planner = Callable[[bytes | None], WritePlan]
 
 _ROUNDS = 3  # a person saving the same file between our read and our write
+#: seconds a write waits for a program that holds the file open for writing to close it
+_WRITER_WAIT = 5.0
+
+
+def _wait_for_writer(ctx: Any, rel: str) -> None:
+    """Return once no program is saving ``rel`` in place (``EngineOptions.being_written``):
+    a write planned on a half-saved file would replace it under the program,
+    whose rest of the save would then reach no one.
+
+    :raises MemoryToolError: still being written after :data:`_WRITER_WAIT` seconds.
+    """
+    deadline = time.monotonic() + _WRITER_WAIT
+    while True:
+        try:
+            refuse_if_written(ctx, rel)
+            return
+        except BeingWritten:
+            if time.monotonic() >= deadline:
+                raise MemoryToolError(f"{rel} is open for writing in another program, so nothing was written; "
+                                      "try again once it is saved and closed") from None
+            time.sleep(0.1)
 
 
 def _write_local(engine: Any, rel: str, planner: Planner, create: bool) -> WritePlan:
@@ -58,6 +80,8 @@ def _write_inside(engine: Any, rel: str, planner: Planner, create: bool) -> Writ
     ctx = engine.ctx
     root = ctx.local_root
     for _ in range(_ROUNDS):
+        if entry_stat(root, rel) is not None:
+            _wait_for_writer(ctx, rel)  # plan on the finished save
         try:
             data: bytes | None
             data, st = read_file(root, rel)
@@ -74,6 +98,11 @@ def _write_inside(engine: Any, rel: str, planner: Planner, create: bool) -> Writ
         now = entry_stat(root, rel)
         if (stat_fingerprint(now) if now is not None else None) != fp:
             continue  # saved by someone meanwhile: plan again on the new bytes
+        if data is not None:
+            try:
+                refuse_if_written(ctx, rel)
+            except BeingWritten:
+                continue  # opened for writing since: the next round waits for it
         if data is not None and ctx.options.backup_dir is not None:
             backup_file(root, rel, ctx.options.backup_dir, ctx.options.library_name, data=data)
         try:
