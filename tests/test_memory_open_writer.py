@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
 import pytest
 
@@ -19,7 +18,15 @@ BASE = b"# note\n\n## Observations\n- [t] seed\n"
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="open files are seen in /proc")
 def test_a_memory_append_waits_while_a_program_writes_the_file_in_place(devserver, tmp_path) -> None:
     m = synced_small(devserver, tmp_path, {"/knowledge/a.md": BASE})
-    m.engine.options.being_written = WriterCheck()
+    check, seen = WriterCheck(), threading.Event()
+
+    def being_written(p) -> bool:
+        busy = check(p)
+        if busy:
+            seen.set()  # ohsync saw the save in progress
+        return busy
+
+    m.engine.options.being_written = being_written
     path = m.root / "knowledge" / "a.md"
     whole = BASE + b"- [p] PERSON-LINE-1 typed in the editor\n- [p] PERSON-LINE-2 typed in the editor\n"
     opened = threading.Event()
@@ -29,7 +36,7 @@ def test_a_memory_append_waits_while_a_program_writes_the_file_in_place(devserve
             fh.write(whole[:len(BASE) + 20])
             fh.flush()
             opened.set()
-            time.sleep(1.5)
+            seen.wait(10)  # the rest once ohsync looked at the open file (without the check: 10 s later)
             fh.write(whole[len(BASE) + 20:])
 
     writer = threading.Thread(target=person)
