@@ -39,6 +39,17 @@ def assert_waits_for_the_person(result, source: Path, data: bytes) -> None:
     assert source.read_bytes() == data  # still in the drop folder
 
 
+def _stop_before(monkeypatch, env, step: str, source) -> None:
+    """File ``source`` until the filer's ``step``, where it is killed (``Crash``); the patch is undone."""
+    def crash(self, job):
+        raise Crash(f"before {step}")
+
+    monkeypatch.setattr(Filer, step, crash)
+    with pytest.raises(Crash):
+        env.filer().file(source)
+    monkeypatch.undo()
+
+
 def test_a_linked_destination_folder_is_refused_before_anything_is_uploaded(env, tmp_path):
     out = outside_dir(tmp_path) / "dl"
     out.mkdir()
@@ -61,13 +72,7 @@ def test_a_destination_folder_turned_into_a_link_after_the_upload_is_never_writt
     data = PDF.read_bytes()
     source = env.drop_file("report.pdf", data)
 
-    def crash(self, job):
-        raise Crash("after the upload")
-
-    monkeypatch.setattr(Filer, "_do_sidecar", crash)
-    with pytest.raises(Crash):
-        env.filer().file(source)
-    monkeypatch.undo()
+    _stop_before(monkeypatch, env, "_do_sidecar", source)  # uploaded, then killed
     out = outside_dir(tmp_path) / "dl"
     out.mkdir()
     if folder.exists():
@@ -166,13 +171,7 @@ def test_a_link_swapped_in_for_the_dropped_file_before_the_upload_is_not_uploade
     secret = outside_dir(tmp_path) / "k"
     secret.write_bytes(b"S" * (len(data) - 1) + b"\n")  # same size
 
-    def crash(self, job):
-        raise Crash("planned")
-
-    monkeypatch.setattr(Filer, "_do_upload", crash)
-    with pytest.raises(Crash):
-        env.filer().file(source)
-    monkeypatch.undo()
+    _stop_before(monkeypatch, env, "_do_upload", source)  # planned, then killed
     st = source.stat()
     os.utime(secret, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime too
     kept = env.drop / ".kept"
