@@ -32,7 +32,8 @@ from .local_replace import LocalChanged, install, write_over
 from .localfs import stat_fingerprint, temp_beside
 from .merge.archive import archive
 from .merge.choose import is_text, merge_versions
-from .merge.resolve import FIGHT_LIMIT, FIGHT_WINDOW, Facts, Outcome, Situation, decide
+from .merge.conflict_names import origin_of
+from .merge.resolve import FIGHT_LIMIT, FIGHT_WINDOW, Copy, Facts, Outcome, Situation, decide
 from .merge.sfconflict import find_own, remove_remote
 from .merge.stale import (
     HISTORY_DEPTH,
@@ -151,6 +152,33 @@ def _replace_local(ctx: MirrorContext, rel_path: str, data: bytes, expected: tup
     """Back up and atomically replace a local file, unless it changed meanwhile
     (:func:`~ohsync.engine.local_replace.write_over`: checked on the very file replaced)."""
     return write_over(ctx, rel_path, data, expected, mtime)
+
+
+def _replace_crossed(ctx: MirrorContext, rel_path: str, merged: bytes, expected: tuple[int, int, int] | None,
+                     unseen: bytes) -> tuple[int, int, int]:
+    """Write ``merged`` (ours with ``unseen``, a version our verified upload
+    replaced on a server that ignored ``head``) over the local file, as
+    :func:`_replace_local`.
+
+    When it cannot be written now (saved meanwhile, or a program still holds
+    it open: :class:`~ohsync.engine.local_replace.LocalChanged`), ``unseen``
+    is live nowhere (our upload replaced it), so it is kept in
+    ``/.conflict/`` first, with a notice, and the error goes on to the caller.
+
+    :returns: the written file's fingerprint.
+    :raises LocalChanged: the local file could not be replaced (``unseen`` archived).
+    :raises OSError: as :func:`_replace_local`.
+    """
+    try:
+        return _replace_local(ctx, rel_path, merged, expected)
+    except LocalChanged:
+        origin = origin_of(unseen)
+        copy = Copy("upload", rel_path, origin,
+                    "another client's version that our upload replaced (the server ignored head); "
+                    "it could not be merged here while the file was being saved", ("crossed",),
+                    announce="another client's version our upload replaced was kept as {stored}")
+        archive(ctx, rel_path, copy, theirs=unseen, when=datetime.now(timezone.utc))
+        raise
 
 
 def folder_vanished(ctx: MirrorContext, rel_path: str) -> bool:
@@ -531,7 +559,7 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
                     crossing = decide(Facts(Situation.EDIT, rel_path, ours=content, theirs=unseen, merge=result))
                     if crossing.copy is None:
                         assert crossing.live is not None
-                        fp = _replace_local(ctx, rel_path, crossing.live, fp)
+                        fp = _replace_crossed(ctx, rel_path, crossing.live, fp, unseen)
                         base = Base(rel_path, False, sha1_bytes(content), new_id)
                         base_content, action = content, "merge"
                         agreed = False

@@ -184,3 +184,25 @@ def test_plain_push_checks_what_it_replaced_until_sfconflict_switches_the_check_
     assert mirror.sync(["notes/journal.md"]).errors == []
     assert devserver.request_count(r"file/history/\?.*limit=2") == 0  # the check is off now
     assert devserver.request_count(r"file/history/\?.*limit=1") == 1  # the read-back alone
+
+
+def test_an_edit_our_upload_replaced_is_kept_when_the_merge_cannot_be_written_here(devserver, rid, tmp_path):
+    """As above, but the merged version cannot be written here (a program holds
+    the file open for writing): the phone's version, which our upload replaced,
+    is live nowhere, so it is kept in /.conflict/ before the pass goes on."""
+    devserver.honour_head = False
+    mirror = synced_mirror(devserver, rid, tmp_path)
+    devserver.put_file(rid, "/notes/journal.md", (MEMORY + "- [note] phone edit after the poll #phone\n").encode())
+    mirror.write("notes/journal.md", (MEMORY + "- [note] local line #desk\n").encode())
+    # the program's save begins once our upload is sent: the merge waits for it
+    devserver.after_request("POST", r"^/seafhttp/update-api/", lambda srv: setattr(
+        mirror.engine.options, "being_written", lambda path: True))
+    report = mirror.engine.sync(["notes/journal.md"], check_remote=False)
+    assert [p for p, _ in report.skipped] == ["notes/journal.md"] and report.errors == []
+    tree = devserver.tree(rid)
+    kept = b"".join(v for k, v in tree.items() if k.startswith("/.conflict/notes/journal"))
+    assert b"phone edit after the poll" in kept  # not only in the server's file history
+    assert b"local line" in tree["/notes/journal.md"] and b"local line" in mirror.read("notes/journal.md")
+    mirror.engine.options.being_written = None  # the program closed the file
+    assert mirror.sync().errors == []
+    assert mirror.read("notes/journal.md") == devserver.read_file(rid, "/notes/journal.md")
