@@ -30,8 +30,8 @@ RECENT_SAVE = 2.0
 #: are looked up again): a burst of replaced files costs one walk, not one each.
 SCAN_REUSE = 1.0
 
-#: ``(st_dev, st_ino)`` → the ``(pid, fd)`` holding it open.
-_Holders = dict[tuple[int, int], list[tuple[str, str]]]
+#: a file's name (the last part of what ``/proc/<pid>/fd/<fd>`` points to) → the ``(pid, fd)`` holding it open.
+_Holders = dict[str, list[tuple[str, str]]]
 
 
 def _can_see() -> bool:
@@ -39,7 +39,13 @@ def _can_see() -> bool:
 
 
 def _holders() -> _Holders | None:
-    """Every file some process we may inspect holds open, by identity (None: ``/proc`` unreadable)."""
+    """Every file some process we may inspect holds open, by name (None: ``/proc`` unreadable).
+
+    The names are read with ``readlink``, which never touches the files
+    themselves: a descriptor on a stalled network or FUSE mount would hang a
+    ``stat`` of it.  Only descriptors of the file's name are ``stat``-ed
+    (:func:`_writes`).
+    """
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
@@ -53,10 +59,10 @@ def _holders() -> _Holders | None:
             continue  # another user's process, or gone
         for fd in fds:
             try:
-                fst = os.stat(f"{fd_dir}/{fd}")
+                link = os.readlink(f"{fd_dir}/{fd}")
             except OSError:
-                continue
-            found.setdefault((fst.st_dev, fst.st_ino), []).append((pid, fd))
+                continue  # closed meanwhile
+            found.setdefault(link.rsplit("/", 1)[-1], []).append((pid, fd))
     return found
 
 
@@ -95,7 +101,7 @@ def open_for_writing(path: Path) -> bool | None:
     if holders is None:
         return None
     target = (st.st_dev, st.st_ino)
-    return any(_writes(pid, fd, target) for pid, fd in holders.get(target, ()))
+    return any(_writes(pid, fd, target) for pid, fd in holders.get(path.name, ()))
 
 
 class WriterCheck:
@@ -141,7 +147,7 @@ class WriterCheck:
         if holders is None:
             return now - st.st_mtime < self._recent
         target = (st.st_dev, st.st_ino)
-        return any(_writes(pid, fd, target) for pid, fd in holders.get(target, ()))
+        return any(_writes(pid, fd, target) for pid, fd in holders.get(Path(path).name, ()))
 
     def _holders(self, now: float, mtime: float) -> _Holders | None:
         # the margin: a file's mtime comes from a coarser clock than ours

@@ -13,6 +13,7 @@ error) and plans it again on the pass after the program closed it.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
@@ -116,6 +117,26 @@ def test_the_check_sees_a_writer_of_this_process_and_not_a_reader(tmp_path) -> N
         assert check(path) is True and open_for_writing(path) is True
     assert check(path) is False                      # closed: the next look walks again
     assert check(tmp_path / "gone.md") is False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="open files are seen in /proc")
+def test_the_walk_stats_no_open_file_but_those_of_the_files_name(tmp_path, monkeypatch) -> None:
+    """A descriptor on a stalled network mount would hang a stat: the walk reads names only."""
+    import ohsync.daemon.open_files as open_files
+
+    path, other = tmp_path / "a.md", tmp_path / "unrelated.log"
+    path.write_bytes(b"x\n")
+    real_stat, touched = os.stat, []
+
+    def watching_stat(p, *args, **kwargs):
+        if re.fullmatch(r"/proc/\d+/fd/\d+", str(p)):
+            touched.append(os.readlink(p))
+        return real_stat(p, *args, **kwargs)
+
+    monkeypatch.setattr(open_files.os, "stat", watching_stat)
+    with open(other, "ab"), open(path, "ab"):
+        assert WriterCheck()(path) is True
+    assert touched and {t.rsplit("/", 1)[-1] for t in touched} == {"a.md"}
 
 
 def test_where_open_files_cannot_be_seen_a_save_of_a_moment_ago_counts(tmp_path) -> None:
