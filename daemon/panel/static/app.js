@@ -467,7 +467,14 @@
   function connect() {
     var source = new EventSource("/api/events?session=" + encodeURIComponent(session()));
     source.addEventListener("open", function () { liveBadge.textContent = "live"; liveBadge.className = "live on"; });
-    source.addEventListener("error", function () { liveBadge.textContent = "reconnecting…"; liveBadge.className = "live off"; });
+    source.addEventListener("error", function () {
+      liveBadge.textContent = "reconnecting…"; liveBadge.className = "live off";
+      if (source.readyState === EventSource.CLOSED) {
+        // refused, e.g. after the page was opened again in another tab (a new session): the browser
+        // gives up on a refused stream, so open it again with the token kept now
+        setTimeout(connect, 3000);
+      }
+    });
     // every daemon event ({"type": "status"|"conflict"|"synced"|"error"|"filed", …}) is a "message"
     source.addEventListener("message", function () {
       liveBadge.textContent = "live"; liveBadge.className = "live on";

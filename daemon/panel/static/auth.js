@@ -16,7 +16,13 @@
   }).then(function (r) {
     if (r.ok) {
       // the session's second half: this origin's storage, which no page on another port can read
-      return r.json().then(function (d) { localStorage.setItem("ohsync-session", d.token || ""); location.replace("/"); });
+      return r.json().then(function (d) {
+        try { localStorage.setItem("ohsync-session", d.token || ""); } catch (e) {
+          say("This browser keeps no site data for this page, which it needs: allow site data for 127.0.0.1, then open it again with `ohsync panel`.");
+          return;
+        }
+        location.replace("/");
+      });
     }
     say("That key is not valid any more (ohsync restarted?). Open the page again with `ohsync panel`.");
   }).catch(function () { say("ohsync does not answer. Is it running? Try `ohsync status`."); });
