@@ -45,3 +45,13 @@ def test_addresses_and_keys_are_still_found_at_the_edges_of_long_runs() -> None:
     assert [f.kind for f in sensitive_in("x" * 5000 + " jane.doe@example.org")] == ["email"]
     assert [f.kind for f in sensitive_in("写" * 5000 + "北京市海淀区中关村大街27号")] == ["address"]
     assert [f.kind for f in secrets_in("sk-" * 500 + "abcdefghijklmnopqrstu")] == ["api_key"]
+
+
+def test_a_phone_number_added_to_a_text_of_many_numbers_is_still_marked() -> None:
+    from ohsync.engine.memory.guard import added
+
+    base = "".join(f"- note {n:05d}: met on 2026-01-05 about item\n" for n in range(PHONE_RUNS_CHECKED + 1))
+    assert [f.kind for f in sensitive_in(base)] == ["numbers"]
+    brought = added(sensitive_in(base), sensitive_in(base + "Call Anna on +49 30 12345678\n"))
+    assert brought, "a number added where numbers are not read one by one must still mark the text"
+    assert added(sensitive_in("a\nb\n"), sensitive_in("a\nb\nCall Anna on +49 30 12345678\n"))

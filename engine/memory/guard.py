@@ -247,9 +247,11 @@ def _phones(norm: str) -> list[str] | None:
     or order number).
 
     Only the digit runs are read (libphonenumber is slow: a millisecond a
-    run), each distinct run once; past :data:`PHONE_RUNS_CHECKED` distinct
-    runs the answer is None ("too many numbers"), which marks the text
-    sensitive rather than leaving a phone number unmarked.
+    run), each with a little context and each distinct such snippet once
+    (a long run in overlapping pieces); past :data:`PHONE_RUNS_CHECKED`
+    distinct snippets the answer is None ("too many numbers"), which marks
+    the text sensitive rather than leaving a phone number unmarked.  A
+    national number counts after a phone word within 40 characters before it.
     """
     if not _MAYBE_PHONE.search(norm):
         return []
@@ -266,7 +268,7 @@ def _phones(norm: str) -> list[str] | None:
             if at in found:
                 continue
             if international or raw.startswith("+") or not raw.isdigit() \
-                    or _PHONE_WORD.search(norm[max(0, at - 40):at]):  # the word ends within 16 characters
+                    or _PHONE_WORD.search(norm[max(0, at - 40):at]):  # a phone word in the 40 characters before it
                 found[at] = raw
     return list(found.values())
 
@@ -291,9 +293,15 @@ def sensitive_in(text: str) -> list[Finding]:
 
 def added(before: Iterable[Finding], after: Iterable[Finding]) -> list[Finding]:
     """The findings of ``after`` that ``before`` does not have (as many times
-    as they were added): what a write brings in."""
+    as they were added): what a write brings in.
+
+    A "too many numbers" finding of ``after`` always counts as brought in:
+    it stands for phone numbers not looked for, so one added to a text that
+    already had that finding would otherwise pass unmarked."""
+    after = list(after)
     extra = Counter(after) - Counter(before)
-    return list(extra.elements())
+    unread = [f for f in after if f.kind == "numbers" and f not in extra]
+    return list(extra.elements()) + unread[:1]
 
 
 def find_secret(text: str) -> str | None:
