@@ -103,6 +103,26 @@ def test_remote_file_replaced_by_a_folder_while_edited_here_archives_the_file(de
     assert [c.archived for c in m.engine.conflicts()] == [conflict.archived]
 
 
+@pytest.mark.parametrize("edited", [False, True], ids=["unchanged here", "edited here"])
+def test_remote_file_replaced_by_a_folder_waits_while_a_program_writes_the_file(devserver, tmp_path, edited) -> None:
+    repo, m = _mirror(devserver, tmp_path, folder=False)
+    if edited:
+        m.write("x", b"file x, edited here\n")
+    devserver.delete_path(repo, "/x")
+    devserver.put_file(repo, "/x/a.md", A)
+    m.engine.options.being_written = lambda path: path.name == "x"  # a program holds it open
+    for _ in range(2):
+        rep = m.sync()
+        assert rep.errors == [] and [p for p, _ in rep.skipped] == ["x", "x/a.md"], (rep.errors, rep.skipped)
+        assert rep.conflicts == [] and not _under(devserver.tree(repo), "/.conflict/")  # nothing archived yet
+    assert (m.root / "x").is_file()
+    m.engine.options.being_written = None  # the program closed it
+    conflicts = _settle(m, "walk")
+    tree = _assert_same_both_sides(m, devserver, repo)
+    assert _under(tree, "/x/") == {"/x/a.md": A}
+    assert len(conflicts) == (1 if edited else 0)
+
+
 @pytest.mark.parametrize("how", HOWS)
 def test_remote_folder_replaced_by_a_file_arrives_and_the_folder_is_backed_up(devserver, tmp_path, how) -> None:
     repo, m = _mirror(devserver, tmp_path, folder=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import OhsyncError
 from ..events import SyncEvent, SyncReport
+from ..local_replace import BeingWritten
 from ..localfs import LocalFile
 from ..models import RemoteEntry
 from ..paths import normalize_rel
@@ -69,6 +70,10 @@ class FolderSteps(RunSteps):
                     continue
                 try:
                     folder_kept = self._kind_change(rel, entry, remote, base, bases, report)
+                except BeingWritten as exc:  # a program is saving the file: after it closes it, no error
+                    report.skipped.append((rel, str(exc)))
+                    self._writer_held.add(rel)  # the folder's files wait for it too
+                    continue
                 except (OhsyncError, OSError) as exc:
                     self._dir_failed(rel, self._per_path(exc, rel, what="replacing a file by a folder"), kind,
                                      report)

@@ -94,6 +94,7 @@ class SyncEngine(FolderSteps):
         self._paused_paths: dict[str, tuple[Any, str]] = {}
         #: the paused paths this pass left alone, nothing changed on either side (nothing to do)
         self._quiet_pauses: set[str] = set()
+        self._writer_held: set[str] = set()
         self._skipped_remote: list[tuple[str, str]] = []
         self._listed_since: str | None = None  # the head before this pass's listing
         self._delete_since: dict[str, str | None] = {}
@@ -293,6 +294,7 @@ class SyncEngine(FolderSteps):
         """
         report = SyncReport()
         self._quiet_pauses = set()
+        self._writer_held = set()
         drop_settled_notices(self.ctx)
         self.ctx.should_stop = should_stop
         requests_before = getattr(self.ctx.client, "request_count", 0)

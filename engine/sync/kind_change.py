@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from ..context import MirrorContext
 from ..events import ConflictRecord
 from ..ignore import IgnoreRules
-from ..local_replace import LocalChanged, remove
+from ..local_replace import BeingWritten, LocalChanged, refuse_if_written, remove
 from ..localfs import backup_file, hash_file, stat_fingerprint
 from ..merge.archive import archive
 from ..merge.conflict_names import origin_of
@@ -85,10 +85,12 @@ def archive_local_file(ctx: MirrorContext, rel: str, reason: str) -> ConflictRec
     remove it here (after a backup), so a folder can take its name.
 
     :returns: the conflict record (``archived`` names the copy).
+    :raises BeingWritten: a program is saving the file (nothing archived, it stays).
     :raises LocalChanged: the file changed while it was archived (it stays;
         the next pass looks again).
     :raises OSError, RemoteError: reading, uploading or removing failed.
     """
+    refuse_if_written(ctx, rel)  # not archived (and uploaded) every pass while a program saves it
     data, st = read_file(ctx.local_root, rel)  # the mirror's own regular file, never a link's target
     before = stat_fingerprint(st)
     origin = origin_of(data)
@@ -97,6 +99,8 @@ def archive_local_file(ctx: MirrorContext, rel: str, reason: str) -> ConflictRec
     record = archive(ctx, rel, copy, theirs=data, when=datetime.now(timezone.utc))
     try:
         remove(ctx, rel, before)  # after a backup; checked on the very file taken away
+    except BeingWritten:
+        raise
     except (FileNotFoundError, LocalChanged):
         raise LocalChanged(f"{rel} changed while it was archived; keeping it", path=rel) from None
     ctx.state.delete_base(rel)

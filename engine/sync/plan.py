@@ -56,6 +56,8 @@ class PlanSteps:
     _skipped_remote: list[tuple[str, str]]
     _paused_paths: dict[str, tuple[Any, str]]
     _quiet_pauses: set[str]
+    #: files of this pass a program holds open, which a folder of the server's would replace
+    _writer_held: set[str]
     _pending: PendingLedger
 
     def _case_clashes(self, bases: dict[str, Base], report: SyncReport) -> set[str]:

@@ -118,6 +118,12 @@ class RunSteps(PlanSteps):
 
     def _run(self, plan: Plan, report: SyncReport) -> None:
         """Carry out one plan; per-path failures are reported, not raised."""
+        held = next((h for h in self._writer_held if plan.rel.startswith(h + "/")), None)
+        if held is not None:
+            # a file of the server's folder whose name a file here still holds, open in a program
+            report.skipped.append((plan.rel, f"waits until {held}, open in another program, is closed"))
+            self._pending.done(plan.rel)
+            return
         paused = self._paused_paths.get(plan.rel)
         if paused is not None and paused[0] == self._version(plan) and fighting(self.ctx, plan.rel):
             # left alone until either side changes, the pause ends or the person refreshes:
