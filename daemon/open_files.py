@@ -104,6 +104,16 @@ def open_for_writing(path: Path) -> bool | None:
     return any(_writes(pid, fd, target) for pid, fd in holders.get(path.name, ()))
 
 
+def _program(pid: str) -> str:
+    """``"<command name> (process <pid>)"``, as the person finds it in a task manager."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
+            name = fh.read().strip()
+    except OSError:
+        name = ""
+    return f"{name or 'a program'} (process {pid})"
+
+
 class WriterCheck:
     """``check(path)`` → True while ``path`` looks like a save in progress.
 
@@ -132,11 +142,14 @@ class WriterCheck:
         #: walks of ``/proc`` made so far (tests count them)
         self.walks = 0
 
-    def __call__(self, path: Path) -> bool:
-        """True when ``path`` is being written (see the class docstring).
+    def __call__(self, path: Path) -> bool | str:
+        """Whether ``path`` is being written (see the class docstring).
 
         :param path: an existing local file (a missing one is not being written;
             a symbolic link is looked at itself, never followed).
+        :returns: the program holding it open for writing (``"soffice.bin
+            (process 4242)"``), True for a save of a moment ago where open
+            files cannot be seen, else False.
         """
         try:
             st = os.lstat(path)  # a symbolic link is never followed (nor written through)
@@ -147,7 +160,8 @@ class WriterCheck:
         if holders is None:
             return now - st.st_mtime < self._recent
         target = (st.st_dev, st.st_ino)
-        return any(_writes(pid, fd, target) for pid, fd in holders.get(Path(path).name, ()))
+        pid = next((pid for pid, fd in holders.get(Path(path).name, ()) if _writes(pid, fd, target)), None)
+        return False if pid is None else _program(pid)
 
     def _holders(self, now: float, mtime: float) -> _Holders | None:
         # the margin: a file's mtime comes from a coarser clock than ours

@@ -68,7 +68,8 @@ class EngineOptions:
     :ivar stamp_quiet: seconds such a file must stay unchanged first.
     :ivar time_offset: offset of the stamped time (``±HH:MM``; default: the computer's).
     :ivar origin: the ``origin`` this computer writes.
-    :ivar being_written: ``being_written(path)`` → True while a program is
+    :ivar being_written: ``being_written(path)`` → truthy (the program's
+        name where it is known, else True) while a program is
         saving the existing local file ``path`` (holds it open for writing,
         or, where that cannot be seen, modified it a moment ago); asked just
         before the file would be replaced or removed, which then waits for a
@@ -94,7 +95,7 @@ class EngineOptions:
     stamp_quiet: float = 1.0
     time_offset: str = field(default_factory=local_offset)
     origin: str = "desktop"
-    being_written: Callable[[Path], bool] | None = None
+    being_written: Callable[[Path], bool | str] | None = None
 
 
 @dataclass

@@ -74,9 +74,11 @@ def refuse_if_written(ctx: MirrorContext, rel_path: str) -> None:
     :raises BeingWritten: it is being written; leave it for a later pass.
     """
     check = ctx.options.being_written
-    if check is not None and check(ctx.local_path(rel_path)):
-        raise BeingWritten(f"{rel_path} is being written by another program; it syncs once that program "
-                           "closes it", path=rel_path)
+    writer = check(ctx.local_path(rel_path)) if check is not None else False
+    if writer:
+        who = writer if isinstance(writer, str) else "another program"
+        raise BeingWritten(f"{rel_path} is open for writing in {who}; it syncs once that program closes it",
+                           path=rel_path)
 
 
 def _fp(path: Path) -> Fingerprint | None:

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +51,11 @@ def _unkept(m, rel: str, lines: list[bytes]) -> list[bytes]:
 
 
 @linux_only
+def _me() -> str:
+    """This process as WriterCheck names a writer."""
+    return f"{Path(f'/proc/{os.getpid()}/comm').read_text().strip()} (process {os.getpid()})"
+
+
 def test_a_remote_edit_waits_while_a_program_writes_the_file_in_place(devserver, tmp_path) -> None:
     m = synced_small(devserver, tmp_path, {"/notes/a.md": BASE})
     _watching(m)
@@ -63,7 +69,8 @@ def test_a_remote_edit_waits_while_a_program_writes_the_file_in_place(devserver,
         assert os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino, "the file was replaced under the writer"
         assert path.read_bytes() == whole[:len(BASE) + 20]
         assert [p for p, _ in report.skipped] == ["notes/a.md"] and not report.errors, report
-        assert "being written by another program" in report.skipped[0][1]
+        # the program is named as a task manager shows it (here: this test's own process)
+        assert f"is open for writing in {_me()}" in report.skipped[0][1]
         assert m.engine.skipped() == report.skipped          # what `ohsync status` lists, with the reason
         fh.write(whole[len(BASE) + 20:])
     assert path.read_bytes() == whole
@@ -114,7 +121,7 @@ def test_the_check_sees_a_writer_of_this_process_and_not_a_reader(tmp_path) -> N
     with open(path, "rb"):
         assert check(path) is False
     with open(path, "ab"):
-        assert check(path) is True and open_for_writing(path) is True
+        assert check(path) == _me() and open_for_writing(path) is True
     assert check(path) is False                      # closed: the next look walks again
     assert check(tmp_path / "gone.md") is False
 
@@ -135,7 +142,7 @@ def test_the_walk_stats_no_open_file_but_those_of_the_files_name(tmp_path, monke
 
     monkeypatch.setattr(open_files.os, "stat", watching_stat)
     with open(other, "ab"), open(path, "ab"):
-        assert WriterCheck()(path) is True
+        assert WriterCheck()(path) == _me()
     assert touched and {t.rsplit("/", 1)[-1] for t in touched} == {"a.md"}
 
 

@@ -57,9 +57,9 @@ def _wait_for_writer(ctx: Any, rel: str) -> None:
         try:
             refuse_if_written(ctx, rel)
             return
-        except BeingWritten:
+        except BeingWritten as exc:
             if time.monotonic() >= deadline:
-                raise MemoryToolError(f"{rel} is open for writing in another program, so nothing was written; "
+                raise MemoryToolError(f"{exc.message.split(';')[0]}, so nothing was written; "
                                       "try again once it is saved and closed") from None
             time.sleep(0.1)
 
