@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from breaker_helpers import synced_small
 from engine_helpers import USER, make_mirror
 from ohsync.engine.local_replace import LocalChanged
 from ohsync.engine.localfs import hash_file
@@ -30,10 +31,7 @@ SECRET = b"OUTSIDE-SECRET\n"
 
 @pytest.fixture
 def mirror(devserver, tmp_path):
-    repo = devserver.create_library(USER, "lib")
-    devserver.put_file(repo, "/" + REL, b"first line\n")
-    m = make_mirror(devserver, repo, tmp_path)
-    assert not m.sync().errors
+    m = synced_small(devserver, tmp_path, {"/" + REL: b"first line\n"})
     yield m
     m.state.close()
     m.client.close()
