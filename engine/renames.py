@@ -77,17 +77,20 @@ def exchange(a: PathArg, b: PathArg, *, dir_fd: int | None = None) -> bool:
     return _rename_flags(a, b, _RENAME_SWAP if sys.platform == "darwin" else _RENAME_EXCHANGE, dir_fd, dir_fd)
 
 
-def rename_new(src: PathArg, dst: PathArg, *, dir_fd: int | None = None) -> None:
+def rename_new(src: PathArg, dst: PathArg, *, dir_fd: int | None = None, src_dir_fd: int | None = None) -> None:
     """Rename ``src`` to ``dst`` only if nothing is at ``dst`` (never replacing).
 
     :param dir_fd: the folder both names are relative to (None: the working folder).
+    :param src_dir_fd: the folder ``src`` is relative to, where it is another one
+        (default: ``dir_fd``).
     :raises FileExistsError: ``dst`` is taken.
-    :raises OSError: other failures.
+    :raises OSError: other failures (``EXDEV``: two filesystems).
     """
-    if _rename_flags(src, dst, _RENAME_EXCL if sys.platform == "darwin" else _RENAME_NOREPLACE, dir_fd, dir_fd):
+    sfd = dir_fd if src_dir_fd is None else src_dir_fd
+    if _rename_flags(src, dst, _RENAME_EXCL if sys.platform == "darwin" else _RENAME_NOREPLACE, sfd, dir_fd):
         return
     try:
-        os.link(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        os.link(src, dst, src_dir_fd=sfd, dst_dir_fd=dir_fd, follow_symlinks=False)
     except FileExistsError:
         raise
     except OSError as exc:
@@ -96,7 +99,7 @@ def rename_new(src: PathArg, dst: PathArg, *, dir_fd: int | None = None) -> None
         try:  # a filesystem without hard links: the check and the rename are two steps
             os.stat(dst, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
-            os.rename(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.rename(src, dst, src_dir_fd=sfd, dst_dir_fd=dir_fd)
             return
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), os.fspath(dst)) from None
-    os.unlink(src, dir_fd=dir_fd)
+    os.unlink(src, dir_fd=sfd)

@@ -150,7 +150,8 @@ def move_into_mirror(mirror: MirrorAPI, jobs: JobStore, job: FilingJob, drop_dir
     if entry_stat(root, job.dest_rel) is not None:
         same = local_sha1(root, job.dest_rel) == job.sha1
         if same and source_unchanged(job) and not keep_source:
-            _remove_source(source, drop_dir, job.drop_rel)  # the move happened (copy done, unlink not): finish it
+            assert job.drop_rel is not None  # kept otherwise
+            _remove_source(drop_dir, job.drop_rel)  # the move happened (copy done, unlink not): finish it
         elif not same:
             note = f"a different local file stands at {job.dest_rel}; {job.original_name} stays in the drop folder"
     else:
@@ -160,7 +161,7 @@ def move_into_mirror(mirror: MirrorAPI, jobs: JobStore, job: FilingJob, drop_dir
         elif not unchanged:
             note = f"{job.original_name} changed after it was uploaded and stays in the drop folder"
         else:
-            move_file(source, root, job.dest_rel, drop_dir=drop_dir, drop_rel=job.drop_rel, keep_source=keep_source)
+            move_file(source, root, job.dest_rel, drop_dir=drop_dir, drop_rel=job.drop_rel)
             reach("filing.moved")
     if local_sha1(root, job.dest_rel) == job.sha1:
         record_base(mirror, job)
@@ -177,38 +178,32 @@ def local_sha1(root: Path, rel: str) -> str | None:
         return None
 
 
-def _remove_source(source: Path, drop_dir: Path, drop_rel: str | None) -> None:
-    """Remove the dropped file (in the drop folder: relative to its folder, no link followed)."""
-    if drop_rel is None:
-        os.unlink(source)
-        return
+def _remove_source(drop_dir: Path, drop_rel: str) -> None:
+    """Remove the dropped file, relative to its folder in the drop folder (no link followed)."""
     with parent_folder(drop_dir, drop_rel) as (sfd, name):
         os.unlink(name, dir_fd=sfd)
 
 
-def move_file(source: Path, root: Path, rel: str, *, drop_dir: Path, drop_rel: str | None,
-              keep_source: bool = False) -> None:
+def move_file(source: Path, root: Path, rel: str, *, drop_dir: Path, drop_rel: str | None) -> None:
     """Put the dropped ``source`` at the mirror's ``rel`` (below ``root``),
     never replacing a file there and never through a link: the target's
     folders are opened (made) without following links, a dropped file is
     renamed relative to its folder's descriptor; across file systems (or
-    with ``keep_source``) it is copied from a descriptor opened without
+    for a file from elsewhere) it is copied from a descriptor opened without
     following links to a temp file beside the target (fsync) that is
-    renamed into place, then the source is removed unless it is kept.
+    renamed into place, then a dropped source is removed.
 
     :param drop_dir: the drop folder; ``drop_rel`` the source's path in it
-        (None: a file from elsewhere, always copied).
+        (None: a file from elsewhere, copied and kept).
     :raises OutsideMirrorError: a folder on the target's way is a symbolic link.
     :raises NotAFileError: the source is no longer a regular file.
     :raises FileExistsError: something stands at the target now.
     """
     with parent_folder(root, rel, create=True) as (dfd, name):
-        if not keep_source and drop_rel is not None:
+        if drop_rel is not None:
             with parent_folder(drop_dir, drop_rel) as (sfd, src_name):
-                if _exists(dfd, name):
-                    raise FileExistsError(errno.EEXIST, f"{rel} is taken in the mirror", rel)
-                try:
-                    os.rename(src_name, name, src_dir_fd=sfd, dst_dir_fd=dfd)
+                try:  # never over a file that appeared at the target meanwhile
+                    rename_new(src_name, name, src_dir_fd=sfd, dir_fd=dfd)
                     return
                 except OSError as exc:
                     if exc.errno != errno.EXDEV:
@@ -230,16 +225,8 @@ def move_file(source: Path, root: Path, rel: str, *, drop_dir: Path, drop_rel: s
                 with suppress(OSError):
                     os.unlink(tmp, dir_fd=dfd)
                 raise
-    if not keep_source:
-        _remove_source(source, drop_dir, drop_rel)
-
-
-def _exists(dfd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
+    if drop_rel is not None:
+        _remove_source(drop_dir, drop_rel)
 
 
 def record_base(mirror: MirrorAPI, job: FilingJob) -> None:
