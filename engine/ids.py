@@ -45,10 +45,15 @@ class ContentHasher:
 
     :param keep: also keep the bytes while they total at most this many
         (a small file's content for its base), else keep nothing.
+    :param blocks: also compute the per-block sha1s behind :meth:`file_id`.
+        A download passes False: the server names the version it sends
+        (the link's ``oid``), so the second hash would only cost CPU while
+        the bytes arrive.
     """
 
-    def __init__(self, keep: int = 0) -> None:
+    def __init__(self, keep: int = 0, *, blocks: bool = True) -> None:
         self._keep = keep
+        self.blocks = blocks
         self.reset()
 
     def reset(self) -> None:
@@ -82,7 +87,10 @@ class ContentHasher:
                 self._kept = None
 
     def update_blocks(self, data: bytes | bytearray | memoryview) -> None:
-        """Feed the next bytes to the per-block sha1s (see :meth:`update_whole`)."""
+        """Feed the next bytes to the per-block sha1s (see :meth:`update_whole`);
+        nothing without ``blocks``."""
+        if not self.blocks:
+            return
         view = memoryview(data).cast("B")
         while len(view):
             take = min(len(view), BLOCK_SIZE - self._in_block)
@@ -98,7 +106,12 @@ class ContentHasher:
         return self._whole.hexdigest()
 
     def file_id(self) -> str:
-        """The Seafile file id of everything fed (40 hex)."""
+        """The Seafile file id of everything fed (40 hex).
+
+        :raises ValueError: the hasher was made without ``blocks``.
+        """
+        if not self.blocks:
+            raise ValueError("this hasher computes no block ids")
         blocks = self._block_ids + ([self._block.hexdigest()] if self._in_block else [])
         return _id_from_blocks(blocks, self.size)
 

@@ -219,8 +219,9 @@ def pull(ctx: MirrorContext, rel_path: str, remote: RemoteEntry,
     with temp_beside(target) as (fh, tmp):
         def progress(done: int, total: int) -> None:
             ctx.emit(SyncEvent("transfer", rel_path, "down", done=done, total=total))
-        # hashed on the transfer pool while it streams in: no second read of the file
-        hasher = ContentHasher(keep=ctx.options.readback_full_limit * 4)
+        # hashed on the transfer pool while it streams in: no second read of the file;
+        # the link's oid names the version, so no block ids
+        hasher = ContentHasher(keep=ctx.options.readback_full_limit * 4, blocks=False)
         file_id = ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(rel_path), fh,
                                                 progress=progress, hasher=hasher, hash_pool=ctx.executor)
         fh.flush()

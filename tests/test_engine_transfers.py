@@ -8,6 +8,9 @@ the server holds exactly the bytes the mirror recorded as synced.
 
 from __future__ import annotations
 
+import hashlib
+import os
+
 import pytest
 
 from engine_helpers import USER, make_mirror
@@ -292,6 +295,37 @@ def test_a_few_files_come_down_in_parallel_on_the_pool(devserver, tmp_path):
     assert devserver.request_count(DOWNLOADS) == 6  # one each, and nothing downloaded twice
     assert not [p for p in m.root.rglob(".ohsync-tmp-*")]
     assert m.sync().transferred == 0
+
+
+def _block_hashing_spy(monkeypatch) -> list[int]:
+    """Bytes fed to any hasher's per-block sha1s from now on (the list's one item)."""
+    from ohsync.engine import ids
+    fed = [0]
+    original = ids.ContentHasher.update_blocks
+
+    def spy(self, data):
+        if getattr(self, "blocks", True):
+            fed[0] += len(memoryview(data).cast("B"))
+        return original(self, data)
+    monkeypatch.setattr(ids.ContentHasher, "update_blocks", spy)
+    return fed
+
+
+def test_downloads_hash_no_block_ids(devserver, tmp_path, monkeypatch):
+    """A pull and the pool's downloads record the sha1 and the link's file id:
+    the per-block sha1s would only cost CPU while the bytes arrive."""
+    from concurrent.futures import ThreadPoolExecutor
+    fed = _block_hashing_spy(monkeypatch)
+    with ThreadPoolExecutor(4) as pool:
+        m = _cold(devserver, tmp_path, 6, executor=pool)
+        assert devserver.request_count(DOWNLOADS) == 6
+        big = os.urandom(9 * 1024 * 1024)  # more than one 8 MiB block
+        devserver.put_file(m.repo_id, "/d0/big.bin", big)
+        assert m.sync().errors == []
+    assert (m.root / "d0/big.bin").read_bytes() == big
+    base = m.state.get_base("d0/big.bin")
+    assert base is not None and base.sha1 == hashlib.sha1(big).hexdigest() and base.remote_id == seafile_file_id(big)
+    assert fed[0] == 0
 
 
 def test_a_failing_download_on_the_pool_falls_back_to_the_ordinary_pull(devserver, tmp_path):

@@ -6,6 +6,8 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from ohsync.engine.client.hash_feed import PIECE, HashFeed
 from ohsync.engine.ids import ContentHasher, seafile_file_id
 
@@ -52,3 +54,29 @@ def test_reset_forgets_what_was_fed_and_keeps_small_content():
     assert hasher.kept() == b"hello\n"
     assert hasher.sha1() == hashlib.sha1(b"hello\n").hexdigest()
     assert hasher.file_id() == "4226e5b3d7da1a4575241f9501f9882aee9b5ea9"
+
+
+class _CountingPool(ThreadPoolExecutor):
+    """A pool that counts the jobs handed to it."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self.jobs = 0
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        self.jobs += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_a_hasher_without_blocks_hashes_each_piece_once():
+    """A download's hasher (``blocks=False``) costs one sha1 pass: one job per piece, no block ids."""
+    data = os.urandom(3 * PIECE)
+    with _CountingPool() as pool:
+        feed = HashFeed(ContentHasher(blocks=False), pool)
+        for chunk in _pieces(data):
+            feed.add(chunk)
+        hasher = feed.finish()
+    assert pool.jobs == 3
+    assert hasher.sha1() == hashlib.sha1(data).hexdigest() and hasher.size == len(data)
+    with pytest.raises(ValueError):
+        hasher.file_id()

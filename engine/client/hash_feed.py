@@ -4,10 +4,11 @@ The pieces httpx hands over are small (about 64 KiB); hashing each at once
 on the receiving thread would stall it between two socket reads.
 :class:`HashFeed` gathers them (without copying) into pieces of
 :data:`PIECE` bytes and hashes each piece on a pool thread — the whole-file
-sha1 and the per-block sha1s as two jobs, which run side by side because
-hashlib releases the interpreter while it hashes more than 2 KiB — while
-the receiving thread reads the next piece.  At most one piece is being
-hashed at a time (two jobs), so memory stays bounded by about two pieces.
+sha1 and (when the hasher computes them) the per-block sha1s as two jobs,
+which run side by side because hashlib releases the interpreter while it
+hashes more than 2 KiB — while the receiving thread reads the next piece.
+At most one piece is being hashed at a time, so memory stays bounded by
+about two pieces.
 
 The pool is borrowed (the engine owns no threads): a job that has not
 started when the next piece is ready (every worker busy, perhaps with the
@@ -66,7 +67,7 @@ class HashFeed:
             return
         piece, self._parts, self._gathered = self._parts, [], 0
         self._wait()
-        halves = (self.hasher.update_whole, self.hasher.update_blocks)
+        halves = [self.hasher.update_whole] + ([self.hasher.update_blocks] if self.hasher.blocks else [])
         if self.pool is None:
             for half in halves:
                 _feed(half, piece)

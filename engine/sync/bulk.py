@@ -315,7 +315,7 @@ def _fetch(ctx: MirrorContext, entry: RemoteEntry) -> tuple[Path, str, ContentHa
 
     :returns: ``(temp path, file id, hasher fed with the content)``.
     """
-    hasher = ContentHasher(keep=ctx.options.readback_full_limit * 4)
+    hasher = ContentHasher(keep=ctx.options.readback_full_limit * 4, blocks=False)  # the link's oid names it
     with temp_beside(ctx.local_path(entry.path), make_parents=False) as (fh, tmp):
         file_id = ctx.client.download_resumable(ctx.repo_id, ctx.remote_path(entry.path), fh, hasher=hasher)
     return tmp, str(file_id or entry.id), hasher
