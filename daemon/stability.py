@@ -13,6 +13,7 @@ service's debouncer's part (:mod:`ohsync.daemon.debounce`).
 
 from __future__ import annotations
 
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -65,7 +66,7 @@ class StabilityGate:
             st = path.lstat()
         except OSError:
             return False
-        if not path.is_file() or path.is_symlink():
+        if not stat.S_ISREG(st.st_mode):  # the lstat's own answer: a link is never followed
             return False
         if (now if now is not None else time.time()) - st.st_mtime < quiet_seconds:
             return False
