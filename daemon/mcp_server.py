@@ -44,7 +44,8 @@ _OBSERVATION: dict[str, Any] = {
         "category": {"type": "string", "description": "One word naming the kind of fact: pref, fact, task, "
                                                       "deadline, contact, idea…"},
         "text": {"type": "string", "description": "One fact, one line, self-contained."},
-        "tags": {"type": "array", "items": {"type": "string"}, "description": "Extra #tags for this fact."},
+        "tags": {"type": "array", "items": {"type": "string"},
+                 "description": "Extra #tags for this fact, one per item (\"a, b\" is split into a and b)."},
         "context": {"type": "string", "description": "Optional short context (where it came from, why)."},
     },
     "required": ["category", "text"],
@@ -77,7 +78,8 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
         "both ways: direction out or in, with the relation type)."),
         _schema({
             "query": {"type": "string", "description": "Space-separated keywords, including synonyms."},
-            "tags": {"type": "array", "items": {"type": "string"}, "description": "Entities must carry all of these."},
+            "tags": {"type": "array", "items": {"type": "string"},
+                     "description": "Entities must carry all of these (\"a, b\" is split into a and b)."},
             "type": {"type": "string", "description": "note, course, task, preference, fact, journal…"},
             "since": {"type": "string", "description": "ISO date (2026-11-01) or time; modified on or after it."},
             "include_sensitive": {"type": "boolean", "default": False},
@@ -101,7 +103,9 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "title": {"type": "string", "description": "Short, specific title; it is also the file name."},
             "observations": {"type": "array", "items": _OBSERVATION, "minItems": 1},
             "relations": {"type": "array", "items": _RELATION},
-            "tags": {"type": "array", "items": {"type": "string"}},
+            "tags": {"type": "array", "items": {"type": "string"},
+                     "description": "The entity's tags, one per item; \"a, b\" is split into the tags a and b, "
+                                    "and spaces inside a tag become _ (\"linear algebra\" is linear_algebra)."},
             "type": {"type": "string", "default": "note",
                      "description": "note, course, task, preference, fact…; picks the folder when none is given."},
             "folder": {"type": "string", "description": "e.g. knowledge, preferences, courses/2026-2027-1"},

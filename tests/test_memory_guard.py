@@ -205,11 +205,22 @@ def test_personal_details_of_many_countries_are_marked_sensitive(tools: MemoryTo
     "作业 DDL 2026-12-11 23:59，提前两天交", "会议 2026-11-20 2026-11-21", "北馆 8:00 开门", "价格 1234.56 元",
     "版本 3.10.12", "IP 192.168.1.20", "ticket 2026112012", "第 3 章 123 页", "ISBN 978-3-16-148410-0",
     "order 12345678", "特征值之和等于迹", "meet at 3 pm", "read chapter 5 of the book",
+    "Termin am 03.01.2026", "2026-01-03 12 km gelaufen", "2026-01-03 09:30 ran 5 km", "paid 12345.67 EUR",
 ])
 def test_ordinary_text_is_not_marked(tools: MemoryTools, text: str) -> None:
     assert sensitive_in(text) == []
     plan = tools.plan_write("普通笔记", obs(text))
     assert plan.result["sensitivity"] == "normal" and b"sensitivity: normal" in plan.data
+
+
+def test_a_new_entity_of_hundreds_of_dated_lines_is_not_marked(tools: MemoryTools) -> None:
+    lines = [f"{2020 + n % 7}-{n % 12 + 1:02d}-{n % 28 + 1:02d} ran {n % 30 + 1} km, {n * 37 % 9000 + 1000}.50 EUR, "
+             f"app 3.{n % 20}.{n % 9}" for n in range(400)]
+    plan = tools.plan_write("Training log", [{"category": "log", "text": line} for line in lines])
+    assert plan.result["sensitivity"] == "normal" and "marked_sensitive" not in plan.result
+    plan = tools.plan_write("Training log", [{"category": "log", "text": line} for line in lines]
+                            + [{"category": "contact", "text": "coach: +49 170 1234567"}])
+    assert plan.result["sensitivity"] == "sensitive"
 
 
 def test_folder_and_type_count_for_sensitivity_too(tools: MemoryTools) -> None:

@@ -282,6 +282,28 @@ def test_write_permalink_is_slug_plus_hash_and_unique(tools: MemoryTools) -> Non
     assert other != plan.result["permalink"] and other.startswith(plan.result["permalink"])
 
 
+def test_a_comma_separated_tag_is_written_as_separate_tags(tools: MemoryTools) -> None:
+    plan = tools.plan_write("Tag Notes", [{"category": "k", "text": "v", "tags": ["x, y", "z"]}],
+                            tags=["a, b", "c，d", " e ", ",", "#f"])
+    doc = parse_memory(plan.data)
+    assert doc.frontmatter.data["tags"] == ["a", "b", "c", "d", "e", "f"]
+    assert [o.line for o in doc.observations] == ["- [k] v #x #y #z"]
+    assert b"a,_b" not in plan.data
+    tools.index.root.joinpath(plan.path).parent.mkdir(parents=True, exist_ok=True)
+    tools.index.root.joinpath(plan.path).write_bytes(plan.data)
+    tools.index.update([plan.path])
+    assert permalinks(tools.search(tags=["a, b"])) == [plan.result["permalink"]]  # a search splits them too
+
+
+def test_the_tool_schema_says_how_a_comma_in_a_tag_is_read() -> None:
+    from ohsync.daemon.mcp_server import TOOLS
+
+    write = TOOLS["memory_write"][2]["properties"]
+    assert '"a, b" is split into the tags a and b' in write["tags"]["description"]
+    assert '"a, b" is split into a and b' in write["observations"]["items"]["properties"]["tags"]["description"]
+    assert '"a, b" is split into a and b' in TOOLS["memory_search"][2]["properties"]["tags"]["description"]
+
+
 def test_write_refuses_an_existing_title(tools: MemoryTools) -> None:
     with pytest.raises(MemoryToolError, match="already exists"):
         tools.plan_write("沟通风格偏好", [{"category": "k", "text": "v"}])

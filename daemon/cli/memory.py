@@ -223,7 +223,7 @@ def register(subparsers: Subparsers) -> None:
                     help="one observation, `- [CATEGORY] TEXT` (repeatable; at least one)")
     sp.add_argument("--rel", nargs=2, action="append", metavar=("RELATION", "TARGET"),
                     help="one relation, `- RELATION [[TARGET]]` (repeatable)")
-    sp.add_argument("--tag", action="append", metavar="TAG", help="a tag (repeatable)")
+    sp.add_argument("--tag", action="append", metavar="TAG", help="a tag (repeatable; \"a, b\" is two tags)")
     sp.add_argument("--type", default="note", help="the entity type (default: %(default)s)")
     sp.add_argument("--folder", metavar="FOLDER", help="the library folder to write it in (default: by type)")
     sp.add_argument("--sensitive", action="store_true", help="mark it sensitive")

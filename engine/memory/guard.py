@@ -19,12 +19,16 @@ characters, Unicode category Cf, removed):
   e-mail addresses, IBANs (mod-97 checksum), card mentions (``**** 4242``,
   ``card ending 4242``, 尾号 4242), street addresses (best effort: English,
   German, French, Spanish, Italian, Dutch, Chinese and Japanese patterns),
-  and health, identity and money words in English and Chinese; a text with
-  more than :data:`PHONE_RUNS_CHECKED` distinct digit runs is marked as a
-  whole (``numbers``) rather than read run by run.  Every check reads the
-  text in time linear in its length (bounded repeats, no per-character
-  retry of an unbounded run): a 1 MiB write is checked in about a second.  Sensitive
-  entities are left out of search results unless a caller asks for them.
+  and health, identity and money words in English and Chinese.  Dates,
+  IPv4 addresses, amounts with cents and bare digit runs without a phone
+  word (order and ticket numbers) are never phone numbers and are sorted
+  out without libphonenumber, each run once; only the runs left (written
+  like a phone number) are read by it, and past :data:`PHONE_RUNS_CHECKED`
+  of those in one text each further one counts as a phone number itself
+  (``numbers``).  Every check reads the text in time linear in its length
+  (bounded repeats, no per-character retry of an unbounded run): a 1 MiB
+  write is checked in about a second.  Sensitive entities are left out of
+  search results unless a caller asks for them.
 
 Each finding is a :class:`Finding`; callers compare the findings of the text
 before and after a write (:func:`added`) so a secret assembled by two edits
@@ -32,6 +36,7 @@ is refused and a person's own older text never blocks a later write.
 """
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections import Counter
@@ -199,8 +204,9 @@ _ADDRESS = re.compile(
     r"|[\u4e00-\u9fff]{1,10}[市区町村][\u4e00-\u9fff\u3040-\u30ff]{0,12}[0-9]{1,4}-[0-9]{1,4}(?:-[0-9]{1,4})?)")
 #: countries whose national phone formats are recognised (international ``+…`` numbers always are)
 PHONE_REGIONS = ("CN", "US", "GB", "DE", "FR", "JP", "IN", "BR", "ES", "IT", "NL", "KR", "AU", "RU", "MX", "CH", "AT")
-_PHONE_WORD = re.compile(r"(?:phone|tel|call|mobile|cell|fax|whatsapp|telefon|téléphone|portable|handy|móvil|"
-                         r"celular|telefono|電話|电话|手机|携帯|联系|号码)[^\n]{0,16}$", re.IGNORECASE)
+_PHONE_WORDS = (r"(?:phone|tel|call|mobile|cell|fax|whatsapp|telefon|téléphone|portable|handy|móvil|celular|telefono"
+                r"|電話|电话|手机|携帯|联系|号码)")
+_PHONE_WORD = re.compile(_PHONE_WORDS + r"[^\n]{0,16}$", re.IGNORECASE)
 _MAYBE_PHONE = re.compile(r"[0-9](?:[ ().\-/]{0,2}[0-9]){5,}")
 
 _WHY_WORD = "health, identity, money or password words"
@@ -209,15 +215,42 @@ _WHY_EMAIL = "an e-mail address"
 _WHY_IBAN = "a bank account number (IBAN)"
 _WHY_CARD_MENTION = "a payment card reference"
 _WHY_ADDRESS = "a street address"
-_WHY_NUMBERS = "too many numbers to check each for a phone number"
+_WHY_NUMBERS = "a number that may be a phone number (one of too many to read each)"
 
 
-#: the most distinct digit runs a text's phone check reads one by one (about a millisecond each); a text with
-#: more is marked sensitive as a whole ("many numbers") instead of being read for minutes
+#: the most distinct phone-like snippets one text's phone check reads with libphonenumber (about a millisecond
+#: each); a further one counts as a phone number by itself (``numbers``) rather than being read for minutes
 PHONE_RUNS_CHECKED = 300
 _PHONE_RUN = re.compile(r"[0-9](?:[ ().\-/]{0,3}[0-9])*")  # digits and what separates a phone number's groups
 _RUN_PIECE = 48  # a longer run is read in pieces of 48 characters, overlapping by half: no phone number is longer
 _PHONE_BEFORE, _PHONE_AFTER = 8, 24  # context read with a run: a leading + or (, an extension ("ext. 12")
+
+# numbers that are never phone numbers, blanked before the runs are found: dates (2026-01-03, 03.01.2026,
+# 01/03/2026) and IPv4 addresses, and amounts with cents (1234.56, 1.234,56) standing apart from other digits;
+# never the middle of a longer run of digits (a dotted phone number such as 06.12.34.56.78 stays whole)
+_DAY, _MONTH, _YEAR = r"(?:0?[1-9]|[12][0-9]|3[01])", r"(?:0?[1-9]|1[0-2])", r"(?:19|20)[0-9]{2}"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_APART_BEFORE = r"(?<![0-9+])" + "".join(rf"(?<![0-9+][ ().\-/]{{{n}}})" for n in (1, 2, 3))
+_NOT_PHONE = re.compile(
+    rf"(?<![0-9+])(?<![0-9+][.\-/])(?:{_YEAR}([-/.]){_MONTH}\1{_DAY}|{_DAY}([-/.]){_MONTH}\2{_YEAR}"
+    rf"|{_MONTH}/{_DAY}/{_YEAR}|{_OCTET}(?:\.{_OCTET}){{3}})(?![0-9])(?![.\-/][0-9])"
+    rf"|{_APART_BEFORE}(?:[0-9]{{1,3}}(?:\.[0-9]{{3}})+,[0-9]{{2}}|[0-9]{{1,12}}\.[0-9]{{2}})"
+    r"(?![0-9])(?![ ().\-/]{1,3}[0-9])")
+_BLANK = "_"  # neither a digit nor anything libphonenumber reads as part of a number
+# what lets libphonenumber read a bare digit run as more than its digits (the one case it counts without a
+# phone word): a leading + or bracket, another block of digits behind phone punctuation, an extension
+_VALID_PUNCT = r"\-x‐-―−ー－-／ \u00a0\u00ad\u200b\u2060\u3000()（）［］.\[\]/~⁓∼～"
+_EXT_LABEL = r"(?:e?xt[a-zó]*|ｅ?ｘｔｎ?|доб|anexo|[xｘ#＃~～]|int|ｉｎｔ|;ext=)"  # libphonenumber's, loosely
+_LEADS_IN = re.compile(rf"[+＋(\[（［]|[0-9][{_VALID_PUNCT}]{{1,4}}$|{_EXT_LABEL}[:.．]?[ \u00a0\t,\-]*$",
+                       re.IGNORECASE)
+_LEADS_ON = re.compile(rf"[{_VALID_PUNCT}]{{1,4}}[0-9]|[ \u00a0\t,]*{_EXT_LABEL}", re.IGNORECASE)
+_PHONE_WORD_AT = re.compile(_PHONE_WORDS, re.IGNORECASE)
+
+
+def _mask_non_phones(norm: str) -> str:
+    """``norm`` with dates, IPv4 addresses and amounts blanked (same length: every index still points at the
+    same character)."""
+    return _NOT_PHONE.sub(lambda m: _BLANK * len(m.group()), norm)
 
 
 def _phone_matches(snippet: str) -> list[tuple[int, str, bool]]:
@@ -229,48 +262,88 @@ def _phone_matches(snippet: str) -> list[tuple[int, str, bool]]:
             for m in phonenumbers.PhoneNumberMatcher(snippet, region, leniency=phonenumbers.Leniency.VALID)]
 
 
-def _phone_windows(norm: str) -> Iterable[tuple[int, int]]:
-    """The spans of ``norm`` the phone check reads: each run of six or more digits (with separators), with
+class _Window(NamedTuple):
+    """One span the phone check reads: a piece of a run of digits (``piece_start, piece_end``; the whole
+    run unless it is longer than a phone number) with a little context either side (``start, end``).
+    ``bare``: the whole run is digits only; ``run_start, run_end``: the whole run's span."""
+
+    run_start: int
+    run_end: int
+    bare: bool
+    piece_start: int
+    piece_end: int
+    start: int
+    end: int
+
+
+def _phone_windows(masked: str) -> Iterable[_Window]:
+    """The spans of ``masked`` the phone check reads: each run of six or more digits (with separators), with
     a little context either side; a run longer than a phone number in overlapping pieces."""
-    for m in _PHONE_RUN.finditer(norm):
+    for m in _PHONE_RUN.finditer(masked):
         start, end = m.span()
-        if sum(ch.isdigit() for ch in m.group()) < 6:
+        run = m.group()
+        if sum(ch.isdigit() for ch in run) < 6:
             continue
+        bare = run.isdigit()
         for a in range(start, max(start + 1, end - _RUN_PIECE // 2), _RUN_PIECE // 2):
-            yield max(0, a - _PHONE_BEFORE), min(len(norm), min(end, a + _RUN_PIECE) + _PHONE_AFTER)
+            b = min(end, a + _RUN_PIECE)
+            yield _Window(start, end, bare, a, b, max(0, a - _PHONE_BEFORE), min(len(masked), b + _PHONE_AFTER))
 
 
-def _phones(norm: str) -> list[str] | None:
+def _needs_reading(masked: str, w: _Window, word_ends: list[int]) -> bool:
+    """False for a bare run of digits that libphonenumber could only read as an all-digit number with no
+    phone word before it, which never counts: no + or bracket, no more digits behind phone punctuation,
+    no extension, no phone word near ``w``; True for every other run."""
+    if not w.bare:
+        return True
+    near = bisect.bisect_left(word_ends, w.start - 40)  # a counted phone word is at most 40 characters before
+    if near < len(word_ends) and word_ends[near] <= w.end:
+        return True
+    return bool(_LEADS_IN.search(masked, w.start, w.run_start) or _LEADS_ON.match(masked, w.run_end))
+
+
+def _phones(norm: str) -> list[Finding]:
     """Phone numbers in ``norm``: any ``+``-international number, and a
     national number of :data:`PHONE_REGIONS` written with separators or after
     a word such as "phone" / 电话 (a bare 10-digit run is too often a ticket
-    or order number).
+    or order number).  Dates, IPv4 addresses and amounts with cents are
+    never phone numbers.
 
-    Only the digit runs are read (libphonenumber is slow: a millisecond a
-    run), each with a little context and each distinct such snippet once
-    (a long run in overlapping pieces); past :data:`PHONE_RUNS_CHECKED`
-    distinct snippets the answer is None ("too many numbers"), which marks
-    the text sensitive rather than leaving a phone number unmarked.  A
-    national number counts after a phone word within 40 characters before it.
+    Each run of digits is classified once, in time bounded by its length:
+    a bare digit run that could only count after a phone word, with none
+    near, is not read; every other run is read by libphonenumber (slow: a
+    millisecond a run) with a little context, each distinct such snippet
+    once (a long run in overlapping pieces).  Past
+    :data:`PHONE_RUNS_CHECKED` distinct snippets a further run counts as a
+    phone number by itself (a ``numbers`` finding naming the run, or its
+    piece), so a phone number is never left unmarked and a run that was
+    there before is not new.  A national number counts after a phone word within 40
+    characters before it.
     """
-    if not _MAYBE_PHONE.search(norm):
+    masked = _mask_non_phones(norm)
+    if not _MAYBE_PHONE.search(masked):
         return []
+    word_ends = [m.end() for m in _PHONE_WORD_AT.finditer(norm)]
     seen: dict[str, list[tuple[int, str, bool]]] = {}
-    found: dict[int, str] = {}
-    for a, b in _phone_windows(norm):
-        snippet = norm[a:b]
+    found: dict[int, Finding] = {}
+    unread: dict[int, Finding] = {}  # by the piece's start
+    for w in _phone_windows(masked):
+        if not _needs_reading(masked, w, word_ends):
+            continue
+        snippet = masked[w.start:w.end]
         if snippet not in seen:
             if len(seen) >= PHONE_RUNS_CHECKED:
-                return None
+                unread[w.piece_start] = Finding("numbers", masked[w.piece_start:w.piece_end], _WHY_NUMBERS)
+                continue
             seen[snippet] = _phone_matches(snippet)
         for rel, raw, international in seen[snippet]:
-            at = a + rel
+            at = w.start + rel
             if at in found:
                 continue
             if international or raw.startswith("+") or not raw.isdigit() \
                     or _PHONE_WORD.search(norm[max(0, at - 40):at]):  # a phone word in the 40 characters before it
-                found[at] = raw
-    return list(found.values())
+                found[at] = Finding("phone", raw, _WHY_PHONE)
+    return [*found.values(), *unread.values()]
 
 
 def sensitive_in(text: str) -> list[Finding]:
@@ -284,24 +357,16 @@ def sensitive_in(text: str) -> list[Finding]:
     found += [Finding("iban", norm[a:b], _WHY_IBAN) for a, b in _ibans(norm)]
     found += [Finding("card", m.group(), _WHY_CARD_MENTION) for m in _CARD_MENTION.finditer(norm)]
     found += [Finding("address", m.group(), _WHY_ADDRESS) for m in _ADDRESS.finditer(norm)]
-    phones = _phones(norm)
-    found += [Finding("numbers", "", _WHY_NUMBERS)] if phones is None else \
-        [Finding("phone", p, _WHY_PHONE) for p in phones]
+    found += _phones(norm)
     found += [Finding("phone", m.group(), _WHY_PHONE) for m in _CN_MOBILE.finditer(norm)]  # bare 138…
     return found
 
 
 def added(before: Iterable[Finding], after: Iterable[Finding]) -> list[Finding]:
     """The findings of ``after`` that ``before`` does not have (as many times
-    as they were added): what a write brings in.
-
-    A "too many numbers" finding of ``after`` always counts as brought in:
-    it stands for phone numbers not looked for, so one added to a text that
-    already had that finding would otherwise pass unmarked."""
-    after = list(after)
-    extra = Counter(after) - Counter(before)
-    unread = [f for f in after if f.kind == "numbers" and f not in extra]
-    return list(extra.elements()) + unread[:1]
+    as they were added): what a write brings in.  A number not read one by
+    one (``numbers``) names its run, so it is new only where that run is."""
+    return list((Counter(after) - Counter(before)).elements())
 
 
 def find_secret(text: str) -> str | None:

@@ -89,6 +89,15 @@ def _text_list(value: Any, what: str) -> list[str]:
     return [check_input(what, str(v), "find") for v in value]
 
 
+def _tag_list(value: Any, what: str) -> list[str]:
+    """Tags given as a list of strings or one string, each split at commas: ``["a, b"]`` is the tags ``a`` and
+    ``b``, as a frontmatter ``tags: a, b`` is read (a full-width ， counts too); empty pieces are dropped.
+
+    :raises MemoryToolError: not a string or a list of strings.
+    """
+    return [t.strip() for v in _text_list(value, what) for t in v.replace("，", ",").split(",") if t.strip()]
+
+
 def _opt_str(value: Any, what: str) -> str | None:
     if value is None:
         return None
@@ -246,7 +255,7 @@ class MemoryTools:
         words = list(dict.fromkeys(w.lower().replace("\x00", "").replace("\x01", "")
                                    for w in (_opt_str(query, "query") or "").split()))
         words = [w for w in words if w]
-        want_tags = [t.lower().lstrip("#") for t in _text_list(tags, "tags")]
+        want_tags = [t.lower().lstrip("#") for t in _tag_list(tags, "tags")]
         want_type = _opt_str(type, "type")
         floor = None
         if since is not None:
@@ -419,11 +428,12 @@ class MemoryTools:
         rels = relations or []
         if not isinstance(rels, list) or not all(isinstance(r, Mapping) for r in rels):
             raise MemoryToolError("`relations` must be a list of {rel, target, context?}")
-        tag_list = _text_list(tags, "tags")
+        tag_list = _tag_list(tags, "tags")
         fields: list[tuple[str, Any]] = [("title", title_s), ("type", type_s), ("folder", folder),
                                          *(("tags", t) for t in tag_list)]
+        observations = [{**o, "tags": _tag_list(o.get("tags"), "observations[].tags")} for o in observations]
         for i, o in enumerate(observations):
-            o_tags = _text_list(o.get("tags"), "observations[].tags")
+            o_tags = o["tags"]
             fields += [(f"observations[{i}].category", o.get("category")), (f"observations[{i}].text", o.get("text")),
                        (f"observations[{i}].context", o.get("context")),
                        *((f"observations[{i}].tags", t) for t in o_tags)]
