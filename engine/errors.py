@@ -20,6 +20,7 @@ tree, classified by behaviour (what the scheduler should do next)::
     ├── TwoFactorRequired            auth-token asks for an OTP code
     ├── StateTooNew                  the state database is from a newer ohsync
     └── LocalError                   an OSError on the mirror side
+        ├── BackupError              the backup of a local file could not be written
         └── MirrorMissingError       the mirror root is gone or not ours
 
 Every error also says, once, what kind of failure it is (:func:`classify`
@@ -63,6 +64,7 @@ __all__ = [
     "ReadOnlyError",
     "LocalPermissionError",
     "LocalNameError",
+    "BackupError",
     "OhsyncError",
     "RemoteError",
     "AuthError",
@@ -311,6 +313,14 @@ class LocalNameError(LocalError):
     title = "Name not allowed here"
     behaviour = "needs_person"
     needs = "name"
+
+
+class BackupError(LocalError):
+    """The backup copy of a local file could not be written (its disk full,
+    no permission there…).  A local file is replaced or removed only after
+    its backup, so the file is left as it is; retried with backoff."""
+
+    title = "Backup not written"
 
 
 class MirrorMissingError(LocalError):

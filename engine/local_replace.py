@@ -38,13 +38,15 @@ import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .backups import backup_file
 from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
 from .local_lookups import fsync_dir_best_effort
-from .localfs import Fingerprint, backup_file, fill_temp, new_temp, stat_fingerprint
+from .localfs import Fingerprint, fill_temp, new_temp, stat_fingerprint
 from .merge.conflict_names import CONFLICT_DIR, conflict_copy_path
+from .nofollow import OutsideMirrorError
 from .renames import exchange, rename_new
 from .special_dirs import working_dir
 
@@ -91,8 +93,16 @@ def _fp(path: Path) -> Fingerprint | None:
 
 
 def _backup(ctx: MirrorContext, rel_path: str, source: Path) -> None:
+    """Back up the regular file at ``source`` (``rel_path``'s version).
+
+    :raises LocalChanged: a link or a special file stands there now (never followed).
+    :raises BackupError: the backup could not be written (the file is to stay as it is).
+    """
     if ctx.options.backup_dir is not None and _fp(source) is not None:
-        backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name, source=source)
+        try:
+            backup_file(ctx.local_root, rel_path, ctx.options.backup_dir, ctx.options.library_name, source=source)
+        except OutsideMirrorError as exc:  # swapped in since the stat above
+            raise LocalChanged(f"{rel_path} changed while syncing ({exc}); re-planning", path=rel_path) from exc
 
 
 def install(ctx: MirrorContext, rel_path: str, tmp: Path, expected: Fingerprint | None, *,
@@ -106,6 +116,7 @@ def install(ctx: MirrorContext, rel_path: str, tmp: Path, expected: Fingerprint 
         first (taken before the exchange, so a kill at any point leaves it).
     :raises BeingWritten: a program is saving the file: it stays, ``tmp``
         is removed; the path waits for a later pass.
+    :raises BackupError: its backup could not be written: it stays, ``tmp`` is removed.
     :raises LocalChanged: the file changed (or appeared, or went) meanwhile:
         it is as the person left it, and ``tmp`` is removed; re-plan.
     :raises OSError: a rename failed; ``tmp`` is left for the caller (it may
@@ -127,7 +138,7 @@ def install(ctx: MirrorContext, rel_path: str, tmp: Path, expected: Fingerprint 
         refuse_if_written(ctx, rel_path)
         if backup:
             _backup(ctx, rel_path, target)
-    except (OSError, BeingWritten):
+    except (OSError, LocalError):  # a program writing it, a link swapped in, the backup not written
         os.unlink(tmp)  # nothing was exchanged yet: the temp file is only ours
         raise
     reach("replace.ready")
@@ -202,6 +213,7 @@ def write_over(ctx: MirrorContext, rel_path: str, data: bytes, expected: Fingerp
     :returns: the written file's fingerprint (its own, taken before the rename).
     :raises BeingWritten: a program is saving the file (it is left as it is).
     :raises LocalChanged: the file changed meanwhile (it is left as it is).
+    :raises BackupError: its backup could not be written (it is left as it is).
     :raises OSError: writing or renaming failed.
     """
     target = ctx.local_path(rel_path)
@@ -221,6 +233,7 @@ def remove(ctx: MirrorContext, rel_path: str, expected: Fingerprint, *, backup: 
     :raises FileNotFoundError: no file there.
     :raises BeingWritten: a program is saving the file (it stays).
     :raises LocalChanged: the file changed meanwhile (it stays).
+    :raises BackupError: its backup could not be written (it stays).
     :raises OSError: other failures (a version taken away stays under its
         temp name, never removed).
     """

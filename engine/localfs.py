@@ -1,4 +1,4 @@
-"""The local side: scanning the mirror, atomic writes, backups.
+"""The local side: scanning the mirror, atomic writes (backups: :mod:`.backups`).
 
 A scan compares each file's stat fingerprint ``(size, mtime_ns, inode)``
 with its base; only files whose fingerprint moved are hashed.  Writes go to
@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import stat
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,7 +27,7 @@ from .nofollow import open_regular, special_kind
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "fill_temp", "temp_beside", "new_temp", "clean_temp_files", "backup_file", "prune_backups",
+           "atomic_write", "fill_temp", "temp_beside", "new_temp", "clean_temp_files",
            "check_root", "local_errors",
            "find_decomposed"]
 
@@ -302,42 +300,6 @@ def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Finge
     return fp
 
 
-def backup_file(local_root: Path, rel_path: str, backup_root: Path, library: str, *,
-                data: bytes | None = None, source: Path | None = None) -> Path | None:
-    """Copy a local file to ``backup_root/<YYYY-MM-DD>/<library>/<rel path>``.
-
-    Called before the daemon overwrites or deletes a local file.  An
-    existing backup of the same day gets a time suffix, never overwritten.
-
-    :param data: the file's bytes as the caller already read them (without
-        following links); then the file is not opened again.
-    :param source: where the file's version is now, when not at its path
-        (the version a replace just took away, under a temp name).
-    :returns: the backup path, or None when the file does not exist.
-    """
-    src = source if source is not None else to_local(local_root, rel_path)
-    if data is None and not src.is_file():
-        return None
-    now = datetime.now(timezone.utc)
-    day = backup_root / now.strftime("%Y-%m-%d") / library
-    dest = to_local(day, rel_path)
-    folder = day
-    for part in Path(rel_path).parts[:-1]:  # a file backed up earlier where a folder is now
-        folder = folder / part
-        if folder.is_file():
-            folder = folder.with_name(f"{part}__{now.strftime('%H%M%S%f')}")
-            dest = folder.joinpath(*Path(rel_path).parts[len(folder.relative_to(day).parts):])
-            break
-    if dest.exists():
-        dest = dest.with_name(f"{dest.stem}__{now.strftime('%H%M%S%f')}{dest.suffix}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if data is not None:
-        dest.write_bytes(data)
-    else:
-        shutil.copy2(src, dest)
-    return dest
-
-
 def clean_temp_files(local_root: Path, older_than: float) -> int:
     """Remove our temp files that a killed process left in the mirror.
 
@@ -361,27 +323,6 @@ def clean_temp_files(local_root: Path, older_than: float) -> int:
                     removed += 1
             except OSError:
                 continue
-    return removed
-
-
-def prune_backups(backup_root: Path, keep_days: int, today: datetime | None = None) -> int:
-    """Delete dated backup folders older than ``keep_days`` days.
-
-    :returns: how many day folders were removed.
-    """
-    if not backup_root.is_dir():
-        return 0
-    today = today or datetime.now(timezone.utc)
-    keep_days = max(1, keep_days)  # today's backups are never pruned
-    removed = 0
-    for day in backup_root.iterdir():
-        try:
-            stamp = datetime.strptime(day.name, "%Y-%m-%d").replace(tzinfo=timezone.utc)
-        except ValueError:
-            continue  # not ours
-        if (today - stamp).days > keep_days:
-            shutil.rmtree(day, ignore_errors=True)
-            removed += 1
     return removed
 
 

@@ -17,10 +17,12 @@ from typing import Any, BinaryIO
 from .context import MirrorContext
 from .errors import NotFoundError
 from .events import SyncEvent
-from .local_replace import write_over
+from .ids import sha1_bytes
+from .local_replace import LocalChanged, write_over
 from .localfs import stat_fingerprint
 from .merge.choose import is_text
 from .models import RemoteEntry
+from .nofollow import OutsideMirrorError, open_regular
 from .paths import from_remote, parent_rel
 from .state import Base
 from .transfer import ensure_remote_dir, pull, push, remote_written
@@ -143,14 +145,29 @@ class EngineMirror:
         write_over(self._ctx, rel, data, expected)
 
     def adopt(self, rel: str, *, sha1: str, remote_id: str, size: int) -> None:
-        """See :meth:`MirrorAPI.adopt <ohsync.engine.filing.api.MirrorAPI.adopt>`."""
+        """See :meth:`MirrorAPI.adopt <ohsync.engine.filing.api.MirrorAPI.adopt>`.
+
+        The file is read through one descriptor opened without following
+        links; its fingerprint is that very file's, and its bytes (when read:
+        ``size`` up to ``readback_full_limit``) must be ``sha1``.
+
+        :raises LocalChanged: the file is gone, a link or a special file now,
+            or not the version filed (nothing is recorded: the sync takes it
+            as a local file of its own).
+        """
         ctx = self._ctx
-        target = ctx.local_path(rel)
-        fp = stat_fingerprint(os.stat(target))
-        content = None
-        if size <= ctx.options.readback_full_limit:
-            data = target.read_bytes()
-            content = data if is_text(data) else None
+        data = None
+        try:
+            with open_regular(ctx.local_root, rel) as fh:
+                fp = stat_fingerprint(os.fstat(fh.fileno()))
+                if size <= ctx.options.readback_full_limit:
+                    data = fh.read()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, OutsideMirrorError) as exc:
+            raise LocalChanged(f"{rel} changed before it was recorded as synced ({exc})", path=rel) from exc
+        if fp[0] != size or (data is not None and sha1_bytes(data) != sha1):
+            raise LocalChanged(f"{rel} changed before it was recorded as synced; the sync takes it as a local "
+                               "change", path=rel)
+        content = data if data is not None and is_text(data) else None
         ctx.state.set_base(Base(rel, False, sha1, remote_id, *fp), content)
         known = ctx.snapshot.get(rel)
         if known is None or known.id != remote_id:

@@ -33,7 +33,7 @@ from .local_lookups import stat_or_none
 from .renames import exchange, rename_new
 
 __all__ = ["OutsideMirrorError", "FileChanged", "symlink_on_the_way", "open_regular", "read_file", "entry_stat",
-           "write_file", "remove_file", "special_kind", "parent_folder"]
+           "write_file", "remove_file", "special_kind", "parent_folder", "open_folder"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -90,7 +90,7 @@ def _open_folders(root_fd: int, parts: list[str], *, create: bool) -> int:
     fd = os.dup(root_fd)
     try:
         for i, name in enumerate(parts):
-            new = _open_folder(fd, name, "/".join(parts[:i + 1]), create=create)
+            new = open_folder(fd, name, "/".join(parts[:i + 1]), create=create)
             os.close(fd)
             fd = new
         return fd
@@ -99,8 +99,16 @@ def _open_folders(root_fd: int, parts: list[str], *, create: bool) -> int:
         raise
 
 
-def _open_folder(dir_fd: int, name: str, rel: str, *, create: bool) -> int:
-    """Open (or, with ``create``, make and open) the folder ``name`` in ``dir_fd``."""
+def open_folder(dir_fd: int, name: str, rel: str, *, create: bool) -> int:
+    """Open (or, with ``create``, make and open) the folder ``name`` in the
+    folder ``dir_fd``, never through a link; the caller closes the descriptor.
+
+    :param rel: the path named in a refusal.
+    :raises OutsideMirrorError: ``name`` is a symbolic link.
+    :raises FileNotFoundError: it is missing (and not ``create``).
+    :raises NotADirectoryError: a file (or another non-folder) stands there.
+    :raises OSError: as ``open`` and ``mkdir`` (``ENAMETOOLONG``, ``ENOSPC``…).
+    """
     try:
         try:
             return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)

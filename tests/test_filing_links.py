@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 import ohsync.engine.filing.plan as plan_module
+import ohsync.engine.filing.steps as steps_module
 from ohsync.engine.filing.filer import Filer
+from ohsync.engine.ids import sha1_bytes
 from test_filing import CST, PDF, UPLOADS, Crash, env  # noqa: F401  (env: the fixture)
 
 DECEMBER = datetime(2026, 12, 1, 8, 5, tzinfo=CST)
@@ -200,3 +202,33 @@ def test_a_link_in_the_drop_folder_is_refused_with_a_reason(env, tmp_path):
     assert link.is_symlink() and target.read_bytes() == SECRET
     assert filer.pending() == [] and not any(SECRET in c for c in env.server.tree(env.repo_id).values())
 
+
+
+def test_a_link_swapped_in_for_the_filed_copy_is_not_recorded_as_synced(env, tmp_path, monkeypatch):
+    secret = outside_dir(tmp_path) / "k"
+    secret.write_bytes(SECRET)
+    data = b"Innocent invoice text\n"
+    source = env.drop_file("invoice.txt", data)
+    rel = "Files/_inbox/invoice.txt"
+    target, kept = env.mirror.root / rel, outside_dir(tmp_path) / "kept.txt"
+    real = steps_module.record_base
+
+    def swap_then_record(mirror, job):
+        os.rename(target, kept)  # moved into the mirror: a link takes its place
+        os.symlink(secret, target)
+        return real(mirror, job)
+
+    monkeypatch.setattr(steps_module, "record_base", swap_then_record)
+    result = env.filer().file(source)
+    monkeypatch.undo()
+    assert result.status == "failed" and result.retryable, result
+    assert "changed before it was recorded as synced" in result.message and "symbolic link" in result.message
+    assert env.mirror.state.get_base(rel) is None  # the outside bytes are nobody's base
+
+    target.unlink()  # the filed copy is back: the job ends
+    os.rename(kept, target)
+    [result] = env.filer().resume()
+    assert result.status == "filed", result.message
+    base = env.mirror.state.get_base(rel)
+    assert base is not None and base.sha1 == sha1_bytes(data)
+    assert env.mirror.state.base_content(base) == data

@@ -128,7 +128,11 @@ class MirrorAPI(Protocol):
 
     def adopt(self, rel: str, *, sha1: str, remote_id: str, size: int) -> None:
         """The mirror's file ``rel`` is the server's version ``remote_id``:
-        record it as synced (neither uploaded nor downloaded next pass)."""
+        record it as synced (neither uploaded nor downloaded next pass).
+
+        :raises ~ohsync.engine.local_replace.LocalChanged: the file there is no longer that version (gone,
+            saved, or a link now: never followed); nothing is recorded.
+        """
 
     def emit(self, event: SyncEvent) -> None:
         """Hand an event to the daemon (activity, progress); never raises."""

@@ -23,10 +23,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..backups import backup_file
 from ..errors import OhsyncError
 from ..events import SyncEvent
 from ..local_replace import BeingWritten, keep_crossed, refuse_if_written
-from ..localfs import Fingerprint, backup_file, stat_fingerprint
+from ..localfs import Fingerprint, stat_fingerprint
 from ..nofollow import FileChanged, OutsideMirrorError, entry_stat, read_file, remove_file, write_file
 from ..sync.deletes import delete_remote
 from ..transfer import push

@@ -21,11 +21,12 @@ from __future__ import annotations
 import contextlib
 import os
 
+from ..backups import backup_file
 from ..context import MirrorContext
 from ..errors import LocalError, NotFoundError, OhsyncError, classify, local_error
 from ..events import SyncEvent, SyncReport
 from ..local_replace import LocalChanged, write_over
-from ..localfs import backup_file, stat_fingerprint
+from ..localfs import stat_fingerprint
 from ..nofollow import open_regular
 from ..paths import from_remote, parent_rel
 from ..remote_dirs import remote_written

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import regression, remote_diffs
+from ..backups import prune_backups
 from ..context import EngineOptions, MirrorContext
 from ..crashpoints import reach
 from ..errors import OhsyncError
@@ -34,7 +35,7 @@ from ..failures import FailureBook
 from ..ignore import IGNORE_FILE, IgnoreRules
 from ..library import resolve_library
 from ..local_lookups import stat_or_none
-from ..localfs import check_root, clean_temp_files, prune_backups, scan_tree
+from ..localfs import check_root, clean_temp_files, scan_tree
 from ..merge.sfconflict import fold_foreign, original_of
 from ..merge.stale_delete import CommitPages
 from ..models import RepoInfo

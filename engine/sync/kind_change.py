@@ -21,11 +21,12 @@ import os
 import stat
 from datetime import datetime, timezone
 
+from ..backups import backup_file
 from ..context import MirrorContext
 from ..events import ConflictRecord
 from ..ignore import IgnoreRules
 from ..local_replace import BeingWritten, LocalChanged, refuse_if_written, remove
-from ..localfs import backup_file, hash_file, stat_fingerprint
+from ..localfs import hash_file, stat_fingerprint
 from ..merge.archive import archive
 from ..merge.conflict_names import origin_of
 from ..merge.resolve import Copy
@@ -128,7 +129,9 @@ def clear_desktop_junk(ctx: MirrorContext, rel: str) -> bool:
     Anything else (a file, a link) leaves everything as it is.
 
     :returns: True when the folder is empty now (the caller removes it).
-    :raises OSError: a backup or a removal failed.
+    :raises BackupError: a backup could not be written (that file and the rest stay).
+    :raises OutsideMirrorError: a file became a link meanwhile (it stays, never followed).
+    :raises OSError: a removal failed.
     """
     top = ctx.local_path(rel)
     junk: list[str] = []
