@@ -13,8 +13,9 @@ such an overwrite never takes our change out of the live file:
   replaced, with both contents kept as blobs (content-addressed);
 * :func:`stale_base` is asked before merging a remote revision: from the kept
   contents alone it finds the pushes of ours the revision lacks (none of the
-  lines a push added are in it), newest first, up to the newest push whose
-  change it holds; their oldest's replaced version, less the lines that
+  lines a push added are in it, or only some: a stale writer that made one
+  of the same changes still lacks the rest), newest first, up to the newest
+  push whose change it holds; their oldest's replaced version, less the lines that
   push merged in and the revision lacks, is the base to merge
   with, so *our* change (what ours replaced → ours, for every push the stale
   writer lacks) goes into the newest remote version and the newest remote
@@ -251,15 +252,20 @@ def push_evidence(older: bytes, ours: bytes, theirs: bytes, earlier: frozenset[b
                   first: frozenset[bytes] | None = None, had: frozenset[bytes] | None = None) -> bool | None:
     """Does ``theirs`` hold the change ``older`` → ``ours`` (one push of ours)?
 
-    True when a line ours added is in it, or a line ours removed is gone
-    from it too (it was made from ours, or later); False when it holds none
-    of the lines ours added and at least one is missing, or still has a line
-    ours removed (made from an older version); None when it cannot tell.
+    False when it lacks any line ours added, or still has a line ours
+    removed (made from an older version, or our change only in part: a stale
+    writer that made one of the same changes, such as a bumped ``modified:``
+    or the same finished task deleted, still lacks the rest); True when it
+    has every line ours added and shows the change (a line ours added that
+    no earlier version had, or a line ours removed gone from it too); None
+    when it cannot tell.  Taking a partial match for "lacks" merges our
+    change back in: at worst a line the other writer removed on purpose is
+    live again, never a line of ours gone.
 
     :param earlier: lines of every earlier version on record (earlier
         pushes of ours and what they replaced): a line ours adds that is
-        among them was put back by a merge, not written by us, and is no
-        evidence either way.
+        among them was put back by a merge, not written by us, and its
+        presence is no evidence (its absence still is: ours had it).
     :param first: lines of the oldest version on record (None: ``older``);
         a line ours removed that came later than that may never have been
         in a version older than ours, so its absence is no evidence.
@@ -270,22 +276,23 @@ def push_evidence(older: bytes, ours: bytes, theirs: bytes, earlier: frozenset[b
     """
     a, b = _lines(older), _lines(ours)
     present, before, after = set(_lines(theirs)), set(a), set(b)
-    lacking = False
+    holds = False
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
         for line in b[j1:j2]:
-            if line.strip() and line not in before and line not in earlier:
-                if line in present:
-                    return True
-                lacking = True
+            if line.strip() and line not in before:
+                if line not in present:
+                    return False
+                if line not in earlier:
+                    holds = True
         for line in a[i1:i2]:
             if line.strip() and line not in after:
                 if line in present:
-                    lacking = True
-                elif (first is None or line in first) and (had is None or line in had):
-                    return True
-    return False if lacking else None
+                    return False
+                if (first is None or line in first) and (had is None or line in had):
+                    holds = True
+    return True if holds else None
 
 
 def _lacked(ctx: MirrorContext, pushes: list[_Push], theirs: bytes) -> tuple[int, _Push | None, bytes | None]:
