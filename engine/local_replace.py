@@ -24,6 +24,11 @@ backup).  Here the check is made on the very file the rename took away:
   and the rest of the save would reach no one.  A later pass, once it is
   closed, plans the path again and merges as usual.
 
+* From the exchange (or the rename away) until the check, the temp name may
+  hold a person's only copy; a :func:`~.localfs.mark_ours` mark beside it (a
+  link to our version) tells a later start so, and :func:`recover_taken`
+  keeps such a version when the process was killed in between.
+
 The two renames are :mod:`.renames`.  Where the filesystem can do no
 exchange, the check is made just before the rename, as before (a window of
 one stat).  Nothing here removes a version of the person's: an error in the
@@ -35,6 +40,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from contextlib import suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -43,14 +49,17 @@ from .context import MirrorContext
 from .crashpoints import reach
 from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
+from .ignore import TEMP_PREFIX
 from .local_lookups import fsync_dir_best_effort
-from .localfs import Fingerprint, fill_temp, new_temp, stat_fingerprint
+from .localfs import Fingerprint, TakenTemp, fill_temp, hash_file, mark_ours, new_temp, stat_fingerprint, unmark
 from .merge.conflict_names import CONFLICT_DIR, conflict_copy_path
 from .nofollow import OutsideMirrorError
+from .paths import normalize_rel
 from .renames import exchange, rename_new
 from .special_dirs import working_dir
 
-__all__ = ["LocalChanged", "BeingWritten", "refuse_if_written", "install", "write_over", "remove", "keep_crossed"]
+__all__ = ["LocalChanged", "BeingWritten", "refuse_if_written", "install", "write_over", "remove", "keep_crossed",
+           "recover_taken"]
 
 
 class LocalChanged(LocalError):
@@ -143,25 +152,31 @@ def install(ctx: MirrorContext, rel_path: str, tmp: Path, expected: Fingerprint 
         raise
     reach("replace.ready")
     ours = _fp(tmp)
+    mark_ours(tmp)   # from the exchange on, ``tmp`` may hold a person's only copy: kept after a kill
     try:
         swapped = exchange(tmp, target)
     except FileNotFoundError:
         if os.path.lexists(target):
             raise
         os.unlink(tmp)
+        unmark(tmp)
         raise LocalChanged(f"{rel_path} was removed here meanwhile; re-planning", path=rel_path) from None
     if not swapped:
         # a filesystem that cannot exchange names: check, then rename (the window of one check)
         if _fp(target) != expected:
             os.unlink(tmp)
+            unmark(tmp)
             raise LocalChanged(f"{rel_path} changed while syncing; re-planning", path=rel_path)
         os.replace(tmp, target)
+        unmark(tmp)
         return
     reach("replace.exchanged")
     if _fp(tmp) == expected:   # ``tmp`` holds exactly what was live at the exchange: the plan's version
         os.unlink(tmp)
+        unmark(tmp)
         return
     _swap_back(ctx, rel_path, tmp, ours)
+    unmark(tmp)   # only after the version taken is live again or archived
     raise LocalChanged(f"{rel_path} was saved while syncing; re-planning", path=rel_path)
 
 
@@ -189,19 +204,73 @@ def keep_crossed(ctx: MirrorContext, rel_path: str, path: Path) -> None:
     """Archive a local version of ``rel_path`` that a second save left at
     ``path`` in ``.conflict/`` (a new local file: the next pass uploads it)
     and record the conflict, with a notice."""
+    _archive(ctx, rel_path, path, "it was saved twice while ohsync replaced it; the first save is live, the second "
+                                  "is archived",
+             "{rel} was saved twice while it was synced; the second save was archived as {copy}")
+
+
+def _archive(ctx: MirrorContext, rel_path: str, path: Path, reason: str, notice: str) -> str:
+    """Move the local version at ``path`` to a free conflict copy of
+    ``rel_path``, record the conflict with ``reason`` and emit ``notice``
+    (``{rel}`` and ``{copy}`` filled in).
+
+    :returns: the conflict copy's rel path.
+    """
     now = datetime.now(timezone.utc)
     copy_rel = conflict_copy_path(rel_path, "local", lambda p: os.path.lexists(ctx.local_path(p)) or p in ctx.snapshot,
                                   now, working_dir(ctx, CONFLICT_DIR))
     dest = ctx.local_path(copy_rel)
     dest.parent.mkdir(parents=True, exist_ok=True)
     rename_new(path, dest)
-    record = ConflictRecord(rel_path, copy_rel, now.isoformat(timespec="seconds"),
-                            "it was saved twice while ohsync replaced it; the first save is live, the second "
-                            "is archived")
-    ctx.state.add_conflict(record)
-    ctx.emit(SyncEvent("conflict", rel_path, action=copy_rel,
-                       message=f"{rel_path} was saved twice while it was synced; the second save was archived as "
-                               f"{copy_rel}"))
+    ctx.state.add_conflict(ConflictRecord(rel_path, copy_rel, now.isoformat(timespec="seconds"), reason))
+    ctx.emit(SyncEvent("conflict", rel_path, action=copy_rel, message=notice.format(rel=rel_path, copy=copy_rel)))
+    return copy_rel
+
+
+def recover_taken(ctx: MirrorContext, taken: TakenTemp, known: set[str]) -> str | None:
+    """Settle a version a killed process took away from a live name
+    (:func:`~.localfs.clean_temp_files`): it is removed when its content is
+    one of ``known`` (the sha1 of a synced version), else archived in
+    ``.conflict/`` as a local conflict copy of the file it was taken from
+    (the next pass uploads it), with a notice.  Its mark goes last, so a
+    kill in the middle leaves it for the next start.
+
+    :param known: hex sha1s of versions the server has (the bases).
+    :returns: the conflict copy's rel path, or None (removed, or left as it
+        is because it could not be read now: the next start looks again).
+    """
+    try:
+        sha1 = hash_file(taken.path, root=ctx.local_root)[0]
+    except (OSError, LocalError):
+        return None
+    copy_rel = None
+    if sha1 in known:
+        os.unlink(taken.path)
+    else:
+        rel_path = _live_name(ctx, taken)
+        copy_rel = _archive(ctx, rel_path, taken.path,
+                            "it was saved while ohsync replaced it and ohsync was stopped in between; the save is "
+                            "archived",
+                            "{rel} was saved while it was synced and ohsync was stopped in between; that save was "
+                            "kept as {copy}")
+    with suppress(FileNotFoundError):
+        os.unlink(taken.mark)
+    return copy_rel
+
+
+def _live_name(ctx: MirrorContext, taken: TakenTemp) -> str:
+    """The rel path the version at ``taken`` was taken from: the file beside
+    it that is our version (its mark's inode), else a made-up name there."""
+    folder = taken.path.parent
+    rel_folder = folder.relative_to(ctx.local_root).as_posix() if folder != ctx.local_root else ""
+    name = "recovered file"
+    if taken.ours_inode is not None:
+        with suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.inode() == taken.ours_inode and not entry.name.startswith(TEMP_PREFIX):
+                    name = entry.name
+                    break
+    return normalize_rel(f"{rel_folder}/{name}" if rel_folder else name)
 
 
 def write_over(ctx: MirrorContext, rel_path: str, data: bytes, expected: Fingerprint | None,
@@ -248,16 +317,20 @@ def remove(ctx: MirrorContext, rel_path: str, expected: Fingerprint, *, backup: 
         _backup(ctx, rel_path, target)
     reach("delete.local_backed_up")
     hold = new_temp(target.parent)
+    mark_ours(hold)   # from the rename on, ``hold`` may hold a person's only copy: kept after a kill
     try:
         os.rename(target, hold)
     except OSError:
         os.unlink(hold)
+        unmark(hold)
         raise
     if _fp(hold) == expected:
         os.unlink(hold)
+        unmark(hold)
         return
     try:
         rename_new(hold, target)
     except FileExistsError:   # a new file took the name meanwhile: keep both
         keep_crossed(ctx, rel_path, hold)
+    unmark(hold)
     raise LocalChanged(f"{rel_path} changed locally; keeping it", path=rel_path)

@@ -27,7 +27,8 @@ from .nofollow import open_regular, special_kind
 from .paths import name_problem, normalize_rel, to_local
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "fill_temp", "temp_beside", "new_temp", "clean_temp_files",
+           "atomic_write", "fill_temp", "temp_beside", "new_temp", "OURS_SUFFIX", "mark_ours", "unmark",
+           "TakenTemp", "clean_temp_files",
            "check_root", "local_errors",
            "find_decomposed"]
 
@@ -300,30 +301,96 @@ def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Finge
     return fp
 
 
-def clean_temp_files(local_root: Path, older_than: float) -> int:
-    """Remove our temp files that a killed process left in the mirror.
+#: the name of a temp file plus this suffix: a hard link to our own version,
+#: made before the temp name takes a live version away (see :func:`mark_ours`)
+OURS_SUFFIX = "-ours"
 
-    Only regular files named with the temp prefix and last modified before
-    ``older_than`` (Unix seconds: this run's start) are removed, so temp
-    files of the running process are never touched.  Their content is never
-    the only copy: a temp file becomes real only by a rename.
 
-    :returns: how many were removed.
+def mark_ours(tmp: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+    """Mark the temp file ``tmp`` before an exchange or a rename over it takes
+    a live version away under its name.
+
+    The mark is a hard link to ``tmp`` named ``tmp`` + :data:`OURS_SUFFIX`:
+    while both are one inode, ``tmp`` holds only our version; once they
+    differ, ``tmp`` holds what was live, perhaps a person's only copy, and a
+    later start keeps it (:func:`clean_temp_files`).  Where hard links cannot
+    be made, the mark is an empty file (a leftover is then always looked at).
+    Remove the mark with :func:`unmark` once the version taken is settled.
+
+    :param dir_fd: the folder's descriptor ``tmp`` is relative to (None: a path).
+    :raises OSError: the mark could not be made (nothing is to be taken then).
     """
-    removed = 0
+    mark = os.fspath(tmp) + OURS_SUFFIX
+    try:
+        os.link(tmp, mark, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        raise
+    except OSError:
+        os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd))
+
+
+def unmark(tmp: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+    """Remove :func:`mark_ours`'s mark of ``tmp`` (gone already: nothing to do)."""
+    with suppress(FileNotFoundError):
+        os.unlink(os.fspath(tmp) + OURS_SUFFIX, dir_fd=dir_fd)
+
+
+@dataclass(frozen=True)
+class TakenTemp:
+    """A temp file a killed process left holding a version it took away from
+    a live name (an exchange or a rename made, the check not yet).
+
+    :ivar path: the temp file (the version taken).
+    :ivar mark: its :func:`mark_ours` mark (to remove once the version is settled).
+    :ivar ours_inode: the inode of our version (now live under the real name,
+        unless it changed since), or None when the mark is no link.
+    """
+
+    path: Path
+    mark: Path
+    ours_inode: int | None
+
+
+def clean_temp_files(local_root: Path, older_than: float) -> list[TakenTemp]:
+    """Remove our temp files that a killed process left in the mirror, keeping
+    those that may hold a person's only copy.
+
+    Only regular files named with the temp prefix and last modified or
+    renamed before ``older_than`` (Unix seconds: this run's start) are looked
+    at, so temp files of the running process are never touched.  A temp file
+    without a :func:`mark_ours` mark, or one with its mark still the same
+    inode, holds only our version and is removed (with the mark).  One whose
+    mark is another file holds what was live when the process was killed:
+    it stays, and is returned for the caller to compare and keep.
+
+    :returns: the temp files holding a version taken away.
+    """
+    taken: list[TakenTemp] = []
     for folder, _dirs, files in os.walk(local_root):
+        names = set(files)
         for name in files:
             if not name.startswith(TEMP_PREFIX):
                 continue
             path = os.path.join(folder, name)
             try:
                 st = os.lstat(path)
-                if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
-                    os.unlink(path)
-                    removed += 1
+                if not stat.S_ISREG(st.st_mode) or max(st.st_mtime, st.st_ctime) >= older_than:
+                    continue
+                if name.endswith(OURS_SUFFIX):
+                    if name[:-len(OURS_SUFFIX)] not in names:
+                        os.unlink(path)   # a mark left after its temp file was settled
+                    continue
+                mark = path + OURS_SUFFIX
+                if name + OURS_SUFFIX in names:
+                    mst = os.lstat(mark)
+                    if mst.st_ino != st.st_ino:
+                        taken.append(TakenTemp(Path(path), Path(mark), mst.st_ino if mst.st_nlink > 1 else None))
+                        continue
+                    os.unlink(mark)
+                os.unlink(path)
             except OSError:
                 continue
-    return removed
+    return taken
 
 
 def local_errors(exc: OSError, rel_path: str) -> LocalError:

@@ -35,6 +35,7 @@ from ..failures import FailureBook
 from ..ignore import IGNORE_FILE, IgnoreRules
 from ..library import resolve_library
 from ..local_lookups import stat_or_none
+from ..local_replace import recover_taken
 from ..localfs import check_root, clean_temp_files, scan_tree
 from ..merge.sfconflict import fold_foreign, original_of
 from ..merge.stale_delete import CommitPages
@@ -334,7 +335,9 @@ class SyncEngine(FolderSteps):
                     self.ctx.emit(SyncEvent("note", TRASH_DIR, message=note))
                 self._prune_backups()
                 if not self._temps_cleaned:
-                    clean_temp_files(self.local_root, older_than=self._started)
+                    known = {b.sha1 for b in bases.values() if b.sha1}
+                    for taken in clean_temp_files(self.local_root, older_than=self._started):
+                        recover_taken(self.ctx, taken, known)   # a save a kill left under a temp name
                     self._temps_cleaned = True
                 local, self._skipped_local = scan_tree(self.local_root, self.ignore)
                 candidates = set(local) | set(bases) | set(self.ctx.snapshot)
