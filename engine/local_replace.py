@@ -25,7 +25,7 @@ backup).  Here the check is made on the very file the rename took away:
   closed, plans the path again and merges as usual.
 
 * From the exchange (or the rename away) until the check, the temp name may
-  hold a person's only copy; a :func:`~.localfs.mark_ours` mark beside it (a
+  hold a person's only copy; a :func:`~.temp_marks.mark_ours` mark beside it (a
   link to our version) tells a later start so, and :func:`recover_taken`
   keeps such a version when the process was killed in between.
 
@@ -51,12 +51,13 @@ from .errors import LocalError
 from .events import ConflictRecord, SyncEvent
 from .ignore import TEMP_PREFIX
 from .local_lookups import fsync_dir_best_effort
-from .localfs import Fingerprint, TakenTemp, fill_temp, hash_file, mark_ours, new_temp, stat_fingerprint, unmark
+from .localfs import Fingerprint, TakenTemp, fill_temp, hash_file, new_temp, stat_fingerprint
 from .merge.conflict_names import CONFLICT_DIR, conflict_copy_path
 from .nofollow import OutsideMirrorError
 from .paths import normalize_rel
 from .renames import exchange, rename_new
 from .special_dirs import working_dir
+from .temp_marks import mark_ours, unmark
 
 __all__ = ["LocalChanged", "BeingWritten", "refuse_if_written", "install", "write_over", "remove", "keep_crossed",
            "recover_taken"]
@@ -222,6 +223,7 @@ def _archive(ctx: MirrorContext, rel_path: str, path: Path, reason: str, notice:
     dest = ctx.local_path(copy_rel)
     dest.parent.mkdir(parents=True, exist_ok=True)
     rename_new(path, dest)
+    unmark(path)   # archived: no longer a temp file to settle
     ctx.state.add_conflict(ConflictRecord(rel_path, copy_rel, now.isoformat(timespec="seconds"), reason))
     ctx.emit(SyncEvent("conflict", rel_path, action=copy_rel, message=notice.format(rel=rel_path, copy=copy_rel)))
     return copy_rel

@@ -25,9 +25,10 @@ from .ignore import TEMP_PREFIX, IgnoreRules
 from .local_lookups import fsync_dir_best_effort, scandir_or_none, stat_or_none
 from .nofollow import open_regular, special_kind
 from .paths import name_problem, normalize_rel, to_local
+from .temp_marks import OURS_SUFFIX
 
 __all__ = ["LocalFile", "Fingerprint", "stat_fingerprint", "scan_tree", "hash_file",
-           "atomic_write", "fill_temp", "temp_beside", "new_temp", "OURS_SUFFIX", "mark_ours", "unmark",
+           "atomic_write", "fill_temp", "temp_beside", "new_temp", 
            "TakenTemp", "clean_temp_files",
            "check_root", "local_errors",
            "find_decomposed"]
@@ -301,47 +302,13 @@ def atomic_write(target: Path, data: bytes, mtime: float | None = None) -> Finge
     return fp
 
 
-#: the name of a temp file plus this suffix: a hard link to our own version,
-#: made before the temp name takes a live version away (see :func:`mark_ours`)
-OURS_SUFFIX = "-ours"
-
-
-def mark_ours(tmp: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
-    """Mark the temp file ``tmp`` before an exchange or a rename over it takes
-    a live version away under its name.
-
-    The mark is a hard link to ``tmp`` named ``tmp`` + :data:`OURS_SUFFIX`:
-    while both are one inode, ``tmp`` holds only our version; once they
-    differ, ``tmp`` holds what was live, perhaps a person's only copy, and a
-    later start keeps it (:func:`clean_temp_files`).  Where hard links cannot
-    be made, the mark is an empty file (a leftover is then always looked at).
-    Remove the mark with :func:`unmark` once the version taken is settled.
-
-    :param dir_fd: the folder's descriptor ``tmp`` is relative to (None: a path).
-    :raises OSError: the mark could not be made (nothing is to be taken then).
-    """
-    mark = os.fspath(tmp) + OURS_SUFFIX
-    try:
-        os.link(tmp, mark, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-    except FileExistsError:
-        raise
-    except OSError:
-        os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd))
-
-
-def unmark(tmp: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
-    """Remove :func:`mark_ours`'s mark of ``tmp`` (gone already: nothing to do)."""
-    with suppress(FileNotFoundError):
-        os.unlink(os.fspath(tmp) + OURS_SUFFIX, dir_fd=dir_fd)
-
-
 @dataclass(frozen=True)
 class TakenTemp:
     """A temp file a killed process left holding a version it took away from
     a live name (an exchange or a rename made, the check not yet).
 
     :ivar path: the temp file (the version taken).
-    :ivar mark: its :func:`mark_ours` mark (to remove once the version is settled).
+    :ivar mark: its :func:`~.temp_marks.mark_ours` mark (to remove once the version is settled).
     :ivar ours_inode: the inode of our version (now live under the real name,
         unless it changed since), or None when the mark is no link.
     """
@@ -358,7 +325,7 @@ def clean_temp_files(local_root: Path, older_than: float) -> list[TakenTemp]:
     Only regular files named with the temp prefix and last modified or
     renamed before ``older_than`` (Unix seconds: this run's start) are looked
     at, so temp files of the running process are never touched.  A temp file
-    without a :func:`mark_ours` mark, or one with its mark still the same
+    without a :func:`~.temp_marks.mark_ours` mark, or one with its mark still the same
     inode, holds only our version and is removed (with the mark).  One whose
     mark is another file holds what was live when the process was killed:
     it stays, and is returned for the caller to compare and keep.

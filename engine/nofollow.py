@@ -31,6 +31,7 @@ from .errors import LocalError
 from .ignore import TEMP_PREFIX
 from .local_lookups import stat_or_none
 from .renames import exchange, rename_new
+from .temp_marks import OURS_SUFFIX, mark_ours, unmark
 
 __all__ = ["OutsideMirrorError", "FileChanged", "symlink_on_the_way", "open_regular", "read_file", "entry_stat",
            "write_file", "remove_file", "special_kind", "parent_folder", "open_folder"]
@@ -336,13 +337,28 @@ def write_file(root: Path, rel: str, data: bytes, *, make_parents: bool = True,
             else:
                 _put_checked(dfd, tmp, name, rel, expected, ours)
         except BaseException as exc:
-            if not (isinstance(exc, FileChanged) and exc.crossed):  # a save kept there is never removed
+            # a save kept there, or a version the exchange took away (not ours), is never removed
+            if not (isinstance(exc, FileChanged) and exc.crossed) and _still_ours(dfd, tmp):
                 with suppress(OSError):
                     os.unlink(tmp, dir_fd=dfd)
+                unmark(tmp, dir_fd=dfd)
             raise
         with suppress(OSError):
             os.fsync(dfd)
         return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+
+
+def _still_ours(dfd: int, tmp: str) -> bool:
+    """Whether the temp file ``tmp`` holds only our version: no
+    :func:`~.temp_marks.mark_ours` mark, or the mark is still the same file."""
+    try:
+        mark = os.stat(tmp + OURS_SUFFIX, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    try:
+        return os.stat(tmp, dir_fd=dfd, follow_symlinks=False).st_ino == mark.st_ino
+    except FileNotFoundError:
+        return True
 
 
 def _put_checked(dfd: int, tmp: str, name: str, rel: str, expected: tuple[int, int, int] | None,
@@ -354,6 +370,7 @@ def _put_checked(dfd: int, tmp: str, name: str, rel: str, expected: tuple[int, i
         except FileExistsError:
             raise FileChanged(f"{rel} was created meanwhile", path=rel) from None
         return
+    mark_ours(tmp, dir_fd=dfd)   # from the exchange on, ``tmp`` may hold a person's only copy: kept after a kill
     try:
         swapped = exchange(tmp, name, dir_fd=dfd)
     except FileNotFoundError:
@@ -362,9 +379,11 @@ def _put_checked(dfd: int, tmp: str, name: str, rel: str, expected: tuple[int, i
         if _fingerprint(dfd, name) != expected:
             raise FileChanged(f"{rel} was saved meanwhile", path=rel)
         os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        unmark(tmp, dir_fd=dfd)
         return
     if _fingerprint(dfd, tmp) == expected:
         os.unlink(tmp, dir_fd=dfd)
+        unmark(tmp, dir_fd=dfd)
         return
     folder = rel.rpartition("/")[0]
     kept = f"{folder}/{tmp}" if folder else tmp
@@ -377,8 +396,8 @@ def _put_checked(dfd: int, tmp: str, name: str, rel: str, expected: tuple[int, i
             raise FileChanged(f"{rel} was saved and replaced meanwhile", path=rel, crossed=kept) from None
         raise FileChanged(f"{rel} was saved meanwhile", path=rel) from None
     if _fingerprint(dfd, tmp) == ours:
-        raise FileChanged(f"{rel} was saved meanwhile", path=rel)
-    raise FileChanged(f"{rel} was saved twice meanwhile", path=rel, crossed=kept)
+        raise FileChanged(f"{rel} was saved meanwhile", path=rel)   # ours again: removed by the caller
+    raise FileChanged(f"{rel} was saved twice meanwhile", path=rel, crossed=kept)  # mark removed once archived
 
 
 def remove_file(root: Path, rel: str, *, expected: tuple[int, int, int] | None = _ANY) -> bool:
@@ -402,10 +421,17 @@ def remove_file(root: Path, rel: str, *, expected: tuple[int, int, int] | None =
                 return True
             if _fingerprint(dfd, name) != expected:
                 raise FileChanged(f"{rel} was saved meanwhile; kept", path=rel)
-            hold = f"{TEMP_PREFIX}{secrets.token_hex(6)}"
-            os.rename(name, hold, src_dir_fd=dfd, dst_dir_fd=dfd)
+            hold = _empty_temp(dfd, rel)
+            mark_ours(hold, dir_fd=dfd)   # from the rename on, ``hold`` may hold a person's only copy
+            try:
+                os.rename(name, hold, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except OSError:
+                os.unlink(hold, dir_fd=dfd)
+                unmark(hold, dir_fd=dfd)
+                raise
             if _fingerprint(dfd, hold) == expected:
                 os.unlink(hold, dir_fd=dfd)
+                unmark(hold, dir_fd=dfd)
                 return True
             folder = rel.rpartition("/")[0]
             try:
@@ -413,9 +439,23 @@ def remove_file(root: Path, rel: str, *, expected: tuple[int, int, int] | None =
             except FileExistsError:
                 raise FileChanged(f"{rel} was saved twice meanwhile", path=rel,
                                   crossed=f"{folder}/{hold}" if folder else hold) from None
+            unmark(hold, dir_fd=dfd)
             raise FileChanged(f"{rel} was saved meanwhile; kept", path=rel)
     except (FileNotFoundError, NotADirectoryError):
         return False
+
+
+def _empty_temp(dfd: int, rel: str) -> str:
+    """Create an empty temp file (a name the watcher ignores) in the folder ``dfd``; returns its name."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+    for _ in range(100):
+        tmp = f"{TEMP_PREFIX}{secrets.token_hex(6)}"
+        try:
+            os.close(os.open(tmp, flags, 0o600, dir_fd=dfd))
+            return tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp file name beside {rel}")
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from engine_helpers import make_mirror
 from ohsync.engine import local_replace
 from ohsync.engine.crashpoints import set_hook
 from ohsync.engine.ignore import TEMP_PREFIX
-from ohsync.engine.localfs import OURS_SUFFIX
+from ohsync.engine.temp_marks import OURS_SUFFIX
 
 BASE = b"one\ntwo\nthree\n"
 SAVED = b"PERSON SAVED LINE\n"
