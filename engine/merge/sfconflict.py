@@ -13,7 +13,9 @@ them stays on either side:
   into the file it belongs to when that merges cleanly, else archived in
   ``/.conflict/`` like every other conflict (the resolver decides, situation
   ``SEAFILE_COPY`` of :mod:`ohsync.engine.merge.resolve`); it is never downloaded as a normal
-  file into the mirror.
+  file into the mirror.  One lacking pushes of ours (its writer read a
+  version before them) is merged against the version it was edited from,
+  as a stale overwrite of the live file is (:mod:`.stale`).
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ from ..nofollow import open_regular
 from ..paths import from_remote, parent_rel
 from ..remote_dirs import remote_written
 from ..special_dirs import is_under
+from ..state import Base
 from .archive import archive
 from .choose import TEXT_LIMIT, merge_versions
 from .conflict_names import CONFLICT_DIR, SFCONFLICT
 from .resolve import Facts, Situation, decide
+from .stale import StaleBase, pushes_lacked, stale_base, stale_note
 
 __all__ = ["SFCONFLICT", "original_of", "find_own", "remove_remote", "fold_foreign"]
 
@@ -93,7 +97,8 @@ def fold_foreign(ctx: MirrorContext, report: SyncReport) -> set[str]:
     into the file it belongs to.
 
     The file's content is merged with the local version of its path against
-    that path's base: a clean merge is written locally (the pass then pushes
+    that path's base (or, when it lacks pushes of ours, the version it was
+    edited from: :func:`_merge_base`): a clean merge is written locally (the pass then pushes
     it like any local edit) and the SFConflict file is deleted on the server;
     otherwise it is moved into ``/.conflict/`` and recorded as a conflict.
 
@@ -114,7 +119,6 @@ def fold_foreign(ctx: MirrorContext, report: SyncReport) -> set[str]:
 
 
 def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -> None:
-
     entry = ctx.snapshot[rel]
     local = ctx.local_path(original)
     base = ctx.state.get_base(original)
@@ -130,7 +134,9 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
             fp = stat_fingerprint(os.fstat(fh.fileno()))
             ours = fh.read()
         base_content = ctx.state.base_content(base) if base is not None else None
-        result = merge_versions(original, base_content, ours, theirs)
+        merge_base, stale, undecided = _merge_base(ctx, rel, original, theirs, base, base_content)
+        if not undecided:
+            result = merge_versions(original, merge_base, ours, theirs)
     decision = decide(Facts(Situation.SEAFILE_COPY, original, ours=ours, theirs=theirs, merge=result, source=rel))
     if decision.copy is None:
         assert decision.live is not None and ours is not None
@@ -144,8 +150,9 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
             remove_remote(ctx, rel)
         _drop_local(ctx, rel)
         report.merged.append(original)
+        note = f"merged the Seafile conflict file {rel.rpartition('/')[2]}"
         ctx.emit(SyncEvent("synced", original, "down", action="merge",
-                           message=f"merged the Seafile conflict file {rel.rpartition('/')[2]}"))
+                           message=note if stale is None else f"{note}: {stale_note(stale)}"))
         return
     if decision.live is not None and decision.live != ours:
         # What merged stays live (pushed by the next pass); the whole
@@ -156,3 +163,28 @@ def _fold_one(ctx: MirrorContext, rel: str, original: str, report: SyncReport) -
     record = archive(ctx, original, decision.copy, remote=entry)
     _drop_local(ctx, rel)
     report.conflicts.append(record)
+
+
+def _merge_base(ctx: MirrorContext, rel: str, original: str, theirs: bytes, base: Base | None,
+                base_content: bytes | None) -> tuple[bytes | None, StaleBase | None, bool]:
+    """The base to merge the SFConflict file ``rel`` (content ``theirs``) with.
+
+    The server made it because its writer's upload named a commit older than
+    the live version: often one from before pushes of ours, so theirs lacks
+    our lines without having removed them.  Merged against our base, they
+    would read as its deletion and leave the live file.  When theirs lacks a
+    push of ours on record, the base is the version it was edited from
+    (:func:`~ohsync.engine.merge.stale.stale_base`), so our lines stay.
+
+    :returns: ``(base content, the stale judgement or None, undecided)``;
+        undecided is True when theirs lacks a push of ours but no base for it
+        is found (made on purpose from a version that held ours, or another
+        client archived ours): it is not merged, only archived whole.
+    :raises RemoteError: from the client (the file history, a revision).
+    """
+    if base is None or pushes_lacked(ctx, original, theirs) == 0:
+        return base_content, None, False
+    stale = stale_base(ctx, original, ctx.snapshot[rel].id, theirs, base, base_content)
+    if stale is None:
+        return base_content, None, True
+    return stale.content, stale, False
