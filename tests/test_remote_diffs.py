@@ -214,9 +214,11 @@ def test_another_writer_after_our_upload_is_not_an_echo(mirror, devserver, same_
     mirror.write(DEEP, b"edited here\n")
     assert mirror.engine.sync([DEEP]).uploaded == [DEEP]
     theirs = DEEP if same_file else "a/b/c/n1.md"
-    devserver.put_file(mirror.repo_id, "/" + theirs, b"another writer, right after\n")
+    # on the same file, an edit of our upload (one that shares none of its lines could be a stale overwrite)
+    data = (b"edited here\n" if same_file else b"") + b"another writer, right after\n"
+    devserver.put_file(mirror.repo_id, "/" + theirs, data)
     report = _poll(mirror, devserver)
-    assert report.downloaded == [theirs] and mirror.read(theirs) == b"another writer, right after\n"
+    assert report.downloaded == [theirs] and mirror.read(theirs) == data
     assert devserver.request_count(DETAIL) == 1 and devserver.request_count(LISTING) == 0
     if not same_file:
         assert mirror.read(DEEP) == b"edited here\n"
