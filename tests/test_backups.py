@@ -150,18 +150,18 @@ def test_a_link_or_a_fifo_is_refused_when_backed_up(tmp_path) -> None:
 
 
 def test_links_planted_in_the_backup_folder_are_never_written_through(devserver, tmp_path) -> None:
-    m = _mirror(devserver, tmp_path, {"notes/a.md": b"a 1\n", "docs/b.md": b"b 1\n"})
+    m = _mirror(devserver, tmp_path, {"notes/a.md": b"a 1\n", "papers/b.md": b"b 1\n"})
     outside = tmp_path / "outside"
     outside.mkdir()
     day = _backup_dir(m) / _today() / "OH-Memory"
-    (day / "docs").mkdir(parents=True)
+    (day / "papers").mkdir(parents=True)
     os.symlink(outside, day / "notes")                  # a folder of the backup a link
-    os.symlink(outside / "b.md", day / "docs" / "b.md")  # the backup's own name a dangling link
+    os.symlink(outside / "b.md", day / "papers" / "b.md")  # the backup's own name a dangling link
     devserver.put_file(m.repo_id, "/notes/a.md", b"a 2\n")
-    devserver.put_file(m.repo_id, "/docs/b.md", b"b 2\n")
+    devserver.put_file(m.repo_id, "/papers/b.md", b"b 2\n")
     report = m.sync()
     assert report.errors == [], report.errors
-    assert m.read("notes/a.md") == b"a 2\n" and m.read("docs/b.md") == b"b 2\n"
+    assert m.read("notes/a.md") == b"a 2\n" and m.read("papers/b.md") == b"b 2\n"
     assert list(outside.iterdir()) == []
     kept = _backups(_backup_dir(m))
     assert sorted(kept.values()) == [b"a 1\n", b"b 1\n"], kept

@@ -16,8 +16,11 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-#: Raw ``except OSError`` (alone or in a tuple) handlers in engine/ today.
-ALLOWED = 68
+#: Raw ``except OSError`` (alone or in a tuple) handlers in engine/ today: 68, and seven that tell errnos
+#: apart, clean up and raise again or translate at a boundary: engine/backups.py (a name too long for the backup
+#: disk, a backup that cannot be written), engine/temp_marks.py (no hard links), engine/nofollow.py and
+#: engine/local_replace.py (a taken-away version kept after a failed exchange).
+ALLOWED = 75
 
 
 def _names(node: ast.expr | None) -> list[str]:

@@ -18,21 +18,21 @@ TODO = b"# Todo\n\n- [ ] call mom\n- [ ] read chapter 3\n- [ ] water the plants\
 CASES = {
     # both deleted the task that was done; each added a task of its own
     "both_removed_a_line": (
-        "docs/todo.md",
+        "lists/todo.md",
         TODO,
         b"# Todo\n\n- [ ] read chapter 3\n- [ ] water the plants\n- [ ] OUR NEW TASK buy milk\n",
         b"# Todo\n\n- [ ] read chapter 3\n- [ ] water the plants\n- [ ] THEIR NEW TASK pay rent\n",
     ),
     # both ticked the same box (the same line rewritten, identically); we also added a line
     "both_ticked_the_same_box": (
-        "docs/todo.md",
+        "lists/todo.md",
         TODO,
         b"# Todo\n\n- [x] call mom\n- [ ] read chapter 3\n- [ ] water the plants\n- [ ] OUR NEW TASK buy milk\n",
         b"# Todo\n\n- [x] call mom\n- [ ] read chapter 3\n- [ ] water the plants\n",
     ),
     # both rewrote the same line, differently: a real conflict, never a silent pull
     "same_line_rewritten_differently": (
-        "docs/plan.txt",
+        "lists/plan.txt",
         b"meeting: tuesday 10:00\nroom: 101\nagenda: budget\n",
         b"meeting: OUR TIME wednesday 14:00\nroom: 101\nagenda: budget\n",
         b"meeting: THEIR TIME thursday 9:00\nroom: 101\nagenda: budget\n",

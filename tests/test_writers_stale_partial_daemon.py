@@ -19,16 +19,16 @@ THEIRS = b"# Todo\n\n- [x] call mom\n- [ ] read chapter 3\n- [ ] water the plant
 
 
 def test_daemon_keeps_the_persons_task_after_a_stale_phone_upload(seed_daemon, devserver, isolated_env):
-    s = seed_daemon(files={"docs/todo.md": TODO, **{f"pad/p{i}.txt": b"pad\n" for i in range(12)}},
+    s = seed_daemon(files={"lists/todo.md": TODO, **{f"pad/p{i}.txt": b"pad\n" for i in range(12)}},
                     poll_interval=1.0)
     proc = s.start(wait="idle")
-    path = s.mirror / "docs" / "todo.md"
+    path = s.mirror / "lists" / "todo.md"
     assert path.read_bytes() == TODO
     path.write_bytes(OURS)
-    wait_for(lambda: devserver.read_file(s.repo_id, "/docs/todo.md") == OURS, timeout=60, what="pushed")
+    wait_for(lambda: devserver.read_file(s.repo_id, "/lists/todo.md") == OURS, timeout=60, what="pushed")
     proc.wait_state("idle", timeout=60)
-    devserver.put_file(s.repo_id, "/docs/todo.md", THEIRS)      # the phone's stale overwrite
-    wait_for(lambda: path.read_bytes() != OURS or devserver.read_file(s.repo_id, "/docs/todo.md") != THEIRS,
+    devserver.put_file(s.repo_id, "/lists/todo.md", THEIRS)      # the phone's stale overwrite
+    wait_for(lambda: path.read_bytes() != OURS or devserver.read_file(s.repo_id, "/lists/todo.md") != THEIRS,
              timeout=60, what="the daemon reacted")
     proc.wait_state("idle", "attention", timeout=60)
     live_local = path.read_bytes()
@@ -36,8 +36,8 @@ def test_daemon_keeps_the_persons_task_after_a_stale_phone_upload(seed_daemon, d
     conflict = b"".join(v for k, v in tree.items() if k.startswith("/.conflict/"))
     backups = [p for p in (isolated_env.root / "state" / "backups").rglob("*")
                if p.is_file() and b"OUR NEW TASK" in p.read_bytes()]
-    assert b"OUR NEW TASK" in tree["/docs/todo.md"] + conflict and b"OUR NEW TASK" in live_local + conflict, (
-        f"live local={live_local!r} live remote={tree['/docs/todo.md']!r} conflict={conflict!r} "
+    assert b"OUR NEW TASK" in tree["/lists/todo.md"] + conflict and b"OUR NEW TASK" in live_local + conflict, (
+        f"live local={live_local!r} live remote={tree['/lists/todo.md']!r} conflict={conflict!r} "
         f"backups holding the task={[str(p) for p in backups]}")
 
 

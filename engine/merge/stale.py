@@ -13,8 +13,8 @@ such an overwrite never takes our change out of the live file:
   replaced, with both contents kept as blobs (content-addressed);
 * :func:`stale_base` is asked before merging a remote revision: from the kept
   contents alone it finds the pushes of ours the revision lacks (none of the
-  lines a push added are in it, or only some: a stale writer that made one
-  of the same changes still lacks the rest), newest first, up to the newest
+  lines a push added are in it, or at most half: a stale writer that made
+  one of the same changes still lacks the rest), newest first, up to the newest
   push whose change it holds; their oldest's replaced version, less the lines that
   push merged in and the revision lacks, is the base to merge
   with, so *our* change (what ours replaced → ours, for every push the stale
@@ -252,15 +252,15 @@ def push_evidence(older: bytes, ours: bytes, theirs: bytes, earlier: frozenset[b
                   first: frozenset[bytes] | None = None, had: frozenset[bytes] | None = None) -> bool | None:
     """Does ``theirs`` hold the change ``older`` → ``ours`` (one push of ours)?
 
-    False when it lacks any line ours added, or still has a line ours
-    removed (made from an older version, or our change only in part: a stale
-    writer that made one of the same changes, such as a bumped ``modified:``
-    or the same finished task deleted, still lacks the rest); True when it
-    has every line ours added and shows the change (a line ours added that
-    no earlier version had, or a line ours removed gone from it too); None
-    when it cannot tell.  Taking a partial match for "lacks" merges our
-    change back in: at worst a line the other writer removed on purpose is
-    live again, never a line of ours gone.
+    True when it has most of the lines ours added (a later edit of ours may
+    have rewritten a few), or, for a push that added nothing, every line ours
+    removed is gone from it too; False when it has at most half of the
+    lines ours added, or still has a line ours removed (made from an older
+    version, or our change only in part: a stale writer that made one of the
+    same changes, such as a bumped ``modified:`` or the same finished task
+    deleted, still lacks the rest); None when it cannot tell.  Taking a
+    partial match for "lacks" merges our change back in: at worst a line the
+    other writer removed on purpose is live again, never a line of ours gone.
 
     :param earlier: lines of every earlier version on record (earlier
         pushes of ours and what they replaced): a line ours adds that is
@@ -276,23 +276,28 @@ def push_evidence(older: bytes, ours: bytes, theirs: bytes, earlier: frozenset[b
     """
     a, b = _lines(older), _lines(ours)
     present, before, after = set(_lines(theirs)), set(a), set(b)
-    holds = False
+    kept = missing = 0          # lines ours added that theirs has / lacks
+    gone = still = False        # lines ours removed that theirs lacks too / still has
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
         for line in b[j1:j2]:
             if line.strip() and line not in before:
                 if line not in present:
-                    return False
-                if line not in earlier:
-                    holds = True
+                    missing += 1
+                elif line not in earlier:
+                    kept += 1
         for line in a[i1:i2]:
             if line.strip() and line not in after:
                 if line in present:
-                    return False
-                if (first is None or line in first) and (had is None or line in had):
-                    holds = True
-    return True if holds else None
+                    still = True
+                elif (first is None or line in first) and (had is None or line in had):
+                    gone = True
+    if kept > missing:
+        return True
+    if missing or still:
+        return False
+    return True if gone else None
 
 
 def _lacked(ctx: MirrorContext, pushes: list[_Push], theirs: bytes) -> tuple[int, _Push | None, bytes | None]:
