@@ -45,6 +45,7 @@ from .model import (
     SafetyConfig,
 )
 from .options import read_table
+from .settings import file_settings
 
 __all__ = [
     "APP_NAME",
@@ -118,6 +119,7 @@ def load_config(path: Path | None = None) -> Config:
     warnings += unknown_keys(memory, MEMORY_KEYS, "memory.", path)
     kw["memory"] = MemoryConfig(**read_table(MemoryConfig, memory, "memory.", path))
     kw["warnings"] = tuple(warnings)
+    kw["settings"] = file_settings(doc)
     cfg = Config(**kw)
     # the token store follows the config this process reads (daemon/credentials.py)
     from ..credentials import use_file_store
