@@ -30,9 +30,9 @@ MAX_ITEMS = 200
 
 _HELD_REASON = {
     "remote": ("deleted here; deleting it on the server is held by the safety valve "
-               "(run `ohsync confirm-deletes`, or restore the file)"),
+               "(run `ohsync confirm-deletes`, or `ohsync restore-deletes` to bring the file back)"),
     "local": ("deleted on the server; deleting it here is held by the safety valve "
-              "(run `ohsync confirm-deletes`, or restore it on the server)"),
+              "(run `ohsync confirm-deletes`, or `ohsync restore-deletes` to put it back on the server)"),
 }
 
 
@@ -169,7 +169,7 @@ def wait_verdict(*, errors: Sequence[tuple[str, str]] = (), held: Sequence[tuple
     if held:
         sentences.append(f"{_plural(len(held), 'deletion is', 'deletions are')} held by the safety valve "
                          f"({_names([p for p, _ in _by_path(held)])}); run `ohsync confirm-deletes` to carry "
-                         "them out, or restore the files")
+                         "them out, or `ohsync restore-deletes` to bring the files back")
         reasons += [{"kind": "held_delete", "path": p, "reason": _HELD_REASON.get(side, "held")}
                     for p, side in _by_path(held)]
     if new_conflicts:

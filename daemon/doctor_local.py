@@ -252,16 +252,19 @@ def _start_advice() -> str:
     return "Start it with `ohsync run`, or at every login with `ohsync autostart enable`."
 
 
-def _instance_check(socket: Path, config: Path) -> Finding:
+def _instance_check(socket: Path, cfg: Config) -> Finding:
     """The daemon of this config: running, syncing, and whether something needs the person.
 
     A daemon that is not running, or that runs but holds a conflict, a held
     deletion, a damaged file or a name that cannot sync (state ``attention``),
     is a warning whose ``summary`` the report's last line repeats: the setup
-    can sync, yet "syncing works" alone would not be true.
+    can sync, yet "syncing works" alone would not be true.  So is a daemon
+    that runs this config file as it was before an edit (older settings).
     """
     from .protocol import DaemonNotRunning, Method, RpcClient
     from .running import Running, running_daemon, same_file
+
+    config = cfg.path
 
     client = RpcClient(socket, timeout=3)
     try:
@@ -298,6 +301,15 @@ def _instance_check(socket: Path, config: Path) -> Finding:
                         "See `ohsync status`: each item names the command that settles it (`ohsync conflicts` "
                         "or `ohsync panel` for conflicts, `ohsync confirm-deletes` for held deletions).",
                         summary="something needs you (see `instance` above)")
+    if running is not None and running.same and running.settings is None:
+        running = running_daemon(socket, config) or running  # the settings it started with
+    changed = running.changed(dict(cfg.settings)) if running is not None else []
+    if changed:
+        keys = ", ".join(f"`{k}`" for k in changed[:5]) + (", …" if len(changed) > 5 else "")
+        return _finding("instance", "warning", f"ohsync is running with this config file, but the running daemon "
+                        f"uses older settings ({keys} changed since it started): {said(st)}.",
+                        "Restart it to use the file as it is now: `ohsync stop`, then `ohsync run`.",
+                        summary="the running daemon uses older settings (see `instance` above)")
     return _finding("instance", "ok", f"ohsync is running with this config: {said(st)}.")
 
 
@@ -353,6 +365,6 @@ def local_checks(cfg: Config, probes: Probes, repos: Sequence[RepoInfo | None]) 
                                  mirror.local, db is not None and db.exists()))
     out.append(_inotify_check(cfg, probes.inotify_limit_file))
     out.extend(_desktop_checks(probes))
-    out.append(_instance_check(probes.socket or cfg.socket, cfg.path))
+    out.append(_instance_check(probes.socket or cfg.socket, cfg))
     out += [_state_check(db, check_name("state_db", cfg, index)) for index, db in enumerate(dbs)]
     return out

@@ -8,7 +8,8 @@ The daemon's ``ping`` answer carries the config path it runs with.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Running", "running_daemon", "same_file"]
@@ -20,10 +21,22 @@ class Running:
 
     :ivar config: the config file it runs with (None: it did not say).
     :ivar same: True when that is the config asked about.
+    :ivar settings: what that file set when the daemon started, ``{dotted key: value as JSON}``
+        (``daemon/config/settings.py``); None: it did not say.
     """
 
     config: Path | None
     same: bool
+    settings: Mapping[str, str] | None = field(default=None, compare=False)
+
+    def changed(self, settings: Mapping[str, str]) -> list[str]:
+        """The keys the config file now sets otherwise than when this daemon started
+        (``settings``: ``Config.settings`` of the file as it is now); empty when it did not say."""
+        from .config.settings import changed_settings
+
+        if self.settings is None or not self.same:
+            return []
+        return changed_settings(self.settings, settings)
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -51,4 +64,7 @@ def running_daemon(socket: Path, config: Path, timeout: float = 2.0) -> Running 
     theirs = answer.get("config") if isinstance(answer, dict) else None
     if not isinstance(theirs, str) or not theirs:
         return Running(None, False)
-    return Running(Path(theirs), same_file(Path(theirs), config))
+    settings = answer.get("settings")
+    if not isinstance(settings, dict) or not all(isinstance(v, str) for v in settings.values()):
+        settings = None
+    return Running(Path(theirs), same_file(Path(theirs), config), settings)

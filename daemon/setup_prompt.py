@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import sys
+import warnings
 from collections.abc import Callable
 from typing import TextIO
 
@@ -29,12 +30,20 @@ class InputEnded(MissingAnswer):
     """The input closed at a question (Ctrl-D, end of a pipe): not a usage mistake."""
 
 
+def _quiet_getpass(prompt: str) -> str:
+    """``getpass.getpass`` without its ``GetPassWarning`` (and source line) when there is no
+    terminal: the answer then comes from standard input, as the other answers do."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", getpass.GetPassWarning)
+        return getpass.getpass(prompt)
+
+
 class Prompter:
     """Asks the questions of ``ohsync setup``.
 
     :param scripted: True for ``--yes``: never read input.
     :param ask: reads one answer; called with the prompt text (default ``input``).
-    :param secret: reads one answer without echo (default ``getpass.getpass``).
+    :param secret: reads one answer without echo (default ``getpass.getpass``, quiet without a terminal).
     :param out: where explanations go (default ``sys.stdout``).
     """
 
@@ -42,7 +51,7 @@ class Prompter:
                  secret: Callable[[str], str] | None = None, out: TextIO | None = None) -> None:
         self.scripted = scripted
         self._ask = ask or input
-        self._secret = secret or getpass.getpass
+        self._secret = secret or _quiet_getpass
         self._out = out
 
     def say(self, text: str) -> None:

@@ -95,8 +95,16 @@ def test_login_token_stdin(isolated_env, devserver, monkeypatch, capsys) -> None
     assert credentials.load_token(devserver.url, USER) == token  # the good one stays
 
 
+class _Terminal(io.StringIO):
+    """Standard input that is a terminal (what getpass then reads from)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_login_prompts_without_echo(isolated_env, devserver, monkeypatch, capsys) -> None:
     prompts = []
+    monkeypatch.setattr(sys, "stdin", _Terminal())
     monkeypatch.setattr("getpass.getpass", lambda prompt="": prompts.append(prompt) or PASSWORD)
     assert main(["login", "--server", devserver.url, "--username", USER]) == 0
     assert prompts and USER in prompts[0]
@@ -128,6 +136,7 @@ def test_login_two_factor_from_stdin(isolated_env, monkeypatch, capsys) -> None:
 def test_login_two_factor_prompt(isolated_env, monkeypatch, capsys) -> None:
     calls: list = []
     _fake_2fa(monkeypatch, calls)
+    monkeypatch.setattr(sys, "stdin", _Terminal())
     monkeypatch.setattr("getpass.getpass", lambda prompt="": "pw")
     monkeypatch.setattr("builtins.input", lambda prompt="": "123456")
     assert main(["login", "--server", "https://s.example", "--username", USER]) == 0
@@ -148,3 +157,19 @@ def test_memory_timeout_out_of_range_is_a_usage_error(isolated_env, capsys, bad:
         main(["memory", "append", "p", "k", "v", "--timeout", bad])
     assert e.value.code == 2
     assert "not a number of seconds from 1 to 3600" in capsys.readouterr().err
+
+
+def test_login_without_a_terminal_says_so_and_nothing_of_python(isolated_env) -> None:
+    """`ohsync login < /dev/null` on a headless machine (no controlling terminal): one sentence, no
+    GetPassWarning with its source line."""
+    import subprocess
+
+    from daemon_helpers import ohsync_cmd
+
+    with open(os.devnull, "rb") as devnull:
+        r = subprocess.run([*ohsync_cmd(), "login", "--server", "http://127.0.0.1:9", "--username", USER],
+                           stdin=devnull, capture_output=True, text=True, env=isolated_env.vars(), timeout=60,
+                           start_new_session=True)  # no /dev/tty to fall back to
+    assert r.returncode == 1
+    assert "Warning" not in r.stderr and "warn" not in r.stderr and "Traceback" not in r.stderr
+    assert "No terminal to type the password at" in r.stderr and "--password-stdin" in r.stderr

@@ -208,3 +208,12 @@ def test_status_without_a_daemon_exits_3_and_its_help_names_the_exit_codes(isola
         main(["status", "--help"])
     out = capsys.readouterr().out
     assert "Exit codes: 0 the daemon runs and syncs" in out and "3 ohsync is not running" in out
+
+
+def test_activity_names_the_archived_copy_once(fake_daemon, capsys) -> None:
+    copy = ".conflict/plan__remote__2026-12-01.txt"
+    fake_daemon["activity"] = [{"time": "2026-12-01T10:00:01", "path": "plan.txt", "action": copy,
+                                "result": "conflict", "message": f"remote version archived as {copy}"}]
+    assert main(["activity"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.count(copy) == 1 and f"remote version archived as {copy}" in line

@@ -224,3 +224,28 @@ def test_panel_port_is_read_and_bounded(isolated_env, tmp_path: Path) -> None:
         path.write_text(f"panel_port = {bad}\n", encoding="utf-8")
         with pytest.raises(ConfigError, match="panel_port"):
             load_config(path)
+
+
+def test_an_unknown_key_close_to_a_known_one_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[safety]\nmax_delete_file = 3\n[plugin]\nx = 1\n', encoding="utf-8")
+    warnings = load_config(path).warnings
+    assert any("`safety.max_delete_file` (kept, but ignored): did you mean `safety.max_delete_files`?" in w
+               for w in warnings)
+    assert any("`plugin` (kept, but ignored)" in w and "did you mean" not in w for w in warnings)
+
+
+def test_a_typo_of_the_mirror_table_stops_run_and_doctor(isolated_env, tmp_path: Path, capsys) -> None:
+    """`[[mirrors]]` would quietly mirror the default library into the default folder: an error."""
+    from ohsync.daemon.cli.main import main
+    from ohsync.daemon.config import ConfigError
+
+    path = tmp_path / "c.toml"
+    path.write_text(f'[[mirrors]]\nlibrary = "Notes"\nlocal = "{tmp_path / "Notes"}"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="unknown table `mirrors`: did you mean `mirror`?"):
+        load_config(path)
+    assert main(["--config", str(path), "doctor"]) == 1
+    assert "did you mean `mirror`?" in capsys.readouterr().out
+    assert main(["--config", str(path), "run", "--no-tray"]) != 0
+    assert "did you mean `mirror`?" in capsys.readouterr().err
+    assert not (isolated_env.root / "home" / "OH-Memory").exists()

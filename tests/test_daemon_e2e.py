@@ -274,6 +274,13 @@ def test_mirror_folder_gone_stops_then_refresh_recovers(setup) -> None:
     r = d.cli("refresh")
     assert r.returncode == 0, r.stderr
     d.wait_state("idle", timeout=60)
+
+    def resumed_after_the_error() -> bool:  # the log does not end with the error that stopped syncing
+        lines = d.cli("log", "-n", "200").stdout.splitlines()
+        stop = max(i for i, line in enumerate(lines) if "is missing. Syncing is stopped" in line)
+        return any("INFO" in line and "syncing resumed (it had stopped: The mirror folder" in line
+                   for line in lines[stop + 1:])
+    wait_for(resumed_after_the_error, timeout=30, what="an INFO line: syncing resumed")
     # the watcher works again
     (mirror / "tasks" / "新任务.md").write_text("---\ntitle: 新任务\n---\n", encoding="utf-8")
     wait_for(lambda: "/tasks/新任务.md" in srv.tree(repo_id), timeout=60, what="new file after recovery")

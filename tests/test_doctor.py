@@ -21,6 +21,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_helpers import isolated_env  # noqa: F401
 from ohsync.daemon import credentials, doctor_local
+from ohsync.daemon.cli.doctor import format_findings
 from ohsync.daemon.cli.main import main
 from ohsync.daemon.config import load_config
 from ohsync.daemon.doctor import ERROR, OK, SKIPPED, WARNING, Probes, exit_code, run_checks
@@ -438,3 +439,30 @@ def test_state_database_of_a_newer_ohsync(setup_done, probes) -> None:
     found = _check(_run(setup_done, probes), "state_db")
     assert found.level == ERROR and "newer ohsync" in found.message
     assert "Upgrade ohsync" in found.fix and "`ohsync resync`" in found.fix
+
+
+def test_running_instance_with_older_settings_says_restart_it(setup_done, probes) -> None:
+    """The config file edited while the daemon runs: doctor names the changed keys, never "syncing works"."""
+    from ohsync.daemon.daemon_methods import Methods
+    from ohsync.daemon.socket.server import SocketServer
+
+    started = load_config(setup_done.config)  # what the daemon read when it started
+    ping = Methods(type("Daemon", (), {"cfg": started})()).table()["ping"]  # the daemon's own answer
+    state = {"state": "idle", "message": "Up to date"}
+    server = SocketServer(setup_done.socket, {"status": lambda p: dict(state), "ping": ping})
+    server.start()
+    try:
+        assert _check(_run(setup_done, probes), "instance").level == OK
+        text = setup_done.config.read_text()
+        setup_done.config.write_text("# a comment is no change\n" + text)
+        assert _check(_run(setup_done, probes), "instance").level == OK
+        elsewhere = setup_done.root / "home" / "Elsewhere"
+        elsewhere.mkdir()
+        setup_done.config.write_text(text.replace(str(setup_done.root / "home" / "OH-Memory"), str(elsewhere)))
+        found = _check(_run(setup_done, probes), "instance")
+        assert found.level == WARNING and "older settings (`mirror.local` changed" in found.message
+        assert "ohsync stop" in found.fix and "ohsync run" in found.fix
+        out = format_findings(_run(setup_done, probes))
+        assert "the running daemon uses older settings" in out and "syncing works" not in out
+    finally:
+        server.stop()

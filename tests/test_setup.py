@@ -585,3 +585,23 @@ def test_autostart_is_offered_with_default_no_where_nothing_would_start_it(isola
     ask, out, done = setup(None, "")
     assert ask.prompts[-1] == "Start ohsync automatically when you log in? [Y/n]: "
     assert "would not start" not in out and len(done) == 1
+
+
+def test_a_secret_read_without_a_terminal_shows_no_getpass_warning(monkeypatch, capsys) -> None:
+    """Setup's password question with standard input not a terminal: the answer is read, and no
+    GetPassWarning (with its source line) is printed around ohsync's own text."""
+    import getpass
+    import io
+    import warnings
+
+    from ohsync.daemon.setup_prompt import Prompter
+
+    def no_terminal(prompt: str = "") -> str:  # what getpass does without /dev/tty
+        warnings.warn("Can not control echo on the terminal.", getpass.GetPassWarning, stacklevel=2)
+        return io.StringIO("secret\n").readline().rstrip("\n")
+
+    monkeypatch.setattr(getpass, "getpass", no_terminal)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        assert Prompter().secret("Password", flag="--password-stdin") == "secret"
+    assert not [w for w in shown if issubclass(w.category, getpass.GetPassWarning)]

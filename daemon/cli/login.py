@@ -98,6 +98,10 @@ def cmd_login(args: argparse.Namespace) -> int:
         if args.password_stdin:
             password = _read_secret_line("password")
         else:
+            if not sys.stdin.isatty():  # getpass would warn that it cannot hide the typing, then read it
+                raise OhsyncError("No terminal to type the password at (standard input is not one). Pipe it "
+                                  "in with --password-stdin, or an API token with --token-stdin.",
+                                  title="Login failed")
             try:
                 password = getpass.getpass(f"Password for {username} at {server}: ")
             except EOFError:

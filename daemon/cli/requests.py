@@ -1,5 +1,5 @@
 """The ``ohsync`` commands that ask the running daemon: refresh, pause,
-resume, wait, conflicts, damaged, activity, file, confirm-deletes.
+resume, wait, conflicts, damaged, activity, file, confirm-deletes, restore-deletes.
 
 Each is a client of the socket (:func:`~ohsync.daemon.cli.common.daemon_client`)
 that prints the answer as text (``--json``: as it is, for the lists).
@@ -30,7 +30,7 @@ from .common import (
 from .status import shown as _shown
 
 __all__ = ["register", "simple_command", "pause_resume_command", "cmd_wait", "cmd_conflicts", "cmd_damaged",
-           "cmd_activity", "cmd_file", "cmd_confirm_deletes"]
+           "cmd_activity", "cmd_file", "cmd_confirm_deletes", "cmd_restore_deletes"]
 
 
 #: Most reasons ``ohsync wait`` lists one per line (the summary line names them all by count).
@@ -114,7 +114,10 @@ def cmd_damaged(args: argparse.Namespace) -> int:
 def _activity_text(a: dict[str, Any]) -> str:
     action, notes = a["action"], [a["message"]] if a.get("message") else []
     if a.get("result") == "conflict":  # a conflict's action is where the other version went
-        action, notes = "conflict", [f"other version kept as {a['action']}", *notes]
+        kept = str(a["action"]).lstrip("/")
+        if not any(kept in note for note in notes):  # a message naming the copy says it already
+            notes = [f"other version kept as {a['action']}", *notes]
+        action = "conflict"
     extra = f"  ({'; '.join(notes)})" if notes else ""
     return f"{a['time']}  {action:<9} {a['result']:<8} {a['path']}{extra}"
 
@@ -168,6 +171,23 @@ def cmd_confirm_deletes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_restore_deletes(args: argparse.Namespace) -> int:
+    """``ohsync restore-deletes``: undo the deletions the safety valve holds, each file back on the
+    side it was deleted on; exit 1 when some could not be restored (each named with its reason)."""
+    params: dict[str, Any] = {"timeout": args.timeout}
+    result = daemon_client(args).call(Method.RESTORE_DELETES, params, timeout=args.timeout + 30)
+    restored = [str(p) for p in result.get("restored") or []]
+    left = [r for r in result.get("left") or [] if isinstance(r, dict)]
+    where = f" in {result['mirror']}" if result.get("mirror") else ""
+    if not restored and not left:
+        print("No deletions were held.")
+        return EXIT_OK
+    print(f"Restored {len(restored)} file(s){where}: each is back on the side it was deleted on.")
+    for item in left:
+        print(f"Not restored: {item.get('path')}: {item.get('reason')}", file=sys.stderr)
+    return EXIT_FAILED if left else EXIT_OK
+
+
 def register(subparsers: Subparsers) -> None:
     """Add the commands of this module, each acting on one mirror but ``file``."""
     refresh = simple_command(Method.REFRESH, "Checking the server and the local folder now.")
@@ -197,4 +217,9 @@ def register(subparsers: Subparsers) -> None:
                     help="seconds to wait until they are filed and uploaded (default: %(default)s)")
     sp = add_command(subparsers, "confirm-deletes", cmd_confirm_deletes, "carry out deletions held by the safety valve")
     sp.add_argument("--list", action="store_true", help="only list the held deletions")
+    add_mirror_option(sp)
+    sp = add_command(subparsers, "restore-deletes", cmd_restore_deletes,
+                     "undo deletions held by the safety valve: each file comes back on the side it was deleted on")
+    sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                    help="seconds to wait until they are restored (default: %(default)s)")
     add_mirror_option(sp)

@@ -3,7 +3,8 @@
 Owns where the config lives (``--config``, ``OHSYNC_CONFIG``, else
 ``user_config_dir/config.toml``; docs/architecture.md §3) and
 :func:`load_config`, which turns the file into a :class:`Config`.  Unknown
-keys are kept and reported as warnings, never errors.  The keys, with their
+keys are kept and reported as warnings (naming a close known key), never
+errors, but for a table under a typo of ``mirror``.  The keys, with their
 defaults, kinds and docs, are the option table of ``daemon/config/model.py``
 (read with ``daemon/config/options.py`` :func:`read_table`); the checks of
 values, ``daemon/config/checks.py``; reading and rewriting the file (every
@@ -45,6 +46,7 @@ from .model import (
     SafetyConfig,
 )
 from .options import read_table
+from .settings import file_settings
 
 __all__ = [
     "APP_NAME",
@@ -83,7 +85,7 @@ def load_config(path: Path | None = None) -> Config:
     """
     path = path if path is not None else config_path()
     doc = read_document(path)
-    warnings = unknown_keys(doc, TOP_KEYS, "", path)
+    warnings = unknown_keys(doc, TOP_KEYS, "", path, decisive=frozenset({"mirror"}))
     kw: dict[str, Any] = {"path": path, **read_table(Config, doc, "", path)}
     if "state_dir" in kw:
         kw["state_dir_explicit"] = True
@@ -118,6 +120,7 @@ def load_config(path: Path | None = None) -> Config:
     warnings += unknown_keys(memory, MEMORY_KEYS, "memory.", path)
     kw["memory"] = MemoryConfig(**read_table(MemoryConfig, memory, "memory.", path))
     kw["warnings"] = tuple(warnings)
+    kw["settings"] = file_settings(doc)
     cfg = Config(**kw)
     # the token store follows the config this process reads (daemon/credentials.py)
     from ..credentials import use_file_store

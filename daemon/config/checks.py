@@ -10,6 +10,7 @@ checks across keys (:func:`check_mirrors`, :func:`filing_mirror`) are
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections.abc import Mapping
@@ -72,9 +73,33 @@ def typed(value: Any, types: type | tuple[type, ...], key: str, path: Path) -> A
     return value
 
 
-def unknown_keys(table: Mapping[str, Any], known: set[str], where: str, path: Path) -> list[str]:
-    """One warning per key of ``table`` not in ``known`` (``where``: the table's prefix, ``"mirror."``)."""
-    return [f"{path}: unknown key `{where}{k}` (kept, but ignored)" for k in table if k not in known]
+def unknown_keys(table: Mapping[str, Any], known: set[str], where: str, path: Path,
+                 decisive: frozenset[str] = frozenset()) -> list[str]:
+    """One warning per key of ``table`` not in ``known`` (``where``: the table's prefix, ``"mirror."``),
+    with "did you mean `…`?" when a known key is close to it (:func:`difflib.get_close_matches`).
+
+    :param decisive: known keys whose table decides what is mirrored (``mirror``): a table
+        or array of tables under a key close to one of them is a typo that would quietly
+        mirror the defaults instead, so it is an error.
+    :raises ConfigError: such a typo of a ``decisive`` key.
+    """
+    warnings = []
+    for key in table:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), sorted(known), n=1)
+        if not close:
+            warnings.append(f"{path}: unknown key `{where}{key}` (kept, but ignored)")
+            continue
+        value = table[key]
+        is_table = isinstance(value, Mapping) or (isinstance(value, list) and any(isinstance(v, Mapping)
+                                                                                     for v in value))
+        if close[0] in decisive and is_table:
+            raise ConfigError(f"{path}: unknown table `{where}{key}`: did you mean `{where}{close[0]}`? As "
+                              "written, ohsync would ignore it and mirror the default library and folder. Fix the "
+                              "file or move it away.")
+        warnings.append(f"{path}: unknown key `{where}{key}` (kept, but ignored): did you mean `{where}{close[0]}`?")
+    return warnings
 
 
 def expand_path(value: str) -> Path:

@@ -140,6 +140,7 @@ class Config:
     :ivar path: the file it came from (it need not exist).
     :ivar state_dir_explicit: True when ``state_dir`` was set in the file.
     :ivar warnings: sentences about unknown keys or ignored tables.
+    :ivar settings: what the file sets, key by key (``daemon/config/settings.py``).
     """
 
     path: Path
@@ -161,6 +162,7 @@ class Config:
                            factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)) / "logs",
                            shown="`state_dir/logs`", doc="the folder of `ohsync.log`")
     warnings: tuple[str, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()
     transfers: int = option(4, kind=integer(1, 16), doc="upload requests of new files in flight at once")
     notifications: bool = option(True, kind=boolean(),
                                  doc="use the server's notification service (push) when it runs one")

@@ -160,7 +160,8 @@ class MirrorFacts:
             made = {"remote": "made here", "local": "made on the server"}
             sides = sorted({made.get(side, side) for _, side in held})
             message = (f"{len(held)} deletion(s) ({' and '.join(sides)}) are held because they are more than "
-                       "the safety limit; run `ohsync confirm-deletes` to carry them out, or restore the files")
+                       "the safety limit; run `ohsync confirm-deletes` to carry them out, or "
+                       "`ohsync restore-deletes` to bring the files back")
             log.warning("%s", message)
             self._publish({"type": "error", "kind": "held_deletes", "count": len(held), "message": message})
 

@@ -85,6 +85,20 @@ class WorkerRecovery:
         self.refreshed_since_open = False
         #: `ohsync resync` while the state could not be opened: set a newer ohsync's state aside
         self.afresh_on_open = False
+        #: why syncing stopped (logged as an error) until a pass succeeds again; None: it did not
+        self.stopped_because: str | None = None
+
+    def _stop(self, problem: str, message: str) -> None:
+        """Record the stop ``problem`` (``stopped``, ``auth_required``) and remember it for :meth:`resumed`."""
+        self._control.set_problem(problem, message)
+        self.stopped_because = message
+
+    def resumed(self) -> None:
+        """A pass succeeded: after a stop, say in the log that syncing goes on again (the last
+        line of the log would otherwise be the error that stopped it)."""
+        if self.stopped_because is not None:
+            log.info("syncing resumed (it had stopped: %s)", self.stopped_because.split(". ")[0].rstrip("."))
+            self.stopped_because = None
 
     def open(self) -> bool:
         """Open the session; False (the failure recorded by :meth:`failed`) when it cannot open."""
@@ -136,7 +150,7 @@ class WorkerRecovery:
             self._on_fatal(exc)
             self._shutdown.set()
             return
-        self._control.set_problem("stopped", message)
+        self._stop("stopped", message)
         self._scheduler.halt()
         self._on_fatal(exc)
 
@@ -172,7 +186,7 @@ class WorkerRecovery:
             return
         if failure.needs == "login":
             log.error("the server rejected the token: %s", failure.message)
-            self._control.set_problem("auth_required", (
+            self._stop("auth_required", (
                 f"The server rejected the saved login. Run `{self._login_command}` to sign in again; "
                 "the running daemon then signs in with the new login."))
             self._scheduler.halt()
@@ -184,7 +198,7 @@ class WorkerRecovery:
             return
         if failure.scope == "mirror" and failure.permanent:  # e.g. the mirror folder is gone
             log.error("%s", failure.message)
-            self._control.set_problem("stopped", failure.message)
+            self._stop("stopped", failure.message)
             self._scheduler.halt()
             return
         self.attempt += 1

@@ -390,6 +390,7 @@ class SyncWorker:
                 or report.deleted_local or report.deleted_remote)
         self._request_count += report.requests
         self._control.clear_problem_untold()
+        self.recovery.resumed()
         facts: dict[str, Any] = {
             "syncing": False, "checking_since": None, "transfer": None, "current_path": None,
             "phase": "running", "problem": None, "problem_message": "", "retry_at": None,
