@@ -33,6 +33,7 @@ from ..engine.memory.edit import MemoryToolError
 from ..engine.memory.index import MemoryIndex, parse_offset
 from ..engine.memory.tools import MemoryTools
 from ..engine.nofollow import OutsideMirrorError, read_file
+from ..engine.regression import HeldByRollback
 from .protocol import MEMORY_METHODS, Method
 from .service_thread import ServiceThread
 from .socket.server import CannotNow, InvalidParams
@@ -430,6 +431,8 @@ class MemoryService:
             raise InvalidParams(str(exc)) from None
         except CannotNow:
             raise
+        except HeldByRollback as exc:
+            raise CannotNow(str(exc)) from None
         except OhsyncError as exc:
             if wrote.is_set():
                 raise CannotNow(f"saved in the mirror, but not on the server yet: {exc}; it is pushed on "

@@ -11,6 +11,8 @@ files back.  So while a regression is recorded:
 * remote-driven overwrites and merges are held: the local version stays live
   and the server's (older) version is archived into ``/.conflict/`` once
   (the resolver's ``ROLLBACK`` row, :mod:`ohsync.engine.merge.resolve`);
+* a memory tool's write of such a path stays in the mirror, the agent told
+  (:func:`hold_push`);
 * everything else (local edits of untouched paths, new files on either side)
   syncs as usual;
 * the mirror reports a named state with a sentence (:meth:`Regression.sentence`)
@@ -32,6 +34,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .context import MirrorContext
+from .errors import OhsyncError
 from .events import SyncEvent, SyncReport
 from .ids import seafile_file_id, sha1_bytes
 from .local_lookups import read_bytes_or_none
@@ -44,7 +47,8 @@ from .state import Base, StateStore
 from .sync.reconcile import Action
 from .sync.valve import Plan
 
-__all__ = ["Regression", "check_own_writes", "detect", "head_descends", "hold", "keep_newer", "last_seen", "load",
+__all__ = ["HeldByRollback", "Regression", "check_own_writes", "detect", "head_descends", "hold", "hold_push",
+           "keep_newer", "last_seen", "load",
            "save", "seen"]
 
 META_KEY = "regression"
@@ -56,6 +60,9 @@ WROTE = "wrote_since_head"
 
 #: History pages read at most when looking for the last head (newest first).
 MAX_PAGES = 5
+#: Pages read when those could not tell (more new commits than they hold,
+#: e.g. after a long absence): once per such head, so worth a longer read.
+DEEP_PAGES = 40
 PER_PAGE = 50
 
 
@@ -164,6 +171,10 @@ def detect(ctx: MirrorContext, head: str, known: tuple[str, bool | None] | None 
         descends = known[1]
     else:
         descends = head_descends(ctx.client, ctx.repo_id, last, ctime, head)
+    if descends is None:
+        # more commits since the last head than the usual read holds: a
+        # rollback followed by many writes must still be recognised
+        descends = head_descends(ctx.client, ctx.repo_id, last, ctime, head, max_pages=DEEP_PAGES)
     if descends is not False:
         return False
     found = found_now(last, head)
@@ -173,11 +184,11 @@ def detect(ctx: MirrorContext, head: str, known: tuple[str, bool | None] | None 
 
 
 def head_descends(client: Any, repo_id: str, old_head: str, old_ctime: int, new_head: str, *,
-                  first: tuple[list[Any], bool] | None = None) -> bool | None:
+                  first: tuple[list[Any], bool] | None = None, max_pages: int = MAX_PAGES) -> bool | None:
     """Whether ``new_head`` has ``old_head`` among its ancestors.
 
     Reads ``GET /api2/repos/{id}/history/`` from the current head, newest
-    first, at most :data:`MAX_PAGES` pages.
+    first, at most ``max_pages`` pages of :data:`PER_PAGE` commits.
 
     :param old_ctime: the old head's commit time (Unix seconds, server clock;
         0 if unknown): commits older than it in the pages read, without
@@ -193,7 +204,7 @@ def head_descends(client: Any, repo_id: str, old_head: str, old_ctime: int, new_
     if new_head == old_head:
         return True
     seen_new = older = False
-    for page in range(1, MAX_PAGES + 1):
+    for page in range(1, max_pages + 1):
         commits, more = first if page == 1 and first is not None else \
             client.commit_history(repo_id, page=page, per_page=PER_PAGE)
         for commit in commits:
@@ -249,6 +260,32 @@ def hold(ctx: MirrorContext, plans: list[Plan], regression: Regression, report: 
         out.append(plan)
     save(ctx.state, regression)
     return out
+
+
+class HeldByRollback(OhsyncError):
+    """A push held during a regression: the server's version of the path is
+    the older one the rollback brought back (or the path is gone there), and
+    a read-merge-write against it would take the newer lines out of the live
+    file.  The local file stays as it is until :func:`keep_newer`."""
+
+
+def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
+    """Refuse a push outside a sync pass (a memory tool's write) that
+    :func:`hold` would drop from a pass: during a regression, of a path held
+    already or one whose server version is not the base (deleted or
+    different in the last listing).
+
+    :raises HeldByRollback: with a sentence saying where the write is and
+        what the person can do.
+    """
+    found = load(ctx.state)
+    if found is None:
+        return
+    remote = ctx.snapshot.get(rel)
+    if rel in found.held or (base is not None and (remote is None or remote.id != base.remote_id)):
+        raise HeldByRollback(f"{rel} is saved in the mirror but not on the server: the library on the server "
+                             "went back to an older state, and pushing would roll this file back with it. "
+                             "Run `ohsync resync` to keep the newer version from either side")
 
 
 def keep_newer(ctx: MirrorContext, regression: Regression) -> int:

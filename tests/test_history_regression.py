@@ -87,6 +87,23 @@ def test_keep_newer_puts_the_newer_version_from_either_side_on_both(devserver, r
     assert mirror.sync().transferred == 0
 
 
+def test_a_rollback_followed_by_many_commits_is_still_a_rollback(devserver, rolled_back):
+    """More commits after the restore than the usual history read holds (a
+    bot busy while this mirror was away): the deeper read still finds that
+    the last head is not an ancestor, and nothing newer is rolled back."""
+    from ohsync.engine.regression import MAX_PAGES, PER_PAGE
+
+    mirror, older, newer = rolled_back
+    repo = mirror.repo_id
+    for n in range(MAX_PAGES * PER_PAGE + 20):
+        devserver.put_file(repo, f"/bot/{n % 7}.md", f"run {n}\n".encode())
+    report = mirror.sync()
+    assert mirror.engine.regression() is not None
+    for rel, data in newer.items():
+        assert mirror.read(rel) == data, rel
+    assert sorted(c.path for c in report.conflicts) == sorted([REMOTE_EDITED, LOCAL_EDITED, PHONE_EDITED])
+
+
 def test_an_ordinary_new_head_is_not_a_regression(devserver, tmp_path):
     mirror = synced_sample_mirror(devserver, tmp_path)
     repo = mirror.repo_id
@@ -110,6 +127,35 @@ def test_devserver_restore_control_moves_the_head_back(devserver, tmp_path):
     assert [c["commit_id"] for c in devserver.history(repo)] == [first]
     r = httpx.post(f"{devserver.url}/_devserver/libraries/{repo}/restore", json={"commit_id": "0" * 40})
     assert r.status_code == 404
+
+
+def test_a_memory_write_during_a_rollback_keeps_the_newer_lines_live(devserver, rolled_back):
+    """An agent's append to a held file must not be merged against the
+    server's older version (that would take the newer lines out of the live
+    file): it stays in the mirror, the agent is told, and resync carries it."""
+    from ohsync.engine.memory.tools import WritePlan
+    from ohsync.engine.memory.writes import apply_write
+    from ohsync.engine.regression import HeldByRollback
+
+    mirror, older, newer = rolled_back
+    repo = mirror.repo_id
+    mirror.sync()  # holds the rollback
+    line = "- [agent] 记下的新观察 #测试\n".encode()
+    for rel in (REMOTE_EDITED, LOCAL_EDITED):
+        with pytest.raises(HeldByRollback, match="ohsync resync"):
+            apply_write(mirror.engine, rel, lambda data, rel=rel: WritePlan(rel, (data or b"") + line, {}))
+        assert mirror.read(rel) == newer[rel] + line, rel  # newer lines and the agent's, live
+        assert devserver.read_file(repo, "/" + rel) == older[rel], rel  # nothing pushed over the older one
+    # a file the rollback did not touch is written and verified as usual
+    untouched = "knowledge/回滚后的新条目.md"
+    result = apply_write(mirror.engine, untouched, lambda data: WritePlan(untouched, b"# new\n" + line, {}),
+                         create=True)
+    assert result["verified"] is True and devserver.read_file(repo, "/" + untouched) == b"# new\n" + line
+
+    mirror.engine.keep_newer()
+    assert mirror.sync().errors == []
+    for rel in (REMOTE_EDITED, LOCAL_EDITED):
+        assert devserver.read_file(repo, "/" + rel) == newer[rel] + line == mirror.read(rel), rel
 
 
 def test_daemon_names_the_state_and_resync_keeps_the_newer_side(seed_daemon, devserver):
@@ -170,3 +216,6 @@ def test_head_descends_reads_parents_and_stops_early():
     assert head_descends(same_second, "r", d, 40, b) is False  # reached the first commit
     trimmed = _History([(d, c, 40), (c, b, 30)])
     assert head_descends(trimmed, "r", a, 0, d) is None  # history ends early: cannot tell
+    long = _History([(d, c, 40), (c, b, 30), (b, a, 20), (a, None, 10)], per_page=1)
+    assert head_descends(long, "r", a, 10, d, max_pages=2) is None  # a is past the pages read
+    assert head_descends(long, "r", a, 10, d, max_pages=4) is True

@@ -29,6 +29,7 @@ from ..events import SyncEvent
 from ..local_replace import BeingWritten, keep_crossed, refuse_if_written
 from ..localfs import Fingerprint, stat_fingerprint
 from ..nofollow import FileChanged, OutsideMirrorError, entry_stat, read_file, remove_file, write_file
+from ..regression import hold_push
 from ..sync.deletes import delete_remote
 from ..transfer import push
 from .edit import MemoryToolError
@@ -130,13 +131,18 @@ def apply_write(engine: Any, rel: str, planner: Planner, *, create: bool = False
         (``upload``/``merge``/``conflict``) and ``archived`` when the
         server's version did not merge and was archived as a conflict copy.
     :raises MemoryToolError: the planner refused, or the file keeps changing.
+    :raises HeldByRollback: the library went back to an older state and the
+        path is held (:func:`~ohsync.engine.regression.hold_push`); the new
+        bytes stay in the mirror until ``ohsync resync``.
     :raises OhsyncError: the push failed (server, network, local race); the
         new bytes stay in the mirror and sync on a later pass.
     """
     plan = _write_local(engine, rel, planner, create)
     on_written()
     ctx = engine.ctx
-    outcome = push(ctx, rel, ctx.state.get_base(rel))
+    base = ctx.state.get_base(rel)
+    hold_push(ctx, rel, base)  # a rollback's older version must not be merged into the live file
+    outcome = push(ctx, rel, base)
     ctx.state.replace_remote_snapshot(ctx.snapshot.values())  # as a pass would, so a crash now costs nothing
     ctx.emit(SyncEvent("synced", rel, "up", action=outcome.action))
     result = dict(plan.result)
