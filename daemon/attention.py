@@ -76,13 +76,17 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def summary(*, held: int, damaged: int, skipped: int, conflicts: int = 0) -> str:
+def summary(*, held: int, damaged: int, skipped: int, conflicts: int = 0, unfiled: int = 0,
+            drop_error: str | None = None) -> str:
     """The status message of the ``attention`` state, e.g. ``"Needs attention: 1
     conflict needs you (`ohsync conflicts`, or compare both versions in `ohsync panel`), 3
     deletions held by the safety valve (`ohsync confirm-deletes`)"``; each part names the
     command that lists or settles it.
 
     :param conflicts: conflict copies in ``/.conflict/`` not settled yet.
+    :param unfiled: documents in the drop folder that wait for the person
+        (no space on the server, or refused as they are: a link, a FIFO).
+    :param drop_error: why the last look at the drop folder failed, or None.
     Returns ``""`` when all counts are 0.
     """
     parts = []
@@ -97,6 +101,11 @@ def summary(*, held: int, damaged: int, skipped: int, conflicts: int = 0) -> str
     if skipped:
         parts.append(_plural(skipped, "name that cannot sync", "names that cannot sync")
                      + " (each one is listed with its reason and fix)")
+    if unfiled:
+        parts.append(_plural(unfiled, "dropped document", "dropped documents") + " not filed "
+                     "(each one is listed with its reason)")
+    if drop_error:
+        parts.append(f"the drop folder: {drop_error}")
     if not parts:
         return ""
     return "Needs attention: " + ", ".join(parts)

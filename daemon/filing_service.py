@@ -100,6 +100,8 @@ class _Handler(FileSystemEventHandler):
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         kind = event.event_type
+        if kind in ("deleted", "moved"):
+            self._service._removed(os.fsdecode(event.src_path))
         if kind == "deleted":
             return
         path = os.fsdecode(event.dest_path if kind == "moved" and event.dest_path else event.src_path)
@@ -148,6 +150,7 @@ class FilingService(ServiceThread):
         self._in_flight: set[str] = set()
         self._settled: dict[str, Fingerprint | None] = {}  # path -> fingerprint with a final outcome
         self._held: dict[str, FilingResult] = {}  # over quota or needing the person, waiting
+        self._refused: dict[str, FilingResult] = {}  # failed for good (a link, a FIFO…), still in the folder
         self._reported: dict[str, tuple[str, str]] = {}  # path -> (status, message) last announced
         self._last: list[dict[str, Any]] = []
         self._error: str | None = None  # the stability loop's last failure, until a round succeeds
@@ -259,14 +262,18 @@ class FilingService(ServiceThread):
 
     def status(self) -> dict[str, Any]:
         """For the status object: ``{"drop_dir", "waiting", "filing", "held":
-        [{"path", "status", "message"}], "last": [result dicts], "error"}``
-        (``error``: why the last look at the drop folder failed, else None)."""
+        [{"path", "status", "message"}], "refused": [{"path", "message"}],
+        "last": [result dicts], "error"}`` (``held``: waiting for space or for
+        the person, retried; ``refused``: will not be filed as it is, e.g. a
+        symbolic link; ``error``: why the last look at the drop folder
+        failed, else None)."""
         with self.cond:
             return {
                 "drop_dir": str(self.drop_dir),
                 "waiting": len(self._waiting),
                 "filing": len(self._in_flight),
                 "held": [{"path": p, "status": r.status, "message": r.message} for p, r in self._held.items()],
+                "refused": [{"path": p, "message": r.message} for p, r in self._refused.items()],
                 "last": list(self._last),
                 "error": self._error,
             }
@@ -305,6 +312,14 @@ class FilingService(ServiceThread):
             self._waiting.touch(key)
         else:
             self._waiting.hold(key, until)
+
+    def _removed(self, key: str) -> None:
+        """A path left the drop folder (deleted, moved away): what waited for
+        the person about it (held, refused) is no longer in the status."""
+        with self.cond:
+            if (key in self._held or key in self._refused) and not os.path.lexists(key):
+                self._held.pop(key, None)
+                self._refused.pop(key, None)
 
     def _forget(self, key: str) -> None:
         self._waiting.discard(key)
@@ -383,6 +398,8 @@ class FilingService(ServiceThread):
         fingerprint = _fingerprint(key)
         if fingerprint is None:
             self._forget(key)
+            self._held.pop(key, None)  # removed by the person: nothing waits for them any more
+            self._refused.pop(key, None)
             return False
         if fingerprint != self._seen.get(key):
             self._touch(key, fingerprint)  # it changed (or was first seen) during the quiet period
@@ -443,6 +460,7 @@ class FilingService(ServiceThread):
                 self._in_flight.discard(finished)
             now = self._waiting.now()
             self._last = (self._last + [result.as_dict()])[-20:]
+            self._refused.pop(key, None)
             if result.status == "filed" or fingerprint is None:
                 self._held.pop(key, None)
                 self._settled.pop(key, None)
@@ -463,6 +481,8 @@ class FilingService(ServiceThread):
             else:
                 self._settled[key] = fingerprint
                 self._held.pop(key, None)
+                if result.status == "failed":
+                    self._refused[key] = result  # it stays in the drop folder until the person acts
             outcome = (result.status, result.message)
             repeat = self._reported.get(key) == outcome
             self._reported[key] = outcome

@@ -113,6 +113,8 @@ class Mirror:
         self.filing_problem = f"the drop folder files into the mirror {cfg.mirrors[cfg.filing.mirror].label}"
         if index == cfg.filing.mirror:
             self.filing, self.filing_problem = self._make_filing_service()
+        if self.filing is not None:
+            self.status.filing_now = self.filing.status  # a removed document leaves the status at once
         self.memory = MemoryService(self.local, cfg.memory.time_offset, self.worker.submit,
                                     self.worker.control_fact, self._memory_refresh, self.worker.post_dirty,
                                     write_timeout=cfg.memory.write_timeout, origin=cfg.memory.origin,

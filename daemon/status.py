@@ -170,7 +170,10 @@ def _state(s: Snapshot) -> tuple[str, str]:
         note = (f"; this computer's clock is {abs(s.clock_offset) / 60:.0f} min "
                 f"{'behind' if s.clock_offset > 0 else 'ahead of'} the server's (nothing depends on it)")
     # an open conflict copy waits for the person like a held delete: never "Up to date" beside it
-    needs = summary(held=s.held_deletes, damaged=s.damaged, skipped=s.skipped, conflicts=s.conflicts)
+    filing = s.filing or {}
+    unfiled = len(filing.get("held") or []) + len(filing.get("refused") or [])
+    needs = summary(held=s.held_deletes, damaged=s.damaged, skipped=s.skipped, conflicts=s.conflicts,
+                    unfiled=unfiled, drop_error=filing.get("error"))
     if needs:
         return "attention", needs + note
     return "idle", "Up to date" + note
@@ -240,6 +243,8 @@ class StatusModel:
         self._last_sent: dict[str, Any] | None = None
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self.watcher_alive: Callable[[], bool] = lambda: False
+        #: the drop folder's filing facts read now (else the last ones given to :meth:`update`)
+        self.filing_now: Callable[[], dict[str, Any]] | None = None
 
     def add_listener(self, fn: Callable[[dict[str, Any]], None]) -> None:
         """Call ``fn(status)`` whenever the status object changes."""
@@ -247,10 +252,11 @@ class StatusModel:
             self._listeners.append(fn)
 
     def snapshot(self) -> Snapshot:
-        """The facts now (watcher liveness and clock read at this moment)."""
+        """The facts now (watcher liveness, filing and clock read at this moment)."""
         with self._lock:
             snap = self._snap
-        return replace(snap, watcher_alive=self.watcher_alive(), now=time.time())
+        filing = self.filing_now() if self.filing_now is not None else snap.filing
+        return replace(snap, watcher_alive=self.watcher_alive(), filing=filing, now=time.time())
 
     def status(self) -> dict[str, Any]:
         """The status object now."""

@@ -397,6 +397,9 @@ def test_over_quota_the_file_stays_with_a_notice_until_there_is_room(harness: Ha
     st = daemon.status()
     assert [h["path"] for h in st["filing"]["held"]] == [str(dropped)]
     assert st["filing"]["held"][0]["status"] == "over_quota"
+    assert st["state"] == "attention" and "1 dropped document not filed" in st["message"]
+    text = daemon.cli("status")
+    assert "not filed: " in text.stdout and "whiteboard.jpg" in text.stdout and "Up to date" not in text.stdout
     r = daemon.cli("status", "--json")
     assert r.returncode == 0, r.stderr
     held = json.loads(r.stdout)["filing"]["held"]
@@ -416,6 +419,7 @@ def test_over_quota_the_file_stays_with_a_notice_until_there_is_room(harness: Ha
     harness.assert_settled(remote, content)
     wait_for(lambda: daemon.status()["filing"]["held"] == [], timeout=10, what="nothing held")
     assert [e["status"] for e in events.filed(dropped)] == ["over_quota", "filed"]
+    wait_for(lambda: daemon.status()["state"] == "idle", timeout=10, what="up to date once filed")
 
 
 # --------------------------------------------------------------------------- crashes and merges

@@ -60,6 +60,12 @@ def test_a_long_name_a_link_and_a_fifo_are_reported_and_later_drops_still_filed(
         listed = {Path(r["source"]).name: r["message"] for r in service.status()["last"]}
         assert "not a regular file" in listed["link.txt"]
         assert service.status()["error"] is None
+        # both stay in the status until the person removes them
+        refused = {Path(r["path"]).name: r["message"] for r in service.status()["refused"]}
+        assert set(refused) == {"link.txt", "pipe.txt"} and "copy the document itself" in refused["link.txt"]
+        (env.drop / "link.txt").unlink()
+        wait_for(lambda: [Path(r["path"]).name for r in service.status()["refused"]] == ["pipe.txt"],
+                 what="the removed link leaves the status")
     finally:
         service.stop()
         worker.stop()

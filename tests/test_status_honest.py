@@ -66,6 +66,32 @@ def test_attention_is_a_state_with_each_path_and_reason() -> None:
         assert st[k] == 1
 
 
+def test_a_dropped_document_that_waits_for_the_person_is_attention_not_up_to_date() -> None:
+    refused = {"drop_dir": "/d", "waiting": 0, "filing": 0, "held": [], "last": [], "error": None,
+               "refused": [{"path": "/d/link.pdf", "message": "link.pdf is not a regular file (…); not filed."}]}
+    st = build_status(_idle(filing=refused))
+    assert st["state"] == "attention" and "1 dropped document not filed" in st["message"]
+    quota = dict(refused, refused=[], held=[{"path": "/d/big.pdf", "status": "over_quota", "message": "no space"}])
+    assert build_status(_idle(filing=quota))["state"] == "attention"
+    broken = dict(refused, refused=[], error="checking the drop folder failed: RuntimeError() (see the log)")
+    st = build_status(_idle(filing=broken))
+    assert st["state"] == "attention" and "checking the drop folder failed" in st["message"]
+    assert build_status(_idle(filing=dict(refused, refused=[])))["state"] == "idle"
+
+
+def test_the_status_reads_the_drop_folder_facts_when_asked() -> None:
+    import dataclasses
+
+    model = StatusModel(**{f.name: getattr(_idle(), f.name) for f in dataclasses.fields(Snapshot)
+                           if f.name not in ("now", "watcher_alive")})
+    model.watcher_alive = lambda: True
+    facts: dict[str, Any] = {"held": [], "refused": [{"path": "/d/x", "message": "x is not a regular file"}]}
+    model.filing_now = lambda: facts
+    assert model.status()["state"] == "attention"
+    facts["refused"] = []  # the person removed it: no update() needed to say so
+    assert model.status()["state"] == "idle"
+
+
 @pytest.mark.parametrize("facts", [dict(held_deletes=2), dict(damaged=1), dict(skipped=3)])
 def test_never_up_to_date_while_anything_needs_the_person(facts: dict[str, int]) -> None:
     st = build_status(_idle(**facts))

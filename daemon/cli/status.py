@@ -85,9 +85,15 @@ def _print_status(st: dict[str, Any]) -> None:
         print(f"  notifications: {st['notifications']}")
     _print_counts(st)
     _print_attention(st, st.get("attention") or [], "  ")
-    for item in (st.get("filing") or {}).get("held", []):
-        print(f"  not filed: {item['message']}")
+    _print_unfiled(st, "  ")
     _print_transfer(st)
+
+
+def _print_unfiled(st: dict[str, Any], indent: str) -> None:
+    """The dropped documents that wait for the person, each with its reason."""
+    filing = st.get("filing") or {}
+    for item in (filing.get("held") or []) + (filing.get("refused") or []):
+        print(f"{indent}not filed: {item['message']}")
 
 
 def _print_counts(st: dict[str, Any]) -> None:
@@ -120,8 +126,7 @@ def _print_mirrors(st: dict[str, Any], mirrors: list[dict[str, Any]]) -> None:
         _print_transfer(m)
     if st.get("notifications"):
         print(f"notifications: {st['notifications']}")
-    for item in (st.get("filing") or {}).get("held", []):
-        print(f"not filed: {item['message']}")
+    _print_unfiled(st, "")
 
 
 #: ``ohsync status --help``: what its exit code says (README "Commands" says the same).

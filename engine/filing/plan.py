@@ -88,7 +88,8 @@ class Planner:
             return FilingResult("failed", src, message=f"{name} does not exist (any more).")
         if source.is_symlink() or not source.is_file():
             return FilingResult("failed", src, message=f"{name} is not a regular file (a symbolic link, a FIFO or "
-                                "a device); not filed. Only documents themselves are filed.")
+                                "a device); not filed. Only documents themselves are filed: copy the document "
+                                "itself into the drop folder and remove this entry.")
         rel = self._drop_rel(source)
         link = symlink_on_the_way(self.drop_dir, rel) if rel is not None else None
         if link is not None:
