@@ -105,14 +105,14 @@ def test_update_creates_private_file(isolated_env, tmp_path: Path) -> None:
 
 def test_bad_values_are_clear_errors(isolated_env, tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text('poll_interval = "often"\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match="poll_interval"):
+    path.write_text('poll_interval = "30s"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"`poll_interval` has the wrong type \('30s'\): it must be a number"):
         load_config(path)
     path.write_text('server = \n', encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(path)
     path.write_text('create_library = 1\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match="create_library"):
+    with pytest.raises(ConfigError, match="`create_library` has the wrong type .*: it must be true or false"):
         load_config(path)
 
 

@@ -74,6 +74,37 @@ def test_a_host_with_no_seafile_at_its_root_is_named(devserver) -> None:
     assert "does not look like a Seafile server" in err.message and err.title == "Wrong server address"
 
 
+@pytest.mark.parametrize("status", [200, 403, 501])
+def test_a_web_server_that_is_not_seafile_is_named_at_login(status) -> None:
+    """A web page (or "not implemented") for the login request: the address is
+    wrong, not the password and not the server's health."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = b"<html><body>Welcome to nginx!</body></html>"
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(ProtocolError) as info:
+            SeafileClient.obtain_token(f"http://127.0.0.1:{server.server_port}", USER, "secret")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert info.value.title == "Wrong server address"
+    assert "does not look like a Seafile server" in info.value.message and f"HTTP {status}" in info.value.message
+
+
 def test_setup_says_the_scheme_was_missing(isolated_env, devserver, monkeypatch, capsys) -> None:
     bare = devserver.url.removeprefix("http://")
     monkeypatch.setattr(sys, "stdin", io.StringIO("secret\n"))

@@ -66,11 +66,23 @@ def typed(value: Any, types: type | tuple[type, ...], key: str, path: Path) -> A
     :param key: the dotted key, named in the message; ``path``: the config file.
     :raises ConfigError: the value has another type.
     """
-    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        raise ConfigError(f"{path}: `{key}` has the wrong type ({value!r}).")
-    if not isinstance(value, types):
-        raise ConfigError(f"{path}: `{key}` has the wrong type ({value!r}).")
+    wanted = types if isinstance(types, tuple) else (types,)
+    if (isinstance(value, bool) and bool not in wanted) or not isinstance(value, types):
+        raise ConfigError(f"{path}: `{key}` has the wrong type ({value!r}): it must be {_kinds(wanted)}.")
     return value
+
+
+#: How a TOML value of each Python type is written, for the messages.
+_KIND = {bool: "true or false", int: "a whole number (e.g. 30)", float: "a number (e.g. 30 or 2.5)",
+         str: 'a quoted text (e.g. "OH-Memory")', list: "a list in brackets (e.g. [\"a\", \"b\"])",
+         dict: "a table"}
+
+
+def _kinds(types: tuple[type, ...]) -> str:
+    """``"a number (e.g. 30 or 2.5)"`` for ``(int, float)``: the widest kind named once."""
+    if float in types:
+        types = tuple(t for t in types if t is not int)
+    return " or ".join(_KIND.get(t, t.__name__) for t in types)
 
 
 def unknown_keys(table: Mapping[str, Any], known: set[str], where: str, path: Path,

@@ -22,6 +22,7 @@ re-plans).  The token never appears in a message, a log line or a repr.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -51,6 +52,16 @@ __all__ = ["SeafileClient"]
 
 log = logging.getLogger("ohsync.client")
 
+
+
+def _json_answer(resp: httpx.Response) -> bool:
+    """Whether ``resp`` holds JSON (Seafile's API answers, errors included),
+    not a web page or an empty body from some other server."""
+    try:
+        json.loads(resp.content)
+    except ValueError:
+        return False
+    return True
 
 class SeafileClient:
     """A synchronous client of one Seafile server for one account.
@@ -242,7 +253,8 @@ class SeafileClient:
                     status=400,
                 )
             raise AuthError(f'The server refused the login: "{detail}".', status=400)
-        if resp.status_code in (404, 405):  # every Seafile has this endpoint: the URL is wrong
+        if resp.status_code in (404, 405, 501) or (resp.status_code in (200, 401, 403) and not _json_answer(resp)):
+            # every Seafile has this endpoint and answers it in JSON: the URL is wrong
             raise api_missing_error(base, "/api2/auth-token/", resp.status_code)
         if resp.status_code != 200:
             raise error_for_response(resp, what=what, secrets=secrets)
