@@ -97,6 +97,7 @@ def test_activity_conflict_lines_keep_the_columns(fake_daemon, capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert [line.index(p) for line, p in zip(lines, ("a.md", "b.md"), strict=False)] == [lines[0].index("a.md")] * 2
     assert "conflict" in lines[1] and "other version kept as /.conflict/b (conflict 2026-12-01).md" in lines[1]
+    assert lines[1].split()[1:3] == ["conflict", "archived"]  # the kind once, then what became of it
 
 
 def test_conflicts_say_how_to_settle_one(fake_daemon, capsys) -> None:

@@ -128,6 +128,9 @@ def test_keep_live_from_the_page(seed_daemon, browser) -> None:
     c = make_conflict(seed_daemon)
     open_page(c, browser)
     assert REL in text_of(browser, "conflict-list")
+    overall = text_of(browser, "overall")
+    assert "1 conflict needs you" in overall and "compare both versions below" in overall
+    assert "ohsync panel" not in overall  # this is the panel: no pointer to itself
     shot(browser, "overview-one-conflict")
     open_conflict(c, browser)
     table = browser.find_element("id", "diff")

@@ -112,14 +112,14 @@ def cmd_damaged(args: argparse.Namespace) -> int:
 
 
 def _activity_text(a: dict[str, Any]) -> str:
-    action, notes = a["action"], [a["message"]] if a.get("message") else []
-    if a.get("result") == "conflict":  # a conflict's action is where the other version went
+    action, result, notes = a["action"], a["result"], [a["message"]] if a.get("message") else []
+    if result == "conflict":  # a conflict's action is where the other version went
         kept = str(a["action"]).lstrip("/")
         if not any(kept in note for note in notes):  # a message naming the copy says it already
             notes = [f"other version kept as {a['action']}", *notes]
-        action = "conflict"
+        action, result = "conflict", "archived"  # not "conflict conflict"
     extra = f"  ({'; '.join(notes)})" if notes else ""
-    return f"{a['time']}  {action:<9} {a['result']:<8} {a['path']}{extra}"
+    return f"{a['time']}  {action:<9} {result:<8} {a['path']}{extra}"
 
 
 def cmd_activity(args: argparse.Namespace) -> int:

@@ -75,6 +75,13 @@
   }
 
   // who made the other version: the origin in the archived copy's name (…__<origin>__<UTC time>…)
+  // The status names the commands to use from a terminal; on this page the
+  // conflicts are listed right below, so that part of the sentence says so.
+  function forPage(message) {
+    return String(message || "").replace(/, or compare both versions in `ohsync panel`\)/g,
+                                         "; compare both versions below)");
+  }
+
   function origin(archived) {
     var m = /__([A-Za-z0-9_-]{1,32})__\d{8}T\d{6}Z/.exec(String(archived || ""));
     if (!m) { return ""; }
@@ -139,7 +146,7 @@
     var nodes = [];
     if (flash) { nodes.push(el("p", {"class": "done", id: "flash", role: "status", text: flash})); }
     nodes.push(el("p", {"class": "state state-" + (st.state || "unknown"), id: "overall"}, [
-      el("strong", {text: (st.state || "unknown").replace("_", " ")}), " — " + (st.message || "")]));
+      el("strong", {text: (st.state || "unknown").replace("_", " ")}), " — " + forPage(st.message)]));
 
     var list = conflicts.length ? el("ul", {"class": "items", id: "conflict-list"}, conflicts.map(function (c) {
       return el("li", {}, [
@@ -153,7 +160,7 @@
       return el("div", {"class": "mirror"}, [
         el("h3", {text: m.name + " ↔ " + m.local}),
         el("dl", {}, [
-          el("dt", {text: "State"}), el("dd", {"class": "state-" + m.state, text: m.state + " — " + m.message}),
+          el("dt", {text: "State"}), el("dd", {"class": "state-" + m.state, text: m.state + " — " + forPage(m.message)}),
           el("dt", {text: "Last sync"}), el("dd", {text: when(m.last_sync)}),
           el("dt", {text: "Waiting to go up"}), el("dd", {text: String(m.pending_up || 0)}),
           el("dt", {text: "Waiting to come down"}), el("dd", {text: String(m.pending_down || 0)}),
