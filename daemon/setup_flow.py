@@ -38,6 +38,7 @@ from .config import (
     read_document,
     update_config,
 )
+from .config.checks import overlap
 from .credentials import describe_backend, file_store, load_token, save_token
 from .login import check_token, token_from_password, token_owner_note
 from .setup_prompt import MissingAnswer, Prompter
@@ -118,6 +119,34 @@ def _entries(folder: Path) -> int:
             return sum(1 for _ in it)
     except FileNotFoundError:
         return 0
+
+
+def _unusable(folder: Path, what: str) -> str | None:
+    """Why ``folder`` cannot be used as ``what`` ("the mirror"…), or None.
+
+    Checked when the answer is given, not only when setup creates the folders at the
+    end: a refusal there would throw away every answer given before it.
+    """
+    if folder.exists():
+        if not folder.is_dir():
+            return f"{folder} is a file, not a folder. Choose a folder for {what}."
+        try:
+            _entries(folder)
+        except OSError as exc:
+            return f"Cannot read {folder} ({exc.strerror}). Choose a folder you can read and write for {what}."
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{folder} is not writable for you. Choose a folder you can write to for {what}."
+        return None
+    parent = folder.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return (f"{folder} cannot be made: {parent} is a file, not a folder. Choose a folder for {what} "
+                "outside it.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return (f"{folder} cannot be made: {parent} is not writable for you. Choose a folder for {what} "
+                "where you can create one (for example in your home folder).")
+    return None
 
 
 class _Setup:
@@ -309,8 +338,15 @@ class _Setup:
     def local(self, repo: RepoInfo) -> Path:
         def accept(value: str) -> Path:
             folder = _folder(value)
-            if folder.exists() and not folder.is_dir():
-                raise _Refused(f"{folder} is a file, not a folder. Choose a folder for the mirror.")
+            problem = _unusable(folder, "the mirror")
+            if problem:
+                raise _Refused(problem)
+            for other in self.cfg.mirrors[1:] if self.has_mirror else []:
+                # setup rewrites only the first [[mirror]]; the others keep syncing their folders
+                if overlap(folder, other.local):
+                    raise _Refused(f"{folder} overlaps the folder {other.local} of the mirror '{other.label}' "
+                                   f"in {self.path}; two mirrors inside each other would sync each other's "
+                                   "files. Choose a folder outside it for this mirror.")
             if _entries(folder):
                 if self._mirrors_library(repo, folder):
                     self.p.say(f"{folder} already mirrors '{repo.name}'; syncing goes on from where it was.")
@@ -334,8 +370,9 @@ class _Setup:
     def drop(self, local: Path) -> Path:
         def accept(value: str) -> Path:
             folder = _folder(value)
-            if folder.exists() and not folder.is_dir():
-                raise _Refused(f"{folder} is a file, not a folder. Choose a folder for dropped documents.")
+            problem = _unusable(folder, "dropped documents")
+            if problem:
+                raise _Refused(problem)
             if _overlap(folder, local):
                 raise _Refused(f"The drop folder {folder} overlaps the mirror {local}; it must be a "
                                "separate folder.")

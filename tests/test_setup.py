@@ -352,6 +352,53 @@ def test_interactive_setup_asks_everything(isolated_env, devserver, monkeypatch)
     assert (busy / "x.txt").read_text() == "x"
 
 
+def test_an_unusable_mirror_folder_is_asked_again_keeping_the_other_answers(isolated_env, devserver) -> None:
+    """A file, a folder under a file, a folder inside another mirror of the config: each is explained
+    and only the folder is asked again (the server, the username and the password are kept)."""
+    devserver.create_library(USER, "OH-Memory")
+    home = isolated_env.root / "home"
+    home.mkdir(parents=True)
+    (home / "a-file").write_text("x")
+    isolated_env.config.write_text(f'[[mirror]]\nlibrary = "OH-Memory"\nlocal = "{home / "Old"}"\n\n'
+                                   f'[[mirror]]\nlibrary = "Notes"\nlocal = "{home / "Notes"}"\n')
+    ask = Script(devserver.url, "1", USER, "",
+                 str(home / "a-file"), str(home / "a-file" / "M"), str(home / "Notes" / "M"),
+                 str(home / "M"), "", "n")
+    secret = Script(PASSWORD)
+    out = io.StringIO()
+    result = run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=out), isolated_env.config,
+                       enable_autostart=lambda p: pytest.fail("autostart was declined"))
+    said = out.getvalue()
+    assert f"{home / 'a-file'} is a file, not a folder" in said
+    assert f"{home / 'a-file' / 'M'} cannot be made: {home / 'a-file'} is a file" in said
+    assert f"overlaps the folder {home / 'Notes'} of the mirror 'Notes'" in said
+    assert sum("Local folder for the mirror" in p for p in ask.prompts) == 4
+    assert sum("Seafile server" in p for p in ask.prompts) == 1 and len(secret.prompts) == 1
+    assert result.local == home / "M"
+    assert [m.local for m in load_config(isolated_env.config).mirrors] == [home / "M", home / "Notes"]
+
+
+@pytest.mark.parametrize("where", ["under a file", "inside another mirror"])
+def test_a_scripted_unusable_mirror_folder_ends_setup_naming_it(isolated_env, devserver, monkeypatch, capsys,
+                                                               where) -> None:
+    devserver.create_library(USER, "OH-Memory")
+    home = isolated_env.root / "home"
+    home.mkdir(parents=True)
+    (home / "a-file").write_text("x")
+    before = f'[[mirror]]\nlibrary = "OH-Memory"\nlocal = "{home / "Old"}"\n\n' \
+             f'[[mirror]]\nlibrary = "Notes"\nlocal = "{home / "Notes"}"\n'
+    isolated_env.config.write_text(before)
+    argv = _scripted(isolated_env, devserver)
+    folder = home / "a-file" / "M" if where == "under a file" else home / "Notes" / "M"
+    argv[argv.index("--local") + 1] = str(folder)
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert str(folder) in err and "Choose a folder" in err and "Traceback" not in err and "usage:" not in err
+    assert ("is a file, not a folder" if where == "under a file" else "of the mirror 'Notes'") in err
+    assert isolated_env.config.read_text() == before and not folder.exists()
+
+
 def test_interactive_wrong_password_is_asked_again_then_token(isolated_env, devserver) -> None:
     devserver.create_library(USER, "OH-Memory")
     home = isolated_env.root / "home"
