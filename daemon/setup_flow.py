@@ -245,29 +245,47 @@ class _Setup:
         if self.p.scripted:
             raise MissingAnswer("setup --yes needs --password-stdin or --token-stdin (no saved login "
                                 f"for {known or 'this account'} at {server})")
-        for _ in range(_SIGN_IN_TRIES):
-            try:
-                return self._ask_sign_in(server, known)
-            except (AuthError, TwoFactorRequired) as exc:
-                self.p.say(f"{exc.title}: {exc.message}")
-        raise SetupError(f"Signing in to {server} failed {_SIGN_IN_TRIES} times.", title="Login failed")
+        return self._ask_sign_in(server, known)
 
     def _ask_sign_in(self, server: str, known: str) -> tuple[str, str]:
+        """Ask how to sign in, then the token or the username and password; a refused password
+        is asked again alone (the username kept), :data:`_SIGN_IN_TRIES` tries in all."""
         host = server.split("://", 1)[1].split("/", 1)[0].lower()
-        choice = self.p.choose(
-            "How do you sign in to this server?",
-            ["with my password", "with an API token (single sign-on servers: web interface → "
-                                 "Settings → Web API Auth Token)"],
-            default=1 if host in _TOKEN_ONLY_HOSTS else 0, flag="--password-stdin or --token-stdin")
-        if choice == 1:
-            return self._with_token(server, self.p.secret("Paste the API token", flag="--token-stdin"))
-        username = self.p.ask("Username (email)", default=known or None, flag="--username")
-        password = self.p.secret(f"Password for {username}", flag="--password-stdin")
-        token = token_from_password(
-            server, username, password,
-            lambda: self.p.ask("Two-factor code from your authenticator app", default=None,
-                               flag="--password-stdin (the code as a second line)"))
-        return username, token
+        tries = 0
+
+        def refused(exc: OhsyncError) -> None:
+            self.p.say(f"{exc.title}: {exc.message}")
+            if tries >= _SIGN_IN_TRIES:
+                raise SetupError(f"Signing in to {server} failed {_SIGN_IN_TRIES} times.",
+                                 title="Login failed") from None
+
+        while True:
+            choice = self.p.choose(
+                "How do you sign in to this server?",
+                ["with my password", "with an API token (single sign-on servers: web interface → "
+                                     "Settings → Web API Auth Token)"],
+                default=1 if host in _TOKEN_ONLY_HOSTS else 0, flag="--password-stdin or --token-stdin")
+            if choice == 1:
+                tries += 1
+                try:
+                    return self._with_token(server, self.p.secret("Paste the API token", flag="--token-stdin"))
+                except AuthError as exc:
+                    refused(exc)
+                continue
+            known = self.p.ask("Username (email)", default=known or None, flag="--username")
+            password = self.p.secret(f"Password for {known}", flag="--password-stdin")
+            while password:
+                tries += 1
+                try:
+                    return known, token_from_password(
+                        server, known, password,
+                        lambda: self.p.ask("Two-factor code from your authenticator app", default=None,
+                                           flag="--password-stdin (the code as a second line)"))
+                except (AuthError, TwoFactorRequired) as exc:
+                    refused(exc)
+                # the username stays: a mistyped password is the usual reason
+                password = self.p.secret(f"Password for {known} again (Enter alone: another username, or "
+                                         "an API token)", flag="--password-stdin", allow_empty=True)
 
     def _with_token(self, server: str, token: str) -> tuple[str, str]:
         account = check_token(server, token)

@@ -400,16 +400,42 @@ def test_a_scripted_unusable_mirror_folder_ends_setup_naming_it(isolated_env, de
 
 
 def test_interactive_wrong_password_is_asked_again_then_token(isolated_env, devserver) -> None:
+    """After a refused password, Enter alone at the password question goes back to how to sign in."""
     devserver.create_library(USER, "OH-Memory")
     home = isolated_env.root / "home"
     ask = Script(devserver.url, "1", USER, "2", "", str(home / "M"), "", "n")
-    secret = Script("wrong", devserver.token_for(USER))
+    secret = Script("wrong", "", devserver.token_for(USER))
     out = io.StringIO()
     result = run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=out), isolated_env.config,
                        enable_autostart=lambda p: pytest.fail("autostart was declined"))
     assert "did not accept this username and password" in out.getvalue()
-    assert secret.prompts[1] == "Paste the API token: "
+    assert secret.prompts[2] == "Paste the API token: "
     assert result.username == USER and result.autostart and "Autostart is off" in result.autostart
+
+
+def test_a_wrong_password_asks_only_the_password_again(isolated_env, devserver) -> None:
+    """The server and the username are kept after a refused password; the tries are bounded."""
+    devserver.create_library(USER, "OH-Memory")
+    home = isolated_env.root / "home"
+    ask = Script(devserver.url, "1", USER, "", str(home / "M"), "", "n")
+    secret = Script("wrong", PASSWORD)
+    out = io.StringIO()
+    result = run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=out), isolated_env.config,
+                       enable_autostart=lambda p: pytest.fail("autostart was declined"))
+    assert "did not accept this username and password" in out.getvalue()
+    assert secret.prompts == [f"Password for {USER}: ",
+                              f"Password for {USER} again (Enter alone: another username, or an API token): "]
+    assert sum("Username" in p for p in ask.prompts) == 1 and sum("Choice" in p for p in ask.prompts) == 1
+    assert result.username == USER
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+    ask = Script(devserver.url, "1", USER)
+    secret = Script("wrong", "still wrong", "wrong again", PASSWORD)
+    with pytest.raises(SetupError, match="failed 3 times"):
+        run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=io.StringIO()),
+                  isolated_env.root / "other.toml")
+    assert len(secret.prompts) == 3 and sum("Username" in p for p in ask.prompts) == 1
+    assert not (isolated_env.root / "other.toml").exists()
 
 
 def test_interactive_two_factor_code_is_asked_when_the_server_wants_it(isolated_env, devserver,
@@ -516,6 +542,43 @@ def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
     assert PASSWORD not in transcript.replace(USER, "")  # the password is not echoed
     cfg = load_config(isolated_env.config)
     assert cfg.mirrors[0].local == home / "Mirror" and (home / "Mirror").is_dir()
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+
+def test_login_at_a_terminal_asks_only_the_password_again(isolated_env, devserver) -> None:
+    """`ohsync login` in a pty: a wrong password is asked again (server and username kept), three
+    tries in all; the paragraph about the credentials file is printed once per run."""
+    import pexpect
+
+    state = isolated_env.root / "state"
+    isolated_env.config.write_text(f'server = "{devserver.url}"\nusername = "{USER}"\nstate_dir = "{state}"\n')
+    env = isolated_env.vars()
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+
+    def login(*passwords: str) -> tuple[int, str]:
+        child = pexpect.spawn(sys.executable, ["-m", "ohsync.daemon.cli", "login", "--keyring", "file"], env=env,
+                              encoding="utf-8", timeout=30)
+        child.logfile_read = log = io.StringIO()
+        try:
+            for password in passwords:
+                child.expect_exact(f"Password for {USER} at {devserver.url}")
+                child.sendline(password)
+            child.expect(pexpect.EOF)
+        finally:
+            child.close()
+        return child.exitstatus, log.getvalue()
+
+    code, transcript = login("wrong", "still wrong", "wrong again")
+    assert code == 1, transcript
+    assert transcript.count("Password for") == 3 and transcript.count(f"{devserver.url} again: ") == 2
+    assert transcript.count("did not accept this username and password") == 3
+    assert "Traceback" not in transcript and not (state / "credentials.json").exists()
+    code, transcript = login("wrong", PASSWORD)
+    assert code == 0, transcript
+    assert transcript.count("Password for") == 2 and "Logged in as" in transcript
+    assert transcript.count("will be kept in") == 1 and transcript.count("only your user can read") == 1
+    assert PASSWORD not in transcript.replace(USER, "")
+    credentials.use_file_store(state / "credentials.json")
     assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
 
 
