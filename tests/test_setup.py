@@ -120,17 +120,28 @@ def test_scripted_setup_leaves_autostart_off_unless_asked(isolated_env, devserve
 
 def test_scripted_setup_with_autostart_installs_the_entry(isolated_env, devserver, monkeypatch, capsys) -> None:
     """Without a systemd user manager (a stand-in systemctl says so) autostart is an XDG entry that
-    runs this config."""
+    runs this config, where a desktop session would read it."""
     bin_dir = isolated_env.root / "bin"
     bin_dir.mkdir()
     (bin_dir / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
     (bin_dir / "systemctl").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    # no desktop session installed: nothing would read the entry, so none is written and setup fails
+    monkeypatch.setenv("XDG_DATA_DIRS", str(isolated_env.root / "xdg-data-dirs"))
     _stdin(monkeypatch, PASSWORD + "\n")
     argv = _scripted(isolated_env, devserver, "--create-library")
     argv[argv.index("--no-autostart")] = "--autostart"
-    assert main(argv) == 0, capsys.readouterr().err
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Autostart could not be enabled: Nothing on this machine would start ohsync at login" in err
     entry = isolated_env.root / "xdg-config" / "autostart" / "ohsync.desktop"
+    assert not entry.exists() and load_config(isolated_env.config).server == devserver.url
+    # a machine with a desktop session (a display manager offers one): the entry is installed
+    sessions = isolated_env.root / "xdg-data-dirs" / "xsessions"
+    sessions.mkdir(parents=True)
+    (sessions / "xfce.desktop").write_text("[Desktop Entry]\nName=Xfce Session\nExec=startxfce4\n")
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(argv) == 0, capsys.readouterr().err
     assert f"--config {isolated_env.config} run\n" in entry.read_text()
     assert f"Installed {entry}" in capsys.readouterr().out
 
