@@ -42,7 +42,7 @@ from .config.checks import overlap
 from .credentials import describe_backend, file_store, load_token, save_token
 from .login import check_token, token_from_password, token_owner_note
 from .setup_prompt import MissingAnswer, Prompter
-from .token_store import file_store_note, settle_token_store
+from .token_store import settle_token_store
 
 __all__ = ["DEFAULT_SERVER", "SetupAnswers", "SetupResult", "SetupError", "run_setup"]
 
@@ -492,8 +492,8 @@ class _Setup:
         self.store(server, username, token, repo, local, drop, ambiguous, pending)
         kept = file_store()
         if kept is not None:  # said only now that the login is really there
+            # what the file store means was said once, before signing in (settle_token_store's note)
             self.p.say(f"Saved the settings in {self.path} and the login in the credentials file {kept}.")
-            self.p.say(file_store_note(kept))
         else:
             self.p.say(f"Saved the settings in {self.path} and the login in the keyring.")
         message, failed = self.autostart()

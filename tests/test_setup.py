@@ -279,9 +279,10 @@ def test_headless_setup_with_the_file_store_end_to_end(isolated_env, devserver, 
     assert code == 0, err
     store = state / "credentials.json"
     assert f"the login in the credentials file {store}" in out and "only your user can read" in out
-    # "is kept" only once signing in succeeded; before it, what will happen
+    # what the file store means is said once, before signing in; that the login is there, only after it
     assert out.index(f"will be kept in {store}") < out.index("Signed in as") \
-        < out.index(f"The login is kept in {store}")
+        < out.index(f"the login in the credentials file {store}")
+    assert out.count("only your user can read") == 1 and out.count("ohsync doctor` reminds you") == 1
     cfg = load_config(isolated_env.config)
     assert cfg.keyring == "file" and cfg.credentials_file == store
     assert stat.S_IMODE(store.stat().st_mode) == 0o600
