@@ -25,6 +25,7 @@ import importlib.util
 import os
 import plistlib
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -44,9 +45,16 @@ AGENT_LABEL = "org.ohsync.daemon"
 
 
 class AutostartError(OhsyncError):
-    """Autostart could not be set up or removed; the message says what to do."""
+    """Autostart could not be set up or removed; the message says what to do.
+
+    :ivar done: sentences saying what was done all the same (the daemon started now).
+    """
 
     title = "Autostart"
+
+    def __init__(self, message: str, *, title: str | None = None, done: list[str] | None = None) -> None:
+        super().__init__(message, title=title)
+        self.done = list(done or [])
 
 
 # --------------------------------------------------------------------------- where things go
@@ -250,7 +258,9 @@ def enable(*, config: Path | None = None, now: bool = False, log_dir: Path | Non
     :param log_dir: the daemon's log folder (launchd's stderr file goes there).
     :param kind: force a mechanism (default :func:`choose_kind`).
     :returns: sentences saying what was installed.
-    :raises AutostartError: no ``ohsync`` to start, or systemctl/launchctl failed.
+    :raises AutostartError: no ``ohsync`` to start, systemctl/launchctl failed, or nothing on
+        this machine would start an entry (no systemd user manager, no desktop session): then
+        nothing is installed, and its ``done`` says whether the daemon was started now.
     """
     kind = kind or choose_kind()
     said: list[str] = []
@@ -274,6 +284,15 @@ def enable(*, config: Path | None = None, now: bool = False, log_dir: Path | Non
         if not lingering():
             said.append("systemd starts it when you log in and stops it when your last session ends; "
                         "`loginctl enable-linger` keeps it running without a login (and starts it at boot).")
+    elif kind == "xdg" and not desktop_session_possible():
+        # an entry that nothing reads would look like autostart and never start anything
+        done = [_start_now(config, socket)] if now else []
+        line = " ".join(shlex.quote(a) for a in _command(config, "run", "--no-tray"))
+        raise AutostartError("Nothing on this machine would start ohsync at login: an XDG autostart entry is "
+                             "read only by a desktop session, there is none here, and no systemd user manager "
+                             "answers from this shell (no user bus); so nothing was installed. "
+                             f"{HEADLESS_ADVICE} The command to start there: {line} (for cron, the line "
+                             f"`@reboot {line}` in `crontab -e`).", title="Autostart not set up", done=done)
     elif kind == "xdg":
         path = desktop_path(DESKTOP_DAEMON)
         _write(path, render_desktop_entry(_command(config, "run"),
@@ -281,23 +300,10 @@ def enable(*, config: Path | None = None, now: bool = False, log_dir: Path | Non
         tray = desktop_path(DESKTOP_TRAY)
         if tray.exists():
             tray.unlink()
-        if desktop_session_possible():
-            said.append(f"Installed {path}: the daemon (with its tray icon) starts with your desktop session."
-                        + ("" if now else " Start it now with `ohsync run`."))
-        else:
-            said.append(f"Installed {path}, but nothing on this machine will start it: only a desktop session "
-                        "reads it, there is none here, and no systemd user manager answers from this shell "
-                        f"(no user bus). {HEADLESS_ADVICE}")
+        said.append(f"Installed {path}: the daemon (with its tray icon) starts with your desktop session."
+                    + ("" if now else " Start it now with `ohsync run`."))
         if now:
-            if socket is None:
-                raise ValueError("enable(now=True) of an XDG entry needs the config's socket")
-            from .running import running_daemon
-
-            if running_daemon(socket, config or Path("-")) is not None:
-                said.append(f"An ohsync daemon already answers on {socket}; none was started.")
-                return said
-            said.append(start_daemon_now(_command(config, "run", *([] if desktop_session_possible()
-                                                                  else ["--no-tray"])), socket))
+            said.append(_start_now(config, socket))
     elif kind == "launchd":
         path = agent_path()
         logs = log_dir if log_dir is not None else _home() / "Library" / "Logs" / "ohsync"
@@ -312,6 +318,19 @@ def enable(*, config: Path | None = None, now: bool = False, log_dir: Path | Non
     else:
         raise ValueError(f"unknown autostart kind {kind!r}")
     return said
+
+
+def _start_now(config: Path | None, socket: Path | None) -> str:
+    """Start ``ohsync run`` detached where no autostart mechanism starts it now (an XDG entry), unless
+    a daemon already answers on ``socket``; returns the sentence saying which."""
+    if socket is None:
+        raise ValueError("enable(now=True) of an XDG entry needs the config's socket")
+    from .running import running_daemon
+
+    if running_daemon(socket, config or Path("-")) is not None:
+        return f"An ohsync daemon already answers on {socket}; none was started."
+    return start_daemon_now(_command(config, "run", *([] if desktop_session_possible() else ["--no-tray"])),
+                            socket)
 
 
 def disable(*, kind: str | None = None) -> list[str]:

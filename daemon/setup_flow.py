@@ -38,10 +38,11 @@ from .config import (
     read_document,
     update_config,
 )
+from .config.checks import overlap
 from .credentials import describe_backend, file_store, load_token, save_token
 from .login import check_token, token_from_password, token_owner_note
 from .setup_prompt import MissingAnswer, Prompter
-from .token_store import file_store_note, settle_token_store
+from .token_store import settle_token_store
 
 __all__ = ["DEFAULT_SERVER", "SetupAnswers", "SetupResult", "SetupError", "run_setup"]
 
@@ -118,6 +119,34 @@ def _entries(folder: Path) -> int:
             return sum(1 for _ in it)
     except FileNotFoundError:
         return 0
+
+
+def _unusable(folder: Path, what: str) -> str | None:
+    """Why ``folder`` cannot be used as ``what`` ("the mirror"…), or None.
+
+    Checked when the answer is given, not only when setup creates the folders at the
+    end: a refusal there would throw away every answer given before it.
+    """
+    if folder.exists():
+        if not folder.is_dir():
+            return f"{folder} is a file, not a folder. Choose a folder for {what}."
+        try:
+            _entries(folder)
+        except OSError as exc:
+            return f"Cannot read {folder} ({exc.strerror}). Choose a folder you can read and write for {what}."
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{folder} is not writable for you. Choose a folder you can write to for {what}."
+        return None
+    parent = folder.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return (f"{folder} cannot be made: {parent} is a file, not a folder. Choose a folder for {what} "
+                "outside it.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return (f"{folder} cannot be made: {parent} is not writable for you. Choose a folder for {what} "
+                "where you can create one (for example in your home folder).")
+    return None
 
 
 class _Setup:
@@ -216,29 +245,47 @@ class _Setup:
         if self.p.scripted:
             raise MissingAnswer("setup --yes needs --password-stdin or --token-stdin (no saved login "
                                 f"for {known or 'this account'} at {server})")
-        for _ in range(_SIGN_IN_TRIES):
-            try:
-                return self._ask_sign_in(server, known)
-            except (AuthError, TwoFactorRequired) as exc:
-                self.p.say(f"{exc.title}: {exc.message}")
-        raise SetupError(f"Signing in to {server} failed {_SIGN_IN_TRIES} times.", title="Login failed")
+        return self._ask_sign_in(server, known)
 
     def _ask_sign_in(self, server: str, known: str) -> tuple[str, str]:
+        """Ask how to sign in, then the token or the username and password; a refused password
+        is asked again alone (the username kept), :data:`_SIGN_IN_TRIES` tries in all."""
         host = server.split("://", 1)[1].split("/", 1)[0].lower()
-        choice = self.p.choose(
-            "How do you sign in to this server?",
-            ["with my password", "with an API token (single sign-on servers: web interface → "
-                                 "Settings → Web API Auth Token)"],
-            default=1 if host in _TOKEN_ONLY_HOSTS else 0, flag="--password-stdin or --token-stdin")
-        if choice == 1:
-            return self._with_token(server, self.p.secret("Paste the API token", flag="--token-stdin"))
-        username = self.p.ask("Username (email)", default=known or None, flag="--username")
-        password = self.p.secret(f"Password for {username}", flag="--password-stdin")
-        token = token_from_password(
-            server, username, password,
-            lambda: self.p.ask("Two-factor code from your authenticator app", default=None,
-                               flag="--password-stdin (the code as a second line)"))
-        return username, token
+        tries = 0
+
+        def refused(exc: OhsyncError) -> None:
+            self.p.say(f"{exc.title}: {exc.message}")
+            if tries >= _SIGN_IN_TRIES:
+                raise SetupError(f"Signing in to {server} failed {_SIGN_IN_TRIES} times.",
+                                 title="Login failed") from None
+
+        while True:
+            choice = self.p.choose(
+                "How do you sign in to this server?",
+                ["with my password", "with an API token (single sign-on servers: web interface → "
+                                     "Settings → Web API Auth Token)"],
+                default=1 if host in _TOKEN_ONLY_HOSTS else 0, flag="--password-stdin or --token-stdin")
+            if choice == 1:
+                tries += 1
+                try:
+                    return self._with_token(server, self.p.secret("Paste the API token", flag="--token-stdin"))
+                except AuthError as exc:
+                    refused(exc)
+                continue
+            known = self.p.ask("Username (email)", default=known or None, flag="--username")
+            password = self.p.secret(f"Password for {known}", flag="--password-stdin")
+            while password:
+                tries += 1
+                try:
+                    return known, token_from_password(
+                        server, known, password,
+                        lambda: self.p.ask("Two-factor code from your authenticator app", default=None,
+                                           flag="--password-stdin (the code as a second line)"))
+                except (AuthError, TwoFactorRequired) as exc:
+                    refused(exc)
+                # the username stays: a mistyped password is the usual reason
+                password = self.p.secret(f"Password for {known} again (Enter alone: another username, or "
+                                         "an API token)", flag="--password-stdin", allow_empty=True)
 
     def _with_token(self, server: str, token: str) -> tuple[str, str]:
         account = check_token(server, token)
@@ -309,8 +356,15 @@ class _Setup:
     def local(self, repo: RepoInfo) -> Path:
         def accept(value: str) -> Path:
             folder = _folder(value)
-            if folder.exists() and not folder.is_dir():
-                raise _Refused(f"{folder} is a file, not a folder. Choose a folder for the mirror.")
+            problem = _unusable(folder, "the mirror")
+            if problem:
+                raise _Refused(problem)
+            for other in self.cfg.mirrors[1:] if self.has_mirror else []:
+                # setup rewrites only the first [[mirror]]; the others keep syncing their folders
+                if overlap(folder, other.local):
+                    raise _Refused(f"{folder} overlaps the folder {other.local} of the mirror '{other.label}' "
+                                   f"in {self.path}; two mirrors inside each other would sync each other's "
+                                   "files. Choose a folder outside it for this mirror.")
             if _entries(folder):
                 if self._mirrors_library(repo, folder):
                     self.p.say(f"{folder} already mirrors '{repo.name}'; syncing goes on from where it was.")
@@ -334,8 +388,9 @@ class _Setup:
     def drop(self, local: Path) -> Path:
         def accept(value: str) -> Path:
             folder = _folder(value)
-            if folder.exists() and not folder.is_dir():
-                raise _Refused(f"{folder} is a file, not a folder. Choose a folder for dropped documents.")
+            problem = _unusable(folder, "dropped documents")
+            if problem:
+                raise _Refused(problem)
             if _overlap(folder, local):
                 raise _Refused(f"The drop folder {folder} overlaps the mirror {local}; it must be a "
                                "separate folder.")
@@ -437,8 +492,8 @@ class _Setup:
         self.store(server, username, token, repo, local, drop, ambiguous, pending)
         kept = file_store()
         if kept is not None:  # said only now that the login is really there
+            # what the file store means was said once, before signing in (settle_token_store's note)
             self.p.say(f"Saved the settings in {self.path} and the login in the credentials file {kept}.")
-            self.p.say(file_store_note(kept))
         else:
             self.p.say(f"Saved the settings in {self.path} and the login in the keyring.")
         message, failed = self.autostart()

@@ -83,16 +83,18 @@ class Prompter:
                 return default
             self.say("An answer is needed here.")
 
-    def secret(self, question: str, *, flag: str) -> str:
+    def secret(self, question: str, *, flag: str, allow_empty: bool = False) -> str:
         """One answer read without echo (a password, a token).
 
+        :param allow_empty: an empty answer is returned (the caller gives it a meaning)
+            instead of being asked again.
         :raises MissingAnswer: scripted, or the input ended.
         """
         if self.scripted:
             raise MissingAnswer(f"setup --yes needs {flag} (for “{question}”)")
         while True:
             answer = self._read(self._secret, f"{question}: ", question, flag).strip()
-            if answer:
+            if answer or allow_empty:
                 return answer
             self.say("An answer is needed here.")
 

@@ -110,10 +110,16 @@ def test_headless_xdg_entry_is_said_to_start_nothing(home, tmp_path, capsys) -> 
     from ohsync.daemon.doctor_local import _start_advice
 
     no_systemd(tmp_path)
-    assert main(["autostart", "enable"]) == 0
-    out = capsys.readouterr().out
-    assert "nothing on this machine will start it" in out and "loginctl enable-linger" in out
-    assert "no user bus" in out
+    assert main(["autostart", "enable"]) == 1  # nothing that would work was set up
+    out, err = capsys.readouterr()
+    assert "Autostart not set up: Nothing on this machine would start ohsync at login" in err
+    assert "nothing was installed" in err and "loginctl enable-linger" in err and "no user bus" in err
+    assert f"`@reboot {OHSYNC} run --no-tray` in `crontab -e`" in err and "Traceback" not in err
+    entry = tmp_path / "xdg-config" / "autostart" / "ohsync.desktop"
+    assert not entry.exists()
+    # an entry installed anyway (by an older ohsync, or by hand): status and doctor say it starts nothing
+    entry.parent.mkdir(parents=True)
+    entry.write_text(autostart.render_desktop_entry([str(OHSYNC), "run"], "x"), encoding="utf-8")
     assert main(["autostart", "status"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("autostart: installed, but will not start (this machine uses xdg)")
@@ -137,9 +143,10 @@ def test_enable_now_without_systemd_starts_the_daemon(home, tmp_path, isolated_e
     isolated_env.config.write_text(f'server = "http://127.0.0.1:9"\nusername = "u@x"\n'
                                    f'[[mirror]]\nlocal = "{tmp_path / "Mirror"}"\n')
     credentials.save_token("http://127.0.0.1:9", "u@x", "tok-0123456789")  # a login: `run` starts
-    assert main(["autostart", "enable", "--now"]) == 0, capsys.readouterr().err
-    out = capsys.readouterr().out
-    assert "Started the daemon now (process" in out
+    # no desktop session either: started now, but nothing starts it at the next login, which is said
+    assert main(["autostart", "enable", "--now"]) == 1
+    out, err = capsys.readouterr()
+    assert "Started the daemon now (process" in out and "Autostart not set up" in err
     pid = int(out.split("(process ", 1)[1].split(")", 1)[0])
     try:
         assert RpcClient(isolated_env.socket, timeout=5).call(Method.PING)["pid"] == pid
@@ -204,6 +211,7 @@ def test_systemd_unit_without_lingering_says_when_it_runs(home, tmp_path, capsys
 
 def test_a_custom_config_is_passed_along(home, tmp_path, isolated_env, monkeypatch) -> None:
     no_systemd(tmp_path)
+    desktop(tmp_path)
     monkeypatch.setenv("OHSYNC_CONFIG", str(isolated_env.config))
     lines = autostart.enable(config=isolated_env.config, kind="xdg")
     assert lines

@@ -120,17 +120,28 @@ def test_scripted_setup_leaves_autostart_off_unless_asked(isolated_env, devserve
 
 def test_scripted_setup_with_autostart_installs_the_entry(isolated_env, devserver, monkeypatch, capsys) -> None:
     """Without a systemd user manager (a stand-in systemctl says so) autostart is an XDG entry that
-    runs this config."""
+    runs this config, where a desktop session would read it."""
     bin_dir = isolated_env.root / "bin"
     bin_dir.mkdir()
     (bin_dir / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
     (bin_dir / "systemctl").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    # no desktop session installed: nothing would read the entry, so none is written and setup fails
+    monkeypatch.setenv("XDG_DATA_DIRS", str(isolated_env.root / "xdg-data-dirs"))
     _stdin(monkeypatch, PASSWORD + "\n")
     argv = _scripted(isolated_env, devserver, "--create-library")
     argv[argv.index("--no-autostart")] = "--autostart"
-    assert main(argv) == 0, capsys.readouterr().err
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Autostart could not be enabled: Nothing on this machine would start ohsync at login" in err
     entry = isolated_env.root / "xdg-config" / "autostart" / "ohsync.desktop"
+    assert not entry.exists() and load_config(isolated_env.config).server == devserver.url
+    # a machine with a desktop session (a display manager offers one): the entry is installed
+    sessions = isolated_env.root / "xdg-data-dirs" / "xsessions"
+    sessions.mkdir(parents=True)
+    (sessions / "xfce.desktop").write_text("[Desktop Entry]\nName=Xfce Session\nExec=startxfce4\n")
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(argv) == 0, capsys.readouterr().err
     assert f"--config {isolated_env.config} run\n" in entry.read_text()
     assert f"Installed {entry}" in capsys.readouterr().out
 
@@ -268,9 +279,10 @@ def test_headless_setup_with_the_file_store_end_to_end(isolated_env, devserver, 
     assert code == 0, err
     store = state / "credentials.json"
     assert f"the login in the credentials file {store}" in out and "only your user can read" in out
-    # "is kept" only once signing in succeeded; before it, what will happen
+    # what the file store means is said once, before signing in; that the login is there, only after it
     assert out.index(f"will be kept in {store}") < out.index("Signed in as") \
-        < out.index(f"The login is kept in {store}")
+        < out.index(f"the login in the credentials file {store}")
+    assert out.count("only your user can read") == 1 and out.count("ohsync doctor` reminds you") == 1
     cfg = load_config(isolated_env.config)
     assert cfg.keyring == "file" and cfg.credentials_file == store
     assert stat.S_IMODE(store.stat().st_mode) == 0o600
@@ -352,17 +364,90 @@ def test_interactive_setup_asks_everything(isolated_env, devserver, monkeypatch)
     assert (busy / "x.txt").read_text() == "x"
 
 
+def test_an_unusable_mirror_folder_is_asked_again_keeping_the_other_answers(isolated_env, devserver) -> None:
+    """A file, a folder under a file, a folder inside another mirror of the config: each is explained
+    and only the folder is asked again (the server, the username and the password are kept)."""
+    devserver.create_library(USER, "OH-Memory")
+    home = isolated_env.root / "home"
+    home.mkdir(parents=True)
+    (home / "a-file").write_text("x")
+    isolated_env.config.write_text(f'[[mirror]]\nlibrary = "OH-Memory"\nlocal = "{home / "Old"}"\n\n'
+                                   f'[[mirror]]\nlibrary = "Notes"\nlocal = "{home / "Notes"}"\n')
+    ask = Script(devserver.url, "1", USER, "",
+                 str(home / "a-file"), str(home / "a-file" / "M"), str(home / "Notes" / "M"),
+                 str(home / "M"), "", "n")
+    secret = Script(PASSWORD)
+    out = io.StringIO()
+    result = run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=out), isolated_env.config,
+                       enable_autostart=lambda p: pytest.fail("autostart was declined"))
+    said = out.getvalue()
+    assert f"{home / 'a-file'} is a file, not a folder" in said
+    assert f"{home / 'a-file' / 'M'} cannot be made: {home / 'a-file'} is a file" in said
+    assert f"overlaps the folder {home / 'Notes'} of the mirror 'Notes'" in said
+    assert sum("Local folder for the mirror" in p for p in ask.prompts) == 4
+    assert sum("Seafile server" in p for p in ask.prompts) == 1 and len(secret.prompts) == 1
+    assert result.local == home / "M"
+    assert [m.local for m in load_config(isolated_env.config).mirrors] == [home / "M", home / "Notes"]
+
+
+@pytest.mark.parametrize("where", ["under a file", "inside another mirror"])
+def test_a_scripted_unusable_mirror_folder_ends_setup_naming_it(isolated_env, devserver, monkeypatch, capsys,
+                                                               where) -> None:
+    devserver.create_library(USER, "OH-Memory")
+    home = isolated_env.root / "home"
+    home.mkdir(parents=True)
+    (home / "a-file").write_text("x")
+    before = f'[[mirror]]\nlibrary = "OH-Memory"\nlocal = "{home / "Old"}"\n\n' \
+             f'[[mirror]]\nlibrary = "Notes"\nlocal = "{home / "Notes"}"\n'
+    isolated_env.config.write_text(before)
+    argv = _scripted(isolated_env, devserver)
+    folder = home / "a-file" / "M" if where == "under a file" else home / "Notes" / "M"
+    argv[argv.index("--local") + 1] = str(folder)
+    _stdin(monkeypatch, PASSWORD + "\n")
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert str(folder) in err and "Choose a folder" in err and "Traceback" not in err and "usage:" not in err
+    assert ("is a file, not a folder" if where == "under a file" else "of the mirror 'Notes'") in err
+    assert isolated_env.config.read_text() == before and not folder.exists()
+
+
 def test_interactive_wrong_password_is_asked_again_then_token(isolated_env, devserver) -> None:
+    """After a refused password, Enter alone at the password question goes back to how to sign in."""
     devserver.create_library(USER, "OH-Memory")
     home = isolated_env.root / "home"
     ask = Script(devserver.url, "1", USER, "2", "", str(home / "M"), "", "n")
-    secret = Script("wrong", devserver.token_for(USER))
+    secret = Script("wrong", "", devserver.token_for(USER))
     out = io.StringIO()
     result = run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=out), isolated_env.config,
                        enable_autostart=lambda p: pytest.fail("autostart was declined"))
     assert "did not accept this username and password" in out.getvalue()
-    assert secret.prompts[1] == "Paste the API token: "
+    assert secret.prompts[2] == "Paste the API token: "
     assert result.username == USER and result.autostart and "Autostart is off" in result.autostart
+
+
+def test_a_wrong_password_asks_only_the_password_again(isolated_env, devserver) -> None:
+    """The server and the username are kept after a refused password; the tries are bounded."""
+    devserver.create_library(USER, "OH-Memory")
+    home = isolated_env.root / "home"
+    ask = Script(devserver.url, "1", USER, "", str(home / "M"), "", "n")
+    secret = Script("wrong", PASSWORD)
+    out = io.StringIO()
+    result = run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=out), isolated_env.config,
+                       enable_autostart=lambda p: pytest.fail("autostart was declined"))
+    assert "did not accept this username and password" in out.getvalue()
+    assert secret.prompts == [f"Password for {USER}: ",
+                              f"Password for {USER} again (Enter alone: another username, or an API token): "]
+    assert sum("Username" in p for p in ask.prompts) == 1 and sum("Choice" in p for p in ask.prompts) == 1
+    assert result.username == USER
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+    ask = Script(devserver.url, "1", USER)
+    secret = Script("wrong", "still wrong", "wrong again", PASSWORD)
+    with pytest.raises(SetupError, match="failed 3 times"):
+        run_setup(SetupAnswers(), Prompter(ask=ask, secret=secret, out=io.StringIO()),
+                  isolated_env.root / "other.toml")
+    assert len(secret.prompts) == 3 and sum("Username" in p for p in ask.prompts) == 1
+    assert not (isolated_env.root / "other.toml").exists()
 
 
 def test_interactive_two_factor_code_is_asked_when_the_server_wants_it(isolated_env, devserver,
@@ -469,6 +554,43 @@ def test_setup_in_a_real_terminal(isolated_env, devserver) -> None:
     assert PASSWORD not in transcript.replace(USER, "")  # the password is not echoed
     cfg = load_config(isolated_env.config)
     assert cfg.mirrors[0].local == home / "Mirror" and (home / "Mirror").is_dir()
+    assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
+
+
+def test_login_at_a_terminal_asks_only_the_password_again(isolated_env, devserver) -> None:
+    """`ohsync login` in a pty: a wrong password is asked again (server and username kept), three
+    tries in all; the paragraph about the credentials file is printed once per run."""
+    import pexpect
+
+    state = isolated_env.root / "state"
+    isolated_env.config.write_text(f'server = "{devserver.url}"\nusername = "{USER}"\nstate_dir = "{state}"\n')
+    env = isolated_env.vars()
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+
+    def login(*passwords: str) -> tuple[int, str]:
+        child = pexpect.spawn(sys.executable, ["-m", "ohsync.daemon.cli", "login", "--keyring", "file"], env=env,
+                              encoding="utf-8", timeout=30)
+        child.logfile_read = log = io.StringIO()
+        try:
+            for password in passwords:
+                child.expect_exact(f"Password for {USER} at {devserver.url}")
+                child.sendline(password)
+            child.expect(pexpect.EOF)
+        finally:
+            child.close()
+        return child.exitstatus, log.getvalue()
+
+    code, transcript = login("wrong", "still wrong", "wrong again")
+    assert code == 1, transcript
+    assert transcript.count("Password for") == 3 and transcript.count(f"{devserver.url} again: ") == 2
+    assert transcript.count("did not accept this username and password") == 3
+    assert "Traceback" not in transcript and not (state / "credentials.json").exists()
+    code, transcript = login("wrong", PASSWORD)
+    assert code == 0, transcript
+    assert transcript.count("Password for") == 2 and "Logged in as" in transcript
+    assert transcript.count("will be kept in") == 1 and transcript.count("only your user can read") == 1
+    assert PASSWORD not in transcript.replace(USER, "")
+    credentials.use_file_store(state / "credentials.json")
     assert credentials.load_token(devserver.url, USER) == devserver.token_for(USER)
 
 

@@ -29,8 +29,14 @@ def cmd_autostart(args: argparse.Namespace) -> int:
         from ..config import config_path, load_config
 
         cfg = load_config(config_path(args.config))
-        for line in autostart.enable(config=_config_arg(args), now=args.now, log_dir=cfg.log_dir,
-                                     socket=cfg.socket):
+        try:
+            lines = autostart.enable(config=_config_arg(args), now=args.now, log_dir=cfg.log_dir,
+                                     socket=cfg.socket)
+        except autostart.AutostartError as exc:
+            for line in exc.done:  # what was done all the same (started now), before why autostart was not
+                print(line)
+            raise
+        for line in lines:
             print(line)
         return 0
     if args.action == "disable":

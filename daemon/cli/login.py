@@ -39,6 +39,26 @@ def _read_secret_line(what: str) -> str:
     return value
 
 
+#: how many times ``ohsync login`` at a terminal asks for the password
+_PASSWORD_TRIES = 3
+
+
+def _typed_password(prompt: str) -> str:
+    """The password typed at the terminal (not echoed).
+
+    :raises OhsyncError: the input was closed, or nothing was typed.
+    """
+    try:
+        password = getpass.getpass(prompt)
+    except EOFError:
+        print(file=sys.stderr)
+        raise OhsyncError("No password given (the input was closed). Type it at the prompt, or "
+                          "pipe it in with --password-stdin.", title="Login failed") from None
+    if not password:
+        raise OhsyncError("No password given.", title="Login failed")
+    return password
+
+
 @contextmanager
 def _scheme_named(entered: str, server: str) -> Iterator[None]:
     """A failure of signing in at ``server`` says that ``https://`` was guessed
@@ -60,7 +80,7 @@ def cmd_login(args: argparse.Namespace) -> int:
 
     :raises UsageError: no server or username, or both stdin options.
     :raises OhsyncError: the server refused (the message says why), or the keyring is unusable."""
-    from ...engine.errors import TwoFactorRequired
+    from ...engine.errors import AuthError, TwoFactorRequired
     from ..config import config_path, normalize_server_url, update_config
     from ..credentials import load_token, save_token
     from ..login import check_token, token_from_password, token_owner_note
@@ -95,21 +115,11 @@ def cmd_login(args: argparse.Namespace) -> int:
         if note:
             print(note, file=sys.stderr)
     else:
-        if args.password_stdin:
-            password = _read_secret_line("password")
-        else:
-            if not sys.stdin.isatty():  # getpass would warn that it cannot hide the typing, then read it
-                raise OhsyncError("No terminal to type the password at (standard input is not one). Pipe it "
-                                  "in with --password-stdin, or an API token with --token-stdin.",
-                                  title="Login failed")
-            try:
-                password = getpass.getpass(f"Password for {username} at {server}: ")
-            except EOFError:
-                print(file=sys.stderr)
-                raise OhsyncError("No password given (the input was closed). Type it at the prompt, or "
-                                  "pipe it in with --password-stdin.", title="Login failed") from None
-            if not password:
-                raise OhsyncError("No password given.", title="Login failed")
+        if not args.password_stdin and not sys.stdin.isatty():
+            # getpass would warn that it cannot hide the typing, then read it
+            raise OhsyncError("No terminal to type the password at (standard input is not one). Pipe it "
+                              "in with --password-stdin, or an API token with --token-stdin.",
+                              title="Login failed")
 
         def ask_code() -> str:
             if args.password_stdin and not sys.stdin.isatty():
@@ -121,11 +131,22 @@ def cmd_login(args: argparse.Namespace) -> int:
                 return otp
             return input("Two-factor code: ").strip()
 
-        try:
-            with _scheme_named(entered, server):
-                token = token_from_password(server, username, password, ask_code)
-        finally:
-            password = ""
+        tries = 1 if args.password_stdin else _PASSWORD_TRIES
+        for attempt in range(1, tries + 1):
+            password = (_read_secret_line("password") if args.password_stdin
+                        else _typed_password(f"Password for {username} at {server}"
+                                             + (" again" if attempt > 1 else "") + ": "))
+            try:
+                with _scheme_named(entered, server):
+                    token = token_from_password(server, username, password, ask_code)
+                break
+            except (AuthError, TwoFactorRequired) as exc:
+                # at a terminal only the password is asked again: server and username are kept
+                if attempt == tries:
+                    raise
+                print(f"{exc.title}: {exc.message}", file=sys.stderr)
+            finally:
+                password = ""
     save_token(server, username, token)
     if not own_account:  # a mirror's own account stays in its [[mirror]] table
         pending.update({"server": server, "username": username})
