@@ -91,7 +91,7 @@ TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
         _schema({"permalink": _PERMALINK}, ["permalink"])),
     "memory_list": (Method.MEMORY_LIST, (
         "List memory entities of a folder (preferences, courses, tasks, knowledge, journal, or a subfolder) "
-        "and/or with a tag: title, permalink and modified time, newest first, no bodies."),
+        "and/or with one tag: title, permalink and modified time, newest first, no bodies."),
         _schema({"folder": {"type": "string"}, "tag": {"type": "string"}})),
     "memory_write": (Method.MEMORY_WRITE, (
         "Create a new memory entity. Search first: if a matching entity exists, use memory_append instead. "

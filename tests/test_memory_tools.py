@@ -200,6 +200,9 @@ def test_list_by_folder_and_tag_without_bodies(tools: MemoryTools) -> None:
     assert mods == sorted(mods, reverse=True)
     assert [r["permalink"] for r in tools.list(folder="courses/2026-2027-1")["results"]] == ["discrete-math-2026f-8b4b"]
     assert {r["permalink"] for r in tools.list(tag="沟通")["results"]} == {"comm-style-pref-0e96"}
+    assert {r["permalink"] for r in tools.list(tag=" #沟通 ")["results"]} == {"comm-style-pref-0e96"}
+    with pytest.raises(MemoryToolError, match="names one tag .* memory_search"):
+        tools.list(tag="沟通, 偏好")  # would list nothing: no tag holds a comma
 
 
 # -- blocklist ----------------------------------------------------------------------------------

@@ -397,7 +397,10 @@ class MemoryTools:
         :raises MemoryToolError: a parameter of the wrong type.
         """
         where = (_opt_str(folder, "folder") or "").strip("/")
-        want = (_opt_str(tag, "tag") or "").lower().lstrip("#")
+        want = (_opt_str(tag, "tag") or "").lower().strip().lstrip("#")
+        if "," in want.replace("，", ","):  # tags are split at commas when read: none holds one
+            raise MemoryToolError("`tag` names one tag (tags never hold a comma); for entities with any of "
+                                  "several tags, use memory_search with `tags`")
         if not isinstance(include_sensitive, bool):
             raise MemoryToolError("`include_sensitive` must be true or false")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
