@@ -109,14 +109,19 @@ OURS = OLD.replace(b"2026-12-01T10:00:00", b"2026-12-03T09:00:00") + b"- [note] 
 THEIRS = OLD.replace(b"2026-12-01T10:00:00", b"2026-12-02T18:00:00") + b"- [note] THEIR OBSERVATION #phone\n"
 
 
-
-def test_stale_overwrite_then_delete_keeps_our_observation(devserver, tmp_path):
-    rel = "notes/journal.md"
+def _pushed_then_overwritten(devserver, tmp_path, rel):
+    """A mirror that pushed OURS over OLD, then a stale writer that saved THEIRS (made from OLD)."""
     m = synced_small(devserver, tmp_path, {"/" + rel: OLD})
     m.sync()
     m.write(rel, OURS)
     assert m.sync().errors == [] and devserver.read_file(m.repo_id, "/" + rel) == OURS
     devserver.put_file(m.repo_id, "/" + rel, THEIRS)
+    return m
+
+
+def test_stale_overwrite_then_delete_keeps_our_observation(devserver, tmp_path):
+    rel = "notes/journal.md"
+    m = _pushed_then_overwritten(devserver, tmp_path, rel)
     devserver.delete_path(m.repo_id, "/" + rel)
     for _ in range(3):
         m.sync()
@@ -127,11 +132,7 @@ def test_stale_overwrite_then_delete_keeps_our_observation(devserver, tmp_path):
 
 def test_stale_overwrite_then_rename_keeps_our_observation(devserver, tmp_path):
     rel = "notes/journal.md"
-    m = synced_small(devserver, tmp_path, {"/" + rel: OLD})
-    m.sync()
-    m.write(rel, OURS)
-    assert m.sync().errors == [] and devserver.read_file(m.repo_id, "/" + rel) == OURS
-    devserver.put_file(m.repo_id, "/" + rel, THEIRS)
+    m = _pushed_then_overwritten(devserver, tmp_path, rel)
     devserver.rename_path(m.repo_id, "/" + rel, "journal-2026.md")
     for _ in range(3):
         m.sync()
