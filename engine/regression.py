@@ -11,8 +11,10 @@ files back.  So while a regression is recorded:
 * remote-driven overwrites and merges are held: the local version stays live
   and the server's (older) version is archived into ``/.conflict/`` once
   (the resolver's ``ROLLBACK`` row, :mod:`ohsync.engine.merge.resolve`);
-* a memory tool's write of such a path stays in the mirror, the agent told
-  (:func:`hold_push`);
+* a push of such a path outside a pass (a memory tool's write, a settled
+  conflict, a restore, a filing's journal line) is refused before it
+  merges, and the file stays in the mirror (:func:`hold_merge`,
+  :func:`hold_push`);
 * everything else (local edits of untouched paths, new files on either side)
   syncs as usual;
 * the mirror reports a named state with a sentence (:meth:`Regression.sentence`)
@@ -47,8 +49,8 @@ from .state import Base, StateStore
 from .sync.reconcile import Action
 from .sync.valve import Plan
 
-__all__ = ["HeldByRollback", "Regression", "check_own_writes", "detect", "head_descends", "hold", "hold_push",
-           "keep_newer", "last_seen", "load",
+__all__ = ["HeldByRollback", "Regression", "check_own_writes", "detect", "head_descends", "hold", "hold_merge",
+           "hold_push", "keep_newer", "last_seen", "load",
            "save", "seen"]
 
 META_KEY = "regression"
@@ -269,6 +271,23 @@ class HeldByRollback(OhsyncError):
     file.  The local file stays as it is until :func:`keep_newer`."""
 
 
+def hold_merge(ctx: MirrorContext, rel: str) -> None:
+    """Refuse a push's merge with a server version that is not the base
+    while a regression is recorded: that version may be the older one the
+    rollback brought back, and merging ours with it (against our newer base)
+    would take lines out of the live file.  :func:`hold` keeps such paths
+    out of a pass; this catches every other push (a memory tool's write, a
+    settled conflict, a restore, a filing's journal line) and a server edit
+    made between a pass's listing and its push.
+
+    :raises HeldByRollback: a regression is recorded.
+    """
+    if load(ctx.state) is not None:
+        raise HeldByRollback(f"{rel} is saved in the mirror but not on the server: the library on the server "
+                             "went back to an older state, and pushing would roll this file back with it. "
+                             "Run `ohsync resync` to keep the newer version from either side")
+
+
 def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
     """Refuse a push outside a sync pass (a memory tool's write) that
     :func:`hold` would drop from a pass: during a regression, of a path held
@@ -283,9 +302,7 @@ def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
         return
     remote = ctx.snapshot.get(rel)
     if rel in found.held or (base is not None and (remote is None or remote.id != base.remote_id)):
-        raise HeldByRollback(f"{rel} is saved in the mirror but not on the server: the library on the server "
-                             "went back to an older state, and pushing would roll this file back with it. "
-                             "Run `ohsync resync` to keep the newer version from either side")
+        hold_merge(ctx, rel)
 
 
 def keep_newer(ctx: MirrorContext, regression: Regression) -> int:

@@ -48,6 +48,7 @@ from .merge.stale import (
 from .models import RemoteEntry
 from .nofollow import OutsideMirrorError, open_regular
 from .paths import parent_rel
+from .regression import hold_merge
 from .remote_dirs import ensure_remote_dir, remote_written
 from .state import Base
 from .write_path import adopt_damaged, current_remote, damaged_upload, read_back_with_history, send
@@ -453,6 +454,9 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
     :raises LocalChanged: the local file changed meanwhile (re-plan later).
     :raises RemoteError: from the client; base does not advance.
     :raises LocalError: attempts exhausted (another writer keeps racing).
+    :raises HeldByRollback: the library went back to an older state and the
+        server's version differs from the base: nothing is merged or
+        written until ``ohsync resync`` (:func:`~ohsync.engine.regression.keep_newer`).
     """
     action = "upload"
     conflict: ConflictRecord | None = None
@@ -490,6 +494,8 @@ def push(ctx: MirrorContext, rel_path: str, base: Base | None, *,
         content = ours
         read_content = base_content
         if remote is not None and (base is None or remote.id != base.remote_id):
+            if agreed:
+                hold_merge(ctx, rel_path)  # a rollback's older version must not be merged into ours
             theirs, theirs_id = ctx.client.download_bytes(ctx.repo_id, ctx.remote_path(rel_path))
             read_content = theirs
             merge_base = base_content

@@ -87,6 +87,28 @@ def test_keep_newer_puts_the_newer_version_from_either_side_on_both(devserver, r
     assert mirror.sync().transferred == 0
 
 
+def test_no_push_outside_a_pass_merges_with_the_older_version(devserver, rolled_back):
+    """Settling a conflict, restoring a delete, a filing's journal line: every
+    push meets the server's older version of a held path and must not merge
+    ours with it (our newer base against it would take the newer lines out)."""
+    from ohsync.engine.regression import HeldByRollback
+    from ohsync.engine.transfer import push
+
+    mirror, older, newer = rolled_back
+    repo = mirror.repo_id
+    mirror.sync()
+    ctx = mirror.engine.ctx
+    edited = newer[REMOTE_EDITED] + "- [note] 又加了一行 #跟进\n".encode()
+    mirror.write(REMOTE_EDITED, edited)
+    with pytest.raises(HeldByRollback, match="ohsync resync"):
+        push(ctx, REMOTE_EDITED, ctx.state.get_base(REMOTE_EDITED))
+    assert mirror.read(REMOTE_EDITED) == edited
+    assert devserver.read_file(repo, "/" + REMOTE_EDITED) == older[REMOTE_EDITED]
+    mirror.engine.keep_newer()
+    assert mirror.sync().errors == []
+    assert devserver.read_file(repo, "/" + REMOTE_EDITED) == edited == mirror.read(REMOTE_EDITED)
+
+
 def test_a_rollback_followed_by_many_commits_is_still_a_rollback(devserver, rolled_back):
     """More commits after the restore than the usual history read holds (a
     bot busy while this mirror was away): the deeper read still finds that
