@@ -275,14 +275,28 @@ def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
     already or one whose server version is not the base (deleted or
     different in the last listing).
 
+    Without a record, the server's head is read first (and its history
+    when it moved since the last head seen): a rollback no pass has looked
+    at yet is recorded now and the push refused.  Pushed, the write would be
+    merged against the older version, and its update (based on the last
+    head) would put that head back among the ancestors, hiding the rollback
+    from the next pass, which would then follow the older state.
+
     :raises HeldByRollback: with a sentence saying where the write is and
         what the person can do.
+    :raises RemoteError: from the client while reading the head or history.
     """
     found = load(ctx.state)
     if found is None:
-        return
-    remote = ctx.snapshot.get(rel)
-    if rel in found.held or (base is not None and (remote is None or remote.id != base.remote_id)):
+        last, _ = last_seen(ctx.state)
+        head = ctx.client.repo_info(ctx.repo_id).head_commit_id if last else None
+        if not head or head == last or not detect(ctx, head):
+            return
+        held = True  # found just now: the listing is older than it, so any path may be touched
+    else:
+        remote = ctx.snapshot.get(rel)
+        held = rel in found.held or (base is not None and (remote is None or remote.id != base.remote_id))
+    if held:
         raise HeldByRollback(f"{rel} is saved in the mirror but not on the server: the library on the server "
                              "went back to an older state, and pushing would roll this file back with it. "
                              "Run `ohsync resync` to keep the newer version from either side")

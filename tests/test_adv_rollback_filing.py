@@ -6,9 +6,17 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from daemon_helpers import wait_for
+from ohsync.engine.memory.tools import WritePlan
+from ohsync.engine.memory.writes import apply_write
+from ohsync.engine.regression import HeldByRollback
 from test_filing import env  # noqa: F401  (env: the fixture)
 from test_filing_drop_odd import run_service
+from test_history_regression import LOCAL_EDITED, LOCAL_NEW, REMOTE_EDITED, rolled_back  # noqa: F401  (fixture)
+
+LINE = "- [agent] 记下的新观察 #测试\n".encode()
 
 
 def test_a_refused_link_in_a_folder_moved_out_of_the_drop_folder_leaves_the_status(env, tmp_path):
@@ -26,3 +34,37 @@ def test_a_refused_link_in_a_folder_moved_out_of_the_drop_folder_leaves_the_stat
     finally:
         service.stop()
         worker.stop()
+
+
+# --------------------------------------------------------------------------- a memory write just after a rollback
+
+def _append(mirror, rel):
+    return apply_write(mirror.engine, rel, lambda data: WritePlan(rel, (data or b"") + LINE, {}))
+
+
+def test_a_memory_write_before_the_first_pass_after_a_rollback_keeps_the_newer_lines(devserver, rolled_back):
+    """The rollback happened, no pass has looked yet: the write is merged
+    against nothing older (another device's newer line stays live)."""
+    mirror, older, newer = rolled_back
+    with pytest.raises(HeldByRollback, match="ohsync resync"):
+        _append(mirror, REMOTE_EDITED)
+    assert mirror.read(REMOTE_EDITED) == newer[REMOTE_EDITED] + LINE
+    assert devserver.read_file(mirror.repo_id, "/" + REMOTE_EDITED) == older[REMOTE_EDITED]
+
+
+def test_a_memory_write_before_the_first_pass_does_not_hide_the_rollback(devserver, rolled_back):
+    """A write of one file in that window must not make the server's history
+    look as if it still held the last head: the next pass would then follow
+    the older state, deleting files made since and pulling older versions
+    over newer ones."""
+    mirror, older, newer = rolled_back
+    with pytest.raises(HeldByRollback):
+        _append(mirror, LOCAL_EDITED)
+    report = mirror.sync()
+    assert mirror.engine.regression() is not None
+    assert report.deleted_local == [] and report.downloaded == []
+    assert mirror.read(LOCAL_NEW) == newer[LOCAL_NEW] and mirror.read(REMOTE_EDITED) == newer[REMOTE_EDITED]
+    assert mirror.read(LOCAL_EDITED).startswith(newer[LOCAL_EDITED])
+    mirror.engine.keep_newer()  # `ohsync resync`: the held write reaches the server with the newer lines
+    assert mirror.sync().errors == []
+    assert devserver.read_file(mirror.repo_id, "/" + LOCAL_EDITED) == newer[LOCAL_EDITED] + LINE
