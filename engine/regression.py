@@ -43,6 +43,7 @@ from .merge.archive import archive
 from .merge.choose import is_text
 from .merge.resolve import Facts, Situation, decide
 from .nofollow import open_regular
+from .remote_scan import scan_remote
 from .state import Base, StateStore
 from .sync.reconcile import Action
 from .sync.valve import Plan
@@ -290,7 +291,14 @@ def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
     if found is None:
         last, _ = last_seen(ctx.state)
         head = ctx.client.repo_info(ctx.repo_id).head_commit_id if last else None
-        if not head or head == last or not detect(ctx, head):
+        if not head:
+            return
+        if head == last:
+            # our writes since this head did not move it: the server may have
+            # lost them (a pass would see it, but not after our push moved it)
+            if not ctx.state.get_meta(WROTE) or not _lost_own_writes(ctx, head):
+                return
+        elif not detect(ctx, head):
             return
         held = True  # found just now: the listing is older than it, so any path may be touched
     else:
@@ -300,6 +308,20 @@ def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
         raise HeldByRollback(f"{rel} is saved in the mirror but not on the server: the library on the server "
                              "went back to an older state, and pushing would roll this file back with it. "
                              "Run `ohsync resync` to keep the newer version from either side")
+
+
+def _lost_own_writes(ctx: MirrorContext, head: str) -> bool:
+    """Walk the server's tree (as a pass does when the head stayed put after
+    our writes) and record a regression when it lost them; the walk becomes
+    the listing, so the next pass holds what the loss touched.
+
+    :raises RemoteError: from the client.
+    """
+    walked = scan_remote(ctx.client, ctx.repo_id, ctx.remote_root, prev_head=None, prev_root_oid=None,
+                         prev_snapshot=ctx.snapshot)
+    lost = check_own_writes(ctx, head, walked.snapshot)
+    ctx.snapshot = dict(walked.snapshot)
+    return lost
 
 
 def keep_newer(ctx: MirrorContext, regression: Regression) -> int:

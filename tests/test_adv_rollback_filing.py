@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from daemon_helpers import wait_for
+from engine_helpers import synced_sample_mirror
 from ohsync.engine.memory.tools import WritePlan
 from ohsync.engine.memory.writes import apply_write
 from ohsync.engine.regression import HeldByRollback
 from test_filing import env  # noqa: F401  (env: the fixture)
 from test_filing_drop_odd import run_service
-from test_history_regression import LOCAL_EDITED, LOCAL_NEW, REMOTE_EDITED, rolled_back  # noqa: F401  (fixture)
+from test_history_regression import LOCAL_EDITED, LOCAL_NEW, PHONE_EDITED, REMOTE_EDITED, rolled_back  # noqa: F401
 
 LINE = "- [agent] 记下的新观察 #测试\n".encode()
 
@@ -68,3 +69,30 @@ def test_a_memory_write_before_the_first_pass_does_not_hide_the_rollback(devserv
     mirror.engine.keep_newer()  # `ohsync resync`: the held write reaches the server with the newer lines
     assert mirror.sync().errors == []
     assert devserver.read_file(mirror.repo_id, "/" + LOCAL_EDITED) == newer[LOCAL_EDITED] + LINE
+
+
+def test_a_memory_write_after_the_server_lost_our_last_writes_does_not_hide_it(devserver, tmp_path):
+    """The server went back to the head before our last pass's uploads (its
+    head did not move, so only a walk tells): a memory write of another file
+    then must not move the head past that, or the next passes take the
+    server's state for agreed (status 'Up to date' while the server lacks
+    the person's files) and a later walk deletes the new file here."""
+    mirror = synced_sample_mirror(devserver, tmp_path)
+    repo = mirror.repo_id
+    before = devserver.head_commit(repo)
+    edited = mirror.read(LOCAL_EDITED) + "- [note] 线性探测的聚集问题 #数据结构\n".encode()
+    mirror.write(LOCAL_EDITED, edited)
+    mirror.write(LOCAL_NEW, b"# new\n")
+    assert sorted(mirror.sync().uploaded) == sorted([LOCAL_EDITED, LOCAL_NEW])
+    devserver.restore_to_commit(repo, before)  # the server lost those two uploads
+
+    with pytest.raises(HeldByRollback):
+        _append(mirror, PHONE_EDITED)
+    report = mirror.sync()
+    assert mirror.engine.regression() is not None
+    assert report.deleted_local == [] and report.downloaded == []
+    mirror.engine.keep_newer()
+    assert mirror.sync().errors == []
+    tree = devserver.tree(repo)
+    assert tree.get("/" + LOCAL_NEW) == b"# new\n" and tree.get("/" + LOCAL_EDITED) == edited
+    assert mirror.read(PHONE_EDITED).endswith(LINE) and tree.get("/" + PHONE_EDITED) == mirror.read(PHONE_EDITED)
