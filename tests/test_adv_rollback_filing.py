@@ -10,10 +10,11 @@ import pytest
 
 from daemon_helpers import wait_for
 from engine_helpers import synced_sample_mirror
+from ohsync.engine.filing.filer import journal_line
 from ohsync.engine.memory.tools import WritePlan
 from ohsync.engine.memory.writes import apply_write
 from ohsync.engine.regression import HeldByRollback
-from test_filing import env  # noqa: F401  (env: the fixture)
+from test_filing import NOW, PDF, PDF_NAME, env  # noqa: F401  (env: the fixture)
 from test_filing_drop_odd import run_service
 from test_history_regression import LOCAL_EDITED, LOCAL_NEW, PHONE_EDITED, REMOTE_EDITED, rolled_back  # noqa: F401
 
@@ -96,3 +97,29 @@ def test_a_memory_write_after_the_server_lost_our_last_writes_does_not_hide_it(d
     tree = devserver.tree(repo)
     assert tree.get("/" + LOCAL_NEW) == b"# new\n" and tree.get("/" + LOCAL_EDITED) == edited
     assert mirror.read(PHONE_EDITED).endswith(LINE) and tree.get("/" + PHONE_EDITED) == mirror.read(PHONE_EDITED)
+
+
+def test_a_document_filed_during_a_rollback_keeps_the_newer_journal_lines(env, devserver):
+    """Filing appends to the month's journal and pushes it outside a pass:
+    during a rollback that push must be held like a memory write, or the
+    merge against the server's older journal takes another device's newer
+    line out of the live journal."""
+    repo = env.repo_id
+    before = devserver.head_commit(repo)
+    phone = env.remote("/journal/2026-11.md") + "- [phone] 手机上记的一行 #手机\n".encode()
+    devserver.put_file(repo, "/journal/2026-11.md", phone)
+    assert env.mirror.sync().errors == []
+    devserver.restore_to_commit(repo, before)
+    env.mirror.sync()
+    assert env.mirror.engine.regression() is not None
+    source = env.drop_file(PDF_NAME, PDF.read_bytes())
+    filer = env.filer()
+    result = filer.file(source)
+    assert result.status == "failed" and result.retryable and "ohsync resync" in result.message
+    assert (env.mirror.root / "journal/2026-11.md").read_bytes().startswith(phone)
+    assert source.exists()  # the document stays in the drop folder until its job is done
+    env.mirror.engine.keep_newer()
+    assert env.mirror.sync().errors == []
+    assert filer.file(source).status == "filed"
+    line = journal_line(PDF_NAME, f"/Files/downloads/2026-11/{PDF_NAME}", NOW)
+    assert env.remote("/journal/2026-11.md").startswith(phone) and env.journal_count(line) == 1
