@@ -13,6 +13,7 @@ from engine_helpers import synced_sample_mirror
 from ohsync.engine.filing.filer import journal_line
 from ohsync.engine.memory.tools import WritePlan
 from ohsync.engine.memory.writes import apply_write
+from ohsync.engine.merge.settle import ResolveRefused, find_conflict, resolve_conflict
 from ohsync.engine.regression import HeldByRollback
 from test_filing import NOW, PDF, PDF_NAME, env  # noqa: F401  (env: the fixture)
 from test_filing_drop_odd import run_service
@@ -123,3 +124,21 @@ def test_a_document_filed_during_a_rollback_keeps_the_newer_journal_lines(env, d
     assert filer.file(source).status == "filed"
     line = journal_line(PDF_NAME, f"/Files/downloads/2026-11/{PDF_NAME}", NOW)
     assert env.remote("/journal/2026-11.md").startswith(phone) and env.journal_count(line) == 1
+
+
+def test_a_conflict_settled_by_hand_during_a_rollback_waits_for_resync(devserver, rolled_back):
+    """Settling one of the rollback's conflict copies pushes the chosen
+    version outside a pass: merged against the server's older version, the
+    hand-merged text lost another device's newer line.  It is refused with
+    what to do, nothing changed, and works after `ohsync resync`."""
+    mirror, older, newer = rolled_back
+    mirror.sync()
+    record = find_conflict(mirror.state.conflicts(), REMOTE_EDITED)
+    merged = newer[REMOTE_EDITED] + "- [hand] 手工合并的一行 #合并\n".encode()
+    with pytest.raises(ResolveRefused, match="ohsync resync"):
+        resolve_conflict(mirror.engine.ctx, record, "merged", merged)
+    assert mirror.read(REMOTE_EDITED) == newer[REMOTE_EDITED] and mirror.read(record.archived) == older[REMOTE_EDITED]
+    mirror.engine.keep_newer()
+    assert mirror.sync().errors == []
+    resolve_conflict(mirror.engine.ctx, find_conflict(mirror.state.conflicts(), REMOTE_EDITED), "merged", merged)
+    assert mirror.read(REMOTE_EDITED) == merged == devserver.read_file(mirror.repo_id, "/" + REMOTE_EDITED)
