@@ -485,8 +485,10 @@ class FilingService(ServiceThread):
             else:
                 self._settled[key] = fingerprint
                 self._held.pop(key, None)
-                if result.status == "failed":
-                    self._refused[key] = result  # it stays in the drop folder until the person acts
+                if result.status == "failed" and self._wanted(Path(key)):
+                    # it stays in the drop folder until the person acts (`ohsync file` of a path
+                    # elsewhere was answered at once, and no watcher would see it go)
+                    self._refused[key] = result
             outcome = (result.status, result.message)
             repeat = self._reported.get(key) == outcome
             self._reported[key] = outcome

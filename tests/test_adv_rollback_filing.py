@@ -157,3 +157,22 @@ def test_a_local_edit_pushed_before_the_server_is_checked_keeps_the_rollback_vis
     report = mirror.sync()
     assert mirror.engine.regression() is not None
     assert report.deleted_local == [] and mirror.read(LOCAL_NEW) == newer[LOCAL_NEW]
+
+
+def test_a_link_refused_by_ohsync_file_from_elsewhere_is_not_a_dropped_document(env, tmp_path):
+    """`ohsync file PATH` of a link outside the drop folder is answered at
+    once; it is no dropped document, and no watcher tells when it goes, so
+    it must not keep the status at 'attention'."""
+    results: list = []
+    service, worker = run_service(env, results)
+    try:
+        target = tmp_path / "elsewhere.txt"
+        target.write_bytes(b"not for filing\n")
+        link = tmp_path / "link.txt"
+        os.symlink(target, link)
+        [result] = service.file_now([link])
+        assert result.status == "failed" and "not a regular file" in result.message
+        assert service.status()["refused"] == []
+    finally:
+        service.stop()
+        worker.stop()
