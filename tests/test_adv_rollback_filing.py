@@ -176,3 +176,23 @@ def test_a_link_refused_by_ohsync_file_from_elsewhere_is_not_a_dropped_document(
     finally:
         service.stop()
         worker.stop()
+
+
+def test_a_memory_delete_during_a_rollback_says_the_entity_was_not_moved(devserver, rolled_back):
+    """memory_delete marks the entity trashed, then moves it into /.trash/.
+    Held by the rollback, neither reaches the server; `ohsync resync` later
+    pushes only the marking, so the agent must not read the answer as a
+    delete that completes by itself."""
+    from ohsync.engine.memory.writes import trash_entity
+
+    mirror, older, newer = rolled_back
+    mirror.sync()
+    rel = LOCAL_EDITED
+    with pytest.raises(HeldByRollback, match=r"not moved into /\.trash/.*again"):
+        trash_entity(mirror.engine, rel, lambda data: WritePlan(rel, (data or b"") + b"status: trashed\n", {}))
+    assert mirror.read(rel) == newer[rel] + b"status: trashed\n"
+    assert devserver.read_file(mirror.repo_id, "/" + rel) == older[rel]
+    mirror.engine.keep_newer()
+    assert mirror.sync().errors == []
+    again = trash_entity(mirror.engine, rel, lambda data: WritePlan(rel, data or b"", {}))  # already marked
+    assert again["trash"] and not again["in_place"] and not (mirror.root / rel).exists()
