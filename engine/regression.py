@@ -300,6 +300,10 @@ def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
                 return
         elif not detect(ctx, head):
             return
+        # The listing predates the rollback: the next pass lists the server
+        # first, even one without a remote check (the daemon's pass for this
+        # very path), which would push it on that listing.
+        ctx.state.set_meta("head", None)
         held = True  # found just now: the listing is older than it, so any path may be touched
     else:
         remote = ctx.snapshot.get(rel)

@@ -10,6 +10,7 @@ import pytest
 
 from daemon_helpers import wait_for
 from engine_helpers import synced_sample_mirror
+from ohsync.engine import regression
 from ohsync.engine.filing.filer import journal_line
 from ohsync.engine.memory.tools import WritePlan
 from ohsync.engine.memory.writes import apply_write
@@ -53,6 +54,13 @@ def test_a_memory_write_before_the_first_pass_after_a_rollback_keeps_the_newer_l
         _append(mirror, REMOTE_EDITED)
     assert mirror.read(REMOTE_EDITED) == newer[REMOTE_EDITED] + LINE
     assert devserver.read_file(mirror.repo_id, "/" + REMOTE_EDITED) == older[REMOTE_EDITED]
+    # the daemon then asks for a pass over that path, without a remote check: it must not push it
+    # on the listing from before the rollback
+    mirror.engine.sync([REMOTE_EDITED], check_remote=False)
+    assert mirror.read(REMOTE_EDITED) == newer[REMOTE_EDITED] + LINE
+    assert devserver.read_file(mirror.repo_id, "/" + REMOTE_EDITED) == older[REMOTE_EDITED]
+    found = regression.load(mirror.state)
+    assert found is not None and REMOTE_EDITED in found.held  # the pass listed the server and held it
 
 
 def test_a_memory_write_before_the_first_pass_does_not_hide_the_rollback(devserver, rolled_back):
