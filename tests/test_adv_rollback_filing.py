@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon_helpers import wait_for
-from engine_helpers import synced_sample_mirror
+from engine_helpers import sample_library, synced_sample_mirror
 from ohsync.engine import regression
 from ohsync.engine.filing.filer import journal_line
 from ohsync.engine.memory.tools import WritePlan
@@ -204,3 +204,31 @@ def test_a_memory_delete_during_a_rollback_says_the_entity_was_not_moved(devserv
     assert mirror.sync().errors == []
     again = trash_entity(mirror.engine, rel, lambda data: WritePlan(rel, data or b"", {}))  # already marked
     assert again["trash"] and not again["in_place"] and not (mirror.root / rel).exists()
+
+
+def test_the_agent_is_told_and_nothing_is_lost_when_it_writes_just_after_a_rollback(seed_daemon, devserver,
+                                                                                    tmp_path):
+    """The whole way through the daemon: a memory append between a rollback
+    and the next poll is refused with what to do, the phone's newer line and
+    the agent's stay live, the server keeps its version, and the status
+    names the rollback."""
+    from ohsync.daemon.protocol import RpcError
+
+    s = seed_daemon(tree=sample_library(tmp_path / "seed"), poll_interval=600.0)
+    repo, mirror, daemon = s.repo_id, s.mirror, s.start(wait="attention")
+    journal = "journal/2026-11.md"
+    before = devserver.head_commit(repo)
+    older = devserver.read_file(repo, "/" + journal)
+    phone = older + "- [phone] 2026-12-01 09:00 手机端记下 #计划\n".encode()
+    devserver.put_file(repo, "/" + journal, phone)
+    assert daemon.cli("refresh").returncode == 0
+    wait_for(lambda: (mirror / journal).read_bytes() == phone, timeout=60, what="the phone's line pulled")
+    devserver.restore_to_commit(repo, before)
+    with pytest.raises(RpcError, match="ohsync resync"):
+        daemon.client(60).call("memory.append", {"permalink": "journal-2026-11-df70", "category": "desk",
+                                                 "text": "桌面端追加：回滚之后写下", "timeout": 30})
+    st = daemon.wait_state("stopped", timeout=60)
+    assert "went back to an older state" in st["message"]
+    live = (mirror / journal).read_bytes()
+    assert "手机端记下".encode() in live and "回滚之后写下".encode() in live
+    assert devserver.read_file(repo, "/" + journal) == older
