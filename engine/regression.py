@@ -11,8 +11,10 @@ files back.  So while a regression is recorded:
 * remote-driven overwrites and merges are held: the local version stays live
   and the server's (older) version is archived into ``/.conflict/`` once
   (the resolver's ``ROLLBACK`` row, :mod:`ohsync.engine.merge.resolve`);
-* a memory tool's write of such a path stays in the mirror, the agent told
-  (:func:`hold_push`);
+* a push outside a pass of such a path (a memory tool's write, filing's
+  journal line, a conflict settled by hand) is refused, also before any
+  pass has seen the rollback (:func:`hold_push`): the new bytes stay in the
+  mirror and the caller says so;
 * everything else (local edits of untouched paths, new files on either side)
   syncs as usual;
 * the mirror reports a named state with a sentence (:meth:`Regression.sentence`)
@@ -271,8 +273,9 @@ class HeldByRollback(OhsyncError):
 
 
 def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
-    """Refuse a push outside a sync pass (a memory tool's write) that
-    :func:`hold` would drop from a pass: during a regression, of a path held
+    """Refuse a push outside a sync pass (a memory tool's write, filing's
+    journal and sidecar, a conflict settled by hand) that :func:`hold` would
+    drop from a pass: during a regression, of a path held
     already or one whose server version is not the base (deleted or
     different in the last listing).
 
