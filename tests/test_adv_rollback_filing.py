@@ -24,6 +24,9 @@ LINE = "- [agent] 记下的新观察 #测试\n".encode()
 
 
 def test_a_refused_link_in_a_folder_moved_out_of_the_drop_folder_leaves_the_status(env, tmp_path):
+    """Moving a folder out of the drop folder sends one event, for the
+    folder: what waited below it must leave the status too, or it stays
+    'attention' for a document that is no longer there."""
     results: list = []
     service, worker = run_service(env, results)
     try:
