@@ -315,11 +315,15 @@ class FilingService(ServiceThread):
 
     def _removed(self, key: str) -> None:
         """A path left the drop folder (deleted, moved away): what waited for
-        the person about it (held, refused) is no longer in the status."""
+        the person about it (held, refused) is no longer in the status.  A
+        folder that left takes what waited below it along (one event names
+        only the folder)."""
+        below = key.rstrip(os.sep) + os.sep
         with self.cond:
-            if (key in self._held or key in self._refused) and not os.path.lexists(key):
-                self._held.pop(key, None)
-                self._refused.pop(key, None)
+            for path in [p for p in (*self._held, *self._refused) if p == key or p.startswith(below)]:
+                if not os.path.lexists(path):
+                    self._held.pop(path, None)
+                    self._refused.pop(path, None)
 
     def _forget(self, key: str) -> None:
         self._waiting.discard(key)
@@ -481,8 +485,10 @@ class FilingService(ServiceThread):
             else:
                 self._settled[key] = fingerprint
                 self._held.pop(key, None)
-                if result.status == "failed":
-                    self._refused[key] = result  # it stays in the drop folder until the person acts
+                if result.status == "failed" and self._wanted(Path(key)):
+                    # it stays in the drop folder until the person acts (`ohsync file` of a path
+                    # elsewhere was answered at once, and no watcher would see it go)
+                    self._refused[key] = result
             outcome = (result.status, result.message)
             repeat = self._reported.get(key) == outcome
             self._reported[key] = outcome

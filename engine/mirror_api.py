@@ -24,6 +24,7 @@ from .merge.choose import is_text
 from .models import RemoteEntry
 from .nofollow import OutsideMirrorError, open_regular
 from .paths import from_remote, parent_rel
+from .regression import hold_push
 from .state import Base
 from .transfer import ensure_remote_dir, pull, push, remote_written
 from .write_path import current_remote, holds_content, send
@@ -135,7 +136,9 @@ class EngineMirror:
 
     def push(self, rel: str) -> str:
         """See :meth:`MirrorAPI.push <ohsync.engine.filing.api.MirrorAPI.push>`."""
-        outcome = push(self._ctx, rel, self._ctx.state.get_base(rel))
+        base = self._ctx.state.get_base(rel)
+        hold_push(self._ctx, rel, base)  # a journal merged with a rollback's older version loses newer lines
+        outcome = push(self._ctx, rel, base)
         self._persist()
         return outcome.action
 

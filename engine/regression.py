@@ -11,10 +11,12 @@ files back.  So while a regression is recorded:
 * remote-driven overwrites and merges are held: the local version stays live
   and the server's (older) version is archived into ``/.conflict/`` once
   (the resolver's ``ROLLBACK`` row, :mod:`ohsync.engine.merge.resolve`);
-* a push of such a path outside a pass (a memory tool's write, a settled
-  conflict, a restore, a filing's journal line) is refused before it
-  merges, and the file stays in the mirror (:func:`hold_merge`,
-  :func:`hold_push`);
+* a push outside a pass of such a path (a memory tool's write, filing's
+  journal line, a conflict settled by hand) is refused, also before any
+  pass has seen the rollback (:func:`hold_push`): the new bytes stay in the
+  mirror and the caller says so; every push refuses to merge with a server
+  version that is not its base (:func:`hold_merge`), which also covers a
+  restore and a server edit made between a pass's listing and its push;
 * everything else (local edits of untouched paths, new files on either side)
   syncs as usual;
 * the mirror reports a named state with a sentence (:meth:`Regression.sentence`)
@@ -45,6 +47,7 @@ from .merge.archive import archive
 from .merge.choose import is_text
 from .merge.resolve import Facts, Situation, decide
 from .nofollow import open_regular
+from .remote_scan import scan_remote
 from .state import Base, StateStore
 from .sync.reconcile import Action
 from .sync.valve import Plan
@@ -289,20 +292,60 @@ def hold_merge(ctx: MirrorContext, rel: str) -> None:
 
 
 def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
-    """Refuse a push outside a sync pass (a memory tool's write) that
-    :func:`hold` would drop from a pass: during a regression, of a path held
+    """Refuse a push outside a sync pass (a memory tool's write, filing's
+    journal and sidecar, a conflict settled by hand) that :func:`hold` would
+    drop from a pass: during a regression, of a path held
     already or one whose server version is not the base (deleted or
     different in the last listing).
 
+    Without a record, the server's head is read first (and its history
+    when it moved since the last head seen): a rollback no pass has looked
+    at yet is recorded now and the push refused.  Pushed, the write would be
+    merged against the older version, and its update (based on the last
+    head) would put that head back among the ancestors, hiding the rollback
+    from the next pass, which would then follow the older state.
+
     :raises HeldByRollback: with a sentence saying where the write is and
         what the person can do.
+    :raises RemoteError: from the client while reading the head or history.
     """
     found = load(ctx.state)
     if found is None:
-        return
-    remote = ctx.snapshot.get(rel)
-    if rel in found.held or (base is not None and (remote is None or remote.id != base.remote_id)):
+        last, _ = last_seen(ctx.state)
+        head = ctx.client.repo_info(ctx.repo_id).head_commit_id if last else None
+        if not head:
+            return
+        if head == last:
+            # our writes since this head did not move it: the server may have
+            # lost them (a pass would see it, but not after our push moved it)
+            if not ctx.state.get_meta(WROTE) or not _lost_own_writes(ctx, head):
+                return
+        elif not detect(ctx, head):
+            return
+        # The listing predates the rollback: the next pass lists the server
+        # first, even one without a remote check (the daemon's pass for this
+        # very path), which would push it on that listing.
+        ctx.state.set_meta("head", None)
+        held = True  # found just now: the listing is older than it, so any path may be touched
+    else:
+        remote = ctx.snapshot.get(rel)
+        held = rel in found.held or (base is not None and (remote is None or remote.id != base.remote_id))
+    if held:
         hold_merge(ctx, rel)
+
+
+def _lost_own_writes(ctx: MirrorContext, head: str) -> bool:
+    """Walk the server's tree (as a pass does when the head stayed put after
+    our writes) and record a regression when it lost them; the walk becomes
+    the listing, so the next pass holds what the loss touched.
+
+    :raises RemoteError: from the client.
+    """
+    walked = scan_remote(ctx.client, ctx.repo_id, ctx.remote_root, prev_head=None, prev_root_oid=None,
+                         prev_snapshot=ctx.snapshot)
+    lost = check_own_writes(ctx, head, walked.snapshot)
+    ctx.snapshot = dict(walked.snapshot)
+    return lost
 
 
 def keep_newer(ctx: MirrorContext, regression: Regression) -> int:

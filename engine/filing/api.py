@@ -116,6 +116,9 @@ class MirrorAPI(Protocol):
         :returns: what was done: ``upload``, ``merge`` or ``conflict``.
         :raises LocalError: the file changed meanwhile, or writers keep racing.
         :raises RemoteError: from the server.
+        :raises HeldByRollback: the library on the server went back to an
+            older state (:func:`~ohsync.engine.regression.hold_push`); the
+            file stays in the mirror until ``ohsync resync``.
         """
 
     def write_over(self, rel: str, data: bytes, expected: tuple[int, int, int]) -> None:

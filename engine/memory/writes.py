@@ -29,7 +29,7 @@ from ..events import SyncEvent
 from ..local_replace import BeingWritten, keep_crossed, refuse_if_written
 from ..localfs import Fingerprint, stat_fingerprint
 from ..nofollow import FileChanged, OutsideMirrorError, entry_stat, read_file, remove_file, write_file
-from ..regression import hold_push
+from ..regression import HeldByRollback, hold_push
 from ..sync.deletes import delete_remote
 from ..transfer import push
 from .edit import MemoryToolError
@@ -160,9 +160,15 @@ def trash_entity(engine: Any, rel: str, planner: Planner,
         None) and ``in_place`` (True when the move failed and the entity
         stays where it was with ``status: trashed``; ``message`` says why).
     :raises MemoryToolError, OhsyncError: as :func:`apply_write` (then
-        nothing was moved).
+        nothing was moved; a :class:`~ohsync.engine.regression.HeldByRollback`
+        says so).
     """
-    result = apply_write(engine, rel, planner, on_written=on_written)
+    try:
+        result = apply_write(engine, rel, planner, on_written=on_written)
+    except HeldByRollback as exc:
+        # a resync pushes the marking only: the move is the agent's to ask again
+        raise HeldByRollback(f"{exc.message}; the entity is marked trashed here but was not moved into "
+                             "/.trash/: delete it again once that is done", path=rel) from None
     ctx = engine.ctx
     base = ctx.state.get_base(rel)
     try:

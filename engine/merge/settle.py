@@ -44,6 +44,7 @@ from ..local_replace import install, remove, write_over
 from ..localfs import stat_fingerprint, temp_beside
 from ..nofollow import OutsideMirrorError, open_regular
 from ..paths import normalize_rel, parent_rel
+from ..regression import HeldByRollback, hold_push
 from ..special_dirs import working_dir
 from ..state import Base
 from ..sync.deletes import TRASH_DIR, delete_remote, trash_path, trashed_key
@@ -362,6 +363,12 @@ def resolve_conflict(ctx: MirrorContext, record: ConflictRecord, keep: str, cont
             seen = None
         live = read_version(ctx, record.path, 0)
         if live is None or live.sha256 != new_sha:
+            try:  # merged with a rollback's older version, the chosen version would lose its newer lines
+                hold_push(ctx, record.path, ctx.state.get_base(record.path))
+            except HeldByRollback:
+                raise ResolveRefused("the library on the server went back to an older state, so nothing was "
+                                     "changed: run `ohsync resync` first (it keeps the newer version from "
+                                     "either side), then settle this conflict", path=record.path) from None
             if live is not None:
                 result.replaced = _keep_replaced(ctx, record.path, seen)
             _write_live(ctx, record.path, new, seen)
