@@ -218,3 +218,29 @@ def test_activity_names_the_archived_copy_once(fake_daemon, capsys) -> None:
     assert main(["activity"]) == 0
     line = capsys.readouterr().out.splitlines()[0]
     assert line.count(copy) == 1 and f"remote version archived as {copy}" in line
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_status_with_a_broken_config_still_shows_the_running_daemon(isolated_env, capsys, named) -> None:
+    """A config edited into an invalid state while the daemon runs: the error, then that
+    daemon's status (it keeps the settings it started with), on the socket the file names."""
+    from daemon_helpers import idle_snapshot
+    from ohsync.daemon.socket.server import SocketServer
+    from ohsync.daemon.status import build_status
+
+    socket = isolated_env.sock_dir / "own" / "own.sock" if named else isolated_env.socket
+    line = f'socket = "{socket}"\n' if named else ""
+    isolated_env.config.write_text(f'{line}poll_interval = "30s"\n[[mirror]]\nlibrary = "OH-Memory"\n',
+                                   encoding="utf-8")
+    server = SocketServer(socket, {"status": lambda p: build_status(idle_snapshot())})
+    server.start()
+    try:
+        assert main(["status"]) == 1
+    finally:
+        server.stop()
+    out, err = capsys.readouterr()
+    assert "`poll_interval` has the wrong type" in err and "keeps the settings it started with" in err
+    assert out.startswith("idle: Up to date") and "Traceback" not in err
+    assert main(["status"]) == 1  # no daemon: the error alone
+    out, err = capsys.readouterr()
+    assert out == "" and "`poll_interval` has the wrong type" in err and "started with" not in err

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ..protocol import Method
-from .common import EXIT_FAILED, EXIT_OK, Subparsers, add_command, add_mirror_option, daemon_client
+from .common import EXIT_FAILED, EXIT_OK, Subparsers, add_command, add_mirror_option, daemon_client, say_error
 
 __all__ = ["register", "EXIT_CODES_HELP", "cmd_status", "exit_code", "shown"]
 
@@ -150,12 +150,64 @@ def cmd_status(args: argparse.Namespace) -> int:
     :returns: :func:`exit_code` of the status; a daemon that does not answer raises
         :class:`~ohsync.daemon.protocol.DaemonNotRunning` (exit 3, see :data:`EXIT_CODES_HELP`).
     """
-    st = daemon_client(args).call(Method.STATUS)
+    from ..config import ConfigError
+
+    try:
+        client = daemon_client(args)
+    except ConfigError as exc:
+        return _status_despite(args, exc)
+    st = client.call(Method.STATUS)
     if args.json:
         print(json.dumps(st, ensure_ascii=False))
     else:
         _print_status(st)
     return exit_code(st)
+
+
+def _status_despite(args: argparse.Namespace, error: Any) -> int:
+    """``ohsync status`` with a config file that does not load: the error, and
+    then the status of a daemon still running on the socket the file names
+    (or the default one), which keeps the settings it started with; with no
+    daemon there, the error alone (raised again).
+
+    :returns: :data:`EXIT_FAILED` (the file needs fixing either way).
+    """
+    from ..config import config_path
+    from ..protocol import DaemonNotRunning, RpcClient
+
+    socket = _socket_named(config_path(args.config))
+    try:
+        st = RpcClient(socket, timeout=10.0).call(Method.STATUS)
+    except DaemonNotRunning:
+        raise error from None
+    say_error(f"{error.title}: {error.message}")
+    say_error(f"the daemon running on {socket} keeps the settings it started with; its status follows. "
+              "Fix the file before the daemon restarts.")
+    if args.json:
+        print(json.dumps(st, ensure_ascii=False))
+    else:
+        _print_status(st)
+    return EXIT_FAILED
+
+
+def _socket_named(path: Any) -> Any:
+    """The socket a config file names at its top level, read leniently (the
+    file does not load), else the default socket."""
+    import os
+    import re
+    from pathlib import Path
+
+    from ..protocol import default_socket_path
+
+    if os.environ.get("OHSYNC_SOCKET"):
+        return default_socket_path()  # it names the socket over any file, as when the file loads
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return default_socket_path()
+    head = re.split(r"^\s*\[", text, maxsplit=1, flags=re.M)[0]  # keys before the first table
+    found = re.search(r"^\s*socket\s*=\s*[\"']([^\"']+)[\"']", head, flags=re.M)
+    return Path(found.group(1)).expanduser() if found else default_socket_path()
 
 
 def register(subparsers: Subparsers) -> None:
