@@ -1,5 +1,6 @@
-"""Adversarial checks of a rollback's hold on pushes outside a sync pass and
-of the status while a dropped document waits for the person."""
+"""A rollback's hold on pushes outside a sync pass (memory tools, filing,
+settling a conflict), also before a pass has seen the rollback, and the
+status while a dropped document waits for the person."""
 from __future__ import annotations
 
 import os
