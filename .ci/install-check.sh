@@ -73,18 +73,20 @@ check_help() {
 
 check_autostart() {
   local entry="$XDG_CONFIG_HOME/autostart/ohsync.desktop"
-  # a headless machine (no desktop session installed): enable says nothing will start the entry
+  # a headless machine (no desktop session installed): nothing would start an entry, so enable
+  # installs none, exits 1 and gives the command line to start from one's own init
   export XDG_DATA_DIRS="$WORK/share-headless"
-  ohs autostart enable
-  expect "$entry"
-  expect "nothing on this machine will start it"
-  grep -qxF "Exec=$VENV/bin/ohsync run" "$entry" || fail "$entry does not run the installed ohsync"
-  if "$VENV/bin/ohsync" autostart status >"$OUT" 2>&1; then fail "autostart status exited 0 on a headless machine"; fi
-  expect "installed, but will not start"
-  # the same entry where a display manager offers a desktop session
+  if "$VENV/bin/ohsync" autostart enable >"$OUT" 2>&1; then fail "autostart enable exited 0 on a headless machine"; fi
+  expect "Autostart not set up"
+  expect "@reboot $VENV/bin/ohsync run --no-tray"
+  [ ! -e "$entry" ] || fail "autostart enable installed $entry on a headless machine"
+  # where a display manager offers a desktop session, the entry is installed
   mkdir -p "$WORK/share-desktop/xsessions"
   printf '[Desktop Entry]\nName=Xfce\nExec=startxfce4\n' >"$WORK/share-desktop/xsessions/xfce.desktop"
   export XDG_DATA_DIRS="$WORK/share-desktop"
+  ohs autostart enable
+  expect "$entry"
+  grep -qxF "Exec=$VENV/bin/ohsync run" "$entry" || fail "$entry does not run the installed ohsync"
   ohs autostart status
   expect "autostart: on"
   ohs autostart disable
