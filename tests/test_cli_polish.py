@@ -244,3 +244,20 @@ def test_status_with_a_broken_config_still_shows_the_running_daemon(isolated_env
     assert main(["status"]) == 1  # no daemon: the error alone
     out, err = capsys.readouterr()
     assert out == "" and "`poll_interval` has the wrong type" in err and "started with" not in err
+
+
+def test_each_file_that_cannot_sync_is_listed_once(fake_daemon, capsys) -> None:
+    from daemon_helpers import idle_snapshot
+    from ohsync.daemon.status import build_status
+
+    def failure(path: str, permanent: bool) -> dict[str, Any]:
+        return {"path": path, "reason": "the server has no space for it", "title": "Quota", "needs": "space",
+                "permanent": permanent, "count": 1, "since": None, "retry_at": None}
+
+    fake_daemon["status"] = build_status(idle_snapshot(failures=(failure("a.bin", True), failure("b.bin", False),
+                                                                 failure("c.bin", True))))
+    main(["status"])
+    out = capsys.readouterr().out
+    assert out.count("a.bin") == 1 and "3 file(s) cannot sync now; a.bin: " in out  # the message names the first
+    assert "cannot sync: 'b.bin' — the server has no space for it (retried later)" in out
+    assert "cannot sync: 'c.bin' — the server has no space for it\n" in out

@@ -85,8 +85,21 @@ def _print_status(st: dict[str, Any]) -> None:
         print(f"  notifications: {st['notifications']}")
     _print_counts(st)
     _print_attention(st, st.get("attention") or [], "  ")
+    _print_failures(st, "  ")
     _print_unfiled(st, "  ")
     _print_transfer(st)
+
+
+def _print_failures(st: dict[str, Any], indent: str) -> None:
+    """The failing paths the message does not name already (it names the first), each with its
+    reason and whether it is retried, the first :data:`SHOWN_PER_KIND` of them."""
+    message = str(st.get("message") or "")
+    failures = [f for f in st.get("failures") or [] if f"{f.get('path')}: " not in message]
+    for f in failures[:SHOWN_PER_KIND]:
+        when = "" if f.get("permanent") else " (retried later)"
+        print(f"{indent}cannot sync: {shown(f.get('path'))} — {f.get('reason')}{when}")
+    if len(failures) > SHOWN_PER_KIND:
+        print(f"{indent}… and {len(failures) - SHOWN_PER_KIND} more that cannot sync: see `ohsync status --json`")
 
 
 def _print_unfiled(st: dict[str, Any], indent: str) -> None:
