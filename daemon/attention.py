@@ -105,7 +105,7 @@ def summary(*, held: int, damaged: int, skipped: int, conflicts: int = 0, unfile
         parts.append(_plural(unfiled, "dropped document", "dropped documents") + " not filed "
                      "(each one is listed with its reason)")
     if drop_error:
-        parts.append(f"the drop folder: {drop_error}")
+        parts.append(drop_error)  # it names the drop folder itself
     if not parts:
         return ""
     return "Needs attention: " + ", ".join(parts)

@@ -402,8 +402,7 @@ class FilingService(ServiceThread):
         fingerprint = _fingerprint(key)
         if fingerprint is None:
             self._forget(key)
-            self._held.pop(key, None)  # removed by the person: nothing waits for them any more
-            self._refused.pop(key, None)
+            self._removed(key)  # removed by the person: nothing waits for them any more
             return False
         if fingerprint != self._seen.get(key):
             self._touch(key, fingerprint)  # it changed (or was first seen) during the quiet period

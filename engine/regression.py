@@ -172,13 +172,11 @@ def detect(ctx: MirrorContext, head: str, known: tuple[str, bool | None] | None 
     last, ctime = last_seen(state)
     if not last or head == last or load(state) is not None:
         return False
-    if known is not None and known[0] == head:
-        descends = known[1]
-    else:
-        descends = head_descends(ctx.client, ctx.repo_id, last, ctime, head)
+    descends = known[1] if known is not None and known[0] == head else None
     if descends is None:
-        # more commits since the last head than the usual read holds: a
-        # rollback followed by many writes must still be recognised
+        # read here, or the shared read could not tell (more commits since the last
+        # head than it holds): a rollback followed by many writes must still be found,
+        # and an ordinary head answers on the first page anyway
         descends = head_descends(ctx.client, ctx.repo_id, last, ctime, head, max_pages=DEEP_PAGES)
     if descends is not False:
         return False
@@ -286,9 +284,13 @@ def hold_merge(ctx: MirrorContext, rel: str) -> None:
     :raises HeldByRollback: a regression is recorded.
     """
     if load(ctx.state) is not None:
-        raise HeldByRollback(f"{rel} is saved in the mirror but not on the server: the library on the server "
-                             "went back to an older state, and pushing would roll this file back with it. "
-                             "Run `ohsync resync` to keep the newer version from either side")
+        raise _held(rel)
+
+
+def _held(rel: str) -> HeldByRollback:
+    return HeldByRollback(f"{rel} is saved in the mirror but not on the server: the library on the server "
+                          "went back to an older state, and pushing would roll this file back with it. "
+                          "Run `ohsync resync` to keep the newer version from either side")
 
 
 def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
@@ -326,12 +328,10 @@ def hold_push(ctx: MirrorContext, rel: str, base: Base | None) -> None:
         # first, even one without a remote check (the daemon's pass for this
         # very path), which would push it on that listing.
         ctx.state.set_meta("head", None)
-        held = True  # found just now: the listing is older than it, so any path may be touched
-    else:
-        remote = ctx.snapshot.get(rel)
-        held = rel in found.held or (base is not None and (remote is None or remote.id != base.remote_id))
-    if held:
-        hold_merge(ctx, rel)
+        raise _held(rel)  # found just now: the listing is older than it, so any path may be touched
+    remote = ctx.snapshot.get(rel)
+    if rel in found.held or (base is not None and (remote is None or remote.id != base.remote_id)):
+        raise _held(rel)
 
 
 def _lost_own_writes(ctx: MirrorContext, head: str) -> bool:

@@ -208,6 +208,7 @@ def _socket_named(path: Any) -> Any:
     file does not load), else the default socket."""
     import os
     import re
+    import tomllib
     from pathlib import Path
 
     from ..protocol import default_socket_path
@@ -218,9 +219,13 @@ def _socket_named(path: Any) -> Any:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return default_socket_path()
-    head = re.split(r"^\s*\[", text, maxsplit=1, flags=re.M)[0]  # keys before the first table
-    found = re.search(r"^\s*socket\s*=\s*[\"']([^\"']+)[\"']", head, flags=re.M)
-    return Path(found.group(1)).expanduser() if found else default_socket_path()
+    try:
+        named = tomllib.loads(text).get("socket")  # valid TOML with a wrong value elsewhere
+    except tomllib.TOMLDecodeError:  # not TOML: the key as written before the first table
+        head = re.split(r"^\s*\[", text, maxsplit=1, flags=re.M)[0]
+        found = re.search(r"^\s*socket\s*=\s*[\"']([^\"']+)[\"']", head, flags=re.M)
+        named = found.group(1) if found else None
+    return Path(named).expanduser() if isinstance(named, str) and named else default_socket_path()
 
 
 def register(subparsers: Subparsers) -> None:

@@ -22,7 +22,6 @@ re-plans).  The token never appears in a message, a log line or a repr.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -58,8 +57,8 @@ def _json_answer(resp: httpx.Response) -> bool:
     """Whether ``resp`` holds JSON (Seafile's API answers, errors included),
     not a web page or an empty body from some other server."""
     try:
-        json.loads(resp.content)
-    except ValueError:
+        parse_json(resp.content, what="the answer")
+    except ProtocolError:
         return False
     return True
 
